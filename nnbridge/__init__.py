@@ -1,0 +1,92 @@
+"""nnbridge: ONNX ↔ SMAUG ↔ LBANN conversion, a numpy reference backend, and
+SMV / RDU accelerator simulators, cross-checked against onnxruntime.
+
+    import nnbridge
+    graph = nnbridge.load("model.onnx")
+    exe = nnbridge.compile(graph, backend="reference")
+    outputs = exe.run({"input": x})
+    result = nnbridge.check("model.onnx", backend="smv")
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .check import CheckResult
+from .check import check as _check
+from .errors import (
+    FormatError,
+    InputError,
+    NNBridgeError,
+    SecurityError,
+    ShapeError,
+    UnsupportedOpError,
+)
+from .ir import Graph
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "load", "save", "convert", "compile", "run", "check", "Graph", "CheckResult",
+    "NNBridgeError", "UnsupportedOpError", "FormatError", "ShapeError", "InputError", "SecurityError",
+]
+
+
+def load(model: Any, **options: Any) -> Graph:
+    """Load a model file (format from its name) or an onnx.ModelProto into the IR."""
+    from .model_io import as_graph
+
+    return as_graph(model, **options)
+
+
+def save(graph: Graph, path: str | os.PathLike, **options: Any) -> Any:
+    """Write ``graph`` in the format that ``path``'s name asks for (.onnx, _topo.pbtxt, .prototext)."""
+    from .converters import save_model
+
+    return save_model(graph, path, **options)
+
+
+def convert(src: Any, dst: str | os.PathLike, **options: Any) -> Graph:
+    """Load ``src`` and save it as ``dst``; options go to the loader and the writer."""
+    from .converters import format_for
+
+    load_opts = {k: v for k, v in options.items() if k in _LOAD_OPTIONS}
+    save_opts = {k: v for k, v in options.items() if k not in _LOAD_OPTIONS}
+    graph = load(src, **load_opts)
+    format_for(dst)  # fail on an unknown destination before any work
+    save(graph, dst, **save_opts)
+    return graph
+
+
+_LOAD_OPTIONS = {"input_shapes", "lenient"}
+
+
+def compile(model: Any, backend: str = "reference", *, passes: Sequence[str] | None = None,
+            opt_level: int = 1, verify: bool = True, **config: Any):
+    """Compile a model for a backend: run its pass pipeline (or ``passes``), then build."""
+    from .backends import get_backend
+    from .ir import run_passes
+
+    b = get_backend(backend)
+    graph = load(model)
+    if isinstance(model, Graph):
+        graph = graph.copy()  # never mutate the caller's graph
+    names = list(passes) if passes is not None else b.pipeline(opt_level)
+    if names:
+        run_passes(graph, names, verify=verify)
+    return b.compile(graph, **config)
+
+
+def run(model: Any, inputs: Mapping[str, Any], backend: str = "reference", **config: Any) -> dict[str, np.ndarray]:
+    """Compile and run once; outputs by name."""
+    return compile(model, backend=backend, **config).run(inputs)
+
+
+def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarray] | None = None,
+          rtol: float | None = None, atol: float | None = None, **options: Any) -> CheckResult:
+    """Run ``model`` on ``backend`` and on onnxruntime with the same inputs; compare outputs."""
+    return _check(model, backend=backend, inputs=inputs, rtol=rtol, atol=atol, **options)

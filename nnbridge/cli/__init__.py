@@ -1,0 +1,68 @@
+"""The ``nnbridge`` command. Each subcommand is one module in ``commands/``.
+
+A command module defines ``register(subparsers)`` (adds its parser, with examples
+in the epilog, and sets ``func``). Every ``NNBridgeError`` is printed as one line
+without a traceback and exits 1; usage errors exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from rich.console import Console
+
+from ..errors import NNBridgeError
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+#: the order commands appear in `nnbridge --help`
+_ORDER = ["convert", "run", "check", "summary", "ir", "ops", "simulate", "compile",
+          "measure_performance", "measure_sections"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="nnbridge",
+        description="Convert models between ONNX, SMAUG and LBANN; run them on a numpy "
+                    "reference backend and on SMV / RDU accelerator simulators; cross-check "
+                    "every result against onnxruntime.",
+        epilog="Run 'nnbridge COMMAND --help' for the options and examples of each command.",
+    )
+    parser.add_argument("--version", action="version", version=f"nnbridge {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    from . import commands
+
+    names = [m.name for m in pkgutil.iter_modules(commands.__path__)]
+    names.sort(key=lambda n: (_ORDER.index(n) if n in _ORDER else len(_ORDER), n))
+    for name in names:
+        importlib.import_module(f"{commands.__name__}.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except NNBridgeError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True, markup=True)
+        return 1
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        return 130
+    except MemoryError:
+        err_console.print("[bold red]error:[/] out of memory (try a smaller batch or --perf-only)")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

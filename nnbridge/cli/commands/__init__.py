@@ -1,0 +1,1 @@
+"""One module per ``nnbridge`` subcommand; each defines ``register(subparsers)``."""

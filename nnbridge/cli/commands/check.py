@@ -1,0 +1,58 @@
+"""nnbridge check MODEL — backend vs onnxruntime, one row per output."""
+
+from __future__ import annotations
+
+import json
+
+from ..common import (
+    add_backend_args,
+    add_input_args,
+    add_model_args,
+    add_parser,
+    load_inputs,
+    load_model_from_args,
+    parse_dims,
+    parse_passes,
+)
+
+
+def register(sub) -> None:
+    p = add_parser(sub, "check", "cross-check a backend against onnxruntime", """\
+  nnbridge check model.onnx                         # reference backend, generated inputs
+  nnbridge check model.onnx --backend smv           # fp16 SMV simulation vs onnxruntime
+  nnbridge check model.onnx --dim batch=4 --seed 3 --json
+  nnbridge check lenet_topo.pbtxt --backend smv     # SMAUG model (exported to ONNX for the oracle)
+exit status: 0 when every output agrees within tolerance, 1 otherwise.
+""")
+    add_model_args(p)
+    add_backend_args(p)
+    add_input_args(p)
+    p.add_argument("--rtol", type=float, help="relative tolerance (default: the backend's)")
+    p.add_argument("--atol", type=float, help="absolute tolerance (default: the backend's)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import nnbridge
+
+    from .. import console
+
+    model = args.model if args.model.lower().endswith(".onnx") else load_model_from_args(args)
+    result = nnbridge.check(model, backend=args.backend, inputs=load_inputs(args.input),
+                            rtol=args.rtol, atol=args.atol, seed=args.seed, dims=parse_dims(args.dim),
+                            passes=parse_passes(args.passes), opt_level=args.opt_level)
+    if args.json:
+        console.print_json(json.dumps(result.to_dict()))
+        return 0 if result.ok else 1
+    from rich.table import Table
+
+    table = Table(title=f"{result.model}: {args.backend} vs onnxruntime")
+    for col in ("output", "shape", "max abs err", "max rel err", "tolerance", "verdict"):
+        table.add_column(col)
+    for o in result.outputs:
+        verdict = "[green]agree[/]" if o.ok else f"[red]DIFFER[/] {o.note}"
+        table.add_row(o.name, "x".join(map(str, o.shape)) or "scalar", f"{o.max_abs_err:.3g}",
+                      f"{o.max_rel_err:.3g}", f"rtol {o.rtol:g} atol {o.atol:g}", verdict)
+    console.print(table)
+    return 0 if result.ok else 1

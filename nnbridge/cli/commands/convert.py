@@ -1,0 +1,42 @@
+"""nnbridge convert SRC DST — formats chosen by file name."""
+
+from __future__ import annotations
+
+from ..common import add_parser, load_options, parse_assignments
+
+
+def register(sub) -> None:
+    p = add_parser(sub, "convert", "convert a model between formats (by file name)", """\
+  nnbridge convert model.onnx model_copy.onnx            # ONNX → IR → ONNX (opset normalized)
+  nnbridge convert model.onnx out/lenet_topo.pbtxt       # ONNX → SMAUG (+ lenet_params.pb)
+  nnbridge convert model.onnx lenet.prototext --lbann-weights npy
+  nnbridge convert lenet.prototext lenet.onnx --input-shape input=1x28x28
+""")
+    p.add_argument("src", help="source model (.onnx, _topo.pbtxt, .prototext)")
+    p.add_argument("dst", help="destination file; its name picks the format")
+    p.add_argument("--input-shape", action="append", metavar="NAME=D1xD2…",
+                   help="input shape for sources that do not store one (LBANN); repeatable")
+    p.add_argument("--option", "-o", action="append", metavar="KEY=VALUE",
+                   help="format-specific writer option (e.g. smaug_backend=SMV); repeatable")
+    p.add_argument("--lbann-weights", choices=["inline", "npy"],
+                   help="LBANN: carry weights inline or as .npy files (default: by size)")
+    p.add_argument("--smaug-backend", choices=["Reference", "SMV"],
+                   help="SMAUG: the backend the files are written for (default SMV)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import nnbridge
+
+    from .. import console
+
+    options = dict(load_options(args))
+    options.update(parse_assignments(args.option, "--option"))
+    if args.lbann_weights:
+        options["lbann_weights"] = args.lbann_weights
+    if args.smaug_backend:
+        options["smaug_backend"] = args.smaug_backend
+    graph = nnbridge.convert(args.src, args.dst, **options)
+    console.print(f"wrote {args.dst}  ({len(graph)} nodes, "
+                  f"{sum(a.size for a in graph.initializers.values()):,} parameters)")
+    return 0

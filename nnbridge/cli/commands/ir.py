@@ -1,0 +1,36 @@
+"""nnbridge ir MODEL — print the text IR, optionally after passes."""
+
+from __future__ import annotations
+
+from ..common import add_model_args, add_parser, load_model_from_args, parse_passes
+
+
+def register(sub) -> None:
+    p = add_parser(sub, "ir", "print the text IR of a model", """\
+  nnbridge ir model.onnx
+  nnbridge ir model.onnx --passes fold,simplify,fuse --print-after
+  nnbridge ir --list-passes x
+""")
+    add_model_args(p)
+    p.add_argument("--passes", help="comma-separated passes to run first")
+    p.add_argument("--print-after", action="store_true", help="print the IR after every pass")
+    p.add_argument("--list-passes", action="store_true", help="list the available passes and exit")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ...ir import PassManager
+    from ...ir.passes import available_passes
+    from .. import console
+
+    if args.list_passes:
+        for name, info in sorted(available_passes().items()):
+            console.print(f"{name:24s} {info.doc}")
+        return 0
+    graph = load_model_from_args(args)
+    passes = parse_passes(args.passes)
+    if passes:
+        PassManager(passes, print_after=args.print_after, printer=lambda s: console.print(s, markup=False)).run(graph)
+    if not args.print_after or not passes:
+        console.print(str(graph), markup=False, soft_wrap=True)
+    return 0

@@ -1,0 +1,61 @@
+"""nnbridge run MODEL — run on a backend, write outputs as .npy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..common import (
+    add_backend_args,
+    add_input_args,
+    add_model_args,
+    add_parser,
+    load_inputs,
+    load_model_from_args,
+    parse_dims,
+    parse_passes,
+)
+
+
+def register(sub) -> None:
+    p = add_parser(sub, "run", "run a model and write its outputs as .npy files", """\
+  nnbridge run model.onnx                                   # generated inputs, prints output shapes
+  nnbridge run model.onnx --input data=x.npy --out results/
+  nnbridge run model.onnx --backend smv --profile           # per-node report
+  nnbridge run model.pef                                    # an RDU compiled artifact
+""")
+    add_model_args(p)
+    add_backend_args(p)
+    add_input_args(p)
+    p.add_argument("--out", "-o", help="directory for the outputs (<name>.npy each)")
+    p.add_argument("--profile", action="store_true", help="print the per-node report of the run")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import nnbridge
+
+    from ...inputs import random_inputs
+    from ...report import Report
+    from .. import console
+
+    graph = load_model_from_args(args)
+    feeds = random_inputs(graph, seed=args.seed, dims=parse_dims(args.dim), given=load_inputs(args.input))
+    config = {"profile": True} if args.profile and args.backend == "reference" else {}
+    exe = nnbridge.compile(graph, backend=args.backend, passes=parse_passes(args.passes),
+                           opt_level=args.opt_level, **config)
+    outputs = exe.run(feeds)
+    for name, value in outputs.items():
+        arr = np.asarray(value)
+        console.print(f"{name}: {arr.dtype}{list(arr.shape)}")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, value in outputs.items():
+            safe = name.replace("/", "_").replace("\\", "_").lstrip(".") or "output"
+            np.save(out / f"{safe}.npy", np.asarray(value), allow_pickle=False)
+        console.print(f"outputs written to {out}/")
+    if args.profile and isinstance(exe.report, Report):
+        console.print(exe.report.to_table())
+    return 0

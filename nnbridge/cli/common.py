@@ -1,0 +1,103 @@
+"""Argument helpers shared by several commands (inputs, dims, passes, backends)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError, SecurityError
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the hand-written examples in epilogs as written."""
+
+
+def add_parser(sub, name: str, help: str, examples: str, description: str | None = None) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=help, description=description or help,
+                          epilog="examples:\n" + examples, formatter_class=Formatter)
+
+
+def parse_assignments(items: list[str] | None, what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise InputError(f"{what} '{item}' must look like NAME=VALUE")
+        key, value = item.split("=", 1)
+        out[key.strip()] = value.strip()
+    return out
+
+
+def load_inputs(items: list[str] | None) -> dict[str, np.ndarray]:
+    """``--input NAME=FILE.npy`` → arrays (never unpickling anything)."""
+    arrays = {}
+    for name, path in parse_assignments(items, "--input").items():
+        p = Path(path)
+        if not p.is_file():
+            raise InputError(f"--input {name}: no such file '{path}'")
+        try:
+            arrays[name] = np.load(p, allow_pickle=False)
+        except ValueError as exc:
+            if "pickle" in str(exc):
+                raise SecurityError(f"--input {name}: '{path}' holds pickled objects; refusing to load") from None
+            raise InputError(f"--input {name}: '{path}' is not a valid .npy file ({exc})") from None
+        except OSError as exc:
+            raise InputError(f"--input {name}: cannot read '{path}' ({exc})") from None
+    return arrays
+
+
+def parse_dims(items: list[str] | None) -> dict[str, int]:
+    dims = {}
+    for name, value in parse_assignments(items, "--dim").items():
+        try:
+            dims[name] = int(value)
+        except ValueError:
+            raise InputError(f"--dim {name}={value}: the value must be an integer") from None
+    return dims
+
+
+def parse_passes(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="model file: .onnx, SMAUG <name>_topo.pbtxt, LBANN .prototext")
+    p.add_argument("--input-shape", action="append", metavar="NAME=D1xD2…",
+                   help="input shape for formats that do not store one (LBANN); repeatable")
+
+
+def add_backend_args(p: argparse.ArgumentParser, default: str = "reference") -> None:
+    p.add_argument("--backend", "-b", default=default, help=f"reference, smv or rdu (default: {default})")
+    p.add_argument("--passes", help="comma-separated pass list instead of the backend's pipeline")
+    p.add_argument("--opt-level", type=int, default=1, choices=[0, 1, 2, 3],
+                   help="picks the default pass pipeline (0 simplify … 3 everything; default 1)")
+
+
+def add_input_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", "-i", action="append", metavar="NAME=FILE.npy",
+                   help="an input tensor from a .npy file; repeatable")
+    p.add_argument("--seed", type=int, default=0, help="seed for generated inputs (default 0)")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="value of a symbolic input dimension, e.g. --dim batch=1; repeatable")
+
+
+def load_options(args: argparse.Namespace) -> dict:
+    shapes = parse_assignments(getattr(args, "input_shape", None), "--input-shape")
+    if not shapes:
+        return {}
+    parsed = {}
+    for name, text in shapes.items():
+        try:
+            parsed[name] = tuple(int(d) for d in text.lower().split("x"))
+        except ValueError:
+            raise InputError(f"--input-shape {name}={text}: write dimensions like 1x28x28") from None
+    return {"input_shapes": parsed}
+
+
+def load_model_from_args(args: argparse.Namespace):
+    from ..model_io import as_graph
+
+    return as_graph(args.model, **load_options(args))

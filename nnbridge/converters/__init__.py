@@ -1,0 +1,77 @@
+"""File formats, chosen by file name. Each format registers a loader and a saver.
+
+A converter only translates between a file format and ``ir.Graph``; it never
+imports a backend. ``nnbridge ops`` and ``nnbridge convert`` read this registry.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import FormatError
+from ..ir import Graph
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    suffixes: tuple[str, ...]  # matched against the end of the file name
+    load: Callable[..., Graph] | None
+    save: Callable[..., Any] | None
+    description: str = ""
+    #: ops this format can express (None: everything the IR has); for `nnbridge ops`
+    supported_ops: Callable[[], set[str]] | None = None
+
+
+_FORMATS: dict[str, Format] = {}
+#: modules that register formats when imported (new formats add themselves here)
+_FORMAT_MODULES = ["nnbridge.converters.onnx", "nnbridge.converters.smaug",
+                   "nnbridge.converters.lbann"]
+
+
+def register_format(fmt: Format) -> Format:
+    _FORMATS[fmt.name] = fmt
+    return fmt
+
+
+def formats() -> dict[str, Format]:
+    for module in _FORMAT_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+    return dict(_FORMATS)
+
+
+def format_for(path: str | os.PathLike, fmt: str | None = None) -> Format:
+    table = formats()
+    if fmt is not None:
+        if fmt not in table:
+            raise FormatError(f"unknown format '{fmt}'; known: {', '.join(sorted(table))}")
+        return table[fmt]
+    name = Path(path).name.lower()
+    matches = [f for f in table.values() for s in f.suffixes if name.endswith(s)]
+    if not matches:
+        known = ", ".join(s for f in table.values() for s in f.suffixes)
+        raise FormatError(f"{path}: cannot tell the model format from the file name (known: {known})")
+    return max(matches, key=lambda f: max(len(s) for s in f.suffixes if name.endswith(s)))
+
+
+def load_model(path: str | os.PathLike, fmt: str | None = None, **options) -> Graph:
+    f = format_for(path, fmt)
+    if f.load is None:
+        raise FormatError(f"{path}: nnbridge can write {f.name} files but not read them")
+    return f.load(path, **options)
+
+
+def save_model(graph: Graph, path: str | os.PathLike, fmt: str | None = None, **options) -> Any:
+    f = format_for(path, fmt)
+    if f.save is None:
+        raise FormatError(f"{path}: nnbridge can read {f.name} files but not write them")
+    return f.save(graph, path, **options)

@@ -1,0 +1,16 @@
+"""ONNX ↔ IR, registered as the ``onnx`` format (``.onnx``)."""
+
+from __future__ import annotations
+
+from .. import Format, register_format
+from .reader import load_onnx, model_to_graph
+from .writer import graph_to_model, register_exporter, save_onnx
+
+__all__ = ["load_onnx", "model_to_graph", "graph_to_model", "register_exporter", "save_onnx"]
+
+register_format(Format(
+    "onnx", (".onnx",),
+    load=lambda path, **_: load_onnx(path),
+    save=lambda graph, path, **_: save_onnx(graph, path),
+    description="ONNX model (any opset; normalized to the IR opset)",
+))

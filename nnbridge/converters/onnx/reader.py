@@ -1,0 +1,232 @@
+"""ONNX file or ModelProto → IR ``Graph``.
+
+Order of work: parse (corrupt files → FormatError), vet external-data paths and
+declared tensor sizes (before anything is allocated), load external data, inline
+local functions, normalize the opset, infer shapes with onnx's own inference,
+then translate protos into IR objects.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import AttributeProto, ModelProto, TensorProto, numpy_helper
+from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+
+from ...errors import FormatError, NNBridgeError
+from ...fileio import check_numel, resolve_inside
+from ...ir import DType, Graph, Layout, Node, TensorType, TypeKind
+from . import opset
+
+
+def load_onnx(source: str | os.PathLike | ModelProto | bytes, *, infer_shapes: bool = True) -> Graph:
+    """Load an ONNX model into the IR (opset normalized, shapes inferred)."""
+    model, name, base_dir = _read(source)
+    _vet_tensors(model, name, base_dir)
+    if base_dir is not None and _has_external(model):
+        load_external_data_for_model(model, str(base_dir))
+    if model.functions:
+        model = onnx.inliner.inline_local_functions(model)
+    model = opset.normalize(model, name)
+    if infer_shapes:
+        model = _infer_shapes(model)
+    return model_to_graph(model, name)
+
+
+def _read(source) -> tuple[ModelProto, str, Path | None]:
+    if isinstance(source, ModelProto):
+        model = ModelProto()
+        model.CopyFrom(source)
+        return model, model.graph.name or "<model>", None
+    if isinstance(source, (bytes, bytearray)):
+        return _parse(bytes(source), "<bytes>"), "<bytes>", None
+    path = Path(source)
+    if not path.is_file():
+        raise FormatError(f"{path}: no such file")
+    return _parse(path.read_bytes(), str(path)), str(path), path.parent
+
+
+def _parse(data: bytes, name: str) -> ModelProto:
+    model = ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise FormatError(f"{name}: not a valid ONNX model (truncated or corrupt file: {exc})") from None
+    if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
+        raise FormatError(f"{name}: not a valid ONNX model (no graph in the file)")
+    return model
+
+
+def _iter_tensors(graph: onnx.GraphProto):
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == AttributeProto.TENSOR:
+                yield attr.t
+            elif attr.type == AttributeProto.GRAPH:
+                yield from _iter_tensors(attr.g)
+            elif attr.type == AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    yield from _iter_tensors(g)
+
+
+def _has_external(model: ModelProto) -> bool:
+    return any(uses_external_data(t) for t in _iter_tensors(model.graph))
+
+
+def _vet_tensors(model: ModelProto, name: str, base_dir: Path | None) -> None:
+    for t in _iter_tensors(model.graph):
+        check_numel(list(t.dims), f"{name}: tensor '{t.name}'")
+        if not uses_external_data(t):
+            continue
+        info = {e.key: e.value for e in t.external_data}
+        if base_dir is None:
+            raise FormatError(f"{name}: tensor '{t.name}' uses external data; load the model from its file")
+        target = resolve_inside(base_dir, info.get("location", ""), f"{name}: tensor '{t.name}'")
+        if not target.is_file():
+            raise FormatError(f"{name}: external data file '{info.get('location')}' of tensor '{t.name}' is missing")
+        end = int(info.get("offset", 0)) + int(info.get("length", 0))
+        if end > target.stat().st_size:
+            raise FormatError(f"{name}: external data of tensor '{t.name}' runs past the end of {target.name}")
+
+
+def _infer_shapes(model: ModelProto) -> ModelProto:
+    detached = opset._detach_large_tensors(model)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # inference is a help, not a requirement: keep the declared types
+        inferred = model
+    opset._reattach(inferred, detached)
+    if inferred is not model:
+        opset._reattach(model, detached)
+    return inferred
+
+
+# -- proto → IR ---------------------------------------------------------------
+
+def type_from_proto(tp: onnx.TypeProto) -> TensorType:
+    which = tp.WhichOneof("value")
+    if which == "tensor_type":
+        tt = tp.tensor_type
+        dtype = DType.from_onnx(tt.elem_type) if tt.elem_type else None
+        shape = None
+        if tt.HasField("shape"):
+            shape = tuple(
+                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                for d in tt.shape.dim
+            )
+        rank = None if shape is None else len(shape)
+        return TensorType(dtype, shape, Layout.default_for_rank(rank))
+    if which == "sequence_type":
+        return TensorType(kind=TypeKind.SEQUENCE, elem=type_from_proto(tp.sequence_type.elem_type))
+    if which == "optional_type":
+        return TensorType(kind=TypeKind.OPTIONAL, elem=type_from_proto(tp.optional_type.elem_type))
+    return TensorType()
+
+
+def tensor_to_array(t: TensorProto, where: str) -> np.ndarray:
+    try:
+        array = numpy_helper.to_array(t)
+    except Exception as exc:
+        raise FormatError(f"{where}: tensor '{t.name}' cannot be decoded ({exc})") from None
+    if t.data_type == TensorProto.STRING:
+        array = np.vectorize(lambda b: b.decode("utf-8", "replace") if isinstance(b, bytes) else b,
+                             otypes=[object])(array) if array.size else array.astype(object)
+    return array
+
+
+def model_to_graph(model: ModelProto, source: str = "<model>") -> Graph:
+    graph = Graph(model.graph.name or Path(source).stem or "graph")
+    graph.opset = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+    graph.metadata = {p.key: p.value for p in model.metadata_props}
+    graph.doc = model.graph.doc_string
+    _fill_graph(graph, model.graph, source)
+    return graph
+
+
+def _fill_graph(graph: Graph, gp: onnx.GraphProto, source: str) -> None:
+    types = {vi.name: type_from_proto(vi.type) for vi in list(gp.value_info) + list(gp.output)}
+    init_names = {t.name for t in gp.initializer}
+    for t in gp.initializer:
+        graph.add_initializer(t.name, tensor_to_array(t, source), exact=True)
+    for t in gp.sparse_initializer:
+        dense = numpy_helper.to_array(t)
+        graph.add_initializer(t.values.name, dense, exact=True)
+        init_names.add(t.values.name)
+    for vi in gp.input:
+        if vi.name in init_names:  # IR<4 style: initializers listed as inputs too
+            continue
+        graph.add_input(vi.name, type_from_proto(vi.type))
+    used_names: set[str] = set()
+    for i, np_ in enumerate(gp.node):
+        inputs = []
+        for name in np_.input:
+            if not name:
+                inputs.append(None)
+                continue
+            v = graph.get(name)
+            if v is None:  # used before defined (invalid order): create, fixed up by toposort
+                v = graph.add_value(name, types.get(name), exact=True)
+            inputs.append(v)
+        outputs = []
+        for name in np_.output:
+            if not name:  # an unused optional output: give it a private name
+                outputs.append(graph.add_value(f"{np_.name or np_.op_type}_unused"))
+                continue
+            v = graph.values.get(name)
+            if v is None:
+                v = graph.add_value(name, types.get(name), exact=True)
+            elif v.producer is not None:
+                raise FormatError(f"{source}: value '{name}' is produced by two nodes")
+            outputs.append(v)
+        name = np_.name or f"{np_.op_type.lower()}_{i}"
+        if name in used_names:
+            name = f"{name}_{i}"
+        used_names.add(name)
+        attrs = {a.name: _attr_value(a, graph, source) for a in np_.attribute}
+        graph.append_node(Node(np_.op_type, inputs, outputs, attrs, name, np_.domain))
+    for vi in gp.output:
+        v = graph.get(vi.name)
+        if v is None:
+            raise FormatError(f"{source}: graph output '{vi.name}' is never produced")
+        if v.type.dtype is None:
+            v.type = type_from_proto(vi.type)
+        graph.outputs.append(v)
+    try:
+        graph.nodes  # noqa: B018 - forces the topological sort, reporting cycles
+    except NNBridgeError as exc:
+        raise FormatError(f"{source}: {exc}") from None
+
+
+def _attr_value(a: AttributeProto, graph: Graph, source: str):
+    if a.type == AttributeProto.GRAPH:
+        return _subgraph(a.g, graph, source)
+    if a.type == AttributeProto.GRAPHS:
+        return [_subgraph(g, graph, source) for g in a.graphs]
+    if a.type == AttributeProto.TENSOR:
+        return tensor_to_array(a.t, source)
+    if a.type == AttributeProto.TENSORS:
+        return [tensor_to_array(t, source) for t in a.tensors]
+    if a.type == AttributeProto.SPARSE_TENSOR:
+        return numpy_helper.to_array(a.sparse_tensor)
+    if a.type == AttributeProto.STRING:
+        return a.s.decode("utf-8", "replace")
+    if a.type == AttributeProto.STRINGS:
+        return [s.decode("utf-8", "replace") for s in a.strings]
+    if a.type == AttributeProto.TYPE_PROTO:
+        return type_from_proto(a.tp)
+    if a.type == AttributeProto.TYPE_PROTOS:
+        return [type_from_proto(t) for t in a.type_protos]
+    if a.type == AttributeProto.UNDEFINED and a.ref_attr_name:
+        raise FormatError(f"{source}: attribute '{a.name}' refers to a function attribute outside a function")
+    return onnx.helper.get_attribute_value(a)
+
+
+def _subgraph(gp: onnx.GraphProto, parent: Graph, source: str) -> Graph:
+    sub = Graph(gp.name or "body", parent)
+    _fill_graph(sub, gp, source)
+    return sub

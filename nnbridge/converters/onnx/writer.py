@@ -1,0 +1,197 @@
+"""IR ``Graph`` → ONNX ModelProto / file.
+
+Attribute types come from the op's ONNX schema (so an empty list or an int given
+for a float attribute is still written correctly). nnbridge-domain ops are
+lowered to standard subgraphs by exporters registered with ``register_exporter``;
+ops without one are written as custom-domain ops (documented in ``nnbridge ops``).
+Every model written passes ``onnx.checker``; models over 2 GB use external data.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnx.defs
+from onnx import AttributeProto, ModelProto, TensorProto, helper, numpy_helper
+
+from ...errors import FormatError
+from ...ir import IR_OPSET, NNBRIDGE_DOMAIN, Graph, Node, TensorType, TypeKind
+
+#: ONNX IR version written: the newest that onnxruntime 1.31 reads.
+ONNX_IR_VERSION = 10
+_TWO_GB = 2**31 - 1
+
+#: (domain, op) → function returning the standard nodes that replace an IR node.
+Exporter = Callable[[Node, "ProtoBuilder"], list[onnx.NodeProto]]
+_EXPORTERS: dict[tuple[str, str], Exporter] = {}
+
+
+def register_exporter(op: str, domain: str = NNBRIDGE_DOMAIN) -> Callable[[Exporter], Exporter]:
+    def wrap(fn: Exporter) -> Exporter:
+        _EXPORTERS[(domain, op)] = fn
+        return fn
+
+    return wrap
+
+
+def type_to_proto(t: TensorType) -> onnx.TypeProto:
+    if t.kind is TypeKind.SEQUENCE:
+        return helper.make_sequence_type_proto(type_to_proto(t.elem or TensorType()))
+    if t.kind is TypeKind.OPTIONAL:
+        return helper.make_optional_type_proto(type_to_proto(t.elem or TensorType()))
+    elem = t.dtype.onnx if t.dtype else TensorProto.UNDEFINED
+    return helper.make_tensor_type_proto(elem, None if t.shape is None else list(t.shape))
+
+
+def array_to_tensor(array: np.ndarray, name: str = "") -> TensorProto:
+    array = np.asarray(array)
+    if array.dtype == object:
+        tensor = helper.make_tensor(name, TensorProto.STRING, array.shape,
+                                    [s.encode() if isinstance(s, str) else s for s in array.flat])
+        return tensor
+    return numpy_helper.from_array(array, name)
+
+
+class ProtoBuilder:
+    """Accumulates the protos of one graph; exporters use it for fresh names."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.domains: set[str] = set()
+
+    def fresh(self, hint: str) -> str:
+        return self.graph.unique_name(hint)
+
+    def build(self) -> onnx.GraphProto:
+        g = self.graph
+        nodes: list[onnx.NodeProto] = []
+        for node in g.nodes:
+            exporter = _EXPORTERS.get((node.domain, node.op))
+            if exporter is not None:
+                nodes.extend(exporter(node, self))
+            else:
+                nodes.append(self.node_proto(node))
+        inits = [array_to_tensor(arr, name) for name, arr in g.initializers.items()
+                 if name in g.values]
+        inputs = [helper.make_value_info(v.name, type_to_proto(v.type)) for v in g.inputs]
+        outputs = [helper.make_value_info(v.name, type_to_proto(v.type)) for v in g.outputs]
+        listed = {v.name for v in g.inputs} | {v.name for v in g.outputs} | set(g.initializers)
+        infos = [
+            helper.make_value_info(o.name, type_to_proto(o.type))
+            for n in g.nodes for o in n.outputs
+            if o.name not in listed and o.type.dtype is not None and o.type.kind is TypeKind.TENSOR
+        ]
+        return helper.make_graph(nodes, g.name, inputs, outputs, inits, doc_string=g.doc,
+                                 value_info=infos)
+
+    def node_proto(self, node: Node) -> onnx.NodeProto:
+        if node.domain:
+            self.domains.add(node.domain)
+        proto = helper.make_node(
+            node.op,
+            [v.name if v is not None else "" for v in node.inputs],
+            [o.name for o in node.outputs],
+            name=node.name,
+            domain=node.domain or None,
+        )
+        types = _schema_attr_types(node.op, node.domain)
+        for key, value in sorted(node.attrs.items()):
+            if value is None:
+                continue
+            proto.attribute.append(self.attribute(key, value, types.get(key)))
+        return proto
+
+    def attribute(self, key: str, value: Any, attr_type: int | None) -> AttributeProto:
+        if isinstance(value, Graph):
+            sub = ProtoBuilder(value)
+            gp = sub.build()
+            self.domains |= sub.domains
+            return helper.make_attribute(key, gp)
+        if isinstance(value, list) and value and isinstance(value[0], Graph):
+            protos = []
+            for g in value:
+                sub = ProtoBuilder(g)
+                protos.append(sub.build())
+                self.domains |= sub.domains
+            return helper.make_attribute(key, protos)
+        if isinstance(value, np.ndarray):
+            return helper.make_attribute(key, array_to_tensor(value))
+        if isinstance(value, TensorType):
+            return helper.make_attribute(key, type_to_proto(value))
+        if attr_type == AttributeProto.FLOAT:
+            value = float(value)
+        elif attr_type == AttributeProto.INT:
+            value = int(value)
+        elif attr_type == AttributeProto.FLOATS:
+            value = [float(v) for v in value]
+        elif attr_type == AttributeProto.INTS:
+            value = [int(v) for v in value]
+        elif isinstance(value, (list, tuple)) and not value and attr_type is None:
+            attr_type = AttributeProto.INTS
+        if isinstance(value, tuple):
+            value = list(value)
+        return helper.make_attribute(key, value, attr_type=attr_type)
+
+
+def _schema_attr_types(op: str, domain: str) -> dict[str, int]:
+    try:
+        schema = onnx.defs.get_schema(op, IR_OPSET, domain)
+    except onnx.defs.SchemaError:
+        return {}
+    return {name: int(a.type) for name, a in schema.attributes.items()}
+
+
+def graph_to_model(graph: Graph) -> ModelProto:
+    """Build a ModelProto at the IR opset (plus any custom domains used)."""
+    builder = ProtoBuilder(graph)
+    gp = builder.build()
+    opsets = {"": IR_OPSET}
+    for domain, version in graph.opset.items():
+        if domain not in ("", "ai.onnx"):
+            opsets[domain] = version
+    for domain in builder.domains:
+        opsets.setdefault(domain, 1)
+    model = helper.make_model(
+        gp,
+        opset_imports=[helper.make_opsetid(d, v) for d, v in sorted(opsets.items())],
+        ir_version=ONNX_IR_VERSION,
+        producer_name="nnbridge",
+    )
+    for key, value in graph.metadata.items():
+        model.metadata_props.add(key=key, value=value)
+    return model
+
+
+def save_onnx(graph: Graph, path: str | os.PathLike, *, check: bool = True) -> Path:
+    """Write ``graph`` as an ONNX file atomically (external data beyond 2 GB)."""
+    path = Path(path)
+    model = graph_to_model(graph)
+    big = sum(int(np.asarray(a).nbytes) for a in graph.initializers.values()) >= _TWO_GB
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmpdir = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        tmp = tmpdir / path.name
+        if big:
+            onnx.save_model(model, str(tmp), save_as_external_data=True,
+                            all_tensors_to_one_file=True, location=f"{path.name}.data",
+                            size_threshold=1024)
+        else:
+            onnx.save_model(model, str(tmp))
+        if check:
+            try:
+                onnx.checker.check_model(str(tmp) if big else model)
+            except onnx.checker.ValidationError as exc:
+                raise FormatError(f"{path}: the ONNX written by nnbridge fails onnx.checker: "
+                                  f"{str(exc).strip().splitlines()[0]}") from None
+        for produced in tmpdir.iterdir():
+            os.replace(produced, path.parent / produced.name)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    return path

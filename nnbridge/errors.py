@@ -1,0 +1,63 @@
+"""One exception hierarchy for everything nnbridge reports to a user.
+
+The CLI prints any ``NNBridgeError`` as one line (no traceback) and exits non-zero,
+so every message must name the file, node or op at fault and say what to do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class NNBridgeError(Exception):
+    """Base class of every error nnbridge raises on purpose."""
+
+
+class FormatError(NNBridgeError):
+    """A model file is corrupt, truncated, or not valid for its format."""
+
+
+class ShapeError(NNBridgeError):
+    """Shapes are impossible, unknown where they must be known, or too large."""
+
+
+class InputError(NNBridgeError):
+    """User-supplied inputs are missing or do not match the model's declaration."""
+
+
+class SecurityError(NNBridgeError):
+    """A file tries to reach outside the model directory or to smuggle code."""
+
+
+class KernelError(NNBridgeError):
+    """A kernel failed at run time on inputs it accepted at compile time."""
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """One node that a backend or format cannot handle, and why."""
+
+    op: str
+    node: str
+    reason: str = ""
+    domain: str = ""
+
+    def __str__(self) -> str:
+        op = f"{self.domain}::{self.op}" if self.domain not in ("", "ai.onnx") else self.op
+        text = f"{op} (node '{self.node}')"
+        return f"{text}: {self.reason}" if self.reason else text
+
+
+class UnsupportedOpError(NNBridgeError):
+    """Raised with *all* offending nodes at once, never only the first."""
+
+    def __init__(self, target: str, items: list[Unsupported]):
+        self.target = target
+        self.items = list(items)
+        ops = sorted({i.op for i in self.items})
+        listing = "; ".join(str(i) for i in self.items[:20])
+        more = f"; … and {len(self.items) - 20} more" if len(self.items) > 20 else ""
+        super().__init__(
+            f"{target} does not support {len(self.items)} node(s) "
+            f"[ops: {', '.join(ops)}]: {listing}{more}"
+        )

@@ -1,0 +1,480 @@
+"""The in-memory IR: ``Graph`` of ``Node``s connected by ``Value``s.
+
+Every converter translates between a file format and this IR, and every backend
+consumes it. Nodes are kept in a valid topological order after every mutation
+(the order is restored lazily, the next time ``graph.nodes`` is read), so a pass
+may add a node anywhere and rewire uses without caring about placement.
+
+Subgraphs (the bodies of If / Loop / Scan) are ``Graph`` objects stored in node
+attributes; their ``parent`` is the enclosing graph, and their nodes may use
+values of any enclosing graph directly.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import NNBridgeError
+from .dtypes import DType
+from .types import Layout, TensorType
+
+
+class Value:
+    """A named edge: a graph input, an initializer, or a node output."""
+
+    __slots__ = ("name", "type", "producer", "graph")
+
+    def __init__(self, name: str, type: TensorType | None = None, graph: Graph | None = None):
+        self.name = name
+        self.type = type or TensorType()
+        self.producer: Node | None = None
+        self.graph = graph
+
+    @property
+    def shape(self):
+        return self.type.shape
+
+    @property
+    def dtype(self) -> DType | None:
+        return self.type.dtype
+
+    @property
+    def const(self) -> np.ndarray | None:
+        """The value of an initializer (searched through enclosing graphs), else None."""
+        g = self.graph
+        while g is not None:
+            if self.name in g.initializers and g.values.get(self.name) is self:
+                return g.initializers[self.name]
+            g = g.parent
+        return None
+
+    def __repr__(self) -> str:
+        return f"%{self.name}"
+
+
+class Node:
+    """One operator application. ``attrs`` hold plain Python values (and Graphs)."""
+
+    __slots__ = ("op", "domain", "name", "inputs", "outputs", "attrs", "graph")
+
+    def __init__(
+        self,
+        op: str,
+        inputs: Sequence[Value | None],
+        outputs: Sequence[Value],
+        attrs: dict[str, Any] | None = None,
+        name: str = "",
+        domain: str = "",
+    ):
+        self.op = op
+        self.domain = "" if domain == "ai.onnx" else domain
+        self.name = name
+        self.inputs: list[Value | None] = list(inputs)
+        self.outputs: list[Value] = list(outputs)
+        self.attrs: dict[str, Any] = dict(attrs or {})
+        self.graph: Graph | None = None
+
+    # -- reading -----------------------------------------------------------
+    @property
+    def schema(self):
+        from .schema import get_schema
+
+        return get_schema(self.op, self.domain)
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        """The attribute's value, else the schema default, else ``default``."""
+        if name in self.attrs:
+            return self.attrs[name]
+        schema = self.schema
+        if schema is not None and name in schema.attr_defaults:
+            value = schema.attr_defaults[name]
+            if value is not None:
+                return value
+        return default
+
+    def input(self, index: int) -> Value | None:
+        """Input ``index``, or None when it is absent (optional inputs)."""
+        return self.inputs[index] if index < len(self.inputs) else None
+
+    def subgraphs(self) -> list[Graph]:
+        found: list[Graph] = []
+        for value in self.attrs.values():
+            if isinstance(value, Graph):
+                found.append(value)
+            elif isinstance(value, (list, tuple)):
+                found.extend(v for v in value if isinstance(v, Graph))
+        return found
+
+    def captured(self) -> list[Value]:
+        """Values of enclosing graphs that this node's subgraphs read."""
+        seen: dict[int, Value] = {}
+        for sub in self.subgraphs():
+            for v in sub.outer_values():
+                seen.setdefault(id(v), v)
+        return list(seen.values())
+
+    # -- rewiring ----------------------------------------------------------
+    def set_input(self, index: int, value: Value | None) -> None:
+        while len(self.inputs) <= index:
+            self.inputs.append(None)
+        self.inputs[index] = value
+        if self.graph is not None:
+            self.graph.mark_dirty()
+
+    def __repr__(self) -> str:
+        return f"Node({self.op} '{self.name}')"
+
+
+class Graph:
+    """A dataflow graph with named values, initializers and an opset."""
+
+    def __init__(self, name: str = "graph", parent: Graph | None = None):
+        self.name = name
+        self.parent = parent
+        self._nodes: list[Node] = []
+        self._order_dirty = False
+        self.inputs: list[Value] = []
+        self.outputs: list[Value] = []
+        self.initializers: dict[str, np.ndarray] = {}
+        self.values: dict[str, Value] = {}
+        self.opset: dict[str, int] = {}
+        self.metadata: dict[str, str] = {}
+        self.doc: str = ""
+        self._names: set[str] = set() if parent is None else parent.root._names
+        self._counter = itertools.count()
+
+    # -- structure ---------------------------------------------------------
+    @property
+    def root(self) -> Graph:
+        g = self
+        while g.parent is not None:
+            g = g.parent
+        return g
+
+    @property
+    def nodes(self) -> list[Node]:
+        """A snapshot of the nodes in topological order."""
+        if self._order_dirty:
+            self._nodes = self._sorted_nodes()
+            self._order_dirty = False
+        return list(self._nodes)
+
+    def mark_dirty(self) -> None:
+        self._order_dirty = True
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def walk(self) -> Iterator[Node]:
+        """All nodes, including those inside subgraphs (depth first)."""
+        for node in self.nodes:
+            yield node
+            for sub in node.subgraphs():
+                yield from sub.walk()
+
+    # -- names -------------------------------------------------------------
+    def unique_name(self, hint: str) -> str:
+        hint = hint or "v"
+        if hint not in self._names:
+            self._names.add(hint)
+            return hint
+        while True:
+            candidate = f"{hint}_{next(self._counter)}"
+            if candidate not in self._names:
+                self._names.add(candidate)
+                return candidate
+
+    def reserve_name(self, name: str) -> None:
+        self._names.add(name)
+
+    # -- values ------------------------------------------------------------
+    def add_value(self, name: str, type: TensorType | None = None, *, exact: bool = False) -> Value:
+        """Create a value. With ``exact`` the name must be free (import keeps names)."""
+        if exact:
+            if name in self.values:
+                raise NNBridgeError(f"graph '{self.name}': value '{name}' is defined twice")
+            self._names.add(name)
+        else:
+            name = self.unique_name(name)
+        value = Value(name, type, self)
+        self.values[name] = value
+        return value
+
+    def get(self, name: str) -> Value | None:
+        """Look a value up here and in enclosing graphs."""
+        g: Graph | None = self
+        while g is not None:
+            if name in g.values:
+                return g.values[name]
+            g = g.parent
+        return None
+
+    def add_input(self, name: str, type: TensorType | None = None) -> Value:
+        value = self.add_value(name, type, exact=True)
+        self.inputs.append(value)
+        return value
+
+    def add_initializer(self, name: str, array: np.ndarray, *, exact: bool = False) -> Value:
+        array = np.asarray(array)
+        ttype = TensorType(
+            DType.from_numpy(array.dtype),
+            tuple(array.shape),
+            Layout.default_for_rank(array.ndim),
+        )
+        value = self.add_value(name, ttype, exact=exact)
+        self.initializers[value.name] = array
+        return value
+
+    def set_initializer(self, value: Value, array: np.ndarray) -> None:
+        """Replace a constant's data (shape and dtype follow the new array)."""
+        array = np.asarray(array)
+        self.initializers[value.name] = array
+        value.type = TensorType(
+            DType.from_numpy(array.dtype), tuple(array.shape),
+            value.type.layout if value.type.rank == array.ndim else Layout.default_for_rank(array.ndim),
+        )
+
+    def const(self, value: Value | None) -> np.ndarray | None:
+        return None if value is None else value.const
+
+    # -- nodes -------------------------------------------------------------
+    def add_node(
+        self,
+        op: str,
+        inputs: Sequence[Value | None],
+        outputs: int | Sequence[str | Value] = 1,
+        attrs: dict[str, Any] | None = None,
+        name: str | None = None,
+        domain: str = "",
+    ) -> Node:
+        """Create a node; outputs may be a count, names (made unique) or Values."""
+        node_name = self.unique_name(name or op.lower())
+        if isinstance(outputs, int):
+            outputs = [f"{node_name}_out{i}" if outputs > 1 else f"{node_name}_out" for i in range(outputs)]
+        out_values = [o if isinstance(o, Value) else self.add_value(o) for o in outputs]
+        node = Node(op, inputs, out_values, attrs, node_name, domain)
+        self.append_node(node)
+        return node
+
+    def append_node(self, node: Node) -> Node:
+        """Attach an already built node (its outputs are registered here)."""
+        node.graph = self
+        for out in node.outputs:
+            if out.producer is not None and out.producer is not node:
+                raise NNBridgeError(
+                    f"value '{out.name}' is produced by both '{out.producer.name}' and '{node.name}'"
+                )
+            out.producer = node
+            if out.graph is None:
+                out.graph = self
+            self.values.setdefault(out.name, out)
+            self._names.add(out.name)
+        self._names.add(node.name)
+        self._nodes.append(node)
+        self._order_dirty = True
+        return node
+
+    def remove_node(self, node: Node) -> None:
+        """Remove a node. Its outputs must no longer be used (rewire them first)."""
+        self._nodes.remove(node)
+        for out in node.outputs:
+            if out.producer is node:
+                out.producer = None
+                if self.values.get(out.name) is out:
+                    del self.values[out.name]
+        node.graph = None
+        self._order_dirty = True
+
+    def replace_uses(self, old: Value, new: Value) -> int:
+        """Point every use of ``old`` (nodes, subgraphs, graph outputs) at ``new``."""
+        count = 0
+        for graph in self._self_and_subgraphs():
+            for node in graph._nodes:
+                for i, v in enumerate(node.inputs):
+                    if v is old:
+                        node.inputs[i] = new
+                        count += 1
+            for i, v in enumerate(graph.outputs):
+                if v is old and graph is self:
+                    graph.outputs[i] = new
+                    count += 1
+            graph._order_dirty = True
+        return count
+
+    def consumers(self, value: Value) -> list[Node]:
+        """Nodes of this graph that read ``value`` (directly or through a subgraph)."""
+        return self.consumer_map().get(id(value), [])
+
+    def consumer_map(self) -> dict[int, list[Node]]:
+        """id(Value) → consuming nodes of this graph, for passes doing many lookups."""
+        table: dict[int, list[Node]] = {}
+        for node in self._nodes:
+            for v in itertools.chain(node.inputs, node.captured()):
+                if v is not None:
+                    users = table.setdefault(id(v), [])
+                    if not users or users[-1] is not node:
+                        users.append(node)
+        return table
+
+    def is_output(self, value: Value) -> bool:
+        return any(v is value for v in self.outputs)
+
+    # -- order -------------------------------------------------------------
+    def outer_values(self) -> list[Value]:
+        """Values used by this graph (or its subgraphs) but defined outside it."""
+        local = set(map(id, self.inputs))
+        local.update(id(v) for v in self.values.values())
+        found: dict[int, Value] = {}
+        for node in self._nodes:
+            for v in itertools.chain(node.inputs, node.captured()):
+                if v is not None and id(v) not in local:
+                    found.setdefault(id(v), v)
+        for v in self.outputs:
+            if id(v) not in local:
+                found.setdefault(id(v), v)
+        return list(found.values())
+
+    def _sorted_nodes(self) -> list[Node]:
+        """Stable topological order (Kahn's algorithm, ties broken by old position)."""
+        position = {id(n): i for i, n in enumerate(self._nodes)}
+        producer_of: dict[int, Node] = {}
+        for n in self._nodes:
+            for out in n.outputs:
+                producer_of[id(out)] = n
+        deps: dict[int, int] = {}
+        users: dict[int, list[Node]] = {}
+        for n in self._nodes:
+            preds = {
+                id(p): p
+                for v in itertools.chain(n.inputs, n.captured())
+                if v is not None and (p := producer_of.get(id(v))) is not None and p is not n
+            }
+            deps[id(n)] = len(preds)
+            for p in preds.values():
+                users.setdefault(id(p), []).append(n)
+        ready = [(position[id(n)], n) for n in self._nodes if deps[id(n)] == 0]
+        heapq.heapify(ready)
+        order: list[Node] = []
+        while ready:
+            _, n = heapq.heappop(ready)
+            order.append(n)
+            for u in users.get(id(n), []):
+                deps[id(u)] -= 1
+                if deps[id(u)] == 0:
+                    heapq.heappush(ready, (position[id(u)], u))
+        if len(order) != len(self._nodes):
+            stuck = [n.name for n in self._nodes if deps[id(n)] > 0][:5]
+            raise NNBridgeError(f"graph '{self.name}' has a cycle through nodes {stuck}")
+        return order
+
+    def _self_and_subgraphs(self) -> Iterator[Graph]:
+        yield self
+        for node in self._nodes:
+            for sub in node.subgraphs():
+                yield from sub._self_and_subgraphs()
+
+    # -- whole-graph helpers ----------------------------------------------
+    def verify(self) -> None:
+        """Check SSA, definitions before use, topological order; raise on the first fault."""
+        defined: set[int] = set()
+        g = self.parent
+        while g is not None:  # everything of enclosing graphs is visible
+            defined.update(id(v) for v in g.values.values())
+            g = g.parent
+        defined.update(id(v) for v in self.inputs)
+        defined.update(id(self.values[n]) for n in self.initializers if n in self.values)
+        seen_outputs: set[str] = set()
+        for node in self.nodes:
+            for i, v in enumerate(node.inputs):
+                if v is not None and id(v) not in defined:
+                    raise NNBridgeError(
+                        f"graph '{self.name}': node '{node.name}' ({node.op}) input {i} "
+                        f"'{v.name}' is used before it is defined"
+                    )
+            for out in node.outputs:
+                if out.name in seen_outputs:
+                    raise NNBridgeError(f"graph '{self.name}': value '{out.name}' is defined twice")
+                if out.producer is not node:
+                    raise NNBridgeError(f"graph '{self.name}': '{out.name}' has the wrong producer")
+                seen_outputs.add(out.name)
+                defined.add(id(out))
+            schema = node.schema
+            if schema is not None:
+                schema.check_arity(node)
+            for sub in node.subgraphs():
+                sub.verify()
+        for v in self.outputs:
+            if id(v) not in defined:
+                raise NNBridgeError(f"graph '{self.name}': output '{v.name}' is never produced")
+
+    def copy(self, parent: Graph | None = None) -> Graph:
+        """A structural deep copy; initializer arrays are shared (treat them as immutable)."""
+        new = Graph(self.name, parent)
+        if parent is None:
+            new._names = set(self._names)
+        new.opset = dict(self.opset)
+        new.metadata = dict(self.metadata)
+        new.doc = self.doc
+        mapping: dict[int, Value] = {}
+
+        def clone(v: Value | None) -> Value | None:
+            if v is None:
+                return None
+            if id(v) in mapping:
+                return mapping[id(v)]
+            return v  # defined in an enclosing graph: resolved by the caller's mapping
+
+        for v in self.values.values():
+            nv = Value(v.name, v.type, new)
+            mapping[id(v)] = nv
+            new.values[v.name] = nv
+        for v in self.inputs:
+            if id(v) not in mapping:
+                mapping[id(v)] = Value(v.name, v.type, new)
+                new.values[v.name] = mapping[id(v)]
+        new.inputs = [mapping[id(v)] for v in self.inputs]
+        new.initializers = dict(self.initializers)
+        for node in self.nodes:
+            attrs = {k: _copy_attr(val, new, mapping) for k, val in node.attrs.items()}
+            nn = Node(node.op, [clone(v) for v in node.inputs], [mapping[id(o)] for o in node.outputs],
+                      attrs, node.name, node.domain)
+            new.append_node(nn)
+        new.outputs = [clone(v) for v in self.outputs]  # type: ignore[misc]
+        new._order_dirty = False
+        return new
+
+    def __str__(self) -> str:
+        from .printer import format_graph
+
+        return format_graph(self)
+
+
+def _copy_attr(value: Any, parent: Graph, mapping: dict[int, Value]) -> Any:
+    if isinstance(value, Graph):
+        sub = value.copy(parent)
+        _rebind_outer(sub, mapping)
+        return sub
+    if isinstance(value, list) and value and isinstance(value[0], Graph):
+        return [_copy_attr(v, parent, mapping) for v in value]
+    return value
+
+
+def _rebind_outer(sub: Graph, mapping: dict[int, Value]) -> None:
+    """After copying, point a subgraph's uses of outer values at the copies."""
+    for g in sub._self_and_subgraphs():
+        for node in g._nodes:
+            node.inputs = [mapping.get(id(v), v) if v is not None else None for v in node.inputs]
+        g.outputs = [mapping.get(id(v), v) for v in g.outputs]
+
+
+def values_of(nodes: Iterable[Node]) -> list[Value]:
+    """All outputs of ``nodes``, in order."""
+    return [o for n in nodes for o in n.outputs]

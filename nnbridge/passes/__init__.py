@@ -1,0 +1,1 @@
+"""Graph passes. Importing this package registers every pass by name."""

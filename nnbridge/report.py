@@ -1,0 +1,103 @@
+"""Run reports: per-node rows plus totals, printable as a table, JSON or a plot.
+
+Backends fill a ``Report``; the CLI and users look at it. Columns are free-form
+(each backend adds what it measures: time, cycles, bytes, placement…) so one
+mechanism serves the reference backend and both simulators.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Report:
+    backend: str
+    model: str = ""
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    totals: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def add_row(self, **columns: Any) -> None:
+        self.rows.append(columns)
+
+    def columns(self) -> list[str]:
+        cols: list[str] = []
+        for row in self.rows:
+            cols.extend(k for k in row if k not in cols)
+        return cols
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"backend": self.backend, "model": self.model, "rows": self.rows,
+                "totals": self.totals, "notes": self.notes}
+
+    def to_json(self, path: str | os.PathLike | None = None) -> str:
+        text = json.dumps(self.to_dict(), indent=2, default=_jsonable)
+        if path is not None:
+            from .fileio import atomic_write
+
+            with atomic_write(path, "w") as fh:
+                fh.write(text + "\n")
+        return text
+
+    def to_table(self, title: str | None = None, max_rows: int | None = None):
+        """A rich Table (print it with a rich Console)."""
+        from rich.table import Table
+
+        table = Table(title=title or f"{self.backend} report: {self.model}", show_lines=False)
+        cols = self.columns()
+        for c in cols:
+            table.add_column(c, justify="right" if _numeric(self.rows, c) else "left")
+        rows = self.rows if max_rows is None else self.rows[:max_rows]
+        for row in rows:
+            table.add_row(*[_fmt(row.get(c)) for c in cols])
+        if self.totals:
+            table.caption = "  ".join(f"{k}: {_fmt(v)}" for k, v in self.totals.items())
+        return table
+
+    def plot(self, path: str | os.PathLike, stack: list[str], label: str = "name",
+             ylabel: str = "") -> None:
+        """Stacked bars per row of the columns in ``stack`` (e.g. compute/transfer/cpu)."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import numpy as np
+
+        names = [str(r.get(label, i)) for i, r in enumerate(self.rows)]
+        fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(names) + 2), 4.5))
+        bottom = np.zeros(len(names))
+        for col in stack:
+            vals = np.array([float(r.get(col) or 0) for r in self.rows])
+            ax.bar(names, vals, bottom=bottom, label=col)
+            bottom += vals
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{self.backend}: {self.model}")
+        ax.legend()
+        plt.xticks(rotation=90, fontsize=7)
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+
+
+def _numeric(rows: list[dict[str, Any]], col: str) -> bool:
+    return all(isinstance(r.get(col), (int, float)) or r.get(col) is None for r in rows)
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def _jsonable(v: Any) -> Any:
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    return str(v)

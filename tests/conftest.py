@@ -1,0 +1,25 @@
+"""Shared fixtures: where the test data lives (onnx's shipped data, ../shared/data)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import onnx
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = Path(os.environ.get("NNBRIDGE_SHARED_DATA", REPO.parent / "shared" / "data"))
+ONNX_DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.fail(f"shared data not found at {SHARED_DATA} (set NNBRIDGE_SHARED_DATA)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def onnx_data() -> Path:
+    return ONNX_DATA
