@@ -1,5 +1,6 @@
 """nnbridge's intermediate representation (imports neither converters nor backends)."""
 
+from . import nnbridge_ops  # noqa: F401 - registers the nnbridge-domain schemas
 from .dtypes import DType
 from .graph import Graph, Node, Value
 from .passes import PassManager, register_pass, run_passes

@@ -1,1 +1,7 @@
-"""Graph passes. Importing this package registers every pass by name."""
+"""Graph passes, one module per pass; importing this package registers them all by name."""
+
+import importlib
+import pkgutil
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
