@@ -1,0 +1,189 @@
+"""ONNX node-test conformance: every case of ``collect_testcases(None)`` on the
+reference backend, classified as passed / unsupported / mismatched / crashed,
+with the same counts for onnxruntime and ``onnx.reference`` in the same run.
+
+    python -m bench.conformance                  # all cases, all three runtimes, table
+    python -m bench.conformance --only nnbridge --op Conv --verbose
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+STATUSES = ("passed", "unsupported", "mismatched", "crashed")
+
+
+@dataclass
+class Outcome:
+    case: str
+    op: str
+    status: str
+    detail: str = ""
+
+
+def tested_op(case) -> str:
+    """The op a case is about: its single node's op, else the op named by the test."""
+    ops = [n.op_type for n in case.model.graph.node]
+    if len(set(ops)) == 1:
+        return ops[0]
+    name = case.name.removeprefix("test_").lower()
+    matches = [op for op in set(ops) if name.startswith(op.lower())]
+    return max(matches, key=len) if matches else ops[-1] if ops else "?"
+
+
+def _close(actual, expected, rtol: float, atol: float) -> bool:
+    if isinstance(expected, list):
+        return isinstance(actual, list) and len(actual) == len(expected) and all(
+            _close(a, e, rtol, atol) for a, e in zip(actual, expected))
+    if expected is None:
+        return actual is None
+    a, e = np.asarray(actual), np.asarray(expected)
+    if a.shape != e.shape:
+        return False
+    if e.dtype.kind in "OUS":
+        return bool(np.array_equal(a.astype(str), e.astype(str)))
+    if e.dtype.kind == "b" or a.dtype.kind == "b":
+        return bool(np.array_equal(a, e))
+    if a.dtype != e.dtype:
+        return False
+    af, ef = a.astype(np.float64), e.astype(np.float64)
+    return bool(np.allclose(af, ef, rtol=rtol, atol=atol, equal_nan=True))
+
+
+def run_nnbridge(case):
+    import nnbridge
+    from nnbridge.errors import UnsupportedOpError
+
+    outcomes = []
+    for inputs, expected in case.data_sets or [()]:
+        try:
+            graph = nnbridge.load(case.model)
+            exe = nnbridge.compile(graph, backend="reference")
+            feeds = dict(zip(exe.input_names, inputs))
+            result = exe.run(feeds)
+            actual = [result[n] for n in exe.output_names]
+        except UnsupportedOpError as exc:
+            return "unsupported", str(exc)[:200]
+        except Exception as exc:  # noqa: BLE001 - classifying every failure is the point
+            return "crashed", f"{type(exc).__name__}: {str(exc)[:200]}"
+        outcomes.append((actual, expected))
+    return _judge(case, outcomes)
+
+
+def run_onnxruntime(case):
+    from nnbridge.check import ort_session
+
+    outcomes = []
+    for inputs, expected in case.data_sets or [()]:
+        try:
+            sess = ort_session(case.model)
+            names = [i.name for i in sess.get_inputs()]
+            actual = sess.run(None, dict(zip(names, inputs)))
+        except Exception as exc:  # noqa: BLE001
+            text = str(exc)
+            if "NOT_IMPLEMENTED" in text or "Could not find an implementation" in text or "not a registered" in text:
+                return "unsupported", text[:200]
+            return "crashed", f"{type(exc).__name__}: {text[:200]}"
+        outcomes.append((actual, expected))
+    return _judge(case, outcomes)
+
+
+def run_onnx_reference(case):
+    from onnx.reference import ReferenceEvaluator
+
+    outcomes = []
+    for inputs, expected in case.data_sets or [()]:
+        try:
+            ev = ReferenceEvaluator(case.model)
+            actual = ev.run(None, dict(zip(ev.input_names, inputs)))
+        except NotImplementedError as exc:
+            return "unsupported", str(exc)[:200]
+        except Exception as exc:  # noqa: BLE001
+            return "crashed", f"{type(exc).__name__}: {str(exc)[:200]}"
+        outcomes.append((actual, expected))
+    return _judge(case, outcomes)
+
+
+def _judge(case, outcomes) -> tuple[str, str]:
+    rtol = getattr(case, "rtol", 1e-3)
+    atol = getattr(case, "atol", 1e-7)
+    for actual, expected in outcomes:
+        if len(actual) != len(expected):
+            return "mismatched", f"{len(actual)} outputs, expected {len(expected)}"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            if not _close(a, e, rtol, atol):
+                return "mismatched", f"output {i} differs"
+    return "passed", ""
+
+
+RUNTIMES = {"nnbridge": run_nnbridge, "onnxruntime": run_onnxruntime, "onnx.reference": run_onnx_reference}
+
+
+def collect(op_filter: str | None = None, name_filter: str | None = None):
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = collect_testcases(None)
+    out = []
+    for case in cases:
+        op = tested_op(case)
+        if op_filter and op_filter.lower() != op.lower():
+            continue
+        if name_filter and name_filter not in case.name:
+            continue
+        out.append((case, op))
+    return out
+
+
+def run_all(runtimes, op_filter=None, name_filter=None, progress=True) -> dict[str, list[Outcome]]:
+    cases = collect(op_filter, name_filter)
+    results: dict[str, list[Outcome]] = {r: [] for r in runtimes}
+    iterator = cases
+    if progress and sys.stderr.isatty():
+        from rich.progress import track
+
+        iterator = track(cases, description="conformance", transient=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.seterr(all="ignore")
+        for case, op in iterator:
+            for r in runtimes:
+                status, detail = RUNTIMES[r](case)
+                results[r].append(Outcome(case.name, op, status, detail))
+    return results
+
+
+def summary_table(results: dict[str, list[Outcome]]) -> str:
+    lines = ["| runtime | cases | passed | unsupported | mismatched | crashed |", "|---|---|---|---|---|---|"]
+    for r, outs in results.items():
+        c = collections.Counter(o.status for o in outs)
+        lines.append(f"| {r} | {len(outs)} | " + " | ".join(str(c[s]) for s in STATUSES) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=list(RUNTIMES), action="append", help="runtimes to run (default all)")
+    parser.add_argument("--op", help="only cases testing this op")
+    parser.add_argument("--name", help="only cases whose name contains this text")
+    parser.add_argument("--verbose", "-v", action="store_true", help="list every non-passing case")
+    args = parser.parse_args(argv)
+    results = run_all(args.only or list(RUNTIMES), args.op, args.name)
+    print(summary_table(results))
+    if args.verbose:
+        for r, outs in results.items():
+            for o in outs:
+                if o.status != "passed":
+                    print(f"{r:15s} {o.status:12s} {o.op:20s} {o.case}: {o.detail}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
