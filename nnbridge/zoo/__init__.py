@@ -1,0 +1,192 @@
+"""The model zoo: ONNX models built in code, with deterministic weights.
+
+SMAUG's example networks (Minerva, LeNet-5, CNN10, VGG for CIFAR-10 — same
+architectures as SMAUG's shipped models, in ONNX's NCHW form) plus small
+ResNet, LSTM and transformer models, so every converter and backend has the
+same corpus to be tested on and nothing needs downloading.
+
+    import nnbridge.zoo
+    model = nnbridge.zoo.build("lenet5")          # onnx.ModelProto
+    nnbridge.zoo.names()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+
+from .builder import OnnxBuilder
+
+_BUILDERS: dict[str, Callable[[int], onnx.ModelProto]] = {}
+_DOCS: dict[str, str] = {}
+
+
+def _register(name: str, doc: str):
+    def wrap(fn: Callable[[int], onnx.ModelProto]):
+        _BUILDERS[name] = fn
+        _DOCS[name] = doc
+        return fn
+
+    return wrap
+
+
+def names() -> list[str]:
+    return list(_BUILDERS)
+
+
+def describe(name: str) -> str:
+    return _DOCS[name]
+
+
+def build(name: str, batch: int = 1) -> onnx.ModelProto:
+    if name not in _BUILDERS:
+        from ..errors import InputError
+
+        raise InputError(f"no zoo model '{name}'; choose from {', '.join(_BUILDERS)}")
+    return _BUILDERS[name](batch)
+
+
+@_register("mlp", "2-layer perceptron 64→32→10 with softmax")
+def mlp(batch: int) -> onnx.ModelProto:
+    b = OnnxBuilder("mlp", seed=1)
+    x = b.input("input", [batch, 64])
+    h = b.op("Relu", [b.dense(x, 64, 32, "fc1")])
+    b.output(b.op("Softmax", [b.dense(h, 32, 10, "fc2")], "prob", axis=-1))
+    return b.model()
+
+
+@_register("minerva", "SMAUG's Minerva: flatten 784 → FC256 ×3 (ReLU) → FC10")
+def minerva(batch: int) -> onnx.ModelProto:
+    b = OnnxBuilder("minerva", seed=2)
+    x = b.op("Flatten", [b.input("input", [batch, 1, 28, 28])], "flatten", axis=1)
+    for i, n_in in enumerate([784, 256, 256]):
+        x = b.op("Relu", [b.dense(x, n_in, 256, f"fc{i}")], f"relu{i}")
+    b.output(b.dense(x, 256, 10, "fc3"))
+    return b.model()
+
+
+@_register("lenet5", "SMAUG's LeNet-5: conv32 3×3 ×2 (valid, ReLU) → max-pool → FC128 → FC10")
+def lenet5(batch: int) -> onnx.ModelProto:
+    b = OnnxBuilder("lenet5", seed=3)
+    x = b.input("input", [batch, 1, 28, 28])
+    x = b.op("Relu", [b.conv(x, 1, 32, 3, pad=0, hint="conv0")])
+    x = b.op("Relu", [b.conv(x, 32, 32, 3, pad=0, hint="conv1")])
+    x = b.op("Flatten", [b.maxpool(x)], "flatten", axis=1)
+    x = b.op("Relu", [b.dense(x, 32 * 12 * 12, 128, "fc0")])
+    b.output(b.dense(x, 128, 10, "fc1"))
+    return b.model()
+
+
+@_register("cnn10", "SMAUG's CIFAR-10 CNN10: 4 convs (same, ReLU), 3 batch norms, 2 pools, FC512, FC10")
+def cnn10(batch: int) -> onnx.ModelProto:
+    b = OnnxBuilder("cnn10", seed=4)
+    x = b.input("input", [batch, 3, 32, 32])
+    x = b.op("Relu", [b.conv(x, 3, 32, 3, hint="conv0")])
+    x = b.batchnorm(x, 32, "bn0")
+    x = b.op("Relu", [b.conv(x, 32, 32, 3, hint="conv1")])
+    x = b.batchnorm(b.maxpool(x), 32, "bn1")
+    x = b.op("Relu", [b.conv(x, 32, 64, 3, hint="conv2")])
+    x = b.op("Relu", [b.conv(x, 64, 64, 3, hint="conv3")])
+    x = b.batchnorm(b.maxpool(x), 64, "bn2")
+    x = b.op("Flatten", [x], "flatten", axis=1)
+    x = b.op("Relu", [b.dense(x, 64 * 8 * 8, 512, "fc0")])
+    b.output(b.dense(x, 512, 10, "fc1"))
+    return b.model()
+
+
+@_register("vgg_cifar", "SMAUG's VGG for CIFAR-10: 10 convs 3×3 (ReLU), 4 pools, FC512, FC10")
+def vgg_cifar(batch: int) -> onnx.ModelProto:
+    b = OnnxBuilder("vgg_cifar", seed=5)
+    x = b.input("input", [batch, 3, 32, 32])
+    c_in = 3
+    for stage, widths in enumerate([[64, 128], [128, 128], [256, 256, 256], [512, 512, 512]]):
+        for i, c_out in enumerate(widths):
+            x = b.op("Relu", [b.conv(x, c_in, c_out, 3, hint=f"conv{stage}_{i}")])
+            c_in = c_out
+        x = b.maxpool(x, hint=f"pool{stage}")
+    x = b.op("Flatten", [x], "flatten", axis=1)
+    x = b.op("Relu", [b.dense(x, 512 * 2 * 2, 512, "fc0")])
+    b.output(b.dense(x, 512, 10, "fc1"))
+    return b.model()
+
+
+@_register("resnet_tiny", "ResNet for 32×32 images: stem, 3 basic blocks (one with projection), GAP, FC10")
+def resnet_tiny(batch: int) -> onnx.ModelProto:
+    b = OnnxBuilder("resnet_tiny", seed=6)
+    x = b.input("input", [batch, 3, 32, 32])
+    x = b.op("Relu", [b.batchnorm(b.conv(x, 3, 16, 3, bias=False, hint="stem"), 16, "stem_bn")])
+
+    def block(x: str, c_in: int, c_out: int, stride: int, name: str) -> str:
+        y = b.op("Relu", [b.batchnorm(b.conv(x, c_in, c_out, 3, stride, bias=False, hint=f"{name}_a"),
+                                      c_out, f"{name}_bn_a")])
+        y = b.batchnorm(b.conv(y, c_out, c_out, 3, bias=False, hint=f"{name}_b"), c_out, f"{name}_bn_b")
+        if stride != 1 or c_in != c_out:
+            x = b.batchnorm(b.conv(x, c_in, c_out, 1, stride, pad=0, bias=False, hint=f"{name}_proj"),
+                            c_out, f"{name}_bn_proj")
+        return b.op("Relu", [b.op("Add", [y, x], f"{name}_add")], f"{name}_relu")
+
+    x = block(x, 16, 16, 1, "block0")
+    x = block(x, 16, 32, 2, "block1")
+    x = block(x, 32, 32, 1, "block2")
+    x = b.op("Flatten", [b.op("GlobalAveragePool", [x], "gap")], "flatten", axis=1)
+    b.output(b.dense(x, 32, 10, "fc"))
+    return b.model()
+
+
+@_register("lstm_small", "one-layer LSTM (5 steps, 8 features, hidden 16) → FC4 on the last hidden state")
+def lstm_small(batch: int) -> onnx.ModelProto:
+    b = OnnxBuilder("lstm_small", seed=7)
+    steps, feat, hidden = 5, 8, 16
+    x = b.input("input", [steps, batch, feat])
+    w = b.weight("lstm_w", (1, 4 * hidden, feat), fan_in=feat)
+    r = b.weight("lstm_r", (1, 4 * hidden, hidden), fan_in=hidden)
+    bias = b.const("lstm_b", (0.05 * b.rng.standard_normal((1, 8 * hidden))).astype(np.float32))
+    _, y_h, _ = b.op("LSTM", [x, w, r, bias], "lstm", n_out=3, hidden_size=hidden)
+    h = b.op("Squeeze", [y_h, b.const("axes0", np.array([0], np.int64))], "last_hidden")
+    b.output(b.dense(h, hidden, 4, "fc"))
+    return b.model()
+
+
+@_register("transformer_tiny", "2 pre-norm encoder layers (hidden 32, 4 heads, FFN 64, GELU), seq 8")
+def transformer_tiny(batch: int) -> onnx.ModelProto:
+    return transformer("transformer_tiny", batch, layers=2, seq=8, hidden=32, heads=4, ffn=64, seed=8)
+
+
+def transformer(name: str, batch: int, layers: int, seq: int, hidden: int, heads: int, ffn: int,
+                seed: int = 0) -> onnx.ModelProto:
+    """A BERT-style encoder stack (also used by benchmarks at BERT-base size)."""
+    b = OnnxBuilder(name, seed=seed)
+    dh = hidden // heads
+    x = b.input("input", [batch, seq, hidden])
+    split_shape = b.const("heads_shape", np.array([batch, seq, heads, dh], np.int64))
+    merge_shape = b.const("merge_shape", np.array([batch, seq, hidden], np.int64))
+    inv_sqrt = b.const("inv_sqrt_dh", np.array(1 / np.sqrt(dh), np.float32))
+
+    def layernorm(x: str, hint: str) -> str:
+        gamma = b.const(f"{hint}_gamma", (1 + 0.1 * b.rng.standard_normal(hidden)).astype(np.float32))
+        beta = b.const(f"{hint}_beta", (0.1 * b.rng.standard_normal(hidden)).astype(np.float32))
+        return b.op("LayerNormalization", [x, gamma, beta], hint, axis=-1, epsilon=1e-5)
+
+    def heads_of(x: str, hint: str) -> str:
+        y = b.op("Reshape", [x, split_shape], f"{hint}_split")
+        return b.op("Transpose", [y], f"{hint}_heads", perm=[0, 2, 1, 3])
+
+    for i in range(layers):
+        p = f"l{i}"
+        h = layernorm(x, f"{p}_ln1")
+        q = heads_of(b.linear(h, hidden, hidden, f"{p}_q"), f"{p}_q")
+        k = heads_of(b.linear(h, hidden, hidden, f"{p}_k"), f"{p}_k")
+        v = heads_of(b.linear(h, hidden, hidden, f"{p}_v"), f"{p}_v")
+        kt = b.op("Transpose", [k], f"{p}_kT", perm=[0, 1, 3, 2])
+        scores = b.op("Mul", [b.op("MatMul", [q, kt], f"{p}_qk"), inv_sqrt], f"{p}_scale")
+        attn = b.op("Softmax", [scores], f"{p}_softmax", axis=-1)
+        ctx = b.op("Transpose", [b.op("MatMul", [attn, v], f"{p}_av")], f"{p}_ctxT", perm=[0, 2, 1, 3])
+        ctx = b.op("Reshape", [ctx, merge_shape], f"{p}_merge")
+        x = b.op("Add", [x, b.linear(ctx, hidden, hidden, f"{p}_o")], f"{p}_res1")
+        h = layernorm(x, f"{p}_ln2")
+        h = b.op("Gelu", [b.linear(h, hidden, ffn, f"{p}_ff1")], f"{p}_gelu")
+        x = b.op("Add", [x, b.linear(h, ffn, hidden, f"{p}_ff2")], f"{p}_res2")
+    b.output(x)
+    return b.model()
