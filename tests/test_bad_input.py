@@ -1,0 +1,134 @@
+"""Bad input: one clear line, non-zero exit, no traceback, no partial output file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import nnbridge
+from nnbridge.cli import main
+from nnbridge.errors import FormatError, InputError, SecurityError, ShapeError, UnsupportedOpError
+from nnbridge.zoo import build
+
+
+def _model(nodes, inputs, outputs, inits=()) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "bad", inputs, outputs, list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def _cli(capsys, *argv) -> tuple[int, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+@pytest.fixture
+def good_model(tmp_path: Path) -> Path:
+    path = tmp_path / "mlp.onnx"
+    onnx.save(build("mlp"), path)
+    return path
+
+
+def test_truncated_file(tmp_path, good_model, capsys):
+    bad = tmp_path / "truncated.onnx"
+    bad.write_bytes(good_model.read_bytes()[: good_model.stat().st_size // 2])
+    code, text = _cli(capsys, "run", str(bad))
+    assert code == 1 and "truncated.onnx" in text and "Traceback" not in text
+    with pytest.raises(FormatError, match="truncated or corrupt"):
+        nnbridge.load(bad)
+
+
+def test_corrupt_file_and_no_partial_output(tmp_path, capsys):
+    bad = tmp_path / "noise.onnx"
+    bad.write_bytes(np.random.default_rng(0).bytes(5000))
+    out = tmp_path / "out" / "converted.onnx"
+    code, text = _cli(capsys, "convert", str(bad), str(out))
+    assert code == 1 and "noise.onnx" in text
+    assert not out.exists()
+    assert not list(tmp_path.glob("out/*"))  # no temporary leftovers either
+
+
+def test_unknown_ops_are_all_listed(tmp_path, capsys):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    model = _model([helper.make_node("FrobnicateA", ["x"], ["t"], name="first", domain="custom"),
+                    helper.make_node("Relu", ["t"], ["u"]),
+                    helper.make_node("FrobnicateB", ["u"], ["y"], name="second", domain="custom")],
+                   [x], [y])
+    model.opset_import.append(helper.make_opsetid("custom", 1))
+    with pytest.raises(UnsupportedOpError) as info:
+        nnbridge.compile(model)
+    assert {i.node for i in info.value.items} == {"first", "second"}
+    path = tmp_path / "unknown.onnx"
+    onnx.save(model, path)
+    code, text = _cli(capsys, "run", str(path))
+    assert code == 1 and "FrobnicateA" in text and "FrobnicateB" in text and "Traceback" not in text
+
+
+def test_wrong_and_missing_inputs(tmp_path, good_model, capsys):
+    with pytest.raises(InputError, match="missing input"):
+        nnbridge.run(good_model, {})
+    with pytest.raises(InputError, match="shape"):
+        nnbridge.run(good_model, {"input": np.zeros((1, 65), np.float32)})
+    with pytest.raises(InputError, match="dtype"):
+        nnbridge.run(good_model, {"input": np.zeros((1, 64), np.float64)})
+    wrong = tmp_path / "wrong.npy"
+    np.save(wrong, np.zeros((2, 3), np.float32))
+    code, text = _cli(capsys, "run", str(good_model), "--input", f"input={wrong}")
+    assert code == 1 and "input 'input'" in text
+    pickled = tmp_path / "objects.npy"
+    np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(SecurityError):
+        from nnbridge.cli.common import load_inputs
+
+        load_inputs([f"input={pickled}"])
+
+
+def test_huge_declared_tensor(tmp_path, capsys):
+    huge = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[1_000_000, 1_000_000])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1_000_000])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1_000_000])
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["y"])], [x], [y], [huge])
+    with pytest.raises(ShapeError, match="1e\\+12 elements"):
+        nnbridge.load(model)
+    path = tmp_path / "huge.onnx"
+    onnx.save(model, path)
+    code, text = _cli(capsys, "check", str(path))
+    assert code == 1 and "'w'" in text and "Traceback" not in text
+    # a declared input that large is refused before any random data is generated
+    big_in = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1_000_000, 1_000_000])
+    relu = _model([helper.make_node("Relu", ["x"], ["y"])], [big_in], [y])
+    with pytest.raises(ShapeError):
+        nnbridge.check(relu)
+
+
+def test_external_data_cannot_escape_model_dir(tmp_path):
+    tensor = helper.make_tensor("w", TensorProto.FLOAT, [4], np.zeros(4, np.float32))
+    tensor.ClearField("float_data")
+    tensor.data_location = TensorProto.EXTERNAL
+    for key, value in {"location": "../../etc/passwd", "offset": "0", "length": "16"}.items():
+        tensor.external_data.add(key=key, value=value)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    model = _model([helper.make_node("Add", ["x", "w"], ["y"])], [x], [y], [tensor])
+    path = tmp_path / "model" / "escape.onnx"
+    path.parent.mkdir()
+    path.write_bytes(model.SerializeToString())
+    with pytest.raises(SecurityError, match="escapes the model directory"):
+        nnbridge.load(path)
+
+
+def test_cli_subprocess_has_no_traceback(tmp_path):
+    bad = tmp_path / "empty.onnx"
+    bad.write_bytes(b"")
+    proc = subprocess.run([sys.executable, "-m", "nnbridge", "summary", str(bad)],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr and "empty.onnx" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) <= 2
