@@ -1,0 +1,131 @@
+"""``make demo``: the main job end to end on a model the repository builds.
+
+LeNet-5 (SMAUG's variant, from ``nnbridge.zoo``) goes ONNX → SMAUG → LBANN →
+ONNX; the round-tripped model then runs on the reference, SMV and RDU backends,
+and every result is cross-checked against onnxruntime running the *original*
+ONNX model on the same input.
+
+    python -m nnbridge.demo [--model lenet5] [--out out/demo]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from rich.console import Console
+from rich.table import Table
+
+import nnbridge
+from nnbridge import zoo
+from nnbridge.check import compare, run_onnxruntime
+from nnbridge.errors import NNBridgeError
+from nnbridge.inputs import random_inputs
+
+console = Console(highlight=False)
+
+
+def _convert_chain(model: onnx.ModelProto, out: Path, name: str) -> tuple[list[list[Any]], Path]:
+    """ONNX → SMAUG → LBANN → ONNX; returns table rows and the final ONNX path."""
+    src = out / f"{name}.onnx"
+    onnx.save(model, src)
+    input_shape = tuple(d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim)
+    chain = [
+        (src, out / f"{name}_topo.pbtxt", {}),
+        (out / f"{name}_topo.pbtxt", out / f"{name}.prototext", {}),
+        (out / f"{name}.prototext", out / f"{name}_roundtrip.onnx",
+         {"input_shapes": {"input": input_shape[1:]}}),
+    ]
+    rows = []
+    for a, b, options in chain:
+        start = time.perf_counter()
+        graph = nnbridge.convert(a, b, **options)
+        rows.append([a.name, b.name, str(len(graph)),
+                     f"{sum(x.size for x in graph.initializers.values()):,}",
+                     f"{(time.perf_counter() - start) * 1e3:.0f} ms"])
+    return rows, chain[-1][1]
+
+
+def _backend_rows(original: onnx.ModelProto, final: Path) -> tuple[list[list[str]], bool]:
+    from nnbridge.backends import get_backend
+
+    graph = nnbridge.load(original)
+    feeds = random_inputs(graph, seed=0)
+    expected = run_onnxruntime(original, feeds)
+    (want,) = expected.values()
+    rows, ok = [], True
+    final_graph = nnbridge.load(final)
+    final_feeds = {v.name: x for v, x in zip(final_graph.inputs, feeds.values())}
+    ort_roundtrip = list(run_onnxruntime(onnx.load(final), final_feeds).values())[0]
+    check = compare("output", ort_roundtrip, want, 1e-4, 1e-5)
+    ok &= check.ok
+    rows.append(["onnxruntime (round-tripped file)", f"{check.max_abs_err:.2e}", f"{check.max_rel_err:.2e}",
+                 "rtol 1e-4", _verdict(check.ok), "format fidelity"])
+    for backend in ("reference", "smv", "rdu"):
+        try:
+            start = time.perf_counter()
+            exe = nnbridge.compile(final_graph, backend=backend)
+            got = list(exe.run(final_feeds).values())[0]
+            seconds = time.perf_counter() - start
+            rtol, atol = get_backend(backend).tolerance
+            check = compare("output", got, want, rtol, atol)
+            ok &= check.ok
+            rows.append([backend, f"{check.max_abs_err:.2e}", f"{check.max_rel_err:.2e}",
+                         f"rtol {rtol:g} atol {atol:g}", _verdict(check.ok),
+                         _perf_note(exe.report, seconds)])
+        except NNBridgeError as exc:
+            ok = False
+            rows.append([backend, "", "", "", "[red]failed[/]", str(exc)[:90]])
+    return rows, ok
+
+
+def _verdict(ok: bool) -> str:
+    return "[green]agree[/]" if ok else "[red]DIFFER[/]"
+
+
+def _perf_note(report: Any, seconds: float) -> str:
+    totals = getattr(report, "totals", {}) or {}
+    shown = [f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in list(totals.items())[:3]]
+    return ", ".join(shown) or f"{seconds * 1e3:.0f} ms"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="lenet5", choices=zoo.names(), help="zoo model (default lenet5)")
+    parser.add_argument("--out", default="out/demo", help="where the converted files go")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    np.seterr(all="ignore")
+    model = zoo.build(args.model)
+    console.rule(f"nnbridge demo: {args.model} — {zoo.describe(args.model)}")
+    try:
+        conv_rows, final = _convert_chain(model, out, args.model)
+    except NNBridgeError as exc:
+        console.print(f"[red]conversion failed:[/] {exc}")
+        return 1
+    table = Table(title="1. convert ONNX → SMAUG → LBANN → ONNX")
+    for col in ("from", "to", "nodes", "parameters", "time"):
+        table.add_column(col)
+    for row in conv_rows:
+        table.add_row(*row)
+    console.print(table)
+    rows, ok = _backend_rows(model, final)
+    table = Table(title="2. run the round-tripped model; cross-check against onnxruntime on the original")
+    for col in ("runs on", "max abs err", "max rel err", "tolerance", "verdict", "notes"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    console.print(f"files in {out}/ — try: nnbridge summary {out}/{args.model}_topo.pbtxt")
+    console.print("[green]all backends agree with onnxruntime[/]" if ok else "[red]some checks failed[/]")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
