@@ -169,11 +169,13 @@ def graph_to_model(graph: Graph) -> ModelProto:
     return model
 
 
-def save_onnx(graph: Graph, path: str | os.PathLike, *, check: bool = True) -> Path:
-    """Write ``graph`` as an ONNX file atomically (external data beyond 2 GB)."""
+def save_onnx(graph: Graph, path: str | os.PathLike, *, check: bool = True,
+              external_threshold: int = _TWO_GB) -> Path:
+    """Write ``graph`` as an ONNX file atomically; weights go to ``<name>.data`` beside it
+    when they total ``external_threshold`` bytes or more (protobuf's 2 GB limit)."""
     path = Path(path)
     model = graph_to_model(graph)
-    big = sum(int(np.asarray(a).nbytes) for a in graph.initializers.values()) >= _TWO_GB
+    big = sum(int(np.asarray(a).nbytes) for a in graph.initializers.values()) >= external_threshold
     path.parent.mkdir(parents=True, exist_ok=True)
     tmpdir = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
