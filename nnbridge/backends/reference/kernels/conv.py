@@ -1,0 +1,193 @@
+"""Convolutions: Conv, ConvTranspose, ConvInteger, QLinearConv (1-D/2-D/3-D, groups, dilations, auto_pad).
+
+Conv is im2col over a strided window view plus one batched matmul over the
+groups (a 1x1 convolution is a plain matmul); ConvTranspose is the adjoint:
+one matmul to columns, then a scatter-add per kernel tap (col2im).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ....ir import DType, Node
+from ..registry import kernel
+from ._windows import (
+    FLOATS,
+    check_auto_pad,
+    compute_dtype,
+    output_sizes,
+    pad_spatial,
+    prod,
+    resolve_pads,
+    window_extent,
+    windows,
+)
+
+QUANT = frozenset({DType.UINT8, DType.INT8})
+
+
+def conv_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begin, end) -> np.ndarray:
+    """Cross-correlation of ``x (N, C, *S)`` with ``w (M, C/group, *K)``; computed in x's dtype."""
+    n, c = x.shape[:2]
+    m = w.shape[0]
+    kernel = w.shape[2:]
+    rank = len(kernel)
+    cg, mg = c // group, m // group
+    out = output_sizes(x.shape[2:], kernel, strides, dilations, begin, end)
+    pixels = prod(out)
+    if all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(begin) and not any(end):
+        cols = x.reshape(n, group, cg, pixels)
+        y = np.matmul(w.reshape(group, mg, cg), cols)  # (N, G, Mg, P)
+        return y.reshape(n, m, *out)
+    xp = pad_spatial(x, begin, end)
+    view = windows(xp, out, kernel, strides, dilations)  # (N, C, *out, *K)
+    view = view.reshape(n, group, cg, *out, *kernel)
+    spatial = tuple(range(3, 3 + rank))
+    taps = tuple(range(3 + rank, 3 + 2 * rank))
+    if n == 1:
+        cols = np.ascontiguousarray(view[0].transpose(0, 1, *(a - 1 for a in taps), *(a - 1 for a in spatial)))
+        cols = cols.reshape(group, cg * prod(kernel), pixels)
+        y = np.matmul(w.reshape(group, mg, -1), cols)  # (G, Mg, P)
+        return y.reshape(1, m, *out)
+    cols = np.ascontiguousarray(view.transpose(1, 2, *taps, 0, *spatial))
+    cols = cols.reshape(group, cg * prod(kernel), n * pixels)
+    y = np.matmul(w.reshape(group, mg, -1), cols).reshape(group, mg, n, pixels)
+    return np.ascontiguousarray(y.transpose(2, 0, 1, 3)).reshape(n, m, *out)
+
+
+def _geometry(ctx, x: np.ndarray, kernel) -> tuple[list[int], list[int], list[int], list[int]]:
+    rank = x.ndim - 2
+    strides = list(ctx.attr("strides", None) or [1] * rank)
+    dilations = list(ctx.attr("dilations", None) or [1] * rank)
+    begin, end = resolve_pads(ctx.attr("auto_pad", "NOTSET"), x.shape[2:], kernel, strides, dilations,
+                              ctx.attr("pads", None))
+    return strides, dilations, begin, end
+
+
+def _check_conv(node: Node) -> str | None:
+    reason = check_auto_pad(node)
+    if reason:
+        return reason
+    x, w = node.input(0), node.input(1)
+    if x is not None and x.type.rank is not None and x.type.rank < 3:
+        return f"input of rank {x.type.rank} (needs N, C and a spatial axis)"
+    if w is not None and x is not None and w.type.dtype is not None and w.type.dtype != x.type.dtype \
+            and node.op in ("Conv", "ConvTranspose"):
+        return "weight dtype differs from input dtype"
+    return None
+
+
+def _bias_shape(rank: int) -> tuple[int, ...]:
+    return (1, -1) + (1,) * rank
+
+
+@kernel("Conv", dtypes=FLOATS, check=_check_conv)
+def conv(ctx, x, w, b=None):
+    dt = compute_dtype(x.dtype)
+    strides, dilations, begin, end = _geometry(ctx, x, w.shape[2:])
+    y = conv_nd(x.astype(dt, copy=False), w.astype(dt, copy=False), int(ctx.attr("group", 1)),
+                strides, dilations, begin, end)
+    if b is not None:
+        y += b.astype(dt, copy=False).reshape(_bias_shape(x.ndim - 2))
+    return y.astype(x.dtype, copy=False)
+
+
+def _integer_conv(ctx, x, x_zero, w, w_zero) -> np.ndarray:
+    """Exact integer convolution (float64 holds every int8 product sum of realistic size)."""
+    xf = x.astype(np.float64) - (0 if x_zero is None else np.float64(np.asarray(x_zero).reshape(-1)[0]))
+    wf = w.astype(np.float64)
+    if w_zero is not None:
+        wz = np.asarray(w_zero, dtype=np.float64)
+        wf = wf - (wz.reshape((-1,) + (1,) * (w.ndim - 1)) if wz.size > 1 else wz.reshape(-1)[0])
+    strides, dilations, begin, end = _geometry(ctx, x, w.shape[2:])
+    return conv_nd(xf, wf, int(ctx.attr("group", 1)), strides, dilations, begin, end)
+
+
+@kernel("ConvInteger", dtypes=QUANT, check=_check_conv)
+def conv_integer(ctx, x, w, x_zero=None, w_zero=None):
+    return np.rint(_integer_conv(ctx, x, x_zero, w, w_zero)).astype(np.int32)
+
+
+def requantize(real: np.ndarray, y_scale, y_zero) -> np.ndarray:
+    """Round half to even and saturate to the zero point's integer type (ONNX QuantizeLinear rules)."""
+    dtype = np.asarray(y_zero).dtype if y_zero is not None else np.dtype(np.uint8)
+    info = np.iinfo(dtype)
+    zero = 0 if y_zero is None else np.asarray(y_zero, dtype=np.float64)
+    q = np.rint(real / np.asarray(y_scale, dtype=np.float64)) + zero
+    return np.clip(q, info.min, info.max).astype(dtype)
+
+
+@kernel("QLinearConv", dtypes=QUANT, check=_check_conv)
+def qlinear_conv(ctx, x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero, b=None):
+    acc = _integer_conv(ctx, x, x_zero, w, w_zero)
+    rank = x.ndim - 2
+    if b is not None:
+        acc = acc + b.astype(np.float64).reshape(_bias_shape(rank))
+    scale = np.float64(np.asarray(x_scale).reshape(-1)[0]) * np.asarray(w_scale, dtype=np.float64).reshape(
+        _bias_shape(rank) if np.asarray(w_scale).size > 1 else ())
+    return requantize(acc * scale, y_scale, y_zero)
+
+
+def _check_conv_transpose(node: Node) -> str | None:
+    return _check_conv(node)
+
+
+@kernel("ConvTranspose", dtypes=FLOATS, check=_check_conv_transpose)
+def conv_transpose(ctx, x, w, b=None):
+    dt = compute_dtype(x.dtype)
+    xc, wc = x.astype(dt, copy=False), w.astype(dt, copy=False)
+    n, c = x.shape[:2]
+    sizes = x.shape[2:]
+    rank = len(sizes)
+    group = int(ctx.attr("group", 1))
+    kernel_ = w.shape[2:]
+    cg, mg = c // group, w.shape[1]
+    strides = list(ctx.attr("strides", None) or [1] * rank)
+    dilations = list(ctx.attr("dilations", None) or [1] * rank)
+    out_pad = list(ctx.attr("output_padding", None) or [0] * rank)
+    full = [s * (i - 1) + window_extent(k, d) for s, i, k, d in zip(strides, sizes, kernel_, dilations)]
+    begin, out = _transpose_geometry(ctx, sizes, full, strides, out_pad)
+
+    # columns: (G, Mg*K, N*P) = W_g^T @ x_g
+    pixels = prod(sizes)
+    xg = xc.reshape(n, group, cg, pixels).transpose(1, 2, 0, 3).reshape(group, cg, n * pixels)
+    cols = np.matmul(wc.reshape(group, cg, mg * prod(kernel_)).transpose(0, 2, 1), xg)
+    cols = cols.reshape(group, mg, *kernel_, n, *sizes)
+    acc = np.zeros((group, mg, n, *full), dtype=dt)
+    for tap in itertools.product(*(range(k) for k in kernel_)):
+        region = tuple(slice(t * d, t * d + s * (i - 1) + 1, s) for t, d, s, i in zip(tap, dilations, strides, sizes))
+        acc[(slice(None), slice(None), slice(None)) + region] += cols[(slice(None), slice(None)) + tap]
+    # crop the pads / extend with zeros (output_padding, larger output_shape)
+    y = np.zeros((group, mg, n, *out), dtype=dt)
+    src, dst = [], []
+    for b0, o, f in zip(begin, out, full):
+        lo, hi = max(b0, 0), min(b0 + o, f)
+        src.append(slice(lo, max(hi, lo)))
+        dst.append(slice(lo - b0, lo - b0 + max(hi - lo, 0)))
+    y[(slice(None),) * 3 + tuple(dst)] = acc[(slice(None),) * 3 + tuple(src)]
+    y = np.ascontiguousarray(np.moveaxis(y, 2, 0)).reshape(n, group * mg, *out)
+    if b is not None:
+        y += b.astype(dt, copy=False).reshape(_bias_shape(rank))
+    return y.astype(x.dtype, copy=False)
+
+
+def _transpose_geometry(ctx, sizes, full, strides, out_pad) -> tuple[list[int], list[int]]:
+    """(crop begin, output size) per axis from pads / output_shape / auto_pad."""
+    rank = len(sizes)
+    auto_pad = ctx.attr("auto_pad", "NOTSET")
+    output_shape = ctx.attr("output_shape", None)
+    if output_shape is not None:
+        output_shape = list(output_shape)[-rank:]
+    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        output_shape = [i * s for i, s in zip(sizes, strides)]
+    if output_shape is not None:
+        begin = []
+        for f, op, o in zip(full, out_pad, output_shape):
+            total = f + op - o
+            begin.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
+        return begin, output_shape
+    pads = list(ctx.attr("pads", None) or [0] * (2 * rank)) if auto_pad != "VALID" else [0] * (2 * rank)
+    out = [f + op - pads[i] - pads[rank + i] for i, (f, op) in enumerate(zip(full, out_pad))]
+    return pads[:rank], out
