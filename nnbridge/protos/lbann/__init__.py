@@ -1,0 +1,1 @@
+"""Generated protobuf code for lbann (see ../generate.py)."""
