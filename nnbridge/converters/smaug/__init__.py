@@ -1,0 +1,23 @@
+"""SMAUG ↔ IR: ``<name>_topo.pbtxt`` + ``<name>_params.pb`` (specs/smaug-format.md).
+
+Registered as the ``smaug`` format (file suffix ``_topo.pbtxt``). Load options:
+``inputs``, ``compute_dtype``, ``synthetic_scale``, ``lrelu``; save options:
+``smaug_backend`` ("Reference" | "SMV"), ``smaug_mem_policy``, ``smaug_inputs``.
+"""
+
+from __future__ import annotations
+
+from .. import Format, register_format
+from . import import_ops  # noqa: F401 - fills the import table
+from .files import model_paths, read_params, read_topology, write_model
+from .reader import graph_from_proto, load_inputs, load_smaug
+
+__all__ = ["graph_from_proto", "load_inputs", "load_smaug", "model_paths", "read_params",
+           "read_topology", "write_model"]
+
+register_format(Format(
+    "smaug", ("_topo.pbtxt",),
+    load=load_smaug,
+    save=None,
+    description="SMAUG model: <name>_topo.pbtxt + <name>_params.pb (Reference or SMV backend)",
+))

@@ -1,0 +1,292 @@
+"""SMAUG op → IR nodes (ONNX semantics), one function per SMAUG op, in ``IMPORTERS``.
+
+Fused activations become explicit activation nodes; SamePadding becomes explicit
+pads (SMAUG's rule: k−1 in total, extra on top/left); BatchNorm's stored
+``var′ = 1/sqrt(var+ε)`` becomes an ONNX BatchNormalization with the variance
+reconstructed (kept in float32, ONNX's T2 type, so fp16 models do not overflow).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ...errors import FormatError
+from ...ir import DType, Layout, TensorType, Value
+from ...protos.smaug import smaug_node_pb2 as npb
+from ...protos.smaug import smaug_types_pb2 as pb
+from . import layouts
+from .naming import output_name
+from .reader import Importer
+
+#: The runtime's BatchNorm epsilon (var′ is precomputed with it).
+BN_EPSILON = 1e-5
+
+ImportFn = Callable[[Importer, npb.NodeProto], None]
+IMPORTERS: dict[int, ImportFn] = {}
+
+
+def importer(*ops: int) -> Callable[[ImportFn], ImportFn]:
+    def wrap(fn: ImportFn) -> ImportFn:
+        for op in ops:
+            IMPORTERS[op] = fn
+        return fn
+
+    return wrap
+
+
+# -- activations ------------------------------------------------------------------------
+#: Standalone activations: the runtime ignores the proto parameters (quirks Q1, Q2).
+RUNTIME_DEFAULTS = {pb.LReLU: {"alpha": 0.1}, pb.ELU: {"alpha": 0.1},
+                    pb.SELU: {"alpha": 1.6733, "gamma": 1.0507}, pb.HardTanh: {"min": -1.0, "max": 1.0}}
+ONNX_ACT = {pb.ReLU: "Relu", pb.LReLU: "LeakyRelu", pb.ELU: "Elu", pb.SELU: "Selu", pb.Tanh: "Tanh",
+            pb.HardTanh: "Clip", pb.Sigmoid: "Sigmoid", pb.Softmax: "Softmax"}
+
+
+def fused_params(act: npb.ActivationParams, op: int) -> dict[str, float]:
+    """Parameters as the runtime reads them from ``act_params`` — no defaults (quirk Q4)."""
+    if op == pb.LReLU:
+        return {"alpha": act.lrelu_params.slope}
+    if op == pb.ELU:
+        return {"alpha": act.elu_params.alpha}
+    if op == pb.SELU:
+        return {"alpha": act.elu_params.alpha, "gamma": act.elu_params.lambda_param}
+    if op == pb.HardTanh:
+        return {"min": act.hard_tanh_params.min, "max": act.hard_tanh_params.max}
+    return {}
+
+
+def apply_activation(imp: Importer, op: int, params: dict[str, float], x: Value, out: str,
+                     name: str) -> Value:
+    onnx_op = ONNX_ACT[op]
+    inputs: list[Value | None] = [x]
+    attrs: dict = {}
+    if op == pb.HardTanh:
+        dtype = x.type.dtype.numpy
+        inputs += [imp.constant(f"{name}/min", np.array(params["min"], dtype)),
+                   imp.constant(f"{name}/max", np.array(params["max"], dtype))]
+    elif op == pb.Softmax:
+        attrs = {"axis": -1}
+    else:
+        attrs = {k: float(v) for k, v in params.items()}
+    return imp.add(onnx_op, inputs, out, attrs, name=name, type=x.type)
+
+
+def finish(imp: Importer, node: npb.NodeProto, op: str, inputs, attrs: dict, type: TensorType) -> None:
+    """Add the main IR node, then the fused activation (if any), and define the output."""
+    act = node.params.act_params.activation if node.HasField("params") else pb.UnknownOp
+    if act == pb.Softmax:  # the runtime drops a fused softmax (quirk Q3)
+        act = pb.UnknownOp
+    out = output_name(node.name)
+    if act == pb.UnknownOp:
+        imp.define(node, 0, imp.add(op, inputs, out, attrs, name=node.name, type=type))
+        return
+    if act not in ONNX_ACT:
+        raise FormatError(f"{imp.what}: node '{node.name}' fuses activation {act}, which is not one")
+    pre = imp.add(op, inputs, f"{node.name}/preact", attrs, name=node.name, type=type)
+    params = fused_params(node.params.act_params, act)
+    imp.define(node, 0, apply_activation(imp, act, params, pre, out,
+                                         f"{node.name}/{pb.OpType.Name(act).lower()}"))
+
+
+@importer(pb.ReLU, pb.LReLU, pb.ELU, pb.SELU, pb.Tanh, pb.HardTanh, pb.Sigmoid, pb.Softmax)
+def _activation(imp: Importer, node: npb.NodeProto) -> None:
+    x = first_view(imp, node, 0)
+    if node.op == pb.Softmax:
+        x = imp.view(node, 0, Layout.NC)
+    params = dict(RUNTIME_DEFAULTS.get(node.op, {}))
+    if node.op == pb.LReLU and imp.lrelu == "intended":
+        params = {"alpha": node.params.act_params.lrelu_params.slope}
+    imp.define(node, 0, apply_activation(imp, node.op, params, x, output_name(node.name), node.name))
+
+
+def first_view(imp: Importer, node: npb.NodeProto, i: int) -> Value:
+    """Layout-agnostic ops take whichever view of the input exists already."""
+    return next(iter(imp.views_of(node, i).values()))
+
+
+# -- convolution, pooling, inner product, batch norm ----------------------------------------
+def kernel_4d(imp: Importer, node: npb.NodeProto) -> tuple[int, int]:
+    w = imp.input_decl(node, 1)
+    if len(w.dims) != 4:
+        raise FormatError(f"{imp.what}: node '{node.name}' has a {len(w.dims)}-D kernel, SMAUG needs 4-D")
+    rows, cols = (w.dims[2], w.dims[3]) if w.layout == Layout.NCHW else (w.dims[1], w.dims[2])
+    return rows, cols
+
+
+def two(values, what: str) -> list[int]:
+    if len(values) != 2:
+        raise FormatError(f"{what}: expected exactly two values, got {list(values)}")
+    return [int(v) for v in values]
+
+
+@importer(pb.Convolution3d, pb.ConvolutionDepthwise)
+def _conv(imp: Importer, node: npb.NodeProto) -> None:
+    what = f"{imp.what}: node '{node.name}'"
+    cp = node.params.conv_params
+    strides = two(cp.stride, f"{what} conv_params.stride")
+    rows, cols = kernel_4d(imp, node)
+    if cp.padding == pb.SamePadding:
+        (t, b), (left, r) = layouts.same_pads(rows), layouts.same_pads(cols)
+    elif cp.padding == pb.ValidPadding:
+        t = b = left = r = 0
+    else:
+        raise FormatError(f"{what}: conv_params.padding must be SamePadding or ValidPadding")
+    x = imp.view(node, 0, Layout.NCHW)
+    w = imp.view(node, 1, Layout.NCHW)  # [K, C, kH, kW] (depthwise: [1, C, kH, kW])
+    n, c, h, wd = x.type.shape
+    attrs = {"kernel_shape": [rows, cols], "strides": strides, "pads": [t, left, b, r]}
+    k = w.type.shape[0]
+    if node.op == pb.ConvolutionDepthwise:
+        k = c
+        attrs["group"] = c
+        shape = imp.constant(f"{node.name}/kernel_shape", np.array([c, 1, rows, cols], np.int64))
+        w = imp.add("Reshape", [w, shape], f"{node.name}/kernel", name=f"{node.name}/kernel",
+                    type=w.type.with_shape([c, 1, rows, cols]))
+    ho = layouts.conv_out(h, rows, strides[0], t + b)
+    wo = layouts.conv_out(wd, cols, strides[1], left + r)
+    finish(imp, node, "Conv", [x, w], attrs, x.type.with_shape([n, k, ho, wo]))
+
+
+@importer(pb.MaxPooling, pb.AveragePooling)
+def _pool(imp: Importer, node: npb.NodeProto) -> None:
+    what = f"{imp.what}: node '{node.name}'"
+    pp = node.params.pool_params
+    size = two(pp.pool_size, f"{what} pool_params.pool_size")
+    strides = two(pp.stride, f"{what} pool_params.stride")
+    x = imp.view(node, 0, Layout.NCHW)
+    n, c, h, w = x.type.shape
+    shape = [n, c, (h - size[0]) // strides[0] + 1, (w - size[1]) // strides[1] + 1]
+    op = "MaxPool" if node.op == pb.MaxPooling else "AveragePool"
+    finish(imp, node, op, [x], {"kernel_shape": size, "strides": strides}, x.type.with_shape(shape))
+
+
+@importer(pb.InnerProduct)
+def _inner_product(imp: Importer, node: npb.NodeProto) -> None:
+    x = imp.view(node, 0, Layout.NC)
+    w = imp.view(node, 1, Layout.CN)  # ONNX MatMul wants [in, out]
+    if x.type.shape[1] != w.type.shape[0]:
+        raise FormatError(f"{imp.what}: node '{node.name}': input has {x.type.shape[1]} features, "
+                          f"weights expect {w.type.shape[0]}")
+    finish(imp, node, "MatMul", [x, w], {}, x.type.with_shape([x.type.shape[0], w.type.shape[1]]))
+
+
+@importer(pb.BatchNorm)
+def _batch_norm(imp: Importer, node: npb.NodeProto) -> None:
+    if len(node.parents) != 5:
+        raise FormatError(f"{imp.what}: BatchNorm '{node.name}' needs 5 inputs (x, mean, var, gamma, beta)")
+    x_decl = imp.input_decl(node, 0)
+    x = imp.view(node, 0, Layout.NCHW if len(x_decl.dims) == 4 else Layout.NC)
+    channels = x.type.shape[1]
+    stats = []
+    for i, role in zip(range(1, 5), ("mean", "var", "gamma", "beta")):
+        array = imp.const(node, i)
+        if array is None:
+            raise FormatError(f"{imp.what}: BatchNorm '{node.name}': the {role} input must be a Data node")
+        if array.size != channels:
+            raise FormatError(f"{imp.what}: BatchNorm '{node.name}': {role} has {array.size} values for "
+                              f"{channels} channels")
+        stats.append(array.reshape(channels))
+    mean, inv_std, gamma, beta = stats
+    names = [imp.nodes[node.parents[i]].name for i in range(1, 5)]
+    with np.errstate(divide="ignore"):
+        var = 1.0 / np.square(inv_std.astype(np.float64)) - BN_EPSILON
+    inputs = [x,
+              imp.constant(f"{names[2]}/scale", gamma),
+              imp.constant(f"{names[3]}/bias", beta),
+              imp.constant(f"{names[0]}/mean", mean.astype(np.float32)),
+              imp.constant(f"{names[1]}/var", var.astype(np.float32))]
+    finish(imp, node, "BatchNormalization", inputs, {"epsilon": BN_EPSILON}, x.type)
+
+
+# -- elementwise and tensor ops ------------------------------------------------------------
+@importer(pb.EltwiseAdd, pb.EltwiseMul, pb.Less, pb.LessEqual, pb.Greater, pb.GreaterEqual)
+def _binary(imp: Importer, node: npb.NodeProto) -> None:
+    a_views, b_views = imp.views_of(node, 0), imp.views_of(node, 1)
+    common = [lay for lay in a_views if lay in b_views]
+    layout = common[0] if common else next(iter(a_views))
+    a, b = imp.view(node, 0, layout), imp.view(node, 1, layout)
+    op = {pb.EltwiseAdd: "Add", pb.EltwiseMul: "Mul", pb.Less: "Less", pb.LessEqual: "LessOrEqual",
+          pb.Greater: "Greater", pb.GreaterEqual: "GreaterOrEqual"}[node.op]
+    out_type = a.type if node.op in (pb.EltwiseAdd, pb.EltwiseMul) else a.type.with_dtype(DType.BOOL)
+    finish(imp, node, op, [a, b], {}, out_type)
+
+
+@importer(pb.Reorder)
+def _reorder(imp: Importer, node: npb.NodeProto) -> None:
+    src, dst = imp.input_decl(node, 0), imp.output_decl(node, 0)
+    x = imp.view(node, 0, src.layout)
+    if len(src.dims) == 4 and dst.layout in (Layout.NC, Layout.CN):  # the runtime's Flatten
+        shape = [src.dims[0], int(np.prod(src.dims[1:]))]
+        flat = x.type.with_shape(shape).with_layout(Layout.NC)
+        imp.define(node, 0, imp.add("Flatten", [x], output_name(node.name), {"axis": 1},
+                                    name=node.name, type=flat))
+        return
+    p = layouts.perm(src.layout, dst.layout)
+    if p is None or not layouts.reorder_supported(src.layout, dst.layout):
+        raise FormatError(f"{imp.what}: Reorder '{node.name}' from {src.layout.value} to "
+                          f"{dst.layout.value} is not a conversion SMAUG supports")
+    out_type = x.type.with_shape([x.type.shape[j] for j in p]).with_layout(dst.layout)
+    imp.define(node, 0, imp.add("Reorder", [x], output_name(node.name),
+                                {"perm": p, "src_layout": src.layout.value, "dst_layout": dst.layout.value},
+                                name=node.name, type=out_type, domain="nnbridge"))
+
+
+@importer(pb.Concat)
+def _concat(imp: Importer, node: npb.NodeProto) -> None:
+    layout = imp.input_decl(node, 0).layout
+    xs = [imp.view(node, i, layout) for i in range(len(node.parents))]
+    axis = node.params.concat_params.concat_axis
+    dims = list(xs[0].type.shape)
+    dims[axis] = sum(x.type.shape[axis] for x in xs)
+    finish(imp, node, "Concat", xs, {"axis": axis}, xs[0].type.with_shape(dims))
+
+
+@importer(pb.Split)
+def _split(imp: Importer, node: npb.NodeProto) -> None:
+    x = imp.view(node, 0)
+    axis = node.params.split_params.split_axis
+    sizes = [imp.output_decl(node, k).dims[axis] for k in range(len(node.output_tensors))]
+    split = imp.constant(f"{node.name}/sizes", np.array(sizes, np.int64))
+    outs = [output_name(node.name, k) for k in range(len(sizes))]
+    ir = imp.graph.add_node("Split", [x, split], outs, {"axis": axis}, name=node.name)
+    for k, out in enumerate(ir.outputs):
+        dims = list(x.type.shape)
+        dims[axis] = sizes[k]
+        out.type = x.type.with_shape(dims)
+        imp.define(node, k, out)
+
+
+@importer(pb.Reshape)
+def _reshape(imp: Importer, node: npb.NodeProto) -> None:
+    x = imp.view(node, 0)
+    out = imp.output_decl(node, 0)
+    shape = imp.constant(f"{node.name}/shape", np.array(out.dims, np.int64))
+    finish(imp, node, "Reshape", [x, shape], {}, x.type.with_shape(out.dims).with_layout(out.layout))
+
+
+@importer(pb.Repeat)
+def _repeat(imp: Importer, node: npb.NodeProto) -> None:
+    x = imp.view(node, 0)
+    out = imp.output_decl(node, 0)
+    if len(out.dims) != len(x.type.shape) or any(o % i for o, i in zip(out.dims, x.type.shape)):
+        raise FormatError(f"{imp.what}: Repeat '{node.name}' output {list(out.dims)} is not a tiling "
+                          f"of {list(x.type.shape)}")
+    reps = imp.constant(f"{node.name}/repeats",
+                        np.array([o // i for o, i in zip(out.dims, x.type.shape)], np.int64))
+    finish(imp, node, "Tile", [x, reps], {}, x.type.with_shape(out.dims))
+
+
+@importer(pb.Padding)
+def _padding(imp: Importer, node: npb.NodeProto) -> None:
+    x = imp.view(node, 0)
+    sizes = list(node.params.padding_params.padding_size)
+    rank = len(x.type.shape)
+    if len(sizes) != 2 * rank:
+        raise FormatError(f"{imp.what}: Padding '{node.name}' has {len(sizes)} padding sizes for a "
+                          f"{rank}-D tensor")
+    pads = sizes[0::2] + sizes[1::2]
+    dims = [d + sizes[2 * i] + sizes[2 * i + 1] for i, d in enumerate(x.type.shape)]
+    const = imp.constant(f"{node.name}/pads", np.array(pads, np.int64))
+    finish(imp, node, "Pad", [x, const], {"mode": "constant"}, x.type.with_shape(dims))

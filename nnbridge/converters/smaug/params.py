@@ -1,0 +1,102 @@
+"""The ``_params.pb`` encoding: per-dtype value fields, last-dimension alignment
+padding and fp16 pair packing into int32 words (specs/smaug-format.md §4).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...errors import FormatError
+from ...ir import DType
+from ...protos.smaug import smaug_tensor_pb2 as tpb
+from ...protos.smaug import smaug_types_pb2 as pb
+
+#: SMAUG DataType ↔ IR DType, and the TensorData field holding each type's values.
+TO_IR = {pb.Int32: DType.INT32, pb.Int64: DType.INT64, pb.Float16: DType.FLOAT16,
+         pb.Float32: DType.FLOAT32, pb.Float64: DType.FLOAT64, pb.Bool: DType.BOOL}
+FROM_IR = {v: k for k, v in TO_IR.items()}
+FIELD = {pb.Float16: "half_data", pb.Float32: "float_data", pb.Float64: "double_data",
+         pb.Int32: "int_data", pb.Int64: "int64_data", pb.Bool: "bool_data"}
+
+
+def ir_dtype(code: int, what: str) -> DType:
+    if code not in TO_IR:
+        raise FormatError(f"{what}: unsupported DataType value {code}")
+    return TO_IR[code]
+
+
+def padded_last(last: int, alignment: int) -> int:
+    return last if alignment <= 0 else -(-last // alignment) * alignment
+
+
+def storage_size(dims, alignment: int) -> int:
+    """Stored element count: all dims but the last unpadded, the last rounded up (§4.3)."""
+    if not dims:
+        return 1
+    return math.prod(dims[:-1]) * padded_last(dims[-1], alignment)
+
+
+def pad_last(array: np.ndarray, alignment: int) -> np.ndarray:
+    """Zero-pad the last axis up to a multiple of ``alignment``."""
+    if array.ndim == 0:
+        return array.reshape(1)
+    extra = padded_last(array.shape[-1], alignment) - array.shape[-1]
+    if extra == 0:
+        return array
+    widths = [(0, 0)] * (array.ndim - 1) + [(0, extra)]
+    return np.pad(array, widths)
+
+
+def pack_half(array: np.ndarray) -> np.ndarray:
+    """fp16 values → int32 words, element 2k in the low half (odd counts get one zero)."""
+    flat = np.ascontiguousarray(array, dtype=np.float16).reshape(-1)
+    if flat.size % 2:
+        flat = np.concatenate([flat, np.zeros(1, np.float16)])
+    return flat.view("<i4")
+
+
+def unpack_half(words, count: int) -> np.ndarray:
+    flat = np.asarray(words, dtype="<i4").view(np.float16)
+    return flat[:count]
+
+
+def encode(name: str, array: np.ndarray, data_type: int, alignment: int) -> tpb.TensorData:
+    """One params entry: the array padded per §4.3 and stored in its type's field."""
+    entry = tpb.TensorData(name=name)
+    values = pad_last(np.asarray(array, dtype=TO_IR[data_type].numpy), alignment)
+    field = getattr(entry, FIELD[data_type])
+    if data_type == pb.Float16:
+        field.extend(pack_half(values).tolist())
+    else:
+        field.extend(values.reshape(-1).tolist())
+    return entry
+
+
+def decode(entry: tpb.TensorData, dims, data_type: int, alignment: int, what: str) -> np.ndarray:
+    """The logical (unpadded) array of a params entry; checks the stored count (quirk Q9)."""
+    if data_type not in FIELD:
+        raise FormatError(f"{what}: unsupported DataType value {data_type}")
+    field_name = FIELD[data_type]
+    others = [f for f in FIELD.values() if f != field_name and len(getattr(entry, f))]
+    if others:
+        raise FormatError(f"{what}: values stored in '{others[0]}' but the tensor is "
+                          f"{pb.DataType.Name(data_type)} (expected '{field_name}')")
+    stored = storage_size(list(dims), alignment)
+    raw = getattr(entry, field_name)
+    if data_type == pb.Float16:
+        words = len(raw)
+        if words != (stored + 1) // 2:
+            raise FormatError(f"{what}: params entry holds {2 * words} fp16 values, expected "
+                              f"{stored} (dims {list(dims)}, alignment {alignment})")
+        flat = unpack_half(raw, stored)
+    else:
+        if len(raw) != stored:
+            raise FormatError(f"{what}: params entry holds {len(raw)} values, expected {stored} "
+                              f"(dims {list(dims)}, alignment {alignment})")
+        flat = np.asarray(raw, dtype=TO_IR[data_type].numpy)
+    if not dims:
+        return flat.reshape(())
+    padded = list(dims[:-1]) + [padded_last(dims[-1], alignment)]
+    return np.ascontiguousarray(flat.reshape(padded)[..., : dims[-1]])

@@ -1,0 +1,1 @@
+"""Generated protobuf code for smaug (see ../generate.py)."""
