@@ -1,0 +1,26 @@
+"""LBANN prototext ↔ IR, registered as the ``lbann`` format (``.prototext``).
+
+Read: Era C (LBANN v0.103+) and legacy Era A (≤ v0.99) files, with ``input_shapes``
+giving each input layer's per-sample dims (no batch dim). Write: Era C for
+``lbann_version`` 0.103, 0.104 (default) or develop, weights inline or as ``.npy``.
+See docs/lbann.md and specs/lbann-format.md.
+"""
+
+from __future__ import annotations
+
+from .. import Format, register_format
+from .reader import build_graph, read_prototext
+
+__all__ = ["build_graph", "read_prototext"]
+
+
+def _load(path, *, input_shapes=None, batch_size=None, **_):
+    return read_prototext(path, input_shapes=input_shapes, batch_size=batch_size)
+
+
+register_format(Format(
+    "lbann", (".prototext",),
+    load=_load,
+    save=None,
+    description="LBANN model prototext (Era C; legacy Era A read); weights inline or as .npy",
+))

@@ -1,0 +1,242 @@
+"""LBANN prototext (+ its .npy files) → IR ``Graph``.
+
+Order of work: strict parse with era detection (``textio``), Era A upgraded to
+Era C (``legacy``), then the layer graph is checked (unique names, known parents,
+no cycles) and walked in topological order; one importer per layer type
+(``import_ops``) emits IR nodes. Training-only layers (losses, metrics) and what
+depends on them are dropped; layers without children become graph outputs.
+
+Shapes: LBANN tensors never include the mini-batch dimension and files do not
+store input shapes. ``input_shapes`` gives each needed input layer's *per-sample*
+dims (``image=1x28x28``: C×H×W); the IR prepends a batch dim equal to the
+trainer's ``mini_batch_size`` (1 when unset) unless ``batch_size`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import FormatError, InputError, ShapeError, Unsupported, UnsupportedOpError
+from ...ir import DType, Graph, Layout, TensorType, Value
+from ...protos.lbann import lbann_pb2
+from . import legacy, textio
+from .mapping import TRAINING_ONLY
+from .weights import WeightSpec, read_matrix
+
+
+@dataclass
+class Tensor:
+    """A layer output during import: its IR value and its per-sample dims."""
+
+    value: Value
+    dims: tuple[int, ...]
+
+
+class ImportContext:
+    """What a layer importer may use: node emission, constants, the layer's weights."""
+
+    def __init__(self, graph: Graph, batch: int, weights: dict[str, Any], base_dir: Path, source: str):
+        self.graph = graph
+        self.batch = batch
+        self._weights = weights
+        self.base_dir = base_dir
+        self.source = source
+        self.layer: Any = None  # the layer being imported
+
+    def type_of(self, dims: Sequence[int], dtype: DType = DType.FLOAT32) -> TensorType:
+        shape = (self.batch, *dims)
+        return TensorType(dtype, shape, Layout.default_for_rank(len(shape)))
+
+    def emit(self, op: str, inputs: Sequence[Tensor | Value | None], dims: Sequence[int],
+             attrs: dict[str, Any] | None = None, *, final: bool = False, dtype: DType = DType.FLOAT32) -> Tensor:
+        """One IR node; ``final`` names its output after the layer (the layer's result)."""
+        name = self.layer.name
+        out = self.graph.add_value(name, self.type_of(dims, dtype), exact=True) if final else \
+            self.graph.add_value(f"{name}_{op.lower()}", self.type_of(dims, dtype))
+        ins = [i.value if isinstance(i, Tensor) else i for i in inputs]
+        self.graph.add_node(op, ins, [out], attrs or {}, name=name)
+        return Tensor(out, tuple(int(d) for d in dims))
+
+    def const(self, array: np.ndarray, hint: str) -> Value:
+        return self.graph.add_initializer(f"{self.layer.name}_{hint}", np.asarray(array))
+
+    def ints(self, values: Sequence[int], hint: str) -> Value:
+        return self.const(np.asarray(values, dtype=np.int64), hint)
+
+    def where(self) -> str:
+        return f"{self.source}: layer '{self.layer.name}'"
+
+    def weights(self, slot: int, suffix: str, height: int, width: int = 1,
+                fans: tuple[int, int] = (1, 1), default: str = "he_normal") -> np.ndarray:
+        """Matrix ``slot`` of the current layer (its ``weights:`` name, else LBANN's default name)."""
+        names = list(self.layer.weights)
+        if slot < len(names):
+            name = names[slot]
+            if name not in self._weights:
+                raise FormatError(f"{self.where()} uses weights '{name}', which the model does not define")
+        else:
+            name = f"{self.layer.name}_{suffix}"
+        spec = WeightSpec(name, int(height), int(width), fans, default)
+        return read_matrix(self._weights.get(name), spec, self.base_dir, self.source)
+
+
+def read_prototext(path: str | os.PathLike, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
+                   batch_size: int | None = None) -> Graph:
+    """Load an LBANN ``.prototext`` (Era C, or legacy Era A) into the IR."""
+    path = Path(path)
+    text = textio.read_text(path)
+    message, era = textio.parse(text, str(path))
+    if era == textio.ERA_A:
+        message = legacy.upgrade(message, str(path))
+    return build_graph(message, source=str(path), base_dir=path.parent, input_shapes=input_shapes,
+                       batch_size=batch_size, header=textio.parse_header(text), name=path.stem)
+
+
+def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Path | None = None,
+                input_shapes: Mapping[str, Sequence[int]] | None = None, batch_size: int | None = None,
+                header: textio.Header | None = None, name: str = "lbann") -> Graph:
+    """An Era C ``LbannPB`` message → IR graph (also used by ``nnbridge.lbann``)."""
+    from .import_ops import IMPORTERS
+
+    header = header or textio.Header()
+    layers = list(pb.model.layer)
+    by_name = _check_names(layers, source)
+    children = _children(layers)
+    order = _topological(layers, by_name, source)
+    dropped = _dropped(order, children, by_name)
+    kept = [layer for layer in order if layer.name not in dropped]
+
+    shapes = {n: (tuple(d), t) for n, (d, t) in header.inputs.items()}
+    all_inputs = [layer.name for layer in layers if layer.WhichOneof("layer_type") == "input"]
+    for key, dims in (input_shapes or {}).items():
+        if key not in all_inputs:
+            raise InputError(f"{source}: --input-shape names '{key}', but the model's input layers are "
+                             f"{', '.join(all_inputs) or '(none)'}")
+        shapes[key] = (tuple(int(d) for d in dims), shapes.get(key, ((), "float32"))[1])
+    input_names = [layer.name for layer in kept if layer.WhichOneof("layer_type") == "input"]
+    missing = [n for n in input_names if n not in shapes]
+    if missing:
+        raise ShapeError(f"{source}: LBANN files do not store input shapes; give the per-sample shape "
+                         f"(without the batch dim) of {', '.join(missing)}, e.g. --input-shape "
+                         f"{missing[0]}=1x28x28")
+    bad = [Unsupported(layer.WhichOneof("layer_type") or "?", layer.name,
+                       "no layer type set" if layer.WhichOneof("layer_type") is None else
+                       "no ONNX equivalent in nnbridge")
+           for layer in kept if layer.WhichOneof("layer_type") not in {*IMPORTERS, "input"}]
+    if bad:
+        raise UnsupportedOpError(f"LBANN import of {source}", bad)
+
+    batch = int(batch_size or pb.trainer.mini_batch_size or 1)
+    graph = Graph(pb.model.name or name)
+    for layer in layers:
+        graph.reserve_name(layer.name)
+    ctx = ImportContext(graph, batch, {w.name: w for w in pb.model.weights}, base_dir or Path.cwd(), source)
+    outputs: dict[str, list[Tensor]] = {}
+    for layer in kept:
+        ctx.layer = layer
+        kind = layer.WhichOneof("layer_type")
+        if kind == "input":
+            dims, dtype = shapes[layer.name]
+            value = graph.add_input(layer.name, ctx.type_of(dims, DType[dtype.upper()] if dtype.upper() in
+                                                             DType.__members__ else DType.FLOAT32))
+            outputs[layer.name] = [Tensor(value, tuple(dims))]
+            continue
+        inputs = [_parent_output(layer, p, outputs, children, source) for p in layer.parents]
+        outputs[layer.name] = IMPORTERS[kind](ctx, layer, getattr(layer, kind), inputs)
+    _set_outputs(graph, kept, children, outputs, header, dropped)
+    graph.metadata["lbann_mini_batch_size"] = str(batch)
+    return graph
+
+
+def _check_names(layers, source: str) -> dict[str, Any]:
+    by_name: dict[str, Any] = {}
+    for layer in layers:
+        if not layer.name or any(c.isspace() for c in layer.name):
+            raise FormatError(f"{source}: layer name '{layer.name}' is empty or contains whitespace")
+        if layer.name in by_name:
+            raise FormatError(f"{source}: two layers are named '{layer.name}'")
+        by_name[layer.name] = layer
+    for layer in layers:
+        for parent in layer.parents:
+            if parent not in by_name:
+                raise FormatError(f"{source}: layer '{layer.name}' lists parent '{parent}', which does not exist")
+    return by_name
+
+
+def _children(layers) -> dict[str, list[str]]:
+    """Children in LBANN's order: the explicit ``children`` list, else file order of the users."""
+    found: dict[str, list[str]] = {layer.name: [] for layer in layers}
+    for layer in layers:
+        for parent in layer.parents:
+            if layer.name not in found[parent]:
+                found[parent].append(layer.name)
+    for layer in layers:
+        if layer.children:
+            found[layer.name] = list(layer.children)
+    return found
+
+
+def _topological(layers, by_name, source: str) -> list:
+    position = {layer.name: i for i, layer in enumerate(layers)}
+    pending = {layer.name: len(set(layer.parents)) for layer in layers}
+    users: dict[str, list[str]] = {}
+    for layer in layers:
+        for parent in set(layer.parents):
+            users.setdefault(parent, []).append(layer.name)
+    ready = [(position[n], n) for n, count in pending.items() if count == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, name = heapq.heappop(ready)
+        order.append(by_name[name])
+        for user in users.get(name, []):
+            pending[user] -= 1
+            if pending[user] == 0:
+                heapq.heappush(ready, (position[user], user))
+    if len(order) != len(layers):
+        stuck = [layer.name for layer in layers if pending[layer.name] > 0]
+        raise FormatError(f"{source}: the layer graph has a cycle through layers {', '.join(stuck[:8])}")
+    return order
+
+
+def _dropped(order, children, by_name) -> set[str]:
+    """Training-only layers and every layer downstream of one."""
+    dropped: set[str] = set()
+    for layer in order:
+        if layer.WhichOneof("layer_type") in TRAINING_ONLY or any(p in dropped for p in layer.parents):
+            dropped.add(layer.name)
+    for layer in reversed(order):  # inputs that only feed dropped layers
+        if layer.WhichOneof("layer_type") == "input" and children[layer.name] and \
+                all(c in dropped for c in children[layer.name]):
+            dropped.add(layer.name)
+    return dropped
+
+
+def _parent_output(layer, parent: str, outputs, children, source: str) -> Tensor:
+    outs = outputs[parent]
+    if len(outs) == 1:
+        return outs[0]
+    index = children[parent].index(layer.name) if layer.name in children[parent] else -1
+    if not 0 <= index < len(outs):
+        raise FormatError(f"{source}: layer '{layer.name}' reads parent '{parent}', which has {len(outs)} "
+                          f"outputs and only feeds its first {len(outs)} children")
+    return outs[index]
+
+
+def _set_outputs(graph: Graph, kept, children, outputs, header: textio.Header, dropped: set[str]) -> None:
+    names = [n for n in header.outputs if n in outputs]
+    if not names:
+        names = [layer.name for layer in kept
+                 if layer.WhichOneof("layer_type") != "input"
+                 and not [c for c in children[layer.name] if c not in dropped]]
+    for n in names:
+        graph.outputs.extend(t.value for t in outputs[n])
+    if not graph.outputs:
+        raise FormatError(f"model '{graph.name}' has no layer that could be a graph output")

@@ -1,0 +1,124 @@
+"""LBANN weights objects ↔ numpy matrices (specs/lbann-format.md §6).
+
+Every LBANN weights object is a Height × Width matrix whose shape its layer
+decides. This module only moves such matrices in and out of initializers:
+
+* ``value_initializer`` lists the matrix in column-major order;
+* ``numpy_initializer`` names a ``.npy`` file: Width = 1 → any shape read flat
+  in C order, Width > 1 → exactly (Height, Width) in C order;
+* random initializers (LeNet-style files without trained weights) are sampled
+  deterministically, seeded by the weights name, so imported models run.
+
+Which ONNX array a matrix corresponds to (FC transpose, embedding tables …) is
+the business of the op converters, not of this module.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import FormatError, SecurityError
+from ...fileio import check_numel, resolve_inside
+
+#: Above this many parameters the writer defaults to .npy files (spec §6.3).
+NPY_THRESHOLD = 1_000_000
+
+
+@dataclass(frozen=True)
+class WeightSpec:
+    """One weights slot of a layer: its matrix shape, fan-in/out and LBANN's default fill."""
+
+    name: str
+    height: int
+    width: int
+    fans: tuple[int, int] = (1, 1)
+    default: str = "he_normal"  # he_normal | zeros | ones
+
+
+def read_matrix(weights, spec: WeightSpec, base_dir: Path, where: str) -> np.ndarray:
+    """The (Height, Width) float32 matrix of a weights message (None: LBANN's default fill)."""
+    shape = (spec.height, spec.width)
+    init = weights.initializer if weights is not None and weights.HasField("initializer") else None
+    kind = init.WhichOneof("initializer_type") if init is not None else None
+    what = f"{where}: weights '{spec.name}'"
+    if kind is None:
+        return _random(spec.default, spec, shape)
+    params = getattr(init, kind)
+    if kind == "value_initializer":
+        values = np.asarray(params.values if len(params.values) else params.values_d, dtype=np.float32)
+        if values.size != spec.height * spec.width:
+            raise FormatError(f"{what}: value_initializer holds {values.size} values; the layer needs "
+                              f"{spec.height}×{spec.width} = {spec.height * spec.width}")
+        return values.reshape(spec.width, spec.height).T.copy()
+    if kind == "constant_initializer":
+        return np.full(shape, params.value, dtype=np.float32)
+    if kind == "numpy_initializer":
+        array = load_npy(params.file, base_dir, what)
+        if spec.width == 1:
+            if array.size != spec.height:
+                raise FormatError(f"{what}: '{params.file}' holds {array.size} values; the layer needs "
+                                  f"{spec.height}")
+            return array.astype(np.float32).reshape(shape)
+        if array.shape != shape:
+            raise FormatError(f"{what}: '{params.file}' has shape {list(array.shape)}; the layer needs "
+                              f"exactly {list(shape)} (Height × Width)")
+        return array.astype(np.float32)
+    return _random(kind.removesuffix("_initializer"), spec, shape, params)
+
+
+def _random(kind: str, spec: WeightSpec, shape: tuple[int, int], params=None) -> np.ndarray:
+    if kind == "zeros":
+        return np.zeros(shape, np.float32)
+    if kind == "ones":
+        return np.ones(shape, np.float32)
+    rng = np.random.default_rng(zlib.crc32(spec.name.encode()))
+    fan_in, fan_out = (max(f, 1) for f in spec.fans)
+    if kind == "uniform":
+        return rng.uniform(params.min, params.max, shape).astype(np.float32)
+    if kind == "normal":
+        return rng.normal(params.mean, params.standard_deviation, shape).astype(np.float32)
+    scale = {"glorot": 2.0 / (fan_in + fan_out), "he": 2.0 / fan_in, "lecun": 1.0 / fan_in}[kind.split("_")[0]]
+    if kind.endswith("_uniform"):
+        limit = np.sqrt(3.0 * scale)
+        return rng.uniform(-limit, limit, shape).astype(np.float32)
+    return rng.normal(0.0, np.sqrt(scale), shape).astype(np.float32)
+
+
+def load_npy(file: str, base_dir: Path, what: str) -> np.ndarray:
+    """A float .npy beside the model: no pickles, no escaping paths, size checked first."""
+    relative = file
+    if os.path.isabs(file):  # LBANN runs prefer absolute paths; accept those inside the model dir
+        relative = os.path.relpath(file, Path(base_dir).resolve())
+    path = resolve_inside(base_dir, relative, what)
+    if not path.is_file():
+        raise FormatError(f"{what}: numpy file '{file}' is missing")
+    try:
+        with open(path, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read_header(fh)
+            data_start = fh.tell()
+    except ValueError as exc:
+        raise FormatError(f"{what}: '{file}' is not a valid .npy file ({exc})") from None
+    if dtype.hasobject:
+        raise SecurityError(f"{what}: '{file}' holds pickled Python objects; refusing to load it")
+    if dtype not in (np.float32, np.float64):
+        raise FormatError(f"{what}: '{file}' has dtype {dtype}; LBANN reads float32 or float64 only")
+    if fortran and len(shape) > 1:
+        raise FormatError(f"{what}: '{file}' is stored in Fortran order; LBANN requires C order")
+    count = check_numel(shape, what)
+    if path.stat().st_size - data_start < count * dtype.itemsize:
+        raise FormatError(f"{what}: '{file}' is truncated (shape {list(shape)} needs "
+                          f"{count * dtype.itemsize} bytes of data)")
+    return np.load(path, allow_pickle=False)
+
+
+def column_major(matrix: np.ndarray) -> np.ndarray:
+    """The value_initializer list of a matrix."""
+    return np.asarray(matrix, dtype=np.float32).flatten(order="F")
