@@ -1,15 +1,20 @@
 """Normalize any ONNX model to the one IR opset (``IR_OPSET``).
 
-Older models go through ``onnx.version_converter``. Large tensors are detached
+Older models go through ``onnx.version_converter``; ops whose history it cannot
+walk (Cast-1, Split-1, Tile-1, LSTM-1, ...) are rewritten by our own adapters
+(``adapters.py``) and hidden from the converter meanwhile. Large tensors are detached
 first (the converter serializes the model and would choke on >2 GB, and it never
 needs their values) and put back afterwards.
 
 Newer models are accepted when every op they use has the same definition at the
 IR opset, or when its newer version only widens the accepted types (listed in
-``TYPE_ONLY_BUMPS``); any other newer op is reported with all the others at once.
+``TYPE_ONLY_BUMPS``) or an adapter maps it back exactly; any other newer op is
+reported with all the others at once.
 """
 
 from __future__ import annotations
+
+import re
 
 import onnx
 import onnx.defs
@@ -17,16 +22,21 @@ from onnx import ModelProto, version_converter
 
 from ...errors import FormatError, Unsupported, UnsupportedOpError
 from ...ir.schema import IR_OPSET
+from . import adapters
 
-#: Op versions newer than IR_OPSET whose only change is a wider type list, so IR
-#: semantics still apply (each entry is exercised by the conformance run).
+#: Op versions newer than IR_OPSET whose only change is the list of accepted
+#: element types (attributes, inputs and outputs are identical), so the IR
+#: semantics still apply. tests/test_conformance.py checks every entry against
+#: onnx.defs at both versions.
 TYPE_ONLY_BUMPS: dict[str, int] = {
-    "Cast": 28, "CastLike": 28, "BitShift": 28, "Celu": 28, "Compress": 28,
-    "DepthToSpace": 28, "SpaceToDepth": 28, "Mod": 28, "OneHot": 28, "ReduceLogSum": 28,
-    "ReduceLogSumExp": 28, "ReverseSequence": 28, "Unique": 28, "Einsum": 28,
-    "Optional": 28, "OptionalGetElement": 28, "OptionalHasElement": 28,
+    "BitShift": 28, "Cast": 28, "Celu": 28, "Compress": 28, "DepthToSpace": 28, "DequantizeLinear": 28,
+    "Einsum": 28, "Mod": 28, "OneHot": 28, "Optional": 28, "OptionalGetElement": 28,
+    "OptionalHasElement": 28, "QuantizeLinear": 28, "ReduceLogSum": 28, "ReduceLogSumExp": 28,
+    "ReverseSequence": 28, "Unique": 28,
 }
 
+#: domain that hides adapted nodes from onnx.version_converter while it upgrades the rest
+_ADAPTED_DOMAIN = "ai.nnbridge.adapted"
 _DETACH_BYTES = 1024
 
 
@@ -44,6 +54,7 @@ def normalize(model: ModelProto, source: str) -> ModelProto:
     if version < IR_OPSET:
         return _upgrade(model, version, source)
     _check_newer_ops(model, version, source)
+    _apply_adapters(model, version, source, hide=False)
     for o in model.opset_import:
         if o.domain in ("", "ai.onnx"):
             o.version = IR_OPSET
@@ -51,17 +62,68 @@ def normalize(model: ModelProto, source: str) -> ModelProto:
 
 
 def _upgrade(model: ModelProto, version: int, source: str) -> ModelProto:
+    """Own adapters first (their nodes are hidden from the converter), then onnx's converter."""
+    adapted = _apply_adapters(model, version, source, hide=True)
     detached = _detach_large_tensors(model)
     try:
         upgraded = version_converter.convert_version(model, IR_OPSET)
     except Exception as exc:  # the converter raises bare RuntimeErrors / C++ asserts
         _reattach(model, detached)
-        raise FormatError(
-            f"{source}: cannot upgrade opset {version} to the IR opset {IR_OPSET}: "
-            f"{str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__}"
-        ) from None
+        message = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        missing = re.search(r"No Adapter (?:From|To) Version \$?(\d+) for (\w+)", message)
+        if missing:
+            op = missing.group(2)
+            raise UnsupportedOpError(f"{source} (opset {version})", [
+                Unsupported(op, _first_node_name(model, op),
+                            f"no upgrade path from its opset-{missing.group(1)} form to the IR opset {IR_OPSET}")
+            ]) from None
+        raise FormatError(f"{source}: cannot upgrade opset {version} to the IR opset {IR_OPSET}: {message}") from None
     _reattach(upgraded, detached)
+    if adapted:
+        for node in _all_nodes(upgraded.graph):
+            if node.domain == _ADAPTED_DOMAIN:
+                node.domain = ""
+        kept = [o for o in upgraded.opset_import if o.domain != _ADAPTED_DOMAIN]
+        del upgraded.opset_import[:]
+        upgraded.opset_import.extend(kept)
     return upgraded
+
+
+def _apply_adapters(model: ModelProto, version: int, source: str, hide: bool) -> bool:
+    """Rewrite every node that has an own adapter; report all that cannot be adapted at once."""
+    targets = []
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        try:
+            since = onnx.defs.get_schema(node.op_type, version, "").since_version
+        except onnx.defs.SchemaError:
+            continue
+        found = adapters.find_adapter(node.op_type, since)
+        if found is not None:
+            targets.append((node, found))
+    if not targets:
+        return False
+    ctx = adapters.AdaptContext(model.graph, adapters.ranks_of(model))
+    bad = []
+    for node, found in targets:
+        reason = found.fn(node, ctx)
+        if reason:
+            bad.append(Unsupported(node.op_type, node.name or node.output[0], reason))
+        elif hide:
+            node.domain = _ADAPTED_DOMAIN
+    if bad:
+        raise UnsupportedOpError(f"{source} (opset {version})", bad)
+    if hide:
+        model.opset_import.append(onnx.helper.make_opsetid(_ADAPTED_DOMAIN, 1))
+    return True
+
+
+def _first_node_name(model: ModelProto, op: str) -> str:
+    for node in _all_nodes(model.graph):
+        if node.op_type == op:
+            return node.name or node.output[0]
+    return op
 
 
 def _detach_large_tensors(model: ModelProto) -> dict[str, bytes]:
@@ -99,7 +161,8 @@ def _check_newer_ops(model: ModelProto, version: int, source: str) -> None:
             since = onnx.defs.get_schema(node.op_type, version, "").since_version
         except onnx.defs.SchemaError:
             continue  # unknown op: the backend reports it with the other unsupported ones
-        if since > IR_OPSET and TYPE_ONLY_BUMPS.get(node.op_type, 0) < since:
+        if (since > IR_OPSET and TYPE_ONLY_BUMPS.get(node.op_type, 0) < since
+                and adapters.find_adapter(node.op_type, since) is None):
             bad.append(Unsupported(node.op_type, node.name or node.output[0],
                                    f"version {since} is newer than the IR opset {IR_OPSET}"))
     if bad:

@@ -17,7 +17,7 @@ from google.protobuf.message import DecodeError
 from onnx import AttributeProto, ModelProto, TensorProto, numpy_helper
 from onnx.external_data_helper import load_external_data_for_model, uses_external_data
 
-from ...errors import FormatError, NNBridgeError
+from ...errors import FormatError, NNBridgeError, Unsupported, UnsupportedOpError
 from ...fileio import check_numel, resolve_inside
 from ...ir import DType, Graph, Layout, Node, TensorType, TypeKind
 from . import opset
@@ -34,6 +34,7 @@ def load_onnx(source: str | os.PathLike | ModelProto | bytes, *, infer_shapes: b
     model = opset.normalize(model, name)
     if infer_shapes:
         model = _infer_shapes(model)
+    _vet_element_types(model, name)
     return model_to_graph(model, name)
 
 
@@ -92,6 +93,48 @@ def _vet_tensors(model: ModelProto, name: str, base_dir: Path | None) -> None:
         end = int(info.get("offset", 0)) + int(info.get("length", 0))
         if end > target.stat().st_size:
             raise FormatError(f"{name}: external data of tensor '{t.name}' runs past the end of {target.name}")
+
+
+def _unknown_elem_type(tp: onnx.TypeProto) -> int | None:
+    which = tp.WhichOneof("value")
+    if which == "tensor_type":
+        code = tp.tensor_type.elem_type
+        return code if code and code not in _KNOWN_TYPES else None
+    if which == "sequence_type":
+        return _unknown_elem_type(tp.sequence_type.elem_type)
+    if which == "optional_type":
+        return _unknown_elem_type(tp.optional_type.elem_type)
+    return None
+
+
+_KNOWN_TYPES = frozenset(d.value for d in DType)
+
+
+def _vet_element_types(model: ModelProto, name: str) -> None:
+    """Element types newer than the IR (float8e8m0, int2, ...) are reported per node, all at once."""
+    bad: dict[str, Unsupported] = {}
+
+    def visit(gp: onnx.GraphProto) -> None:
+        users: dict[str, onnx.NodeProto] = {}
+        for node in gp.node:
+            for value in list(node.output) + list(node.input):
+                users.setdefault(value, node)
+            for attr in node.attribute:
+                for sub in [attr.g] if attr.type == AttributeProto.GRAPH else attr.graphs:
+                    visit(sub)
+        typed = [(vi.name, _unknown_elem_type(vi.type)) for vi in (*gp.input, *gp.output, *gp.value_info)]
+        typed += [(t.name, t.data_type if t.data_type not in _KNOWN_TYPES else None) for t in gp.initializer]
+        for value, code in typed:
+            if code is None:
+                continue
+            node = users.get(value)
+            op, where = (node.op_type, node.name or node.output[0]) if node is not None else ("<value>", value)
+            bad.setdefault(where, Unsupported(op, where, f"element type {TensorProto.DataType.Name(code)} "
+                                                        "has no IR equivalent"))
+
+    visit(model.graph)
+    if bad:
+        raise UnsupportedOpError(name, list(bad.values()))
 
 
 def _infer_shapes(model: ModelProto) -> ModelProto:

@@ -1,0 +1,177 @@
+"""Own opset adapters for op versions that ``onnx.version_converter`` cannot upgrade.
+
+Each adapter rewrites one node of an old version straight into its form at the
+IR opset (attributes that became inputs turn into initializers, removed
+attributes whose old default equals the new behaviour are dropped). An adapter
+returns a reason when the node uses a feature the new version cannot express;
+the loader then reports it as unsupported instead of guessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import NodeProto, TensorProto, helper, numpy_helper
+
+#: value name → rank, from shape inference at the model's own opset (may be partial)
+Ranks = dict[str, int]
+AdaptFn = Callable[[NodeProto, "AdaptContext"], "str | None"]
+
+
+@dataclass
+class AdaptContext:
+    graph: onnx.GraphProto
+    ranks: Ranks
+
+    def constant(self, name: str) -> np.ndarray | None:
+        for t in self.graph.initializer:
+            if t.name == name:
+                return numpy_helper.to_array(t)
+        for node in self.graph.node:
+            if node.op_type == "Constant" and node.output[0] == name:
+                for a in node.attribute:
+                    if a.name == "value":
+                        return numpy_helper.to_array(a.t)
+        return None
+
+    def add_initializer(self, hint: str, array: np.ndarray) -> str:
+        taken = {t.name for t in self.graph.initializer} | {o for n in self.graph.node for o in n.output}
+        name, i = hint, 0
+        while name in taken:
+            i += 1
+            name = f"{hint}_{i}"
+        self.graph.initializer.append(numpy_helper.from_array(array, name))
+        return name
+
+
+@dataclass(frozen=True)
+class Adapter:
+    op: str
+    first: int  # since-versions first..last of the old op this adapter accepts
+    last: int
+    fn: AdaptFn
+
+
+_ADAPTERS: list[Adapter] = []
+
+
+def adapter(op: str, first: int, last: int) -> Callable[[AdaptFn], AdaptFn]:
+    def wrap(fn: AdaptFn) -> AdaptFn:
+        _ADAPTERS.append(Adapter(op, first, last, fn))
+        return fn
+
+    return wrap
+
+
+def find_adapter(op: str, since_version: int) -> Adapter | None:
+    for a in _ADAPTERS:
+        if a.op == op and a.first <= since_version <= a.last:
+            return a
+    return None
+
+
+def _drop_attrs(node: NodeProto, *names: str) -> None:
+    keep = [a for a in node.attribute if a.name not in names]
+    del node.attribute[:]
+    node.attribute.extend(keep)
+
+
+def _attr(node: NodeProto, name: str):
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return None
+
+
+@adapter("Cast", 1, 1)
+def _cast_type_name(node: NodeProto, ctx: AdaptContext) -> str | None:
+    """Cast-1 names the target type as a string ('FLOAT'); later versions use the enum code."""
+    to = _attr(node, "to")
+    if isinstance(to, bytes):
+        name = to.decode().upper()
+        if name not in TensorProto.DataType.keys():
+            return f"unknown target type '{name}'"
+        _drop_attrs(node, "to")
+        node.attribute.append(helper.make_attribute("to", TensorProto.DataType.Value(name)))
+    return None
+
+
+@adapter("LSTM", 1, 1)
+@adapter("GRU", 1, 3)
+@adapter("RNN", 1, 1)
+def _drop_output_sequence(node: NodeProto, ctx: AdaptContext) -> str | None:
+    """``output_sequence`` only chose whether Y was produced; since version 7 Y is simply optional."""
+    _drop_attrs(node, "output_sequence")
+    return None
+
+
+@adapter("Split", 1, 1)
+def _split_sizes(node: NodeProto, ctx: AdaptContext) -> str | None:
+    """Split-1 took sizes as an attribute or a second input; now it is an input or ``num_outputs``."""
+    sizes = _attr(node, "split")
+    _drop_attrs(node, "split")
+    if len(node.input) > 1 and node.input[1]:
+        return None  # already the IR form: sizes as the second input
+    if sizes:
+        node.input.append(ctx.add_initializer(f"{node.name or node.output[0]}_split",
+                                              np.asarray(sizes, np.int64)))
+    else:
+        node.attribute.append(helper.make_attribute("num_outputs", len(node.output)))
+    return None
+
+
+@adapter("Tile", 1, 1)
+def _tile_repeats(node: NodeProto, ctx: AdaptContext) -> str | None:
+    """Tile-1 repeated one axis (``tiles`` times along ``axis``); now ``repeats`` names every axis."""
+    tiles, axis = ctx.constant(node.input[1]), ctx.constant(node.input[2])
+    rank = ctx.ranks.get(node.input[0])
+    if tiles is None or axis is None or rank is None:
+        return "Tile-1 needs constant tiles/axis and an input of known rank"
+    repeats = np.ones(rank, np.int64)
+    repeats[int(axis)] = int(tiles)
+    del node.input[1:]
+    node.input.append(ctx.add_initializer(f"{node.name or node.output[0]}_repeats", repeats))
+    return None
+
+
+@adapter("Equal", 1, 1)
+def _legacy_broadcast(node: NodeProto, ctx: AdaptContext) -> str | None:
+    """Old-style ``broadcast`` equals numpy broadcasting when B aligns with A's trailing axes."""
+    axis = _attr(node, "axis")
+    if axis is not None and _attr(node, "broadcast"):
+        ra, rb = ctx.ranks.get(node.input[0]), ctx.ranks.get(node.input[1])
+        if ra is None or rb is None or axis != ra - rb:
+            return f"legacy broadcast along axis {axis} is not numpy broadcasting"
+    _drop_attrs(node, "axis", "broadcast")
+    return None
+
+
+def ranks_of(model: onnx.ModelProto) -> Ranks:
+    """Ranks of every value onnx's shape inference can type at the model's own opset."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception:  # partial information is fine: adapters that need a rank say so
+        inferred = model
+    g = inferred.graph
+    ranks: Ranks = {}
+    for vi in (*g.input, *g.value_info, *g.output):
+        tt = vi.type.tensor_type
+        if vi.type.HasField("tensor_type") and tt.HasField("shape"):
+            ranks[vi.name] = len(tt.shape.dim)
+    for t in g.initializer:
+        ranks[t.name] = len(t.dims)
+    return ranks
+
+
+
+@adapter("SpaceToDepth", 28, 28)
+def _space_to_depth_mode(node: NodeProto, ctx: AdaptContext) -> str | None:
+    """Version 28 added ``mode``; its default DCR is exactly the IR version's behaviour."""
+    mode = _attr(node, "mode")
+    if mode not in (None, b"DCR"):
+        return f"mode {mode.decode()} is newer than the IR opset"
+    _drop_attrs(node, "mode")
+    return None
