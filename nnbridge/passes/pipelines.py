@@ -1,14 +1,44 @@
-"""Default pass pipelines per backend and optimisation level (specs/passes.md §9, §12)."""
+"""Default pass pipelines per backend and optimisation level (specs/passes.md §9, §12).
+
+Levels: 0 simplify only, 1 + fusion, 2 + constant folding, 3 + scale folding and
+layout alteration. Layout passes that make a graph executable at all (the
+backend's own layout) run at every level. Shapes are re-inferred after the
+rewrites that change them. SMV folds constants at every level (its weights must
+be constants to be stored in SMV layouts) and keeps BatchNormalization (SMAUG's only bias
+carrier, specs §4) and does no generic fusion (SMAUG fuses activations itself).
+"""
 
 from __future__ import annotations
 
-#: backend → opt level → pass names. Levels: 0 simplify only, 1 + fusion,
-#: 2 + constant folding, 3 + scale folding and layout alteration.
+_CLEAN = ["eliminate", "infer-shapes"]
+_FOLD = ["fold-constants", "eliminate", "infer-shapes"]
+_SCALE = ["fold-scale-axis", "fold-constants", "eliminate"]
+
+#: backend → opt level → pass names
 PIPELINES: dict[str, dict[int, list[str]]] = {
-    "reference": {0: [], 1: [], 2: [], 3: []},
+    "reference": {
+        0: ["simplify-inference", "layout-nchw", "cancel-transposes", *_CLEAN],
+        1: ["simplify-inference", "layout-nchw", "cancel-transposes", *_CLEAN, "fuse", "plan-memory"],
+        2: [*_FOLD, "simplify-inference", "layout-nchw", "cancel-transposes", *_CLEAN, "fuse", "plan-memory"],
+        3: [*_FOLD, "simplify-inference", *_SCALE, "layout-nchw", "cancel-transposes", *_CLEAN, "fuse",
+            "plan-memory"],
+    },
+    "smv": {
+        0: [*_FOLD, "layout-nhwc", *_CLEAN],
+        1: [*_FOLD, "layout-nhwc", "cancel-transposes", *_CLEAN],
+        2: [*_FOLD, "layout-nhwc", "cancel-transposes", *_FOLD],
+        3: [*_FOLD, "layout-nhwc", "cancel-transposes", *_FOLD],
+    },
+    "rdu": {
+        0: ["simplify-inference", "layout-nchw", "cancel-transposes", *_CLEAN],
+        1: ["simplify-inference", "layout-nchw", "cancel-transposes", *_CLEAN, "fuse"],
+        2: [*_FOLD, "simplify-inference", "layout-nchw", "cancel-transposes", *_CLEAN, "fuse"],
+        3: [*_FOLD, "simplify-inference", *_SCALE, "layout-nchw", "cancel-transposes", *_CLEAN, "fuse"],
+    },
 }
 
 
 def pipeline_for(backend: str, opt_level: int = 1) -> list[str]:
+    """The pass names ``backend`` runs at ``opt_level`` (unknown backends get the reference's)."""
     levels = PIPELINES.get(backend, PIPELINES["reference"])
     return list(levels.get(opt_level, levels[max(levels)]))

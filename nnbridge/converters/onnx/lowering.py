@@ -1,0 +1,44 @@
+"""ONNX exporters for nnbridge-domain ops: each lowers to standard ONNX nodes.
+
+``Reorder`` → ``Transpose`` (same perm); ``Repeat`` → ``Tile`` (multiples as an
+int64 constant); ``Fused`` → its body inlined (body inputs and outputs renamed
+to the node's, nested nnbridge ops lowered in turn).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ...ir import Node
+from .writer import _EXPORTERS, ProtoBuilder, register_exporter
+
+
+@register_exporter("Reorder")
+def export_reorder(node: Node, builder: ProtoBuilder) -> list[onnx.NodeProto]:
+    return [helper.make_node("Transpose", [node.inputs[0].name], [node.outputs[0].name], name=node.name,
+                             perm=[int(p) for p in node.attr("perm")])]
+
+
+@register_exporter("Repeat")
+def export_repeat(node: Node, builder: ProtoBuilder) -> list[onnx.NodeProto]:
+    reps = builder.fresh(f"{node.name}_multiples")
+    const = helper.make_node("Constant", [], [reps], name=builder.fresh(f"{node.name}_const"),
+                             value=numpy_helper.from_array(np.asarray(node.attr("multiples"), np.int64)))
+    return [const, helper.make_node("Tile", [node.inputs[0].name, reps], [node.outputs[0].name], name=node.name)]
+
+
+@register_exporter("Fused")
+def export_fused(node: Node, builder: ProtoBuilder) -> list[onnx.NodeProto]:
+    body = node.attr("body")
+    rename = {inner.name: outer.name for inner, outer in zip(body.inputs, node.inputs) if outer is not None}
+    rename.update({inner.name: outer.name for inner, outer in zip(body.outputs, node.outputs)})
+    protos: list[onnx.NodeProto] = []
+    for inner in body.nodes:
+        exporter = _EXPORTERS.get((inner.domain, inner.op))
+        protos.extend(exporter(inner, builder) if exporter else [builder.node_proto(inner)])
+    for proto in protos:
+        proto.input[:] = [rename.get(n, n) for n in proto.input]
+        proto.output[:] = [rename.get(n, n) for n in proto.output]
+    return protos

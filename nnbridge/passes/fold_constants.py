@@ -1,0 +1,93 @@
+"""``fold-constants``: precompute every node whose inputs are all constants.
+
+NNVM's PrecomputePrune in our own terms: nodes fed only by initializers (or
+by already-folded nodes) are evaluated once with the reference backend's numpy
+kernels, and their outputs become initializers. ``Shape``/``Size`` of a value
+with a static shape fold too, so ``Shape → Gather → Concat → Reshape`` chains
+collapse. Folded results are de-duplicated by content. Random and
+control-flow ops, sequence results and graph outputs are left alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from ..ir import Graph, Node, TypeKind
+from ..ir.passes import register_pass
+from .rewrite import remove_dead
+
+#: a folded tensor larger than this (elements) stays a node (a size threshold like onnx-simplifier's)
+MAX_FOLDED_ELEMENTS = 1 << 28
+_DEDUP_ELEMENTS = 1 << 20  # larger results are not hashed for de-duplication
+_NEVER_FOLD = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
+               "Multinomial", "If", "Loop", "Scan"}
+
+
+@register_pass("fold-constants")
+def fold_constants(graph: Graph) -> bool:
+    """Evaluate constant subgraphs (incl. Shape of static shapes) into initializers."""
+    changed = False
+    seen: dict[tuple, str] = {}
+    for node in graph.nodes:
+        results = _evaluate(node, graph)
+        if results is None:
+            continue
+        graph.remove_node(node)
+        for out, array in zip(node.outputs, results):
+            if array.size <= _DEDUP_ELEMENTS:
+                key = (array.dtype.str, array.shape, hashlib.sha1(array.tobytes()).hexdigest())
+                twin = graph.values.get(seen.get(key, ""))
+                if twin is not None and twin.const is not None:
+                    graph.replace_uses(out, twin)
+                    continue
+                seen[key] = out.name
+            graph.values[out.name] = out
+            out.producer = None
+            graph.set_initializer(out, array)
+        changed = True
+    if changed:
+        remove_dead(graph)
+    return changed
+
+
+def _evaluate(node: Node, graph: Graph) -> list[np.ndarray] | None:
+    if node.op in _NEVER_FOLD or node.subgraphs() or any(graph.is_output(o) for o in node.outputs):
+        return None
+    if node.op in ("Shape", "Size") and not node.domain:
+        return _static_shape(node)
+    if any(v is not None and v.const is None for v in node.inputs):
+        return None
+    if any(o.type.kind is not TypeKind.TENSOR for o in node.outputs):
+        return None
+    expected = sum(o.type.numel or 0 for o in node.outputs)
+    if expected > MAX_FOLDED_ELEMENTS:
+        return None
+    from ..backends.reference.executor import KernelContext  # the numpy evaluator
+    from ..backends.reference.registry import get_kernel
+
+    spec = get_kernel(node.op, node.domain)
+    if spec is None or spec.unsupported_reason(node):
+        return None
+    try:
+        result = spec.fn(KernelContext(node), *[v.const if v is not None else None for v in node.inputs])
+    except Exception:  # an input the kernel rejects: leave the node for run time to report
+        return None
+    results = result if isinstance(result, tuple) else (result,)
+    if len(results) != len(node.outputs) or not all(isinstance(r, np.ndarray) for r in results):
+        return None
+    return [np.asarray(r) for r in results]
+
+
+def _static_shape(node: Node) -> list[np.ndarray] | None:
+    x = node.inputs[0]
+    if x is None or not x.type.is_static:
+        return None
+    shape = np.array(x.type.shape, dtype=np.int64)
+    if node.op == "Size":
+        return [np.array(int(np.prod(shape)), dtype=np.int64)]
+    rank = len(shape)
+    start = node.attr("start", 0)
+    end = node.attr("end", rank)
+    return [shape[slice(start, end)]]

@@ -1,0 +1,158 @@
+"""``infer-shapes``: recompute every node output's dtype and shape after rewrites.
+
+Standard ops use onnx's own per-node inference (``infer_node_outputs``) with
+small constant inputs passed as data, so Reshape/Expand targets resolve;
+nnbridge ops (Reorder, Repeat, Fused) have their own rules here. Spatial ops
+computing in NHWC are inferred in NCHW and permuted back. Symbolic dims survive;
+a node whose inference fails or is unknown keeps its current types, so an op the
+pass does not understand is never corrupted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, shape_inference
+
+from ..ir import DType, Graph, Layout, Node, TensorType, TypeKind
+from ..ir.passes import register_pass
+from .layouts import PERMS, SPATIAL_SLOTS, is_spatial, permute_shape, spatial_layout
+
+_DATA_LIMIT = 4096  # constants up to this many elements are passed to onnx as data
+
+
+@register_pass("infer-shapes")
+def infer_shapes(graph: Graph) -> bool:
+    """Infer dtypes and shapes of every node output (standard and nnbridge ops)."""
+    changed = False
+    for node in graph.nodes:
+        try:
+            inferred = _infer(node)
+        except Exception:  # onnx refuses a node it cannot reason about: keep what we know
+            inferred = None
+        if not inferred:
+            continue
+        for out, new in zip(node.outputs, inferred):
+            merged = _merge(out.type, new)
+            if merged != out.type:
+                out.type = merged
+                changed = True
+    return changed
+
+
+def _merge(old: TensorType, new: TensorType | None) -> TensorType:
+    """Prefer inferred facts; keep old ones where inference knows less; keep layouts."""
+    if new is None or old.kind is not TypeKind.TENSOR or new.kind is not TypeKind.TENSOR:
+        return old
+    dtype = new.dtype or old.dtype
+    shape = new.shape
+    if shape is None:
+        shape = old.shape
+    elif old.shape is not None and len(old.shape) == len(shape):
+        shape = tuple(n if n is not None else o for n, o in zip(shape, old.shape))
+    if shape is not None and old.shape is not None and len(shape) == len(old.shape) \
+            and old.layout is not Layout.UNKNOWN:
+        layout = old.layout
+    else:
+        layout = new.layout if new.layout is not Layout.UNKNOWN else Layout.default_for_rank(
+            None if shape is None else len(shape))
+    return TensorType(dtype, shape, layout)
+
+
+def _infer(node: Node) -> list[TensorType | None] | None:
+    if node.domain == "nnbridge":
+        rule = _NNBRIDGE_RULES.get(node.op)
+        return rule(node) if rule else None
+    if node.subgraphs() or any(v is not None and v.type.kind is not TypeKind.TENSOR for v in node.inputs):
+        return None
+    if is_spatial(node) and spatial_layout(node) is Layout.NHWC:
+        to_nchw = PERMS[(Layout.NHWC, Layout.NCHW)]
+        slots = SPATIAL_SLOTS[node.op]
+        types = [_input_type(v, to_nchw if i in slots else None) for i, v in enumerate(node.inputs)]
+        outs = _onnx_infer(node, types)
+        back = PERMS[(Layout.NCHW, Layout.NHWC)]
+        return [None if t is None else TensorType(t.dtype, permute_shape(t.shape, back), Layout.NHWC)
+                for t in outs] if outs else None
+    return _onnx_infer(node, [_input_type(v, None) for v in node.inputs])
+
+
+def _input_type(value, perm) -> TensorType | None:
+    if value is None:
+        return None
+    t = value.type
+    return t if perm is None or t.shape is None else t.with_shape(permute_shape(t.shape, perm))
+
+
+def _onnx_infer(node: Node, types: list[TensorType | None]) -> list[TensorType | None] | None:
+    try:
+        schema = onnx.defs.get_schema(node.op, 26, node.domain)
+    except onnx.defs.SchemaError:
+        return None
+    names = [f"i{i}" if v is not None else "" for i, v in enumerate(node.inputs)]
+    proto = helper.make_node(node.op, names, [f"o{i}" for i in range(len(node.outputs))],
+                             domain=node.domain or None)
+    attr_types = {n: a.type for n, a in schema.attributes.items()}
+    for key, value in node.attrs.items():
+        if value is None:
+            continue
+        if isinstance(value, np.ndarray):
+            value = numpy_helper.from_array(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        kind = attr_types.get(key)
+        if kind == onnx.AttributeProto.FLOAT:
+            value = float(value)
+        elif kind == onnx.AttributeProto.FLOATS:
+            value = [float(v) for v in value]
+        proto.attribute.append(helper.make_attribute(key, value, attr_type=kind if value == [] else None))
+    input_types, input_data = {}, {}
+    for name, v, t in zip(names, node.inputs, types):
+        if v is None or t is None or t.dtype is None:
+            if v is not None:
+                return None
+            continue
+        input_types[name] = helper.make_tensor_type_proto(t.dtype.onnx, None if t.shape is None else list(t.shape))
+        const = v.const
+        if const is not None and const.size <= _DATA_LIMIT and const.dtype != object:
+            input_data[name] = numpy_helper.from_array(const, name)
+    result = shape_inference.infer_node_outputs(schema, proto, input_types, input_data)
+    return [_from_proto(result.get(f"o{i}")) for i in range(len(node.outputs))]
+
+
+def _from_proto(tp) -> TensorType | None:
+    if tp is None or tp.WhichOneof("value") != "tensor_type":
+        return None
+    tt = tp.tensor_type
+    shape = None
+    if tt.HasField("shape"):
+        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+    dtype = DType.from_onnx(tt.elem_type) if tt.elem_type else None
+    return TensorType(dtype, shape, Layout.default_for_rank(None if shape is None else len(shape)))
+
+
+def _reorder(node: Node) -> list[TensorType | None]:
+    x = node.inputs[0].type
+    perm = node.attr("perm")
+    dst = node.attr("dst_layout")
+    layout = Layout(dst) if dst in Layout._value2member_map_ else Layout.default_for_rank(len(perm))
+    return [TensorType(x.dtype, permute_shape(x.shape, perm), layout)]
+
+
+def _repeat(node: Node) -> list[TensorType | None]:
+    x = node.inputs[0].type
+    reps = node.attr("multiples")
+    shape = None if x.shape is None else tuple(
+        d * r if isinstance(d, int) else (d if r == 1 else None) for d, r in zip(x.shape, reps))
+    return [TensorType(x.dtype, shape, x.layout)]
+
+
+def _fused(node: Node) -> list[TensorType | None]:
+    body = node.attr("body")
+    for inner, outer in zip(body.inputs, node.inputs):
+        if outer is not None:
+            inner.type = outer.type
+    infer_shapes(body)
+    return [v.type for v in body.outputs]
+
+
+_NNBRIDGE_RULES = {"Reorder": _reorder, "Repeat": _repeat, "Fused": _fused}

@@ -1,0 +1,100 @@
+"""Small graph-surgery helpers shared by the passes (no pass of its own).
+
+Passes keep graph output *names* stable: when a rewrite would drop the node that
+produces a graph output, the surviving producer is made to produce that output
+value instead, so a user's ``outputs["prob"]`` keeps working after any pipeline.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node, Value
+
+
+def is_const(value: Value | None) -> bool:
+    return value is not None and value.const is not None
+
+
+def used_values(graph: Graph) -> set[int]:
+    """ids of every value read by a node (subgraph captures included) or returned."""
+    used = {id(v) for v in graph.outputs}
+    for node in graph.nodes:
+        used.update(id(v) for v in node.inputs if v is not None)
+        used.update(id(v) for v in node.captured())
+    return used
+
+
+def remove_dead(graph: Graph) -> bool:
+    """Drop nodes none of whose outputs are used, then unused initializers (one sweep each)."""
+    changed = False
+    used = {id(v) for v in graph.outputs}
+    for node in reversed(graph.nodes):
+        if not any(id(o) in used for o in node.outputs):
+            graph.remove_node(node)
+            changed = True
+            continue
+        used.update(id(v) for v in node.inputs if v is not None)
+        used.update(id(v) for v in node.captured())
+    used.update(id(v) for v in graph.inputs)
+    for name in list(graph.initializers):
+        value = graph.values.get(name)
+        if value is None or id(value) not in used:
+            del graph.initializers[name]
+            if value is not None:
+                del graph.values[name]
+            changed = True
+    return changed
+
+
+def set_output(node: Node, index: int, value: Value) -> None:
+    """Make ``node`` produce ``value`` as output ``index`` (the old output value is orphaned)."""
+    graph = node.graph
+    old = node.outputs[index]
+    if old.producer is node:
+        old.producer = None
+        if graph is not None and graph.values.get(old.name) is old:
+            del graph.values[old.name]
+    node.outputs[index] = value
+    value.producer = node
+    if graph is not None:
+        value.graph = graph
+        graph.values[value.name] = value
+        graph.mark_dirty()
+
+
+def bypass(graph: Graph, node: Node, keep: Value) -> bool:
+    """Remove single-output ``node`` whose result equals ``keep``; False if that is impossible.
+
+    Impossible only when the node's output is a graph output and ``keep`` cannot be
+    renamed (it is a graph input, a constant, another output, or already returned).
+    """
+    out = node.outputs[0]
+    if graph.is_output(out):
+        producer = keep.producer
+        if producer is None or producer.graph is not graph or graph.is_output(keep):
+            return False
+        graph.remove_node(node)
+        graph.replace_uses(keep, out)
+        set_output(producer, producer.outputs.index(keep), out)
+        out.type = keep.type
+        return True
+    graph.remove_node(node)
+    graph.replace_uses(out, keep)
+    return True
+
+
+def add_const(graph: Graph, hint: str, array: np.ndarray) -> Value:
+    """A new initializer with a unique name derived from ``hint``."""
+    return graph.add_initializer(hint, np.ascontiguousarray(array))
+
+
+def channel_vector(array: np.ndarray, rank: int, axis: int = 1) -> np.ndarray | None:
+    """If ``array`` broadcast against a rank-``rank`` tensor varies only along ``axis``,
+    return it as a 1-D vector (length 1 for scalars); else None."""
+    if array.ndim > rank:
+        return None
+    shape = (1,) * (rank - array.ndim) + array.shape
+    if any(d != 1 for i, d in enumerate(shape) if i != axis):
+        return None
+    return array.reshape(-1)

@@ -1,0 +1,137 @@
+"""Each pass on small hand-built graphs: the rewrite it must (or must not) make, and
+the numbers still agree with onnxruntime on the original model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+from passcheck import assert_close, build, count_ops, model_and_feeds, rand, run
+
+import nnbridge
+from nnbridge.ir import Layout, TensorType, run_passes
+from nnbridge.passes.fold_scale_axis import fold_scale_axis
+from nnbridge.passes.infer_shapes import infer_shapes
+
+mk = helper.make_node
+
+
+def _check(model, passes, expect_changed=True):
+    graph, feeds, want = model_and_feeds(model)
+    before = str(graph)
+    pm = run_passes(graph, passes)
+    assert (str(pm) != before) == expect_changed
+    assert_close(run(graph, feeds, passes=[]), want)
+    return graph
+
+
+def conv_model(tail: list, tail_inits: dict, out: str, channels: int = 4) -> object:
+    nodes = [mk("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1])] + tail
+    inits = {"w": rand(channels, 3, 3, 3), "b": rand(channels, seed=1), **tail_inits}
+    return build(nodes, {"x": [1, 3, 8, 8]}, [out], inits)
+
+
+# -- fold-constants ------------------------------------------------------------------
+
+def test_fold_constants_evaluates_constant_subgraphs_and_static_shapes():
+    model = build([mk("Add", ["c1", "c2"], ["c"]), mk("Mul", ["x", "c"], ["y"]),
+                   mk("Shape", ["x"], ["s"]), mk("Cast", ["s"], ["sf"], to=1), mk("Add", ["v", "sf"], ["z"])],
+                  {"x": [2, 3, 4, 5], "v": [4]}, ["y", "z"], {"c1": rand(5), "c2": rand(5, seed=3)})
+    graph = _check(model, ["fold-constants"])
+    assert [n.op for n in graph.nodes] == ["Mul", "Add"]
+    shape_const = graph.nodes[1].inputs[1].const
+    np.testing.assert_array_equal(shape_const, [2, 3, 4, 5])
+
+
+# -- eliminate -----------------------------------------------------------------------
+
+def test_eliminate_drops_identity_dropout_and_unit_ops_keeping_output_names():
+    model = build([mk("Identity", ["x"], ["a"]), mk("Mul", ["a", "one"], ["b"]), mk("Relu", ["b"], ["r"]),
+                   mk("Dropout", ["r"], ["y"])], {"x": [2, 5]}, ["y"], {"one": np.ones(5, np.float32)})
+    graph = _check(model, ["eliminate"])
+    assert [n.op for n in graph.nodes] == ["Relu"]
+    assert graph.outputs[0].name == "y" and graph.nodes[0].outputs[0] is graph.outputs[0]
+
+
+def test_eliminate_keeps_a_broadcasting_unit_op():
+    model = build([mk("Mul", ["x", "one"], ["y"])], {"x": [1, 5]}, ["y"], {"one": np.ones((3, 5), np.float32)})
+    _check(model, ["eliminate"], expect_changed=False)
+
+
+# -- simplify-inference ----------------------------------------------------------------
+
+def _bn_inits(c: int) -> dict:
+    return {"g": rand(c, seed=4), "be": rand(c, seed=5), "m": rand(c, seed=6), "v": rand(c, seed=7, low=0.1)}
+
+
+def test_batchnorm_after_conv_folds_into_its_weights():
+    model = conv_model([mk("BatchNormalization", ["c", "g", "be", "m", "v"], ["n"]), mk("Relu", ["n"], ["y"])],
+                       _bn_inits(4), "y")
+    graph = _check(model, ["simplify-inference"])
+    assert [n.op for n in graph.nodes] == ["Conv", "Relu"]
+
+
+def test_batchnorm_without_foldable_producer_becomes_scale_and_shift():
+    model = build([mk("Relu", ["x"], ["r"]), mk("BatchNormalization", ["r", "g", "be", "m", "v"], ["y"])],
+                  {"x": [2, 4, 3, 3]}, ["y"], _bn_inits(4))
+    graph = _check(model, ["simplify-inference"])
+    assert [n.op for n in graph.nodes] == ["Relu", "Mul", "Add"]
+    assert graph.outputs[0].name == "y"
+
+
+@pytest.mark.parametrize("op", ["Gemm", "MatMul"])
+def test_batchnorm_after_fully_connected_folds(op):
+    model = build([mk(op, ["x", "w"], ["f"]), mk("BatchNormalization", ["f", "g", "be", "m", "v"], ["y"])],
+                  {"x": [2, 6]}, ["y"], {"w": rand(6, 5), **_bn_inits(5)})
+    graph = _check(model, ["simplify-inference"])
+    assert count_ops(graph, "BatchNormalization") == 0 and count_ops(graph, "Mul") == 0
+
+
+# -- fold-scale-axis -----------------------------------------------------------------------
+
+def test_scale_folds_through_bias_add_and_relu_into_conv():
+    scale = np.abs(rand(4, 1, 1, seed=9)) + 0.1
+    model = conv_model([mk("Add", ["c", "bias"], ["a"]), mk("Relu", ["a"], ["r"]), mk("Mul", ["r", "s"], ["y"])],
+                       {"bias": rand(4, 1, 1, seed=8), "s": scale}, "y")
+    graph = _check(model, ["fold-scale-axis"])
+    assert count_ops(graph, "Mul") == 0
+
+
+def test_negative_scale_is_not_moved_through_relu():
+    """NNVM's sign bug: relu(x)·s ≠ relu(x·s) for s < 0 — the Mul must stay."""
+    model = conv_model([mk("Relu", ["c"], ["r"]), mk("Mul", ["r", "s"], ["y"])],
+                       {"s": np.array([-1, 2], np.float32).reshape(2, 1, 1)}, "y", channels=2)
+    graph, feeds, want = model_and_feeds(model)
+    assert fold_scale_axis(graph) is False
+    assert count_ops(graph, "Mul") == 1
+    assert_close(run(graph, feeds, passes=[]), want)
+
+
+def test_negative_scale_directly_after_conv_folds():
+    model = conv_model([mk("Mul", ["c", "s"], ["y"])], {"s": np.array([-1, 2], np.float32).reshape(2, 1, 1)},
+                       "y", channels=2)
+    graph = _check(model, ["fold-scale-axis"])
+    assert [n.op for n in graph.nodes] == ["Conv"]
+
+
+# -- infer-shapes -------------------------------------------------------------------------
+
+def test_infer_shapes_recovers_types_and_keeps_symbolic_dims():
+    model = build([mk("Add", ["x", "c"], ["a"]), mk("Relu", ["a"], ["y"])], {"x": ["N", 3]}, ["y"],
+                  {"c": rand(3)})
+    graph = nnbridge.load(model)
+    expected = [str(n.outputs[0].type) for n in graph.nodes]
+    for n in graph.nodes:
+        n.outputs[0].type = TensorType()
+    assert infer_shapes(graph) is True
+    assert [str(n.outputs[0].type) for n in graph.nodes] == expected == ["float32[N,3] NC"] * 2
+    assert infer_shapes(graph) is False
+
+
+def test_infer_shapes_understands_nhwc_and_reorder():
+    model = conv_model([mk("MaxPool", ["c"], ["y"], kernel_shape=[2, 2], strides=[2, 2])], {}, "y")
+    graph, _, _ = model_and_feeds(model)
+    run_passes(graph, ["layout-nhwc"])
+    pool = next(n for n in graph.nodes if n.op == "MaxPool")
+    assert pool.outputs[0].type.shape == (1, 4, 4, 4) and pool.outputs[0].type.layout is Layout.NHWC
+    assert infer_shapes(graph) is False  # the layout pass left consistent types
