@@ -8,16 +8,18 @@ Registered as the ``smaug`` format (file suffix ``_topo.pbtxt``). Load options:
 from __future__ import annotations
 
 from .. import Format, register_format
-from . import import_ops  # noqa: F401 - fills the import table
+from . import export_ops, import_ops  # noqa: F401 - fill the op tables
 from .files import model_paths, read_params, read_topology, write_model
 from .reader import graph_from_proto, load_inputs, load_smaug
+from .writer import graph_to_smaug, save_smaug
 
 __all__ = ["graph_from_proto", "load_inputs", "load_smaug", "model_paths", "read_params",
-           "read_topology", "write_model"]
+           "read_topology", "write_model", "graph_to_smaug", "save_smaug"]
 
 register_format(Format(
     "smaug", ("_topo.pbtxt",),
     load=load_smaug,
-    save=None,
+    save=save_smaug,
     description="SMAUG model: <name>_topo.pbtxt + <name>_params.pb (Reference or SMV backend)",
+    supported_ops=export_ops.supported_ops,
 ))

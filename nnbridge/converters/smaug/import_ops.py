@@ -192,11 +192,12 @@ def _batch_norm(imp: Importer, node: npb.NodeProto) -> None:
     names = [imp.nodes[node.parents[i]].name for i in range(1, 5)]
     with np.errstate(divide="ignore"):
         var = 1.0 / np.square(inv_std.astype(np.float64)) - BN_EPSILON
-    inputs = [x,
-              imp.constant(f"{names[2]}/scale", gamma),
-              imp.constant(f"{names[3]}/bias", beta),
-              imp.constant(f"{names[0]}/mean", mean.astype(np.float32)),
-              imp.constant(f"{names[1]}/var", var.astype(np.float32))]
+    arrays = [(names[2], "scale", gamma), (names[3], "bias", beta),
+              (names[0], "mean", mean.astype(np.float32)), (names[1], "var", var.astype(np.float32))]
+    inputs = [x]
+    for data_name, role, array in arrays:  # named after their Data nodes once those are dropped
+        inputs.append(imp.constant(f"{data_name}/{role}", array))
+        imp.renames[inputs[-1].name] = data_name
     finish(imp, node, "BatchNormalization", inputs, {"epsilon": BN_EPSILON}, x.type)
 
 

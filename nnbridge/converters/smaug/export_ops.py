@@ -1,0 +1,603 @@
+"""IR (ONNX semantics) → SMAUG ops, one function per IR op, in ``EXPORTERS``.
+
+Each function emits through the :class:`~.writer.Exporter` and raises
+``Inexpressible(reason)`` for what SMAUG cannot compute faithfully; the writer
+collects every such node into one error. The runtime quirks of the spec (§9) are
+honoured here: activations are fused only into Conv/InnerProduct/BatchNorm with
+their parameters always written (Q4), softmax is never fused (Q3), standalone
+LReLU/ELU/SELU/HardTanh are accepted only with the runtime's hard-wired
+parameters (Q1, Q2), depthwise convolution is refused for SMV (Q10), padding
+that SMAUG's "same" rule does not produce becomes an explicit Padding node (Q6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ...ir import Layout, Node, Value
+from ...protos.smaug import smaug_node_pb2 as npb
+from ...protos.smaug import smaug_types_pb2 as pb
+from . import layouts
+from .import_ops import BN_EPSILON, RUNTIME_DEFAULTS
+from .writer import Exporter, Inexpressible, Ref, ir_layout
+
+ExportFn = Callable[[Exporter, Node], None]
+EXPORTERS: dict[tuple[str, str], ExportFn] = {}
+
+#: SMV Softmax tiles only along N: one padded row must fit (quirk Q12).
+SMV_SOFTMAX_MAX_ROW = 16384
+
+
+def exporter(*ops: str, domain: str = "") -> Callable[[ExportFn], ExportFn]:
+    def wrap(fn: ExportFn) -> ExportFn:
+        for op in ops:
+            EXPORTERS[(domain, op)] = fn
+        return fn
+
+    return wrap
+
+
+def supported_ops() -> set[str]:
+    return {op for _, op in EXPORTERS}
+
+
+# -- helpers -------------------------------------------------------------------------------
+def const_input(ex: Exporter, node: Node, i: int, what: str) -> np.ndarray:
+    value = node.input(i)
+    array = None if value is None else ex.constant(value)
+    if array is None:
+        raise Inexpressible(f"{what} must be a constant for SMAUG")
+    return np.asarray(array)
+
+
+def spatial(ex: Exporter, node: Node) -> tuple[Layout, Layout]:
+    """(layout of the IR data input, layout SMAUG computes in for this backend)."""
+    x = node.inputs[0]
+    if x.type.rank != 4:
+        raise Inexpressible(f"SMAUG {node.op} needs a 4-D input, got rank {x.type.rank}")
+    have = ir_layout(x)
+    return (have if have in (Layout.NCHW, Layout.NHWC) else Layout.NCHW), layouts.ACTIVATION_4D[ex.backend]
+
+
+def nchw_dims(value: Value, have: Layout) -> list[int]:
+    dims = list(value.type.shape)
+    return layouts.permute_dims(dims, have, Layout.NCHW) if have != Layout.NCHW else dims
+
+
+def out_dims(value: Value, have: Layout, layout: Layout) -> list[int]:
+    dims = list(value.type.shape)
+    return layouts.permute_dims(dims, have, layout) if have != layout else dims
+
+
+def define(ex: Exporter, value: Value, ref: Ref) -> None:
+    ex.native[id(value)] = ref
+
+
+def int_list(values, what: str) -> list[int]:
+    return [int(v) for v in values] if values is not None else []
+
+
+#: IR activation → SMAUG activation OpType, for fusion and standalone nodes.
+ACTIVATIONS = {"Relu": pb.ReLU, "LeakyRelu": pb.LReLU, "Elu": pb.ELU, "Selu": pb.SELU, "Tanh": pb.Tanh,
+               "Sigmoid": pb.Sigmoid, "Clip": pb.HardTanh}
+
+
+def activation_params(ex: Exporter, node: Node) -> tuple[int, dict[str, float]]:
+    """The SMAUG activation of an IR activation node and its parameters (ONNX values)."""
+    op = ACTIVATIONS[node.op]
+    if op == pb.LReLU:
+        return op, {"alpha": float(node.attr("alpha", 0.01))}
+    if op == pb.ELU:
+        return op, {"alpha": float(node.attr("alpha", 1.0))}
+    if op == pb.SELU:
+        return op, {"alpha": float(node.attr("alpha", 1.67326319217681884765625)),
+                    "gamma": float(node.attr("gamma", 1.05070102214813232421875))}
+    if op == pb.HardTanh:
+        lo = ex.constant(node.input(1)) if node.input(1) is not None else None
+        hi = ex.constant(node.input(2)) if node.input(2) is not None else None
+        if (node.input(1) is not None and lo is None) or (node.input(2) is not None and hi is None):
+            raise Inexpressible("Clip bounds must be constants")
+        if hi is None and lo is not None and float(lo) == 0.0:
+            return pb.ReLU, {}
+        if lo is None or hi is None:
+            raise Inexpressible("a one-sided Clip other than max(x, 0) has no SMAUG equivalent")
+        return op, {"min": float(lo), "max": float(hi)}
+    return op, {}
+
+
+def fill_act_params(act: npb.ActivationParams, op: int, values: dict[str, float], fused: bool) -> None:
+    """Always write the parameter message (quirk Q4); ``activation`` only when fused."""
+    if fused:
+        act.activation = op
+    if op == pb.LReLU:
+        act.lrelu_params.slope = values["alpha"]
+    elif op == pb.ELU:
+        act.elu_params.alpha = values["alpha"]
+    elif op == pb.SELU:
+        act.elu_params.alpha = values["alpha"]
+        act.elu_params.lambda_param = values["gamma"]
+    elif op == pb.HardTanh:
+        act.hard_tanh_params.min = values["min"]
+        act.hard_tanh_params.max = values["max"]
+
+
+def fusable_activation(ex: Exporter, value: Value) -> Node | None:
+    """The activation node that can be fused into the op producing ``value`` (never Softmax)."""
+    user = ex.single_consumer(value)
+    if user is None or user.domain or user.op not in ACTIVATIONS or user.inputs[0] is not value:
+        return None
+    try:
+        activation_params(ex, user)
+    except Inexpressible:
+        return None
+    return user
+
+
+def finish_fused(ex: Exporter, node_proto: npb.NodeProto, ref: Ref, value: Value) -> None:
+    """Fuse the following activation (if any) into ``node_proto``; define the final IR value."""
+    act = fusable_activation(ex, value)
+    if act is not None:
+        op, values = activation_params(ex, act)
+        fill_act_params(node_proto.params.act_params, op, values, fused=True)
+        ex.absorbed.add(id(act))
+        value = act.outputs[0]
+    define(ex, value, ref)
+
+
+def bias_batch_norm(ex: Exporter, x: Ref, bias: np.ndarray, value: Value, request: str) -> None:
+    """SMAUG has no bias: add it with a BatchNorm (mean 0, var′ 1, gamma 1, beta = bias), §6.3."""
+    c = bias.size
+    zeros, ones = np.zeros((1, c)), np.ones((1, c))
+    stats = [ex.data(f"{request}/{role}", arr, Layout.NC)
+             for role, arr in (("mean", zeros), ("var", ones), ("gamma", ones), ("beta", bias.reshape(1, c)))]
+    node, refs = ex.emit(pb.BatchNorm, f"{request}/bias", [x, *stats], [(x.dims, x.layout)])
+    node.params.SetInParent()
+    finish_fused(ex, node, refs[0], value)
+
+
+# -- convolution ---------------------------------------------------------------------------------
+def explicit_pads(node: Node, x_hw: list[int], kernel: list[int], strides: list[int]) -> list[int]:
+    """ONNX pads [top, left, bottom, right] (auto_pad resolved)."""
+    auto = node.attr("auto_pad", "NOTSET")
+    if auto in ("NOTSET", "VALID", b"NOTSET", b"VALID"):
+        pads = int_list(node.attr("pads"), "pads") or [0, 0, 0, 0]
+        return pads if auto in ("NOTSET", b"NOTSET") else [0, 0, 0, 0]
+    out = []
+    for size, k, s in zip(x_hw, kernel, strides):
+        total = max((-(-size // s) - 1) * s + k - size, 0)
+        small = total // 2
+        out.append((total - small, small) if auto in ("SAME_LOWER", b"SAME_LOWER") else (small, total - small))
+    return [out[0][0], out[1][0], out[0][1], out[1][1]]
+
+
+def padding_node(ex: Exporter, x: Ref, pads: list[int], request: str) -> Ref:
+    """An explicit SMAUG Padding node (zeros) on a 4-D activation, pads = [top, left, bottom, right]."""
+    top, left, bottom, right = pads
+    per_axis = {"N": (0, 0), "C": (0, 0), "H": (top, bottom), "W": (left, right)}
+    sizes, dims = [], []
+    for letter, d in zip(x.layout.value, x.dims):
+        b, e = per_axis[letter]
+        sizes += [b, e]
+        dims.append(d + b + e)
+    node, refs = ex.emit(pb.Padding, f"{request}/padding", [x], [(dims, x.layout)])
+    node.params.padding_params.padding_size.extend(sizes)
+    return refs[0]
+
+
+@exporter("Conv")
+def _conv(ex: Exporter, node: Node) -> None:
+    have, layout = spatial(ex, node)
+    x_value, w_value, y = node.inputs[0], node.inputs[1], node.outputs[0]
+    if w_value.type.rank != 4 or not w_value.type.is_static:
+        raise Inexpressible("SMAUG convolutions are 2-D with static kernels")
+    if any(d != 1 for d in int_list(node.attr("dilations"), "dilations")):
+        raise Inexpressible("SMAUG convolutions have no dilation (quirk Q7)")
+    n, c, h, w = nchw_dims(x_value, have)
+    kdims = nchw_dims(w_value, have)  # [K, C/g, kH, kW]
+    kernel = [kdims[2], kdims[3]]
+    strides = int_list(node.attr("strides"), "strides") or [1, 1]
+    group = int(node.attr("group", 1))
+    op = pb.Convolution3d
+    if group != 1:
+        if not (group == c and kdims[0] == c and kdims[1] == 1):
+            raise Inexpressible(f"grouped convolution (group={group}) has no SMAUG equivalent (quirk Q7)")
+        if ex.backend == "SMV":
+            raise Inexpressible("depthwise convolution does nothing on SMV (its run function is empty, "
+                                "quirk Q10); convert for the Reference backend")
+        op, layout = pb.ConvolutionDepthwise, Layout.NCHW  # Reference depthwise is NCHW only
+    pads = explicit_pads(node, [h, w], kernel, strides)
+    same = list(layouts.same_pads(kernel[0])) + list(layouts.same_pads(kernel[1]))
+    x = ex.need(x_value, layout, have)
+    if pads == [same[0], same[2], same[1], same[3]]:
+        padding, total = pb.SamePadding, [kernel[0] - 1, kernel[1] - 1]
+    else:
+        padding, total = pb.ValidPadding, [pads[0] + pads[2], pads[1] + pads[3]]
+        if any(pads):
+            x = padding_node(ex, x, pads, node.name)
+    if op == pb.ConvolutionDepthwise:
+        array = const_input(ex, node, 1, "the depthwise kernel")
+        array = array.transpose(layouts.perm(have, Layout.NCHW)) if have != Layout.NCHW else array
+        wref = ex.data(w_value.name, array.reshape(1, c, kernel[0], kernel[1]), Layout.NCHW)
+    else:
+        wref = ex.need(w_value, layout, have)
+    out_nchw = [n, kdims[0] if op == pb.Convolution3d else c,
+                layouts.conv_out(h, kernel[0], strides[0], total[0]),
+                layouts.conv_out(w, kernel[1], strides[1], total[1])]
+    dims = layouts.permute_dims(out_nchw, Layout.NCHW, layout) if layout != Layout.NCHW else out_nchw
+    proto, refs = ex.emit(op, node.name, [x, wref], [(dims, layout)])
+    proto.params.conv_params.padding = padding
+    proto.params.conv_params.stride.extend(strides)
+    bias = node.input(2)
+    if bias is None:
+        finish_fused(ex, proto, refs[0], y)
+    else:
+        bias_batch_norm(ex, refs[0], const_input(ex, node, 2, "the convolution bias"), y, node.name)
+
+
+# -- pooling -----------------------------------------------------------------------------------
+@exporter("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")
+def _pool(ex: Exporter, node: Node) -> None:
+    have, layout = spatial(ex, node)
+    x_value = node.inputs[0]
+    _, _, h, w = nchw_dims(x_value, have)
+    if node.op.startswith("Global"):
+        kernel, strides, pads = [h, w], [h, w], [0, 0, 0, 0]
+    else:
+        kernel = int_list(node.attr("kernel_shape"), "kernel_shape")
+        strides = int_list(node.attr("strides"), "strides") or [1] * len(kernel)
+        if len(kernel) != 2:
+            raise Inexpressible("SMAUG pooling is 2-D")
+        if any(d != 1 for d in int_list(node.attr("dilations"), "dilations")):
+            raise Inexpressible("SMAUG pooling has no dilation (quirk Q7)")
+        if int(node.attr("ceil_mode", 0)):
+            raise Inexpressible("SMAUG pooling has no ceil mode (quirk Q7)")
+        pads = explicit_pads(node, [h, w], kernel, strides)
+    if len(node.outputs) > 1 and len(ex.consumers.get(id(node.outputs[1]), [])):
+        raise Inexpressible("MaxPool indices have no SMAUG equivalent")
+    op = pb.MaxPooling if "Max" in node.op else pb.AveragePooling
+    x = ex.need(x_value, layout, have)
+    if any(pads):
+        if op == pb.MaxPooling and not non_negative(x_value):
+            raise Inexpressible("padded max pooling: SMAUG can only pad with zeros, which changes the "
+                                "maximum of a possibly negative input (quirk Q7)")
+        if op == pb.AveragePooling and not int(node.attr("count_include_pad", 0)):
+            raise Inexpressible("padded average pooling that excludes the padding has no SMAUG equivalent")
+        x = padding_node(ex, x, pads, node.name)
+        h, w = h + pads[0] + pads[2], w + pads[1] + pads[3]
+    if op == pb.MaxPooling and ex.backend == "Reference" and kernel == [1, 1]:
+        if strides != [1, 1]:
+            raise Inexpressible("Reference max pooling aborts on 1x1 windows (quirk Q11)")
+        define(ex, node.outputs[0], x)  # a 1x1/1 max pool is the identity
+        return
+    out = [(h - kernel[0]) // strides[0] + 1, (w - kernel[1]) // strides[1] + 1]
+    dims = [x.dims[0], *out, x.dims[3]] if layout == Layout.NHWC else [x.dims[0], x.dims[1], *out]
+    proto, refs = ex.emit(op, node.name, [x], [(dims, layout)])
+    proto.params.pool_params.stride.extend(strides)
+    proto.params.pool_params.pool_size.extend(kernel)
+    define(ex, node.outputs[0], refs[0])
+
+
+def non_negative(value: Value) -> bool:
+    """Is the value known to be ≥ 0 (a ReLU output, directly or through max pooling)?"""
+    p = value.producer
+    if p is None:
+        return False
+    if p.op == "Relu":
+        return True
+    return p.op in ("MaxPool", "Reorder") and non_negative(p.inputs[0])
+
+
+# -- inner product, batch norm ---------------------------------------------------------------
+def inner_product(ex: Exporter, node: Node, a: Value, b: Value, b_have: Layout, scale: float,
+                  bias: np.ndarray | None) -> None:
+    """y = a · B (+ bias), B given in ``b_have`` orientation (CN = [in, out], NC = [out, in])."""
+    if a.type.rank != 2 or b.type.rank != 2:
+        raise Inexpressible("SMAUG InnerProduct multiplies a 2-D input by a 2-D weight matrix")
+    x = ex.need(a, Layout.NC)
+    want = layouts.FC_WEIGHT[ex.backend]
+    array = ex.constant(b)
+    if x.feature_perm is not None or scale != 1.0:
+        if array is None:
+            raise Inexpressible("the weights must be constant (they absorb a scale or a flatten order)")
+        cn = array if b_have == Layout.CN else array.T
+        if x.feature_perm is not None:
+            cn = cn[x.feature_perm]
+        cn = cn * scale
+        w = ex.data(b.name, cn if want == Layout.CN else cn.T, want)
+    else:
+        w = ex.need(b, want, b_have)
+    outs = w.dims[1] if want == Layout.CN else w.dims[0]
+    proto, refs = ex.emit(pb.InnerProduct, node.name, [x, w], [([x.dims[0], outs], Layout.NC)])
+    proto.params.SetInParent()
+    if bias is None:
+        finish_fused(ex, proto, refs[0], node.outputs[0])
+    else:
+        bias_batch_norm(ex, refs[0], np.broadcast_to(bias, (1, outs)).reshape(-1), node.outputs[0], node.name)
+
+
+@exporter("MatMul")
+def _matmul(ex: Exporter, node: Node) -> None:
+    inner_product(ex, node, node.inputs[0], node.inputs[1], Layout.CN, 1.0, None)
+
+
+@exporter("Gemm")
+def _gemm(ex: Exporter, node: Node) -> None:
+    if int(node.attr("transA", 0)):
+        raise Inexpressible("Gemm with transA has no SMAUG equivalent")
+    b_have = Layout.NC if int(node.attr("transB", 0)) else Layout.CN
+    bias = None
+    if node.input(2) is not None:
+        bias = const_input(ex, node, 2, "the Gemm bias C") * float(node.attr("beta", 1.0))
+        if bias.size not in (1, node.inputs[1].type.shape[0 if b_have == Layout.NC else 1]):
+            raise Inexpressible("a Gemm bias that varies along the batch has no SMAUG equivalent")
+    inner_product(ex, node, node.inputs[0], node.inputs[1], b_have, float(node.attr("alpha", 1.0)), bias)
+
+
+@exporter("BatchNormalization")
+def _batch_norm(ex: Exporter, node: Node) -> None:
+    x_value = node.inputs[0]
+    if len(node.outputs) > 1 and any(ex.consumers.get(id(o)) for o in node.outputs[1:]):
+        raise Inexpressible("training-mode BatchNormalization outputs have no SMAUG equivalent")
+    if x_value.type.rank == 4:
+        have, layout = spatial(ex, node)
+    elif x_value.type.rank == 2:
+        have = layout = Layout.NC
+    else:
+        raise Inexpressible("SMAUG BatchNorm takes a 4-D or 2-D input")
+    scale, beta, mean, var = (const_input(ex, node, i, f"BatchNormalization input {i}").astype(np.float64)
+                              for i in range(1, 5))
+    eps = float(node.attr("epsilon", 1e-5))
+    inv_std = 1.0 / np.sqrt(var + eps)  # SMAUG stores var′ = 1/sqrt(var + ε) (§6.3)
+    x = ex.need(x_value, layout, have)
+    names = [v.name if v is not None else f"{node.name}/{i}" for i, v in enumerate(node.inputs)]
+    stats = [ex.data(names[i], arr.reshape(1, -1), Layout.NC)
+             for i, arr in ((3, mean), (4, inv_std), (1, scale), (2, beta))]
+    proto, refs = ex.emit(pb.BatchNorm, node.name, [x, *stats], [(x.dims, x.layout)])
+    proto.params.SetInParent()
+    finish_fused(ex, proto, refs[0], node.outputs[0])
+
+
+_ = BN_EPSILON  # the importer's ε: BN parameters written here use the ONNX node's own ε
+
+
+# -- activations -------------------------------------------------------------------------------
+def same_layout_ref(ex: Exporter, value: Value) -> Ref:
+    """A layout-agnostic op reads its input in whatever layout it already has."""
+    native = ex.native.get(id(value))
+    return native if native is not None else ex.need(value, ir_layout(value))
+
+
+@exporter("Relu", "LeakyRelu", "Elu", "Selu", "Tanh", "Sigmoid", "Clip")
+def _activation(ex: Exporter, node: Node) -> None:
+    op, values = activation_params(ex, node)
+    defaults = RUNTIME_DEFAULTS.get(op)
+    if defaults is not None and any(not np.isclose(values[k], v, rtol=1e-3) for k, v in defaults.items()):
+        raise Inexpressible(
+            f"a standalone SMAUG {pb.OpType.Name(op)} ignores its parameters and uses {defaults} "
+            f"(quirks Q1/Q2); fuse it into the preceding Conv/Gemm/BatchNorm or use those values")
+    x = same_layout_ref(ex, node.inputs[0])
+    proto, refs = ex.emit(op, node.name, [x], [(x.dims, x.layout)])
+    if defaults is not None:
+        fill_act_params(proto.params.act_params, op, values, fused=False)
+    define(ex, node.outputs[0], refs[0])
+
+
+@exporter("Softmax")
+def _softmax(ex: Exporter, node: Node) -> None:
+    x_value = node.inputs[0]
+    if x_value.type.rank != 2 or int(node.attr("axis", -1)) not in (-1, 1):
+        raise Inexpressible("SMAUG Softmax works on the rows of a 2-D NC tensor")
+    x = ex.need(x_value, Layout.NC)
+    if x.feature_perm is not None:
+        raise Inexpressible("softmax over a flattened NHWC tensor")
+    if ex.backend == "SMV" and (x.dims[1] + 7) // 8 * 8 > SMV_SOFTMAX_MAX_ROW:
+        raise Inexpressible(f"SMV Softmax needs a padded row of at most {SMV_SOFTMAX_MAX_ROW} values (Q12)")
+    _, refs = ex.emit(pb.Softmax, node.name, [x], [(x.dims, Layout.NC)])
+    define(ex, node.outputs[0], refs[0])
+
+
+# -- elementwise -------------------------------------------------------------------------------
+def operand(ex: Exporter, value: Value, dims: list[int], layout: Layout, have: Layout, request: str) -> Ref:
+    """An elementwise operand stored as ``dims`` in ``layout``; broadcasts become Repeat nodes."""
+    rank = len(dims)
+    array = ex.constant(value)
+    if array is not None:
+        array = np.asarray(array).reshape((1,) * (rank - np.ndim(array)) + np.shape(array))
+        p = layouts.perm(have, layout) if have != layout else None
+        if p is not None:
+            array = array.transpose(p)
+        ref = ex.data(value.name, array, layout)
+    else:
+        if value.type.rank != rank:
+            raise Inexpressible("broadcasting between tensors of different rank")
+        ref = ex.need(value, layout, have)
+    if ref.dims == dims:
+        return ref
+    if any(o % i for o, i in zip(dims, ref.dims)):
+        raise Inexpressible(f"cannot broadcast {ref.dims} to {dims}")
+    return ex.emit(pb.Repeat, f"{request}/repeat", [ref], [(dims, layout)])[1][0]
+
+
+@exporter("Add", "Mul", "Sub", "Div", "Less", "LessOrEqual", "Greater", "GreaterOrEqual")
+def _binary(ex: Exporter, node: Node) -> None:
+    a, b = node.inputs
+    y = node.outputs[0]
+    if not y.type.is_static:
+        raise Inexpressible("SMAUG needs static shapes")
+    op = {"Add": pb.EltwiseAdd, "Sub": pb.EltwiseAdd, "Mul": pb.EltwiseMul, "Div": pb.EltwiseMul,
+          "Less": pb.Less, "LessOrEqual": pb.LessEqual, "Greater": pb.Greater,
+          "GreaterOrEqual": pb.GreaterEqual}[node.op]
+    if node.op in ("Sub", "Div"):  # only by a constant: x − c = x + (−c), x / c = x · (1/c)
+        c = ex.constant(b)
+        if c is None:
+            raise Inexpressible(f"{node.op} by a computed tensor has no SMAUG equivalent")
+        arr = np.asarray(c, dtype=np.float64)
+        b = b.graph.add_initializer(f"{b.name}/{'neg' if node.op == 'Sub' else 'inv'}",
+                                    (-arr if node.op == "Sub" else 1.0 / arr).astype(np.asarray(c).dtype))
+    have = ir_layout(y)
+    computed = [v for v in (a, b) if ex.constant(v) is None]
+    if computed and id(computed[0]) in ex.native and ex.native[id(computed[0])].layout != have \
+            and computed[0].type.rank == y.type.rank:
+        layout = ex.native[id(computed[0])].layout
+    else:
+        layout = have
+    dims = out_dims(y, have, layout)
+    refs = [operand(ex, v, dims, layout, have, node.name) for v in (a, b)]
+    data_type = pb.Bool if op in (pb.Less, pb.LessEqual, pb.Greater, pb.GreaterEqual) else None
+    _, outs = ex.emit(op, node.name, refs, [(dims, layout)], data_type=data_type)
+    define(ex, y, outs[0])
+
+
+# -- tensor ops --------------------------------------------------------------------------------
+def flatten_users_absorb_order(ex: Exporter, value: Value) -> bool:
+    """Can every consumer of a flatten absorb a feature permutation into constant weights?"""
+    users = ex.consumers.get(id(value), [])
+    if not users or ex.graph.is_output(value):
+        return False
+    for user in users:
+        if user.op == "MatMul" and user.inputs[0] is value and ex.constant(user.inputs[1]) is not None:
+            continue
+        if user.op == "Gemm" and user.inputs[0] is value and ex.constant(user.inputs[1]) is not None \
+                and not int(user.attr("transA", 0)):
+            continue
+        return False
+    return True
+
+
+def flatten(ex: Exporter, node: Node, x_value: Value, y: Value) -> None:
+    have = ir_layout(x_value)
+    native = ex.native.get(id(x_value))
+    perm = None
+    if native is not None and native.layout != have and native.layout in (Layout.NCHW, Layout.NHWC) \
+            and flatten_users_absorb_order(ex, y):
+        x = native  # flatten in storage order; the weights are permuted instead (§5.3)
+        ir_dims = list(x_value.type.shape)
+        index = np.arange(int(np.prod(ir_dims[1:]))).reshape(ir_dims[1:])
+        perm = index.transpose([p - 1 for p in layouts.perm(have, native.layout)[1:]]).reshape(-1)
+    else:
+        x = ex.need(x_value, have if have in (Layout.NCHW, Layout.NHWC) else Layout.NCHW, have)
+    ref = ex.smaug_reorder(x, Layout.NC, node.name)
+    ref.feature_perm = perm
+    define(ex, y, ref)
+
+
+@exporter("Flatten")
+def _flatten(ex: Exporter, node: Node) -> None:
+    x_value = node.inputs[0]
+    if int(node.attr("axis", 1)) != 1:
+        raise Inexpressible("SMAUG flattens only to [N, features] (axis 1)")
+    if x_value.type.rank == 2:
+        define(ex, node.outputs[0], same_layout_ref(ex, x_value))
+    elif x_value.type.rank == 4:
+        flatten(ex, node, x_value, node.outputs[0])
+    else:
+        raise Inexpressible("SMAUG flattens 4-D tensors only")
+
+
+@exporter("Reshape")
+def _reshape(ex: Exporter, node: Node) -> None:
+    x_value, y = node.inputs[0], node.outputs[0]
+    if not y.type.is_static or not x_value.type.is_static:
+        raise Inexpressible("SMAUG Reshape needs static shapes")
+    dims = list(y.type.shape)
+    if x_value.type.rank == 4 and len(dims) == 2 and dims[0] == x_value.type.shape[0]:
+        flatten(ex, node, x_value, y)
+        return
+    x = ex.need(x_value, ir_layout(x_value))
+    layout = ir_layout(y)
+    if layout not in layouts.RANK:
+        raise Inexpressible(f"SMAUG has no layout for a {len(dims)}-D tensor")
+    _, refs = ex.emit(pb.Reshape, node.name, [x], [(dims, layout)])
+    define(ex, y, refs[0])
+
+
+@exporter("Transpose")
+def _transpose(ex: Exporter, node: Node) -> None:
+    """A layout permutation is a SMAUG Reorder; its result is relabelled (Reshape keeps the storage)
+    with the IR output's own layout, because the IR sees a new tensor, not a new layout."""
+    x_value, y = node.inputs[0], node.outputs[0]
+    have = ir_layout(x_value)
+    perm = int_list(node.attr("perm"), "perm") or list(range(x_value.type.rank or 0))[::-1]
+    for target in layouts.RANK:
+        if layouts.perm(have, target) == perm and layouts.reorder_supported(have, target):
+            ref = ex.smaug_reorder(ex.need(x_value, have), target, node.name)
+            out_layout = ir_layout(y)
+            if out_layout != target:
+                ref = ex.emit(pb.Reshape, f"{node.name}/relabel", [ref], [(ref.dims, out_layout)])[1][0]
+            define(ex, y, ref)
+            return
+    raise Inexpressible(f"transpose {perm} of a {have.value} tensor is not a SMAUG Reorder")
+
+
+@exporter("Identity", "Dropout")
+def _identity(ex: Exporter, node: Node) -> None:
+    if len(node.outputs) > 1 and ex.consumers.get(id(node.outputs[1])):
+        raise Inexpressible("the Dropout mask has no SMAUG equivalent")
+    x_value = node.inputs[0]
+    native = ex.native.get(id(x_value))
+    define(ex, node.outputs[0], native if native is not None else ex.need(x_value, ir_layout(x_value)))
+
+
+@exporter("Concat")
+def _concat(ex: Exporter, node: Node) -> None:
+    y = node.outputs[0]
+    have = ir_layout(y)
+    first = ex.native.get(id(node.inputs[0]))
+    layout = first.layout if first is not None and first.layout in layouts.RANK and \
+        layouts.perm(have, first.layout) is not None else have
+    axis = int(node.attr("axis", 0)) % (y.type.rank or 1)
+    refs = [ex.need(v, layout, ir_layout(v)) for v in node.inputs]
+    new_axis = layout.value.index(have.value[axis]) if have != layout else axis
+    dims = out_dims(y, have, layout)
+    proto, outs = ex.emit(pb.Concat, node.name, refs, [(dims, layout)])
+    proto.params.concat_params.concat_axis = new_axis
+    define(ex, y, outs[0])
+
+
+@exporter("Split")
+def _split(ex: Exporter, node: Node) -> None:
+    x_value = node.inputs[0]
+    have = ir_layout(x_value)
+    native = ex.native.get(id(x_value))
+    layout = native.layout if native is not None and layouts.perm(have, native.layout) is not None else have
+    axis = int(node.attr("axis", 0)) % (x_value.type.rank or 1)
+    if not all(o.type.is_static for o in node.outputs):
+        raise Inexpressible("SMAUG Split needs static output shapes")
+    x = ex.need(x_value, layout, have)
+    new_axis = layout.value.index(have.value[axis]) if have != layout else axis
+    proto, outs = ex.emit(pb.Split, node.name, [x], [(out_dims(o, have, layout), layout) for o in node.outputs])
+    proto.params.split_params.split_axis = new_axis
+    for value, ref in zip(node.outputs, outs):
+        define(ex, value, ref)
+
+
+@exporter("Tile")
+def _tile(ex: Exporter, node: Node) -> None:
+    x_value, y = node.inputs[0], node.outputs[0]
+    have = ir_layout(x_value)
+    x = ex.need(x_value, have)
+    _, refs = ex.emit(pb.Repeat, node.name, [x], [(list(y.type.shape), have)])
+    define(ex, y, refs[0])
+
+
+@exporter("Pad")
+def _pad(ex: Exporter, node: Node) -> None:
+    x_value, y = node.inputs[0], node.outputs[0]
+    if node.attr("mode", "constant") not in ("constant", b"constant"):
+        raise Inexpressible("SMAUG Padding only pads with zeros")
+    pads = const_input(ex, node, 1, "the pads").astype(int).tolist()
+    if node.input(2) is not None and np.any(const_input(ex, node, 2, "the pad value") != 0):
+        raise Inexpressible("SMAUG Padding only pads with zeros")
+    if node.input(3) is not None:
+        raise Inexpressible("Pad with axes is not supported")
+    rank = x_value.type.rank
+    if min(pads) < 0:
+        raise Inexpressible("negative pads (cropping) have no SMAUG equivalent")
+    have = ir_layout(x_value)
+    x = ex.need(x_value, have)
+    sizes = [v for i in range(rank) for v in (pads[i], pads[rank + i])]
+    proto, refs = ex.emit(pb.Padding, node.name, [x], [(list(y.type.shape), have)])
+    proto.params.padding_params.padding_size.extend(sizes)
+    define(ex, y, refs[0])
