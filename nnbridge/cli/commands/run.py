@@ -40,11 +40,17 @@ def run(args) -> int:
     from ...report import Report
     from .. import console
 
-    graph = load_model_from_args(args)
+    if args.model.lower().endswith(".pef"):  # an RDU compiled artifact: run it as stored
+        from ...backends.rdu import load_pef
+
+        exe = load_pef(args.model)
+        graph = exe.graph
+    else:
+        graph = load_model_from_args(args)
+        config = {"profile": True} if args.profile and args.backend == "reference" else {}
+        exe = nnbridge.compile(graph, backend=args.backend, passes=parse_passes(args.passes),
+                               opt_level=args.opt_level, **config)
     feeds = random_inputs(graph, seed=args.seed, dims=parse_dims(args.dim), given=load_inputs(args.input))
-    config = {"profile": True} if args.profile and args.backend == "reference" else {}
-    exe = nnbridge.compile(graph, backend=args.backend, passes=parse_passes(args.passes),
-                           opt_level=args.opt_level, **config)
     outputs = exe.run(feeds)
     for name, value in outputs.items():
         arr = np.asarray(value)

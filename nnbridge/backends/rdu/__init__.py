@@ -1,0 +1,10 @@
+"""SambaNova-style RDU simulator backend (specs/rdu-architecture.md, docs/rdu.md)."""
+
+from .backend import RduBackend, RduExecutable, load_pef
+from .config import CompileOptions, Machine, Tier, machine_for
+from .presets import PRESETS
+
+BACKEND = RduBackend()
+
+__all__ = ["BACKEND", "RduBackend", "RduExecutable", "load_pef", "CompileOptions", "Machine", "Tier",
+           "machine_for", "PRESETS"]

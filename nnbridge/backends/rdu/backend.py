@@ -1,0 +1,122 @@
+"""The RDU backend: partition → allocate → estimate at compile time; bf16 functional runs.
+
+``compile`` fixes what SambaFlow fixes at compile time (preset, mode, batch, micro-batch)
+and produces an executable whose ``run`` computes outputs in bf16 and whose ``report``
+holds the performance estimate; ``save`` writes the PEF artifact and ``load_pef`` reads it.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any
+
+import numpy as np
+
+from ...errors import FormatError
+from ...ir import Graph, Node
+from ...report import Report
+from ..base import Backend, Executable
+from .artifact import read_pef, write_pef
+from .config import CompileOptions, Machine, machine_for
+from .functional import FunctionalSim
+from .numerics import TOLERANCE
+from .partition import Section, partition
+from .pipeline_model import Estimate, estimate, samples_per_call
+from .presets import DEFAULT_PRESET
+from .unfuse import inline_fused
+
+
+class RduExecutable(Executable):
+    def __init__(self, graph: Graph, machine: Machine, options: CompileOptions, sections: list[Section],
+                 samples: int, placed: bool = False):
+        super().__init__(graph, "rdu")
+        self.machine = machine
+        self.options = options
+        self.sections = sections
+        self.samples = samples
+        self.estimate = estimate(sections, machine, options, samples, allocate=not placed)
+        self._sim: FunctionalSim | None = None
+
+    def _run(self, feeds: dict[str, Any]) -> tuple[dict[str, np.ndarray], Report]:
+        if self._sim is None:  # built on first run: estimating performance needs no kernels
+            stored = {name for s in self.sections for k in s.kernels for name in k.outputs}
+            self._sim = FunctionalSim(self.graph, stored)
+        return self._sim.run(feeds), self.section_report()
+
+    def measure_performance(self, batch_size: int | None = None, micro_batch: int | None = None) -> Estimate:
+        """Re-estimate for another batch on the same placement (an analytical model: no rerun)."""
+        options = CompileOptions(self.options.mode, batch_size or self.options.batch_size,
+                                 micro_batch or min(self.options.micro_batch, batch_size or self.options.batch_size))
+        return estimate(copy.deepcopy(self.sections), self.machine, options.validated(), self.samples, allocate=False)
+
+    def section_report(self, est: Estimate | None = None, stages: bool = False) -> Report:
+        est = est or self.estimate
+        report = Report("rdu", self.graph.name, totals=dict(est.totals))
+        rows = est.stages if stages else est.sections
+        for row in rows:
+            data = dict(row.__dict__)
+            if not stages:
+                data["total_us"] = row.total_us
+            report.add_row(**data)
+        report.notes.append(f"machine {est.machine}, mode {est.mode}, batch {est.batch_size}, "
+                            f"micro-batch {est.micro_batch}")
+        return report
+
+    def plan(self) -> dict[str, Any]:
+        return {
+            "machine": self.machine.to_dict(), "options": self.options.to_dict(), "samples_per_call": self.samples,
+            "sections": [s.to_dict() for s in self.sections],
+            "schedule": [{"section": s.index, "reconfigure": s.index > 0, "fill": sorted(s.fills),
+                          "spill": sorted(s.spills), "load_weights": not self.estimate.totals["weights_resident"]}
+                         for s in self.sections],
+            "estimate": self.estimate.to_dict(),
+        }
+
+    def save(self, path: str | os.PathLike) -> None:
+        write_pef(path, self.graph, self.plan())
+
+
+def load_pef(path: str | os.PathLike) -> RduExecutable:
+    """An executable from a PEF artifact; its placement is used as stored."""
+    graph, plan = read_pef(path)
+    try:
+        machine = Machine.from_dict(plan["machine"])
+        options = CompileOptions(**plan["options"]).validated()
+        sections = [Section.from_dict(s) for s in plan["sections"]]
+        samples = int(plan["samples_per_call"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FormatError(f"PEF '{os.fspath(path)}': plan.json is malformed ({type(exc).__name__}: {exc})") from None
+    return RduExecutable(graph, machine, options, sections, samples, placed=True)
+
+
+class RduBackend(Backend):
+    name = "rdu"
+    description = "SambaNova-style RDU simulator: sections on a PCU/PMU grid, bf16 numerics, throughput model"
+    tolerance = TOLERANCE
+
+    def unsupported_reason(self, node: Node) -> str | None:
+        from ..reference.registry import get_kernel
+
+        spec = get_kernel(node.op, node.domain)
+        if spec is None:
+            return None if node.op == "Fused" else "no kernel for the functional simulation"
+        return spec.unsupported_reason(node)
+
+    def pipeline(self, opt_level: int = 1) -> list[str]:
+        from ...passes.pipelines import pipeline_for
+
+        return pipeline_for("rdu", opt_level)
+
+    def compile(self, graph: Graph, mode: str = "o1", preset: str | Machine = DEFAULT_PRESET,
+                batch_size: int = 1, micro_batch: int = 1, **machine_overrides: Any) -> RduExecutable:
+        machine = machine_for(preset, **machine_overrides)
+        options = CompileOptions(mode, batch_size, micro_batch).validated()
+        inline_fused(graph)
+        sections = partition(graph, machine, options.mode)
+        return RduExecutable(graph, machine, options, sections, samples_per_call(graph))
+
+    def supported_ops(self) -> set[str]:
+        from ..reference.backend import BACKEND as REFERENCE
+
+        return REFERENCE.supported_ops()

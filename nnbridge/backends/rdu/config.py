@@ -1,0 +1,126 @@
+"""Machine description and compile options of the RDU simulator (JSON round-trippable).
+
+Every machine field is configurable (``--set reconfig_us=5`` style overrides) because most
+per-unit numbers of SambaNova parts are derived or assumed (see ``presets.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import InputError
+
+MODES = ("o0", "o1")
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One off-chip memory tier (HBM, DDR, DRAM)."""
+
+    name: str
+    bw_gbps: float  # GB/s (1e9 bytes per second)
+    capacity_bytes: int
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str
+    n_pcu: int
+    n_pmu: int | None  # None: unbounded (the Plasticine analyzer validation, spec 6.1)
+    pcu_lanes: int
+    flop_per_pcu_per_cycle: float
+    clock_ghz: float
+    pmu_bytes: int
+    pmu_bw_bytes_per_cycle: float
+    switch_bw_bytes_per_cycle: float
+    sram_bytes: int | None  # None: unbounded
+    tiers: tuple[Tier, ...]
+    reconfig_us: float
+    max_section_ports: int
+    stage_sync_cycles: int
+    storage: str  # "fp32" or "bf16": bytes per stored float element
+    provenance: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def peak_flops(self) -> float:
+        return self.n_pcu * self.flop_per_pcu_per_cycle * self.clock_ghz * 1e9
+
+    @property
+    def float_bytes(self) -> int:
+        return 2 if self.storage == "bf16" else 4
+
+    @property
+    def on_chip_bytes(self) -> float:
+        """Usable on-chip capacity: the smaller of the SRAM and PMU limits (inf if unbounded)."""
+        limits = [float(self.sram_bytes) if self.sram_bytes is not None else float("inf"),
+                  float(self.n_pmu * self.pmu_bytes) if self.n_pmu is not None else float("inf")]
+        return min(limits)
+
+    def with_overrides(self, **overrides: Any) -> Machine:
+        names = {f.name for f in dataclasses.fields(self)} - {"provenance", "tiers", "name"}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise InputError(f"unknown RDU machine parameter(s) {unknown}; choose from {sorted(names)}")
+        return dataclasses.replace(self, **overrides).validated()
+
+    def validated(self) -> Machine:
+        if self.n_pcu < 1 or (self.n_pmu is not None and self.n_pmu < 1):
+            raise InputError(f"RDU machine '{self.name}': n_pcu and n_pmu must be >= 1")
+        positive = ("pcu_lanes", "flop_per_pcu_per_cycle", "clock_ghz", "pmu_bytes",
+                    "pmu_bw_bytes_per_cycle", "switch_bw_bytes_per_cycle", "max_section_ports")
+        for name in positive:
+            if not getattr(self, name) > 0:
+                raise InputError(f"RDU machine '{self.name}': {name} must be > 0")
+        if self.reconfig_us < 0 or self.stage_sync_cycles < 0:
+            raise InputError(f"RDU machine '{self.name}': reconfig_us and stage_sync_cycles must be >= 0")
+        if not self.tiers or any(t.bw_gbps <= 0 or t.capacity_bytes <= 0 for t in self.tiers):
+            raise InputError(f"RDU machine '{self.name}': needs at least one off-chip tier with bandwidth")
+        if self.storage not in ("fp32", "bf16"):
+            raise InputError(f"RDU machine '{self.name}': storage must be fp32 or bf16")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Machine:
+        data = dict(data)
+        data["tiers"] = tuple(Tier(**t) for t in data.get("tiers", ()))
+        return cls(**data).validated()
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What SambaFlow fixes at compile time: the mode and the batch (a recompile changes them)."""
+
+    mode: str = "o1"
+    batch_size: int = 1  # samples streamed through the pipeline per run
+    micro_batch: int = 1  # samples per pipeline token
+
+    def validated(self) -> CompileOptions:
+        if self.mode not in MODES:
+            raise InputError(f"unknown RDU compiler mode '{self.mode}'; choose from {', '.join(MODES)}")
+        if self.batch_size < 1 or self.micro_batch < 1:
+            raise InputError("batch size and micro-batch must be >= 1")
+        if self.micro_batch > self.batch_size:
+            raise InputError(f"micro-batch {self.micro_batch} is larger than the batch size {self.batch_size}")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def machine_for(preset: str | Machine, **overrides: Any) -> Machine:
+    """A preset by name (or a Machine) with parameter overrides applied."""
+    from .presets import PRESETS
+
+    if isinstance(preset, Machine):
+        machine = preset
+    else:
+        key = preset.lower()
+        if key not in PRESETS:
+            raise InputError(f"unknown RDU preset '{preset}'; choose from {', '.join(PRESETS)}")
+        machine = PRESETS[key]
+    return machine.with_overrides(**overrides) if overrides else machine.validated()

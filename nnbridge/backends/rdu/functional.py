@@ -1,0 +1,75 @@
+"""Functional simulation: the reference backend's kernels on bf16-stored tensors.
+
+Each op runs its reference kernel in fp32 (contractions accumulate in fp32 because the
+operands are float32 arrays holding bf16 values); results are rounded to bf16 where the
+RDU stores them — at kernel outputs — while values inside a fused kernel stay fp32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ...errors import KernelError, NNBridgeError, Unsupported, UnsupportedOpError
+from ...ir import NNBRIDGE_DOMAIN, Graph, Node
+from ..reference.executor import KernelContext, unsupported_nodes
+from ..reference.registry import get_kernel
+from .numerics import round_bf16
+
+
+def unsupported(graph: Graph) -> list[Unsupported]:
+    """Nodes the functional simulator cannot run (fused groups run their bodies)."""
+    bad = []
+    for item in unsupported_nodes(graph):
+        if item.op == "Fused" and item.domain == NNBRIDGE_DOMAIN:
+            continue  # its body nodes are listed on their own by graph.walk()
+        bad.append(item)
+    return bad
+
+
+class FunctionalSim:
+    def __init__(self, graph: Graph, stored: Iterable[str]):
+        self.graph = graph
+        self.stored = frozenset(stored)  # values rounded to bf16 when produced
+        self.steps = [(node, KernelContext(node), get_kernel(node.op, node.domain)) for node in graph.nodes]
+        self.weights = {name: round_bf16(array) for name, array in graph.initializers.items()}
+        self.keep = {v.name for v in graph.outputs}
+        last_use: dict[str, int] = {}
+        for i, node in enumerate(graph.nodes):
+            for v in list(node.inputs) + node.captured():
+                if v is not None:
+                    last_use[v.name] = i
+        self.last_use = last_use
+        bad = unsupported(graph)
+        if bad:
+            raise UnsupportedOpError("the rdu backend (functional simulation)", bad)
+
+    def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
+        env: dict[str, Any] = dict(self.weights)
+        env.update({name: round_bf16(value) for name, value in feeds.items()})
+        for i, (node, ctx, spec) in enumerate(self.steps):
+            args = [env[v.name] if v is not None else None for v in node.inputs]
+            ctx.env = env
+            try:
+                result = self._call(node, ctx, spec, args)
+            except NNBridgeError:
+                raise
+            except Exception as exc:
+                raise KernelError(f"node '{node.name}' ({node.op}) failed: {type(exc).__name__}: {exc}") from exc
+            if not isinstance(result, tuple):
+                result = (result,)
+            for out, value in zip(node.outputs, result):
+                env[out.name] = round_bf16(value) if out.name in self.stored else value
+            for v in node.inputs:
+                if v is not None and self.last_use.get(v.name) == i and v.name not in self.keep \
+                        and v.name not in self.weights:
+                    env.pop(v.name, None)
+        return {v.name: env[v.name] for v in self.graph.outputs}
+
+    @staticmethod
+    def _call(node: Node, ctx: KernelContext, spec, args: list[Any]) -> Any:
+        if spec is None and node.op == "Fused" and node.domain == NNBRIDGE_DOMAIN:
+            body: Graph = node.attrs["body"]
+            values = ctx.run_graph(body, {v.name: a for v, a in zip(body.inputs, args)})
+            return tuple(values)
+        return spec.fn(ctx, *args)

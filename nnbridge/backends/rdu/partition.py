@@ -1,0 +1,284 @@
+"""Kernels and sections (specs/rdu-architecture.md §5.2 steps 1–2, passes.md §2.3).
+
+1. **Kernels** (fusion legality by pattern kind): an op joins the kernel of the producer of
+   one of its inputs when that edge has a single consumer and is not a graph output, and the
+   kernel stays "one anchor + elementwise/broadcast epilogue + injective prologue": elementwise
+   and broadcast ops always join; injective ops only join anchor-less kernels; an anchor
+   (conv, matmul, pool, softmax, norms) or a reduction joins only an anchor-less kernel and
+   becomes its anchor; a reduction ends its kernel; opaque ops stand alone. Every other input
+   must come from a kernel that lies wholly before the joined kernel's first op, so kernel
+   dependencies always point from an earlier head to a later one (the kernel graph is acyclic).
+2. **Sections**: kernels in order grow the current section while the PCU (one per stage at
+   least), PMU, SRAM and off-chip port limits hold. ``o0`` skips fusion and gives every
+   operator its own section, as SambaFlow's safe mode does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ...ir import Graph, Node, PatternKind
+from .config import Machine
+from .costs import op_cost
+
+MAX_OPS_PER_KERNEL = 256  # Relay's kMaxFusedOps
+
+
+@dataclass
+class Kernel:
+    """One pipeline stage: fused ops on one or more PCUs with their PMU buffers."""
+
+    name: str
+    ops: list[str]
+    anchor: str
+    flops: float
+    weight_bytes: int
+    inputs: dict[str, int]  # streamed values entering the kernel → bytes per call
+    outputs: dict[str, int]  # values leaving the kernel → bytes per call
+    buffer_bytes: list[int]  # on-chip staging per streamed input
+    max_pcus: int  # parallelism: at least one vector of output elements per PCU
+    pmus: int = 0
+    pcus: int = 1
+    streamed_weights: bool = False  # weights do not fit on chip: streamed from off-chip
+    pcu_range: tuple[int, int] = (0, 0)
+    pmu_range: tuple[int, int] = (0, 0)
+
+    def pmu_count(self, machine: Machine) -> int:
+        weights = 0 if self.streamed_weights else math.ceil(self.weight_bytes / machine.pmu_bytes)
+        staging = sum(math.ceil(b / machine.pmu_bytes) for b in self.buffer_bytes)
+        return max(1, weights + staging)
+
+    def on_chip_bytes(self) -> int:
+        return (0 if self.streamed_weights else self.weight_bytes) + sum(self.buffer_bytes)
+
+
+@dataclass
+class Section:
+    index: int
+    kernels: list[Kernel]
+    fills: dict[str, int] = field(default_factory=dict)  # values read back from off-chip → bytes
+    spills: dict[str, int] = field(default_factory=dict)  # values written off-chip for later sections
+    host_in: dict[str, int] = field(default_factory=dict)  # graph inputs streamed in
+    host_out: dict[str, int] = field(default_factory=dict)  # graph outputs streamed out
+    depth: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Section:
+        data = dict(data)
+        kernels = []
+        for k in data.pop("kernels"):
+            k = dict(k)
+            k["pcu_range"] = tuple(k["pcu_range"])
+            k["pmu_range"] = tuple(k["pmu_range"])
+            kernels.append(Kernel(**k))
+        return cls(kernels=kernels, **data)
+
+
+def pattern_of(node: Node) -> PatternKind:
+    schema = node.schema
+    return schema.pattern if schema is not None else PatternKind.OPAQUE
+
+
+class _Group:
+    __slots__ = ("nodes", "head", "last", "anchor", "closed")
+
+    def __init__(self, node: Node, index: int):
+        self.nodes = [node]
+        self.head = self.last = index
+        self.anchor: Node | None = None
+        self.closed = False
+        self._absorb_role(node)
+
+    def _absorb_role(self, node: Node) -> None:
+        kind = pattern_of(node)
+        if kind in (PatternKind.OUT_ELEMWISE_FUSABLE, PatternKind.COMM_REDUCE):
+            self.anchor = node
+        self.closed = kind is PatternKind.COMM_REDUCE or kind is PatternKind.OPAQUE
+
+    def accepts(self, kind: PatternKind) -> bool:
+        if self.closed or len(self.nodes) >= MAX_OPS_PER_KERNEL:
+            return False
+        if kind <= PatternKind.BROADCAST:
+            return True
+        if kind in (PatternKind.INJECTIVE, PatternKind.OUT_ELEMWISE_FUSABLE, PatternKind.COMM_REDUCE):
+            return self.anchor is None
+        return False
+
+    def add(self, node: Node, index: int) -> None:
+        self.nodes.append(node)
+        self.last = index
+        self._absorb_role(node)
+
+
+def fuse_groups(graph: Graph, fuse: bool) -> list[list[Node]]:
+    """Nodes grouped into kernels, in topological order of the kernels."""
+    nodes = graph.nodes
+    consumers = graph.consumer_map()
+    graph_outputs = {id(v) for v in graph.outputs}
+    group_of: dict[int, _Group] = {}
+    groups: list[_Group] = []
+    for index, node in enumerate(nodes):
+        target = _fusion_target(node, group_of, consumers, graph_outputs) if fuse else None
+        if target is None:
+            target = _Group(node, index)
+            groups.append(target)
+        else:
+            target.add(node, index)
+        group_of[id(node)] = target
+    return [g.nodes for g in groups]
+
+
+def _fusion_target(node: Node, group_of: dict[int, _Group], consumers: dict[int, list[Node]],
+                   graph_outputs: set[int]) -> _Group | None:
+    kind = pattern_of(node)
+    producers = [v.producer for v in node.inputs
+                 if v is not None and v.const is None and v.producer is not None and id(v.producer) in group_of]
+    for v in node.inputs:
+        if v is None or v.producer is None or id(v.producer) not in group_of:
+            continue
+        group = group_of[id(v.producer)]
+        if (len(consumers.get(id(v), ())) != 1 or id(v) in graph_outputs or not group.accepts(kind)
+                or node.subgraphs()):
+            continue
+        others = {id(group_of[id(p)]): group_of[id(p)] for p in producers if group_of[id(p)] is not group}
+        if all(g.last < group.head for g in others.values()):
+            return group
+    return None
+
+
+def build_kernels(graph: Graph, machine: Machine, fuse: bool) -> list[Kernel]:
+    consumers = graph.consumer_map()
+    graph_outputs = {id(v) for v in graph.outputs}
+    return [_make_kernel(i, ops, machine, consumers, graph_outputs)
+            for i, ops in enumerate(fuse_groups(graph, fuse))]
+
+
+def _make_kernel(index: int, ops: list[Node], machine: Machine, consumers: dict[int, list[Node]],
+                 graph_outputs: set[int]) -> Kernel:
+    costs = [op_cost(n, machine.float_bytes) for n in ops]
+    members = {id(n) for n in ops}
+    produced = {name for c in costs for name, _ in c.outputs}
+    inputs: dict[str, int] = {}
+    buffers: list[int] = []
+    for c in costs:
+        for name, b, buf in c.inputs:
+            if name not in produced and name not in inputs:
+                inputs[name] = b
+                buffers.append(buf)
+    outputs: dict[str, int] = {}
+    for node, c in zip(ops, costs):
+        sizes = dict(c.outputs)
+        for v in node.outputs:
+            leaves = id(v) in graph_outputs or any(id(u) not in members for u in consumers.get(id(v), ()))
+            if leaves and v.name in sizes:
+                outputs[v.name] = sizes[v.name]
+    result_elems = max((b // machine.float_bytes for b in outputs.values()), default=1)
+    anchor = next((n.op for n in ops if pattern_of(n) in (PatternKind.OUT_ELEMWISE_FUSABLE,
+                                                          PatternKind.COMM_REDUCE)), "")
+    return Kernel(
+        name=f"k{index}_{ops[0].name}", ops=[n.name for n in ops], anchor=anchor,
+        flops=sum(c.flops for c in costs), weight_bytes=sum(c.weight_bytes for c in costs),
+        inputs=inputs, outputs=outputs, buffer_bytes=buffers,
+        max_pcus=max(1, int(result_elems) // machine.pcu_lanes),
+    )
+
+
+def partition(graph: Graph, machine: Machine, mode: str) -> list[Section]:
+    """Kernels grouped into sections under the machine's resource limits."""
+    kernels = build_kernels(graph, machine, fuse=mode != "o0")
+    consumers_of: dict[str, int] = {}
+    for k in kernels:
+        for name in k.inputs:
+            consumers_of[name] = consumers_of.get(name, 0) + 1
+    graph_outputs = {v.name for v in graph.outputs}
+    groups: list[list[Kernel]] = []
+    builder: _SectionBuilder | None = None
+    for k in kernels:
+        k.streamed_weights = k.weight_bytes > machine.on_chip_bytes
+        k.pmus = k.pmu_count(machine)
+        if mode != "o0" and builder is not None and builder.try_add(k):
+            continue
+        builder = _SectionBuilder(machine, consumers_of, graph_outputs)
+        builder.try_add(k, force=True)
+        groups.append(builder.kernels)
+    return _finish_sections(graph, groups)
+
+
+class _SectionBuilder:
+    """Incremental resource accounting of the section being grown."""
+
+    def __init__(self, machine: Machine, consumers_of: dict[str, int], graph_outputs: set[str]):
+        self.machine = machine
+        self.consumers_of = consumers_of
+        self.graph_outputs = graph_outputs
+        self.kernels: list[Kernel] = []
+        self.pmus = 0
+        self.bytes = 0
+        self.inputs: set[str] = set()
+        self.outside: dict[str, int] = {}  # produced here → consumers (or graph output) not yet inside
+
+    def try_add(self, k: Kernel, force: bool = False) -> bool:
+        m = self.machine
+        pmus = self.pmus + k.pmus
+        on_chip = self.bytes + k.on_chip_bytes()
+        inputs = set(self.inputs)
+        outside = dict(self.outside)
+        for name in k.inputs:
+            if name in outside:
+                outside[name] -= 1
+            else:
+                inputs.add(name)
+        for name in k.outputs:
+            outside[name] = self.consumers_of.get(name, 0) + (name in self.graph_outputs)
+        ports = len(inputs) + sum(1 for n in outside.values() if n > 0)
+        fits = (len(self.kernels) + 1 <= m.n_pcu
+                and (m.n_pmu is None or pmus <= m.n_pmu)
+                and (m.sram_bytes is None or on_chip <= m.sram_bytes)
+                and ports <= m.max_section_ports)
+        if not (fits or force):
+            return False
+        self.kernels.append(k)
+        self.pmus, self.bytes, self.inputs, self.outside = pmus, on_chip, inputs, outside
+        if force and m.n_pmu is not None:
+            k.pmus = min(k.pmus, m.n_pmu)
+        return True
+
+
+def _finish_sections(graph: Graph, groups: list[list[Kernel]]) -> list[Section]:
+    """Cross-section traffic and pipeline depth of each section."""
+    graph_inputs = {v.name for v in graph.inputs}
+    graph_outputs = {v.name for v in graph.outputs}
+    section_of: dict[str, int] = {}
+    for s, group in enumerate(groups):
+        for k in group:
+            for name in k.outputs:
+                section_of[name] = s
+    sections = [Section(index=s, kernels=group) for s, group in enumerate(groups)]
+    for s, section in enumerate(sections):
+        for k in section.kernels:
+            for name, b in k.inputs.items():
+                if name in graph_inputs:
+                    section.host_in[name] = b
+                elif section_of.get(name, s) != s:
+                    section.fills[name] = b
+                    sections[section_of[name]].spills[name] = b
+            for name, b in k.outputs.items():
+                if name in graph_outputs:
+                    section.host_out[name] = b
+        section.depth = _depth(section.kernels)
+    return sections
+
+
+def _depth(kernels: list[Kernel]) -> int:
+    """Stages on the longest path through the section (kernels are in topological order)."""
+    producer = {name: i for i, k in enumerate(kernels) for name in k.outputs}
+    depth: list[int] = []
+    for k in kernels:
+        preds = [depth[producer[n]] for n in k.inputs if n in producer and producer[n] < len(depth)]
+        depth.append(1 + max(preds, default=0))
+    return max(depth, default=1)

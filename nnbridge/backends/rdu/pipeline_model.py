@@ -1,0 +1,209 @@
+"""The RDU performance model (specs/rdu-architecture.md §5.2 steps 3–8).
+
+Stage time per sample = max(compute, PMU bandwidth, network, off-chip streams); a section
+is a synchronous pipeline: throughput = 1 / slowest stage, latency = (depth + tokens − 1) ×
+slowest stage, a token being one micro-batch. Sections run one after another over the whole
+batch; between two sections the fabric is reconfigured, live tensors are spilled to and
+filled from off-chip memory, and weights are loaded unless all of them stay resident.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .allocate import place, water_fill
+from .config import CompileOptions, Machine, Tier
+from .partition import Kernel, Section
+
+
+@dataclass
+class StageEstimate:
+    section: int
+    kernel: str
+    ops: int
+    anchor: str
+    pcus: int
+    pmus: int
+    flops_per_sample: float
+    compute_us: float
+    pmu_us: float
+    network_us: float
+    offchip_us: float
+    stage_us: float  # per micro-batch token, including the synchronisation overhead
+    bottleneck: str
+
+
+@dataclass
+class SectionEstimate:
+    index: int
+    kernels: int
+    ops: int
+    depth: int
+    pcus: int
+    pmus: int
+    stage_us: float  # slowest stage, per token
+    bottleneck: str
+    pipeline_us: float  # the whole batch through this section
+    reconfig_us: float
+    spill_us: float
+    weight_load_us: float
+
+    @property
+    def total_us(self) -> float:
+        return self.pipeline_us + self.reconfig_us + self.spill_us + self.weight_load_us
+
+
+@dataclass
+class Estimate:
+    machine: str
+    mode: str
+    batch_size: int
+    micro_batch: int
+    sections: list[SectionEstimate]
+    stages: list[StageEstimate]
+    totals: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"machine": self.machine, "mode": self.mode, "batch_size": self.batch_size,
+                "micro_batch": self.micro_batch, "totals": self.totals,
+                "sections": [asdict(s) | {"total_us": s.total_us} for s in self.sections],
+                "stages": [asdict(s) for s in self.stages]}
+
+
+class _StageModel:
+    """Per-sample stage time of one kernel as a function of its PCU count."""
+
+    def __init__(self, k: Kernel, section: Section, machine: Machine, samples: int, micro: int):
+        f = machine.clock_ghz * 1e9
+        self.compute = k.flops / samples / (machine.flop_per_pcu_per_cycle * f)
+        moved = (sum(k.inputs.values()) + sum(k.outputs.values()) + k.weight_bytes) / samples
+        self.pmu = moved / (machine.pmu_bw_bytes_per_cycle * f)
+        self.pmus = k.pmus
+        self.network = sum(k.outputs.values()) / samples / (machine.switch_bw_bytes_per_cycle * f)
+        host = sum(section.host_in.get(n, 0) for n in k.inputs) + sum(section.host_out.get(n, 0) for n in k.outputs)
+        streamed = k.weight_bytes / micro if k.streamed_weights else 0.0
+        self.offchip = (host / samples + streamed) / (machine.tiers[0].bw_gbps * 1e9)
+
+    def terms(self, pcus: int) -> dict[str, float]:
+        # a stage streams through its own PMUs and the PMU beside each of its PCUs (1:1 checkerboard)
+        return {"compute": self.compute / pcus, "pmu": self.pmu / max(self.pmus, pcus, 1),
+                "network": self.network / pcus,
+                "offchip": self.offchip}
+
+    def time(self, pcus: int) -> tuple[float, str]:
+        terms = self.terms(pcus)
+        limit = max(terms, key=terms.__getitem__)
+        return terms[limit], limit
+
+
+def samples_per_call(graph) -> int:
+    """Samples in one call of the graph: the leading dim of its first input (1 if unknown)."""
+    for v in graph.inputs:
+        shape = v.type.shape
+        if shape and isinstance(shape[0], int) and shape[0] > 0:
+            return shape[0]
+    return 1
+
+
+def estimate(sections: list[Section], machine: Machine, options: CompileOptions, samples: int,
+             allocate: bool = True) -> Estimate:
+    """Allocate PCUs (unless the plan is already placed) and estimate time for the batch."""
+    batch, micro = options.batch_size, options.micro_batch
+    tokens = math.ceil(batch / micro)
+    sync_s = machine.stage_sync_cycles / (machine.clock_ghz * 1e9)
+    resident = _weights_resident(sections, machine)
+    spill_tier = _spill_tier(sections, machine, batch)
+    stages: list[StageEstimate] = []
+    section_estimates: list[SectionEstimate] = []
+    for section in sections:
+        models = [_StageModel(k, section, machine, samples, micro) for k in section.kernels]
+        if allocate:
+            pcus = water_fill(len(models), machine.n_pcu, [k.max_pcus for k in section.kernels],
+                              lambda i, p, models=models: models[i].time(p))
+            for k, p in zip(section.kernels, pcus):
+                k.pcus = p
+            place(section)
+        worst, worst_name, worst_limit = 0.0, "", ""
+        for k, model in zip(section.kernels, models):
+            t, limit = model.time(k.pcus)
+            token_s = micro * t + sync_s
+            terms = model.terms(k.pcus)
+            stages.append(StageEstimate(
+                section.index, k.name, len(k.ops), k.anchor, k.pcus, k.pmus, k.flops / samples,
+                terms["compute"] * 1e6, terms["pmu"] * 1e6, terms["network"] * 1e6, terms["offchip"] * 1e6,
+                token_s * 1e6, limit))
+            if token_s > worst:
+                worst, worst_name, worst_limit = token_s, k.name, limit
+        spill_bytes = (sum(section.spills.values()) + sum(section.fills.values())) * batch / samples
+        weights = 0 if resident else sum(k.weight_bytes for k in section.kernels if not k.streamed_weights)
+        section_estimates.append(SectionEstimate(
+            index=section.index, kernels=len(section.kernels), ops=sum(len(k.ops) for k in section.kernels),
+            depth=section.depth, pcus=sum(k.pcus for k in section.kernels),
+            pmus=sum(k.pmus for k in section.kernels), stage_us=worst * 1e6,
+            bottleneck=f"{worst_name} ({worst_limit})",
+            pipeline_us=(section.depth + tokens - 1) * worst * 1e6,
+            reconfig_us=machine.reconfig_us if section.index > 0 else 0.0,
+            spill_us=spill_bytes / (spill_tier.bw_gbps * 1e9) * 1e6,
+            weight_load_us=weights / (machine.tiers[0].bw_gbps * 1e9) * 1e6,
+        ))
+    result = Estimate(machine.name, options.mode, batch, micro, section_estimates, stages)
+    result.totals = _totals(result, sections, machine, samples, resident)
+    return result
+
+
+def _weights_resident(sections: list[Section], machine: Machine) -> bool:
+    """All sections' weights stay on chip when they fit beside the largest section's buffers."""
+    weights = sum(k.weight_bytes for s in sections for k in s.kernels if not k.streamed_weights)
+    buffers = max((sum(sum(k.buffer_bytes) for k in s.kernels) for s in sections), default=0)
+    return weights + buffers <= machine.on_chip_bytes
+
+
+def _spill_tier(sections: list[Section], machine: Machine, batch: int) -> Tier:
+    """The fastest tier that holds the largest set of tensors live across a section boundary."""
+    live = 0
+    produced_before: dict[str, int] = {}
+    for s in sections:
+        produced_before.update(s.spills)
+        live = max(live, sum(produced_before.values()))
+    for tier in machine.tiers:
+        if live * batch <= tier.capacity_bytes:
+            return tier
+    return machine.tiers[-1]
+
+
+def _totals(est: Estimate, sections: list[Section], machine: Machine, samples: int,
+            resident: bool) -> dict[str, Any]:
+    latency_us = sum(s.total_us for s in est.sections)
+    flops = sum(k.flops for s in sections for k in s.kernels) / samples
+    per_sample_us = sum(s.stage_us / est.micro_batch + s.spill_us / est.batch_size for s in est.sections)
+    steady = 1e6 / per_sample_us if per_sample_us > 0 else float("inf")
+    throughput = est.batch_size / (latency_us * 1e-6) if latency_us > 0 else float("inf")
+    weights = sum(k.weight_bytes for s in sections for k in s.kernels)
+    buffers = max((sum(sum(k.buffer_bytes) for k in s.kernels) for s in sections), default=0)
+    units = max((s.pmus for s in est.sections), default=0)
+    on_chip = (weights if resident else max(sum(k.weight_bytes for k in s.kernels) for s in sections)) + buffers
+    return {
+        "sections": len(sections),
+        "kernels": sum(len(s.kernels) for s in sections),
+        "ops": sum(len(k.ops) for s in sections for k in s.kernels),
+        "max_depth": max((s.depth for s in sections), default=0),
+        "flop_per_sample": flops,
+        "throughput_samples_per_s": throughput,
+        "steady_throughput_samples_per_s": steady,
+        "stage_latency_us": max((s.stage_us for s in est.sections), default=0.0),
+        "latency_us": latency_us,
+        "latency_per_sample_us": latency_us / est.batch_size,
+        "flops_utilization": flops * throughput / machine.peak_flops,
+        "steady_flops_utilization": flops * steady / machine.peak_flops,
+        "compute_units_used": max((s.pcus for s in est.sections), default=0),
+        "compute_units": machine.n_pcu,
+        "memory_bytes": on_chip,
+        "memory_units": units,
+        "memory_utilization": on_chip / (units * machine.pmu_bytes) if units else 0.0,
+        "weights_resident": resident,
+        "reconfig_us": sum(s.reconfig_us for s in est.sections),
+        "spill_us": sum(s.spill_us for s in est.sections),
+        "weight_load_us": sum(s.weight_load_us for s in est.sections),
+    }

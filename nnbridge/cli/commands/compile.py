@@ -1,0 +1,82 @@
+"""nnbridge compile MODEL --backend rdu — write a compiled artifact (PEF)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ...errors import InputError
+from ..common import add_backend_args, add_model_args, add_parser, parse_assignments, parse_passes
+
+
+def register(sub) -> None:
+    p = add_parser(sub, "compile", "compile a model for the RDU simulator into a .pef artifact", """\
+  nnbridge compile model.onnx --backend rdu                      # writes model.pef (sn40l, o1)
+  nnbridge compile model.onnx --backend rdu -o out/model.pef --mode o0 --preset plasticine
+  nnbridge compile model.onnx --backend rdu --batch-size 16 --set reconfig_us=5
+""")
+    add_model_args(p)
+    add_backend_args(p, default="rdu")
+    add_rdu_args(p)
+    p.add_argument("--output", "-o", help="artifact path (default: MODEL with the suffix .pef)")
+    p.set_defaults(func=run)
+
+
+def add_rdu_args(p: argparse.ArgumentParser) -> None:
+    """Compile-time options of the RDU simulator, shared by compile and measure-* commands."""
+    p.add_argument("--preset", default="sn40l", help="chip: plasticine, sn10 or sn40l (default sn40l)")
+    p.add_argument("--mode", default="o1", choices=["o0", "o1"],
+                   help="o0: one operator per section; o1: fusion + resource-driven sections (default)")
+    p.add_argument("--batch-size", "-B", type=int, default=1, help="samples per run (default 1)")
+    p.add_argument("--micro-batch", type=int, default=1, help="samples per pipeline token (default 1)")
+    p.add_argument("--set", action="append", metavar="PARAM=VALUE",
+                   help="override a machine parameter, e.g. reconfig_us=5 or n_pmu=none; repeatable")
+
+
+def machine_overrides(items: list[str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, text in parse_assignments(items, "--set").items():
+        if text.lower() in ("none", "unbounded"):
+            out[key] = None
+            continue
+        try:
+            out[key] = int(text)
+        except ValueError:
+            try:
+                out[key] = float(text)
+            except ValueError:
+                raise InputError(f"--set {key}={text}: the value must be a number or 'none'") from None
+    return out
+
+
+def compile_from_args(args: argparse.Namespace):
+    """The RDU executable for MODEL (compiled) or for a .pef (loaded as stored)."""
+    import nnbridge
+
+    from ...backends.rdu import load_pef
+    from ..common import load_model_from_args
+
+    if args.model.lower().endswith(".pef"):
+        return load_pef(args.model)
+    if getattr(args, "backend", "rdu") != "rdu":
+        raise InputError(f"only the rdu backend has compiled artifacts (got --backend {args.backend})")
+    graph = load_model_from_args(args)
+    return nnbridge.compile(graph, backend="rdu", passes=parse_passes(getattr(args, "passes", None)),
+                            opt_level=getattr(args, "opt_level", 1), mode=args.mode, preset=args.preset,
+                            batch_size=args.batch_size, micro_batch=args.micro_batch,
+                            **machine_overrides(args.set))
+
+
+def run(args) -> int:
+    from .. import console
+
+    if args.model.lower().endswith(".pef"):
+        raise InputError(f"'{args.model}' is already compiled")
+    exe = compile_from_args(args)
+    out = Path(args.output) if args.output else Path(args.model).with_suffix(".pef")
+    exe.save(out)
+    t = exe.estimate.totals
+    console.print(f"wrote {out}: {t['sections']} section(s), {t['kernels']} kernel(s) from {t['ops']} op(s); "
+                  f"{exe.machine.name} {exe.options.mode}, batch {exe.options.batch_size}")
+    return 0

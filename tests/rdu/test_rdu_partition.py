@@ -1,0 +1,114 @@
+"""Kernels (fusion by pattern kind), sections under resource limits, PCU allocation."""
+
+from __future__ import annotations
+
+import pytest
+from rdu_graphs import conv_chain, linear_relu
+
+import nnbridge
+from nnbridge.backends.rdu import machine_for
+from nnbridge.backends.rdu.allocate import water_fill
+from nnbridge.backends.rdu.partition import build_kernels, partition
+from nnbridge.errors import InputError
+from nnbridge.zoo import build
+
+SN40L = machine_for("sn40l")
+
+
+def kernel_ops(model, fuse=True):
+    graph = nnbridge.load(model)
+    return [[graph_op for graph_op in k.ops] for k in build_kernels(graph, SN40L, fuse=fuse)]
+
+
+@pytest.mark.parametrize("ops, groups", [
+    (["conv", "bias", "relu"], 1),                      # anchor + broadcast/elementwise epilogue
+    (["conv", "relu", "conv", "relu"], 2),              # never two anchors in one kernel
+    (["conv", "reshape", "relu", "conv"], 2),           # [conv] [reshape relu conv]: injective prologue
+    (["relu", "sigmoid", "relu"], 1),
+])
+def test_fusion_by_pattern_kind(ops, groups):
+    assert len(kernel_ops(conv_chain(ops))) == groups
+
+
+def test_reshape_does_not_join_an_anchored_kernel():
+    kernels = kernel_ops(conv_chain(["conv", "reshape", "relu", "conv"]))
+    assert kernels == [["conv0"], ["reshape1", "relu2", "conv3"]]
+
+
+def test_o0_has_one_operator_per_section():
+    graph = nnbridge.load(build("transformer_tiny"))
+    sections = partition(graph, SN40L, "o0")
+    assert len(sections) == len(graph.nodes)
+    assert all(len(s.kernels) == 1 and len(s.kernels[0].ops) == 1 for s in sections)
+
+
+@pytest.mark.parametrize("name", ["transformer_tiny", "resnet_tiny", "cnn10"])
+def test_kernel_graph_is_acyclic_and_covers_every_op(name):
+    graph = nnbridge.load(build(name))
+    sections = partition(graph, SN40L, "o1")
+    seen: set[str] = {v.name for v in graph.inputs} | set(graph.initializers)
+    ops = []
+    for s in sections:
+        for k in s.kernels:
+            assert set(k.inputs) <= seen | {o for kk in s.kernels for o in kk.outputs}
+            ops.extend(k.ops)
+        for k in s.kernels:
+            seen |= set(k.outputs)
+    assert sorted(ops) == sorted(n.name for n in graph.nodes)
+    for s in sections:  # values crossing sections are spilled by their producer and filled by the consumer
+        for name in s.fills:
+            assert any(name in other.spills for other in sections[: s.index])
+
+
+def test_small_sram_forces_several_sections():
+    graph = nnbridge.load(build("vgg_cifar"))
+    big = partition(graph, SN40L, "o1")
+    small_machine = machine_for("sn40l", sram_bytes=64 * 1024, n_pmu=64)
+    small = partition(graph, small_machine, "o1")
+    assert len(big) == 1
+    assert len(small) >= 2
+    for s in small:
+        assert sum(k.pmus for k in s.kernels) <= 64
+
+
+def test_port_limit_bounds_off_chip_streams():
+    graph = nnbridge.load(build("resnet_tiny"))
+    sections = partition(graph, machine_for("sn40l", max_section_ports=2), "o1")
+    assert len(sections) > 1
+    for s in sections:
+        if len(s.kernels) > 1:
+            assert len(s.fills) + len(s.host_in) + len(s.spills) + len(s.host_out) <= 2
+
+
+def test_water_fill_gives_pcus_in_proportion_to_work():
+    work = [3.0, 1.0]
+    pcus = water_fill(2, 8, [100, 100], lambda i, p: (work[i] / p, "compute"))
+    assert pcus == [6, 2]
+
+
+def test_water_fill_stops_when_the_slowest_stage_cannot_speed_up():
+    times = [lambda p: (5.0, "pmu"), lambda p: (1.0 / p, "compute")]
+    assert water_fill(2, 10, [100, 100], lambda i, p: times[i](p)) == [1, 1]
+
+
+def test_water_fill_respects_parallelism():
+    assert water_fill(1, 64, [4], lambda i, p: (1.0 / p, "compute")) == [4]
+
+
+def test_linear_relu_is_one_kernel_with_external_edges_only():
+    graph = nnbridge.load(linear_relu())
+    (kernel,) = build_kernels(graph, SN40L, fuse=True)
+    assert kernel.anchor == "MatMul"
+    assert list(kernel.inputs) == ["x"] and list(kernel.outputs) == ["y"]
+    assert kernel.flops == 2 * 2 * 16 * 8 + 2 * 8 + 2 * 8
+
+
+def test_bad_options_are_clear():
+    with pytest.raises(InputError, match="unknown RDU preset"):
+        machine_for("tpu")
+    with pytest.raises(InputError, match="unknown RDU machine parameter"):
+        machine_for("sn40l", warp_speed=9)
+    with pytest.raises(InputError, match="mode"):
+        nnbridge.compile(linear_relu(), backend="rdu", mode="o3")
+    with pytest.raises(InputError, match="micro-batch"):
+        nnbridge.compile(linear_relu(), backend="rdu", batch_size=2, micro_batch=4)

@@ -1,0 +1,94 @@
+"""The performance model against the spec's validation points (rdu-architecture.md §6)."""
+
+from __future__ import annotations
+
+import pytest
+
+import nnbridge
+from bench.rdu_models import squeezenet11
+from nnbridge.backends.rdu import machine_for
+from nnbridge.zoo import build, transformer
+
+#: the Plasticine model analyzer's SqueezeNet sample (spec §6.1)
+ANALYZER = {"stage_latency_us": 85.0, "throughput": 11.8e3, "utilization": 0.65804, "flop": 700_981_753,
+            "model_latency_us": 1800.0, "compute_units": 64}
+
+
+@pytest.fixture(scope="module")
+def squeezenet_plasticine():
+    # n_pmu / SRAM unbounded: the analyzer's memory-unit budget is not the checkerboard's (§6.1 note)
+    exe = nnbridge.compile(squeezenet11(), backend="rdu", preset="plasticine", mode="o1", batch_size=4096,
+                           n_pmu=None, sram_bytes=None)
+    return exe.estimate.totals
+
+
+def within(ours: float, theirs: float, tolerance: float) -> bool:
+    return abs(ours - theirs) <= tolerance * abs(theirs)
+
+
+def test_squeezenet_matches_the_plasticine_analyzer_within_20_percent(squeezenet_plasticine):
+    t = squeezenet_plasticine
+    assert t["sections"] == 1
+    assert t["compute_units_used"] == ANALYZER["compute_units"]
+    assert within(t["stage_latency_us"], ANALYZER["stage_latency_us"], 0.20)
+    assert within(t["steady_throughput_samples_per_s"], ANALYZER["throughput"], 0.20)
+    assert within(t["steady_flops_utilization"], ANALYZER["utilization"], 0.20)
+    assert within(t["max_depth"] * t["stage_latency_us"], ANALYZER["model_latency_us"], 0.20)
+
+
+def test_squeezenet_flop_count_matches_within_1_percent(squeezenet_plasticine):
+    assert within(squeezenet_plasticine["flop_per_sample"], ANALYZER["flop"], 0.01)
+
+
+def test_sn40l_peak_is_the_published_638_tflops():
+    assert machine_for("sn40l").peak_flops == pytest.approx(638e12, rel=1e-3)
+    assert machine_for("plasticine").peak_flops == pytest.approx(12.288e12)
+
+
+def throughput(model, mode: str, batch: int) -> float:
+    exe = nnbridge.compile(model, backend="rdu", preset="sn40l", mode=mode, batch_size=batch)
+    return exe.estimate.totals["throughput_samples_per_s"]
+
+
+@pytest.mark.parametrize("batch", [1, 64])
+def test_o1_is_faster_than_o0_on_transformers(batch):
+    for model in (build("transformer_tiny"),
+                  transformer("t1", 1, layers=1, seq=32, hidden=256, heads=4, ffn=1024, seed=3)):
+        assert throughput(model, "o1", batch) > 1.5 * throughput(model, "o0", batch)
+
+
+def test_larger_batches_amortise_reconfiguration():
+    model = build("transformer_tiny")
+    assert throughput(model, "o0", 64) > 10 * throughput(model, "o0", 1)
+
+
+def test_reconfiguration_cost_is_charged_per_section_switch():
+    model = build("mlp")
+    fast = nnbridge.compile(model, backend="rdu", mode="o0", reconfig_us=0.0).estimate.totals
+    slow = nnbridge.compile(model, backend="rdu", mode="o0", reconfig_us=7.0).estimate.totals
+    assert slow["reconfig_us"] == pytest.approx(7.0 * (fast["sections"] - 1))
+    assert slow["latency_us"] == pytest.approx(fast["latency_us"] + slow["reconfig_us"])
+
+
+def test_spills_use_off_chip_bandwidth():
+    model = build("mlp")
+    hbm = nnbridge.compile(model, backend="rdu", mode="o0").estimate.totals["spill_us"]
+    assert hbm > 0
+    slow_tiers = [{"name": "hbm", "bw_gbps": 160.0, "capacity_bytes": 2**36}]
+    from nnbridge.backends.rdu import Tier
+
+    exe = nnbridge.compile(model, backend="rdu", mode="o0",
+                           preset=machine_for("sn40l").__class__.from_dict(
+                               machine_for("sn40l").to_dict() | {"tiers": slow_tiers}))
+    assert exe.estimate.totals["spill_us"] == pytest.approx(10 * hbm)
+    assert isinstance(exe.machine.tiers[0], Tier)
+
+
+def test_measure_performance_rescales_with_batch_on_a_fixed_placement():
+    exe = nnbridge.compile(build("mlp"), backend="rdu")
+    one = exe.measure_performance(batch_size=1).totals
+    many = exe.measure_performance(batch_size=100).totals
+    assert many["throughput_samples_per_s"] > one["throughput_samples_per_s"]
+    assert many["stage_latency_us"] == pytest.approx(one["stage_latency_us"])
+    micro = exe.measure_performance(batch_size=100, micro_batch=10)
+    assert micro.micro_batch == 10 and micro.totals["latency_us"] > 0
