@@ -1,0 +1,186 @@
+"""The SMV backend: compile = lower + tile + cost; run = fp16 functional simulation."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ...errors import Unsupported, UnsupportedOpError
+from ...ir import DType, Graph, Node
+from ...report import Report
+from ..base import Backend, Executable
+from ..reference.registry import get_kernel
+from .config import SmvConfig
+from .cost import LayerCost, cost_cpu_op, cost_plan
+from .cost.cpu import cpu_op_ns
+from .cost.layout import reorder_bytes
+from .flatten import FlatGraph, FlatNode, flatten
+from .functional import Simulator
+from .layers import Layer
+from .lowering import FLOATS, LOWERERS, Step, lower
+from .numerics import host
+from .reporting import build_report
+from .tiling import TilingPlan, plan_layer
+
+#: relative / absolute tolerance against fp32 onnxruntime: fp16 storage rounds every operator's
+#: result to 11 significant bits (≤ 2^-11 ≈ 4.9e-4 relative each); a dozen layers compound
+#: to ~1e-2 on outputs of order one, and near-zero outputs carry ~1e-3 absolute error.
+FP16_TOLERANCE = (2e-2, 2e-3)
+
+
+def _cpu_refusal(fn: FlatNode) -> str | None:
+    spec = get_kernel(fn.op, fn.domain)
+    if spec is None:
+        return "neither an SMV kernel nor a reference (CPU) kernel"
+    return spec.unsupported_reason(fn.node)
+
+
+def make_config(config: SmvConfig | str | None = None, **options: Any) -> SmvConfig:
+    """A config from a base (object or TOML path) plus keyword settings; ``accels`` is ``num_accels``."""
+    cfg = config if isinstance(config, SmvConfig) else (SmvConfig.from_toml(config) if config else SmvConfig())
+    aliases = {"accels": "num_accels", "threads": "tiling_threads"}
+    values = {aliases.get(k, k): v for k, v in options.items() if v is not None}
+    settings = values.pop("set", None) or {}
+    return cfg.with_overrides({**values, **settings})
+
+
+class SmvExecutable(Executable):
+    def __init__(self, graph: Graph, flat: FlatGraph, steps: list[Step], cfg: SmvConfig,
+                 progress: Callable[[int, int], None] | None = None):
+        super().__init__(graph, "smv")
+        self.flat, self.steps, self.config = flat, steps, cfg
+        self.plans: list[list[TilingPlan]] = []
+        cache: dict[Layer, TilingPlan] = {}
+        for i, step in enumerate(steps):
+            self.plans.append([_cached_plan(layer, cfg, cache) for layer in step.layers])
+            if progress:
+                progress(i + 1, len(steps))
+        self.costs = self._cost()
+        self.performance = build_report(graph.name, steps, self.plans, self.costs, cfg)
+        self.report = self.performance
+
+    # ------------------------------------------------------------------ timing
+    def _bytes(self, name: str | None) -> int:
+        if not name:
+            return 0
+        t = self.flat.types.get(name)
+        if t is None or t.shape is None or not all(isinstance(d, int) for d in t.shape):
+            return 0
+        item = 2 if t.dtype is None or t.dtype in FLOATS else t.dtype.itemsize
+        return math.prod(t.shape) * item
+
+    def _cost(self) -> list[LayerCost]:
+        cfg = self.config
+        reorders = reorder_bytes(self.steps, self.flat.types, self.flat.outputs, self._bytes)
+        costs = []
+        for i, (step, plans) in enumerate(zip(self.steps, self.plans)):
+            extra = cpu_op_ns(2 * reorders[i], 0, cfg) if i in reorders else 0.0
+            if step.on_accelerator:
+                repeat = sum(self._bytes(step.outputs[0]) for _ in step.params.get("repeat", ()))
+                if repeat:  # SMAUG materialises a broadcast with a CPU Repeat node
+                    extra += cpu_op_ns(2 * repeat, 0, cfg)
+                parts = [cost_plan(p, cfg) for p in plans]
+                cost = parts[0]
+                for more in parts[1:]:
+                    for f in dataclasses.fields(LayerCost):
+                        setattr(cost, f.name, getattr(cost, f.name) + getattr(more, f.name))
+                cost.cpu_ns += extra
+            else:
+                moved = sum(self._bytes(n) for n in step.inputs) + sum(self._bytes(n) for n in step.outputs)
+                cost = cost_cpu_op(moved, _cpu_macs(step, self.flat), cfg)
+                cost.cpu_ns += extra
+            costs.append(cost)
+        return costs
+
+    # ------------------------------------------------------------ functional
+    def _run(self, feeds: dict[str, Any]) -> tuple[dict[str, np.ndarray], Report]:
+        if self.config.perf_only:
+            return {}, self.performance
+        consts = {name: host(np.asarray(a)) for name, a in self.flat.consts.items()}
+        layouts = {name: t.layout for name, t in self.flat.types.items()}
+        sim = Simulator(consts, layouts)
+        env: dict[str, Any] = dict(consts)
+        env.update({k: host(v) if isinstance(v, np.ndarray) else v for k, v in feeds.items()})
+        last_use = {}
+        for i, step in enumerate(self.steps):
+            for name in step.inputs:
+                if name:
+                    last_use[name] = i
+        keep = set(self.flat.outputs)
+        for i, (step, plans) in enumerate(zip(self.steps, self.plans)):
+            args = [env[n] if n else None for n in step.inputs]
+            for name, value in zip(step.outputs, sim.run(step, plans, args, env)):
+                if name:
+                    env[name] = value
+            for name in step.inputs:
+                if name and last_use.get(name) == i and name not in keep and name not in consts:
+                    env.pop(name, None)
+        outputs = {}
+        for v in self.graph.outputs:
+            value = env[v.name]
+            if isinstance(value, np.ndarray) and v.type.dtype is not None and v.type.dtype is not DType.STRING:
+                value = value.astype(v.type.dtype.numpy, copy=False)
+            outputs[v.name] = value
+        return outputs, self.performance
+
+
+def _cached_plan(layer: Layer, cfg: SmvConfig, cache: dict) -> TilingPlan:
+    """Plans depend on shapes only; repeated layers (ResNet blocks) are tiled once."""
+    key = dataclasses.replace(layer, name="")
+    if key not in cache:
+        cache[key] = plan_layer(key, cfg.max_tile_elems, cfg.alignment, cfg.num_accels)
+    plan = cache[key]
+    return dataclasses.replace(plan, layer=layer)
+
+
+def _cpu_macs(step: Step, flat: FlatGraph) -> int:
+    """Multiply-accumulates of a CPU fallback op (matrix products and convolutions), else 0."""
+    shapes = [flat.types[n].shape if n in flat.types else None for n in step.inputs[:2]]
+    out = flat.types.get(step.outputs[0]) if step.outputs else None
+    if out is None or out.shape is None or any(s is None for s in shapes) or not all(
+            isinstance(d, int) for d in out.shape):
+        return 0
+    if step.fn.op in ("MatMul", "Gemm") and shapes[0]:
+        inner = shapes[0][-1]
+        return math.prod(out.shape) * inner if isinstance(inner, int) else 0
+    if step.fn.op == "Conv" and shapes[1] and all(isinstance(d, int) for d in shapes[1]):
+        return math.prod(out.shape) * math.prod(shapes[1][1:])
+    return 0
+
+
+class SmvBackend(Backend):
+    name = "smv"
+    description = "SMAUG's SMV accelerator: fp16 functional simulation + tiling-level performance model"
+    tolerance = FP16_TOLERANCE
+
+    def unsupported_reason(self, node: Node) -> str | None:
+        if node.domain == "" and node.op in LOWERERS:
+            return None
+        return _cpu_refusal(FlatNode(node, [], []))
+
+    def pipeline(self, opt_level: int = 1) -> list[str]:
+        from ...passes.pipelines import pipeline_for
+
+        return pipeline_for("smv", opt_level)
+
+    def compile(self, graph: Graph, config: SmvConfig | str | None = None,
+                progress: Callable[[int, int], None] | None = None, **options: Any) -> SmvExecutable:
+        """``options``: any ``SmvConfig`` field (``accels``, ``mem_policy``, ``perf_only``, …) or ``set={...}``."""
+        options.pop("profile", None)  # the report is always produced
+        cfg = make_config(config, **options)
+        flat = flatten(graph)
+        steps, refused = lower(flat, _cpu_refusal)
+        if refused:
+            raise UnsupportedOpError("the smv backend",
+                                     [Unsupported(fn.op, fn.name, reason, fn.domain) for fn, reason in refused])
+        return SmvExecutable(graph, flat, steps, cfg, progress)
+
+    def supported_ops(self) -> set[str]:
+        return set(LOWERERS)
+
+
+BACKEND = SmvBackend()

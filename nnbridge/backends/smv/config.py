@@ -1,0 +1,152 @@
+"""Every constant of the SMV simulator, with where it comes from.
+
+Provenance tags: ``spec`` = specs/smv-architecture.md (SMAUG source, gem5/Aladdin
+configs, the TACO 2020 paper); ``fit`` = least-squares fit to the spec's measured
+cycles (§8.3) by ``cost/calibration.py``; ``derived`` = computed from spec data;
+``assumed`` = an engineering estimate where the spec is silent (kept few, and
+tuned only against the paper's normalized trends, §8.1–8.2).
+
+A config is overridable from a TOML file (``[smv]`` table or top level) and from
+``key=value`` strings (the CLI's ``--set``).
+"""
+
+from __future__ import annotations
+
+import enum
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from ...errors import InputError
+
+
+class MemPolicy(enum.Enum):
+    """Host-array interface per operand (spec §2.1)."""
+
+    DMA = "dma"  # AllDma
+    ACP = "acp"  # AllAcp
+    ACP_DMA_WEIGHTS = "acp-dma-weights"  # AllAcpWithDmaForWeights
+
+    def weights_use_dma(self) -> bool:
+        return self is not MemPolicy.ACP
+
+    def activations_use_dma(self) -> bool:
+        return self is MemPolicy.DMA
+
+
+def _c(default: Any, provenance: str, doc: str) -> Any:
+    return field(default=default, metadata={"provenance": provenance, "doc": doc})
+
+
+@dataclass(frozen=True)
+class SmvConfig:
+    # --- datapath (spec §2) ---------------------------------------------------
+    num_pes: int = _c(8, "spec §2 kNumPEs", "processing elements (conv, FC)")
+    maccs_per_pe: int = _c(32, "spec §2 kNumMaccsPerPE", "MACs per PE per cycle")
+    vector_width: int = _c(8, "spec §2 VECTOR_SIZE", "fp16 lanes of pool/BN/eltwise/activation units")
+    spad_bytes: int = _c(32 * 1024, "spec §2 kSpadSize", "bytes per scratchpad used by tiling")
+    num_spads: int = _c(3, "spec §2", "inputs, weights, outputs")
+    alignment: int = _c(8, "spec §2 SmvBackend::Alignment", "last dim padded to a multiple of this")
+    clock_ghz: float = _c(1.0, "spec §2 smv-accel.cfg cycle_time=1ns", "accelerator clock")
+    # --- DMA (spec §2 gem5.cfg) -----------------------------------------------
+    dma_setup_cycles: int = _c(100, "spec §2 dma_setup_overhead", "cycles per DMA request")
+    page_bytes: int = _c(4096, "spec §2 LOG_PAGE_SIZE=12", "max bytes per DMA request")
+    cacheline_bytes: int = _c(32, "spec §2 CACHELINE_SIZE", "transfer granularity")
+    # per-family transfer cost per byte and per-iteration pipeline cost: relative least-squares fit
+    # to the spec's §8.3 per-layer cycles (cost/calibration.py; worst layer 11 %, totals within 1.3 %)
+    dma_cycles_per_byte_fc: float = _c(0.746, "fit §8.3 (spec §9 derives 0.76)", "FC tile loads incl. fp16 widening")
+    dma_cycles_per_byte_conv: float = _c(0.900, "fit §8.3", "conv tile loads/stores")
+    dma_cycles_per_byte_pool: float = _c(0.607, "fit §8.3", "pooling tile loads/stores")
+    dma_cycles_per_byte_bn: float = _c(0.700, "fit §8.3", "batch-norm tile loads/stores")
+    dma_cycles_per_byte_vector: float = _c(0.700, "assumed = batch norm (same flat-vector kernel shape)",
+                                           "eltwise/activation/softmax tile loads/stores")
+    conv_cycles_per_iter: float = _c(3.714, "fit §8.3", "pipelined conv iteration (8 ofmaps x 32 channels)")
+    fc_cycles_per_iter: float = _c(1.0, "spec §9", "pipelined FC iteration (8 neurons x 32 activations)")
+    vector_cycles_per_op: float = _c(1.0, "spec §9", "one 8-wide pool/BN/eltwise/activation vector op")
+    # --- ACP (spec §2.1) -------------------------------------------------------
+    acp_hit_cycles: int = _c(20, "spec §2.1 (paper: LLC hit through ACP)", "latency of one cache line")
+    acp_outstanding: int = _c(2, "assumed; tuned to spec §8.2 ACP trend", "lines in flight via the ACP")
+    # --- host CPU (spec §2, §8.1) ---------------------------------------------
+    cpu_ghz: float = _c(2.5, "spec §2 DerivO3 @ 2.5 GHz", "host clock")
+    memcpy_gbps: float = _c(2.5, "assumed (1 B/cycle on the simulated 2.5 GHz O3 core)", "memcpy GB/s per thread")
+    memcpy_call_bytes: float = _c(94.0, "derived from spec §8.1 Fig. 5b ratios 1.78x and 6.5x",
+                                  "per-memcpy call overhead, as equivalent bytes")
+    dram_gbps: float = _c(25.6, "spec §2 paper Table 2 (LPDDR4, 4 channels)", "shared DRAM bandwidth")
+    flush_ns_per_line: float = _c(4.0, "assumed; tuned to spec §8.2 ACP trend", "CPU flush/invalidate per line (DMA)")
+    invoke_overhead_ns: float = _c(6000.0, "assumed; tuned to spec §8.1 CPU share", "software stack per invocation")
+    op_overhead_ns: float = _c(5000.0, "assumed; tuned to spec §8.1 CPU share", "framework cost per operator")
+    cpu_gmacs: float = _c(10.0, "assumed (4 fp32 MAC/cycle at 2.5 GHz)", "CPU fallback compute rate")
+    # --- system -----------------------------------------------------------------
+    num_accels: int = _c(1, "spec §2 (1..8, maxNumAccelerators)", "accelerators, round-robin dispatch")
+    mem_policy: MemPolicy = _c(MemPolicy.DMA, "spec §2.1 (AllDma in every shipped model)", "host interface")
+    tiling_threads: int = _c(1, "spec §8.2 (1 or 8 in the paper)", "CPU threads for tiling copies")
+    perf_only: bool = _c(False, "nnbridge", "skip numerics (timing only)")
+
+    @property
+    def max_tile_elems(self) -> int:
+        """16 384 fp16 elements per scratchpad (spec §2)."""
+        return self.spad_bytes // 2
+
+    @property
+    def peak_maccs(self) -> int:
+        return self.num_pes * self.maccs_per_pe
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.num_accels <= 8:
+            raise InputError(f"SMV: --accels must be between 1 and 8 (got {self.num_accels})")
+        if self.tiling_threads < 1:
+            raise InputError(f"SMV: tiling_threads must be >= 1 (got {self.tiling_threads})")
+
+    # ---------------------------------------------------------------- overrides
+    def with_overrides(self, values: dict[str, Any]) -> SmvConfig:
+        """A copy with ``values`` applied; strings are parsed to each field's type."""
+        known = {f.name: f for f in fields(self)}
+        parsed: dict[str, Any] = {}
+        for key, raw in values.items():
+            name = key.replace("-", "_")
+            if name not in known:
+                raise InputError(f"SMV config has no setting '{key}'; known: {', '.join(sorted(known))}")
+            parsed[name] = _parse(name, type(getattr(self, name)), raw)
+        return replace(self, **parsed)
+
+    @classmethod
+    def from_toml(cls, path: str | Path, base: SmvConfig | None = None) -> SmvConfig:
+        p = Path(path)
+        try:
+            data = tomllib.loads(p.read_text())
+        except OSError as exc:
+            raise InputError(f"cannot read SMV config '{path}': {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise InputError(f"SMV config '{path}' is not valid TOML: {exc}") from None
+        table = data.get("smv", data)
+        if not isinstance(table, dict):
+            raise InputError(f"SMV config '{path}': [smv] must be a table")
+        return (base or cls()).with_overrides(table)
+
+    def describe(self) -> list[tuple[str, Any, str, str]]:
+        """(name, value, provenance, meaning) for every setting."""
+        return [(f.name, getattr(self, f.name), f.metadata["provenance"], f.metadata["doc"]) for f in fields(self)]
+
+
+def _parse(name: str, kind: type, raw: Any) -> Any:
+    if isinstance(raw, kind) and not (kind is int and isinstance(raw, bool)):
+        return raw
+    text = str(raw).strip()
+    try:
+        if kind is MemPolicy:
+            return MemPolicy(text.lower())
+        if kind is bool:
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(text)
+        if kind is int:
+            return int(text)
+        if kind is float:
+            return float(text)
+    except ValueError:
+        choices = f" (one of {', '.join(m.value for m in MemPolicy)})" if kind is MemPolicy else ""
+        raise InputError(f"SMV setting {name}={text!r}: expected {kind.__name__}{choices}") from None
+    raise InputError(f"SMV setting {name}: unsupported type {kind.__name__}")

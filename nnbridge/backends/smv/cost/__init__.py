@@ -1,0 +1,88 @@
+"""The SMV performance model: per-invocation transfer + compute, CPU work, scheduling.
+
+``cost_plan`` turns a tiling plan into a ``LayerCost`` whose compute / transfer /
+CPU parts add up to the operator's latency (SMAUG's breakdown, spec §8.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import MemPolicy, SmvConfig
+from ..tiling import TilingPlan
+from .compute import compute_cycles, dma_rate
+from .cpu import copy_ns, copy_stats, cpu_op_ns
+from .schedule import accel_phase_ns
+from .transfer import acp_cycles, dma_cycles, flush_ns
+
+
+@dataclass
+class LayerCost:
+    compute_ns: float = 0.0
+    transfer_ns: float = 0.0
+    cpu_ns: float = 0.0
+    accel_cycles: float = 0.0  # Σ per-invocation accelerator cycles (what gem5-Aladdin reports)
+    compute_cycles: float = 0.0
+    dram_bytes: int = 0
+    invocations: int = 0
+    macs: int = 0
+
+    @property
+    def latency_ns(self) -> float:
+        return self.compute_ns + self.transfer_ns + self.cpu_ns
+
+
+def _transfer(nbytes: int, dma: bool, rate: float, cfg: SmvConfig) -> tuple[float, float]:
+    """(accelerator cycles, CPU cache-maintenance ns) for one operand transfer."""
+    if dma:
+        return dma_cycles(nbytes, rate, cfg), flush_ns(nbytes, cfg)
+    return acp_cycles(nbytes, cfg), 0.0
+
+
+def cost_plan(plan: TilingPlan, cfg: SmvConfig, extra_cpu_ns: float = 0.0) -> LayerCost:
+    """Latency parts of one accelerated operator (``extra_cpu_ns``: e.g. a Repeat for broadcasting)."""
+    rate = dma_rate(plan.family, cfg)
+    act_dma = cfg.mem_policy.activations_use_dma()
+    w_dma = cfg.mem_policy.weights_use_dma()
+    ns_per_cycle = 1.0 / cfg.clock_ghz
+    groups, cpu_each, accel_each = [], [], []
+    total = LayerCost(invocations=plan.num_invocations)
+    comp_sum = xfer_sum = flush_sum = 0.0
+    for inv in plan.invocations:
+        c_in, f_in = _transfer(inv.in_bytes, act_dma, rate, cfg)
+        c_w, f_w = _transfer(inv.w_bytes, w_dma, rate, cfg)
+        c_out, f_out = _transfer(inv.out_bytes, act_dma, rate, cfg)
+        comp = compute_cycles(plan.family, inv.work, cfg)
+        xfer = c_in + c_w + c_out
+        flush = f_in + f_w + f_out
+        groups.append(inv.group)
+        cpu_each.append(cfg.invoke_overhead_ns + flush)
+        accel_each.append((comp + xfer) * ns_per_cycle)
+        comp_sum += comp
+        xfer_sum += xfer
+        flush_sum += flush
+        total.dram_bytes += inv.in_bytes + inv.w_bytes + inv.out_bytes
+        total.macs += inv.macs
+    total.accel_cycles = comp_sum + xfer_sum
+    total.compute_cycles = comp_sum
+    phase = accel_phase_ns(groups, cpu_each, accel_each, cfg.num_accels, total.dram_bytes, cfg.dram_gbps)
+    serial = comp_sum * ns_per_cycle + xfer_sum * ns_per_cycle + flush_sum + cfg.invoke_overhead_ns * len(groups)
+    scale = phase / serial if serial else 0.0
+    total.compute_ns = comp_sum * ns_per_cycle * scale
+    total.transfer_ns = (xfer_sum * ns_per_cycle + flush_sum) * scale
+    calls = nbytes = 0
+    for key in ("input", "output"):  # weights are tiled at load time (fast-forwarded in SMAUG)
+        if key in plan.tiled:
+            c, b = copy_stats(plan.tiled[key], cfg.alignment)
+            calls, nbytes = calls + c, nbytes + b
+    total.dram_bytes += 2 * nbytes
+    total.cpu_ns = (cfg.op_overhead_ns + copy_ns(calls, nbytes, cfg)
+                    + cfg.invoke_overhead_ns * len(groups) * scale + extra_cpu_ns)
+    return total
+
+
+def cost_cpu_op(nbytes_moved: int, macs: int, cfg: SmvConfig) -> LayerCost:
+    return LayerCost(cpu_ns=cpu_op_ns(nbytes_moved, macs, cfg), dram_bytes=nbytes_moved)
+
+
+__all__ = ["LayerCost", "MemPolicy", "cost_cpu_op", "cost_plan"]

@@ -1,0 +1,55 @@
+"""The SMV run report: one row per operator, totals, and SMAUG's latency breakdown."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...report import Report
+from .config import SmvConfig
+from .cost import LayerCost
+from .lowering import Step
+from .tiling import TilingPlan
+
+#: columns stacked in the PNG (SMAUG's breakdown, spec §8.1)
+STACK = ["compute_us", "transfer_us", "cpu_us"]
+
+
+def build_report(model: str, steps: Sequence[Step], plans: Sequence[Sequence[TilingPlan]],
+                 costs: Sequence[LayerCost], cfg: SmvConfig) -> Report:
+    report = Report("smv", model)
+    total = LayerCost()
+    for step, step_plans, cost in zip(steps, plans, costs):
+        row = {"name": step.name, "op": step.op, "where": "accel" if step.on_accelerator else "cpu",
+               "invocations": cost.invocations}
+        if step_plans:
+            row["strategy"] = " + ".join(p.strategy_summary() for p in step_plans)
+            row["tiles"] = " + ".join(p.tile_summary() for p in step_plans)
+        row.update(compute_us=cost.compute_ns / 1e3, transfer_us=cost.transfer_ns / 1e3, cpu_us=cost.cpu_ns / 1e3,
+                   latency_us=cost.latency_ns / 1e3, accel_cycles=round(cost.accel_cycles))
+        if cost.macs:
+            peak = cost.accel_cycles * cfg.peak_maccs
+            row["macc_util_%"] = 100.0 * cost.macs / peak if peak else 0.0
+        row["dram_kb"] = cost.dram_bytes / 1024
+        if step.reason:
+            row["note"] = step.reason
+        report.add_row(**row)
+        for attr in ("compute_ns", "transfer_ns", "cpu_ns", "accel_cycles", "compute_cycles", "dram_bytes",
+                     "invocations", "macs"):
+            setattr(total, attr, getattr(total, attr) + getattr(cost, attr))
+    latency = total.latency_ns or 1.0
+    report.totals.update(
+        latency_ms=total.latency_ns / 1e6,
+        compute_pct=100 * total.compute_ns / latency,
+        transfer_pct=100 * total.transfer_ns / latency,
+        cpu_pct=100 * total.cpu_ns / latency,
+        accel_cycles=round(total.accel_cycles),
+        invocations=total.invocations,
+        dram_mb=total.dram_bytes / 2**20,
+        accels=cfg.num_accels,
+        mem_policy=cfg.mem_policy.value,
+        tiling_threads=cfg.tiling_threads,
+    )
+    if total.accel_cycles:  # useful MACs over the peak of the accelerator's busy cycles
+        report.totals["macc_util_pct"] = 100 * total.macs / (total.accel_cycles * cfg.peak_maccs)
+    report.notes.append("energy: not reported — the spec gives only normalized energies (§8.2), no per-op figures")
+    return report

@@ -1,0 +1,193 @@
+"""SMAUG's shared tiling machinery (spec §5): strategies, best-strategy choice,
+candidate enumeration and cutting a tensor into (possibly overlapping) tiles.
+
+Shapes are tuples in the tensor's own order: NHWC ``(N, H, W, C)`` or NC
+``(N, C)``. Sizes always include the last-dimension padding to the alignment.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from ....errors import ShapeError
+
+Shape = tuple[int, ...]
+
+
+class TilingDims(enum.Enum):
+    NONE = "None"
+    N = "N"
+    NC = "NC"
+    NH = "NH"
+    NW = "NW"
+    NHW = "NHW"
+    NCH = "NCH"
+    NCW = "NCW"
+
+    @property
+    def needs_n(self) -> bool:
+        return self is not TilingDims.NONE
+
+    @property
+    def needs_c(self) -> bool:
+        return self in (TilingDims.NC, TilingDims.NCH, TilingDims.NCW)
+
+    @property
+    def needs_h(self) -> bool:
+        return self in (TilingDims.NH, TilingDims.NHW, TilingDims.NCH)
+
+    @property
+    def needs_w(self) -> bool:
+        return self in (TilingDims.NW, TilingDims.NHW, TilingDims.NCW)
+
+
+def ceil_to(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def storage_size(shape: Sequence[int], alignment: int = 8) -> int:
+    """Elements stored, last dim padded to ``alignment`` (spec §5)."""
+    if not shape:
+        return 1
+    return math.prod(shape[:-1]) * ceil_to(shape[-1], alignment)
+
+
+def find_best_tiling_dims(shape: Shape, max_size: int, min_shape: Shape, alignment: int = 8) -> TilingDims:
+    """The first strategy of spec §5.2 under which a minimal tile fits."""
+    size = storage_size(shape, alignment)
+    if size <= max_size:
+        return TilingDims.NONE
+    per_n = size / shape[0]
+    m = [min(d, md) for d, md in zip(shape, min_shape)]
+    if per_n * m[0] <= max_size:
+        return TilingDims.N
+    c_axis = len(shape) - 1
+    fc = m[c_axis] / shape[c_axis]
+    if per_n * fc <= max_size:
+        return TilingDims.NC
+    if len(shape) == 2:
+        raise ShapeError(f"SMV tiling: no tiling of {list(shape)} fits a {max_size}-element scratchpad")
+    fh, fw = m[1] / shape[1], m[2] / shape[2]
+    for strategy, frac in ((TilingDims.NH, fh), (TilingDims.NW, fw), (TilingDims.NHW, fh * fw),
+                           (TilingDims.NCH, fc * fh), (TilingDims.NCW, fc * fw)):
+        if per_n * frac <= max_size:
+            return strategy
+    raise ShapeError(f"SMV tiling: no tiling of {list(shape)} fits a {max_size}-element scratchpad")
+
+
+def enum_4d(shape: Shape, min_shape: Shape, steps: Shape, max_size: int, alignment: int = 8) -> Iterator[Shape]:
+    """Candidate NHWC tiles in SMAUG's order n → c → h → w; a misfit ends the w loop only."""
+    N, H, W, C = shape
+    for n in range(min(min_shape[0], N), N + 1, steps[0]):
+        for c in range(min(min_shape[3], C), C + 1, steps[3]):
+            for h in range(min(min_shape[1], H), H + 1, steps[1]):
+                for w in range(min(min_shape[2], W), W + 1, steps[2]):
+                    tile = (n, h, w, c)
+                    if storage_size(tile, alignment) > max_size:
+                        break
+                    yield tile
+
+
+def enum_2d(shape: Shape, min_shape: Shape, steps: Shape, max_size: int, alignment: int = 8) -> Iterator[Shape]:
+    N, C = shape
+    for n in range(min(min_shape[0], N), N + 1, steps[0]):
+        for c in range(min(min_shape[1], C), C + 1, steps[1]):
+            tile = (n, c)
+            if storage_size(tile, alignment) > max_size:
+                break
+            yield tile
+
+
+@dataclass(frozen=True)
+class Window:
+    """How tiles of a dimension relate to the data: receptive field, stride, padding."""
+
+    field_h: int = 0
+    field_w: int = 0
+    stride_h: int = 1
+    stride_w: int = 1
+    same_padding: bool = False
+
+
+def cut_dim(total: int, tile: int, field: int = 0, stride: int = 1, pad_before: int = 0,
+            spatial: bool = False) -> list[int]:
+    """Tile extents along one dimension (spec §5.4); consecutive tiles overlap by the halo."""
+    halo = field - stride if spatial else 0
+    sizes: list[int] = []
+    remaining = total
+    while remaining > 0:
+        t = min(tile, remaining)
+        if spatial and not sizes and t < remaining:
+            k = (t + pad_before - field) // stride
+            if k > 0:
+                t = field + stride * k - pad_before
+        sizes.append(t)
+        remaining -= t
+        if remaining > 0:
+            remaining += halo
+    return sizes
+
+
+def tile_starts(sizes: Sequence[int], field: int = 0, stride: int = 1, spatial: bool = False) -> list[int]:
+    """Start offsets matching ``cut_dim`` (each tile starts ``halo`` before the previous end)."""
+    halo = field - stride if spatial else 0
+    starts, pos = [], 0
+    for s in sizes:
+        starts.append(pos)
+        pos += s - halo
+    return starts
+
+
+@dataclass(frozen=True)
+class TiledTensor:
+    """A tensor cut into tiles: per-dimension tile sizes and start offsets."""
+
+    shape: Shape
+    tile: Shape
+    sizes: tuple[tuple[int, ...], ...]  # per dimension
+    starts: tuple[tuple[int, ...], ...]
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        return tuple(len(s) for s in self.sizes)
+
+    @property
+    def num_tiles(self) -> int:
+        return math.prod(self.counts)
+
+    def tile_shape(self, index: Sequence[int]) -> Shape:
+        return tuple(self.sizes[d][i] for d, i in enumerate(index))
+
+    def tile_slices(self, index: Sequence[int]) -> tuple[slice, ...]:
+        return tuple(slice(self.starts[d][i], self.starts[d][i] + self.sizes[d][i]) for d, i in enumerate(index))
+
+
+def cut(shape: Shape, tile: Shape, window: Window | None = None) -> TiledTensor:
+    """Cut ``shape`` (NHWC or NC) by ``tile``; for NHWC, ``window`` gives the H/W halo rule."""
+    sizes, starts = [], []
+    for d, (total, t) in enumerate(zip(shape, tile)):
+        spatial = window is not None and len(shape) == 4 and d in (1, 2)
+        if spatial:
+            field = window.field_h if d == 1 else window.field_w
+            stride = window.stride_h if d == 1 else window.stride_w
+            pad = math.ceil((field - 1) / 2) if window.same_padding else 0
+        else:
+            field, stride, pad = 0, 1, 0
+        s = cut_dim(total, t, field, stride, pad, spatial)
+        sizes.append(tuple(s))
+        starts.append(tuple(tile_starts(s, field, stride, spatial)))
+    return TiledTensor(tuple(shape), tuple(tile), tuple(sizes), tuple(starts))
+
+
+def best(candidates: Iterator[tuple[int, tuple]]) -> tuple:
+    """The first candidate with the maximal total (SMAUG keeps the first maximum)."""
+    best_total, best_item = -1, None
+    for total, item in candidates:
+        if total > best_total:
+            best_total, best_item = total, item
+    if best_item is None:
+        raise ShapeError("SMV tiling: no tile configuration fits the scratchpads")
+    return best_item

@@ -1,0 +1,52 @@
+"""What a tiling optimizer produces: the chosen tiles and the invocation list.
+
+An ``Invocation`` is one accelerator kernel call: the bytes it moves (after
+SMAUG's read_inputs/read_weights/send_results reuse rules), the pipelined work
+it does, and — for operators whose numerics depend on the tiling (conv, FC) —
+the data region it touches, so the functional simulator replays exactly the
+same calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .common import TiledTensor, TilingDims
+
+Shape = tuple[int, ...]
+
+
+@dataclass(slots=True)
+class Invocation:
+    group: int  # dispatch unit for round-robin over accelerators (conv: weight-ofmap tile, FC: neuron tile)
+    in_bytes: int  # input bytes loaded (0 when the previous call on that accelerator left it in place)
+    w_bytes: int  # weight bytes loaded
+    out_bytes: int  # result bytes stored (0 unless send_results)
+    work: int  # pipelined iterations / vector ops of the kernel's inner loop
+    macs: int = 0
+    region: Any = None  # family-specific data region for the functional simulator
+
+
+@dataclass
+class TilingPlan:
+    layer: Any
+    family: str  # conv | fc | pool | bn | vector | softmax
+    strategies: tuple[TilingDims, ...]  # inputs, weights (when present), outputs
+    tiles: dict[str, Shape]  # maximal tile per operand: "input", "weights", "output"
+    tiled: dict[str, TiledTensor] = field(default_factory=dict)
+    invocations: list[Invocation] = field(default_factory=list)
+
+    @property
+    def num_invocations(self) -> int:
+        return len(self.invocations)
+
+    def tile_summary(self) -> str:
+        return " / ".join("x".join(map(str, self.tiles[k])) for k in ("input", "weights", "output") if k in self.tiles)
+
+    def strategy_summary(self) -> str:
+        return "/".join(s.value for s in self.strategies)
+
+
+def fp16_bytes(elements: int) -> int:
+    return 2 * elements

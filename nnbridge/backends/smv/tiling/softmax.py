@@ -1,0 +1,27 @@
+"""Softmax tiling (spec §6.6): whole rows only, as many as fit one scratchpad."""
+
+from __future__ import annotations
+
+from ....errors import ShapeError
+from ..layers import SoftmaxLayer
+from .common import TilingDims, ceil_to, cut
+from .plan import Invocation, TilingPlan, fp16_bytes
+
+#: vector passes over a row: max, exp + sum, scale
+PASSES = 3
+
+
+def plan(layer: SoftmaxLayer, max_size: int = 16384, align: int = 8, num_accels: int = 1) -> TilingPlan:
+    row = ceil_to(layer.classes, align)
+    if row > max_size:
+        raise ShapeError(f"SMV softmax '{layer.name}': a row of {layer.classes} classes exceeds one scratchpad")
+    rows = min(max_size // row, layer.batch)
+    tiled = cut(layer.input, (rows, layer.classes))
+    strategy = TilingDims.NONE if tiled.num_tiles == 1 else TilingDims.N
+    result = TilingPlan(layer, "softmax", (strategy, strategy), {"input": (rows, layer.classes),
+                                                                 "output": (rows, layer.classes)},
+                        {"input": tiled, "output": tiled})
+    for i, n in enumerate(tiled.sizes[0]):
+        result.invocations.append(Invocation(0, fp16_bytes(n * row), 0, fp16_bytes(n * row),
+                                             PASSES * n * row // 8, 0, i))
+    return result
