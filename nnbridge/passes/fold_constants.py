@@ -1,4 +1,4 @@
-"""``fold-constants``: precompute every node whose inputs are all constants.
+"""``fold``: precompute every node whose inputs are all constants.
 
 NNVM's PrecomputePrune in our own terms: nodes fed only by initializers (or
 by already-folded nodes) are evaluated once with the reference backend's numpy
@@ -25,7 +25,7 @@ _NEVER_FOLD = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUnifo
                "Multinomial", "If", "Loop", "Scan"}
 
 
-@register_pass("fold-constants")
+@register_pass("fold")
 def fold_constants(graph: Graph) -> bool:
     """Evaluate constant subgraphs (incl. Shape of static shapes) into initializers."""
     changed = False

@@ -6,21 +6,24 @@ backend's own layout) run at every level. Shapes are re-inferred after the
 rewrites that change them. SMV folds constants at every level (its weights must
 be constants to be stored in SMV layouts) and keeps BatchNormalization (SMAUG's only bias
 carrier, specs §4) and does no generic fusion (SMAUG fuses activations itself).
+The reference backend fuses from level 2 only: numpy runs a fused body op by op,
+so fusion there serves kernel counting and inspection, not speed, and level 1
+keeps per-node profiles.
 """
 
 from __future__ import annotations
 
 _CLEAN = ["eliminate", "infer-shapes"]
-_FOLD = ["fold-constants", "eliminate", "infer-shapes"]
-_SCALE = ["fold-scale-axis", "fold-constants", "eliminate"]
+_FOLD = ["fold", "eliminate", "infer-shapes"]
+_SCALE = ["fold-scale-axis", "fold", "eliminate"]
 
 #: backend → opt level → pass names
 PIPELINES: dict[str, dict[int, list[str]]] = {
     "reference": {
-        0: ["simplify-inference", "layout-nchw", "cancel-transposes", *_CLEAN],
-        1: ["simplify-inference", "layout-nchw", "cancel-transposes", *_CLEAN, "fuse", "plan-memory"],
-        2: [*_FOLD, "simplify-inference", "layout-nchw", "cancel-transposes", *_CLEAN, "fuse", "plan-memory"],
-        3: [*_FOLD, "simplify-inference", *_SCALE, "layout-nchw", "cancel-transposes", *_CLEAN, "fuse",
+        0: ["simplify", "layout-nchw", "cancel-transposes", *_CLEAN],
+        1: ["simplify", "layout-nchw", "cancel-transposes", *_CLEAN, "plan-memory"],
+        2: [*_FOLD, "simplify", "layout-nchw", "cancel-transposes", *_CLEAN, "fuse", "plan-memory"],
+        3: [*_FOLD, "simplify", *_SCALE, "layout-nchw", "cancel-transposes", *_CLEAN, "fuse",
             "plan-memory"],
     },
     "smv": {
@@ -30,10 +33,10 @@ PIPELINES: dict[str, dict[int, list[str]]] = {
         3: [*_FOLD, "layout-nhwc", "cancel-transposes", *_FOLD],
     },
     "rdu": {
-        0: ["simplify-inference", "layout-nchw", "cancel-transposes", *_CLEAN],
-        1: ["simplify-inference", "layout-nchw", "cancel-transposes", *_CLEAN, "fuse"],
-        2: [*_FOLD, "simplify-inference", "layout-nchw", "cancel-transposes", *_CLEAN, "fuse"],
-        3: [*_FOLD, "simplify-inference", *_SCALE, "layout-nchw", "cancel-transposes", *_CLEAN, "fuse"],
+        0: ["simplify", "layout-nchw", "cancel-transposes", *_CLEAN],
+        1: ["simplify", "layout-nchw", "cancel-transposes", *_CLEAN, "fuse"],
+        2: [*_FOLD, "simplify", "layout-nchw", "cancel-transposes", *_CLEAN, "fuse"],
+        3: [*_FOLD, "simplify", *_SCALE, "layout-nchw", "cancel-transposes", *_CLEAN, "fuse"],
     },
 }
 

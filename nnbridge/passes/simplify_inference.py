@@ -1,4 +1,4 @@
-"""``simplify-inference``: BatchNormalization → per-channel scale and shift.
+"""``simplify``: BatchNormalization → per-channel scale and shift.
 
 ``y = x·scale + shift`` with ``scale = γ/√(σ²+ε)`` and ``shift = β − μ·scale``
 (specs/passes.md §4). When the BN's input comes from a Conv / Gemm / MatMul with
@@ -18,7 +18,7 @@ from .layouts import image_layout
 from .rewrite import add_const, bypass, remove_dead
 
 
-@register_pass("simplify-inference")
+@register_pass("simplify")
 def simplify_inference(graph: Graph) -> bool:
     """Turn inference BatchNormalization into scale/shift, folded into a preceding Conv/Gemm/MatMul."""
     changed = False

@@ -37,7 +37,7 @@ def test_fold_constants_evaluates_constant_subgraphs_and_static_shapes():
     model = build([mk("Add", ["c1", "c2"], ["c"]), mk("Mul", ["x", "c"], ["y"]),
                    mk("Shape", ["x"], ["s"]), mk("Cast", ["s"], ["sf"], to=1), mk("Add", ["v", "sf"], ["z"])],
                   {"x": [2, 3, 4, 5], "v": [4]}, ["y", "z"], {"c1": rand(5), "c2": rand(5, seed=3)})
-    graph = _check(model, ["fold-constants"])
+    graph = _check(model, ["fold"])
     assert [n.op for n in graph.nodes] == ["Mul", "Add"]
     shape_const = graph.nodes[1].inputs[1].const
     np.testing.assert_array_equal(shape_const, [2, 3, 4, 5])
@@ -67,14 +67,14 @@ def _bn_inits(c: int) -> dict:
 def test_batchnorm_after_conv_folds_into_its_weights():
     model = conv_model([mk("BatchNormalization", ["c", "g", "be", "m", "v"], ["n"]), mk("Relu", ["n"], ["y"])],
                        _bn_inits(4), "y")
-    graph = _check(model, ["simplify-inference"])
+    graph = _check(model, ["simplify"])
     assert [n.op for n in graph.nodes] == ["Conv", "Relu"]
 
 
 def test_batchnorm_without_foldable_producer_becomes_scale_and_shift():
     model = build([mk("Relu", ["x"], ["r"]), mk("BatchNormalization", ["r", "g", "be", "m", "v"], ["y"])],
                   {"x": [2, 4, 3, 3]}, ["y"], _bn_inits(4))
-    graph = _check(model, ["simplify-inference"])
+    graph = _check(model, ["simplify"])
     assert [n.op for n in graph.nodes] == ["Relu", "Mul", "Add"]
     assert graph.outputs[0].name == "y"
 
@@ -83,7 +83,7 @@ def test_batchnorm_without_foldable_producer_becomes_scale_and_shift():
 def test_batchnorm_after_fully_connected_folds(op):
     model = build([mk(op, ["x", "w"], ["f"]), mk("BatchNormalization", ["f", "g", "be", "m", "v"], ["y"])],
                   {"x": [2, 6]}, ["y"], {"w": rand(6, 5), **_bn_inits(5)})
-    graph = _check(model, ["simplify-inference"])
+    graph = _check(model, ["simplify"])
     assert count_ops(graph, "BatchNormalization") == 0 and count_ops(graph, "Mul") == 0
 
 
