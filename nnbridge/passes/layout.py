@@ -44,7 +44,7 @@ def layout_nchw(graph: Graph) -> bool:
 def convert_layout(graph: Graph, target: Layout) -> bool:
     changed = _Converter(graph, target).run()
     count = str(sum(1 for n in graph.nodes if n.op == "Reorder" and n.domain == "nnbridge"))
-    if graph.metadata.get("nnbridge.reorders") != count:
+    if graph.metadata.get("nnbridge.reorders", "0") != count:
         graph.metadata["nnbridge.reorders"] = count
         changed = True
     return changed

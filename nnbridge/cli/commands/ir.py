@@ -9,10 +9,14 @@ def register(sub) -> None:
     p = add_parser(sub, "ir", "print the text IR of a model", """\
   nnbridge ir model.onnx
   nnbridge ir model.onnx --passes fold,simplify,fuse --print-after
+  nnbridge ir model.onnx --backend smv --opt-level 2      # the IR the SMV backend compiles
   nnbridge ir --list-passes x
 """)
     add_model_args(p)
     p.add_argument("--passes", help="comma-separated passes to run first")
+    p.add_argument("--backend", "-b", help="run this backend's pipeline (with --opt-level) unless --passes is given")
+    p.add_argument("--opt-level", type=int, default=1, choices=[0, 1, 2, 3],
+                   help="pipeline level for --backend (default 1)")
     p.add_argument("--print-after", action="store_true", help="print the IR after every pass")
     p.add_argument("--list-passes", action="store_true", help="list the available passes and exit")
     p.set_defaults(func=run)
@@ -29,6 +33,10 @@ def run(args) -> int:
         return 0
     graph = load_model_from_args(args)
     passes = parse_passes(args.passes)
+    if passes is None and args.backend:
+        from ...backends import get_backend
+
+        passes = get_backend(args.backend).pipeline(args.opt_level)
     if passes:
         PassManager(passes, print_after=args.print_after, printer=lambda s: console.print(s, markup=False)).run(graph)
     if not args.print_after or not passes:

@@ -10,9 +10,14 @@ def register(sub) -> None:
   nnbridge summary model.onnx
   nnbridge summary resnet_smv_topo.pbtxt
   nnbridge summary model.onnx --passes fold,simplify,fuse     # after passes
+  nnbridge summary model.onnx --opt-level 2                   # after the reference pipeline
+The footer lists the fused groups (kernels) and the planned peak activation memory.
 """)
     add_model_args(p)
     p.add_argument("--passes", help="comma-separated passes to run first")
+    p.add_argument("--backend", "-b", help="run this backend's pipeline first (with --opt-level)")
+    p.add_argument("--opt-level", type=int, default=1, choices=[0, 1, 2, 3],
+                   help="pipeline level for --backend (default 1)")
     p.set_defaults(func=run)
 
 
@@ -24,6 +29,10 @@ def run(args) -> int:
 
     graph = load_model_from_args(args)
     passes = parse_passes(args.passes)
+    if passes is None and args.backend:
+        from ...backends import get_backend
+
+        passes = get_backend(args.backend).pipeline(args.opt_level)
     if passes:
         run_passes(graph, passes)
     table = Table(title=f"{graph.name}: {len(graph)} nodes")
@@ -42,4 +51,29 @@ def run(args) -> int:
     console.print(table)
     console.print(f"total parameters: {sum(a.size for a in graph.initializers.values()):,}  "
                   f"(used by nodes: {total:,})")
+    _print_kernels_and_memory(graph, console)
     return 0
+
+
+def _print_kernels_and_memory(graph, console) -> None:
+    """Fused groups (those in the graph, else those `fuse` would form) and the memory plan."""
+    from ...passes.fuse import partition
+    from ...passes.plan_memory import plan_memory
+
+    fused = [n for n in graph.nodes if n.op == "Fused" and n.domain == "nnbridge"]
+    if fused:
+        groups = [[m.op for m in n.attr("body").nodes] for n in fused]
+        console.print(f"kernels: {len(graph)} ({len(fused)} fused groups)")
+    else:
+        groups = [[m.op for m in g] for g in partition(graph) if len(g) > 1]
+        console.print(f"kernels: {len(graph)} nodes; fusion would make "
+                      f"{len(graph) - sum(len(g) - 1 for g in groups)} kernels ({len(groups)} fused groups)")
+    for ops in groups[:20]:
+        console.print(f"  fused: {' + '.join(ops)}", markup=False)
+    if len(groups) > 20:
+        console.print(f"  … and {len(groups) - 20} more")
+    plan = plan_memory(graph)
+    if plan.unshared_bytes:
+        console.print(f"peak activation memory: {plan.total_bytes:,} bytes in {len(plan.storage_bytes)} buffers "
+                      f"(unshared {plan.unshared_bytes:,}; live lower bound {plan.live_peak_bytes:,}; "
+                      f"{len(plan.inplace)} in place)")

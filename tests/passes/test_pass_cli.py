@@ -1,0 +1,55 @@
+"""CLI faces of the passes: fused groups and peak memory in `summary`, `ir --print-after`,
+and `check --debug-passes` naming the first pass that changed the outputs."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+
+from nnbridge.cli import main
+from nnbridge.ir import passes as pass_registry
+from nnbridge.zoo import build
+
+
+@pytest.fixture(scope="module")
+def resnet_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("passes_cli") / "resnet_tiny.onnx"
+    onnx.save(build("resnet_tiny"), path)
+    return path
+
+
+def _run(capsys, *argv) -> tuple[int, str]:
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_summary_shows_fused_groups_and_peak_memory(resnet_path, capsys):
+    code, text = _run(capsys, "summary", resnet_path, "--backend", "reference", "--opt-level", "2")
+    assert code == 0
+    assert "fused groups)" in text and "fused: Conv + Add + Relu" in text
+    assert "peak activation memory:" in text
+    code, text = _run(capsys, "summary", resnet_path)  # unfused: what fusion would make
+    assert code == 0 and "fusion would make" in text
+
+
+def test_ir_prints_after_each_pass(resnet_path, capsys):
+    code, text = _run(capsys, "ir", resnet_path, "--passes", "fold,simplify,fuse", "--print-after")
+    assert code == 0
+    assert text.index("// after fold") < text.index("// after simplify") < text.index("// after fuse")
+    assert "nnbridge.Fused(" in text
+
+
+def test_debug_passes_names_the_first_pass_that_changed_outputs(resnet_path, capsys, monkeypatch):
+    code, text = _run(capsys, "check", resnet_path, "--debug-passes", "--opt-level", "3")
+    assert code == 0 and "every pass kept the outputs" in text
+
+    def sabotage(graph):
+        """Negate one weight (a deliberately wrong pass)."""
+        value = next(v for v in graph.values.values() if v.const is not None and v.const.ndim == 4)
+        graph.set_initializer(value, -value.const)
+        return True
+
+    monkeypatch.setitem(pass_registry._PASSES, "sabotage", pass_registry.PassInfo("sabotage", sabotage))
+    code, text = _run(capsys, "check", resnet_path, "--debug-passes", "--passes", "simplify,sabotage,fuse")
+    assert code == 1 and "first change of outputs: sabotage" in text
