@@ -265,7 +265,7 @@ def lower(flat: FlatGraph, cpu_refusal: Callable[[FlatNode], str | None]) -> tup
     unsupported: list[tuple] = []
     for fn in flat.nodes:
         lowerer = LOWERERS.get(fn.op) if fn.domain == "" else None
-        result: Step | str = lowerer(fn, lw) if lowerer else "SMV has no kernel for it (runs on the CPU)"
+        result: Step | str = lowerer(fn, lw) if lowerer else "no SMV kernel"
         if isinstance(result, Step):
             try:  # a shape SMAUG cannot tile also goes to the CPU
                 from .tiling import plan_layer

@@ -12,6 +12,17 @@ from .tiling import TilingPlan
 
 #: columns stacked in the PNG (SMAUG's breakdown, spec §8.1)
 STACK = ["compute_us", "transfer_us", "cpu_us"]
+#: columns of the printed table (the JSON has them all)
+DISPLAY = ["name", "op", "where", "invocations", "tiles", "compute_us", "transfer_us", "cpu_us", "accel_cycles",
+           "macc_util_%"]
+
+
+def display_view(report: Report) -> Report:
+    """The report with the table's columns only, for narrow terminals."""
+    view = Report(report.backend, report.model, totals=dict(report.totals), notes=list(report.notes))
+    for row in report.rows:
+        view.add_row(**{k: row[k] for k in DISPLAY if k in row})
+    return view
 
 
 def build_report(model: str, steps: Sequence[Step], plans: Sequence[Sequence[TilingPlan]],
@@ -25,7 +36,8 @@ def build_report(model: str, steps: Sequence[Step], plans: Sequence[Sequence[Til
             row["strategy"] = " + ".join(p.strategy_summary() for p in step_plans)
             row["tiles"] = " + ".join(p.tile_summary() for p in step_plans)
         row.update(compute_us=cost.compute_ns / 1e3, transfer_us=cost.transfer_ns / 1e3, cpu_us=cost.cpu_ns / 1e3,
-                   latency_us=cost.latency_ns / 1e3, accel_cycles=round(cost.accel_cycles))
+                   tiling_us=cost.tiling_ns / 1e3, latency_us=cost.latency_ns / 1e3,
+                   accel_cycles=round(cost.accel_cycles))
         if cost.macs:
             peak = cost.accel_cycles * cfg.peak_maccs
             row["macc_util_%"] = 100.0 * cost.macs / peak if peak else 0.0
@@ -33,7 +45,7 @@ def build_report(model: str, steps: Sequence[Step], plans: Sequence[Sequence[Til
         if step.reason:
             row["note"] = step.reason
         report.add_row(**row)
-        for attr in ("compute_ns", "transfer_ns", "cpu_ns", "accel_cycles", "compute_cycles", "dram_bytes",
+        for attr in ("compute_ns", "transfer_ns", "cpu_ns", "tiling_ns", "accel_cycles", "compute_cycles", "dram_bytes",
                      "invocations", "macs"):
             setattr(total, attr, getattr(total, attr) + getattr(cost, attr))
     latency = total.latency_ns or 1.0
@@ -42,6 +54,7 @@ def build_report(model: str, steps: Sequence[Step], plans: Sequence[Sequence[Til
         compute_pct=100 * total.compute_ns / latency,
         transfer_pct=100 * total.transfer_ns / latency,
         cpu_pct=100 * total.cpu_ns / latency,
+        tiling_ms=total.tiling_ns / 1e6,
         accel_cycles=round(total.accel_cycles),
         invocations=total.invocations,
         dram_mb=total.dram_bytes / 2**20,

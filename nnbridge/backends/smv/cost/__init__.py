@@ -21,6 +21,7 @@ class LayerCost:
     compute_ns: float = 0.0
     transfer_ns: float = 0.0
     cpu_ns: float = 0.0
+    tiling_ns: float = 0.0  # the data preparation/finalization part of cpu_ns (tile copies)
     accel_cycles: float = 0.0  # Σ per-invocation accelerator cycles (what gem5-Aladdin reports)
     compute_cycles: float = 0.0
     dram_bytes: int = 0
@@ -76,7 +77,8 @@ def cost_plan(plan: TilingPlan, cfg: SmvConfig, extra_cpu_ns: float = 0.0) -> La
             c, b = copy_stats(plan.tiled[key], cfg.alignment)
             calls, nbytes = calls + c, nbytes + b
     total.dram_bytes += 2 * nbytes
-    total.cpu_ns = (cfg.op_overhead_ns + copy_ns(calls, nbytes, cfg)
+    total.tiling_ns = copy_ns(calls, nbytes, cfg)
+    total.cpu_ns = (cfg.op_overhead_ns + total.tiling_ns
                     + cfg.invoke_overhead_ns * len(groups) * scale + extra_cpu_ns)
     return total
 

@@ -4,7 +4,7 @@ the padded storage, at most one scratchpad (16 384 elements) each."""
 from __future__ import annotations
 
 from ..layers import VectorLayer
-from .common import TilingDims, storage_size
+from .common import TilingDims, cut, storage_size
 from .plan import Invocation, TilingPlan, fp16_bytes
 
 
@@ -16,7 +16,9 @@ def plan(layer: VectorLayer, max_size: int = 16384, align: int = 8, num_accels: 
     total = storage_size(layer.input, align)
     sizes = flat_tiles(total, max_size)
     strategy = TilingDims.NONE if len(sizes) == 1 else TilingDims.NC
-    result = TilingPlan(layer, "vector", (strategy, strategy), {"input": (1, sizes[0]), "output": (1, sizes[0])})
+    flat = cut((1, total), (1, sizes[0]))
+    result = TilingPlan(layer, "vector", (strategy, strategy), {"input": (1, sizes[0]), "output": (1, sizes[0])},
+                        {"input": flat, "output": flat})
     for i, size in enumerate(sizes):
         result.invocations.append(Invocation(0, fp16_bytes(size) * layer.arity, 0, fp16_bytes(size),
                                              -(-size // 8) * layer.arity, 0, i))

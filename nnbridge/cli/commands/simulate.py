@@ -1,0 +1,90 @@
+"""nnbridge simulate MODEL — SMV accelerator simulation: per-layer latency breakdown."""
+
+from __future__ import annotations
+
+from ..common import (
+    add_input_args,
+    add_model_args,
+    add_parser,
+    load_inputs,
+    load_model_from_args,
+    parse_assignments,
+    parse_dims,
+    parse_passes,
+)
+
+
+def register(sub) -> None:
+    p = add_parser(sub, "simulate", "simulate a model on SMAUG's SMV accelerator (timing and fp16 numerics)", """\
+  nnbridge simulate lenet5_smv_topo.pbtxt                     # per-layer table: compute / transfer / CPU
+  nnbridge simulate resnet_smv_topo.pbtxt --perf-only         # timing only, large models in well under 1 s
+  nnbridge simulate model.onnx --accels 8 --mem-policy acp --set tiling_threads=8
+  nnbridge simulate model.onnx --json report.json --plot layers.png
+  nnbridge simulate model.onnx --config smv.toml --set dma_setup_cycles=50
+""")
+    add_model_args(p)
+    p.add_argument("--backend", "-b", default="smv", choices=["smv"], help="the simulator (default: smv)")
+    p.add_argument("--accels", type=int, help="number of accelerators, 1..8 (default 1)")
+    p.add_argument("--mem-policy", choices=["dma", "acp", "acp-dma-weights"],
+                   help="host-memory interface (default dma, as SMAUG's shipped models)")
+    p.add_argument("--threads", type=int, help="CPU threads for tiling copies (default 1)")
+    p.add_argument("--perf-only", action="store_true", help="skip the numerics (timing only)")
+    p.add_argument("--config", metavar="FILE.toml", help="settings from a TOML file ([smv] table or top level)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override one setting; repeatable "
+                   "(see the settings table with --show-config)")
+    p.add_argument("--show-config", action="store_true", help="print every setting with its provenance")
+    p.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    p.add_argument("--plot", metavar="FILE.png", help="draw per-layer stacked bars (compute/transfer/CPU)")
+    p.add_argument("--rows", type=int, help="print at most this many rows")
+    p.add_argument("--passes", help="comma-separated pass list instead of the SMV pipeline")
+    p.add_argument("--opt-level", type=int, default=1, choices=[0, 1, 2, 3], help="pass pipeline level (default 1)")
+    add_input_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    import nnbridge
+
+    from ...backends.smv import make_config
+    from ...backends.smv.reporting import STACK, display_view
+    from ...inputs import random_inputs
+    from .. import console
+
+    config = make_config(args.config, accels=args.accels, mem_policy=args.mem_policy, tiling_threads=args.threads,
+                         perf_only=args.perf_only or None, set=parse_assignments(args.set, "--set"))
+    if args.show_config:
+        table = Table(title="SMV settings")
+        for col in ("setting", "value", "provenance", "meaning"):
+            table.add_column(col)
+        for name, value, provenance, doc in config.describe():
+            table.add_row(name, str(getattr(value, "value", value)), provenance, doc)
+        console.print(table)
+    graph = load_model_from_args(args)
+    feeds = {} if config.perf_only else random_inputs(graph, seed=args.seed, dims=parse_dims(args.dim),
+                                                      given=load_inputs(args.input))
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(tasks[phase], completed=done)
+
+        exe = nnbridge.compile(graph, backend="smv", passes=parse_passes(args.passes), opt_level=args.opt_level,
+                               config=config, progress=progress)
+        exe.run(feeds) if not config.perf_only else None
+    report = exe.report
+    console.print(display_view(report).to_table(max_rows=args.rows))
+    for note in report.notes:
+        console.print(f"[dim]{note}[/]")
+    if args.json:
+        report.to_json(args.json)
+        console.print(f"report written to {args.json}")
+    if args.plot:
+        report.plot(args.plot, STACK, ylabel="latency (µs)")
+        console.print(f"plot written to {args.plot}")
+    return 0
