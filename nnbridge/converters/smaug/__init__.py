@@ -8,6 +8,7 @@ Registered as the ``smaug`` format (file suffix ``_topo.pbtxt``). Load options:
 from __future__ import annotations
 
 from .. import Format, register_format
+from ..onnx import lowering  # noqa: F401 - our IR has Reorders; make sure ONNX export lowers them
 from . import export_ops, import_ops  # noqa: F401 - fill the op tables
 from .files import model_paths, read_params, read_topology, write_model
 from .reader import graph_from_proto, load_inputs, load_smaug

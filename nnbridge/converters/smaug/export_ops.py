@@ -21,7 +21,7 @@ from ...protos.smaug import smaug_node_pb2 as npb
 from ...protos.smaug import smaug_types_pb2 as pb
 from . import layouts
 from .import_ops import BN_EPSILON, RUNTIME_DEFAULTS
-from .writer import Exporter, Inexpressible, Ref, ir_layout
+from .writer import Exporter, Inexpressible, Ref
 
 ExportFn = Callable[[Exporter, Node], None]
 EXPORTERS: dict[tuple[str, str], ExportFn] = {}
@@ -57,7 +57,7 @@ def spatial(ex: Exporter, node: Node) -> tuple[Layout, Layout]:
     x = node.inputs[0]
     if x.type.rank != 4:
         raise Inexpressible(f"SMAUG {node.op} needs a 4-D input, got rank {x.type.rank}")
-    have = ir_layout(x)
+    have = ex.layout_of(x)
     return (have if have in (Layout.NCHW, Layout.NHWC) else Layout.NCHW), layouts.ACTIVATION_4D[ex.backend]
 
 
@@ -366,7 +366,7 @@ _ = BN_EPSILON  # the importer's ε: BN parameters written here use the ONNX nod
 def same_layout_ref(ex: Exporter, value: Value) -> Ref:
     """A layout-agnostic op reads its input in whatever layout it already has."""
     native = ex.native.get(id(value))
-    return native if native is not None else ex.need(value, ir_layout(value))
+    return native if native is not None else ex.need(value, ex.layout_of(value))
 
 
 @exporter("Relu", "LeakyRelu", "Elu", "Selu", "Tanh", "Sigmoid", "Clip")
@@ -436,7 +436,7 @@ def _binary(ex: Exporter, node: Node) -> None:
         arr = np.asarray(c, dtype=np.float64)
         b = b.graph.add_initializer(f"{b.name}/{'neg' if node.op == 'Sub' else 'inv'}",
                                     (-arr if node.op == "Sub" else 1.0 / arr).astype(np.asarray(c).dtype))
-    have = ir_layout(y)
+    have = ex.layout_of(y)
     computed = [v for v in (a, b) if ex.constant(v) is None]
     if computed and id(computed[0]) in ex.native and ex.native[id(computed[0])].layout != have \
             and computed[0].type.rank == y.type.rank:
@@ -467,7 +467,7 @@ def flatten_users_absorb_order(ex: Exporter, value: Value) -> bool:
 
 
 def flatten(ex: Exporter, node: Node, x_value: Value, y: Value) -> None:
-    have = ir_layout(x_value)
+    have = ex.layout_of(x_value)
     native = ex.native.get(id(x_value))
     perm = None
     if native is not None and native.layout != have and native.layout in (Layout.NCHW, Layout.NHWC) \
@@ -505,8 +505,8 @@ def _reshape(ex: Exporter, node: Node) -> None:
     if x_value.type.rank == 4 and len(dims) == 2 and dims[0] == x_value.type.shape[0]:
         flatten(ex, node, x_value, y)
         return
-    x = ex.need(x_value, ir_layout(x_value))
-    layout = ir_layout(y)
+    x = ex.need(x_value, ex.layout_of(x_value))
+    layout = ex.layout_of(y)
     if layout not in layouts.RANK:
         raise Inexpressible(f"SMAUG has no layout for a {len(dims)}-D tensor")
     _, refs = ex.emit(pb.Reshape, node.name, [x], [(dims, layout)])
@@ -518,12 +518,12 @@ def _transpose(ex: Exporter, node: Node) -> None:
     """A layout permutation is a SMAUG Reorder; its result is relabelled (Reshape keeps the storage)
     with the IR output's own layout, because the IR sees a new tensor, not a new layout."""
     x_value, y = node.inputs[0], node.outputs[0]
-    have = ir_layout(x_value)
+    have = ex.layout_of(x_value)
     perm = int_list(node.attr("perm"), "perm") or list(range(x_value.type.rank or 0))[::-1]
     for target in layouts.RANK:
         if layouts.perm(have, target) == perm and layouts.reorder_supported(have, target):
             ref = ex.smaug_reorder(ex.need(x_value, have), target, node.name)
-            out_layout = ir_layout(y)
+            out_layout = ex.layout_of(y)
             if out_layout != target:
                 ref = ex.emit(pb.Reshape, f"{node.name}/relabel", [ref], [(ref.dims, out_layout)])[1][0]
             define(ex, y, ref)
@@ -537,18 +537,18 @@ def _identity(ex: Exporter, node: Node) -> None:
         raise Inexpressible("the Dropout mask has no SMAUG equivalent")
     x_value = node.inputs[0]
     native = ex.native.get(id(x_value))
-    define(ex, node.outputs[0], native if native is not None else ex.need(x_value, ir_layout(x_value)))
+    define(ex, node.outputs[0], native if native is not None else ex.need(x_value, ex.layout_of(x_value)))
 
 
 @exporter("Concat")
 def _concat(ex: Exporter, node: Node) -> None:
     y = node.outputs[0]
-    have = ir_layout(y)
+    have = ex.layout_of(y)
     first = ex.native.get(id(node.inputs[0]))
     layout = first.layout if first is not None and first.layout in layouts.RANK and \
         layouts.perm(have, first.layout) is not None else have
     axis = int(node.attr("axis", 0)) % (y.type.rank or 1)
-    refs = [ex.need(v, layout, ir_layout(v)) for v in node.inputs]
+    refs = [ex.need(v, layout, ex.layout_of(v)) for v in node.inputs]
     new_axis = layout.value.index(have.value[axis]) if have != layout else axis
     dims = out_dims(y, have, layout)
     proto, outs = ex.emit(pb.Concat, node.name, refs, [(dims, layout)])
@@ -559,7 +559,7 @@ def _concat(ex: Exporter, node: Node) -> None:
 @exporter("Split")
 def _split(ex: Exporter, node: Node) -> None:
     x_value = node.inputs[0]
-    have = ir_layout(x_value)
+    have = ex.layout_of(x_value)
     native = ex.native.get(id(x_value))
     layout = native.layout if native is not None and layouts.perm(have, native.layout) is not None else have
     axis = int(node.attr("axis", 0)) % (x_value.type.rank or 1)
@@ -576,7 +576,7 @@ def _split(ex: Exporter, node: Node) -> None:
 @exporter("Tile")
 def _tile(ex: Exporter, node: Node) -> None:
     x_value, y = node.inputs[0], node.outputs[0]
-    have = ir_layout(x_value)
+    have = ex.layout_of(x_value)
     x = ex.need(x_value, have)
     _, refs = ex.emit(pb.Repeat, node.name, [x], [(list(y.type.shape), have)])
     define(ex, y, refs[0])
@@ -595,7 +595,7 @@ def _pad(ex: Exporter, node: Node) -> None:
     rank = x_value.type.rank
     if min(pads) < 0:
         raise Inexpressible("negative pads (cropping) have no SMAUG equivalent")
-    have = ir_layout(x_value)
+    have = ex.layout_of(x_value)
     x = ex.need(x_value, have)
     sizes = [v for i in range(rank) for v in (pads[i], pads[rank + i])]
     proto, refs = ex.emit(pb.Padding, node.name, [x], [(list(y.type.shape), have)])

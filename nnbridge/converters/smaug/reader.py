@@ -301,6 +301,7 @@ def graph_from_proto(proto: gpb.GraphProto, array: tpb.TensorDataArray | None, w
     if imp.unsupported:
         raise UnsupportedOpError(f"SMAUG import of {what}", imp.unsupported)
     imp.tidy_constants()
+    graph.metadata["smaug.input_layouts"] = ",".join(f"{v.name}:{v.type.layout.value}" for v in graph.inputs)
     for node in order:
         if node.op != pb.Data and node.name not in imp.users:
             for k in range(len(node.output_tensors)):

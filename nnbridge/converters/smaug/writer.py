@@ -73,6 +73,30 @@ class Exporter:
         self.consumers = graph.consumer_map()
         self.absorbed: set[int] = set()  # nodes emitted as part of another (fused activations)
         self.unsupported: list[Unsupported] = []
+        self.input_layouts = {v.name: lay for v in graph.inputs
+                              if (lay := stored_input_layout(graph, v)) is not None}
+
+    def layout_of(self, value: Value) -> Layout:
+        """The layout the value's IR dims are listed in; graph inputs keep the layout recorded in
+        the metadata when a format without layouts (ONNX) dropped the label on the way."""
+        if value.name in self.input_layouts and any(v is value for v in self.graph.inputs):
+            return self.input_layouts[value.name]
+        p = value.producer
+        if p is not None and p.op == "Transpose" and not p.domain and value.type.layout in (
+                Layout.UNKNOWN, Layout.X, Layout.default_for_rank(value.type.rank)):
+            return self.transposed_layout(p) or ir_layout(value)
+        return ir_layout(value)
+
+    def transposed_layout(self, node: Node) -> Layout | None:
+        """A Transpose that maps one known layout onto another (NCHW → NHWC) yields that layout."""
+        x = node.inputs[0]
+        source = self.layout_of(x)
+        perm = [int(i) for i in (node.attrs.get("perm") or range(x.type.rank or 0)[::-1])]
+        if len(perm) != len(source.value):
+            return None
+        letters = "".join(source.value[i] for i in perm)
+        found = next((lay for lay in layouts.RANK if lay.value == letters), None)
+        return found if found is not None and found != source else None
 
     # -- emitting SMAUG nodes ---------------------------------------------------------------
     def tensor(self, name: str, dims, layout: Layout, data_type: int | None = None) -> tpb.TensorProto:
@@ -118,7 +142,7 @@ class Exporter:
     # -- finding IR values as SMAUG tensors -----------------------------------------------------
     def need(self, value: Value, layout: Layout, have: Layout | None = None) -> Ref:
         """``value`` (IR dims listed in ``have``) as a SMAUG tensor stored in ``layout``."""
-        have = have or ir_layout(value)
+        have = have or self.layout_of(value)
         key = (id(value), layout)
         if key in self.cache:
             return self.cache[key]
@@ -133,21 +157,21 @@ class Exporter:
         key = (id(value), layout)
         if key in self.cache:
             return self.cache[key]
-        reorder = self.reorder_of(value)
-        if reorder is not None and have.value == reorder.attrs.get("dst_layout"):
-            return self.find(reorder.inputs[0], layout, Layout(reorder.attrs["src_layout"]))
+        change = self.layout_change(value, have)
+        if change is not None:
+            return self.find(change[0].inputs[0], layout, change[1])
         if have != layout:
             native = self.native.get(id(value))
             return native if native is not None and native.layout == layout else None
         return self.materialize(value, have)
 
     def produce(self, value: Value, layout: Layout, have: Layout) -> Ref:
-        reorder = self.reorder_of(value)
-        if reorder is not None and have.value == reorder.attrs.get("dst_layout"):
-            src = Layout(reorder.attrs["src_layout"])
-            if have == layout:  # the file's own Reorder: keep it (and its name)
-                return self.smaug_reorder(self.need(reorder.inputs[0], src, src), layout, reorder.name)
-            return self.need(reorder.inputs[0], layout, src)
+        change = self.layout_change(value, have)
+        if change is not None:
+            node, src = change
+            if have == layout:  # a real layout change (e.g. the file's own Reorder): keep it and its name
+                return self.smaug_reorder(self.need(node.inputs[0], src, src), layout, node.name)
+            return self.need(node.inputs[0], layout, src)
         array = self.constant(value)
         if array is not None:
             p = layouts.perm(have, layout)
@@ -185,9 +209,32 @@ class Exporter:
             out = layouts.permute_dims(dims, source.layout, layout)
         return self.emit(pb.Reorder, request, [source], [(out, layout)])[1][0]
 
-    def reorder_of(self, value: Value) -> Node | None:
+    def layout_change(self, value: Value, have: Layout) -> tuple[Node, Layout] | None:
+        """If ``value`` (dims read as ``have``) is another layout of its producer's input, return
+        (producer, source layout): an ``nnbridge.Reorder`` to ``have``, or a Transpose whose
+        permutation is exactly source → ``have`` (inputs and constants may be read in any layout)."""
         p = value.producer
-        return p if p is not None and p.op == "Reorder" and p.domain == "nnbridge" else None
+        if p is None or value is not p.outputs[0]:
+            return None
+        if p.op == "Reorder" and p.domain == "nnbridge":
+            return (p, Layout(p.attrs["src_layout"])) if p.attrs.get("dst_layout") == have.value else None
+        if p.op != "Transpose" or p.domain:
+            return None
+        x = p.inputs[0]
+        perm = [int(i) for i in (p.attrs.get("perm") or range(x.type.rank or 0)[::-1])]
+        free = self.constant(x) is not None or any(v is x for v in self.graph.inputs)
+        for src in layouts.RANK:
+            if layouts.perm(src, have) == perm and (src == self.layout_of(x) or free):
+                return p, src
+        return None
+
+    def is_lazy(self, node: Node) -> bool:
+        """Layout changes are emitted on demand by :meth:`need`, not in the walk."""
+        if node.op == "Reorder" and node.domain == "nnbridge":
+            return True
+        if node.op != "Transpose":
+            return False
+        return self.layout_change(node.outputs[0], self.layout_of(node.outputs[0])) is not None
 
     def constant(self, value: Value) -> np.ndarray | None:
         if value.const is not None:
@@ -208,14 +255,15 @@ class Exporter:
             raise Inexpressible(f"graph input '{value.name}' has a symbolic shape {value.type.shape}; "
                                 f"SMAUG needs static dims")
         dtype = np.float16 if self.float_type == pb.Float16 else np.float32
-        return recipe_arrays([tuple(value.type.shape)], dtype, RECIPE_SCALE)[0]
+        scale = float(self.graph.metadata.get("nnbridge.synthetic_scale", RECIPE_SCALE))
+        return recipe_arrays([tuple(value.type.shape)], dtype, scale)[0]
 
     # -- the walk -------------------------------------------------------------------------------
     def run(self) -> None:
         from .export_ops import EXPORTERS
 
         for node in self.graph.nodes:
-            if id(node) in self.absorbed or (node.op == "Reorder" and node.domain == "nnbridge"):
+            if id(node) in self.absorbed or self.is_lazy(node):
                 continue
             if node.op == "Constant":
                 continue
@@ -229,7 +277,7 @@ class Exporter:
                 self.poison(node)
         for out in self.graph.outputs:
             try:
-                self.need(out, ir_layout(out))
+                self.need(out, self.layout_of(out))
             except Inexpressible as exc:
                 self.unsupported.append(Unsupported("output", out.name, str(exc)))
 
@@ -237,7 +285,7 @@ class Exporter:
         """Stand-ins for a failed node's outputs, so the walk goes on and reports every failure."""
         for out in node.outputs:
             if out.type.shape is not None and out.type.is_static:
-                lay = ir_layout(out)
+                lay = self.layout_of(out)
                 self.native[id(out)] = Ref("?", 0, self.tensor("?", out.type.shape, lay))
 
     def single_consumer(self, value: Value) -> Node | None:
@@ -245,6 +293,25 @@ class Exporter:
         if len(users) == 1 and not self.graph.is_output(value):
             return users[0]
         return None
+
+
+#: graph metadata key listing the network inputs' layouts ("data:NHWC,mask:NC")
+INPUT_LAYOUTS_KEY = "smaug.input_layouts"
+
+
+def stored_input_layout(graph: Graph, value: Value) -> Layout | None:
+    """The recorded layout of a graph input whose IR label is only the rank default."""
+    entries = dict(item.split(":", 1) for item in graph.metadata.get(INPUT_LAYOUTS_KEY, "").split(",") if ":" in item)
+    rank = value.type.rank or 0
+    label = value.type.layout
+    if value.name not in entries or (label not in (Layout.UNKNOWN, Layout.X)
+                                      and label != Layout.default_for_rank(rank)):
+        return None
+    try:
+        layout = Layout(entries[value.name])
+    except ValueError:
+        return None
+    return layout if layouts.RANK.get(layout) == rank else None
 
 
 def sanitize(name: str) -> str:
