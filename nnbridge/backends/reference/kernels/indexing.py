@@ -1,0 +1,149 @@
+"""Indexing ops: Slice, the Gather and Scatter families, Compress, NonZero,
+Trilu and ReverseSequence, all as numpy fancy indexing (no element loops).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import kernel
+from ._common import axes_of, axis_of, ints
+
+
+def slice_bounds(dim: int, start: int, end: int, step: int) -> slice:
+    """ONNX Slice bounds on one axis: negatives count from the end, then clamp
+    to [0, dim] (positive step) or [-1, dim-1] (negative step, -1 = before 0)."""
+    if step == 0:
+        raise ValueError("slice step must not be 0")
+    start = start + dim if start < 0 else start
+    end = end + dim if end < 0 else end
+    if step > 0:
+        return slice(min(max(start, 0), dim), min(max(end, 0), dim), step)
+    start, end = min(max(start, -1), dim - 1), min(max(end, -1), dim - 1)
+    if start < 0:
+        return slice(0, 0)
+    return slice(start, None if end < 0 else end, step)
+
+
+@kernel("Slice")
+def slice_(ctx, x, starts=None, ends=None, axes=None, steps=None):
+    if starts is None:  # attributes before opset 10
+        starts, ends, axes = ctx.attr("starts"), ctx.attr("ends"), ctx.attr("axes")
+    starts, ends = ints(starts), ints(ends)
+    axes = axes_of(ints(axes), x.ndim) if axes is not None else tuple(range(len(starts)))
+    steps = ints(steps) if steps is not None else [1] * len(starts)
+    index = [slice(None)] * x.ndim
+    for axis, start, end, step in zip(axes, starts, ends, steps):
+        index[axis] = slice_bounds(x.shape[axis], start, end, step)
+    return x[tuple(index)]
+
+
+def _wrap(indices: np.ndarray, dim: int | np.ndarray) -> np.ndarray:
+    """Negative indices count from the end; anything outside [-dim, dim) is an error."""
+    indices = np.asarray(indices, dtype=np.int64)
+    if indices.size and ((indices < -dim) | (indices >= dim)).any():
+        raise IndexError(f"index out of range for dim {dim}")
+    return np.where(indices < 0, indices + dim, indices)
+
+
+@kernel("Gather")
+def gather(ctx, x, indices):
+    axis = axis_of(ctx.attr("axis", 0), x.ndim)
+    return np.take(x, _wrap(indices, x.shape[axis]), axis=axis)
+
+
+@kernel("GatherElements")
+def gather_elements(ctx, x, indices):
+    axis = axis_of(ctx.attr("axis", 0), x.ndim)
+    return np.take_along_axis(x, _wrap(indices, x.shape[axis]), axis=axis)
+
+
+@kernel("GatherND")
+def gather_nd(ctx, x, indices):
+    """Batch dims are flattened to one, then each index tuple picks a slice."""
+    b = ctx.attr("batch_dims", 0)
+    k = indices.shape[-1]
+    batch = x.shape[:b]
+    nbatch = int(np.prod(batch, dtype=np.int64))
+    data = x.reshape((nbatch, *x.shape[b:]))
+    idx = _wrap(indices.reshape(nbatch, -1, k), np.array(x.shape[b:b + k], dtype=np.int64))
+    picked = data[(np.arange(nbatch)[:, None], *np.moveaxis(idx, -1, 0))]
+    return picked.reshape((*batch, *indices.shape[b:-1], *x.shape[b + k:]))
+
+
+_SCATTER_REDUCTIONS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _check_reduction(node):
+    reduction = node.attr("reduction", "none")
+    if reduction != "none" and reduction not in _SCATTER_REDUCTIONS:
+        return f"reduction {reduction!r} is not implemented"
+    return None
+
+
+def _scatter(out: np.ndarray, where: tuple, updates: np.ndarray, reduction: str) -> np.ndarray:
+    if reduction == "none":
+        out[where] = updates
+    else:  # ufunc.at applies repeated indices one after another
+        _SCATTER_REDUCTIONS[reduction].at(out, where, updates)
+    return out
+
+
+def _element_index(indices: np.ndarray, axis: int, dim: int) -> tuple:
+    """Full index tuple addressing data at ``indices`` along ``axis``, identity elsewhere."""
+    grids = list(np.indices(indices.shape, sparse=True))
+    grids[axis] = _wrap(indices, dim)
+    return tuple(grids)
+
+
+@kernel("ScatterElements", "Scatter", check=_check_reduction)
+def scatter_elements(ctx, x, indices, updates):
+    axis = axis_of(ctx.attr("axis", 0), x.ndim)
+    where = _element_index(indices, axis, x.shape[axis])
+    return _scatter(x.copy(), where, updates, ctx.attr("reduction", "none"))
+
+
+@kernel("ScatterND", check=_check_reduction)
+def scatter_nd(ctx, x, indices, updates):
+    k = indices.shape[-1]
+    idx = _wrap(indices, np.array(x.shape[:k], dtype=np.int64))
+    return _scatter(x.copy(), tuple(np.moveaxis(idx, -1, 0)), updates, ctx.attr("reduction", "none"))
+
+
+@kernel("Compress")
+def compress(ctx, x, condition):
+    axis = ctx.attr("axis")
+    if axis is None:
+        return np.compress(condition.reshape(-1), x.reshape(-1))
+    return np.compress(condition.reshape(-1), x, axis=axis_of(axis, x.ndim))
+
+
+def _check_nonzero(node):
+    rank = node.inputs[0].type.rank
+    return "NonZero of a scalar is not implemented" if rank == 0 else None
+
+
+@kernel("NonZero", check=_check_nonzero)
+def nonzero(ctx, x):
+    return np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1)
+
+
+@kernel("Trilu")
+def trilu(ctx, x, k=None):
+    k = 0 if k is None else int(np.asarray(k).reshape(-1)[0])
+    return np.triu(x, k) if ctx.attr("upper", 1) else np.tril(x, k)
+
+
+@kernel("ReverseSequence")
+def reverse_sequence(ctx, x, lengths):
+    """Each batch entry's first ``lengths[b]`` time steps reversed, the rest kept."""
+    batch_axis, time_axis = ctx.attr("batch_axis", 1), ctx.attr("time_axis", 0)
+    steps = x.shape[time_axis]
+    shape = [1] * x.ndim
+    shape[time_axis] = steps
+    t = np.arange(steps).reshape(shape)
+    shape = [1] * x.ndim
+    shape[batch_axis] = x.shape[batch_axis]
+    n = np.asarray(lengths, dtype=np.int64).reshape(shape)
+    source = np.where(t < n, n - 1 - t, t)
+    return np.take_along_axis(x, np.broadcast_to(source, x.shape), axis=time_axis)
