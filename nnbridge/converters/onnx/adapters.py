@@ -175,3 +175,10 @@ def _space_to_depth_mode(node: NodeProto, ctx: AdaptContext) -> str | None:
         return f"mode {mode.decode()} is newer than the IR opset"
     _drop_attrs(node, "mode")
     return None
+
+
+@adapter("Scan", 8, 8)
+def _scan_batch_axis(node: NodeProto, ctx: AdaptContext) -> str | None:
+    """onnx's converter drops Scan-8's batch axis from the declared shapes, which changes the
+    model's interface; there is no exact single-node Scan-9 form, so refuse rather than guess."""
+    return "Scan-8 iterates over a batch axis that later versions do not have"
