@@ -15,12 +15,14 @@ import numpy as np
 from ....ir import DType, Node
 
 FLOATS = frozenset({DType.FLOAT16, DType.FLOAT32, DType.FLOAT64})
+WITH_BF16 = FLOATS | {DType.BFLOAT16}  # for kernels that always compute through compute_dtype
+_BF16 = DType.BFLOAT16.numpy
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 
 def compute_dtype(dtype: np.dtype) -> np.dtype:
-    """fp16 is computed in fp32 (numpy's fp16 BLAS is slow and inexact); others as they are."""
-    return np.dtype(np.float32) if dtype == np.float16 else np.dtype(dtype)
+    """fp16/bf16 are computed in fp32 (numpy has no fast or exact BLAS for them); others as they are."""
+    return np.dtype(np.float32) if dtype == np.float16 or dtype == _BF16 else np.dtype(dtype)
 
 
 def spatial_attrs(node: Node, rank: int, kernel: Sequence[int]) -> tuple[list[int], list[int]]:

@@ -1,0 +1,41 @@
+"""Softmax, LogSoftmax and Hardmax along one axis (opset >= 13 semantics), numerically stable."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import kernel
+from ._windows import FLOATS, compute_dtype
+
+
+def _shifted(x: np.ndarray, axis: int) -> np.ndarray:
+    """x minus its max along ``axis`` so that exp never overflows."""
+    peak = np.max(x, axis=axis, keepdims=True)
+    return x - np.where(np.isfinite(peak), peak, 0)
+
+
+@kernel("Softmax", dtypes=FLOATS)
+def softmax(ctx, x):
+    if x.size == 0:
+        return x.copy()
+    e = np.exp(_shifted(x.astype(compute_dtype(x.dtype), copy=False), ctx.attr("axis", -1)))
+    e /= e.sum(axis=ctx.attr("axis", -1), keepdims=True)
+    return e.astype(x.dtype, copy=False)
+
+
+@kernel("LogSoftmax", dtypes=FLOATS)
+def log_softmax(ctx, x):
+    if x.size == 0:
+        return x.copy()
+    axis = ctx.attr("axis", -1)
+    s = _shifted(x.astype(compute_dtype(x.dtype), copy=False), axis)
+    return (s - np.log(np.exp(s).sum(axis=axis, keepdims=True))).astype(x.dtype, copy=False)
+
+
+@kernel("Hardmax", dtypes=FLOATS)
+def hardmax(ctx, x):
+    axis = ctx.attr("axis", -1)
+    y = np.zeros_like(x)
+    if x.size:
+        np.put_along_axis(y, np.expand_dims(np.argmax(x, axis=axis), axis), 1, axis=axis)
+    return y
