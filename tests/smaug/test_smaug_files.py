@@ -83,3 +83,30 @@ def test_synthetic_params_follow_the_recipe(smaug_dir):
     weight = graph.initializers["data_1"]  # [32,3,3,3] NHWC kernel, stored OIHW in the IR
     expected = (np.random.RandomState(1234).rand(32, 3, 3, 3) * 0.005).astype(np.float16)
     assert np.array_equal(weight, expected.transpose(0, 3, 1, 2))
+
+
+@pytest.mark.parametrize("rel", TOPOLOGIES)
+def test_fast_reader_equals_protobuf_text_format(smaug_dir, rel):
+    from google.protobuf import text_format
+
+    from nnbridge.converters.smaug.fast_text import parse_printed
+    from nnbridge.protos.smaug import smaug_graph_pb2
+
+    text = (smaug_dir / rel).read_text()
+    fast, reference = smaug_graph_pb2.GraphProto(), smaug_graph_pb2.GraphProto()
+    assert parse_printed(text, fast)
+    text_format.Parse(text, reference)
+    assert fast == reference
+
+
+def test_any_valid_text_format_is_accepted(smaug_dir):
+    """Comments, list syntax, other field order: the fast reader declines, protobuf parses."""
+    from nnbridge.converters.smaug.fast_text import parse_printed
+    from nnbridge.converters.smaug.files import parse_topology
+    from nnbridge.protos.smaug import smaug_graph_pb2
+
+    text = (smaug_dir / "lenet5/lenet5_smv_topo.pbtxt").read_text()
+    odd = "# a comment\nbackend: \"SMV\"\n" + text.replace("backend: \"SMV\"\n", "").replace(
+        "      stride: 1\n      stride: 1\n", "      stride: [1, 1]\n")
+    assert not parse_printed(odd, smaug_graph_pb2.GraphProto())
+    assert parse_topology(odd) == read_topology(smaug_dir / "lenet5/lenet5_smv_topo.pbtxt")

@@ -16,6 +16,7 @@ from ...errors import FormatError
 from ...fileio import atomic_outputs
 from ...protos.smaug import smaug_graph_pb2 as gpb
 from ...protos.smaug import smaug_tensor_pb2 as tpb
+from .fast_text import parse_printed
 
 TOPO_SUFFIX = "_topo.pbtxt"
 PARAMS_SUFFIX = "_params.pb"
@@ -43,6 +44,8 @@ def read_topology(path: str | os.PathLike) -> gpb.GraphProto:
 
 def parse_topology(text: str, what: str = "<topology>") -> gpb.GraphProto:
     graph = gpb.GraphProto()
+    if parse_printed(text, graph):
+        return graph
     try:
         text_format.Parse(text, graph)
     except text_format.ParseError as exc:

@@ -62,9 +62,11 @@ def unpack_half(words, count: int) -> np.ndarray:
     return flat[:count]
 
 
-def encode(name: str, array: np.ndarray, data_type: int, alignment: int) -> tpb.TensorData:
-    """One params entry: the array padded per §4.3 and stored in its type's field."""
-    entry = tpb.TensorData(name=name)
+def encode(name: str, array: np.ndarray, data_type: int, alignment: int,
+           entry: tpb.TensorData | None = None) -> tpb.TensorData:
+    """One params entry (filled in place if given): the array padded per §4.3, in its type's field."""
+    entry = entry if entry is not None else tpb.TensorData()
+    entry.name = name
     values = pad_last(np.asarray(array, dtype=TO_IR[data_type].numpy), alignment)
     field = getattr(entry, FIELD[data_type])
     if data_type == pb.Float16:
@@ -88,12 +90,12 @@ def decode(entry: tpb.TensorData, dims, data_type: int, alignment: int, what: st
     if data_type == pb.Float16:
         words = len(raw)
         if words != (stored + 1) // 2:
-            raise FormatError(f"{what}: params entry holds {2 * words} fp16 values, expected "
+            raise FormatError(f"{what} holds {2 * words} fp16 values, expected "
                               f"{stored} (dims {list(dims)}, alignment {alignment})")
         flat = unpack_half(raw, stored)
     else:
         if len(raw) != stored:
-            raise FormatError(f"{what}: params entry holds {len(raw)} values, expected {stored} "
+            raise FormatError(f"{what} holds {len(raw)} values, expected {stored} "
                               f"(dims {list(dims)}, alignment {alignment})")
         flat = np.asarray(raw, dtype=TO_IR[data_type].numpy)
     if not dims:

@@ -136,7 +136,7 @@ class Exporter:
         node.input_tensors.add().CopyFrom(t)
         out = self.tensor(output_name(name), array.shape, layout, data_type)
         node.output_tensors.add().CopyFrom(out)
-        self.params.data_array.append(params.encode(t.name, array, data_type, self.alignment))
+        params.encode(t.name, array, data_type, self.alignment, self.params.data_array.add())
         return Ref(name, 0, out)
 
     # -- finding IR values as SMAUG tensors -----------------------------------------------------
