@@ -46,8 +46,8 @@ class RduExecutable(Executable):
 
     def measure_performance(self, batch_size: int | None = None, micro_batch: int | None = None) -> Estimate:
         """Re-estimate for another batch on the same placement (an analytical model: no rerun)."""
-        options = CompileOptions(self.options.mode, batch_size or self.options.batch_size,
-                                 micro_batch or min(self.options.micro_batch, batch_size or self.options.batch_size))
+        batch = batch_size or self.options.batch_size
+        options = CompileOptions(self.options.mode, batch, micro_batch or min(self.options.micro_batch, batch))
         return estimate(copy.deepcopy(self.sections), self.machine, options.validated(), self.samples, allocate=False)
 
     def section_report(self, est: Estimate | None = None, stages: bool = False) -> Report:

@@ -28,8 +28,9 @@ def add_rdu_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="sn40l", help="chip: plasticine, sn10 or sn40l (default sn40l)")
     p.add_argument("--mode", default="o1", choices=["o0", "o1"],
                    help="o0: one operator per section; o1: fusion + resource-driven sections (default)")
-    p.add_argument("--batch-size", "-B", type=int, default=1, help="samples per run (default 1)")
-    p.add_argument("--micro-batch", type=int, default=1, help="samples per pipeline token (default 1)")
+    p.add_argument("--batch-size", "-B", type=int,
+                   help="samples per run (default 1, or the batch a .pef was compiled for)")
+    p.add_argument("--micro-batch", type=int, help="samples per pipeline token (default 1)")
     p.add_argument("--set", action="append", metavar="PARAM=VALUE",
                    help="override a machine parameter, e.g. reconfig_us=5 or n_pmu=none; repeatable")
 
@@ -64,7 +65,7 @@ def compile_from_args(args: argparse.Namespace):
     graph = load_model_from_args(args)
     return nnbridge.compile(graph, backend="rdu", passes=parse_passes(getattr(args, "passes", None)),
                             opt_level=getattr(args, "opt_level", 1), mode=args.mode, preset=args.preset,
-                            batch_size=args.batch_size, micro_batch=args.micro_batch,
+                            batch_size=args.batch_size or 1, micro_batch=args.micro_batch or 1,
                             **machine_overrides(args.set))
 
 

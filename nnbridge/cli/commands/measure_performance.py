@@ -26,7 +26,7 @@ def run(args) -> int:
     from .. import console
 
     exe = compile_from_args(args)
-    est = exe.measure_performance(args.batch_size, min(args.micro_batch, args.batch_size))
+    est = exe.measure_performance(args.batch_size, args.micro_batch)
     if args.plot:
         exe.section_report(est).plot(args.plot, stack=["pipeline_us", "reconfig_us", "spill_us", "weight_load_us"],
                                      label="index", ylabel="µs for the batch")

@@ -25,7 +25,7 @@ def run(args) -> int:
     from .. import console
 
     exe = compile_from_args(args)
-    est = exe.measure_performance(args.batch_size, min(args.micro_batch, args.batch_size))
+    est = exe.measure_performance(args.batch_size, args.micro_batch)
     report = exe.section_report(est, stages=args.stages)
     if args.plot:
         if args.stages:
