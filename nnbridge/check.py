@@ -115,8 +115,9 @@ def compare(name: str, actual: Any, expected: Any, rtol: float, atol: float) -> 
         return OutputCheck(name, shape, str(e.dtype), 0.0, 0.0, rtol, atol, True)
     both_nan = np.isnan(af) & np.isnan(ef)
     same_inf = np.isinf(ef) & (af == ef)
-    diff = np.where(both_nan | same_inf, 0.0, np.abs(af - ef))
-    rel = diff / np.maximum(np.abs(ef), np.finfo(np.float64).tiny)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(both_nan | same_inf, 0.0, np.abs(af - ef))
+        rel = diff / np.maximum(np.abs(ef), np.finfo(np.float64).tiny)
     finite_diff = np.nan_to_num(diff, nan=np.inf)
     ok = bool(np.all(finite_diff <= atol + rtol * np.abs(np.nan_to_num(ef, nan=0.0, posinf=0, neginf=0))))
     note = "" if a.dtype == e.dtype else f"dtype {a.dtype} != expected {e.dtype}"
