@@ -15,7 +15,7 @@ import numpy as np
 
 from ..ir import Graph, Node, Value
 from ..ir.passes import register_pass
-from .rewrite import bypass, remove_dead
+from .rewrite import bypass, remove_dead, replace_all, resolve
 
 
 def _same_shape(node: Node) -> bool:
@@ -94,19 +94,29 @@ NNBRIDGE_RULES = {"Reorder": RULES["Transpose"]}
 def eliminate(graph: Graph) -> bool:
     """Remove no-op nodes (Identity, Dropout, no-op Reshape/Transpose/Cast, x*1 …) and dead code."""
     changed = False
+    mapping: dict[int, Value] = {}  # removed output → the value it equals (applied in one sweep)
+    returned: list[tuple[Node, Value]] = []  # no-ops producing graph outputs: need a rename
     for node in graph.nodes:
         table = NNBRIDGE_RULES if node.domain == "nnbridge" else RULES if not node.domain else {}
         rule = table.get(node.op)
         if rule is None or not node.inputs or node.inputs[0] is None:
             continue
+        node.inputs = [resolve(mapping, v) for v in node.inputs]
         is_noop, keep_index = rule
         try:
             noop = is_noop(node)
         except (TypeError, ValueError):
             noop = False
-        if not noop:
+        keep = node.inputs[keep_index(node)] if noop else None
+        if keep is None:
             continue
-        keep: Value | None = node.inputs[keep_index(node)]
-        if keep is not None and bypass(graph, node, keep):
-            changed = True
+        if graph.is_output(node.outputs[0]):
+            returned.append((node, keep))
+            continue
+        graph.remove_node(node)
+        mapping[id(node.outputs[0])] = keep
+        changed = True
+    replace_all(graph, mapping)
+    for node, keep in returned:
+        changed |= bypass(graph, node, resolve(mapping, keep))
     return remove_dead(graph) or changed

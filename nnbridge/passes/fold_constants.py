@@ -14,9 +14,9 @@ import hashlib
 
 import numpy as np
 
-from ..ir import Graph, Node, TypeKind
+from ..ir import Graph, Node, TypeKind, Value
 from ..ir.passes import register_pass
-from .rewrite import remove_dead
+from .rewrite import remove_dead, replace_all, resolve
 
 #: a folded tensor larger than this (elements) stays a node (a size threshold like onnx-simplifier's)
 MAX_FOLDED_ELEMENTS = 1 << 28
@@ -29,35 +29,37 @@ _NEVER_FOLD = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUnifo
 def fold_constants(graph: Graph) -> bool:
     """Evaluate constant subgraphs (incl. Shape of static shapes) into initializers."""
     changed = False
-    seen: dict[tuple, str] = {}
+    seen: dict[tuple, Value] = {}
+    twins: dict[int, Value] = {}  # folded value → an identical constant already folded
     for node in graph.nodes:
-        results = _evaluate(node, graph)
+        results = _evaluate(node, graph, twins)
         if results is None:
             continue
         graph.remove_node(node)
         for out, array in zip(node.outputs, results):
             if array.size <= _DEDUP_ELEMENTS:
                 key = (array.dtype.str, array.shape, hashlib.sha1(array.tobytes()).hexdigest())
-                twin = graph.values.get(seen.get(key, ""))
-                if twin is not None and twin.const is not None:
-                    graph.replace_uses(out, twin)
+                if key in seen:
+                    twins[id(out)] = seen[key]
                     continue
-                seen[key] = out.name
+                seen[key] = out
             graph.values[out.name] = out
             out.producer = None
             graph.set_initializer(out, array)
         changed = True
     if changed:
+        replace_all(graph, twins)
         remove_dead(graph)
     return changed
 
 
-def _evaluate(node: Node, graph: Graph) -> list[np.ndarray] | None:
+def _evaluate(node: Node, graph: Graph, twins: dict[int, Value]) -> list[np.ndarray] | None:
     if node.op in _NEVER_FOLD or node.subgraphs() or any(graph.is_output(o) for o in node.outputs):
         return None
     if node.op in ("Shape", "Size") and not node.domain:
         return _static_shape(node)
-    if any(v is not None and v.const is None for v in node.inputs):
+    inputs = [resolve(twins, v) for v in node.inputs]
+    if any(v is not None and v.const is None for v in inputs):
         return None
     if any(o.type.kind is not TypeKind.TENSOR for o in node.outputs):
         return None
@@ -71,7 +73,7 @@ def _evaluate(node: Node, graph: Graph) -> list[np.ndarray] | None:
     if spec is None or spec.unsupported_reason(node):
         return None
     try:
-        result = spec.fn(KernelContext(node), *[v.const if v is not None else None for v in node.inputs])
+        result = spec.fn(KernelContext(node), *[v.const if v is not None else None for v in inputs])
     except Exception:  # an input the kernel rejects: leave the node for run time to report
         return None
     results = result if isinstance(result, tuple) else (result,)

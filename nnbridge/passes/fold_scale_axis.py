@@ -16,7 +16,7 @@ import numpy as np
 from ..ir import Graph, Node, Value
 from ..ir.passes import register_pass
 from .layouts import image_layout
-from .rewrite import add_const, bypass, channel_vector, remove_dead
+from .rewrite import Uses, add_const, bypass, channel_vector, remove_dead
 from .simplify_inference import fold_affine_into_producer
 
 _ANCHORS = {"Conv", "Gemm", "MatMul"}
@@ -26,6 +26,7 @@ _ANCHORS = {"Conv", "Gemm", "MatMul"}
 def fold_scale_axis(graph: Graph) -> bool:
     """Fold per-channel Mul/Add constants into the weights/bias of a preceding Conv/Gemm/MatMul."""
     changed = False
+    uses = Uses(graph)
     for node in graph.nodes:
         if node.graph is not graph or node.domain or node.op not in ("Mul", "Add"):
             continue
@@ -34,12 +35,13 @@ def fold_scale_axis(graph: Graph) -> bool:
             continue
         x, const = operand
         if node.op == "Mul":
-            result = _fold_scale(graph, x, const)
+            result = _fold_scale(graph, x, const, uses)
         else:
             vec = _channel_vec(x, const)
-            result = None if vec is None else fold_affine_into_producer(graph, x, np.ones(1), vec)
+            result = None if vec is None else fold_affine_into_producer(graph, x, np.ones(1), vec, uses)
         if result is not None:
-            changed |= bypass(graph, node, result)
+            changed |= bypass(graph, node, result, uses)
+
     if changed:
         remove_dead(graph)
     return changed
@@ -64,13 +66,13 @@ def _channel_vec(x: Value, const: np.ndarray) -> np.ndarray | None:
     return channel_vector(const, rank, axis)
 
 
-def _fold_scale(graph: Graph, x: Value, scale: np.ndarray) -> Value | None:
+def _fold_scale(graph: Graph, x: Value, scale: np.ndarray, uses: Uses) -> Value | None:
     """Walk from ``x`` up to an anchor; rewrite the chain with the scale folded. None if illegal."""
     chain: list[Node] = []
     value = x
     while True:
         producer = value.producer
-        if producer is None or producer.domain or len(graph.consumers(value)) != 1 or graph.is_output(value):
+        if producer is None or producer.domain or not uses.sole(value):
             return None
         if producer.op in _ANCHORS:
             break
@@ -88,7 +90,7 @@ def _fold_scale(graph: Graph, x: Value, scale: np.ndarray) -> Value | None:
     vec = _channel_vec(value, scale)
     if vec is None:
         return None
-    folded = fold_affine_into_producer(graph, value, vec, None)
+    folded = fold_affine_into_producer(graph, value, vec, None, uses)
     if folded is None:
         return None
     for node in chain:

@@ -202,14 +202,15 @@ def fuse_ops(graph: Graph, max_depth: int = MAX_FUSED_OPS) -> bool:
     if max_depth <= 1:
         return False
     groups = [g for g in partition(graph, max_depth) if len(g) > 1]
+    cmap = graph.consumer_map()  # groups are disjoint: the original readers decide what leaves a group
     for members in groups:
-        outline(graph, members)
+        outline(graph, members, cmap)
     return bool(groups)
 
 
-def outline(graph: Graph, members: list[Node]) -> Node:
+def outline(graph: Graph, members: list[Node], cmap: dict[int, list[Node]] | None = None) -> Node:
     """Replace ``members`` (topologically ordered) by one Fused node holding them."""
-    cmap = graph.consumer_map()
+    cmap = graph.consumer_map() if cmap is None else cmap
     inside = {id(n) for n in members}
     produced = {id(o) for n in members for o in n.outputs}
     ext_inputs: list[Value] = []

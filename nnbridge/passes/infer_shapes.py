@@ -19,6 +19,12 @@ from ..ir.passes import register_pass
 from .layouts import PERMS, SPATIAL_SLOTS, is_spatial, permute_shape, spatial_layout
 
 _DATA_LIMIT = 4096  # constants up to this many elements are passed to onnx as data
+_MEMO: dict[tuple, list | None] = {}  # node signature → inferred types (inference is pure)
+_MEMO_LIMIT = 100_000
+_SAME_TYPE_UNARY = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "Log", "Neg", "Abs", "Sqrt", "Reciprocal",
+                    "Elu", "Selu", "Softplus", "Softsign", "HardSigmoid", "HardSwish", "Erf", "Gelu", "Identity",
+                    "Floor", "Ceil", "Round", "Sin", "Cos", "Softmax", "LogSoftmax", "LRN"}
+_BROADCAST_ARITH = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean", "PRelu"}
 
 
 @register_pass("infer-shapes")
@@ -65,6 +71,59 @@ def _infer(node: Node) -> list[TensorType | None] | None:
         return rule(node) if rule else None
     if node.subgraphs() or any(v is not None and v.type.kind is not TypeKind.TENSOR for v in node.inputs):
         return None
+    if not node.domain:
+        fast = _fast_rule(node)
+        if fast is not None:
+            return fast
+    key = _signature(node)
+    if key is not None and key in _MEMO:
+        return _MEMO[key]
+    result = _infer_standard(node)
+    if key is not None:
+        if len(_MEMO) > _MEMO_LIMIT:
+            _MEMO.clear()
+        _MEMO[key] = result
+    return result
+
+
+def _fast_rule(node: Node) -> list[TensorType] | None:
+    """Shape-preserving unary ops and same-dtype broadcasting arithmetic, without onnx."""
+    types = [v.type for v in node.inputs if v is not None]
+    if len(node.outputs) != 1 or not types or not all(t.is_static and t.dtype is not None for t in types):
+        return None
+    x = types[0]
+    if node.op in _SAME_TYPE_UNARY and len(types) == 1:
+        return [TensorType(x.dtype, x.shape, Layout.default_for_rank(len(x.shape)))]
+    if node.op in _BROADCAST_ARITH and all(t.dtype is x.dtype for t in types):
+        shape = np.broadcast_shapes(*(t.shape for t in types))
+        return [TensorType(x.dtype, tuple(shape), Layout.default_for_rank(len(shape)))]
+    return None
+
+
+def _signature(node: Node) -> tuple | None:
+    """A hashable summary of everything onnx's inference reads (None: do not memoise)."""
+    parts: list = [node.op, node.domain]
+    for key, value in sorted(node.attrs.items()):
+        if isinstance(value, np.ndarray):
+            value = (value.dtype.str, value.shape, value.tobytes() if value.size <= _DATA_LIMIT else None)
+        elif isinstance(value, list):
+            value = tuple(tuple(v) if isinstance(v, list) else v for v in value)
+        try:
+            hash(value)
+        except TypeError:
+            return None
+        parts.append((key, value))
+    for v in node.inputs:
+        if v is None:
+            parts.append(None)
+            continue
+        const = v.const
+        data = const.tobytes() if const is not None and const.size <= _DATA_LIMIT and const.dtype != object else None
+        parts.append((v.type.dtype, v.type.shape, v.type.layout, data))
+    return tuple(parts)
+
+
+def _infer_standard(node: Node) -> list[TensorType | None] | None:
     if is_spatial(node) and spatial_layout(node) is Layout.NHWC:
         to_nchw = PERMS[(Layout.NHWC, Layout.NCHW)]
         slots = SPATIAL_SLOTS[node.op]

@@ -57,20 +57,23 @@ def _inplace_ok(node: Node) -> bool:
 
 def plan_memory(graph: Graph) -> MemoryPlan:
     """The best plan over the match ranges for ``graph``'s current topological order."""
+    steps = [(node, _reads(node), _inplace_ok(node)) for node in graph.nodes]
+    sizes = {id(v): _size(v) for node, reads, _ in steps for v in reads + node.outputs}
     best = None
     for match_range in MATCH_RANGES:
-        plan = _plan(graph, match_range)
+        plan = _plan(graph, steps, sizes, match_range)
         if best is None or plan.total_bytes < best.total_bytes:
             best = plan
+    best.live_peak_bytes = live_peak_bytes(graph)  # type: ignore[union-attr]
     return best  # type: ignore[return-value]
 
 
-def _plan(graph: Graph, match_range: int) -> MemoryPlan:
-    nodes = graph.nodes
+def _plan(graph: Graph, steps: list[tuple[Node, list[Value], bool]], sizes: dict[int, int],
+          match_range: int) -> MemoryPlan:
     external = {id(v) for v in graph.inputs} | {id(v) for v in graph.values.values() if v.const is not None}
     refs: dict[int, int] = {}
-    for node in nodes:
-        for v in _reads(node):
+    for _, reads, _ in steps:
+        for v in reads:
             if id(v) not in external:
                 refs[id(v)] = refs.get(id(v), 0) + 1
     for v in graph.outputs:
@@ -95,21 +98,21 @@ def _plan(graph: Graph, match_range: int) -> MemoryPlan:
         sid = storage_of[id(value)]
         bisect.insort(free, (plan.storage_bytes[sid], sid))
 
-    for node in nodes:
-        reads = [v for v in _reads(node) if id(v) not in external]
+    for node, all_reads, inplace_ok in steps:
+        reads = [v for v in all_reads if id(v) not in external]
         donated: set[int] = set()
-        for out in sorted(node.outputs, key=_size, reverse=True):
-            plan.unshared_bytes += _size(out)
+        for out in sorted(node.outputs, key=lambda o: sizes[id(o)], reverse=True):
+            plan.unshared_bytes += sizes[id(out)]
             sid = None
-            if _inplace_ok(node):
+            if inplace_ok:
                 for v in reads:
-                    if refs.get(id(v)) == 1 and id(v) not in donated and _size(v) == _size(out) \
+                    if refs.get(id(v)) == 1 and id(v) not in donated and sizes[id(v)] == sizes[id(out)] \
                             and id(v) in storage_of:
                         sid = storage_of[id(v)]
                         donated.add(id(v))
                         plan.inplace[out.name] = v.name
                         break
-            storage_of[id(out)] = sid if sid is not None else request(_size(out))
+            storage_of[id(out)] = sid if sid is not None else request(sizes[id(out)])
             plan.storage_of[out.name] = storage_of[id(out)]
         for v in reads:
             refs[id(v)] -= 1
@@ -120,7 +123,6 @@ def _plan(graph: Graph, match_range: int) -> MemoryPlan:
                 release(out)
     for v in graph.inputs:
         plan.storage_of[v.name] = EXTERNAL
-    plan.live_peak_bytes = live_peak_bytes(graph)
     return plan
 
 

@@ -25,6 +25,36 @@ def used_values(graph: Graph) -> set[int]:
     return used
 
 
+class Uses:
+    """Reader counts of values, rebuilt lazily after ``invalidate`` (a pass calls it after each
+    rewrite), so a pass asking "is this my only reader?" per node stays linear."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self._map: dict[int, list[Node]] | None = None
+
+    def invalidate(self) -> None:
+        self._map = None
+
+    def readers(self, value: Value) -> list[Node]:
+        if self._map is None:
+            self._map = self.graph.consumer_map()
+        return self._map.get(id(value), [])
+
+    def bypassed(self, node: Node, keep: Value) -> None:
+        """Record ``bypass(graph, node, keep)``: the node's readers now read ``keep``."""
+        out = node.outputs[0]
+        if self._map is None:
+            return
+        readers = [r for r in self._map.get(id(keep), []) if r is not node]
+        readers += [r for r in self._map.pop(id(out), []) if all(r is not k for k in readers)]
+        self._map[id(keep)] = readers
+
+    def sole(self, value: Value) -> bool:
+        """Exactly one node reads ``value`` and it is not a graph output."""
+        return len(self.readers(value)) == 1 and not self.graph.is_output(value)
+
+
 def remove_dead(graph: Graph) -> bool:
     """Drop nodes none of whose outputs are used, then unused initializers (one sweep each)."""
     changed = False
@@ -63,11 +93,12 @@ def set_output(node: Node, index: int, value: Value) -> None:
         graph.mark_dirty()
 
 
-def bypass(graph: Graph, node: Node, keep: Value) -> bool:
+def bypass(graph: Graph, node: Node, keep: Value, uses: Uses | None = None) -> bool:
     """Remove single-output ``node`` whose result equals ``keep``; False if that is impossible.
 
     Impossible only when the node's output is a graph output and ``keep`` cannot be
     renamed (it is a graph input, a constant, another output, or already returned).
+    With ``uses`` only the known readers are rewired (no walk over the whole graph).
     """
     out = node.outputs[0]
     if graph.is_output(out):
@@ -78,10 +109,42 @@ def bypass(graph: Graph, node: Node, keep: Value) -> bool:
         graph.replace_uses(keep, out)
         set_output(producer, producer.outputs.index(keep), out)
         out.type = keep.type
+        if uses is not None:
+            uses.invalidate()
         return True
     graph.remove_node(node)
-    graph.replace_uses(out, keep)
+    if uses is None:
+        graph.replace_uses(out, keep)
+        return True
+    for reader in list(uses.readers(out)):
+        reader.inputs = [keep if v is out else v for v in reader.inputs]
+        for sub in reader.subgraphs():
+            sub.replace_uses(out, keep)
+    graph.mark_dirty()
+    uses.bypassed(node, keep)
     return True
+
+
+def resolve(mapping: dict[int, Value], value: Value | None) -> Value | None:
+    """Follow a replacement chain (a → b → c) to its end."""
+    while value is not None and id(value) in mapping:
+        value = mapping[id(value)]
+    return value
+
+
+def replace_all(graph: Graph, mapping: dict[int, Value]) -> None:
+    """Apply many value replacements in one sweep over ``graph`` and its subgraphs (linear, not
+    one ``replace_uses`` walk per value). Graph outputs are left to the caller."""
+    if not mapping:
+        return
+    stack = [graph]
+    while stack:
+        g = stack.pop()
+        for node in g._nodes:
+            if any(v is not None and id(v) in mapping for v in node.inputs):
+                node.inputs = [resolve(mapping, v) for v in node.inputs]
+            stack.extend(node.subgraphs())
+        g.mark_dirty()
 
 
 def add_const(graph: Graph, hint: str, array: np.ndarray) -> Value:
