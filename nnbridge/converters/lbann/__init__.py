@@ -9,9 +9,11 @@ See docs/lbann.md and specs/lbann-format.md.
 from __future__ import annotations
 
 from .. import Format, register_format
+from .exporting import EXPORTERS
 from .reader import build_graph, read_prototext
+from .writer import graph_to_lbann, save_prototext
 
-__all__ = ["build_graph", "read_prototext"]
+__all__ = ["build_graph", "read_prototext", "graph_to_lbann", "save_prototext"]
 
 
 def _load(path, *, input_shapes=None, batch_size=None, **_):
@@ -21,6 +23,7 @@ def _load(path, *, input_shapes=None, batch_size=None, **_):
 register_format(Format(
     "lbann", (".prototext",),
     load=_load,
-    save=None,
+    save=save_prototext,
     description="LBANN model prototext (Era C; legacy Era A read); weights inline or as .npy",
+    supported_ops=lambda: set(EXPORTERS),
 ))

@@ -1,0 +1,326 @@
+"""ONNX → LBANN exporters for layers with weights or windows: convolution, pooling,
+fully-connected, normalization, softmax, embedding (specs/lbann-format.md §6.2, §8).
+
+Weights are registered as LBANN matrices (Height × Width) plus the natural array
+a ``.npy`` holds; ``weights.column_major`` later turns matrices into
+``value_initializer`` lists.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ir import Node
+from .exporting import ExportContext, Inexpressible, exporter
+
+
+def _pads(ctx: ExportContext, node: Node, spatial, kernel, strides, dilations) -> list[int]:
+    """Symmetric per-dim padding (auto_pad resolved); LBANN has no asymmetric pads."""
+    n = len(spatial)
+    auto = node.attr("auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        total = [max((math.ceil(i / s) - 1) * s + (k - 1) * d + 1 - i, 0)
+                 for i, k, s, d in zip(spatial, kernel, strides, dilations)]
+        if any(t % 2 for t in total):
+            raise Inexpressible(f"auto_pad {auto} needs asymmetric padding {total}; LBANN pads symmetrically")
+        return [t // 2 for t in total]
+    pads = [0] * (2 * n) if auto == "VALID" else list(node.attr("pads", [0] * (2 * n)))
+    if pads[:n] != pads[n:]:
+        raise Inexpressible(f"asymmetric pads {pads}; LBANN pads symmetrically")
+    return [int(p) for p in pads[:n]]
+
+
+def _window(ctx: ExportContext, node: Node, kernel: list[int]):
+    dims = ctx.sample(node.inputs[0])
+    n = len(kernel)
+    strides = [int(s) for s in node.attr("strides", [1] * n)]
+    dilations = [int(d) for d in node.attr("dilations", [1] * n)]
+    return dims, strides, dilations, _pads(ctx, node, dims[1:], kernel, strides, dilations)
+
+
+@exporter("Conv", "ConvTranspose")
+def _conv(ctx: ExportContext, node: Node) -> None:
+    x, w_value, b_value = node.input(0), node.input(1), node.input(2)
+    w = ctx.need_const(w_value, "the kernel")
+    kernel = [int(k) for k in node.attr("kernel_shape", list(w.shape[2:]))]
+    dims, strides, dilations, pads = _window(ctx, node, kernel)
+    groups = int(node.attr("group", 1))
+    transposed = node.op == "ConvTranspose"
+    if transposed and groups != 1:
+        raise Inexpressible("grouped ConvTranspose has no documented LBANN weight layout")
+    if transposed and node.attrs.get("output_shape"):
+        raise Inexpressible("output_shape is not expressible; give pads/output_padding instead")
+    out = node.outputs[0]
+    ctx.sample(out)
+    kind = "deconvolution" if transposed else "convolution"
+    layer, params = ctx.layer(out.name, [ctx.parent(x)], kind, out)
+    params.num_dims = len(kernel)
+    params.out_channels = int(w.shape[1] * groups if transposed else w.shape[0])
+    params.kernel_size.extend(kernel)
+    params.stride.extend(strides)
+    params.padding.extend(pads)
+    if transposed:
+        params.output_padding.extend(int(p) for p in node.attr("output_padding", [0] * len(kernel)))
+    params.groups.value = groups
+    params.has_bias.value = b_value is not None
+    params.dilation.extend(dilations)
+    layer.weights.append(ctx.add_weights(layer.name, "kernel", w.reshape(-1, 1), w))
+    if b_value is not None:
+        b = ctx.need_const(b_value, "the bias")
+        layer.weights.append(ctx.add_weights(layer.name, "bias", b.reshape(-1, 1), b))
+
+
+@exporter("MaxPool", "AveragePool")
+def _pool(ctx: ExportContext, node: Node) -> None:
+    if node.attr("ceil_mode", 0):
+        raise Inexpressible("ceil_mode = 1 pooling; LBANN rounds output sizes down")
+    if len(node.outputs) > 1 and ctx._consumers.get(id(node.outputs[1])):
+        raise Inexpressible("the Indices output of MaxPool has no LBANN equivalent")
+    kernel = [int(k) for k in node.attr("kernel_shape")]
+    dims, strides, dilations, pads = _window(ctx, node, kernel)
+    if any(d != 1 for d in dilations):
+        raise Inexpressible("dilated pooling; LBANN pooling has no dilation")
+    mode = "max" if node.op == "MaxPool" else ("average" if node.attr("count_include_pad", 0) else "average_no_pad")
+    _pooling(ctx, node, mode, kernel, strides, pads)
+
+
+def _pooling(ctx: ExportContext, node: Node, mode: str, kernel, strides, pads) -> None:
+    out = node.outputs[0]
+    ctx.sample(out)
+    _, params = ctx.layer(out.name, [ctx.parent(node.inputs[0])], "pooling", out)
+    params.pool_mode = mode
+    params.num_dims = len(kernel)
+    params.has_vectors = True
+    params.pool_dims.extend(kernel)
+    params.pool_pads.extend(pads)
+    params.pool_strides.extend(strides)
+
+
+@exporter("GlobalMaxPool")
+def _global_max_pool(ctx: ExportContext, node: Node) -> None:
+    spatial = list(ctx.sample(node.inputs[0])[1:])
+    _pooling(ctx, node, "max", spatial, [1] * len(spatial), [0] * len(spatial))
+
+
+@exporter("GlobalAveragePool")
+def _global_average_pool(ctx: ExportContext, node: Node) -> None:
+    out = node.outputs[0]
+    out_dims = ctx.sample(out)
+    mean, _ = ctx.layer(f"{out.name}_mean", [ctx.parent(node.inputs[0])], "channelwise_mean")
+    _, params = ctx.layer(out.name, [mean.name], "reshape", out)
+    params.dims.extend(out_dims)
+
+
+def _fully_connected(ctx: ExportContext, node: Node, x, linear: np.ndarray, bias: np.ndarray | None, out) -> None:
+    """``linear`` is the (out, in) matrix; written with transpose = true (LBANN's PyTorch frontend style)."""
+    dims = ctx.sample(x)
+    if len(dims) != 1 or linear.shape[1] != dims[0]:
+        raise Inexpressible(f"fully-connected input {list(dims)} does not match weights {list(linear.shape)}")
+    ctx.sample(out)
+    layer, params = ctx.layer(out.name, [ctx.parent(x)], "fully_connected", out)
+    params.num_neurons = int(linear.shape[0])
+    params.has_bias = bias is not None
+    params.transpose = True
+    layer.weights.append(ctx.add_weights(layer.name, "linearity", linear.T))
+    if bias is not None:
+        layer.weights.append(ctx.add_weights(layer.name, "bias", bias.reshape(-1, 1), bias.reshape(-1)))
+
+
+def _bias_vector(array: np.ndarray, n: int) -> np.ndarray | None:
+    """A bias that adds the same length-n vector to every row, else None."""
+    array = np.asarray(array, dtype=np.float32)
+    if array.size == 1 or (array.shape and array.shape[-1] == n and array.size == n):
+        return np.broadcast_to(array.reshape(-1), (n,)).copy()
+    return None
+
+
+@exporter("Gemm")
+def _gemm(ctx: ExportContext, node: Node) -> None:
+    if node.attr("transA", 0):
+        raise Inexpressible("transA = 1 transposes across the batch dimension")
+    b = ctx.need_const(node.input(1), "the B matrix").astype(np.float32)
+    linear = (b if node.attr("transB", 0) else b.T) * np.float32(node.attr("alpha", 1.0))
+    bias = None
+    if node.input(2) is not None:
+        c = ctx.need_const(node.input(2), "the C bias")
+        bias = _bias_vector(c, linear.shape[0])
+        if bias is None:
+            raise Inexpressible(f"C of shape {list(c.shape)} is not one bias vector for every sample")
+        bias = bias * np.float32(node.attr("beta", 1.0))
+    _fully_connected(ctx, node, node.inputs[0], linear, bias, node.outputs[0])
+
+
+@exporter("MatMul")
+def _matmul(ctx: ExportContext, node: Node) -> None:
+    a, b = node.inputs
+    rhs = ctx.const(b)
+    if ctx.const(a) is not None:
+        raise Inexpressible("a constant left operand; LBANN multiplies activations by weights on the right")
+    if rhs is None:
+        return _matmul_activations(ctx, node)
+    if rhs.ndim != 2:
+        raise Inexpressible(f"a constant right operand of rank {rhs.ndim}; LBANN takes a matrix")
+    out, bias = node.outputs[0], None
+    add = ctx.sole_consumer(out)
+    if add is not None and add.op == "Add" and not add.domain:
+        other = add.inputs[1] if add.inputs[0] is out else add.inputs[0]
+        c = ctx.const(other)
+        bias = None if c is None or c.ndim > len(out.type.shape or ()) else _bias_vector(c, rhs.shape[1])
+        if bias is not None:
+            ctx.absorbed.add(id(add))
+            out = add.outputs[0]
+    dims = ctx.sample(a)
+    if len(dims) == 1:
+        return _fully_connected(ctx, node, a, rhs.T, bias, out)
+    _channelwise_fully_connected(ctx, a, dims, rhs, bias, out)
+
+
+def _channelwise_fully_connected(ctx: ExportContext, a, dims, rhs: np.ndarray, bias, out) -> None:
+    """Rank ≥ 2 samples: the same affine map on every row (viewed as [rows, in])."""
+    parent = ctx.parent(a)
+    rows = math.prod(dims[:-1])
+    if len(dims) > 2:
+        view, params = ctx.layer(f"{out.name}_rows", [parent], "reshape")
+        params.dims.extend([rows, dims[-1]])
+        parent = view.name
+    final = len(dims) == 2
+    layer, params = ctx.layer(out.name if final else f"{out.name}_linear", [parent],
+                              "channelwise_fully_connected", out if final else None)
+    params.output_channel_dims.append(int(rhs.shape[1]))
+    params.bias.value = bias is not None
+    params.transpose.value = False
+    layer.weights.append(ctx.add_weights(layer.name, "linearity", rhs.T))  # out × in
+    if bias is not None:
+        layer.weights.append(ctx.add_weights(layer.name, "bias", bias.reshape(-1, 1), bias))
+    if not final:
+        _, shape = ctx.layer(out.name, [layer.name], "reshape", out)
+        shape.dims.extend(ctx.sample(out))
+
+
+def _matmul_activations(ctx: ExportContext, node: Node) -> None:
+    a, b = node.inputs
+    da, db = ctx.sample(a), ctx.sample(b)
+    if len(da) not in (2, 3) or len(db) != len(da) or da[:-2] != db[:-2]:
+        raise Inexpressible(f"matmul of {list(da)} by {list(db)}; LBANN multiplies 2-D or batched 3-D samples "
+                            f"without broadcasting")
+    out = node.outputs[0]
+    ctx.layer(out.name, [ctx.parent(a), ctx.parent(b)], "matmul", out)
+
+
+@exporter("BatchNormalization")
+def _batch_normalization(ctx: ExportContext, node: Node) -> None:
+    if node.attr("training_mode", 0) or len(node.outputs) > 1:
+        raise Inexpressible("training-mode BatchNormalization (extra outputs)")
+    stats = [ctx.need_const(node.input(i), what) for i, what in
+             ((1, "scale"), (2, "bias"), (3, "running mean"), (4, "running variance"))]
+    out = node.outputs[0]
+    ctx.sample(out)
+    layer, params = ctx.layer(out.name, [ctx.parent(node.inputs[0])], "batch_normalization", out)
+    params.decay = float(node.attr("momentum", 0.9))
+    params.epsilon = float(node.attr("epsilon", 1e-5))
+    if ctx.at_least("0.104"):
+        params.no_bessel_correction = True
+    for (suffix, frozen), array in zip((("scale", False), ("bias", False), ("running_mean", True),
+                                        ("running_variance", True)), stats):
+        layer.weights.append(ctx.add_weights(layer.name, suffix, array.reshape(-1, 1), array, frozen=frozen))
+
+
+@exporter("LayerNormalization")
+def _layer_norm(ctx: ExportContext, node: Node) -> None:
+    x, out = node.inputs[0], node.outputs[0]
+    if any(ctx._consumers.get(id(o)) for o in node.outputs[1:]):
+        raise Inexpressible("the Mean/InvStdDev outputs have no LBANN equivalent")
+    dims = ctx.sample(x)
+    axis = int(node.attr("axis", -1))
+    axis = axis + len(dims) + 1 if axis < 0 else axis
+    if axis < 1:
+        raise Inexpressible("normalizes across the batch dimension")
+    start = axis - 1
+    norm = dims[start:]
+    scale = ctx.per_sample_constant(ctx.need_const(node.input(1), "scale"), norm)
+    bias = ctx.per_sample_constant(ctx.const(node.input(2)) if node.input(2) is not None else
+                                   np.zeros(1, np.float32), norm)
+    epsilon = float(node.attr("epsilon", 1e-5))
+    if start and not ctx.at_least("develop"):
+        raise Inexpressible(f"normalizes dims {list(norm)} of a {list(dims)} sample; LBANN {ctx.version} "
+                            f"layer_norm normalizes whole samples (use --lbann-version develop for start_dim)")
+    affine = ctx.at_least("0.104")
+    layer, params = ctx.layer(out.name if affine else f"{out.name}_norm", [ctx.parent(x)], "layer_norm",
+                              out if affine else None)
+    params.epsilon.value = epsilon
+    if start:
+        params.start_dim = start - len(dims)
+    if affine:
+        params.scale = params.bias = True
+        layer.weights.append(ctx.add_weights(layer.name, "scale", scale.reshape(-1, 1), scale))
+        layer.weights.append(ctx.add_weights(layer.name, "bias", bias.reshape(-1, 1), bias))
+        return
+    sb, _ = ctx.layer(out.name, [layer.name], "entrywise_scale_bias", out)
+    sb.weights.append(ctx.add_weights(sb.name, "weights", np.stack([scale.reshape(-1), bias.reshape(-1)], 1)))
+
+
+@exporter("InstanceNormalization")
+def _instance_norm(ctx: ExportContext, node: Node) -> None:
+    out = node.outputs[0]
+    dims = ctx.sample(node.inputs[0])
+    scale = ctx.need_const(node.input(1), "scale").reshape(-1)
+    bias = ctx.need_const(node.input(2), "bias").reshape(-1)
+    norm, params = ctx.layer(f"{out.name}_norm", [ctx.parent(node.inputs[0])], "instance_norm")
+    params.epsilon.value = float(node.attr("epsilon", 1e-5))
+    if scale.size != dims[0] or bias.size != dims[0]:
+        raise Inexpressible(f"scale/bias of {scale.size}/{bias.size} values for {dims[0]} channels")
+    sb, _ = ctx.layer(out.name, [norm.name], "channelwise_scale_bias", out)
+    sb.weights.append(ctx.add_weights(sb.name, "weights", np.stack([scale, bias], 1)))
+
+
+@exporter("LRN")
+def _lrn(ctx: ExportContext, node: Node) -> None:
+    out = node.outputs[0]
+    ctx.sample(out)
+    _, params = ctx.layer(out.name, [ctx.parent(node.inputs[0])], "local_response_normalization", out)
+    params.window_width = int(node.attr("size"))
+    params.lrn_alpha = float(node.attr("alpha", 1e-4))
+    params.lrn_beta = float(node.attr("beta", 0.75))
+    params.lrn_k = float(node.attr("bias", 1.0))
+
+
+@exporter("Softmax", "LogSoftmax")
+def _softmax(ctx: ExportContext, node: Node) -> None:
+    x, out = node.inputs[0], node.outputs[0]
+    dims = ctx.sample(x)
+    axis = int(node.attr("axis", -1))
+    axis = axis + len(dims) + 1 if axis < 0 else axis
+    if axis != len(dims):
+        raise Inexpressible(f"{node.op} over axis {axis} of a rank-{len(dims) + 1} tensor; LBANN normalizes the "
+                            f"last axis only")
+    if len(dims) == 1:
+        ctx.layer(out.name, [ctx.parent(x)], "softmax" if node.op == "Softmax" else "log_softmax", out)
+        return
+    if node.op == "LogSoftmax":
+        raise Inexpressible("LogSoftmax over the last axis of a sample with more than one dim")
+    if ctx.at_least("0.104"):
+        _, params = ctx.layer(out.name, [ctx.parent(x)], "channelwise_softmax", out)
+        params.dim = -1
+        params.single_dim_mode = True
+        return
+    rows = math.prod(dims[:-1])  # v0.103: channelwise softmax of the [rows, last] view
+    view, params = ctx.layer(f"{out.name}_rows", [ctx.parent(x)], "reshape")
+    params.dims.extend([rows, dims[-1]])
+    soft, _ = ctx.layer(f"{out.name}_softmax", [view.name], "channelwise_softmax")
+    _, params = ctx.layer(out.name, [soft.name], "reshape", out)
+    params.dims.extend(dims)
+
+
+@exporter("Gather")
+def _gather(ctx: ExportContext, node: Node) -> None:
+    table = ctx.const(node.inputs[0])
+    if table is None or table.ndim != 2 or int(node.attr("axis", 0)) != 0:
+        raise Inexpressible("only a lookup in a constant 2-D table (axis 0) maps to LBANN's embedding")
+    out = node.outputs[0]
+    ctx.sample(node.inputs[1])
+    ctx.sample(out)
+    layer, params = ctx.layer(out.name, [ctx.parent(node.inputs[1])], "embedding", out)
+    params.num_embeddings, params.embedding_dim = int(table.shape[0]), int(table.shape[1])
+    layer.weights.append(ctx.add_weights(layer.name, "weights", table.T))  # embedding_dim × num_embeddings

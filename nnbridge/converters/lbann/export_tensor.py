@@ -1,0 +1,280 @@
+"""ONNX → LBANN exporters for activations, element-wise math and tensor reshuffling
+(specs/lbann-format.md §5, §8). Axes shift by one: LBANN's axis 0 is the first
+non-batch dim, and anything that moves or mixes the batch dim is refused.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir import DType, Node
+from .exporting import ExportContext, Inexpressible, exporter
+from .mapping import BINARY, UNARY, WITH_CONSTANT
+
+_SIMPLE = {"Relu": "relu", "Identity": "identity"}
+
+
+@exporter(*_SIMPLE)
+def _simple(ctx: ExportContext, node: Node) -> None:
+    out = node.outputs[0]
+    ctx.sample(out)
+    ctx.layer(out.name, [ctx.parent(node.inputs[0])], _SIMPLE[node.op], out)
+
+
+@exporter("LeakyRelu", "Elu")
+def _alpha_activation(ctx: ExportContext, node: Node) -> None:
+    out = node.outputs[0]
+    ctx.sample(out)
+    alpha = float(node.attr("alpha", 0.01 if node.op == "LeakyRelu" else 1.0))
+    if alpha == 0.0:  # LBANN reads 0 as "use the default"; both ops are Relu then
+        ctx.layer(out.name, [ctx.parent(node.inputs[0])], "relu", out)
+        return
+    kind = "leaky_relu" if node.op == "LeakyRelu" else "elu"
+    _, params = ctx.layer(out.name, [ctx.parent(node.inputs[0])], kind, out)
+    if node.op == "LeakyRelu":
+        params.negative_slope = alpha
+    else:
+        params.alpha = alpha
+
+
+@exporter("Dropout")
+def _dropout(ctx: ExportContext, node: Node) -> None:
+    if len(node.outputs) > 1 and ctx._consumers.get(id(node.outputs[1])):
+        raise Inexpressible("the dropout mask output has no LBANN equivalent")
+    ratio = ctx.const(node.input(1))
+    out = node.outputs[0]
+    ctx.sample(out)
+    _, params = ctx.layer(out.name, [ctx.parent(node.inputs[0])], "dropout", out)
+    params.keep_prob = 1.0 - float(0.5 if ratio is None else np.asarray(ratio).reshape(-1)[0])
+
+
+@exporter("Cast")
+def _cast(ctx: ExportContext, node: Node) -> None:
+    if DType(int(node.attr("to"))) is not DType.FLOAT32 or node.inputs[0].type.dtype is not DType.FLOAT32:
+        raise Inexpressible("LBANN layers compute in one floating-point type; only float32 → float32 casts map")
+    _simple_identity(ctx, node)
+
+
+def _simple_identity(ctx: ExportContext, node: Node) -> None:
+    out = node.outputs[0]
+    ctx.sample(out)
+    ctx.layer(out.name, [ctx.parent(node.inputs[0])], "identity", out)
+
+
+@exporter(*UNARY)
+def _unary(ctx: ExportContext, node: Node) -> None:
+    if node.op == "Gelu" and node.attr("approximate", "none") != "none":
+        raise Inexpressible("tanh-approximated Gelu; LBANN's GeluOperator is the exact one")
+    if node.op == "Selu" and (abs(node.attr("alpha", 1.67326319) - 1.67326319) > 1e-6 or
+                              abs(node.attr("gamma", 1.05070102) - 1.05070102) > 1e-6):
+        raise Inexpressible("Selu with non-standard alpha/gamma")
+    out = node.outputs[0]
+    ctx.sample(out)
+    ctx.operator_layer(out.name, [ctx.parent(node.inputs[0])], [ctx.operator(UNARY[node.op])], out)
+
+
+@exporter("Clip")
+def _clip(ctx: ExportContext, node: Node) -> None:
+    bounds = []
+    for i, default in ((1, -np.finfo(np.float32).max), (2, np.finfo(np.float32).max)):
+        if node.input(i) is None:
+            bounds.append(float(default))
+        else:
+            bounds.append(float(np.asarray(ctx.need_const(node.input(i), "a Clip bound")).reshape(-1)[0]))
+    out = node.outputs[0]
+    ctx.sample(out)
+    ctx.operator_layer(out.name, [ctx.parent(node.inputs[0])],
+                       [ctx.operator("ClampOperator", min=bounds[0], max=bounds[1])], out)
+
+
+@exporter("Sum")
+def _sum(ctx: ExportContext, node: Node) -> None:
+    out = node.outputs[0]
+    dims = ctx.sample(out)
+    if any(ctx.const(v) is not None or ctx.sample(v) != dims for v in node.inputs):
+        raise Inexpressible("Sum with constants or broadcasting; LBANN's sum adds same-shape activations")
+    ctx.layer(out.name, [ctx.parent(v) for v in node.inputs], "sum", out)
+
+
+@exporter(*BINARY)
+def _binary(ctx: ExportContext, node: Node) -> None:
+    a, b = node.inputs
+    out = node.outputs[0]
+    dims = ctx.sample(out)
+    ca, cb = ctx.const(a), ctx.const(b)
+    if ca is not None and cb is not None:
+        raise Inexpressible("both operands are constants (fold the expression first)")
+    if ca is None and cb is None:
+        if ctx.sample(a) != dims or ctx.sample(b) != dims:
+            raise Inexpressible(f"broadcasting {list(a.type.shape)} with {list(b.type.shape)}; LBANN does not "
+                                f"broadcast between activations")
+        ctx.operator_layer(out.name, [ctx.parent(a), ctx.parent(b)], [ctx.operator(BINARY[node.op])], out)
+        return
+    x, c, const_second = (a, cb, True) if cb is not None else (b, ca, False)
+    if ctx.sample(x) != dims:
+        raise Inexpressible(f"the constant {list(c.shape)} broadcasts the activation {list(x.type.shape)} "
+                            f"to a larger shape")
+    if np.asarray(c).size == 1:
+        _with_scalar(ctx, node, x, float(np.asarray(c).reshape(-1)[0]), const_second)
+    elif node.op in ("Add", "Sub", "Mul"):
+        _scale_bias(ctx, node, x, ctx.per_sample_constant(c, dims), const_second)
+    else:
+        parents = [ctx.parent(x), ctx.parent(b if const_second else a, dims)]
+        ctx.operator_layer(out.name, parents if const_second else parents[::-1],
+                           [ctx.operator(BINARY[node.op])], out)
+
+
+def _with_scalar(ctx: ExportContext, node: Node, x, c: float, const_second: bool) -> None:
+    out = node.outputs[0]
+    key = (node.op, const_second)
+    if key in WITH_CONSTANT:
+        ops = [ctx.operator(WITH_CONSTANT[key], constant=c)]
+    elif node.op == "Div" and const_second:
+        if c == 0.0:
+            raise Inexpressible("division by a constant zero")
+        ops = [ctx.operator("ScaleOperator", constant=1.0 / c)]
+    elif node.op == "Div":
+        ops = [ctx.operator("ReciprocalOperator"), ctx.operator("ScaleOperator", constant=c)]
+    elif node.op == "Pow" and const_second and c in (0.5, 1.0, 2.0):
+        ops = {0.5: [ctx.operator("SqrtOperator")], 1.0: [ctx.operator("ScaleOperator", constant=1.0)],
+               2.0: [ctx.operator("SquareOperator")]}[c]
+    else:
+        dims = ctx.sample(out)
+        parents = [ctx.parent(x), ctx.parent(node.inputs[1] if const_second else node.inputs[0], dims)]
+        ctx.operator_layer(out.name, parents if const_second else parents[::-1],
+                           [ctx.operator(BINARY[node.op])], out)
+        return
+    ctx.operator_layer(out.name, [ctx.parent(x)], ops, out)
+
+
+def _scale_bias(ctx: ExportContext, node: Node, x, c: np.ndarray, const_second: bool) -> None:
+    """x·s + b with constant s, b: channelwise when they vary along channels only, else entrywise."""
+    one, zero = np.ones_like(c), np.zeros_like(c)
+    table = {("Mul", True): (c, zero), ("Mul", False): (c, zero), ("Add", True): (one, c),
+             ("Add", False): (one, c), ("Sub", True): (one, -c), ("Sub", False): (-one, c)}
+    scale, bias = table[(node.op, const_second)]
+    out = node.outputs[0]
+    if _channel_only(scale) and _channel_only(bias):
+        layer, _ = ctx.layer(out.name, [ctx.parent(x)], "channelwise_scale_bias", out)
+        columns = [a.reshape(a.shape[0], -1)[:, 0] for a in (scale, bias)]
+    else:
+        layer, _ = ctx.layer(out.name, [ctx.parent(x)], "entrywise_scale_bias", out)
+        columns = [scale.reshape(-1), bias.reshape(-1)]
+    layer.weights.append(ctx.add_weights(layer.name, "weights", np.stack(columns, 1)))
+
+
+def _channel_only(a: np.ndarray) -> bool:
+    """True when a per-sample constant varies along the first (channel) dim only."""
+    if a.ndim < 2:
+        return False
+    first = a.reshape(a.shape[0], -1)[:, :1]
+    return bool(np.all(a.reshape(a.shape[0], -1) == first))
+
+
+# -- shape and data movement ---------------------------------------------------
+
+@exporter("Reshape", "Flatten", "Squeeze", "Unsqueeze")
+def _reshape(ctx: ExportContext, node: Node) -> None:
+    x, out = node.inputs[0], node.outputs[0]
+    ctx.sample(x)
+    if node.op == "Flatten" and int(node.attr("axis", 1)) % max(len(x.type.shape), 1) != 1:
+        raise Inexpressible("Flatten with axis ≠ 1 merges the batch dimension")
+    if node.op in ("Squeeze", "Unsqueeze"):
+        axes = ctx.const(node.input(1))
+        rank = len(out.type.shape if node.op == "Unsqueeze" else x.type.shape)
+        if axes is None or any(int(a) % rank == 0 for a in np.asarray(axes).reshape(-1)):
+            raise Inexpressible(f"{node.op} must name constant axes other than the batch dim")
+    dims = ctx.sample(out)
+    _, params = ctx.layer(out.name, [ctx.parent(x)], "reshape", out)
+    params.dims.extend(dims)
+
+
+@exporter("Transpose")
+def _transpose(ctx: ExportContext, node: Node) -> None:
+    x, out = node.inputs[0], node.outputs[0]
+    rank = len(ctx.sample(x)) + 1
+    perm = [int(p) for p in node.attr("perm", list(range(rank))[::-1])]
+    if perm[0] != 0:
+        raise Inexpressible(f"perm {perm} moves the batch dimension")
+    ctx.sample(out)
+    _, params = ctx.layer(out.name, [ctx.parent(x)], "permute", out)
+    params.axes.extend(p - 1 for p in perm[1:])
+
+
+def _axis(ctx: ExportContext, node: Node, rank: int) -> int:
+    axis = int(node.attr("axis", 0))
+    axis = axis + rank if axis < 0 else axis
+    if axis == 0:
+        raise Inexpressible("works along the batch dimension")
+    return axis - 1
+
+
+@exporter("Concat")
+def _concat(ctx: ExportContext, node: Node) -> None:
+    out = node.outputs[0]
+    dims = ctx.sample(out)
+    axis = _axis(ctx, node, len(dims) + 1)
+    parents = []
+    for v in node.inputs:
+        if ctx.const(v) is not None:
+            part = list(dims)
+            part[axis] = int(v.type.shape[axis + 1])
+            parents.append(ctx.parent(v, part))
+        else:
+            ctx.sample(v)
+            parents.append(ctx.parent(v))
+    _, params = ctx.layer(out.name, parents, "concatenation", out)
+    params.axis = axis
+
+
+@exporter("Split")
+def _split(ctx: ExportContext, node: Node) -> None:
+    x = node.inputs[0]
+    dims = ctx.sample(x)
+    axis = _axis(ctx, node, len(dims) + 1)
+    sizes = [ctx.sample(o)[axis] for o in node.outputs]
+    points = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
+    _slice_layer(ctx, node, ctx.parent(x), axis, points, list(node.outputs))
+
+
+def _slice_layer(ctx: ExportContext, node: Node, parent: str, axis: int, points, outputs) -> None:
+    """A slice layer whose outputs feed one identity child per output (LBANN's child order)."""
+    slicer, params = ctx.layer(f"{outputs[0].name}_slice" if len(outputs) > 1 else outputs[0].name, [parent],
+                               "slice", outputs[0] if len(outputs) == 1 else None)
+    params.axis = axis
+    params.slice_points.extend(int(p) for p in points)
+    if len(outputs) > 1:
+        children = [ctx.layer(o.name, [slicer.name], "identity", o)[0].name for o in outputs]
+        slicer.children.extend(children)
+
+
+@exporter("Slice")
+def _slice(ctx: ExportContext, node: Node) -> None:
+    x, out = node.inputs[0], node.outputs[0]
+    dims = list(ctx.sample(x))
+    starts, ends = (np.asarray(ctx.need_const(node.input(i), what)).reshape(-1) for i, what in
+                    ((1, "starts"), (2, "ends")))
+    axes = np.arange(len(starts)) if node.input(3) is None else np.asarray(ctx.need_const(node.input(3), "axes"))
+    steps = np.ones(len(starts), int) if node.input(4) is None else np.asarray(ctx.need_const(node.input(4), "steps"))
+    rank = len(dims) + 1
+    cuts = []
+    for start, end, axis, step in zip(starts, ends, axes.reshape(-1), steps.reshape(-1)):
+        axis = int(axis) % rank
+        if step != 1:
+            raise Inexpressible("strided Slice; LBANN slices contiguous ranges")
+        if axis == 0:
+            raise Inexpressible("slices the batch dimension")
+        size = dims[axis - 1]
+        lo, hi = (int(np.clip(v + size if v < 0 else v, 0, size)) for v in (start, end))
+        if (lo, hi) != (0, size):
+            cuts.append((axis - 1, lo, hi))
+    if not cuts:
+        return _simple_identity(ctx, node)
+    parent = ctx.parent(x)
+    for i, (axis, lo, hi) in enumerate(cuts):
+        last = i == len(cuts) - 1
+        layer, params = ctx.layer(out.name if last else f"{out.name}_axis{axis}", [parent], "slice",
+                                  out if last else None)
+        params.axis = axis
+        params.slice_points.extend([lo, hi])
+        parent = layer.name

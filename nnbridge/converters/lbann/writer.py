@@ -1,0 +1,140 @@
+"""IR ``Graph`` → LBANN Era C prototext (+ ``.npy`` weights), written atomically.
+
+Steps: fold constant sub-expressions and make shapes static (``prepare``), map
+every node with the registered exporters (``export_nn``, ``export_tensor``) —
+collecting *all* nodes LBANN cannot express into one error — then emit
+``trainer { mini_batch_size }``, ``model { layer … weights … }`` and the default
+``optimizer { no_optimizer {} }`` (specs/lbann-format.md §3.1), printed the way
+LBANN's own Python frontend prints (field-number order).
+
+Trained weights travel inline (``value_initializer``, column-major) or as one
+``.npy`` per weights object in ``<stem>_weights/`` beside the prototext
+(``numpy_initializer``); by default inline up to 1 M parameters.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import FormatError, InputError, Unsupported, UnsupportedOpError
+from ...fileio import atomic_outputs
+from ...ir import Graph
+from ...protos.lbann import lbann_pb2
+from . import export_nn, export_tensor, textio  # noqa: F401 - register the exporters
+from .exporting import EXPORTERS, ExportContext, Inexpressible, WeightsEntry
+from .mapping import LBANN_VERSIONS
+from .prepare import fold_constants, needs_shape_inference
+from .weights import NPY_THRESHOLD, column_major
+
+DEFAULT_VERSION = "0.104"
+
+
+def graph_to_lbann(graph: Graph, version: str = DEFAULT_VERSION
+                   ) -> tuple[lbann_pb2.LbannPB, list[WeightsEntry], textio.Header]:
+    """The LbannPB message (weights not yet attached), the weights, and the header metadata."""
+    if version not in LBANN_VERSIONS:
+        raise InputError(f"unknown LBANN version '{version}'; choose from {', '.join(LBANN_VERSIONS)}")
+    graph = _prepared(graph)
+    batch = _batch(graph)
+    ctx = ExportContext(graph, version, batch)
+    header = textio.Header()
+    for i, value in enumerate(graph.inputs):
+        try:
+            dims = ctx.sample(value)
+        except Inexpressible as exc:
+            raise FormatError(f"graph input {exc}") from None
+        layer, params = ctx.layer(value.name, [], "input", value)
+        params.data_field = "samples" if i == 0 else layer.name
+        header.inputs[layer.name] = (dims, value.type.dtype.short if value.type.dtype else "float32")
+    bad: list[Unsupported] = []
+    for node in graph.nodes:
+        if id(node) in ctx.absorbed:
+            continue
+        fn = None if node.domain else EXPORTERS.get(node.op)
+        try:
+            if fn is None:
+                raise Inexpressible("LBANN has no equivalent layer or operator")
+            fn(ctx, node)
+        except Inexpressible as exc:
+            bad.append(Unsupported(node.op, node.name, str(exc), node.domain))
+            for out in node.outputs:  # keep going without cascading errors downstream
+                ctx.bind(out, f"<{node.name}>")
+    if bad:
+        raise UnsupportedOpError(f"LBANN {version} (Era C)", bad)
+    for value in graph.outputs:
+        name = ctx.layer_of.get(id(value))
+        if name is None or any(layer.name == name and layer.WhichOneof("layer_type") == "input"
+                               for layer in ctx.layers):
+            name = ctx.layer(f"{value.name}_output", [ctx.parent(value)], "identity")[0].name
+        header.outputs.append(name)
+    message = lbann_pb2.LbannPB()
+    message.model.name = graph.name
+    message.model.layer.extend(ctx.layers)
+    message.optimizer.no_optimizer.SetInParent()
+    message.trainer.mini_batch_size = batch if isinstance(batch, int) else 1
+    return message, ctx.weights, header
+
+
+def _prepared(graph: Graph) -> Graph:
+    graph = graph.copy()
+    fold_constants(graph)
+    if needs_shape_inference(graph):
+        from ..onnx import graph_to_model, load_onnx
+
+        graph = load_onnx(graph_to_model(graph))
+        fold_constants(graph)
+    return graph
+
+
+def _batch(graph: Graph) -> int | str:
+    if not graph.inputs:
+        raise FormatError(f"graph '{graph.name}' has no inputs; an LBANN model starts at input layers")
+    firsts = {v.type.shape[0] if v.type.shape else None for v in graph.inputs}
+    if len(firsts) != 1 or None in firsts:
+        raise FormatError(f"graph '{graph.name}': inputs must share a known leading batch dimension, got "
+                          f"{[list(v.type.shape or []) for v in graph.inputs]}")
+    return firsts.pop()
+
+
+_FILE_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def save_prototext(graph: Graph, path: str | os.PathLike, *, lbann_weights: str | None = None,
+                   lbann_version: str = DEFAULT_VERSION, lbann_npy_paths: str = "relative", **_options) -> Path:
+    """Write ``graph`` as an LBANN prototext; weights ``inline``, ``npy`` or by size (None)."""
+    path = Path(path)
+    if lbann_weights not in (None, "inline", "npy"):
+        raise InputError(f"lbann_weights must be 'inline' or 'npy', not '{lbann_weights}'")
+    if lbann_npy_paths not in ("relative", "absolute"):
+        raise InputError(f"lbann_npy_paths must be 'relative' or 'absolute', not '{lbann_npy_paths}'")
+    message, entries, header = graph_to_lbann(graph, lbann_version)
+    total = sum(e.matrix.size for e in entries)
+    mode = lbann_weights or ("npy" if total > NPY_THRESHOLD else "inline")
+    files: list[tuple[Path, np.ndarray]] = []
+    used: set[str] = set()
+    for entry in entries:
+        w = message.model.weights.add(name=entry.name)
+        if entry.frozen:
+            w.optimizer.no_optimizer.SetInParent()
+        if mode == "inline":
+            w.initializer.value_initializer.values.extend(column_major(entry.matrix))
+            continue
+        stem = _FILE_SAFE.sub("_", entry.name)
+        while stem in used:
+            stem += "_"
+        used.add(stem)
+        relative = f"{path.stem}_weights/{stem}.npy"
+        target = path.parent / relative
+        w.initializer.numpy_initializer.file = str(target.resolve()) if lbann_npy_paths == "absolute" else relative
+        files.append((target, entry.npy))
+    text = textio.format_header(lbann_version, header) + textio.to_text(message)
+    with atomic_outputs([path, *(f for f, _ in files)]) as temps:
+        temps[0].write_text(text, encoding="utf-8")
+        for tmp, (_, array) in zip(temps[1:], files):
+            with open(tmp, "wb") as fh:
+                np.save(fh, np.ascontiguousarray(array, dtype=np.float32), allow_pickle=False)
+    return path
