@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...report import Report
 from ..common import add_backend_args, add_model_args, add_parser
 from .compile import add_rdu_args, compile_from_args
 
@@ -36,8 +37,24 @@ def run(args) -> int:
     if args.json:
         console.print(report.to_json(), soft_wrap=True)
         return 0
-    console.print(report.to_table(title=f"RDU sections: {exe.graph.name} ({est.machine}, {est.mode}, "
-                                        f"batch {est.batch_size})"))
+    what = "stages" if args.stages else "sections"
+    title = f"RDU {what}: {exe.graph.name} ({est.machine}, {est.mode}, batch {est.batch_size})"
+    console.print(_display(report).to_table(title=title))
     if args.plot:
         console.print(f"plot written to {args.plot}")
     return 0
+
+
+#: short column headings for the terminal table (JSON keeps the descriptive names)
+_SHORT = {"index": "#", "section": "sec", "kernels": "kern", "pcus": "PCU", "pmus": "PMU", "stage_us": "stage µs",
+          "pipeline_us": "pipe µs", "reconfig_us": "reconf µs", "spill_us": "spill µs", "weight_load_us": "wload µs",
+          "total_us": "total µs", "flops_per_sample": "FLOP", "compute_us": "comp µs", "pmu_us": "PMU µs",
+          "network_us": "net µs", "offchip_us": "off-chip µs", "bottleneck": "limit"}
+_TOTALS = ("sections", "kernels", "ops", "latency_us", "throughput_samples_per_s", "flops_utilization")
+
+
+def _display(report: Report) -> Report:
+    short = Report(report.backend, report.model, totals={k: report.totals[k] for k in _TOTALS})
+    for row in report.rows:
+        short.add_row(**{_SHORT.get(k, k): v for k, v in row.items()})
+    return short
