@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import Format, register_format
+from . import lowering  # noqa: F401 - registers the ONNX exporters of nnbridge-domain ops
 from .reader import load_onnx, model_to_graph
 from .writer import graph_to_model, register_exporter, save_onnx
 
