@@ -98,19 +98,12 @@ def _pooling(ctx: ExportContext, node: Node, mode: str, kernel, strides, pads) -
     params.pool_strides.extend(strides)
 
 
-@exporter("GlobalMaxPool")
-def _global_max_pool(ctx: ExportContext, node: Node) -> None:
+@exporter("GlobalMaxPool", "GlobalAveragePool")
+def _global_pool(ctx: ExportContext, node: Node) -> None:
+    """A window over the whole image keeps the 4-D result (spec §8 also allows channelwise_mean)."""
     spatial = list(ctx.sample(node.inputs[0])[1:])
-    _pooling(ctx, node, "max", spatial, [1] * len(spatial), [0] * len(spatial))
-
-
-@exporter("GlobalAveragePool")
-def _global_average_pool(ctx: ExportContext, node: Node) -> None:
-    out = node.outputs[0]
-    out_dims = ctx.sample(out)
-    mean, _ = ctx.layer(f"{out.name}_mean", [ctx.parent(node.inputs[0])], "channelwise_mean")
-    _, params = ctx.layer(out.name, [mean.name], "reshape", out)
-    params.dims.extend(out_dims)
+    mode = "max" if node.op == "GlobalMaxPool" else "average"
+    _pooling(ctx, node, mode, spatial, [1] * len(spatial), [0] * len(spatial))
 
 
 def _fully_connected(ctx: ExportContext, node: Node, x, linear: np.ndarray, bias: np.ndarray | None, out) -> None:
