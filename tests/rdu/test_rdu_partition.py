@@ -112,3 +112,22 @@ def test_bad_options_are_clear():
         nnbridge.compile(linear_relu(), backend="rdu", mode="o3")
     with pytest.raises(InputError, match="micro-batch"):
         nnbridge.compile(linear_relu(), backend="rdu", batch_size=2, micro_batch=4)
+
+
+def test_groups_of_the_generic_fuse_pass_are_inlined_before_partitioning():
+    from collections import Counter
+
+    from nnbridge.backends.rdu.unfuse import inline_fused
+    from nnbridge.ir import run_passes
+
+    original = nnbridge.load(build("transformer_tiny"))
+    fused = original.copy()
+    run_passes(fused, ["fuse"])
+    assert any(n.op == "Fused" for n in fused.nodes)
+    assert inline_fused(fused) > 0
+    fused.verify()
+    assert Counter(n.op for n in fused.nodes) == Counter(n.op for n in original.nodes)
+    assert len(partition(fused, SN40L, "o0")) == len(original.nodes)
+    o1 = nnbridge.compile(build("transformer_tiny"), backend="rdu", mode="o1")  # default pipeline fuses first
+    assert not any(n.op == "Fused" for n in o1.graph.nodes)
+    assert o1.estimate.totals["ops"] == len(o1.graph.nodes)

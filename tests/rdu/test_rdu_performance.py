@@ -92,3 +92,17 @@ def test_measure_performance_rescales_with_batch_on_a_fixed_placement():
     assert many["stage_latency_us"] == pytest.approx(one["stage_latency_us"])
     micro = exe.measure_performance(batch_size=100, micro_batch=10)
     assert micro.micro_batch == 10 and micro.totals["latency_us"] > 0
+
+
+def test_symbolic_shapes_are_reported_not_silently_costed():
+    from onnx import TensorProto, helper
+
+    from nnbridge.ir import IR_OPSET
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "dyn",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", IR_OPSET)])
+    exe = nnbridge.compile(model, backend="rdu")
+    assert exe.estimate.totals["unknown_shape_values"] == 2
+    assert any("no static shape" in note for note in exe.section_report().notes)

@@ -18,19 +18,33 @@ StageTime = Callable[[int, int], tuple[float, str]]  # (stage index, pcus) → (
 
 
 def water_fill(n_stages: int, budget: int, max_pcus: list[int], stage_time: StageTime) -> list[int]:
-    """PCUs per stage minimising the slowest stage, with at most ``budget`` PCUs in total."""
+    """PCUs per stage minimising the slowest stage, with at most ``budget`` PCUs in total.
+
+    Equivalent to handing out PCUs one at a time to the slowest stage, but each round jumps
+    straight to the fewest PCUs that make that stage no slower than the runner-up (or that
+    reach its plateau), found by bisection since stage time never grows with more PCUs.
+    """
     pcus = [1] * n_stages
     spare = budget - n_stages
     heap = [(-stage_time(i, 1)[0], i) for i in range(n_stages)]
     heapq.heapify(heap)
     while spare > 0 and heap:
-        _, i = heapq.heappop(heap)
-        now = stage_time(i, pcus[i])[0]
-        if pcus[i] >= max_pcus[i] or stage_time(i, pcus[i] + 1)[0] >= now:
+        neg_now, i = heapq.heappop(heap)
+        top = min(max_pcus[i], pcus[i] + spare)
+        if top <= pcus[i] or stage_time(i, pcus[i] + 1)[0] >= -neg_now:
             break  # the slowest stage is stuck: more PCUs elsewhere cannot help throughput
-        pcus[i] += 1
-        spare -= 1
-        heapq.heappush(heap, (-stage_time(i, pcus[i])[0], i))
+        runner_up = -heap[0][0] if heap else 0.0
+        floor = max(runner_up, stage_time(i, top)[0])
+        lo, hi = pcus[i] + 1, top
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if stage_time(i, mid)[0] <= floor:
+                hi = mid
+            else:
+                lo = mid + 1
+        spare -= lo - pcus[i]
+        pcus[i] = lo
+        heapq.heappush(heap, (-stage_time(i, lo)[0], i))
     return pcus
 
 

@@ -26,6 +26,9 @@ from .pipeline_model import Estimate, estimate, samples_per_call
 from .presets import DEFAULT_PRESET
 from .unfuse import inline_fused
 
+UNKNOWN_SHAPES = ("{n} tensor(s) have no static shape; their bytes and work are not counted in the estimate "
+                  "(give the model static input shapes)")
+
 
 class RduExecutable(Executable):
     def __init__(self, graph: Graph, machine: Machine, options: CompileOptions, sections: list[Section],
@@ -61,6 +64,8 @@ class RduExecutable(Executable):
             report.add_row(**data)
         report.notes.append(f"machine {est.machine}, mode {est.mode}, batch {est.batch_size}, "
                             f"micro-batch {est.micro_batch}")
+        if est.totals["unknown_shape_values"]:
+            report.notes.append(UNKNOWN_SHAPES.format(n=est.totals["unknown_shape_values"]))
         return report
 
     def plan(self) -> dict[str, Any]:

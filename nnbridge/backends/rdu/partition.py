@@ -42,6 +42,7 @@ class Kernel:
     pmus: int = 0
     pcus: int = 1
     streamed_weights: bool = False  # weights do not fit on chip: streamed from off-chip
+    unknown_shapes: int = 0  # values without a static shape (their bytes and work are not counted)
     pcu_range: tuple[int, int] = (0, 0)
     pmu_range: tuple[int, int] = (0, 0)
 
@@ -185,6 +186,7 @@ def _make_kernel(index: int, ops: list[Node], machine: Machine, consumers: dict[
         flops=sum(c.flops for c in costs), weight_bytes=sum(c.weight_bytes for c in costs),
         inputs=inputs, outputs=outputs, buffer_bytes=buffers,
         max_pcus=max(1, int(result_elems) // machine.pcu_lanes),
+        unknown_shapes=sum(c.unknown_shapes for c in costs),
     )
 
 

@@ -206,4 +206,5 @@ def _totals(est: Estimate, sections: list[Section], machine: Machine, samples: i
         "reconfig_us": sum(s.reconfig_us for s in est.sections),
         "spill_us": sum(s.spill_us for s in est.sections),
         "weight_load_us": sum(s.weight_load_us for s in est.sections),
+        "unknown_shape_values": sum(k.unknown_shapes for s in sections for k in s.kernels),
     }

@@ -47,6 +47,10 @@ def run(args) -> int:
         f"memory: {t['memory_bytes'] / 2**20:,.2f} MiB in {t['memory_units']} units "
         f"({100 * t['memory_utilization']:.1f} %)",
     ]
+    if t["unknown_shape_values"]:
+        from ...backends.rdu.backend import UNKNOWN_SHAPES
+
+        lines.append("[yellow]warning:[/] " + UNKNOWN_SHAPES.format(n=t["unknown_shape_values"]))
     for line in lines:
         console.print(line)
     if args.plot:
