@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from google.protobuf import text_format
 from google.protobuf.message import Message
 
@@ -50,6 +51,9 @@ def read_text(path: Path) -> str:
 
 def parse(text: str, source: str) -> tuple[Message, str]:
     """Parse with the Era C schema, else Era A; returns (message, era)."""
+    fast = _parse_with_bulk_values(text)
+    if fast is not None:
+        return fast, ERA_C
     errors = {}
     for era, cls, label in ((ERA_C, lbann_pb2.LbannPB, "Era C (LBANN v0.103 and later)"),
                             (ERA_A, lbann_v099_pb2.LbannPB, "legacy Era A (LBANN v0.98–v0.99)")):
@@ -60,6 +64,41 @@ def parse(text: str, source: str) -> tuple[Message, str]:
     listing = "; ".join(f"as {label}: {msg}" for label, msg in errors.items())
     raise FormatError(f"{source}: not an LBANN model of any supported schema era (stale or unknown "
                       f"era, or not LBANN) — {listing}")
+
+
+# Inline weights are long runs of "values: <number>" lines, which protobuf's pure-Python
+# text tokenizer reads at a few µs each. Such blocks are cut out and converted with
+# numpy; the rest of the file still goes through the strict parser (with the same line
+# numbers), and the result is used only if every value_initializer is accounted for.
+_VALUES_BLOCK = re.compile(r"value_initializer\s*\{((?:\s*values\s*:\s*[-+0-9.eE]+)+)\s*\}")
+_VALUE = re.compile(r"values\s*:\s*([-+0-9.eE]+)")
+
+
+def _parse_with_bulk_values(text: str) -> Message | None:
+    blocks: list[np.ndarray] = []
+
+    def cut(match: re.Match) -> str:
+        try:
+            blocks.append(np.array(_VALUE.findall(match.group(1)), dtype=np.float64).astype(np.float32))
+        except ValueError:
+            return match.group(0)
+        return "value_initializer {" + "\n" * match.group(0).count("\n") + "}"
+
+    stripped = _VALUES_BLOCK.sub(cut, text)
+    if not blocks:
+        return None
+    try:
+        message = text_format.Parse(stripped, lbann_pb2.LbannPB())
+    except text_format.ParseError:
+        return None
+    targets = [w.initializer.value_initializer for w in message.model.weights
+               if w.initializer.WhichOneof("initializer_type") == "value_initializer"]
+    if len(targets) != len(blocks) or text.count("value_initializer") != len(blocks) or \
+            any(len(t.values) or len(t.values_d) for t in targets):
+        return None
+    for target, values in zip(targets, blocks):
+        target.values.extend(values)
+    return message
 
 
 def _describe(exc: text_format.ParseError) -> str:
@@ -94,6 +133,24 @@ def format_header(version: str, header: Header) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_text(message: Message) -> str:
-    """LBANN's own printing convention: fields in field-number order (§2)."""
-    return text_format.MessageToString(message, use_index_order=True)
+def to_text(message: Message, values: list[np.ndarray] | None = None) -> str:
+    """LBANN's own printing convention: fields in field-number order (§2).
+
+    ``values`` fills the empty ``value_initializer {}`` blocks in order; they are
+    formatted with numpy (9 significant digits round-trip float32 exactly) because
+    protobuf's printer takes seconds per million values.
+    """
+    text = text_format.MessageToString(message, use_index_order=True)
+    if not values:
+        return text
+    queue = iter(values)
+
+    def fill(match: re.Match) -> str:
+        indent = match.group(1)
+        array = next(queue)
+        if not array.size:
+            return match.group(0)
+        body = f"\n{indent}  values: ".join(f"{v:.9g}" for v in np.asarray(array, np.float32).tolist())
+        return f"{indent}value_initializer {{\n{indent}  values: {body}\n{indent}}}"
+
+    return re.sub(r"(?m)^( *)value_initializer \{\n\1\}", fill, text)

@@ -116,12 +116,14 @@ def save_prototext(graph: Graph, path: str | os.PathLike, *, lbann_weights: str 
     mode = lbann_weights or ("npy" if total > NPY_THRESHOLD else "inline")
     files: list[tuple[Path, np.ndarray]] = []
     used: set[str] = set()
+    inline: list[np.ndarray] = []
     for entry in entries:
         w = message.model.weights.add(name=entry.name)
         if entry.frozen:
             w.optimizer.no_optimizer.SetInParent()
         if mode == "inline":
-            w.initializer.value_initializer.values.extend(column_major(entry.matrix))
+            w.initializer.value_initializer.SetInParent()
+            inline.append(column_major(entry.matrix))
             continue
         stem = _FILE_SAFE.sub("_", entry.name)
         while stem in used:
@@ -131,7 +133,7 @@ def save_prototext(graph: Graph, path: str | os.PathLike, *, lbann_weights: str 
         target = path.parent / relative
         w.initializer.numpy_initializer.file = str(target.resolve()) if lbann_npy_paths == "absolute" else relative
         files.append((target, entry.npy))
-    text = textio.format_header(lbann_version, header) + textio.to_text(message)
+    text = textio.format_header(lbann_version, header) + textio.to_text(message, inline)
     with atomic_outputs([path, *(f for f, _ in files)]) as temps:
         temps[0].write_text(text, encoding="utf-8")
         for tmp, (_, array) in zip(temps[1:], files):

@@ -1,0 +1,83 @@
+"""Shared checks for the LBANN tests: strict parsing, the spec field list, round trips via onnxruntime."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import onnx
+from google.protobuf import any_pb2, text_format
+from lbann_spec_fields import SPEC_FIELDS
+
+import nnbridge
+from nnbridge.check import run_onnxruntime
+from nnbridge.converters.onnx import graph_to_model
+from nnbridge.inputs import random_inputs
+from nnbridge.protos.lbann import lbann_pb2, operators_pb2
+
+SHA256 = {
+    "model_lenet_mnist_ckpt.prototext": "e4568669822500863ee8363d249935edae855566edf3d2df4c55580f6701fdaa",
+    "mnist_cnn.prototext": "fc8101acdfcc9723f457aacf40ed5fcb2344b7aff24246d6144bdc523a33e99e",
+    "model_dnn_chem_ecfp.prototext": "696bad840cdc56e09d46d7fd4d62ef346d32903870e8ea6aed7c44d951ba7bcb",
+    "legacy/model_lenet_mnist.prototext": "09b3ba6106720750fd891c8a21f72574842e10873241487ff7199d815a3ab1ba",
+}
+
+
+def lbann_file(shared_data: Path, name: str) -> Path:
+    path = shared_data / "lbann" / name
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == SHA256[name], f"{path} differs from upstream"
+    return path
+
+
+def strict_parse(path: Path) -> lbann_pb2.LbannPB:
+    """protobuf's strict text parser (unknown fields are errors) against our Era C schema."""
+    return text_format.Parse(path.read_text(), lbann_pb2.LbannPB())
+
+
+def emitted_fields(message, found: set | None = None) -> set[tuple[str, str, int]]:
+    """(message, field, number) of every field set anywhere in ``message`` (Any payloads unpacked)."""
+    found = set() if found is None else found
+    name = message.DESCRIPTOR.full_name.removeprefix("lbann_data.")
+    found.add((name, "", 0))
+    for field, value in message.ListFields():
+        found.add((name, field.name, field.number))
+        if field.message_type is None:
+            continue
+        for item in (value if field.is_repeated else [value]):
+            if isinstance(item, any_pb2.Any):
+                payload = getattr(operators_pb2, item.TypeName().removeprefix("lbann_data."))()
+                assert item.Unpack(payload), item.type_url
+                emitted_fields(payload, found)
+            else:
+                emitted_fields(item, found)
+    return found
+
+
+def assert_fields_in_spec(message) -> None:
+    for msg, field, number in emitted_fields(message):
+        assert msg in SPEC_FIELDS, f"message {msg} is not in the spec's Era C field list"
+        if field:
+            assert SPEC_FIELDS[msg].get(field) == number, f"{msg}.{field} = {number} is not in the spec's list"
+
+
+def onnx_outputs(model, feeds) -> list[np.ndarray]:
+    return list(run_onnxruntime(model, feeds).values())
+
+
+def roundtrip_vs_onnxruntime(model: onnx.ModelProto | str | Path, path: Path, rtol: float = 1e-5, atol: float = 1e-6,
+                             **options) -> nnbridge.Graph:
+    """ONNX → LBANN prototext → IR → ONNX; outputs of both ONNX models agree under onnxruntime."""
+    original = onnx.load(str(model)) if isinstance(model, (str, Path)) else model
+    nnbridge.convert(original, path, **options)
+    assert_fields_in_spec(strict_parse(path))
+    graph = nnbridge.load(path)
+    feeds = random_inputs(nnbridge.load(original), seed=0)
+    want = onnx_outputs(original, feeds)
+    exported = graph_to_model(graph)
+    onnx.checker.check_model(exported)
+    got = onnx_outputs(exported, {v.name: x for v, x in zip(graph.inputs, feeds.values())})
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * max(1.0, float(np.abs(w).max())))
+    return graph

@@ -1,0 +1,101 @@
+"""Reading real LBANN files: the Era C and Era A LeNets run end to end; stale files fail clearly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from lbann_helpers import lbann_file, onnx_outputs, strict_parse
+
+import nnbridge
+from nnbridge.converters.lbann import textio
+from nnbridge.converters.onnx import graph_to_model
+from nnbridge.errors import FormatError, InputError, ShapeError
+
+LENET_SHAPES = {"conv1": [20, 24, 24], "pool1": [20, 12, 12], "conv2": [50, 8, 8], "pool2": [50, 4, 4],
+                "ip1": [500], "relu1": [500], "ip2": [10], "prob": [10]}
+
+
+def _params(graph) -> int:
+    return sum(a.size for a in graph.initializers.values() if a.dtype == np.float32)
+
+
+def test_era_c_lenet_structure(shared_data):
+    pb = strict_parse(lbann_file(shared_data, "model_lenet_mnist_ckpt.prototext"))
+    kinds = [layer.WhichOneof("layer_type") for layer in pb.model.layer]
+    assert len(kinds) == 12
+    assert sorted(kinds) == sorted(["input", "input", "convolution", "convolution", "pooling", "pooling",
+                                    "fully_connected", "fully_connected", "relu", "softmax", "cross_entropy",
+                                    "categorical_accuracy"])
+    conv1 = next(layer for layer in pb.model.layer if layer.name == "conv1").convolution
+    assert list(conv1.kernel_size) == [5] and conv1.has_bias.value  # broadcast; BoolValue set
+    ip1 = next(layer for layer in pb.model.layer if layer.name == "ip1").fully_connected
+    assert ip1.has_bias  # plain bool
+
+
+@pytest.mark.parametrize("name, image", [("model_lenet_mnist_ckpt.prototext", "image"),
+                                         ("legacy/model_lenet_mnist.prototext", "images")])
+def test_lenet_loads_and_runs_on_reference(shared_data, name, image):
+    graph = nnbridge.load(lbann_file(shared_data, name), input_shapes={image: (1, 28, 28)})
+    shapes = {v.name: list(v.shape[1:]) for n in graph.nodes for v in n.outputs if v.name in LENET_SHAPES}
+    assert shapes == LENET_SHAPES
+    assert _params(graph) == 431_080
+    assert [v.name for v in graph.inputs] == [image] and graph.inputs[0].shape == (64, 1, 28, 28)
+    x = np.random.default_rng(0).random((64, 1, 28, 28), dtype=np.float32)
+    got = nnbridge.run(graph, {image: x})["prob"]
+    want = onnx_outputs(graph_to_model(graph), {image: x})[0]
+    assert got.shape == (64, 10)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_era_a_and_era_c_give_the_same_network(shared_data):
+    a = nnbridge.load(lbann_file(shared_data, "legacy/model_lenet_mnist.prototext"),
+                      input_shapes={"images": (1, 28, 28)})
+    c = nnbridge.load(lbann_file(shared_data, "model_lenet_mnist_ckpt.prototext"),
+                      input_shapes={"image": (1, 28, 28)})
+    assert [(n.op, n.attrs, [o.shape for o in n.outputs]) for n in a.nodes] == \
+        [(n.op, n.attrs, [o.shape for o in n.outputs]) for n in c.nodes]
+
+
+def test_era_detection(shared_data):
+    for name, era in (("model_lenet_mnist_ckpt.prototext", "C"), ("legacy/model_lenet_mnist.prototext", "A")):
+        assert textio.parse(lbann_file(shared_data, name).read_text(), name)[1] == era
+
+
+@pytest.mark.parametrize("name, field, line", [("mnist_cnn.prototext", '"type"', "line 2"),
+                                               ("model_dnn_chem_ecfp.prototext", '"mini_batch_size"', "line 8")])
+def test_stale_files_fail_naming_field_and_line(shared_data, name, field, line, tmp_path):
+    path = lbann_file(shared_data, name)
+    with pytest.raises(FormatError) as info:
+        nnbridge.load(path, input_shapes={"x": (1,)})
+    message = str(info.value)
+    assert name in message and "lbann_data.Model" in message and field in message and line in message
+    assert "Era A" in message  # the legacy diagnostic is given too
+    run = subprocess.run([sys.executable, "-m", "nnbridge", "convert", str(path), str(tmp_path / "x.onnx"),
+                          "--input-shape", "x=1"], capture_output=True, text=True)
+    assert run.returncode == 1 and "Traceback" not in run.stderr and field in run.stderr + run.stdout
+    assert not (tmp_path / "x.onnx").exists()
+
+
+def test_missing_or_wrong_input_shapes(shared_data):
+    path = lbann_file(shared_data, "model_lenet_mnist_ckpt.prototext")
+    with pytest.raises(ShapeError, match="image=1x28x28"):
+        nnbridge.load(path)
+    with pytest.raises(InputError, match="image, label"):
+        nnbridge.load(path, input_shapes={"data": (1, 28, 28)})
+
+
+def test_cli_converts_lenet_to_onnx(shared_data, tmp_path):
+    out = tmp_path / "lenet.onnx"
+    run = subprocess.run([sys.executable, "-m", "nnbridge", "convert",
+                          str(lbann_file(shared_data, "model_lenet_mnist_ckpt.prototext")), str(out),
+                          "--input-shape", "image=1x28x28"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    model = onnx.load(out)
+    onnx.checker.check_model(model)
+    assert [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim] == [64, 1, 28, 28]
+    assert sum(int(np.prod(t.dims)) for t in model.graph.initializer if t.data_type == 1) == 431_080
