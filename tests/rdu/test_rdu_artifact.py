@@ -138,3 +138,25 @@ def test_a_failed_save_leaves_no_file(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         exe.save(target)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_subgraphs_round_trip(tmp_path):
+    from onnx import TensorProto, helper, numpy_helper
+
+    from nnbridge.ir import IR_OPSET
+
+    out = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [2, 3])  # noqa: E731
+    then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [], [out("t")])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [out("e")])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["c"]),
+             helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)]
+    graph = helper.make_graph(nodes, "branchy", [out("x")], [out("y")],
+                              [numpy_helper.from_array(np.array(0, np.float32), "zero")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", IR_OPSET)])
+    exe = nnbridge.compile(model, backend="rdu")
+    exe.save(tmp_path / "if.pef")
+    loaded = load_pef(tmp_path / "if.pef")
+    for seed in range(4):  # both branches are taken
+        x = np.random.default_rng(seed).standard_normal((2, 3)).astype(np.float32)
+        np.testing.assert_array_equal(loaded.run({"x": x})["y"], exe.run({"x": x})["y"])
