@@ -106,3 +106,15 @@ def test_symbolic_shapes_are_reported_not_silently_costed():
     exe = nnbridge.compile(model, backend="rdu")
     assert exe.estimate.totals["unknown_shape_values"] == 2
     assert any("no static shape" in note for note in exe.section_report().notes)
+
+
+@pytest.mark.parametrize("preset", ["plasticine", "sn10", "sn40l"])
+def test_every_preset_number_has_its_provenance(preset):
+    import dataclasses
+
+    machine = machine_for(preset)
+    fields = {f.name for f in dataclasses.fields(machine)} - {"name", "provenance"}
+    assert set(machine.provenance) == fields
+    assert all(text[:2] in ("P:", "D:", "A:") for text in machine.provenance.values())
+    changed = machine_for(preset, reconfig_us=3.0)
+    assert changed.reconfig_us == 3.0 and changed.provenance["reconfig_us"].startswith("user override")

@@ -63,7 +63,9 @@ class Machine:
         unknown = sorted(set(overrides) - names)
         if unknown:
             raise InputError(f"unknown RDU machine parameter(s) {unknown}; choose from {sorted(names)}")
-        return dataclasses.replace(self, **overrides).validated()
+        provenance = dict(self.provenance)
+        provenance.update({k: f"user override (preset value {getattr(self, k)!r})" for k in overrides})
+        return dataclasses.replace(self, provenance=provenance, **overrides).validated()
 
     def validated(self) -> Machine:
         if self.n_pcu < 1 or (self.n_pmu is not None and self.n_pmu < 1):
