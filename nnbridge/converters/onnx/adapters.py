@@ -25,6 +25,7 @@ AdaptFn = Callable[[NodeProto, "AdaptContext"], "str | None"]
 class AdaptContext:
     graph: onnx.GraphProto
     ranks: Ranks
+    ir_version: int = 10
 
     def constant(self, name: str) -> np.ndarray | None:
         for t in self.graph.initializer:
@@ -43,7 +44,10 @@ class AdaptContext:
         while name in taken:
             i += 1
             name = f"{hint}_{i}"
-        self.graph.initializer.append(numpy_helper.from_array(array, name))
+        tensor = numpy_helper.from_array(array, name)
+        self.graph.initializer.append(tensor)
+        if self.ir_version < 4:  # before IR 4 every initializer is also declared as a graph input
+            self.graph.input.append(helper.make_tensor_value_info(name, tensor.data_type, array.shape))
         return name
 
 
@@ -174,6 +178,21 @@ def _space_to_depth_mode(node: NodeProto, ctx: AdaptContext) -> str | None:
     if mode not in (None, b"DCR"):
         return f"mode {mode.decode()} is newer than the IR opset"
     _drop_attrs(node, "mode")
+    return None
+
+
+@adapter("PRelu", 1, 6)
+def _prelu_channel_slope(node: NodeProto, ctx: AdaptContext) -> str | None:
+    """Before version 7 a 1-D slope of length C was per channel (axis 1), which numpy-style
+    broadcasting would apply to the last axis: reshape it to (C, 1, ..., 1)."""
+    _drop_attrs(node, "consumed_inputs")
+    slope, rank = ctx.constant(node.input[1]), ctx.ranks.get(node.input[0])
+    if slope is not None and (slope.size == 1 or slope.ndim != 1 or rank == 2):
+        return None
+    if slope is None or rank is None:
+        return "a pre-7 PRelu needs a constant slope and an input of known rank"
+    shaped = slope.reshape((slope.size,) + (1,) * (rank - 2))
+    node.input[1] = ctx.add_initializer(f"{node.input[1]}_per_channel", shaped)
     return None
 
 

@@ -104,7 +104,7 @@ def _apply_adapters(model: ModelProto, version: int, source: str, hide: bool) ->
             targets.append((node, found))
     if not targets:
         return False
-    ctx = adapters.AdaptContext(model.graph, adapters.ranks_of(model))
+    ctx = adapters.AdaptContext(model.graph, adapters.ranks_of(model), model.ir_version)
     bad = []
     for node, found in targets:
         reason = found.fn(node, ctx)
