@@ -1,12 +1,14 @@
 """Functional simulation of SMV steps with SMAUG's numerics.
 
-Conv and FC replay their tiling plan invocation by invocation: each call reads
-its input/weight tiles (with halo pads), computes in fp32 and accumulates into
-the fp32 output scratchpad across channel tiles; the last call of an output
-tile applies the fused activation and stores fp16 (spec §4.1–4.2, §9). For
-pool, BN, element-wise and softmax every output element depends on one tile
-only, so they are computed over the whole tensor at once — the same numbers
-the tile loop would give. CPU steps run the reference backend's kernels.
+What the tiling decides numerically is the *accumulation*: a conv/FC output
+element is summed in fp32 over the channel (activation) tiles one after another
+in the output scratchpad, then the fused activation runs and the result is
+stored once as fp16 (spec §4.1–4.2, §9). Invocations that split rows, columns
+or ofmaps compute disjoint blocks of the same fp32 dot products, so each channel
+tile is evaluated for all of them in one BLAS call — the same numbers, without
+thousands of tiny matrix products. Pool, BN, element-wise and softmax outputs
+each depend on one tile only and are computed over the whole tensor. CPU steps
+run the reference backend's kernels.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ...ir import Layout
+from ...passes.layouts import SPATIAL_SLOTS
 from ..reference.executor import KernelContext
 from ..reference.registry import get_kernel
 from .lowering import Step
@@ -63,35 +66,22 @@ def run_conv(sim: Simulator, step: Step, plans, args: Arrays, env) -> Arrays:
         x = x.transpose(0, 2, 3, 1)
     if not sim.nhwc(step.inputs[1]):
         w = w.transpose(0, 2, 3, 1)
-    if step.params["pad"] is not None:
-        t, b, left, r = step.params["pad"]
-        x = np.pad(x, ((0, 0), (t, b), (left, r), (0, 0)))
-    x = np.ascontiguousarray(x, dtype=np.float32)
+    top, bottom, left, right = step.params["pad"] or layer.pads  # halo pads are virtual zeros
+    x = np.pad(np.asarray(x, dtype=np.float32), ((0, 0), (top, bottom), (left, right), (0, 0)))
     w = np.asarray(w, dtype=np.float32)
-    kh, kw, sh, sw = layer.kh, layer.kw, layer.stride_h, layer.stride_w
-    _, _, wo, _ = layer.output
-    out = np.zeros(layer.output, dtype=np.float32)
+    n, ho, wo, k = layer.output
+    win = sliding_window_view(x, (layer.kh, layer.kw), axis=(1, 2))[:, ::layer.stride_h, ::layer.stride_w]
+    taps = layer.kh * layer.kw
+    cols = win[:, :ho, :wo].reshape(n * ho * wo, -1)  # im2col once, (channel, kh, kw) per row
+    weights = w.transpose(0, 3, 1, 2).reshape(k, -1)
+    out = np.zeros((n * ho * wo, k), dtype=np.float32)
+    t_w = plan.tiled["weights"]
+    for c0, cc in zip(t_w.starts[3], t_w.sizes[3]):  # the channel tiles, accumulated in order
+        block = slice(c0 * taps, (c0 + cc) * taps)
+        out += cols[:, block] @ weights[:, block].T
+    out = out.reshape(layer.output)
     bias = step.params["bias"]
-    act = None if bias is not None else sim.act(step)
-    columns: dict[tuple, np.ndarray] = {}
-    for inv in plan.invocations:
-        (n0, nn), (r0, rr), (c0, cc), (o0, oo), (q0, qq), (pt, pb, pl, pr), accumulate, send = inv.region
-        key = (n0, r0, rr, c0, cc, pt, pb)
-        cols = columns.get(key)
-        if cols is None:
-            tile = np.pad(x[n0:n0 + nn, r0:r0 + rr, :, c0:c0 + cc], ((0, 0), (pt, pb), (pl, pr), (0, 0)))
-            win = sliding_window_view(tile, (kh, kw), axis=(1, 2))[:, ::sh, ::sw][:, :qq, :wo]
-            cols = columns[key] = win.transpose(0, 1, 2, 4, 5, 3).reshape(nn * qq * wo, kh * kw * cc)
-        part = (cols @ w[o0:o0 + oo, :, :, c0:c0 + cc].reshape(oo, -1).T).reshape(nn, qq, wo, oo)
-        region = (slice(n0, n0 + nn), slice(q0, q0 + qq), slice(None), slice(o0, o0 + oo))
-        if accumulate:
-            out[region] += part
-        else:
-            out[region] = part
-        if send:
-            out[region] = _finish(out[region], act)
-    if bias is not None:
-        out = _bias(out, args[2], 3, sim.act(step))
+    out = _finish(out, sim.act(step)) if bias is None else _bias(store(out), args[2], 3, sim.act(step))
     if not sim.nhwc(step.outputs[0]):
         out = out.transpose(0, 3, 1, 2)
     return [np.ascontiguousarray(out)]
@@ -103,9 +93,9 @@ def run_fc(sim: Simulator, step: Step, plans, args: Arrays, env) -> Arrays:
     x = a.reshape(layer.batch, layer.inputs).astype(np.float32, copy=False)
     w = b if step.params["trans_b"] else b.T
     acc = np.zeros(layer.output, dtype=np.float32)
-    for inv in plan.invocations:
-        (n0, nn), (k0, kk), (c0, cc) = inv.region
-        acc[n0:n0 + nn, k0:k0 + kk] += x[n0:n0 + nn, c0:c0 + cc] @ w[k0:k0 + kk, c0:c0 + cc].T
+    t_w = plan.tiled["weights"]
+    for c0, cc in zip(t_w.starts[1], t_w.sizes[1]):  # activation tiles, accumulated in order
+        acc += x[:, c0:c0 + cc] @ w[:, c0:c0 + cc].T
     bias = step.params["bias"]
     out = _finish(acc, sim.act(step)) if bias is None else _bias(store(acc), args[2].reshape(-1), 1, sim.act(step))
     return [out.reshape(tuple(a.shape[:-1]) + (layer.neurons,))]
@@ -149,14 +139,24 @@ def run_softmax(sim: Simulator, step: Step, plans, args: Arrays, env) -> Arrays:
 
 
 def run_cpu(sim: Simulator, step: Step, plans, args: Arrays, env) -> Arrays:
+    """A reference kernel on the host. Reference spatial kernels compute NCHW, so an NHWC
+    operand is reordered for them and the result reordered back (SMAUG's CPU Reorders)."""
     spec = get_kernel(step.fn.op, step.fn.domain)
     ctx = sim.contexts.get(id(step))
     if ctx is None:
         ctx = sim.contexts[id(step)] = KernelContext(step.fn.node)
     ctx.env = env
+    slots = SPATIAL_SLOTS.get(step.fn.op, ()) if not step.fn.domain else ()
+    nhwc = bool(slots) and sim.nhwc(step.inputs[0]) and args[0] is not None and np.ndim(args[0]) == 4
+    if nhwc:
+        args = [a.transpose(0, 3, 1, 2) if i in slots and a is not None and a.ndim == 4 else a
+                for i, a in enumerate(args)]
     result = spec.fn(ctx, *args)
     if not isinstance(result, tuple):
         result = (result,)
+    if nhwc:
+        result = tuple(np.ascontiguousarray(r.transpose(0, 2, 3, 1)) if isinstance(r, np.ndarray) and r.ndim == 4
+                       else r for r in result)
     return [host(r) if isinstance(r, np.ndarray) else r for r in result]
 
 

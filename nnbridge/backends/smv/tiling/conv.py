@@ -152,7 +152,6 @@ def plan(layer: ConvLayer, max_size: int = 16384, align: int = 8, num_accels: in
 
 def _invocations(layer: ConvLayer, t_in: TiledTensor, t_w: TiledTensor, t_out: TiledTensor,
                  align: int, num_accels: int) -> list[Invocation]:
-    top, bottom, left, right = layer.pads
     ci_tiles, cw_tiles = t_in.counts[3], t_w.counts[3]
     chan_iters = max(ci_tiles, cw_tiles)
     wk_tiles = t_w.counts[0]
@@ -166,25 +165,20 @@ def _invocations(layer: ConvLayer, t_in: TiledTensor, t_w: TiledTensor, t_out: T
     for n in range(t_in.counts[0]):
         nsz = t_in.sizes[0][n]
         for h in range(row_tiles):
-            pad_t = top if h == 0 else 0
-            pad_b = bottom if h == t_in.counts[1] - 1 else 0
             out_rows = t_out.sizes[1][h]
             for wk in range(wk_tiles):
                 accel = group % num_accels
                 for sub in range(subtiles):
                     oc = wk if wk_tiles > 1 else sub
-                    ofm_start, ofmaps = t_out.starts[3][oc], t_out.sizes[3][oc]
+                    ofmaps = t_out.sizes[3][oc]
                     for ch in range(chan_iters):
                         ci = ch if ci_tiles == cw_tiles else 0
                         in_idx, w_idx = (n, h, 0, ci), (wk, 0, 0, ch)
                         read_in = last_in.get(accel) != in_idx
                         read_w = last_w.get(accel) != w_idx
                         last_in[accel], last_w[accel] = in_idx, w_idx
-                        c_start, c_size = t_w.starts[3][ch], t_w.sizes[3][ch]
+                        c_size = t_w.sizes[3][ch]
                         send = ch == chan_iters - 1
-                        region = ((t_in.starts[0][n], nsz), (t_in.starts[1][h], t_in.sizes[1][h]),
-                                  (c_start, c_size), (ofm_start, ofmaps),
-                                  (t_out.starts[1][h], out_rows), (pad_t, pad_b, left, right), ch > 0, send)
                         work = (-(-ofmaps // 8) * layer.kh * layer.kw * -(-c_size // 32)
                                 * out_rows * wo * nsz)
                         calls.append(Invocation(
@@ -192,6 +186,6 @@ def _invocations(layer: ConvLayer, t_in: TiledTensor, t_w: TiledTensor, t_out: T
                             fp16_bytes(storage_size(t_in.tile_shape(in_idx), align)) if read_in else 0,
                             fp16_bytes(storage_size(t_w.tile_shape(w_idx[:3] + (ch,)), align)) if read_w else 0,
                             fp16_bytes(storage_size((nsz, out_rows, wo, ofmaps), align)) if send else 0,
-                            work, nsz * out_rows * wo * ofmaps * layer.kh * layer.kw * c_size, region))
+                            work, nsz * out_rows * wo * ofmaps * layer.kh * layer.kw * c_size))
                 group += 1
     return calls

@@ -87,12 +87,11 @@ def plan(layer: FCLayer, max_size: int = 16384, align: int = 8, num_accels: int 
                 last_in[accel] = (n, ai)
                 last = k == t_w.counts[0] - 1 and a == iters - 1
                 ksz, csz = t_w.sizes[0][k], t_w.sizes[1][a]
-                region = ((t_in.starts[0][n], nsz), (t_w.starts[0][k], ksz), (t_w.starts[1][a], csz))
                 calls.append(Invocation(
                     group,
                     fp16_bytes(storage_size(t_in.tile_shape((n, ai)), align)) if read_in else 0,
                     fp16_bytes(storage_size((ksz, csz), align)),
                     fp16_bytes(storage_size((nsz, layer.neurons), align)) if last else 0,
-                    nsz * -(-ksz // 8) * -(-csz // 32), nsz * ksz * csz, region))
+                    nsz * -(-ksz // 8) * -(-csz // 32), nsz * ksz * csz))
             group += 1
     return result

@@ -1,10 +1,8 @@
 """What a tiling optimizer produces: the chosen tiles and the invocation list.
 
 An ``Invocation`` is one accelerator kernel call: the bytes it moves (after
-SMAUG's read_inputs/read_weights/send_results reuse rules), the pipelined work
-it does, and — for operators whose numerics depend on the tiling (conv, FC) —
-the data region it touches, so the functional simulator replays exactly the
-same calls.
+SMAUG's read_inputs/read_weights/send_results reuse rules) and the pipelined
+work it does; the cost model prices each one.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ class Invocation:
     out_bytes: int  # result bytes stored (0 unless send_results)
     work: int  # pipelined iterations / vector ops of the kernel's inner loop
     macs: int = 0
-    region: Any = None  # family-specific data region for the functional simulator
 
 
 @dataclass

@@ -61,14 +61,15 @@ def plan(layer: PoolLayer, max_size: int = 16384, align: int = 8, num_accels: in
     result = TilingPlan(layer, "pool", strategies, tiles, {"input": t_in, "output": t_out})
     out_channel_tiled = t_out.counts[3] > 1
     window = layer.ph * layer.pw
+    last = [c - 1 for c in t_out.counts]
     for idx in itertools.product(*(range(c) for c in t_in.counts)):
         n, h, w, c = t_in.tile_shape(idx)
-        rows = (h - layer.ph) // layer.stride_h + 1
-        cols = (w - layer.pw) // layer.stride_w + 1
-        oidx = idx if out_channel_tiled else idx[:3] + (0,)
+        rows = max(0, (h - layer.ph) // layer.stride_h + 1)  # a trailing halo-only tile yields nothing
+        cols = max(0, (w - layer.pw) // layer.stride_w + 1)
+        oidx = tuple(min(i, m) for i, m in zip(idx[:3], last)) + ((idx[3],) if out_channel_tiled else (0,))
         oshape = t_out.tile_shape(oidx)
         stored = oshape if out_channel_tiled else oshape[:3] + (c,)
         result.invocations.append(Invocation(
             0, fp16_bytes(storage_size((n, h, w, c), align)), 0, fp16_bytes(storage_size(stored, align)),
-            n * rows * cols * -(-c // 8) * window, 0, (idx, oidx)))
+            n * rows * cols * -(-c // 8) * window))
     return result

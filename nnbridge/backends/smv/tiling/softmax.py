@@ -21,7 +21,7 @@ def plan(layer: SoftmaxLayer, max_size: int = 16384, align: int = 8, num_accels:
     result = TilingPlan(layer, "softmax", (strategy, strategy), {"input": (rows, layer.classes),
                                                                  "output": (rows, layer.classes)},
                         {"input": tiled, "output": tiled})
-    for i, n in enumerate(tiled.sizes[0]):
+    for n in tiled.sizes[0]:
         result.invocations.append(Invocation(0, fp16_bytes(n * row), 0, fp16_bytes(n * row),
-                                             PASSES * n * row // 8, 0, i))
+                                             PASSES * n * row // 8))
     return result

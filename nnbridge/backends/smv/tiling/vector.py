@@ -19,7 +19,7 @@ def plan(layer: VectorLayer, max_size: int = 16384, align: int = 8, num_accels: 
     flat = cut((1, total), (1, sizes[0]))
     result = TilingPlan(layer, "vector", (strategy, strategy), {"input": (1, sizes[0]), "output": (1, sizes[0])},
                         {"input": flat, "output": flat})
-    for i, size in enumerate(sizes):
+    for size in sizes:
         result.invocations.append(Invocation(0, fp16_bytes(size) * layer.arity, 0, fp16_bytes(size),
-                                             -(-size // 8) * layer.arity, 0, i))
+                                             -(-size // 8) * layer.arity))
     return result
