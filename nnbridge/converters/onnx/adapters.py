@@ -201,3 +201,14 @@ def _scan_batch_axis(node: NodeProto, ctx: AdaptContext) -> str | None:
     """onnx's converter drops Scan-8's batch axis from the declared shapes, which changes the
     model's interface; there is no exact single-node Scan-9 form, so refuse rather than guess."""
     return "Scan-8 iterates over a batch axis that later versions do not have"
+
+
+@adapter("Range", 27, 27)
+def _range_stash_type(node: NodeProto, ctx: AdaptContext) -> str | None:
+    """Version 27 added ``stash_type``; its default (accumulate in float32) gives the IR version's
+    ``start + i * delta`` rounded once. Accumulating in 16-bit floats (0) is a different result."""
+    stash = _attr(node, "stash_type")
+    if stash not in (None, 1):
+        return f"stash_type {stash} is newer than the IR opset"
+    _drop_attrs(node, "stash_type")
+    return None
