@@ -1,0 +1,103 @@
+"""SMV configuration (defaults with provenance, TOML, --set) and the command line."""
+
+from __future__ import annotations
+
+import json
+
+import onnx
+import pytest
+
+import nnbridge
+from nnbridge.backends.smv import MemPolicy, SmvConfig, make_config
+from nnbridge.cli import main
+from nnbridge.errors import InputError
+from nnbridge.zoo import build
+
+
+def test_every_setting_has_provenance_and_spec_values():
+    cfg = SmvConfig()
+    assert all(prov and doc for _, _, prov, doc in cfg.describe())
+    assert (cfg.num_pes, cfg.maccs_per_pe, cfg.vector_width, cfg.max_tile_elems, cfg.dma_setup_cycles,
+            cfg.page_bytes, cfg.cacheline_bytes, cfg.clock_ghz) == (8, 32, 8, 16384, 100, 4096, 32, 1.0)
+
+
+def test_toml_file_and_overrides(tmp_path):
+    path = tmp_path / "smv.toml"
+    path.write_text('[smv]\nnum_accels = 4\nmem_policy = "acp"\ndma_setup_cycles = 50\n')
+    cfg = make_config(str(path), accels=2, set={"tiling_threads": "8"})
+    assert (cfg.num_accels, cfg.mem_policy, cfg.dma_setup_cycles, cfg.tiling_threads) == (2, MemPolicy.ACP, 50, 8)
+    assert SmvConfig.from_toml(path).num_accels == 4
+
+
+@pytest.mark.parametrize("bad, message", [({"no_such": 1}, "no setting"), ({"num_accels": "nine"}, "expected int"),
+                                          ({"num_accels": 9}, "between 1 and 8"),
+                                          ({"mem_policy": "sram"}, "one of dma")])
+def test_bad_settings_are_clear_errors(bad, message):
+    with pytest.raises(InputError, match=message):
+        SmvConfig().with_overrides(bad)
+
+
+def test_bad_toml_is_a_clear_error(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text("num_accels = [")
+    with pytest.raises(InputError, match="not valid TOML"):
+        SmvConfig.from_toml(path)
+
+
+def test_setting_changes_the_simulation():
+    model = build("lenet5")
+    base = nnbridge.compile(model, backend="smv", perf_only=True).report.totals["accel_cycles"]
+    slower = nnbridge.compile(model, backend="smv", perf_only=True, set={"dma_setup_cycles": "400"})
+    assert slower.report.totals["accel_cycles"] > base
+
+
+def _run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_simulate_writes_table_json_and_plot(tmp_path, capsys, shared_data):
+    topo = shared_data / "smaug" / "lenet5" / "lenet5_smv_topo.pbtxt"
+    code, text = _run(capsys, "simulate", topo, "--json", tmp_path / "r.json", "--plot", tmp_path / "r.png",
+                      "--accels", "2", "--mem-policy", "acp")
+    assert code == 0 and "smv report: lenet5_smv" in text and "invocations: 55" in text
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["totals"]["invocations"] == 55 and data["totals"]["accels"] == 2
+    assert data["totals"]["mem_policy"] == "acp"
+    assert {"compute_us", "transfer_us", "cpu_us", "accel_cycles", "dram_kb", "tiles"} <= set(data["rows"][0])
+    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_simulate_perf_only_and_show_config(capsys, shared_data):
+    topo = shared_data / "smaug" / "imagenet-resnet" / "resnet_smv_topo.pbtxt"
+    code, text = _run(capsys, "simulate", topo, "--perf-only", "--show-config", "--rows", "5", "--set",
+                      "tiling_threads=8")
+    assert code == 0 and "provenance" in text and "latency_ms" in text
+
+
+def test_simulate_bad_setting_is_one_line_error(capsys, shared_data):
+    topo = shared_data / "smaug" / "minerva" / "minerva_smv_topo.pbtxt"
+    code, text = _run(capsys, "simulate", topo, "--set", "num_accels=12")
+    assert code == 1 and "between 1 and 8" in text and "Traceback" not in text
+
+
+def test_run_and_check_through_the_generic_backend_interface(tmp_path, capsys):
+    path = tmp_path / "cnn10.onnx"
+    onnx.save(build("cnn10"), path)
+    code, text = _run(capsys, "run", path, "--backend", "smv", "--profile")
+    assert code == 0 and "smv report" in text and "invocations: 154" in text
+    code, text = _run(capsys, "check", path, "--backend", "smv")
+    assert code == 0 and "agree" in text
+
+
+def test_unsupported_ops_are_listed_together():
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Foo", ["x"], ["a"], domain="x.y"), helper.make_node("Bar", ["a"], ["b"], domain="x.y")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("x.y", 1)])
+    with pytest.raises(nnbridge.UnsupportedOpError) as err:
+        nnbridge.compile(model, backend="smv")
+    assert "Foo" in str(err.value) and "Bar" in str(err.value)
