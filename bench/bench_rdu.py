@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 import nnbridge
-from bench.rdu_models import bert_base, squeezenet11
+from nnbridge.zoo import bert_base, squeezenet11
 
 ANALYZER = [  # field, theirs, totals key (ours), scale, unit
     ("stage latency", 85.0, "stage_latency_us", 1.0, "µs"),

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 import nnbridge
-from bench.rdu_models import squeezenet11
 from nnbridge.backends.rdu import machine_for
-from nnbridge.zoo import build, transformer
+from nnbridge.zoo import build, squeezenet11, transformer
 
 #: the Plasticine model analyzer's SqueezeNet sample (spec §6.1)
 ANALYZER = {"stage_latency_us": 85.0, "throughput": 11.8e3, "utilization": 0.65804, "flop": 700_981_753,

@@ -1,16 +1,17 @@
-"""Models for the RDU validation points, built with onnx.helper through the zoo's builder.
+"""Larger reference networks, built on demand (not in ``names()``, so sweeps over
+the zoo stay fast): the RDU validation points use them.
 
-* ``squeezenet11``: torchvision's SqueezeNet 1.1 architecture (224×224, 1000 classes), the
-  network of the Plasticine model-analyzer sample (spec §6.1: 701 M FLOP ≈ 2 × 1.1's MACs).
-* ``bert_base``: a 12-layer, hidden-768 BERT-base-sized encoder (the zoo's transformer stack).
+* ``squeezenet11``: SqueezeNet 1.1 (224×224, 1000 classes), the network of the
+  Plasticine model-analyzer sample (specs/rdu-architecture.md §6.1).
+* ``bert_base``: a 12-layer, hidden-768 BERT-base-sized encoder.
 """
 
 from __future__ import annotations
 
 import onnx
 
-from nnbridge.zoo import transformer
-from nnbridge.zoo.builder import OnnxBuilder
+from .builder import OnnxBuilder
+from .transformer import transformer
 
 
 def squeezenet11(batch: int = 1, seed: int = 0) -> onnx.ModelProto:
