@@ -224,6 +224,7 @@ def write_report(results: dict[str, list[Outcome]], path: Path) -> None:
     )
     with atomic_write(path, "w") as fh:
         fh.write(text)
+    path.chmod(0o644)  # a docs page, readable like every other file in the repository
 
 
 def main(argv: list[str] | None = None) -> int:
