@@ -54,19 +54,35 @@ def make_config(config: SmvConfig | str | None = None, **options: Any) -> SmvCon
     return cfg.with_overrides({**values, **settings})
 
 
+class Planner:
+    """Tiling plans and their costs, computed once per distinct layer shape (ResNet repeats blocks)."""
+
+    def __init__(self, cfg: SmvConfig):
+        self.cfg = cfg
+        self.plans: dict[Layer, TilingPlan] = {}
+        self.costs: dict[int, LayerCost] = {}
+
+    def plan(self, layer: Layer) -> TilingPlan:
+        key = dataclasses.replace(layer, name="")
+        if key not in self.plans:
+            self.plans[key] = plan_layer(key, self.cfg.max_tile_elems, self.cfg.alignment, self.cfg.num_accels)
+        return dataclasses.replace(self.plans[key], layer=layer)
+
+    def cost(self, plan: TilingPlan) -> LayerCost:
+        key = id(plan.invocations)  # shared by every plan of the same shape
+        if key not in self.costs:
+            self.costs[key] = cost_plan(plan, self.cfg)
+        return dataclasses.replace(self.costs[key])
+
+
 class SmvExecutable(Executable):
-    def __init__(self, graph: Graph, flat: FlatGraph, steps: list[Step], cfg: SmvConfig,
+    def __init__(self, graph: Graph, flat: FlatGraph, steps: list[Step], cfg: SmvConfig, planner: Planner,
                  progress: Progress | None = None):
         super().__init__(graph, "smv")
         self.flat, self.steps, self.config = flat, steps, cfg
         self.progress = progress
-        self.plans: list[list[TilingPlan]] = []
-        cache: dict[Layer, TilingPlan] = {}
-        for i, step in enumerate(steps):
-            self.plans.append([_cached_plan(layer, cfg, cache) for layer in step.layers])
-            if progress:
-                progress("tiling", i + 1, len(steps))
-        self.costs = self._cost()
+        self.plans: list[list[TilingPlan]] = [step.plans for step in steps]
+        self.costs = self._cost(planner)
         self.performance = build_report(graph.name, steps, self.plans, self.costs, cfg)
         self.report = self.performance
 
@@ -80,7 +96,7 @@ class SmvExecutable(Executable):
         item = 2 if t.dtype is None or t.dtype in FLOATS else t.dtype.itemsize
         return math.prod(t.shape) * item
 
-    def _cost(self) -> list[LayerCost]:
+    def _cost(self, planner: Planner) -> list[LayerCost]:
         cfg = self.config
         reorders = reorder_bytes(self.steps, self.flat.types, self.flat.outputs, self._bytes)
         costs = []
@@ -90,7 +106,7 @@ class SmvExecutable(Executable):
                 repeat = sum(self._bytes(step.outputs[0]) for _ in step.params.get("repeat", ()))
                 if repeat:  # SMAUG materialises a broadcast with a CPU Repeat node
                     extra += cpu_op_ns(2 * repeat, 0, cfg)
-                parts = [cost_plan(p, cfg) for p in plans]
+                parts = [planner.cost(p) for p in plans]
                 cost = parts[0]
                 for more in parts[1:]:
                     for f in dataclasses.fields(LayerCost):
@@ -137,15 +153,6 @@ class SmvExecutable(Executable):
         return outputs, self.performance
 
 
-def _cached_plan(layer: Layer, cfg: SmvConfig, cache: dict) -> TilingPlan:
-    """Plans depend on shapes only; repeated layers (ResNet blocks) are tiled once."""
-    key = dataclasses.replace(layer, name="")
-    if key not in cache:
-        cache[key] = plan_layer(key, cfg.max_tile_elems, cfg.alignment, cfg.num_accels)
-    plan = cache[key]
-    return dataclasses.replace(plan, layer=layer)
-
-
 def _cpu_macs(step: Step, flat: FlatGraph) -> int:
     """Multiply-accumulates of a CPU fallback op (matrix products and convolutions), else 0."""
     shapes = [flat.types[n].shape if n in flat.types else None for n in step.inputs[:2]]
@@ -182,11 +189,12 @@ class SmvBackend(Backend):
         options.pop("profile", None)  # the report is always produced
         cfg = make_config(config, **options)
         flat = flatten(graph)
-        steps, refused = lower(flat, _cpu_refusal)
+        planner = Planner(cfg)
+        steps, refused = lower(flat, _cpu_refusal, planner.plan)
         if refused:
             raise UnsupportedOpError("the smv backend",
                                      [Unsupported(fn.op, fn.name, reason, fn.domain) for fn, reason in refused])
-        return SmvExecutable(graph, flat, steps, cfg, progress)
+        return SmvExecutable(graph, flat, steps, cfg, planner, progress)
 
     def supported_ops(self) -> set[str]:
         return set(LOWERERS)

@@ -38,6 +38,7 @@ class Step:
     layers: list[Layer] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
     reason: str = ""  # why a CPU step is not accelerated
+    plans: list[Any] = field(default_factory=list)  # one TilingPlan per layer
 
     @property
     def on_accelerator(self) -> bool:
@@ -258,8 +259,10 @@ def _softmax(fn: FlatNode, lw: Lowering) -> Step | str:
     return _step(fn, "softmax", [SoftmaxLayer(fn.name, math.prod(xs[:-1]), xs[-1])])
 
 
-def lower(flat: FlatGraph, cpu_refusal: Callable[[FlatNode], str | None]) -> tuple[list[Step], list[tuple]]:
-    """Steps in execution order, and (node, reason) for what neither SMV nor the CPU fallback can run."""
+def lower(flat: FlatGraph, cpu_refusal: Callable[[FlatNode], str | None],
+          planner: Callable[[Layer], Any]) -> tuple[list[Step], list[tuple]]:
+    """Steps in execution order (each accelerated step with its tiling ``plans``), and
+    (node, reason) for what neither SMV nor the CPU fallback can run."""
     lw = Lowering(flat)
     steps: list[Step] = []
     unsupported: list[tuple] = []
@@ -268,10 +271,7 @@ def lower(flat: FlatGraph, cpu_refusal: Callable[[FlatNode], str | None]) -> tup
         result: Step | str = lowerer(fn, lw) if lowerer else "no SMV kernel"
         if isinstance(result, Step):
             try:  # a shape SMAUG cannot tile also goes to the CPU
-                from .tiling import plan_layer
-
-                for layer in result.layers:
-                    plan_layer(layer)
+                result.plans = [planner(layer) for layer in result.layers]
             except ShapeError as exc:
                 result = str(exc)
         if isinstance(result, str):
