@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/ is a t
 
 import nnbridge  # noqa: E402
 from bench import conformance  # noqa: E402
+from nnbridge.check import run_onnxruntime  # noqa: E402
 from nnbridge.converters.onnx.opset import TYPE_ONLY_BUMPS  # noqa: E402
 from nnbridge.errors import UnsupportedOpError  # noqa: E402
 from nnbridge.ir.schema import IR_OPSET  # noqa: E402
@@ -142,3 +143,29 @@ def test_element_types_unknown_to_the_ir_are_unsupported_not_crashes():
                          to=TensorProto.INT2)
     with pytest.raises(UnsupportedOpError, match="INT2 has no IR equivalent"):
         nnbridge.load(model)
+
+
+# -- Cast to and from strings: onnx ships no node test for it, so onnxruntime is the oracle ------
+
+@pytest.mark.parametrize("src, values", [
+    (TensorProto.FLOAT, np.array([0.1, -2.5, 1e-5, np.inf, -np.inf, np.nan, 123456789], np.float32)),
+    (TensorProto.DOUBLE, np.array([0.33, -8.25, 3.3e-5, 1e300, -0.0, np.nan, 7], np.float64)),
+    (TensorProto.FLOAT16, np.array([0.1, -2.5, 1e-5, np.inf, 65504, np.nan, 3], np.float16)),
+    (TensorProto.INT64, np.array([1, -2, 3, 0, 2**40, 7, -9], np.int64)),
+])
+def test_numbers_to_strings_like_onnxruntime(src, values):
+    model = _single_node("Cast", 21, [("x", src, [7])], [("y", TensorProto.STRING, [7])], to=TensorProto.STRING)
+    ours = nnbridge.run(model, {"x": values})["y"]
+    np.testing.assert_array_equal(ours, run_onnxruntime(model, {"x": values})["y"])
+
+
+@pytest.mark.parametrize("dst", [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.INT32])
+def test_strings_to_numbers_like_onnxruntime(dst):
+    text = ["12", "-7", "1e3", "0", "+INF", "nan", "-inf"] if dst != TensorProto.INT32 else \
+        ["12", "-7", "1000", "0", "2147483647", "5", "-2147483648"]
+    values = np.array(text, dtype=object)
+    model = _single_node("Cast", 21, [("x", TensorProto.STRING, [7])], [("y", dst, [7])], to=dst)
+    ours = nnbridge.run(model, {"x": values})["y"]
+    theirs = run_onnxruntime(model, {"x": values})["y"]
+    assert ours.dtype == theirs.dtype
+    np.testing.assert_array_equal(ours, theirs)

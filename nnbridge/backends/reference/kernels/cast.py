@@ -84,13 +84,15 @@ _EXOTIC = _FLOAT_EXOTIC | {ml_dtypes.int4, ml_dtypes.uint4}
 
 
 def _to_string(x: np.ndarray) -> np.ndarray:
-    """Plain decimal text: shortest round-trip form for floats, digits for integers."""
+    """Plain decimal text: eight significant digits for floats (as onnxruntime prints them,
+    so that ``nnbridge check`` agrees), INF/-INF/NaN for the special values, digits for integers."""
     if x.dtype.kind == "f" or _is_exotic(x.dtype):
-        if _is_exotic(x.dtype):
-            x = x.astype(np.float32)
-        text = np.char.upper(np.asarray(x).astype(str))  # numpy's repr: 'inf'/'nan' → 'INF'/'NAN'
-        text = np.where(np.isnan(x), "NaN", text)
-        return text.astype(object)
+        wide = x.astype(np.float64)
+        text = np.char.mod("%.8g", wide).astype(object)
+        text[np.isposinf(wide)] = "INF"
+        text[np.isneginf(wide)] = "-INF"
+        text[np.isnan(wide)] = "NaN"
+        return text
     return x.astype(str).astype(object)
 
 
