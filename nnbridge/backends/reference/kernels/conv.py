@@ -191,3 +191,62 @@ def _transpose_geometry(ctx, sizes, full, strides, out_pad) -> tuple[list[int], 
     pads = list(ctx.attr("pads", None) or [0] * (2 * rank)) if auto_pad != "VALID" else [0] * (2 * rank)
     out = [f + op - pads[i] - pads[rank + i] for i, (f, op) in enumerate(zip(full, out_pad))]
     return pads[:rank], out
+
+
+def _check_deform(node: Node) -> str | None:
+    x = node.input(0)
+    if x is not None and x.type.rank is not None and x.type.rank != 4:
+        return f"{x.type.rank - 2}-D deformable convolution is not implemented (2-D only)"
+    return None
+
+
+def _bilinear_zeros(image: np.ndarray, py: np.ndarray, px: np.ndarray) -> np.ndarray:
+    """Sample ``image (N, G, Cg, H, W)`` at real positions ``(N, G, *out)``; corners outside read 0.
+
+    Returns ``(N, G, *out, Cg)``.
+    """
+    n, g, _, h, w = image.shape
+    y0, x0 = np.floor(py), np.floor(px)
+    ly, lx = py - y0, px - x0
+    y0, x0 = y0.astype(np.int64), x0.astype(np.int64)
+    lead = (np.arange(n).reshape(-1, 1, 1, 1), np.arange(g).reshape(1, -1, 1, 1))
+    out = 0
+    for yi, wy in ((y0, 1 - ly), (y0 + 1, ly)):
+        for xi, wx in ((x0, 1 - lx), (x0 + 1, lx)):
+            valid = (yi >= 0) & (yi < h) & (xi >= 0) & (xi < w)
+            picked = image[lead[0], lead[1], :, np.clip(yi, 0, h - 1), np.clip(xi, 0, w - 1)]
+            out = out + picked * (wy * wx * valid)[..., None]
+    return out
+
+
+@kernel("DeformConv", dtypes=FLOATS, check=_check_deform)
+def deform_conv(ctx, x, w, offset, b=None, mask=None):
+    """Each kernel tap samples the input bilinearly at its offset position; then one grouped matmul."""
+    dt = compute_dtype(x.dtype)
+    n, c, h, wd = x.shape
+    m, cg = w.shape[:2]
+    kh, kw = w.shape[2:]
+    group = int(ctx.attr("group", 1))
+    off_groups = int(ctx.attr("offset_group", 1))
+    strides = list(ctx.attr("strides", None) or [1, 1])
+    dilations = list(ctx.attr("dilations", None) or [1, 1])
+    pads = list(ctx.attr("pads", None) or [0, 0, 0, 0])
+    oh, ow = offset.shape[2:]
+    offsets = offset.astype(dt, copy=False).reshape(n, off_groups, kh, kw, 2, oh, ow)
+    masks = (mask.astype(dt, copy=False).reshape(n, off_groups, kh, kw, oh, ow) if mask is not None
+             else np.ones((n, off_groups, kh, kw, oh, ow), dt))
+    image = x.astype(dt, copy=False).reshape(n, off_groups, c // off_groups, h, wd)
+    base_y = (np.arange(oh) * strides[0] - pads[0]).reshape(-1, 1)
+    base_x = (np.arange(ow) * strides[1] - pads[1]).reshape(1, -1)
+    cols = np.empty((n, c, kh * kw, oh, ow), dt)
+    for i, j in itertools.product(range(kh), range(kw)):
+        py = base_y + i * dilations[0] + offsets[:, :, i, j, 0]
+        px = base_x + j * dilations[1] + offsets[:, :, i, j, 1]
+        sampled = _bilinear_zeros(image, py, px) * masks[:, :, i, j, ..., None]  # (N, G, OH, OW, Cg)
+        cols[:, :, i * kw + j] = np.moveaxis(sampled, -1, 2).reshape(n, c, oh, ow)
+    cols = cols.reshape(n, group, cg * kh * kw, oh * ow).transpose(1, 2, 0, 3).reshape(group, cg * kh * kw, -1)
+    y = np.matmul(w.astype(dt, copy=False).reshape(group, m // group, -1), cols)
+    y = np.ascontiguousarray(y.reshape(m, n, oh, ow).transpose(1, 0, 2, 3))
+    if b is not None:
+        y += b.astype(dt, copy=False).reshape(1, -1, 1, 1)
+    return y.astype(x.dtype, copy=False)
