@@ -5,6 +5,8 @@ float4e2m1 (round to nearest even, wrap-around for 4-bit integers, saturation
 for float4e2m1, matching ONNX's test data). What it does not do is the ONNX
 ``saturate`` rule for float8: with ``saturate=1`` out-of-range values and ±inf
 become ±max of the target, so they are clipped before the conversion.
+``round_mode`` only concerns float8e8m0, a type the IR does not have (the
+loader refuses such models), so it never reaches these kernels.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import numpy as np
 from ....ir import DType, Node
 from ..registry import kernel
 
-FLOAT8_TYPES = frozenset({DType.FLOAT8E4M3FN, DType.FLOAT8E4M3FNUZ, DType.FLOAT8E5M2, DType.FLOAT8E5M2FNUZ})
 _STRING = np.dtype(object)
 
 

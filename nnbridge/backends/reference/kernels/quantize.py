@@ -66,8 +66,6 @@ def quantize_linear(ctx, x, scale, zero_point=None):
     scale = broadcast_param(scale, x, axis, block, f"node '{ctx.node.name}' scale")
     zero_point = broadcast_param(zero_point, x, axis, block, f"node '{ctx.node.name}' zero point")
     precision = DType.from_onnx(ctx.attr("precision")).numpy if ctx.attr("precision", 0) else scale.dtype
-    if precision.type in (ml_dtypes.bfloat16,):
-        precision = np.dtype(np.float32)  # numpy divides bfloat16 through float32 anyway
     scaled = x.astype(precision) / scale.astype(precision)
     if target in _INT_TARGETS:
         info = ml_dtypes.iinfo(target) if target.type in (ml_dtypes.int4, ml_dtypes.uint4) else np.iinfo(target)
