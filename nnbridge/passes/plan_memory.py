@@ -22,7 +22,7 @@ from ..ir import Graph, Node, PatternKind, Value
 from ..ir.passes import register_pass
 from .fuse import op_pattern
 
-MATCH_RANGES = (1, 2, 4, 8, 16)
+MATCH_RANGES = (2, 4, 8, 16, 1 << 40)  # the last: any free block, grown to fit
 EXTERNAL = -2
 
 
@@ -46,18 +46,37 @@ def _size(value: Value) -> int:
     return int(n) if n is not None else 0
 
 
-def _inplace_ok(node: Node) -> bool:
-    """Ops whose output element i depends only on input element i (same shape)."""
-    kind = op_pattern(node)
-    if node.op == "Fused":
+def _inplace_inputs(node: Node) -> set[int]:
+    """ids of inputs an output may overwrite: those read only elementwise on the way to the
+    outputs (element i of the input is last read to make element i of the output). For a
+    fused group that excludes whatever feeds its anchor (a conv reads neighbourhoods)."""
+    if node.op == "Fused" and node.domain == "nnbridge":
         body = node.attr("body")
-        return all(op_pattern(n) <= PatternKind.BROADCAST for n in body.nodes)
-    return kind <= PatternKind.BROADCAST
+        readers = body.consumer_map()
+        return {id(outer) for inner, outer in zip(body.inputs, node.inputs)
+                if outer is not None and _elementwise_only(inner, readers)}
+    if op_pattern(node) <= PatternKind.BROADCAST:
+        return {id(v) for v in node.inputs if v is not None}
+    return set()
+
+
+def _elementwise_only(value: Value, readers: dict[int, list[Node]]) -> bool:
+    stack, seen = [value], set()
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        for reader in readers.get(id(v), []):
+            if op_pattern(reader) > PatternKind.BROADCAST or any(o.type.shape != v.type.shape for o in reader.outputs):
+                return False
+            stack.extend(reader.outputs)
+    return True
 
 
 def plan_memory(graph: Graph) -> MemoryPlan:
     """The best plan over the match ranges for ``graph``'s current topological order."""
-    steps = [(node, _reads(node), _inplace_ok(node)) for node in graph.nodes]
+    steps = [(node, _reads(node), _inplace_inputs(node)) for node in graph.nodes]
     sizes = {id(v): _size(v) for node, reads, _ in steps for v in reads + node.outputs}
     best = None
     for match_range in MATCH_RANGES:
@@ -68,7 +87,7 @@ def plan_memory(graph: Graph) -> MemoryPlan:
     return best  # type: ignore[return-value]
 
 
-def _plan(graph: Graph, steps: list[tuple[Node, list[Value], bool]], sizes: dict[int, int],
+def _plan(graph: Graph, steps: list[tuple[Node, list[Value], set[int]]], sizes: dict[int, int],
           match_range: int) -> MemoryPlan:
     external = {id(v) for v in graph.inputs} | {id(v) for v in graph.values.values() if v.const is not None}
     refs: dict[int, int] = {}
@@ -98,20 +117,19 @@ def _plan(graph: Graph, steps: list[tuple[Node, list[Value], bool]], sizes: dict
         sid = storage_of[id(value)]
         bisect.insort(free, (plan.storage_bytes[sid], sid))
 
-    for node, all_reads, inplace_ok in steps:
+    for node, all_reads, inplace in steps:
         reads = [v for v in all_reads if id(v) not in external]
         donated: set[int] = set()
         for out in sorted(node.outputs, key=lambda o: sizes[id(o)], reverse=True):
             plan.unshared_bytes += sizes[id(out)]
             sid = None
-            if inplace_ok:
-                for v in reads:
-                    if refs.get(id(v)) == 1 and id(v) not in donated and sizes[id(v)] == sizes[id(out)] \
-                            and id(v) in storage_of:
-                        sid = storage_of[id(v)]
-                        donated.add(id(v))
-                        plan.inplace[out.name] = v.name
-                        break
+            for v in reads:
+                if id(v) in inplace and refs.get(id(v)) == 1 and id(v) not in donated \
+                        and sizes[id(v)] == sizes[id(out)] and id(v) in storage_of:
+                    sid = storage_of[id(v)]
+                    donated.add(id(v))
+                    plan.inplace[out.name] = v.name
+                    break
             storage_of[id(out)] = sid if sid is not None else request(sizes[id(out)])
             plan.storage_of[out.name] = storage_of[id(out)]
         for v in reads:

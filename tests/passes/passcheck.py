@@ -48,6 +48,18 @@ def run(graph: Graph, feeds: dict, passes: list[str] | None = None) -> dict[str,
     return exe.run(feeds)
 
 
+def run_exported(graph: Graph, feeds: dict) -> dict[str, np.ndarray]:
+    """Run ``graph`` on onnxruntime: back to NCHW, exported (nnbridge ops lowered), then run.
+    Much faster than the numpy reference on the big light models."""
+    from nnbridge.check import run_onnxruntime
+    from nnbridge.converters.onnx import graph_to_model, lowering  # noqa: F401 - registers the exporters
+    from nnbridge.ir import run_passes
+
+    g = graph.copy()
+    run_passes(g, ["layout-nchw", "cancel-transposes"])
+    return run_onnxruntime(graph_to_model(g), feeds)
+
+
 def assert_close(actual: dict, expected: dict, rtol: float = RTOL, atol: float = ATOL) -> None:
     assert set(expected) <= set(actual), (sorted(actual), sorted(expected))
     for name, want in expected.items():
