@@ -280,13 +280,16 @@ def _pool(ex: Exporter, node: Node) -> None:
 
 
 def non_negative(value: Value) -> bool:
-    """Is the value known to be ≥ 0 (a ReLU output, directly or through max pooling)?"""
+    """Is the value known to be ≥ 0 (a ReLU/sigmoid output, possibly moved or pooled)?"""
     p = value.producer
     if p is None:
         return False
-    if p.op == "Relu":
+    if p.op in ("Relu", "Sigmoid", "Softmax"):
         return True
-    return p.op in ("MaxPool", "Reorder") and non_negative(p.inputs[0])
+    if p.op in ("MaxPool", "AveragePool", "Reorder", "Transpose", "Flatten", "Reshape", "Identity",
+                "Dropout", "Split"):
+        return non_negative(p.inputs[0])
+    return p.op in ("Concat", "Add", "Max") and all(v is not None and non_negative(v) for v in p.inputs)
 
 
 # -- inner product, batch norm ---------------------------------------------------------------
@@ -448,6 +451,24 @@ def _binary(ex: Exporter, node: Node) -> None:
     data_type = pb.Bool if op in (pb.Less, pb.LessEqual, pb.Greater, pb.GreaterEqual) else None
     _, outs = ex.emit(op, node.name, refs, [(dims, layout)], data_type=data_type)
     define(ex, y, outs[0])
+
+
+@exporter("Sum")
+def _sum(ex: Exporter, node: Node) -> None:
+    """Sum of k tensors: a chain of EltwiseAdd nodes (SMAUG adds two at a time)."""
+    y = node.outputs[0]
+    if not y.type.is_static:
+        raise Inexpressible("SMAUG needs static shapes")
+    have = ex.layout_of(y)
+    first = ex.native.get(id(node.inputs[0]))
+    layout = first.layout if first is not None and layouts.perm(have, first.layout) is not None else have
+    dims = out_dims(y, have, layout)
+    total = operand(ex, node.inputs[0], dims, layout, have, node.name)
+    for i, value in enumerate(node.inputs[1:]):
+        other = operand(ex, value, dims, layout, have, node.name)
+        request = node.name if i == len(node.inputs) - 2 else f"{node.name}/partial"
+        total = ex.emit(pb.EltwiseAdd, request, [total, other], [(dims, layout)])[1][0]
+    define(ex, y, total)
 
 
 # -- tensor ops --------------------------------------------------------------------------------

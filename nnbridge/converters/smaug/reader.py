@@ -33,7 +33,9 @@ from .files import model_paths, read_params, read_topology
 #: them (directly or through Reorders/Repeats) are constants, the others are inputs.
 PARAM_SLOTS = {pb.Convolution3d: {1}, pb.ConvolutionDepthwise: {1}, pb.InnerProduct: {1},
                pb.BatchNorm: {1, 2, 3, 4}}
-PASS_THROUGH = {pb.Reorder, pb.Repeat}
+PASS_THROUGH = {pb.Reorder}
+#: A Data node only broadcast (Repeat) or combined elementwise is a constant operand too.
+CONSTANT_USERS = {pb.Repeat, pb.EltwiseAdd, pb.EltwiseMul}
 #: Scale of SMAUG's random-data recipe (experiments' *_network.py builders).
 RECIPE_SEED = 1234
 RECIPE_SCALE = 0.005
@@ -133,7 +135,11 @@ class Importer:
         return result
 
     def is_parameter(self, name: str, seen: set[str] | None = None) -> bool:
-        """Does this node's output reach a parameter slot (through Reorder/Repeat only)?"""
+        """Is this Data node a constant? It is when it reaches a parameter slot (through Reorders)
+        or when it is only broadcast or combined elementwise; network inputs feed real ops."""
+        users = [self.nodes[u].op for u in self.users.get(name, [])]
+        if seen is None and users and all(op in CONSTANT_USERS for op in users):
+            return True
         seen = seen if seen is not None else set()
         for user_name in self.users.get(name, []):
             if user_name in seen:

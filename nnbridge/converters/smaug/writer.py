@@ -73,6 +73,7 @@ class Exporter:
         self.consumers = graph.consumer_map()
         self.absorbed: set[int] = set()  # nodes emitted as part of another (fused activations)
         self.unsupported: list[Unsupported] = []
+        self.pending: list[tuple[str, np.ndarray, int]] = []
         self.input_layouts = {v.name: lay for v in graph.inputs
                               if (lay := stored_input_layout(graph, v)) is not None}
 
@@ -136,7 +137,7 @@ class Exporter:
         node.input_tensors.add().CopyFrom(t)
         out = self.tensor(output_name(name), array.shape, layout, data_type)
         node.output_tensors.add().CopyFrom(out)
-        params.encode(t.name, array, data_type, self.alignment, self.params.data_array.add())
+        self.pending.append((t.name, array, data_type))  # encoded only if the whole graph converts
         return Ref(name, 0, out)
 
     # -- finding IR values as SMAUG tensors -----------------------------------------------------
@@ -333,7 +334,27 @@ def graph_to_smaug(graph: Graph, backend: str = "SMV", *, mem_policy: str = "All
     ex.run()
     if ex.unsupported:
         raise UnsupportedOpError(f"SMAUG ({backend})", ex.unsupported)
+    for name, array, data_type in ex.pending:  # params entries in Data-node order
+        params.encode(name, array, data_type, ex.alignment, ex.params.data_array.add())
     return ex.proto, ex.params
+
+
+#: Passes that turn an imported ONNX graph into one SMAUG can store: weights computed by
+#: ConstantOfShape/Shape chains become constants; Dropout/Identity disappear.
+PREPARE_PASSES = ["fold", "eliminate", "infer-shapes"]
+
+
+def prepare(graph: Graph) -> Graph:
+    """A folded copy of ``graph`` (the caller's graph is never changed)."""
+    from ... import passes  # noqa: F401 - registers the passes
+    from ...ir import run_passes
+
+    if not any(n.op in ("ConstantOfShape", "Shape", "Constant", "Identity", "Dropout", "Unsqueeze",
+                        "Squeeze", "Cast") for n in graph.nodes):
+        return graph
+    graph = graph.copy()
+    run_passes(graph, PREPARE_PASSES)
+    return graph
 
 
 def save_smaug(graph: Graph, path: str | os.PathLike, *, smaug_backend: str | None = None,
@@ -346,6 +367,7 @@ def save_smaug(graph: Graph, path: str | os.PathLike, *, smaug_backend: str | No
     """
     backend = smaug_backend or graph.metadata.get("smaug.backend") or "SMV"
     policy = smaug_mem_policy or graph.metadata.get("smaug.mem_policy") or "AllDma"
+    graph = prepare(graph)
     proto, array = graph_to_smaug(graph, backend, mem_policy=policy, inputs=smaug_inputs)
     topo, par = write_model(proto, array, path)
     return str(topo), str(par)

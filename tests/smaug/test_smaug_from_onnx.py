@@ -1,0 +1,73 @@
+"""ONNX → SMAUG → ONNX: the zoo and the light models SMAUG can express agree with onnxruntime on the
+original (fp32 tolerance for Reference files, fp16 tolerance for SMV files); the others fail with one
+error listing every inexpressible node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+import nnbridge.zoo
+from nnbridge.converters.onnx import graph_to_model, load_onnx
+from nnbridge.converters.smaug import load_smaug, read_topology, save_smaug
+from nnbridge.errors import UnsupportedOpError
+from nnbridge.protos.smaug import smaug_types_pb2 as pb
+
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+#: relative to the largest output magnitude: fp32 files, and fp16 storage/rounding (SMV)
+TOLERANCE = {"Reference": 1e-5, "SMV": 2e-2}
+ZOO_CNNS = ["mlp", "minerva", "lenet5", "cnn10", "vgg_cifar", "resnet_tiny"]
+
+
+def run_ort(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)[0]
+
+
+def through_smaug(model: onnx.ModelProto, backend: str, folder: Path):
+    graph = load_onnx(model)
+    topo, _ = save_smaug(graph, folder / "model_topo.pbtxt", smaug_backend=backend)
+    back = load_smaug(topo, compute_dtype="float32")
+    rng = np.random.default_rng(0)
+    feeds = {v.name: rng.random(v.type.shape, dtype=np.float32) for v in graph.inputs}
+    return read_topology(topo), run_ort(model, feeds), run_ort(graph_to_model(back), feeds)
+
+
+@pytest.mark.parametrize("backend", ["Reference", "SMV"])
+@pytest.mark.parametrize("name", ZOO_CNNS)
+def test_zoo_through_smaug_matches_onnxruntime(tmp_path, name, backend):
+    topology, expected, got = through_smaug(nnbridge.zoo.build(name), backend, tmp_path)
+    scale = np.abs(expected).max()
+    np.testing.assert_allclose(got, expected, rtol=0, atol=TOLERANCE[backend] * scale)
+    reorders = [n for n in topology.nodes if n.op == pb.Reorder]
+    flat = any(len(n.input_tensors[0].shape.dims) == 4 for n in reorders)
+    # native layouts: weights need no Reorder; SMV adds one at the NCHW input; plus the flatten
+    assert len(reorders) == (backend == "SMV" and any(n.op == pb.Convolution3d for n in topology.nodes)) + flat
+    alignments = {t.shape.alignment for n in topology.nodes for t in [*n.input_tensors, *n.output_tensors]}
+    assert alignments == {8 if backend == "SMV" else 0}
+    assert topology.backend == backend and topology.mem_policy == pb.AllDma
+
+
+@pytest.mark.parametrize("backend", ["Reference", "SMV"])
+@pytest.mark.parametrize("name", ["light_resnet50", "light_squeezenet"])  # VGG-19 converts too: 140 s
+def test_light_models_through_smaug_match_onnxruntime(tmp_path, name, backend):
+    _, expected, got = through_smaug(onnx.load(LIGHT / f"{name}.onnx"), backend, tmp_path)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=TOLERANCE[backend] * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("name, count, ops", [
+    ("light_bvlc_alexnet", 5, ["Conv", "LRN"]),  # 2 LRN + 3 grouped convolutions
+    ("light_zfnet512", 2, ["LRN"]),
+])
+def test_inexpressible_models_list_every_offending_node(tmp_path, name, count, ops):
+    graph = load_onnx(onnx.load(LIGHT / f"{name}.onnx"))
+    with pytest.raises(UnsupportedOpError) as info:
+        save_smaug(graph, tmp_path / "m_topo.pbtxt", smaug_backend="SMV")
+    assert len(info.value.items) == count
+    assert sorted({i.op for i in info.value.items}) == ops
+    assert all(i.node and i.reason for i in info.value.items)
+    assert not any(tmp_path.iterdir())
