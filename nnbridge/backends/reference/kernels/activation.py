@@ -175,4 +175,4 @@ def clip(ctx, x, low=None, high=None):
         y = np.maximum(y, np.asarray(low).astype(x.dtype))
     if high is not None:
         y = np.minimum(y, np.asarray(high).astype(x.dtype))
-    return np.array(y, dtype=x.dtype, copy=y is x)
+    return x.copy() if y is x else np.asarray(y, dtype=x.dtype)

@@ -18,7 +18,9 @@ def _shifted(x: np.ndarray, axis: int) -> np.ndarray:
 def softmax(ctx, x):
     if x.size == 0:
         return x.copy()
-    e = np.exp(_shifted(x.astype(compute_dtype(x.dtype), copy=False), ctx.attr("axis", -1)))
+    # fp16 stays in fp16 (rounded per step, as ONNX's own definition computes it); bf16 goes through fp32
+    e = np.exp(_shifted(x if x.dtype == np.float16 else x.astype(compute_dtype(x.dtype), copy=False),
+                        ctx.attr("axis", -1)))
     e /= e.sum(axis=ctx.attr("axis", -1), keepdims=True)
     return e.astype(x.dtype, copy=False)
 
