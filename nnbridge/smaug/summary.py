@@ -1,0 +1,36 @@
+"""SMAUG's ``print_summary()`` text (specs/smaug-format.md §8), byte for byte."""
+
+from __future__ import annotations
+
+from ..protos.smaug import smaug_graph_pb2 as gpb
+from ..protos.smaug import smaug_tensor_pb2 as tpb
+from ..protos.smaug import smaug_types_pb2 as pb
+
+RULE_DOUBLE = "=" * 65
+RULE = "-" * 65
+
+
+def tensor_line(t: tpb.TensorProto) -> str:
+    dims = "[" + ", ".join(str(d) for d in t.shape.dims) + "]"
+    return (f"  {t.name} {pb.DataType.Name(t.data_type)} {dims} "
+            f"{pb.DataLayout.Name(t.shape.layout)} alignment({t.shape.alignment})")
+
+
+def summary_text(graph: gpb.GraphProto) -> str:
+    """The summary of a GraphProto: nodes in creation order, children from the parent lists."""
+    children: dict[str, list[str]] = {}
+    for node in graph.nodes:
+        for parent in node.parents:
+            children.setdefault(parent, []).append(node.name)
+    lines = [RULE_DOUBLE, f"      Summary of the network: {graph.name} ({graph.backend})", RULE_DOUBLE,
+             f"Host memory access policy: {pb.HostMemoryAccessPolicy.Name(graph.mem_policy)}.", RULE]
+    for node in graph.nodes:
+        lines.append(f"Name: {node.name} ({pb.OpType.Name(node.op)})")
+        lines.append("Parents:" + "".join(f"{p} " for p in node.parents))
+        lines.append("Children:" + "".join(f"{c} " for c in children.get(node.name, [])))
+        lines.append("Input tensors:")
+        lines.extend(tensor_line(t) for t in node.input_tensors)
+        lines.append("Output tensors:")
+        lines.extend(tensor_line(t) for t in node.output_tensors)
+        lines.append(RULE)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,169 @@
+"""The SMAUG-style graph-building API: the shipped Minerva/LeNet-5 files are reproduced byte for byte
+from SMAUG's random-data recipe, print_summary matches SMAUG's text, and to_ir runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from smaug_data import EXPECTED
+
+import nnbridge
+import nnbridge.smaug as sg
+from nnbridge.errors import InputError
+
+BACKENDS = [("SMV", "smv", np.float16), ("Reference", "ref", np.float32)]
+
+
+def recipe(shape, dtype):
+    return (np.random.RandomState(1234).rand(*shape) * 0.005).astype(dtype)
+
+
+def minerva(backend: str, suffix: str, dtype) -> sg.Graph:
+    with sg.Graph(name=f"minerva_{suffix}", backend=backend) as g:
+        act = sg.input_data(sg.Tensor(data_layout=sg.NHWC, tensor_data=recipe((1, 28, 28, 1), dtype)), g)
+        for i, shape in enumerate([(256, 784), (256, 256), (256, 256), (10, 256)]):
+            weights = sg.Tensor(data_layout=sg.NC, tensor_data=recipe(shape, dtype))
+            act = sg.nn.mat_mul(act, weights, activation="relu" if i < 3 else None)
+    return g
+
+
+def lenet5(backend: str, suffix: str, dtype) -> sg.Graph:
+    with sg.Graph(name=f"lenet5_{suffix}", backend=backend) as g:
+        act = sg.input_data(sg.Tensor(data_layout=sg.NHWC, tensor_data=recipe((1, 28, 28, 1), dtype)), g)
+        for shape in [(32, 3, 3, 1), (32, 3, 3, 32)]:
+            kernel = sg.Tensor(data_layout=sg.NHWC, tensor_data=recipe(shape, dtype))
+            act = sg.nn.convolution(act, kernel, stride=[1, 1], padding="valid", activation="relu")
+        act = sg.nn.max_pool(act, pool_size=[2, 2], stride=[2, 2])
+        act = sg.nn.mat_mul(act, sg.Tensor(data_layout=sg.NC, tensor_data=recipe((128, 4608), dtype)),
+                            activation="relu")
+        act = sg.nn.mat_mul(act, sg.Tensor(data_layout=sg.NC, tensor_data=recipe((10, 128), dtype)))
+    return g
+
+
+@pytest.mark.parametrize("backend, suffix, dtype", BACKENDS)
+@pytest.mark.parametrize("network", [minerva, lenet5])
+def test_builder_reproduces_the_shipped_files(smaug_dir, tmp_path, network, backend, suffix, dtype):
+    graph = network(backend, suffix, dtype)
+    topo, params = graph.write_graph(tmp_path)
+    name = f"{network.__name__}/{network.__name__}_{suffix}"
+    assert topo.read_bytes() == (smaug_dir / f"{name}_topo.pbtxt").read_bytes()
+    assert params.read_bytes() == (smaug_dir / f"{name}_params.pb").read_bytes()
+
+
+@pytest.mark.parametrize("backend, suffix, dtype", BACKENDS)
+def test_to_ir_runs_with_smaug_semantics(backend, suffix, dtype):
+    graph = lenet5(backend, suffix, dtype).to_ir()
+    (out,) = nnbridge.run(graph, {"data": recipe((1, 28, 28, 1), dtype)}).values()
+    np.testing.assert_allclose(out.reshape(-1), EXPECTED[f"lenet5/lenet5_{suffix}_topo.pbtxt"], rtol=1e-2)
+
+
+TUTORIAL_SUMMARY = """\
+=================================================================
+      Summary of the network: my_model (SMV)
+=================================================================
+Host memory access policy: AllDma.
+-----------------------------------------------------------------
+Name: data (Data)
+Parents:
+Children:conv{sp}
+Input tensors:
+  data/input0 Float16 [1, 28, 28, 1] NHWC alignment(8)
+Output tensors:
+  data/output0 Float16 [1, 28, 28, 1] NHWC alignment(8)
+-----------------------------------------------------------------
+Name: data_1 (Data)
+Parents:
+Children:conv{sp}
+Input tensors:
+  data_1/input0 Float16 [32, 3, 3, 1] NHWC alignment(8)
+Output tensors:
+  data_1/output0 Float16 [32, 3, 3, 1] NHWC alignment(8)
+-----------------------------------------------------------------
+Name: conv (Convolution3d)
+Parents:data data_1{sp}
+Children:max_pool{sp}
+Input tensors:
+  data/output0 Float16 [1, 28, 28, 1] NHWC alignment(8)
+  data_1/output0 Float16 [32, 3, 3, 1] NHWC alignment(8)
+Output tensors:
+  conv/output0 Float16 [1, 28, 28, 32] NHWC alignment(8)
+-----------------------------------------------------------------
+Name: max_pool (MaxPooling)
+Parents:conv{sp}
+Children:reorder{sp}
+Input tensors:
+  conv/output0 Float16 [1, 28, 28, 32] NHWC alignment(8)
+Output tensors:
+  max_pool/output0 Float16 [1, 14, 14, 32] NHWC alignment(8)
+-----------------------------------------------------------------
+Name: reorder (Reorder)
+Parents:max_pool{sp}
+Children:mat_mul{sp}
+Input tensors:
+  max_pool/output0 Float16 [1, 14, 14, 32] NHWC alignment(8)
+Output tensors:
+  reorder/output0 Float16 [1, 6272] NC alignment(8)
+-----------------------------------------------------------------
+Name: data_2 (Data)
+Parents:
+Children:mat_mul{sp}
+Input tensors:
+  data_2/input0 Float16 [10, 6272] NC alignment(8)
+Output tensors:
+  data_2/output0 Float16 [10, 6272] NC alignment(8)
+-----------------------------------------------------------------
+Name: mat_mul (InnerProduct)
+Parents:reorder data_2{sp}
+Children:
+Input tensors:
+  reorder/output0 Float16 [1, 6272] NC alignment(8)
+  data_2/output0 Float16 [10, 6272] NC alignment(8)
+Output tensors:
+  mat_mul/output0 Float16 [1, 10] NC alignment(8)
+-----------------------------------------------------------------
+""".replace("{sp}", " ")  # spec §8: every parent/child name is followed by one space
+
+
+def test_print_summary_of_the_tutorial_model(tmp_path, capsys):
+    golden = tmp_path / "my_model_summary.txt"
+    golden.write_text(TUTORIAL_SUMMARY)
+    with sg.Graph(name="my_model", backend="SMV") as g:
+        x = sg.Tensor(data_layout=sg.NHWC, tensor_data=recipe((1, 28, 28, 1), np.float16))
+        conv_weights = sg.Tensor(data_layout=sg.NHWC, tensor_data=recipe((32, 3, 3, 1), np.float16))
+        fc_weights = sg.Tensor(data_layout=sg.NC, tensor_data=recipe((10, 6272), np.float16))
+        act = sg.input_data(x, g)
+        act = sg.nn.convolution(act, conv_weights, stride=[1, 1], padding="same", activation="relu")
+        act = sg.nn.max_pool(act, pool_size=[2, 2], stride=[2, 2])
+        act = sg.nn.mat_mul(act, fc_weights)
+    g.print_summary()
+    assert capsys.readouterr().out == golden.read_text()
+    assert act.shape == [1, 10]
+
+
+def test_graphs_are_independent_and_names_follow_the_frontend():
+    with sg.Graph(name="a", backend="Reference") as a, sg.Graph(name="b", backend="SMV") as b:
+        xa = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float32)), a)
+        xb = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float16)), b)
+        ya = sg.math.add(sg.math.add(xa, xa), xa)
+        yb = sg.nn.relu(xb)
+    assert [n.name for n in a.proto.nodes] == ["data", "add", "add_1"]
+    assert [n.name for n in b.proto.nodes] == ["data", "relu"]
+    assert ya.source[0] is a and yb.source[0] is b
+    with pytest.raises(InputError, match="belongs to graph 'b'"):
+        sg.math.add(xa, yb)
+
+
+def test_broadcast_uses_repeat_and_batch_norm_runs():
+    with sg.Graph(name="bn", backend="Reference") as g:
+        x = sg.input_data(sg.Tensor(data_layout=sg.NCHW, tensor_data=np.ones((1, 2, 3, 3), np.float32)), g)
+        stats = [sg.Tensor(data_layout=sg.NC, tensor_data=np.array([[v, v]], np.float32)) for v in (1, 0.5, 2, 3)]
+        y = sg.nn.batch_norm(x, *stats, activation="relu")
+        bias = sg.Tensor(data_layout=sg.NCHW, tensor_data=np.full((1, 2, 1, 1), 10, np.float32))
+        sg.math.add(y, bias)
+    ops = [n.op for n in g.proto.nodes]
+    assert ops.count(sg.tensor.pb.Repeat) == 1
+    x = np.full((1, 2, 3, 3), 2, np.float32)
+    x[0, 1] = -9
+    (out,) = nnbridge.run(g.to_ir(), {"data": x}).values()
+    # (x − mean) · var′ · gamma + beta, relu, + 10:  (2 − 1)·0.5·2 + 3 = 4 → 14;  (−9 − 1)·1 + 3 < 0 → 10
+    assert np.allclose(out[0, 0], 14.0) and np.allclose(out[0, 1], 10.0)
