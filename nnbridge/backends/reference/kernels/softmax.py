@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import kernel
-from ._windows import FLOATS, compute_dtype
+from ._windows import FLOATS, WITH_BF16, compute_dtype
 
 
 def _shifted(x: np.ndarray, axis: int) -> np.ndarray:
@@ -14,7 +14,7 @@ def _shifted(x: np.ndarray, axis: int) -> np.ndarray:
     return x - np.where(np.isfinite(peak), peak, 0)
 
 
-@kernel("Softmax", dtypes=FLOATS)
+@kernel("Softmax", dtypes=WITH_BF16)
 def softmax(ctx, x):
     if x.size == 0:
         return x.copy()
@@ -25,13 +25,17 @@ def softmax(ctx, x):
     return e.astype(x.dtype, copy=False)
 
 
-@kernel("LogSoftmax", dtypes=FLOATS)
-def log_softmax(ctx, x):
+def log_softmax_along(x: np.ndarray, axis: int) -> np.ndarray:
+    """log(softmax(x)) without forming the softmax (no log of an underflowed 0)."""
     if x.size == 0:
         return x.copy()
-    axis = ctx.attr("axis", -1)
-    s = _shifted(x.astype(compute_dtype(x.dtype), copy=False), axis)
-    return (s - np.log(np.exp(s).sum(axis=axis, keepdims=True))).astype(x.dtype, copy=False)
+    s = _shifted(x, axis)
+    return s - np.log(np.exp(s).sum(axis=axis, keepdims=True))
+
+
+@kernel("LogSoftmax", dtypes=WITH_BF16)
+def log_softmax(ctx, x):
+    return log_softmax_along(x.astype(compute_dtype(x.dtype), copy=False), ctx.attr("axis", -1)).astype(x.dtype)
 
 
 @kernel("Hardmax", dtypes=FLOATS)
