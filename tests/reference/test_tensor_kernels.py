@@ -327,3 +327,36 @@ def test_unsupported_attribute_values_are_refused():
     refused("ScatterElements", [("x", X345), ("i", np.zeros((1, 1, 1), I64)), ("u", X345[:1, :1, :1])],
             {"reduction": "avg"})
     refused("NonZero", [("x", np.array(1.0, np.float32))])
+
+
+def test_center_crop_pad_centres_odd_differences():
+    x = np.arange(20, dtype=np.float32).reshape(4, 5)
+    model, feeds = node_model("CenterCropPad", [("x", x), ("s", np.array([3, 8], I64))], opset=18)
+    (out,) = run_ours(model, feeds)
+    expected = np.zeros((3, 8), np.float32)
+    expected[:, 1:6] = x[0:3]  # crop 4→3 starts at row 0 (rounded down); pad 5→8 puts 1 left, 2 right
+    assert_same(out, expected)
+    model, feeds = node_model("CenterCropPad", [("x", x), ("s", np.array([2], I64))], {"axes": [-1]}, opset=18)
+    assert_same(run_ours(model, feeds)[0], x[:, 1:3])
+
+
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+def test_tensor_scatter_writes_each_batch_entry_at_its_index(mode):
+    past = np.zeros((2, 1, 4, 2), np.float32)
+    update = np.arange(1, 9, dtype=np.float32).reshape(2, 1, 2, 2)
+    starts = np.array([1, 2 if mode == "linear" else 3], I64)
+    model, feeds = node_model("TensorScatter", [("p", past), ("u", update), ("w", starts)], {"mode": mode},
+                              opset=24)
+    (out,) = run_ours(model, feeds)
+    expected = past.copy()
+    expected[0, :, 1:3] = update[0]
+    if mode == "linear":
+        expected[1, :, 2:4] = update[1]
+    else:  # positions 3, 4 → 3, 0
+        expected[1, :, 3], expected[1, :, 0] = update[1, :, 0], update[1, :, 1]
+    assert_same(out, expected)
+
+
+def test_string_concat_broadcasts():
+    agree("StringConcat", [("a", np.array(["a", "bé"], dtype=object)), ("b", np.array([["x"], [""]], dtype=object))],
+          opset=20)

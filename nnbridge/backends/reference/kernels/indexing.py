@@ -147,3 +147,27 @@ def reverse_sequence(ctx, x, lengths):
     n = np.asarray(lengths, dtype=np.int64).reshape(shape)
     source = np.where(t < n, n - 1 - t, t)
     return np.take_along_axis(x, np.broadcast_to(source, x.shape), axis=time_axis)
+
+
+def _check_tensor_scatter(node):
+    mode = node.attr("mode", "linear")
+    return None if mode in ("linear", "circular") else f"mode {mode!r} is not implemented"
+
+
+@kernel("TensorScatter", check=_check_tensor_scatter)
+def tensor_scatter(ctx, past, update, write_indices=None):
+    """KV-cache update: batch entry b's update lands at ``write_indices[b] + t`` along ``axis``."""
+    axis = axis_of(ctx.attr("axis", -2), past.ndim)
+    capacity, steps = past.shape[axis], update.shape[axis]
+    batch = past.shape[0]
+    starts = np.zeros(batch, np.int64) if write_indices is None else np.asarray(write_indices, np.int64)
+    shape = [1] * past.ndim
+    shape[0] = batch
+    position = starts.reshape(shape) + np.arange(steps).reshape([-1 if i == axis else 1 for i in range(past.ndim)])
+    if ctx.attr("mode", "linear") == "circular":
+        position = position % capacity
+    elif position.size and (position.max() >= capacity or position.min() < 0):
+        raise IndexError(f"write position beyond the cache length {capacity}")
+    present = past.copy()
+    np.put_along_axis(present, np.broadcast_to(position, update.shape), update, axis=axis)
+    return present
