@@ -34,7 +34,7 @@ from .files import model_paths, read_params, read_topology
 PARAM_SLOTS = {pb.Convolution3d: {1}, pb.ConvolutionDepthwise: {1}, pb.InnerProduct: {1},
                pb.BatchNorm: {1, 2, 3, 4}}
 PASS_THROUGH = {pb.Reorder}
-#: A Data node only broadcast (Repeat) or combined elementwise is a constant operand too.
+#: A Data node only broadcast (Repeat) or combined elementwise with computed tensors is a constant too.
 CONSTANT_USERS = {pb.Repeat, pb.EltwiseAdd, pb.EltwiseMul}
 #: Scale of SMAUG's random-data recipe (experiments' *_network.py builders).
 RECIPE_SEED = 1234
@@ -137,8 +137,9 @@ class Importer:
     def is_parameter(self, name: str, seen: set[str] | None = None) -> bool:
         """Is this Data node a constant? It is when it reaches a parameter slot (through Reorders)
         or when it is only broadcast or combined elementwise; network inputs feed real ops."""
-        users = [self.nodes[u].op for u in self.users.get(name, [])]
-        if seen is None and users and all(op in CONSTANT_USERS for op in users):
+        users = [self.nodes[u] for u in self.users.get(name, [])]
+        if seen is None and users and all(u.op == pb.Repeat or (u.op in CONSTANT_USERS and any(
+                self.nodes[p].op != pb.Data for p in u.parents)) for u in users):
             return True
         seen = seen if seen is not None else set()
         for user_name in self.users.get(name, []):
