@@ -1,0 +1,348 @@
+"""Neural-network kernels of the reference backend (conv, pooling, linalg, RNNs, resize, attention, ...):
+edge cases the ONNX node tests cover thinly, checked against onnxruntime on
+single-node models, against naive loop implementations written here, or
+against hand computations.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+import nnbridge
+from nnbridge.backends.reference.kernels.activation import erf
+from nnbridge.check import run_onnxruntime
+from nnbridge.errors import UnsupportedOpError
+from nnbridge.ir import DType
+
+RNG = np.random.default_rng(11)
+
+
+def rand(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def node_model(op, inputs, attrs=None, outputs=1, inits=(), opset=21):
+    """One-node model; ``inputs`` are (name, array) pairs or None (absent optional input);
+    names in ``inits`` become initializers."""
+    graph_inputs, initializers, feeds = [], [], {}
+    for item in inputs:
+        if item is None:
+            continue
+        name, array = item[0], np.asarray(item[1])
+        if name in inits:
+            initializers.append(numpy_helper.from_array(array, name))
+        else:
+            graph_inputs.append(helper.make_tensor_value_info(name, DType.from_numpy(array.dtype).onnx, array.shape))
+            feeds[name] = array
+    out_names = [f"y{i}" for i in range(outputs)]
+    node = helper.make_node(op, ["" if x is None else x[0] for x in inputs], out_names, **(attrs or {}))
+    graph = helper.make_graph([node], op.lower(), graph_inputs,
+                              [helper.make_value_info(n, onnx.TypeProto()) for n in out_names], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return onnx.shape_inference.infer_shapes(model), feeds
+
+
+def run_ours(model, feeds):
+    exe = nnbridge.compile(model, passes=[])
+    out = exe.run(feeds)
+    return [out[n] for n in exe.output_names]
+
+
+def assert_matches_ort(op, inputs, attrs=None, outputs=1, inits=(), rtol=1e-4, atol=1e-5, opset=21):
+    model, feeds = node_model(op, inputs, attrs, outputs, inits, opset)
+    ours = run_ours(model, feeds)
+    theirs = run_onnxruntime(model, feeds)
+    theirs = [theirs[n] for n in theirs] if isinstance(theirs, dict) else theirs
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+    return ours
+
+
+# -- convolution ---------------------------------------------------------------------------------------------
+
+
+def naive_conv2d(x, w, b, group, strides, dilations, pads):
+    """Direct definition: loops over every output element (test-only, tiny shapes)."""
+    n, c, h, wd = x.shape
+    m, cg, kh, kw = w.shape
+    xp = np.pad(x, [(0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])])
+    oh = (h + pads[0] + pads[2] - (kh - 1) * dilations[0] - 1) // strides[0] + 1
+    ow = (wd + pads[1] + pads[3] - (kw - 1) * dilations[1] - 1) // strides[1] + 1
+    y = np.zeros((n, m, oh, ow), np.float64)
+    mg = m // group
+    for b_ in range(n):
+        for o in range(m):
+            g = o // mg
+            for i in range(oh):
+                for j in range(ow):
+                    acc = 0.0
+                    for ci in range(cg):
+                        for p in range(kh):
+                            for q in range(kw):
+                                acc += (xp[b_, g * cg + ci, i * strides[0] + p * dilations[0],
+                                           j * strides[1] + q * dilations[1]] * w[o, ci, p, q])
+                    y[b_, o, i, j] = acc + (b[o] if b is not None else 0)
+    return y
+
+
+def test_conv_grouped_dilated_asymmetric_pads_matches_naive_loops():
+    x, w, b = rand(2, 6, 7, 9), rand(4, 3, 3, 2), rand(4)
+    attrs = dict(group=2, strides=[2, 1], dilations=[2, 3], pads=[1, 0, 2, 3])
+    model, feeds = node_model("Conv", [("x", x), ("w", w), ("b", b)], attrs, inits=("w", "b"))
+    (y,) = run_ours(model, feeds)
+    expected = naive_conv2d(x, w, b, 2, [2, 1], [2, 3], [1, 0, 2, 3])
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_depthwise_conv_matches_naive_loops():
+    x, w = rand(1, 5, 6, 6), rand(5, 1, 3, 3)
+    model, feeds = node_model("Conv", [("x", x), ("w", w)], dict(group=5, pads=[1, 1, 1, 1]), inits=("w",))
+    (y,) = run_ours(model, feeds)
+    np.testing.assert_allclose(y, naive_conv2d(x, w, None, 5, [1, 1], [1, 1], [1, 1, 1, 1]), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID"])
+@pytest.mark.parametrize("shape", [(1, 2, 7, 6), (2, 2, 5, 9)])
+def test_conv_auto_pad_odd_sizes_stride_two(auto_pad, shape):
+    x, w = rand(*shape), rand(3, 2, 4, 3)
+    assert_matches_ort("Conv", [("x", x), ("w", w)], dict(auto_pad=auto_pad, strides=[2, 2]), inits=("w",))
+
+
+@pytest.mark.parametrize("shape,kernel", [((2, 3, 11), (4, 3, 3)), ((1, 2, 5, 6, 4), (3, 2, 2, 3, 2))])
+def test_conv_1d_and_3d(shape, kernel):
+    x, w, b = rand(*shape), rand(*kernel), rand(kernel[0])
+    rank = len(shape) - 2
+    assert_matches_ort("Conv", [("x", x), ("w", w), ("b", b)],
+                       dict(strides=[2] * rank, pads=[1] * rank + [0] * rank), inits=("w", "b"))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_conv_keeps_fp16_and_fp64(dtype):
+    x, w = rand(1, 2, 5, 5, dtype=dtype), rand(3, 2, 3, 3, dtype=dtype)
+    model, feeds = node_model("Conv", [("x", x), ("w", w)], dict(pads=[1, 1, 1, 1]), inits=("w",))
+    (y,) = run_ours(model, feeds)
+    assert y.dtype == dtype
+    expected = naive_conv2d(x.astype(np.float64), w.astype(np.float64), None, 1, [1, 1], [1, 1], [1, 1, 1, 1])
+    np.testing.assert_allclose(y.astype(np.float64), expected, rtol=1e-2 if dtype == np.float16 else 1e-12,
+                               atol=1e-2 if dtype == np.float16 else 1e-12)
+
+
+def test_conv_and_pool_empty_batch():
+    x, w = np.zeros((0, 2, 5, 5), np.float32), rand(3, 2, 3, 3)
+    model, feeds = node_model("Conv", [("x", x), ("w", w)], dict(pads=[1, 1, 1, 1]), inits=("w",))
+    assert run_ours(model, feeds)[0].shape == (0, 3, 5, 5)
+    model, feeds = node_model("MaxPool", [("x", x)], dict(kernel_shape=[2, 2], strides=[2, 2]))
+    assert run_ours(model, feeds)[0].shape == (0, 2, 2, 2)
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(group=2, strides=[2, 3], dilations=[2, 1], pads=[1, 0, 0, 2], output_padding=[1, 2]),
+    dict(strides=[2, 2], output_shape=[10, 9]),
+    dict(strides=[2, 2], auto_pad="SAME_UPPER"),
+    dict(strides=[3, 2], auto_pad="SAME_LOWER"),
+])
+def test_conv_transpose_variants(attrs):
+    x, w, b = rand(2, 4, 5, 5), rand(4, 3, 3, 2), rand(3 * attrs.get("group", 1))
+    assert_matches_ort("ConvTranspose", [("x", x), ("w", w), ("b", b)], attrs, inits=("w", "b"))
+
+
+# -- pooling -------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
+    dict(kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 1, 1], ceil_mode=1),
+    dict(kernel_shape=[2, 2], strides=[1, 2], dilations=[2, 2], pads=[0, 1, 1, 0]),
+    dict(kernel_shape=[3, 3], auto_pad="SAME_LOWER", strides=[2, 2]),
+])
+def test_max_pool_with_indices(attrs):
+    x = rand(2, 3, 8, 7)
+    for order in (0, 1):
+        assert_matches_ort("MaxPool", [("x", x)], dict(attrs, storage_order=order), outputs=2)
+
+
+@pytest.mark.parametrize("include_pad", [0, 1])
+@pytest.mark.parametrize("attrs", [
+    dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1),
+    dict(kernel_shape=[2, 3], strides=[2, 1], pads=[0, 1, 1, 1]),
+    dict(kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER"),
+])
+def test_average_pool_padding_counts(attrs, include_pad):
+    assert_matches_ort("AveragePool", [("x", rand(1, 2, 7, 8))], dict(attrs, count_include_pad=include_pad))
+
+
+def test_global_pools_and_lp_pool():
+    x = rand(2, 3, 4, 5, 2)
+    for op in ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"):
+        assert_matches_ort(op, [("x", x)])
+    assert_matches_ort("LpPool", [("x", rand(1, 2, 6, 6))], dict(kernel_shape=[3, 3], p=3, pads=[1, 1, 1, 1]))
+
+
+# -- linear algebra ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bias_shape", [(), (1,), (5,), (3, 1), (3, 5)])
+def test_gemm_broadcast_bias_and_transposes(bias_shape):
+    a, b, c = rand(4, 3), rand(5, 4), rand(*bias_shape)
+    model, feeds = node_model("Gemm", [("a", a), ("b", b), ("c", c)], dict(transA=1, transB=1, alpha=0.5, beta=2.0))
+    (y,) = run_ours(model, feeds)
+    np.testing.assert_allclose(y, 0.5 * a.T @ b.T + 2.0 * c, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shapes", [((3,), (3,)), ((3,), (2, 3, 4)), ((2, 1, 4, 3), (3,)), ((2, 1, 3, 4), (5, 4, 2))])
+def test_matmul_broadcast_and_vectors(shapes):
+    a, b = rand(*shapes[0]), rand(*shapes[1])
+    model, feeds = node_model("MatMul", [("a", a), ("b", b)])
+    (y,) = run_ours(model, feeds)
+    np.testing.assert_allclose(y, np.matmul(a, b), rtol=1e-5, atol=1e-6)
+
+
+def test_erf_accuracy_against_math():
+    x = np.concatenate([np.linspace(-7, 7, 4001), [0.0, 1e-300, -1e-10, 1.9999999, 2.0, 30.0, -30.0]])
+    expected = np.array([math.erf(v) for v in x])
+    assert np.max(np.abs(erf(x) - expected)) < 1e-14
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu(approximate):
+    assert_matches_ort("Gelu", [("x", rand(3, 7) * 3)], dict(approximate=approximate), opset=20)
+
+
+# -- recurrent -----------------------------------------------------------------------------------------------
+
+
+def _rnn_inputs(op, seq, batch, inp, hidden, dirs, layout):
+    gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+    x = rand(batch, seq, inp) if layout else rand(seq, batch, inp)
+    state_shape = (batch, dirs, hidden) if layout else (dirs, batch, hidden)
+    inputs = [("x", x), ("w", rand(dirs, gates * hidden, inp)), ("r", rand(dirs, gates * hidden, hidden)),
+              ("b", rand(dirs, 2 * gates * hidden)), ("lens", np.array([seq, 1, seq - 2][:batch], np.int32)),
+              ("h0", rand(*state_shape))]
+    if op == "LSTM":
+        inputs += [("c0", rand(*state_shape)), ("p", rand(dirs, 3 * hidden))]
+    return inputs
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+def test_recurrent_directions_with_sequence_lens(op, direction):
+    dirs = 2 if direction == "bidirectional" else 1
+    outputs = 3 if op == "LSTM" else 2
+    inputs = _rnn_inputs(op, 5, 3, 4, 6, dirs, layout=0)
+    assert_matches_ort(op, inputs, dict(hidden_size=6, direction=direction), outputs=outputs, inits=("w", "r", "b"))
+
+
+def test_gru_linear_before_reset_and_lstm_clip_activations():
+    inputs = _rnn_inputs("GRU", 4, 2, 3, 5, 1, layout=0)
+    assert_matches_ort("GRU", inputs, dict(hidden_size=5, linear_before_reset=1), outputs=2)
+    inputs = _rnn_inputs("LSTM", 4, 2, 3, 5, 1, layout=0)
+    assert_matches_ort("LSTM", inputs, dict(hidden_size=5, clip=0.7, activations=["HardSigmoid", "Tanh", "Tanh"],
+                                            activation_alpha=[0.3], activation_beta=[0.4]), outputs=3)
+
+
+def test_lstm_batch_first_layout_matches_time_major():
+    inputs = _rnn_inputs("LSTM", 4, 2, 3, 5, 2, layout=1)
+    model, feeds = node_model("LSTM", inputs, dict(hidden_size=5, direction="bidirectional", layout=1), outputs=3)
+    y, h, c = run_ours(model, feeds)
+    assert y.shape == (2, 4, 2, 5) and h.shape == (2, 2, 5)
+    time_major = [(name, np.swapaxes(a, 0, 1) if name in ("x", "h0", "c0") else a) for name, a in inputs]
+    model, feeds = node_model("LSTM", time_major, dict(hidden_size=5, direction="bidirectional"), outputs=3)
+    y0, h0, c0 = run_ours(model, feeds)
+    np.testing.assert_allclose(y, y0.transpose(2, 0, 1, 3), rtol=1e-6)
+    np.testing.assert_allclose(h, np.swapaxes(h0, 0, 1), rtol=1e-6)
+    np.testing.assert_allclose(c, np.swapaxes(c0, 0, 1), rtol=1e-6)
+
+
+# -- normalization, softmax, resize, image -------------------------------------------------------------------
+
+
+def test_layer_norm_statistics_outputs():
+    x, scale, bias = rand(2, 3, 4), rand(3, 4), rand(3, 4)
+    model, feeds = node_model("LayerNormalization", [("x", x), ("s", scale), ("b", bias)], dict(axis=1), outputs=3)
+    y, mean, inv_std = run_ours(model, feeds)
+    m = x.mean(axis=(1, 2), keepdims=True)
+    v = x.var(axis=(1, 2), keepdims=True)
+    np.testing.assert_allclose(mean, m, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(inv_std, 1 / np.sqrt(v + 1e-5), rtol=1e-5)
+    np.testing.assert_allclose(y, (x - m) / np.sqrt(v + 1e-5) * scale + bias, rtol=1e-4, atol=1e-5)
+
+
+def test_batch_norm_instance_norm_lrn():
+    x = rand(2, 3, 4, 5)
+    stats = [("s", rand(3)), ("b", rand(3)), ("m", rand(3)), ("v", np.abs(rand(3)) + 0.1)]
+    assert_matches_ort("BatchNormalization", [("x", x)] + stats, dict(epsilon=1e-3))
+    assert_matches_ort("InstanceNormalization", [("x", x), ("s", rand(3)), ("b", rand(3))])
+    assert_matches_ort("LRN", [("x", rand(1, 6, 3, 3))], dict(size=3, alpha=0.01, beta=0.6, bias=1.5))
+
+
+def test_softmax_is_stable_for_large_logits():
+    x = np.array([[1000.0, 1001.0, -np.inf], [-1e30, 0.0, 1e30]], np.float32)
+    model, feeds = node_model("Softmax", [("x", x)])
+    (y,) = run_ours(model, feeds)
+    assert np.all(np.isfinite(y))
+    np.testing.assert_allclose(y.sum(axis=-1), 1, rtol=1e-6)
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(mode="linear", coordinate_transformation_mode="asymmetric"),
+    dict(mode="cubic", exclude_outside=1, cubic_coeff_a=-0.5),
+    dict(mode="nearest", nearest_mode="ceil", coordinate_transformation_mode="align_corners"),
+    dict(mode="linear", coordinate_transformation_mode="pytorch_half_pixel"),
+])
+@pytest.mark.parametrize("scales", [[1, 1, 0.6, 1.7], [1, 1, 2.0, 0.5]])
+def test_resize_modes(attrs, scales):
+    x = rand(1, 2, 5, 6)
+    assert_matches_ort("Resize", [("x", x), ("roi", np.zeros(0, np.float32)),
+                                  ("scales", np.array(scales, np.float32))], attrs, inits=("roi", "scales"))
+
+
+def test_depth_space_round_trip():
+    x = rand(2, 8, 3, 4)
+    for mode in ("DCR", "CRD"):
+        model, feeds = node_model("DepthToSpace", [("x", x)], dict(blocksize=2, mode=mode))
+        (y,) = run_ours(model, feeds)
+        assert y.shape == (2, 2, 6, 8)
+        if mode == "DCR":
+            model, feeds = node_model("SpaceToDepth", [("x", y)], dict(blocksize=2))
+            np.testing.assert_array_equal(run_ours(model, feeds)[0], x)
+
+
+# -- attention -----------------------------------------------------------------------------------------------
+
+
+def test_attention_gqa_with_cache_matches_hand_computation():
+    q, k, v = rand(1, 4, 2, 8), rand(1, 2, 2, 8), rand(1, 2, 2, 8)
+    past_k, past_v = rand(1, 2, 1, 8), rand(1, 2, 1, 8)
+    model, feeds = node_model("Attention", [("q", q), ("k", k), ("v", v), None, ("pk", past_k), ("pv", past_v)],
+                              dict(is_causal=1), outputs=3, opset=23)
+    y, present_k, present_v = run_ours(model, feeds)
+    keys = np.repeat(np.concatenate([past_k, k], 2), 2, axis=1)
+    values = np.repeat(np.concatenate([past_v, v], 2), 2, axis=1)
+    scores = q @ keys.transpose(0, 1, 3, 2) / np.sqrt(8)
+    scores[..., np.arange(3)[None, :] > np.arange(2)[:, None] + 1] = -np.inf  # causal after the cached step
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    np.testing.assert_allclose(y, probs @ values, rtol=1e-5, atol=1e-6)
+    assert present_k.shape == (1, 2, 3, 8) and present_v.shape == (1, 2, 3, 8)
+
+
+# -- refusals ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op,inputs,attrs", [
+    ("LpNormalization", [("x", rand(2, 3))], dict(p=3)),
+    ("RNN", [("x", rand(2, 1, 3)), ("w", rand(1, 4, 3)), ("r", rand(1, 4, 4))],
+     dict(hidden_size=4, activations=["Gaussian"])),
+])
+def test_unimplemented_attributes_are_refused_at_compile_time(op, inputs, attrs):
+    model, feeds = node_model(op, inputs, attrs)
+    with pytest.raises(UnsupportedOpError):
+        nnbridge.compile(model, passes=[])
