@@ -21,9 +21,13 @@ def _highest(dtype: np.dtype):
     return np.iinfo(dtype).max if dtype.kind in "iu" else (True if dtype.kind == "b" else np.inf)
 
 
+def _acc(x: np.ndarray) -> np.dtype:
+    """16-bit floats (float16, bfloat16) accumulate in float32; everything else in its own type."""
+    return np.dtype(np.float32) if x.dtype.itemsize == 2 and x.dtype.kind not in "iub" else x.dtype
+
+
 def _wide(x: np.ndarray) -> np.ndarray:
-    """float16 sums/exps accumulate in float32; everything else in its own type."""
-    return x.astype(np.float32) if x.dtype == np.float16 else x
+    return x.astype(_acc(x), copy=False)
 
 
 def _logsumexp(x, axes):
@@ -35,14 +39,15 @@ def _logsumexp(x, axes):
 
 #: op → (fn(x, axes) computing with keepdims=True, identity of an empty reduction or None)
 _REDUCTIONS = {
-    "ReduceSum": (lambda x, a: np.sum(x, axis=a, keepdims=True, dtype=x.dtype), lambda d: 0),
+    "ReduceSum": (lambda x, a: np.sum(x, axis=a, keepdims=True, dtype=_acc(x)), lambda d: 0),
     "ReduceMean": (lambda x, a: np.mean(_wide(x), axis=a, keepdims=True), lambda d: np.nan),
     "ReduceMax": (lambda x, a: np.max(x, axis=a, keepdims=True), _lowest),
     "ReduceMin": (lambda x, a: np.min(x, axis=a, keepdims=True), _highest),
     "ReduceProd": (lambda x, a: np.prod(x, axis=a, keepdims=True, dtype=x.dtype), lambda d: 1),
-    "ReduceL1": (lambda x, a: np.sum(np.abs(x), axis=a, keepdims=True, dtype=x.dtype), lambda d: 0),
+    "ReduceL1": (lambda x, a: np.sum(np.abs(x), axis=a, keepdims=True, dtype=_acc(x)), lambda d: 0),
     "ReduceL2": (lambda x, a: np.sqrt(np.sum(np.square(_wide(x)), axis=a, keepdims=True)), lambda d: 0),
-    "ReduceSumSquare": (lambda x, a: np.sum(np.square(x), axis=a, keepdims=True, dtype=x.dtype), lambda d: 0),
+    "ReduceSumSquare": (lambda x, a: np.sum(np.square(_wide(x)), axis=a, keepdims=True, dtype=_acc(x)),
+                        lambda d: 0),
     "ReduceLogSum": (lambda x, a: np.log(np.sum(_wide(x), axis=a, keepdims=True)), lambda d: -np.inf),
     "ReduceLogSumExp": (_logsumexp, lambda d: -np.inf),
 }
