@@ -1,19 +1,17 @@
-"""Functional simulation of SMV steps with SMAUG's numerics.
+"""Functional simulation of SMV steps with SMAUG's numerics (spec §2, §4, §9).
 
-What the tiling decides numerically is the *accumulation*: a conv/FC output
-element is summed in fp32 over the channel (activation) tiles one after another
-in the output scratchpad, then the fused activation runs and the result is
-stored once as fp16 (spec §4.1–4.2, §9). Invocations that split rows, columns
-or ofmaps compute disjoint blocks of the same fp32 dot products, so each channel
-tile is evaluated for all of them in one BLAS call — the same numbers, without
-thousands of tiny matrix products. Pool, BN, element-wise and softmax outputs
-each depend on one tile only and are computed over the whole tensor. CPU steps
-run the reference backend's kernels.
+Tensors are fp16 in host memory; a kernel widens its tiles to fp32, computes and
+accumulates in fp32 (a conv/FC output stays in the fp32 output scratchpad across
+all channel tiles), applies the fused activation and stores fp16 once. Tiling
+therefore changes SMV's numbers only through the order of fp32 additions (about
+1e-7 relative, below fp16's resolution), which is not reproduced: each operator
+is one fp32 computation over the whole tensor followed by SMV's rounding. CPU
+steps run the reference backend's kernels on the fp16 values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -24,7 +22,6 @@ from ..reference.executor import KernelContext
 from ..reference.registry import get_kernel
 from .lowering import Step
 from .numerics import BINARY, activation, host, store
-from .tiling import TilingPlan
 
 Arrays = list[np.ndarray | None]
 
@@ -40,8 +37,8 @@ class Simulator:
     def nhwc(self, name: str | None) -> bool:
         return name is not None and self.layouts.get(name) is Layout.NHWC
 
-    def run(self, step: Step, plans: Sequence[TilingPlan], args: Arrays, env) -> Arrays:
-        return RUNNERS[step.family](self, step, plans, args, env)
+    def run(self, step: Step, args: Arrays, env) -> Arrays:
+        return RUNNERS[step.family](self, step, args, env)
 
     def act(self, step: Step) -> Callable[[np.ndarray], np.ndarray] | None:
         fn = step.params.get("act")
@@ -59,9 +56,9 @@ def _bias(y: np.ndarray, bias: np.ndarray, axis: int, act) -> np.ndarray:
     return _finish(y + bias.reshape(shape).astype(np.float32), act)
 
 
-def run_conv(sim: Simulator, step: Step, plans, args: Arrays, env) -> Arrays:
+def run_conv(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
     x, w = args[0], args[1]
-    layer, plan = step.layers[0], plans[0]
+    layer = step.layers[0]
     if not sim.nhwc(step.inputs[0]):
         x = x.transpose(0, 2, 3, 1)
     if not sim.nhwc(step.inputs[1]):
@@ -71,15 +68,8 @@ def run_conv(sim: Simulator, step: Step, plans, args: Arrays, env) -> Arrays:
     w = np.asarray(w, dtype=np.float32)
     n, ho, wo, k = layer.output
     win = sliding_window_view(x, (layer.kh, layer.kw), axis=(1, 2))[:, ::layer.stride_h, ::layer.stride_w]
-    taps = layer.kh * layer.kw
-    cols = win[:, :ho, :wo].reshape(n * ho * wo, -1)  # im2col once, (channel, kh, kw) per row
-    weights = w.transpose(0, 3, 1, 2).reshape(k, -1)
-    out = np.zeros((n * ho * wo, k), dtype=np.float32)
-    t_w = plan.tiled["weights"]
-    for c0, cc in zip(t_w.starts[3], t_w.sizes[3]):  # the channel tiles, accumulated in order
-        block = slice(c0 * taps, (c0 + cc) * taps)
-        out += cols[:, block] @ weights[:, block].T
-    out = out.reshape(layer.output)
+    cols = win[:, :ho, :wo].reshape(n * ho * wo, -1)  # im2col, (channel, kh, kw) per row
+    out = (cols @ w.transpose(0, 3, 1, 2).reshape(k, -1).T).reshape(layer.output)  # fp32 over all channels
     bias = step.params["bias"]
     out = _finish(out, sim.act(step)) if bias is None else _bias(store(out), args[2], 3, sim.act(step))
     if not sim.nhwc(step.outputs[0]):
@@ -87,21 +77,18 @@ def run_conv(sim: Simulator, step: Step, plans, args: Arrays, env) -> Arrays:
     return [np.ascontiguousarray(out)]
 
 
-def run_fc(sim: Simulator, step: Step, plans, args: Arrays, env) -> Arrays:
+def run_fc(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
     a, b = args[0], args[1]
-    layer, plan = step.layers[0], plans[0]
+    layer = step.layers[0]
     x = a.reshape(layer.batch, layer.inputs).astype(np.float32, copy=False)
     w = b if step.params["trans_b"] else b.T
-    acc = np.zeros(layer.output, dtype=np.float32)
-    t_w = plan.tiled["weights"]
-    for c0, cc in zip(t_w.starts[1], t_w.sizes[1]):  # activation tiles, accumulated in order
-        acc += x[:, c0:c0 + cc] @ w[:, c0:c0 + cc].T
+    acc = x @ w.T  # fp32 over all activation tiles
     bias = step.params["bias"]
     out = _finish(acc, sim.act(step)) if bias is None else _bias(store(acc), args[2].reshape(-1), 1, sim.act(step))
     return [out.reshape(tuple(a.shape[:-1]) + (layer.neurons,))]
 
 
-def run_pool(sim: Simulator, step: Step, plans, args: Arrays, env) -> Arrays:
+def run_pool(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
     layer = step.layers[0]
     x = args[0] if sim.nhwc(step.inputs[0]) else args[0].transpose(0, 2, 3, 1)
     win = sliding_window_view(x, (layer.ph, layer.pw), axis=(1, 2))[:, ::layer.stride_h, ::layer.stride_w]
@@ -113,7 +100,7 @@ def run_pool(sim: Simulator, step: Step, plans, args: Arrays, env) -> Arrays:
     return [y if sim.nhwc(step.outputs[0]) else np.ascontiguousarray(y.transpose(0, 3, 1, 2))]
 
 
-def run_bn(sim: Simulator, step: Step, plans, args: Arrays, env) -> Arrays:
+def run_bn(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
     x, gamma, beta, mean, var = args[:5]
     eps = np.float32(step.fn.node.attr("epsilon", 1e-5))
     axis = 1 if x.ndim == 2 or not sim.nhwc(step.inputs[0]) else 3
@@ -125,20 +112,20 @@ def run_bn(sim: Simulator, step: Step, plans, args: Arrays, env) -> Arrays:
     return [_finish(y.astype(np.float32), sim.act(step))]
 
 
-def run_vector(sim: Simulator, step: Step, plans, args: Arrays, env) -> Arrays:
+def run_vector(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
     if step.params.get("unary"):
         return [store(activation(step.fn, sim.consts)(args[0]))]
     y = BINARY[step.fn.op](args[0], args[1])
     return [y if y.dtype == bool else store(y)]
 
 
-def run_softmax(sim: Simulator, step: Step, plans, args: Arrays, env) -> Arrays:
+def run_softmax(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
     x = args[0].astype(np.float32)
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return [store(e / e.sum(axis=-1, keepdims=True))]
 
 
-def run_cpu(sim: Simulator, step: Step, plans, args: Arrays, env) -> Arrays:
+def run_cpu(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
     """A reference kernel on the host. Reference spatial kernels compute NCHW, so an NHWC
     operand is reordered for them and the result reordered back (SMAUG's CPU Reorders)."""
     spec = get_kernel(step.fn.op, step.fn.domain)
