@@ -232,6 +232,10 @@ def _reorder(imp: Importer, node: npb.NodeProto) -> None:
     imp.define(node, 0, imp.add("Reorder", [x], output_name(node.name),
                                 {"perm": p, "src_layout": src.layout.value, "dst_layout": dst.layout.value},
                                 name=node.name, type=out_type, domain="nnbridge"))
+    # the output is the same tensor in another layout: consumers wanting any layout the input
+    # already has read it directly (an unused Reorder is dropped at the end of the import)
+    for layout, value in imp.views_of(node, 0).items():
+        imp.views[f"{node.name}:0"].setdefault(layout, value)
 
 
 @importer(pb.Concat)

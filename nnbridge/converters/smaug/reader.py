@@ -80,6 +80,10 @@ class Importer:
     def tidy_constants(self) -> None:
         """Drop unused constants; a Data node's only transposed copy takes the Data node's name."""
         graph = self.graph
+        outputs = {id(v) for v in graph.outputs}
+        for node in reversed(graph.nodes):  # Reorders nobody reads (their source was read directly)
+            if node.op == "Reorder" and not graph.consumers(node.outputs[0]) and id(node.outputs[0]) not in outputs:
+                graph.remove_node(node)
         used = {id(v) for n in graph.nodes for v in n.inputs if v is not None}
         for name in list(graph.initializers):
             if id(graph.values[name]) not in used:
@@ -307,13 +311,13 @@ def graph_from_proto(proto: gpb.GraphProto, array: tpb.TensorDataArray | None, w
         fn(imp, node)
     if imp.unsupported:
         raise UnsupportedOpError(f"SMAUG import of {what}", imp.unsupported)
-    imp.tidy_constants()
     graph.metadata["smaug.input_layouts"] = ",".join(f"{v.name}:{v.type.layout.value}" for v in graph.inputs)
     for node in order:
         if node.op != pb.Data and node.name not in imp.users:
             for k in range(len(node.output_tensors)):
                 decl = imp.output_decl(node, k)
                 graph.outputs.append(imp.view_of(f"{node.name}:{k}", decl.layout))
+    imp.tidy_constants()
     return graph
 
 
