@@ -20,7 +20,7 @@ from nnbridge.protos.smaug import smaug_types_pb2 as pb
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 #: relative to the largest output magnitude: fp32 files, and fp16 storage/rounding (SMV)
 TOLERANCE = {"Reference": 1e-5, "SMV": 2e-2}
-ZOO_CNNS = ["mlp", "minerva", "lenet5", "cnn10", "vgg_cifar", "resnet_tiny"]
+ZOO_CNNS = ["mlp", "minerva", "lenet5", "cnn10", "vgg_cifar", "resnet_tiny", "lstm_small"]
 
 
 def run_ort(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
@@ -43,6 +43,9 @@ def test_zoo_through_smaug_matches_onnxruntime(tmp_path, name, backend):
     topology, expected, got = through_smaug(nnbridge.zoo.build(name), backend, tmp_path)
     scale = np.abs(expected).max()
     np.testing.assert_allclose(got, expected, rtol=0, atol=TOLERANCE[backend] * scale)
+    if name == "lstm_small":  # decomposed per time step, as SMAUG's frontend builds LSTMs
+        assert sum(n.op == pb.InnerProduct for n in topology.nodes) == 5 + 4 + 1
+        assert any(n.name == "lstm:step4:mm_h" for n in topology.nodes)
     reorders = [n for n in topology.nodes if n.op == pb.Reorder]
     flat = any(len(n.input_tensors[0].shape.dims) == 4 for n in reorders)
     # native layouts: weights need no Reorder; SMV adds one at the NCHW input; plus the flatten

@@ -109,9 +109,10 @@ class Exporter:
         return t
 
     def emit(self, op: int, request: str, inputs: list[Ref], outputs: list[tuple[list[int], Layout]],
-             *, data_type: int | None = None) -> tuple[npb.NodeProto, list[Ref]]:
-        """Append a node; ``outputs`` are (dims, layout) pairs. Returns the node and its output refs."""
-        name = self.names.unique(sanitize(request))
+             *, data_type: int | None = None, scoped: bool = False) -> tuple[npb.NodeProto, list[Ref]]:
+        """Append a node; ``outputs`` are (dims, layout) pairs. Returns the node and its output refs.
+        ``scoped`` requests keep ':' (SMAUG's scope separator, e.g. ``lstm:step0:mm_x``)."""
+        name = self.names.unique(request if scoped else sanitize(request))
         node = self.proto.nodes.add(name=name, op=op)
         for ref in inputs:
             node.parents.append(ref.node)
@@ -124,14 +125,14 @@ class Exporter:
             refs.append(Ref(name, k, t))
         return node, refs
 
-    def data(self, request: str, array: np.ndarray, layout: Layout) -> Ref:
+    def data(self, request: str, array: np.ndarray, layout: Layout, *, scoped: bool = False) -> Ref:
         """A Data node holding ``array`` (dims already in ``layout`` order) and its params entry."""
         array = np.asarray(array)
         data_type = self.float_type if array.dtype.kind == "f" else params.FROM_IR.get(
             DType.from_numpy(array.dtype))
         if data_type is None:
             raise Inexpressible(f"constant '{request}' has dtype {array.dtype}, which SMAUG cannot store")
-        name = self.names.unique(sanitize(request))
+        name = self.names.unique(request if scoped else sanitize(request))
         t = self.tensor(data_input_name(name), array.shape, layout, data_type)
         node = self.proto.nodes.add(name=name, op=pb.Data)
         node.input_tensors.add().CopyFrom(t)
