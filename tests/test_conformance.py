@@ -26,16 +26,7 @@ from nnbridge.errors import UnsupportedOpError  # noqa: E402
 from nnbridge.ir.schema import IR_OPSET  # noqa: E402
 
 #: passes reached so far (the acceptance target is 1300); raise it as kernels land
-PASS_FLOOR = 1500
-
-#: cases that fail because of a bug in a kernel owned by another module (case → bug); each is
-#: an xfail below, so the day the bug is fixed it shows up as XPASS and can be removed here
-KNOWN_KERNEL_BUGS: dict[str, str] = {
-    "test_dynamicquantizelinear_expanded": "Clip (activation.py): np.array(copy=False) on a 0-d result",
-    "test_dynamicquantizelinear_max_adjusted_expanded": "Clip (activation.py): np.array(copy=False) on a 0-d result",
-    "test_dynamicquantizelinear_min_adjusted_expanded": "Clip (activation.py): np.array(copy=False) on a 0-d result",
-    "test_attention_4d_causal_fp16_expanded": "MatMul (linalg.py): float16 accumulates in float16, 1 ulp off",
-}
+PASS_FLOOR = 1700
 
 
 @pytest.fixture(scope="module")
@@ -44,16 +35,8 @@ def outcomes() -> list[conformance.Outcome]:
 
 
 def test_no_case_mismatches_or_crashes(outcomes):
-    bad = [f"{o.status}: {o.case} ({o.op}): {o.detail}" for o in outcomes
-           if o.status in ("mismatched", "crashed") and o.case not in KNOWN_KERNEL_BUGS]
+    bad = [f"{o.status}: {o.case} ({o.op}): {o.detail}" for o in outcomes if o.status in ("mismatched", "crashed")]
     assert not bad, "\n".join(bad)
-
-
-@pytest.mark.parametrize("case", [pytest.param(name, marks=pytest.mark.xfail(strict=False, reason=reason))
-                                  for name, reason in KNOWN_KERNEL_BUGS.items()])
-def test_known_kernel_bug_cases(outcomes, case):
-    status = next(o for o in outcomes if o.case == case)
-    assert status.status in ("passed", "unsupported"), f"{case}: {status.status} {status.detail}"
 
 
 def test_pass_count_reaches_the_floor(outcomes):
