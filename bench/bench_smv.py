@@ -5,7 +5,9 @@
 2. The calibration re-fitted from §8.3 next to the constants the config ships.
 3. Trends next to the paper's case studies (§8.1–8.2): latency breakdown, ACP vs DMA,
    1–8 accelerators, ACP + 8 accelerators + 8 tiling threads.
-4. Speed on SMAUG's ResNet50 topology: --perf-only (target < 1 s, SMAUG needs ~5 h) and the
+4. `check --backend smv` on onnx's light models: agreement within the fp16 tolerance, or
+   the fp16 overflow (values beyond 65 504) that keeps SMV from running a model faithfully.
+5. Speed on SMAUG's ResNet50 topology: --perf-only (target < 1 s, SMAUG needs ~5 h) and the
    full functional simulation against the reference backend (target < 3×).
 """
 
@@ -94,6 +96,35 @@ def trends(graphs) -> None:
           f"{report(graphs['vgg'], accels=8).totals['dram_mb'] / one.totals['dram_mb'] - 1:+.1%} (paper: ≤ +6 %)")
 
 
+def fp32_peak(path: Path, feeds) -> float:
+    """Largest |value| of any intermediate in fp32 (reference backend): beyond 65 504 fp16 overflows."""
+    graph = nnbridge.load(str(path))
+    graph.outputs = [o for node in graph.nodes for o in node.outputs if o.name]
+    values = nnbridge.compile(graph, backend="reference", passes=[]).run(feeds)
+    return max(float(abs(v).max()) for v in values.values() if getattr(v, "dtype", None) is not None
+               and v.dtype.kind == "f" and v.size)
+
+
+def light_models() -> bool:
+    import numpy as np
+    import onnx
+
+    light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    print("\ncheck --backend smv on onnx's light models (random N(0,1) inputs)")
+    ok = True
+    for path in sorted(light.glob("light_*.onnx")):
+        start = time.perf_counter()
+        with np.errstate(all="ignore"):
+            result = nnbridge.check(str(path), backend="smv")
+        nonfinite = any(not np.isfinite(np.asarray(v, dtype=np.float64)).all() for v in result.actual.values())
+        peak = fp32_peak(path, result.inputs) if nonfinite else 0.0
+        verdict = "agree" if result.ok else f"fp16 overflow (fp32 peak {peak:.1e})" if peak > 65504 else "DIFFER"
+        ok &= verdict != "DIFFER"
+        err = max(o.max_abs_err for o in result.outputs)
+        print(f"  {path.stem:22s} {verdict:28s} max abs err {err:9.3g}  ({time.perf_counter() - start:.1f} s)")
+    return ok
+
+
 def speed() -> bool:
     graph = nnbridge.load(DATA / "imagenet-resnet" / "resnet_smv_topo.pbtxt")
     perf = []
@@ -125,6 +156,7 @@ def main() -> bool:
     ok = cycles(graphs)
     calibration()
     trends(graphs)
+    ok &= light_models()
     ok &= speed()
     print("\nall SMV targets met" if ok else "\nSOME SMV TARGETS MISSED")
     return not ok
