@@ -101,3 +101,22 @@ def test_unsupported_ops_are_listed_together():
     with pytest.raises(nnbridge.UnsupportedOpError) as err:
         nnbridge.compile(model, backend="smv")
     assert "Foo" in str(err.value) and "Bar" in str(err.value)
+
+
+def test_cpu_fallback_and_nchw_reorders_are_reported():
+    """Ops SMV lacks run on the CPU with the reason; an NCHW graph pays CPU reorders around NHWC kernels."""
+    model = build("transformer_tiny")
+    rows = nnbridge.compile(model, backend="smv", perf_only=True).report.rows
+    cpu = [r for r in rows if r["where"] == "cpu"]
+    assert {"LayerNormalization", "Gelu"} <= {r["op"] for r in cpu} and all(r.get("note") for r in cpu)
+    assert all(r["cpu_us"] > 0 and r["invocations"] == 0 for r in cpu)
+    cnn = build("cnn10")
+    nchw = nnbridge.compile(cnn, backend="smv", perf_only=True, passes=[]).report.totals
+    nhwc = nnbridge.compile(cnn, backend="smv", perf_only=True).report.totals
+    assert nchw["invocations"] == nhwc["invocations"] and nchw["cpu_pct"] > nhwc["cpu_pct"]
+
+
+def test_config_object_and_report_available_before_run():
+    exe = nnbridge.compile(build("mlp"), backend="smv", config=SmvConfig(num_accels=2, mem_policy=MemPolicy.ACP))
+    assert exe.report.totals["accels"] == 2 and exe.report.totals["mem_policy"] == "acp"
+    assert "energy" in exe.report.notes[0]
