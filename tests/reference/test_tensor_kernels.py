@@ -360,3 +360,12 @@ def test_tensor_scatter_writes_each_batch_entry_at_its_index(mode):
 def test_string_concat_broadcasts():
     agree("StringConcat", [("a", np.array(["a", "bé"], dtype=object)), ("b", np.array([["x"], [""]], dtype=object))],
           opset=20)
+
+
+def test_constant_of_shape_with_constant_shape_is_filled_once():
+    value = numpy_helper.from_array(np.array([1.5], np.float32))
+    model, feeds = node_model("ConstantOfShape", [("s", np.array([2, 3], I64))], {"value": value}, inits=("s",))
+    exe = nnbridge.compile(model, passes=[])
+    first, second = exe.run(feeds)["y0"], exe.run(feeds)["y0"]
+    assert_same(first, np.full((2, 3), 1.5, np.float32))
+    assert second is first and not first.flags.writeable  # shared across runs, protected from writes
