@@ -346,3 +346,13 @@ def test_unimplemented_attributes_are_refused_at_compile_time(op, inputs, attrs)
     model, feeds = node_model(op, inputs, attrs)
     with pytest.raises(UnsupportedOpError):
         nnbridge.compile(model, passes=[])
+
+
+def test_roi_pooling_against_onnxruntime():
+    x = rand(2, 3, 12, 10)
+    rois = np.array([[0, 1.2, 0.6, 8.4, 9.7], [1, 0, 0, 9, 11], [0, 5, 5, 5, 5]], np.float32)
+    assert_matches_ort("MaxRoiPool", [("x", x), ("rois", rois)], dict(pooled_shape=[3, 4], spatial_scale=0.9))
+    boxes = np.array([[1.2, 0.6, 8.4, 9.7], [0, 0, 9, 11], [3, 3, 4, 4]], np.float32)
+    for mode in ("avg", "max"):
+        assert_matches_ort("RoiAlign", [("x", x), ("rois", boxes), ("idx", np.array([0, 1, 0], np.int64))],
+                           dict(output_height=3, output_width=2, sampling_ratio=2, mode=mode, spatial_scale=0.8))

@@ -72,3 +72,37 @@ def roi_align(ctx, x, rois, batch_indices):
             total = per_sample.reshape(-1, out_h, grid_h, out_w, grid_w).sum(axis=(2, 4))
             out[r] = total / max(grid_h * grid_w, 1)
     return out.astype(x.dtype, copy=False)
+
+
+def _bin_edges(start: int, length: int, bins: int, size: int) -> list[tuple[int, int]]:
+    """[begin, end) of each pooling bin along one axis (Caffe's RoIPool rounding), clipped to the image."""
+    step = length / bins
+    return [(min(max(math.floor(i * step) + start, 0), size), min(max(math.ceil((i + 1) * step) + start, 0), size))
+            for i in range(bins)]
+
+
+def _round_half_away(v: float) -> int:
+    return int(math.floor(abs(v) + 0.5)) * (1 if v >= 0 else -1)
+
+
+@kernel("MaxRoiPool", dtypes=FLOATS)
+def max_roi_pool(ctx, x, rois):
+    """Max over each bin of each region; loops over regions and bin rows/columns only."""
+    pooled_h, pooled_w = (int(v) for v in ctx.attr("pooled_shape"))
+    scale = np.float32(ctx.attr("spatial_scale", 1.0))
+    h, w = x.shape[2:]
+    out = np.zeros((rois.shape[0], x.shape[1], pooled_h, pooled_w), x.dtype)
+    for r, roi in enumerate(rois.astype(np.float32)):
+        # region corners are scaled in fp32, as the common C++ implementations do (4.4999998 rounds down)
+        x0, y0, x1, y1 = (_round_half_away(float(v * scale)) for v in roi[1:5])
+        rows = _bin_edges(y0, max(y1 - y0 + 1, 1), pooled_h, h)
+        cols = _bin_edges(x0, max(x1 - x0 + 1, 1), pooled_w, w)
+        image = x[int(roi[0])]
+        for i, (top, bottom) in enumerate(rows):
+            if bottom <= top:
+                continue
+            band = image[:, top:bottom].max(axis=1)  # (C, W)
+            for j, (left, right) in enumerate(cols):
+                if right > left:
+                    out[r, :, i, j] = band[:, left:right].max(axis=1)
+    return out
