@@ -362,6 +362,29 @@ def test_string_concat_broadcasts():
           opset=20)
 
 
+@pytest.mark.parametrize("attrs", [{}, {"delimiter": "-"}, {"delimiter": "-", "maxsplit": 1}, {"delimiter": ""}])
+def test_string_split_pads_with_empty_strings(attrs):
+    x = np.array([["a-b--c", "  x  y "], ["", "z"]], dtype=object)
+    model, feeds = node_model("StringSplit", [("x", x)], attrs, outputs=2, opset=20)
+    parts, counts = run_ours(model, feeds)
+    delimiter, maxsplit = attrs.get("delimiter") or None, attrs.get("maxsplit", -1)
+    expected = [[s.split(delimiter, maxsplit) for s in row] for row in x.tolist()]
+    assert counts.dtype == np.int64 and counts.tolist() == [[len(p) for p in row] for row in expected]
+    assert parts.shape == (2, 2, counts.max())
+    for i, j in np.ndindex(2, 2):
+        n = counts[i, j]
+        assert parts[i, j, :n].tolist() == expected[i][j] and set(parts[i, j, n:].tolist()) <= {""}
+
+
+def test_regex_full_match_and_refused_patterns():
+    x = np.array(["ab12", "ab", "x@y.com"], dtype=object)
+    model, feeds = node_model("RegexFullMatch", [("x", x)], {"pattern": r"[a-z]+\d*"}, opset=20)
+    (out,) = run_ours(model, feeds)
+    assert out.dtype == bool and out.tolist() == [True, True, False]
+    refused("RegexFullMatch", [("x", x)], {"pattern": r"(a)\1"}, opset=20)
+    refused("RegexFullMatch", [("x", x)], {"pattern": r"a(?=b)"}, opset=20)
+
+
 def test_constant_of_shape_with_constant_shape_is_filled_once():
     value = numpy_helper.from_array(np.array([1.5], np.float32))
     model, feeds = node_model("ConstantOfShape", [("s", np.array([2, 3], I64))], {"value": value}, inits=("s",))

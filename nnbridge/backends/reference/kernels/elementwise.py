@@ -96,11 +96,6 @@ def equal(ctx, a, b):
     return np.asarray(np.equal(a, b)).astype(bool, copy=False)
 
 
-@kernel("StringConcat", dtypes={DType.STRING})
-def string_concat(ctx, a, b):
-    return np.asarray(np.add(a, b), dtype=object)  # object arrays add as Python str
-
-
 @kernel("Div", dtypes=NUMERIC)
 def div(ctx, a, b):
     if a.dtype.kind in "iu":
