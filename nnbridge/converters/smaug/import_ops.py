@@ -162,10 +162,25 @@ def _pool(imp: Importer, node: npb.NodeProto) -> None:
     finish(imp, node, op, [x], {"kernel_shape": size, "strides": strides}, x.type.with_shape(shape))
 
 
+def weights_absorb_order(imp: Importer, flatten: npb.NodeProto) -> bool:
+    """Is every reader of this flatten an InnerProduct with constant weights?"""
+    users = [imp.nodes[u] for u in imp.users.get(flatten.name, [])]
+    return bool(users) and all(
+        u.op == pb.InnerProduct and u.parents[0] == flatten.name and u.parents[1] != flatten.name
+        and imp.nodes[u.parents[1]].op == pb.Data and imp.is_parameter(u.parents[1]) for u in users)
+
+
 @importer(pb.InnerProduct)
 def _inner_product(imp: Importer, node: npb.NodeProto) -> None:
     x = imp.view(node, 0, Layout.NC)
     w = imp.view(node, 1, Layout.CN)  # ONNX MatMul wants [in, out]
+    order = imp.feature_order.get(f"{node.parents[0]}:{node.src_tensors_indices[0]}")
+    if order is not None:  # the input was flattened in another order: permute the weight rows
+        rows = np.empty_like(w.const)
+        rows[order] = w.const
+        data_name = node.parents[1]
+        w = imp.constant(f"{data_name}/{node.name}", rows, Layout.CN)
+        imp.renames[w.name] = data_name
     if x.type.shape[1] != w.type.shape[0]:
         raise FormatError(f"{imp.what}: node '{node.name}': input has {x.type.shape[1]} features, "
                           f"weights expect {w.type.shape[0]}")
@@ -217,13 +232,23 @@ def _binary(imp: Importer, node: npb.NodeProto) -> None:
 @importer(pb.Reorder)
 def _reorder(imp: Importer, node: npb.NodeProto) -> None:
     src, dst = imp.input_decl(node, 0), imp.output_decl(node, 0)
-    x = imp.view(node, 0, src.layout)
     if len(src.dims) == 4 and dst.layout in (Layout.NC, Layout.CN):  # the runtime's Flatten
+        views = imp.views_of(node, 0)
+        other = next((lay for lay in views if lay != src.layout and lay in (Layout.NCHW, Layout.NHWC)), None)
+        if src.layout not in views and other is not None and weights_absorb_order(imp, node):
+            # flatten the view we have and permute the following FC weights instead (spec §5.3)
+            x = views[other]
+            order = np.arange(int(np.prod(x.type.shape[1:]))).reshape(x.type.shape[1:])
+            imp.feature_order[f"{node.name}:0"] = order.transpose(
+                [i - 1 for i in layouts.perm(other, src.layout)[1:]]).reshape(-1)
+        else:
+            x = imp.view(node, 0, src.layout)
         shape = [src.dims[0], int(np.prod(src.dims[1:]))]
         flat = x.type.with_shape(shape).with_layout(Layout.NC)
         imp.define(node, 0, imp.add("Flatten", [x], output_name(node.name), {"axis": 1},
                                     name=node.name, type=flat))
         return
+    x = imp.view(node, 0, src.layout)
     p = layouts.perm(src.layout, dst.layout)
     if p is None or not layouts.reorder_supported(src.layout, dst.layout):
         raise FormatError(f"{imp.what}: Reorder '{node.name}' from {src.layout.value} to "

@@ -76,6 +76,8 @@ class Importer:
         self.declared: dict[str, Declared] = {}  # "<node>:<k>" → declared output tensor
         self.unsupported: list[Unsupported] = []
         self.renames: dict[str, str] = {}  # transposed constant → its Data node's name
+        #: flatten output → IR feature index of each feature in the file's order (spec §5.3)
+        self.feature_order: dict[str, np.ndarray] = {}
 
     def tidy_constants(self) -> None:
         """Drop unused constants; a Data node's only transposed copy takes the Data node's name."""
