@@ -339,6 +339,9 @@ def test_attention_gqa_with_cache_matches_hand_computation():
 
 @pytest.mark.parametrize("op,inputs,attrs", [
     ("LpNormalization", [("x", rand(2, 3))], dict(p=3)),
+    ("Gemm", [("a", np.ones((2, 2), np.int32)), ("b", np.ones((2, 2), np.int32))], dict(alpha=0.5)),
+    ("Resize", [("x", np.ones((1, 1, 2, 2), np.int32)), ("roi", np.zeros(0, np.float32)),
+                ("scales", np.array([1, 1, 2, 2], np.float32))], dict(mode="linear")),
     ("RNN", [("x", rand(2, 1, 3)), ("w", rand(1, 4, 3)), ("r", rand(1, 4, 4))],
      dict(hidden_size=4, activations=["Gaussian"])),
 ])

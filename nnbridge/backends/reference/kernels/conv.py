@@ -130,11 +130,7 @@ def qlinear_conv(ctx, x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero, b
     return requantize(acc * scale, y_scale, y_zero)
 
 
-def _check_conv_transpose(node: Node) -> str | None:
-    return _check_conv(node)
-
-
-@kernel("ConvTranspose", dtypes=FLOATS, check=_check_conv_transpose)
+@kernel("ConvTranspose", dtypes=FLOATS, check=_check_conv)
 def conv_transpose(ctx, x, w, b=None):
     dt = compute_dtype(x.dtype)
     xc, wc = x.astype(dt, copy=False), w.astype(dt, copy=False)

@@ -18,7 +18,17 @@ INTS = frozenset({DType.INT32, DType.INT64, DType.UINT32, DType.UINT64})
 QUANT = frozenset({DType.UINT8, DType.INT8})
 
 
-@kernel("Gemm", dtypes=WITH_BF16 | INTS)
+def _check_gemm(node: Node) -> str | None:
+    a = node.input(0)
+    if a is not None and a.type.dtype in INTS:
+        for name in ("alpha", "beta"):
+            value = float(node.attr(name, 1.0))
+            if not value.is_integer():
+                return f"integer Gemm with {name}={value} is not implemented"
+    return None
+
+
+@kernel("Gemm", dtypes=WITH_BF16 | INTS, check=_check_gemm)
 def gemm(ctx, a, b, c=None):
     dt = compute_dtype(a.dtype)
     a_ = a.astype(dt, copy=False)
