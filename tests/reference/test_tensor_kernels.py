@@ -392,3 +392,17 @@ def test_constant_of_shape_with_constant_shape_is_filled_once():
     first, second = exe.run(feeds)["y0"], exe.run(feeds)["y0"]
     assert_same(first, np.full((2, 3), 1.5, np.float32))
     assert second is first and not first.flags.writeable  # shared across runs, protected from writes
+
+
+def test_bfloat16_topk_and_unique_keep_dtype():
+    import ml_dtypes
+
+    x = np.array([1.5, -2.0, 3.0, 3.0, 0.25], ml_dtypes.bfloat16)
+    model, feeds = node_model("TopK", [("x", x), ("k", np.array([2], I64))], outputs=2)
+    values, indices = run_ours(model, feeds)
+    assert values.dtype == x.dtype and values.astype(np.float32).tolist() == [3.0, 3.0]
+    assert indices.tolist() == [2, 3]
+    model, feeds = node_model("Unique", [("x", x)], outputs=4)
+    values, first, inverse, counts = run_ours(model, feeds)
+    assert values.dtype == x.dtype and values.astype(np.float32).tolist() == [-2.0, 0.25, 1.5, 3.0]
+    assert first.tolist() == [1, 4, 0, 2] and inverse.tolist() == [2, 0, 3, 3, 1] and counts.tolist() == [1, 1, 1, 2]

@@ -19,7 +19,7 @@ def descending_key(x: np.ndarray) -> np.ndarray:
     return np.negative(x)
 
 
-@kernel("TopK", dtypes=NUMERIC - {DType.BFLOAT16})
+@kernel("TopK", dtypes=NUMERIC)
 def topk(ctx, x, k):
     k = int(np.asarray(k).reshape(-1)[0])
     axis = axis_of(ctx.attr("axis", -1), x.ndim)
@@ -36,8 +36,6 @@ def _check_unique(node):
     dtype = node.inputs[0].type.dtype
     if dtype is DType.STRING and node.attr("axis") is not None:
         return "Unique of strings along an axis is not implemented"
-    if dtype in (DType.BFLOAT16,):
-        return f"dtype {dtype.short} is not implemented"
     return None
 
 
