@@ -128,7 +128,7 @@ def _vet_element_types(model: ModelProto, name: str) -> None:
             if code is None:
                 continue
             node = users.get(value)
-            op, where = (node.op_type, node.name or node.output[0]) if node is not None else ("<value>", value)
+            op, where = (node.op_type, node.name or node.output[0]) if node is not None else ("graph value", value)
             bad.setdefault(where, Unsupported(op, where, f"element type {TensorProto.DataType.Name(code)} "
                                                         "has no IR equivalent"))
 
