@@ -203,14 +203,16 @@ class _Converter:
         if self.graph.is_output(out) or not users or not all(_weight_slot(u, out) for u in users):
             return False
         was, cur = self.original[id(x)], image_layout(x)
-        features = tuple(permute_shape(shape, PERMS[(cur, was)])[1:])
-        order = np.arange(int(np.prod(features))).reshape(features)
-        order = order.transpose([p - 1 for p in PERMS[(was, cur)][1:]]).reshape(-1)
+        features = tuple(permute_shape(shape, PERMS[(cur, was)])[1:])  # in the order the weights expect
+        axes = [p - 1 for p in PERMS[(was, cur)][1:]]  # how the flattened axes were reordered
         for user in users:
             w = user.inputs[1].const
-            rows = not (user.op == "Gemm" and user.attr("transB", 0))
-            permuted = w[order, :] if rows else w[:, order]
-            user.set_input(1, add_const(self.graph, f"{user.inputs[1].name}_{cur.value.lower()}", permuted))
+            if user.op == "Gemm" and user.attr("transB", 0):  # [out, features]: permute columns
+                permuted = w.reshape(w.shape[0], *features).transpose(0, *(a + 1 for a in axes))
+            else:  # [features, out]: permute rows
+                permuted = w.reshape(*features, w.shape[1]).transpose(*axes, len(axes))
+            user.set_input(1, add_const(self.graph, f"{user.inputs[1].name}_{cur.value.lower()}",
+                                        permuted.reshape(w.shape)))
         self.changed = True
         return True
 
