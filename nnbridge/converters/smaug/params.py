@@ -62,17 +62,35 @@ def unpack_half(words, count: int) -> np.ndarray:
     return flat[:count]
 
 
+#: Fixed-width packed fields (little-endian) and their TensorData field numbers.
+FIXED = {pb.Float32: ("<f4", 3), pb.Float64: ("<f8", 4)}
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
 def encode(name: str, array: np.ndarray, data_type: int, alignment: int,
            entry: tpb.TensorData | None = None) -> tpb.TensorData:
-    """One params entry (filled in place if given): the array padded per §4.3, in its type's field."""
+    """One params entry (filled in place if given): the array padded per §4.3, in its type's field.
+
+    Float fields are handed to protobuf as packed wire bytes (``MergeFromString``), which is far
+    faster than a Python list for large weights; varint fields (fp16 pairs, ints) are extended."""
     entry = entry if entry is not None else tpb.TensorData()
     entry.name = name
-    values = pad_last(np.asarray(array, dtype=TO_IR[data_type].numpy), alignment)
-    field = getattr(entry, FIELD[data_type])
-    if data_type == pb.Float16:
-        field.extend(pack_half(values).tolist())
+    values = pad_last(np.asarray(array, dtype=TO_IR[data_type].numpy), alignment).reshape(-1)
+    if data_type in FIXED:
+        fmt, number = FIXED[data_type]
+        payload = values.astype(fmt).tobytes()
+        if payload:
+            entry.MergeFromString(_varint(number << 3 | 2) + _varint(len(payload)) + payload)
     else:
-        field.extend(values.reshape(-1).tolist())
+        getattr(entry, FIELD[data_type]).extend((pack_half(values) if data_type == pb.Float16 else values).tolist())
     return entry
 
 
