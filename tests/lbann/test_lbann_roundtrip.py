@@ -1,0 +1,134 @@
+"""ONNX → LBANN → ONNX agrees with onnxruntime on the original, weights inline and as .npy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from lbann_helpers import roundtrip_vs_onnxruntime, strict_parse
+from onnx import TensorProto, helper, numpy_helper
+
+import nnbridge
+import nnbridge.zoo
+from nnbridge.errors import UnsupportedOpError
+
+EXPRESSIBLE_ZOO = ["mlp", "minerva", "lenet5", "cnn10", "vgg_cifar", "resnet_tiny", "transformer_tiny"]
+
+
+@pytest.mark.parametrize("weights", ["inline", "npy"])
+@pytest.mark.parametrize("name", EXPRESSIBLE_ZOO)
+def test_zoo_roundtrip(tmp_path, name, weights):
+    version = "develop" if name == "transformer_tiny" else "0.104"  # LayerNorm over the last axis: start_dim
+    path = tmp_path / f"{name}.prototext"
+    roundtrip_vs_onnxruntime(nnbridge.zoo.build(name), path, lbann_weights=weights, lbann_version=version)
+    pb = strict_parse(path)
+    kinds = {w.initializer.WhichOneof("initializer_type") for w in pb.model.weights}
+    assert kinds == {"value_initializer" if weights == "inline" else "numpy_initializer"}
+    npys = list((tmp_path / f"{name}_weights").glob("*.npy")) if weights == "npy" else []
+    assert len(npys) == (len(pb.model.weights) if weights == "npy" else 0)
+
+
+def test_default_weights_mode_follows_the_size_threshold(tmp_path):
+    small, large = tmp_path / "mlp.prototext", tmp_path / "cnn10.prototext"
+    nnbridge.convert(nnbridge.zoo.build("mlp"), small)
+    nnbridge.convert(nnbridge.zoo.build("cnn10"), large)  # 2.2 M parameters
+    assert "value_initializer" in small.read_text() and "numpy_initializer" not in small.read_text()
+    assert "numpy_initializer" in large.read_text() and "value_initializer" not in large.read_text()
+
+
+def test_inexpressible_zoo_models_list_every_offending_node(tmp_path):
+    with pytest.raises(UnsupportedOpError) as info:
+        nnbridge.convert(nnbridge.zoo.build("lstm_small"), tmp_path / "lstm.prototext")
+    assert {i.op for i in info.value.items} >= {"LSTM"}
+    assert any("batch" in i.reason for i in info.value.items)  # [seq, batch, …] tensors
+    with pytest.raises(UnsupportedOpError) as info:
+        nnbridge.convert(nnbridge.zoo.build("transformer_tiny"), tmp_path / "t.prototext", lbann_version="0.104")
+    assert len(info.value.items) == 4 and {i.op for i in info.value.items} == {"LayerNormalization"}
+    assert "develop" in str(info.value)
+    assert not list(tmp_path.iterdir())  # no partial output
+
+
+LIGHT = ["light_squeezenet", "light_shufflenet",
+         pytest.param("light_resnet50", marks=pytest.mark.slow),
+         pytest.param("light_densenet121", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("name", LIGHT)
+def test_light_models_roundtrip(onnx_data, tmp_path, name):
+    roundtrip_vs_onnxruntime(onnx_data / "light" / f"{name}.onnx", tmp_path / f"{name}.prototext",
+                             lbann_weights="npy")
+
+
+@pytest.mark.parametrize("name, count", [("light_inception_v2", 4), ("light_inception_v1", 1)])
+def test_light_models_with_asymmetric_pooling_are_refused(onnx_data, tmp_path, name, count):
+    with pytest.raises(UnsupportedOpError, match="asymmetric pads") as info:
+        nnbridge.convert(onnx_data / "light" / f"{name}.onnx", tmp_path / "m.prototext")
+    assert len(info.value.items) == count
+
+
+def _model(nodes, inputs, outputs, inits=()):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)])
+
+
+def _vi(name, shape, dtype=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def test_operator_and_tensor_mappings(tmp_path):
+    """Element-wise operators, constants, scale-bias, slicing, concat, permute, embedding, matmul."""
+    rng = np.random.default_rng(1)
+    const = lambda name, shape: numpy_helper.from_array(rng.random(shape, dtype=np.float32) + 0.5, name)  # noqa: E731
+    inits = [const("chan", [1, 4, 1, 1]), const("full", [4, 3, 2]), const("div", [4, 3, 2]),
+             numpy_helper.from_array(np.float32(2.0), "two"), numpy_helper.from_array(np.float32(0.5), "half"),
+             const("table", [10, 6]), numpy_helper.from_array(np.array([1, 2], np.int64), "starts"),
+             numpy_helper.from_array(np.array([3, 4], np.int64), "ends"),
+             numpy_helper.from_array(np.array([2, 3], np.int64), "axes")]
+    nodes = [
+        helper.make_node("Mul", ["x", "chan"], ["a"]),             # channelwise_scale_bias
+        helper.make_node("Sub", ["full", "a"], ["b"]),             # entrywise_scale_bias
+        helper.make_node("Div", ["b", "div"], ["c"]),              # weights_layer + Divide
+        helper.make_node("Add", ["c", "two"], ["d"]),              # AddConstant
+        helper.make_node("Div", ["half", "d"], ["e"]),             # Reciprocal + Scale
+        helper.make_node("Sigmoid", ["e"], ["f"]),
+        helper.make_node("Clip", ["f", "half", ""], ["g"]),
+        helper.make_node("Mul", ["g", "f"], ["h"]),
+        helper.make_node("Split", ["h"], ["s1", "s2"], axis=2, num_outputs=2),
+        helper.make_node("Concat", ["s2", "s1"], ["cat"], axis=2),
+        helper.make_node("Transpose", ["cat"], ["t"], perm=[0, 3, 1, 2]),
+        helper.make_node("Slice", ["t", "starts", "ends", "axes"], ["sl"]),
+        helper.make_node("Pow", ["sl", "two"], ["sq"]),
+        helper.make_node("Gather", ["table", "idx"], ["emb"]),
+        helper.make_node("Transpose", ["emb"], ["embT"], perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["emb", "embT"], ["mm"]),
+        helper.make_node("LeakyRelu", ["mm"], ["lr"], alpha=0.2),
+        helper.make_node("Tanh", ["lr"], ["out2"]),
+    ]
+    model = _model(nodes, [_vi("x", [1, 4, 3, 2]), _vi("idx", [1, 5], TensorProto.INT64)],
+                   [_vi("sq", None), _vi("out2", None)], inits)
+    roundtrip_vs_onnxruntime(model, tmp_path / "ops.prototext", lbann_weights="inline")
+    text = (tmp_path / "ops.prototext").read_text()
+    for kind in ("channelwise_scale_bias", "entrywise_scale_bias", "weights_layer", "slice", "permute",
+                 "embedding", "matmul", "ReciprocalOperator", "ClampOperator", "AddConstantOperator"):
+        assert kind in text, kind
+
+
+def test_batch_dimension_is_guarded(tmp_path):
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
+             helper.make_node("Flatten", ["x"], ["f"], axis=0),
+             helper.make_node("Softmax", ["x"], ["s"], axis=0),
+             helper.make_node("ReduceMax", ["x"], ["r"])]
+    model = _model(nodes, [_vi("x", [2, 3, 4])], [_vi(n, None) for n in ("t", "f", "s", "r")])
+    with pytest.raises(UnsupportedOpError) as info:
+        nnbridge.convert(model, tmp_path / "bad.prototext")
+    assert sorted(i.op for i in info.value.items) == ["Flatten", "ReduceMax", "Softmax", "Transpose"]
+    assert not (tmp_path / "bad.prototext").exists()
+
+
+def test_symbolic_batch_is_kept_per_sample(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["y"])]
+    model = _model(nodes, [_vi("x", ["N", 3])], [_vi("y", ["N", 3])])
+    path = tmp_path / "relu.prototext"
+    nnbridge.convert(model, path)
+    assert "nnbridge-input: x 3 float32" in path.read_text()
+    graph = nnbridge.load(path)
+    assert graph.inputs[0].shape == (1, 3)  # mini_batch_size 1 for a symbolic batch
