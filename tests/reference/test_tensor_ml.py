@@ -1,0 +1,58 @@
+"""ai.onnx.ml tensor ops of the reference backend against onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+import nnbridge
+from nnbridge.check import run_onnxruntime
+from nnbridge.errors import UnsupportedOpError
+from nnbridge.ir import DType
+
+
+def ml_model(op, x, attrs, extra=None):
+    inputs = [("x", x)] + ([] if extra is None else [("i", extra)])
+    node = helper.make_node(op, [n for n, _ in inputs], ["y"], domain="ai.onnx.ml", **attrs)
+    graph = helper.make_graph([node], op.lower(),
+                              [helper.make_tensor_value_info(n, DType.from_numpy(a.dtype).onnx, a.shape)
+                               for n, a in inputs], [helper.make_value_info("y", onnx.TypeProto())])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid("ai.onnx.ml", 4)])
+    return onnx.shape_inference.infer_shapes(model), dict(inputs)
+
+
+def agree(op, x, attrs, extra=None):
+    model, feeds = ml_model(op, x, attrs, extra)
+    ours = nnbridge.compile(model, passes=[]).run(feeds)["y"]
+    theirs = run_onnxruntime(model, feeds)["y"]
+    assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
+    assert ours.tolist() == theirs.tolist()
+    return ours
+
+
+@pytest.mark.parametrize("attrs", [
+    {"keys_strings": ["a", "b"], "values_int64s": [1, 2], "default_int64": 7},
+    {"keys_int64s": [5, 1, 9], "values_strings": ["five", "one", "nine"]},
+    {"keys_int64s": [5, 1], "values_floats": [0.5, 1.5], "default_float": -2.0},
+])
+def test_label_encoder_maps_keys_with_default(attrs):
+    x = (np.array([["a", "c"], ["b", "a"]], dtype=object) if "keys_strings" in attrs
+         else np.array([[1, 5, 2], [9, 9, 0]], np.int64))
+    agree("LabelEncoder", x, attrs)
+
+
+def test_binarizer_and_array_feature_extractor():
+    agree("Binarizer", np.array([[-1.0, 0.5], [2.0, 0.1]], np.float32), {"threshold": 0.3})
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    agree("ArrayFeatureExtractor", x, {}, np.array([3, 0, 3], np.int64))
+    agree("ArrayFeatureExtractor", x[0], {}, np.array([1], np.int64))
+
+
+def test_label_encoder_repeated_keys_are_refused():
+    model, feeds = ml_model("LabelEncoder", np.array(["a"], dtype=object),
+                            {"keys_strings": ["a", "a"], "values_int64s": [1, 2]})
+    with pytest.raises(UnsupportedOpError):
+        nnbridge.compile(model, passes=[])
