@@ -178,23 +178,3 @@ def pad(ctx, x, pads=None, value=None, axes=None):
         fill = np.asarray(fill).reshape(-1)
         return np.pad(x, widths, mode="constant", constant_values=fill[0] if fill.size else 0)
     return np.pad(x, widths, mode=_PAD_MODES[mode])
-
-
-@kernel("CenterCropPad")
-def center_crop_pad(ctx, x, target):
-    """Crop a centred window (start rounded down) or zero-pad (odd extra pixel on the right)."""
-    sizes = ints(target)
-    axes = axes_of(ctx.attr("axes"), x.ndim) if ctx.attr("axes") is not None else tuple(range(x.ndim))
-    if len(sizes) != len(axes):
-        raise ValueError(f"{len(sizes)} sizes for {len(axes)} axes")
-    crop = [slice(None)] * x.ndim
-    widths = [(0, 0)] * x.ndim
-    for axis, size in zip(axes, sizes):
-        dim = x.shape[axis]
-        if dim > size:
-            start = (dim - size) // 2
-            crop[axis] = slice(start, start + size)
-        elif dim < size:
-            before = (size - dim) // 2
-            widths[axis] = (before, size - dim - before)
-    return np.pad(x[tuple(crop)], widths)
