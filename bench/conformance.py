@@ -79,6 +79,12 @@ def run_nnbridge(case):
     return _judge(case, outcomes)
 
 
+#: onnxruntime messages that mean "cannot run this" rather than a failure: no kernel, an opset
+#: newer than it supports, or an element type its Python binding cannot take from numpy
+_ORT_UNSUPPORTED = ("NOT_IMPLEMENTED", "Could not find an implementation", "not a registered",
+                    "is under development", "can't be converted to MLDataType")
+
+
 def run_onnxruntime(case):
     from nnbridge.check import ort_session
 
@@ -87,11 +93,11 @@ def run_onnxruntime(case):
         try:
             sess = ort_session(case.model)
             names = [i.name for i in sess.get_inputs()]
-            actual = sess.run(None, dict(zip(names, inputs)))
+            actual = sess.run(None, dict(zip(names, map(_as_feed, inputs))))
         except Exception as exc:  # noqa: BLE001
             text = str(exc)
-            if "NOT_IMPLEMENTED" in text or "Could not find an implementation" in text or "not a registered" in text:
-                return "unsupported", text[:200]
+            if any(marker in text for marker in _ORT_UNSUPPORTED):
+                return "unsupported", text[-200:]
             return "crashed", f"{type(exc).__name__}: {text[:200]}"
         outcomes.append((actual, expected))
     return _judge(case, outcomes)
@@ -104,7 +110,7 @@ def run_onnx_reference(case):
     for inputs, expected in case.data_sets or [()]:
         try:
             ev = ReferenceEvaluator(case.model)
-            actual = ev.run(None, dict(zip(ev.input_names, inputs)))
+            actual = ev.run(None, dict(zip(ev.input_names, map(_as_feed, inputs))))
         except NotImplementedError as exc:
             return "unsupported", str(exc)[:200]
         except Exception as exc:  # noqa: BLE001
@@ -133,6 +139,11 @@ def _as_array(value):
     import onnx
 
     return onnx.numpy_helper.to_array(value) if isinstance(value, onnx.TensorProto) else value
+
+
+def _as_feed(value):
+    """Numpy scalars (some cases store inputs that way) become 0-d arrays; sequences stay lists."""
+    return value if isinstance(value, list) or value is None else np.asarray(value)
 
 
 def normalized(case):
