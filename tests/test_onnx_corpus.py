@@ -34,9 +34,6 @@ MAY_BE_UNSUPPORTED = {"Gradient", "StringNormalizer"}
 #: onnx's own tolerances for the light models (onnx.backend.test.case.model)
 LIGHT_RTOL = {"densenet121": 2e-3}
 
-#: cases that wait for kernels owned by other engineers (case name → reason)
-WAITING: dict[str, str] = {}
-
 
 @dataclass(frozen=True)
 class Case:
@@ -104,8 +101,7 @@ CASES = _cases()
 
 
 def _param(case: Case):
-    marks = [pytest.mark.xfail(strict=False, reason=WAITING[case.name])] if case.name in WAITING else []
-    return pytest.param(case, id=case.name, marks=marks)
+    return pytest.param(case, id=case.name)
 
 
 def _assert_close(actual, expected, rtol: float, atol: float, what: str) -> None:
