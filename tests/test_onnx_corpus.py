@@ -101,7 +101,8 @@ CASES = _cases()
 
 
 def _param(case: Case):
-    return pytest.param(case, id=case.name)
+    """The light models are whole CNNs: marked slow so that quick local runs can skip them."""
+    return pytest.param(case, id=case.name, marks=[] if case.data_sets else [pytest.mark.slow])
 
 
 def _assert_close(actual, expected, rtol: float, atol: float, what: str) -> None:
