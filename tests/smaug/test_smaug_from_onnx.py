@@ -74,3 +74,21 @@ def test_inexpressible_models_list_every_offending_node(tmp_path, name, count, o
     assert sorted({i.op for i in info.value.items}) == ops
     assert all(i.node and i.reason for i in info.value.items)
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("backend", ["Reference", "SMV"])
+def test_graph_after_the_nhwc_layout_pass_converts_too(tmp_path, backend):
+    """After the SMV pipeline's layout pass, spatial ops read NHWC values (weights [K, kH, kW, C])."""
+    import nnbridge.passes  # noqa: F401 - registers the passes
+    from nnbridge.ir import run_passes
+
+    model = nnbridge.zoo.build("resnet_tiny")
+    graph = load_onnx(model)
+    run_passes(graph, ["fold", "eliminate", "infer-shapes", "layout-nhwc", "cancel-transposes", "infer-shapes"])
+    assert any(n.op == "Conv" and n.inputs[0].type.layout.value == "NHWC" for n in graph.nodes)
+    topo, _ = save_smaug(graph, tmp_path / "m_topo.pbtxt", smaug_backend=backend)
+    back = load_smaug(topo, compute_dtype="float32")
+    x = np.random.default_rng(0).random(graph.inputs[0].type.shape, dtype=np.float32)
+    expected = run_ort(model, {graph.inputs[0].name: x})
+    got = run_ort(graph_to_model(back), {graph.inputs[0].name: x})
+    np.testing.assert_allclose(got, expected, rtol=0, atol=TOLERANCE[backend] * np.abs(expected).max())
