@@ -152,3 +152,17 @@ def test_strings_to_numbers_like_onnxruntime(dst):
     theirs = run_onnxruntime(model, {"x": values})["y"]
     assert ours.dtype == theirs.dtype
     np.testing.assert_array_equal(ours, theirs)
+
+
+def test_adapters_reach_into_subgraphs():
+    def branch(name, to):
+        return helper.make_graph([helper.make_node("Cast", ["x"], [name], to=to)], name, [],
+                                 [helper.make_tensor_value_info(name, TensorProto.INT32, [2])])
+
+    node = helper.make_node("If", ["c"], ["y"], then_branch=branch("t", "INT32"), else_branch=branch("e", "INT32"))
+    graph = helper.make_graph([node], "if5", [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                                              helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 5)], ir_version=3)
+    out = nnbridge.run(model, {"c": np.array(True), "x": np.array([2.7, -1.5], np.float32)})
+    np.testing.assert_array_equal(out["y"], np.array([2, -1], np.int32))

@@ -25,7 +25,7 @@ AdaptFn = Callable[[NodeProto, "AdaptContext"], "str | None"]
 class AdaptContext:
     graph: onnx.GraphProto
     ranks: Ranks
-    ir_version: int = 10
+    legacy_inputs: bool = False  # IR < 4: the main graph lists every initializer as an input too
 
     def constant(self, name: str) -> np.ndarray | None:
         for t in self.graph.initializer:
@@ -46,7 +46,7 @@ class AdaptContext:
             name = f"{hint}_{i}"
         tensor = numpy_helper.from_array(array, name)
         self.graph.initializer.append(tensor)
-        if self.ir_version < 4:  # before IR 4 every initializer is also declared as a graph input
+        if self.legacy_inputs:
             self.graph.input.append(helper.make_tensor_value_info(name, tensor.data_type, array.shape))
         return name
 
@@ -154,21 +154,26 @@ def _legacy_broadcast(node: NodeProto, ctx: AdaptContext) -> str | None:
 
 
 def ranks_of(model: onnx.ModelProto) -> Ranks:
-    """Ranks of every value onnx's shape inference can type at the model's own opset."""
+    """Ranks of every value (subgraphs included) that onnx's shape inference can type at the
+    model's own opset."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
     except Exception:  # partial information is fine: adapters that need a rank say so
         inferred = model
-    g = inferred.graph
     ranks: Ranks = {}
-    for vi in (*g.input, *g.value_info, *g.output):
-        tt = vi.type.tensor_type
-        if vi.type.HasField("tensor_type") and tt.HasField("shape"):
-            ranks[vi.name] = len(tt.shape.dim)
-    for t in g.initializer:
-        ranks[t.name] = len(t.dims)
+    pending = [inferred.graph]
+    while pending:
+        g = pending.pop()
+        for vi in (*g.input, *g.value_info, *g.output):
+            tt = vi.type.tensor_type
+            if vi.type.HasField("tensor_type") and tt.HasField("shape"):
+                ranks[vi.name] = len(tt.shape.dim)
+        for t in g.initializer:
+            ranks[t.name] = len(t.dims)
+        for node in g.node:
+            for attr in node.attribute:
+                pending.extend([attr.g] if attr.HasField("g") else attr.graphs)
     return ranks
-
 
 
 @adapter("SpaceToDepth", 28, 28)

@@ -113,21 +113,23 @@ def _upgrade(model: ModelProto, version: int, source: str) -> ModelProto:
 def _apply_adapters(model: ModelProto, version: int, source: str, hide: bool) -> bool:
     """Rewrite every node that has an own adapter; report all that cannot be adapted at once."""
     targets = []
-    for node in model.graph.node:
-        if node.domain not in ("", "ai.onnx"):
-            continue
-        try:
-            since = onnx.defs.get_schema(node.op_type, version, "").since_version
-        except onnx.defs.SchemaError:
-            continue
-        found = adapters.find_adapter(node.op_type, since)
-        if found is not None:
-            targets.append((node, found))
+    for graph in _all_graphs(model.graph):
+        for node in graph.node:
+            if node.domain not in ("", "ai.onnx"):
+                continue
+            try:
+                since = onnx.defs.get_schema(node.op_type, version, "").since_version
+            except onnx.defs.SchemaError:
+                continue
+            found = adapters.find_adapter(node.op_type, since)
+            if found is not None:
+                targets.append((graph, node, found))
     if not targets:
         return False
-    ctx = adapters.AdaptContext(model.graph, adapters.ranks_of(model), model.ir_version)
+    ranks = adapters.ranks_of(model)
     bad = []
-    for node, found in targets:
+    for graph, node, found in targets:
+        ctx = adapters.AdaptContext(graph, ranks, legacy_inputs=model.ir_version < 4 and graph is model.graph)
         reason = found.fn(node, ctx)
         if reason:
             bad.append(Unsupported(node.op_type, node.name or node.output[0], reason))
@@ -162,15 +164,21 @@ def _reattach(model: ModelProto, detached: dict[str, bytes]) -> None:
             t.raw_data = detached[t.name]
 
 
-def _all_nodes(graph: onnx.GraphProto):
+def _all_graphs(graph: onnx.GraphProto):
+    """The graph and every subgraph inside it, outermost first."""
+    yield graph
     for node in graph.node:
-        yield node
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _all_nodes(attr.g)
+                yield from _all_graphs(attr.g)
             elif attr.type == onnx.AttributeProto.GRAPHS:
                 for g in attr.graphs:
-                    yield from _all_nodes(g)
+                    yield from _all_graphs(g)
+
+
+def _all_nodes(graph: onnx.GraphProto):
+    for g in _all_graphs(graph):
+        yield from g.node
 
 
 def _check_newer_ops(model: ModelProto, version: int, source: str) -> None:
