@@ -5,6 +5,10 @@ IR opset (attributes that became inputs turn into initializers, removed
 attributes whose old default equals the new behaviour are dropped). An adapter
 returns a reason when the node uses a feature the new version cannot express;
 the loader then reports it as unsupported instead of guessing.
+
+The same registry maps a few versions *newer* than the IR opset back, when the
+only change is a new attribute whose default is the IR behaviour (SpaceToDepth
+``mode``, Range ``stash_type``).
 """
 
 from __future__ import annotations
