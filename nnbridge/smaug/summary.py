@@ -34,3 +34,11 @@ def summary_text(graph: gpb.GraphProto) -> str:
         lines.extend(tensor_line(t) for t in node.output_tensors)
         lines.append(RULE)
     return "\n".join(lines) + "\n"
+
+
+def file_summary(path) -> str:
+    """The summary of a ``_topo.pbtxt`` file (for ``nnbridge summary`` on SMAUG models)."""
+    from ..converters.smaug import read_topology
+    from ..converters.smaug.files import model_paths
+
+    return summary_text(read_topology(model_paths(path)[0]))

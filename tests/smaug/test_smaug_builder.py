@@ -18,41 +18,27 @@ def recipe(shape, dtype):
     return (np.random.RandomState(1234).rand(*shape) * 0.005).astype(dtype)
 
 
-def minerva(backend: str, suffix: str, dtype) -> sg.Graph:
-    with sg.Graph(name=f"minerva_{suffix}", backend=backend) as g:
-        act = sg.input_data(sg.Tensor(data_layout=sg.NHWC, tensor_data=recipe((1, 28, 28, 1), dtype)), g)
-        for i, shape in enumerate([(256, 784), (256, 256), (256, 256), (10, 256)]):
-            weights = sg.Tensor(data_layout=sg.NC, tensor_data=recipe(shape, dtype))
-            act = sg.nn.mat_mul(act, weights, activation="relu" if i < 3 else None)
-    return g
-
-
-def lenet5(backend: str, suffix: str, dtype) -> sg.Graph:
-    with sg.Graph(name=f"lenet5_{suffix}", backend=backend) as g:
-        act = sg.input_data(sg.Tensor(data_layout=sg.NHWC, tensor_data=recipe((1, 28, 28, 1), dtype)), g)
-        for shape in [(32, 3, 3, 1), (32, 3, 3, 32)]:
-            kernel = sg.Tensor(data_layout=sg.NHWC, tensor_data=recipe(shape, dtype))
-            act = sg.nn.convolution(act, kernel, stride=[1, 1], padding="valid", activation="relu")
-        act = sg.nn.max_pool(act, pool_size=[2, 2], stride=[2, 2])
-        act = sg.nn.mat_mul(act, sg.Tensor(data_layout=sg.NC, tensor_data=recipe((128, 4608), dtype)),
-                            activation="relu")
-        act = sg.nn.mat_mul(act, sg.Tensor(data_layout=sg.NC, tensor_data=recipe((10, 128), dtype)))
-    return g
-
-
 @pytest.mark.parametrize("backend, suffix, dtype", BACKENDS)
-@pytest.mark.parametrize("network", [minerva, lenet5])
+@pytest.mark.parametrize("network", ["minerva", "lenet5"])
 def test_builder_reproduces_the_shipped_files(smaug_dir, tmp_path, network, backend, suffix, dtype):
-    graph = network(backend, suffix, dtype)
+    graph = sg.models.build(network, backend)
     topo, params = graph.write_graph(tmp_path)
-    name = f"{network.__name__}/{network.__name__}_{suffix}"
+    name = f"{network}/{network}_{suffix}"
     assert topo.read_bytes() == (smaug_dir / f"{name}_topo.pbtxt").read_bytes()
     assert params.read_bytes() == (smaug_dir / f"{name}_params.pb").read_bytes()
 
 
+@pytest.mark.parametrize("network, rel", [("cnn10", "cifar10-cnn/cnn_smv"), ("vgg", "cifar10-vgg/vgg_smv")])
+def test_builder_reproduces_the_topology_only_models(smaug_dir, network, rel):
+    from nnbridge.converters.smaug.files import topology_text
+
+    graph = sg.models.build(network, "SMV")
+    assert topology_text(graph.proto) == (smaug_dir / f"{rel}_topo.pbtxt").read_text()
+
+
 @pytest.mark.parametrize("backend, suffix, dtype", BACKENDS)
 def test_to_ir_runs_with_smaug_semantics(backend, suffix, dtype):
-    graph = lenet5(backend, suffix, dtype).to_ir()
+    graph = sg.models.lenet5(backend).to_ir()
     (out,) = nnbridge.run(graph, {"data": recipe((1, 28, 28, 1), dtype)}).values()
     np.testing.assert_allclose(out.reshape(-1), EXPECTED[f"lenet5/lenet5_{suffix}_topo.pbtxt"], rtol=1e-2)
 
