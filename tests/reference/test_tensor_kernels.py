@@ -406,3 +406,11 @@ def test_bfloat16_topk_and_unique_keep_dtype():
     values, first, inverse, counts = run_ours(model, feeds)
     assert values.dtype == x.dtype and values.astype(np.float32).tolist() == [-2.0, 0.25, 1.5, 3.0]
     assert first.tolist() == [1, 4, 0, 2] and inverse.tolist() == [2, 0, 3, 3, 1] and counts.tolist() == [1, 1, 1, 2]
+
+
+@pytest.mark.parametrize("op", ["HannWindow", "HammingWindow", "BlackmanWindow"])
+@pytest.mark.parametrize("periodic", [0, 1])
+def test_window_functions(op, periodic):
+    agree(op, [("n", np.array(10, I64))], {"periodic": periodic}, opset=17)
+    agree(op, [("n", np.array(7, np.int32))], {"periodic": periodic, "output_datatype": onnx.TensorProto.DOUBLE},
+          opset=17)

@@ -105,3 +105,35 @@ def one_hot(ctx, indices, depth, values):
     axis = axis_of(ctx.attr("axis", -1), idx.ndim + 1)
     hot = np.moveaxis(hot, -1, axis)
     return np.where(hot, on, off).astype(np.asarray(values).dtype, copy=False)
+
+
+#: window → cosine-series coefficients a_k of w[n] = sum_k (-1)^k a_k cos(2 pi k n / D)
+_WINDOWS = {
+    "HannWindow": (0.5, 0.5),
+    "HammingWindow": (25 / 46, 21 / 46),
+    "BlackmanWindow": (0.42, 0.5, 0.08),
+}
+
+
+def _check_window(node):
+    code = node.attr("output_datatype", 1)
+    try:
+        dtype = DType.from_onnx(code)
+    except ValueError:
+        return f"output_datatype {code} is not an IR type"
+    return None if dtype in NUMERIC - {DType.BFLOAT16} else f"output_datatype {dtype.short} is not implemented"
+
+
+def _window(coefficients):
+    def run(ctx, size):
+        n = int(np.asarray(size).reshape(-1)[0])
+        denominator = n if ctx.attr("periodic", 1) else n - 1
+        phase = 2 * np.pi * np.arange(n, dtype=np.float64) / max(denominator, 1)
+        out = sum((-1) ** k * a * np.cos(k * phase) for k, a in enumerate(coefficients))
+        return np.asarray(out).astype(DType.from_onnx(ctx.attr("output_datatype", 1)).numpy)
+
+    return run
+
+
+for _op, _coefficients in _WINDOWS.items():
+    kernel(_op, check=_check_window)(_window(_coefficients))
