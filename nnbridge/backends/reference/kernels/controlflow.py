@@ -24,9 +24,14 @@ def _empty_stack(value: Value, axis: int = 0) -> np.ndarray:
     return np.empty(elem, t.dtype.numpy if t.dtype is not None else np.float32)
 
 
+def _scalar(value) -> Any:
+    """The one element of a scalar or 1-element tensor (ONNX allows both for conditions and counts)."""
+    return np.asarray(value).reshape(-1)[0]
+
+
 @kernel("If")
 def if_(ctx, cond):
-    branch = ctx.attr("then_branch") if bool(np.asarray(cond).reshape(-1)[0]) else ctx.attr("else_branch")
+    branch = ctx.attr("then_branch") if bool(_scalar(cond)) else ctx.attr("else_branch")
     return tuple(ctx.run_graph(branch, {}))
 
 
@@ -35,8 +40,8 @@ def loop(ctx, max_trips=None, cond=None, *carried):
     body: Graph = ctx.attr("body")
     names = [v.name for v in body.inputs]
     n_carried = len(carried)
-    trips = int(max_trips) if max_trips is not None else None
-    keep_going = bool(cond) if cond is not None else True
+    trips = int(_scalar(max_trips)) if max_trips is not None else None
+    keep_going = bool(_scalar(cond)) if cond is not None else True
     state = list(carried)
     scans: list[list[Any]] = [[] for _ in body.outputs[1 + n_carried:]]
     i = 0
@@ -44,7 +49,7 @@ def loop(ctx, max_trips=None, cond=None, *carried):
         feeds = {names[0]: np.array(i, np.int64), names[1]: np.array(keep_going, np.bool_)}
         feeds.update(zip(names[2:], state))
         outs = ctx.run_graph(body, feeds)
-        keep_going = bool(outs[0])
+        keep_going = bool(_scalar(outs[0]))
         state = outs[1:1 + n_carried]
         for bucket, value in zip(scans, outs[1 + n_carried:]):
             bucket.append(value)
