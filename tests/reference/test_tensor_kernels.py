@@ -414,3 +414,15 @@ def test_window_functions(op, periodic):
     agree(op, [("n", np.array(10, I64))], {"periodic": periodic}, opset=17)
     agree(op, [("n", np.array(7, np.int32))], {"periodic": periodic, "output_datatype": onnx.TensorProto.DOUBLE},
           opset=17)
+
+
+@pytest.mark.parametrize("center_point_box", [0, 1])
+@pytest.mark.parametrize("iou, score", [(0.3, None), (0.5, 0.4), (1.0, 0.0)])
+def test_non_max_suppression_against_onnxruntime(center_point_box, iou, score):
+    rng = np.random.default_rng(3)
+    corners = rng.uniform(0, 10, (2, 12, 2, 2))
+    boxes = np.concatenate([corners[..., 0, :], corners[..., 0, :] + rng.uniform(1, 4, (2, 12, 2))], axis=-1)
+    scores = np.round(rng.uniform(0, 1, (2, 3, 12)), 1).astype(np.float32)  # rounded: ties happen
+    inputs = [("b", boxes.astype(np.float32)), ("s", scores), ("m", np.array([4], I64)),
+              ("i", np.array([iou], np.float32))] + ([] if score is None else [("t", np.array([score], np.float32))])
+    agree("NonMaxSuppression", inputs, {"center_point_box": center_point_box})
