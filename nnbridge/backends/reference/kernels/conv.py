@@ -38,8 +38,9 @@ def conv_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begin,
     out = output_sizes(x.shape[2:], kernel, strides, dilations, begin, end)
     pixels = prod(out)
     if all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(begin) and not any(end):
-        cols = x.reshape(n, group, cg, pixels)
-        y = np.matmul(w.reshape(group, mg, cg), cols)  # (N, G, Mg, P)
+        if group == 1 and n == 1:
+            return np.matmul(w.reshape(m, c), x.reshape(c, pixels)).reshape(n, m, *out)
+        y = np.matmul(w.reshape(group, mg, cg), x.reshape(n, group, cg, pixels))  # (N, G, Mg, P)
         return y.reshape(n, m, *out)
     xp = pad_spatial(x, begin, end)
     view = windows(xp, out, kernel, strides, dilations)  # (N, C, *out, *K)
@@ -49,12 +50,18 @@ def conv_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begin,
     if n == 1:
         cols = np.ascontiguousarray(view[0].transpose(0, 1, *(a - 1 for a in taps), *(a - 1 for a in spatial)))
         cols = cols.reshape(group, cg * prod(kernel), pixels)
-        y = np.matmul(w.reshape(group, mg, -1), cols)  # (G, Mg, P)
-        return y.reshape(1, m, *out)
+        return _grouped_matmul(w.reshape(group, mg, -1), cols).reshape(1, m, *out)
     cols = np.ascontiguousarray(view.transpose(1, 2, *taps, 0, *spatial))
     cols = cols.reshape(group, cg * prod(kernel), n * pixels)
-    y = np.matmul(w.reshape(group, mg, -1), cols).reshape(group, mg, n, pixels)
+    y = _grouped_matmul(w.reshape(group, mg, -1), cols).reshape(group, mg, n, pixels)
     return np.ascontiguousarray(y.transpose(2, 0, 1, 3)).reshape(n, m, *out)
+
+
+def _grouped_matmul(w: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """(G, Mg, K) @ (G, K, P); one group goes through a plain 2-D GEMM (numpy's batched path is slower)."""
+    if w.shape[0] == 1:
+        return np.matmul(w[0], cols[0])[None]
+    return np.matmul(w, cols)
 
 
 def _geometry(ctx, x: np.ndarray, kernel) -> tuple[list[int], list[int], list[int], list[int]]:
