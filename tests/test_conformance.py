@@ -166,3 +166,11 @@ def test_adapters_reach_into_subgraphs():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 5)], ir_version=3)
     out = nnbridge.run(model, {"c": np.array(True), "x": np.array([2.7, -1.5], np.float32)})
     np.testing.assert_array_equal(out["y"], np.array([2, -1], np.int32))
+
+
+@pytest.mark.parametrize("saturate, expected", [(1, [448, -448, 0.3125]), (0, [np.nan, np.nan, 0.3125])])
+def test_strings_to_float8_follow_the_saturate_rule(saturate, expected):
+    model = _single_node("Cast", 21, [("x", TensorProto.STRING, [3])], [("y", TensorProto.FLOAT8E4M3FN, [3])],
+                         to=TensorProto.FLOAT8E4M3FN, saturate=saturate)
+    out = nnbridge.run(model, {"x": np.array(["1e6", "-INF", "0.3"], dtype=object)})["y"]
+    np.testing.assert_array_equal(out.astype(np.float32), np.array(expected, np.float32))

@@ -59,7 +59,9 @@ def cast_array(x: np.ndarray, target: np.dtype, saturate: bool = True) -> np.nda
     if target == _STRING:
         return _to_string(x)
     if x.dtype == _STRING or x.dtype.kind in "US":
-        return _from_string(x, target)
+        x = _parse_numbers(x, target)
+        if x.dtype == target:
+            return x
     if target == np.bool_:
         return x.astype(np.float64) != 0 if _is_exotic(x.dtype) else x.astype(np.bool_)
     if _is_exotic(x.dtype) and _is_exotic(target):
@@ -97,16 +99,16 @@ def _to_string(x: np.ndarray) -> np.ndarray:
     return x.astype(str).astype(object)
 
 
-def _from_string(x: np.ndarray, target: np.dtype) -> np.ndarray:
-    """Numeric text (plain, scientific, INF/NaN in any case) → numbers."""
+def _parse_numbers(x: np.ndarray, target: np.dtype) -> np.ndarray:
+    """Numeric text (plain, scientific, INF/NaN in any case) → int64 for integer targets (exact),
+    float64 otherwise; the caller converts further with the usual rules (float8 saturation...)."""
     text = np.char.strip(np.asarray(x, dtype=object).astype(str))
-    if target.kind in "iu":
+    if target.kind in "iu" or target.type in (ml_dtypes.int4, ml_dtypes.uint4):
         try:
-            return text.astype(np.int64).astype(target)
+            return text.astype(np.int64)
         except ValueError:  # '100.5' → 100: parse as float, then truncate
-            return text.astype(np.float64).astype(target)
-    values = text.astype(np.float64)
-    return values.astype(target)
+            return text.astype(np.float64).astype(np.int64)
+    return text.astype(np.float64)
 
 
 @kernel("Cast", check=_check_cast)
