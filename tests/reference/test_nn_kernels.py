@@ -359,3 +359,49 @@ def test_roi_pooling_against_onnxruntime():
     for mode in ("avg", "max"):
         assert_matches_ort("RoiAlign", [("x", x), ("rois", boxes), ("idx", np.array([0, 1, 0], np.int64))],
                            dict(output_height=3, output_width=2, sampling_ratio=2, mode=mode, spatial_scale=0.8))
+
+
+def test_softmax_cross_entropy_with_weights_and_ignore_index():
+    scores, labels = rand(4, 5, 3), np.array([[0, 1, 4], [2, -1, 3], [-1, -1, 0], [4, 4, 1]], np.int64)
+    weights = np.abs(rand(5)) + 0.1
+    for reduction in ("mean", "sum", "none"):
+        assert_matches_ort("SoftmaxCrossEntropyLoss", [("s", scores), ("l", labels), ("w", weights)],
+                           dict(reduction=reduction, ignore_index=-1), outputs=2)
+
+
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+def test_grid_sample_out_of_range_points(mode, padding_mode):
+    x, grid = rand(2, 3, 5, 6), rand(2, 4, 3, 2) * 1.4
+    for align in (0, 1):
+        attrs = dict(mode=mode, padding_mode=padding_mode, align_corners=align)
+        if (mode, padding_mode) != ("cubic", "border"):
+            assert_matches_ort("GridSample", [("x", x), ("g", grid)], attrs, opset=22)
+            continue
+        # onnxruntime clamps cubic taps differently from the ONNX definition; onnx.reference is the oracle here
+        from onnx.reference import ReferenceEvaluator
+
+        model, feeds = node_model("GridSample", [("x", x), ("g", grid)], attrs, opset=22)
+        np.testing.assert_allclose(run_ours(model, feeds)[0], ReferenceEvaluator(model).run(None, feeds)[0],
+                                   rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+def test_resize_antialias_downscale(mode):
+    x = rand(1, 2, 9, 11)
+    assert_matches_ort("Resize", [("x", x), ("roi", np.zeros(0, np.float32)),
+                                  ("scales", np.array([1, 1, 0.4, 0.6], np.float32))],
+                       dict(mode=mode, antialias=1), inits=("roi", "scales"), opset=18)
+
+
+def test_batch_norm_training_mode_running_statistics():
+    x, scale, bias = rand(3, 2, 4), rand(2), rand(2)
+    mean, var = rand(2), np.abs(rand(2)) + 0.5
+    model, feeds = node_model("BatchNormalization", [("x", x), ("s", scale), ("b", bias), ("m", mean), ("v", var)],
+                              dict(training_mode=1, momentum=0.8), outputs=3, opset=15)
+    y, running_mean, running_var = run_ours(model, feeds)
+    batch_mean, batch_var = x.mean(axis=(0, 2)), x.var(axis=(0, 2))
+    expected = (x - batch_mean[:, None]) / np.sqrt(batch_var[:, None] + 1e-5) * scale[:, None] + bias[:, None]
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(running_mean, 0.8 * mean + 0.2 * batch_mean, rtol=1e-5)
+    np.testing.assert_allclose(running_var, 0.8 * var + 0.2 * batch_var, rtol=1e-5)

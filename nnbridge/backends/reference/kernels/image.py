@@ -119,8 +119,8 @@ def grid_sample(ctx, x, grid):
         lo, hi = (0.0, size - 1.0) if align else (-0.5, size - 0.5)
         if mode == "nearest":
             coord = np.rint(coord)
-        if padding == "border":
-            coord = np.clip(coord, 0, size - 1)
+        if padding == "border":  # only points beyond the border band [lo, hi] move (matters for cubic taps)
+            coord = np.where((coord < lo) | (coord > hi), np.clip(coord, 0, size - 1), coord)
         elif padding == "reflection":
             coord = _reflect(coord, lo, hi)
         if mode == "nearest":
