@@ -426,3 +426,19 @@ def test_non_max_suppression_against_onnxruntime(center_point_box, iou, score):
     inputs = [("b", boxes.astype(np.float32)), ("s", scores), ("m", np.array([4], I64)),
               ("i", np.array([iou], np.float32))] + ([] if score is None else [("t", np.array([score], np.float32))])
     agree("NonMaxSuppression", inputs, {"center_point_box": center_point_box})
+
+
+@pytest.mark.parametrize("inverse, onesided, channels", [(0, 0, 1), (0, 0, 2), (1, 0, 2), (0, 1, 1), (1, 1, 2)])
+@pytest.mark.parametrize("axis, length", [(1, None), (-2, 6), (2, 12)])
+def test_dft_against_onnxruntime(inverse, onesided, channels, axis, length):
+    x = np.random.default_rng(5).standard_normal((2, 8, 5, channels)).astype(np.float32)
+    inputs = [("x", x), None if length is None else ("n", np.array(length, I64)), ("a", np.array(axis, I64))]
+    model, feeds = node_model("DFT", inputs, {"inverse": inverse, "onesided": onesided}, opset=20)
+    if inverse and onesided and length is not None:  # the spec leaves this case ambiguous: refused
+        with pytest.raises(UnsupportedOpError):
+            run_ours(model, feeds)
+        return
+    (ours,) = run_ours(model, feeds)
+    theirs = run_onnxruntime(model, feeds)["y0"]
+    assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
