@@ -45,3 +45,15 @@ def pipeline_for(backend: str, opt_level: int = 1) -> list[str]:
     """The pass names ``backend`` runs at ``opt_level`` (unknown backends get the reference's)."""
     levels = PIPELINES.get(backend, PIPELINES["reference"])
     return list(levels.get(opt_level, levels[max(levels)]))
+
+
+def select_passes(backend: str, opt_level: int = 1, passes: list[str] | None = None,
+                  disabled: list[str] | None = None) -> list[str]:
+    """The pass list a command runs: ``passes`` if given, else the backend's pipeline at
+    ``opt_level``; minus every name in ``disabled`` (``--disable-pass``)."""
+    from ..ir.passes import get_pass
+
+    for name in disabled or []:
+        get_pass(name)  # a typo fails loudly instead of silently disabling nothing
+    chosen = list(passes) if passes is not None else pipeline_for(backend, opt_level)
+    return [p for p in chosen if p not in set(disabled or [])]

@@ -53,3 +53,13 @@ def test_debug_passes_names_the_first_pass_that_changed_outputs(resnet_path, cap
     monkeypatch.setitem(pass_registry._PASSES, "sabotage", pass_registry.PassInfo("sabotage", sabotage))
     code, text = _run(capsys, "check", resnet_path, "--debug-passes", "--passes", "simplify,sabotage,fuse")
     assert code == 1 and "first change of outputs: sabotage" in text
+
+
+def test_disable_pass_leaves_one_pass_out(resnet_path, capsys):
+    code, text = _run(capsys, "ir", resnet_path, "--backend", "reference", "--opt-level", "2",
+                      "--disable-pass", "fuse", "--print-after")
+    assert code == 0 and "// after fold" in text and "// after fuse" not in text and "Fused(" not in text
+    code, text = _run(capsys, "check", resnet_path, "--opt-level", "2", "--disable-pass", "simplify")
+    assert code == 0 and "agree" in text
+    code, text = _run(capsys, "summary", resnet_path, "--disable-pass", "no-such-pass")
+    assert code == 1 and "unknown pass 'no-such-pass'" in text

@@ -31,6 +31,8 @@ exit status: 0 when every output agrees within tolerance, 1 otherwise.
     p.add_argument("--rtol", type=float, help="relative tolerance (default: the backend's)")
     p.add_argument("--atol", type=float, help="absolute tolerance (default: the backend's)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--disable-pass", action="append", metavar="NAME", default=[],
+                   help="leave this pass out of the pipeline; repeatable")
     p.add_argument("--debug-passes", action="store_true",
                    help="run the oracle after every pass of the pipeline (on the reference backend) "
                         "and name the first pass that changed the outputs")
@@ -45,9 +47,14 @@ def run(args) -> int:
     model = args.model if args.model.lower().endswith(".onnx") else load_model_from_args(args)
     if args.debug_passes:
         return _debug_passes(args, model)
+    passes = parse_passes(args.passes)
+    if args.disable_pass:
+        from ...passes.pipelines import select_passes
+
+        passes = select_passes(args.backend, args.opt_level, passes, args.disable_pass)
     result = nnbridge.check(model, backend=args.backend, inputs=load_inputs(args.input),
                             rtol=args.rtol, atol=args.atol, seed=args.seed, dims=parse_dims(args.dim),
-                            passes=parse_passes(args.passes), opt_level=args.opt_level)
+                            passes=passes, opt_level=args.opt_level)
     if args.json:
         console.print_json(json.dumps(result.to_dict()))
         return 0 if result.ok else 1
@@ -69,11 +76,13 @@ def _debug_passes(args, model) -> int:
 
     from ...backends import get_backend
     from ...passes.debug import debug_passes
+    from ...passes.pipelines import select_passes
     from .. import console
 
     passes = parse_passes(args.passes)
     if passes is None:
         passes = get_backend(args.backend).pipeline(args.opt_level)
+    passes = select_passes(args.backend, args.opt_level, passes, args.disable_pass)
     result = debug_passes(model, passes, inputs=load_inputs(args.input), seed=args.seed, dims=parse_dims(args.dim),
                           **{k: v for k, v in (("rtol", args.rtol), ("atol", args.atol)) if v is not None})
     if args.json:

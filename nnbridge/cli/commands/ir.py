@@ -17,6 +17,8 @@ def register(sub) -> None:
     p.add_argument("--backend", "-b", help="run this backend's pipeline (with --opt-level) unless --passes is given")
     p.add_argument("--opt-level", type=int, default=1, choices=[0, 1, 2, 3],
                    help="pipeline level for --backend (default 1)")
+    p.add_argument("--disable-pass", action="append", metavar="NAME", default=[],
+                   help="leave this pass out; repeatable")
     p.add_argument("--print-after", action="store_true", help="print the IR after every pass")
     p.add_argument("--list-passes", action="store_true", help="list the available passes and exit")
     p.set_defaults(func=run)
@@ -37,6 +39,10 @@ def run(args) -> int:
         from ...backends import get_backend
 
         passes = get_backend(args.backend).pipeline(args.opt_level)
+    if args.disable_pass:
+        from ...passes.pipelines import select_passes
+
+        passes = select_passes(args.backend or "reference", args.opt_level, passes, args.disable_pass)
     if passes:
         PassManager(passes, print_after=args.print_after, printer=lambda s: console.print(s, markup=False)).run(graph)
     if not args.print_after or not passes:

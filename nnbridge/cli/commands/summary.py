@@ -18,6 +18,8 @@ The footer lists the fused groups (kernels) and the planned peak activation memo
     p.add_argument("--backend", "-b", help="run this backend's pipeline first (with --opt-level)")
     p.add_argument("--opt-level", type=int, default=1, choices=[0, 1, 2, 3],
                    help="pipeline level for --backend (default 1)")
+    p.add_argument("--disable-pass", action="append", metavar="NAME", default=[],
+                   help="leave this pass out; repeatable")
     p.set_defaults(func=run)
 
 
@@ -33,6 +35,10 @@ def run(args) -> int:
         from ...backends import get_backend
 
         passes = get_backend(args.backend).pipeline(args.opt_level)
+    if args.disable_pass:
+        from ...passes.pipelines import select_passes
+
+        passes = select_passes(args.backend or "reference", args.opt_level, passes, args.disable_pass)
     if passes:
         run_passes(graph, passes)
     table = Table(title=f"{graph.name}: {len(graph)} nodes")
