@@ -442,3 +442,16 @@ def test_dft_against_onnxruntime(inverse, onesided, channels, axis, length):
     theirs = run_onnxruntime(model, feeds)["y0"]
     assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
     np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("onesided, channels", [(1, 1), (0, 1), (0, 2)])
+@pytest.mark.parametrize("with_window", [False, True])
+def test_stft_against_onnxruntime(onesided, channels, with_window):
+    signal = np.random.default_rng(6).standard_normal((2, 40, channels)).astype(np.float32)
+    window = ("w", np.hanning(16).astype(np.float32)) if with_window else None
+    inputs = [("x", signal), ("s", np.array(6, I64)), window, ("n", np.array(16, I64))]
+    model, feeds = node_model("STFT", inputs, {"onesided": onesided}, opset=17)
+    (ours,) = run_ours(model, feeds)
+    theirs = run_onnxruntime(model, feeds)["y0"]
+    assert ours.shape == theirs.shape == (2, 5, 9 if onesided else 16, 2) and ours.dtype == theirs.dtype
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)

@@ -52,3 +52,29 @@ def dft(ctx, x, dft_length=None, axis=None):
         return _pair(np.fft.rfft(z.real, n=n, axis=axis), x.dtype)
     transform = np.fft.ifft if inverse else np.fft.fft
     return _pair(transform(z, n=n, axis=axis), x.dtype)
+
+
+def _check_stft(node):
+    shape = node.inputs[0].type.shape
+    if node.attr("onesided", 1) and shape and shape[-1] == 2:
+        return "a one-sided STFT of a complex signal is not defined"
+    return None
+
+
+@kernel("STFT", dtypes=FLOATS, check=_check_stft)
+def stft(ctx, signal, frame_step, window=None, frame_length=None):
+    """DFT of every windowed frame; frames are strided views of the signal (no copies)."""
+    step = int(np.asarray(frame_step).reshape(-1)[0])
+    if frame_length is not None:
+        length = int(np.asarray(frame_length).reshape(-1)[0])
+    else:
+        length = window.shape[0] if window is not None else signal.shape[1]
+    if window is not None and window.shape[0] != length:
+        raise ValueError(f"window of length {window.shape[0]} for frames of {length}")
+    z = _complex(signal)  # [batch, signal_length]
+    frames = np.lib.stride_tricks.sliding_window_view(z, length, axis=1)[:, ::step]  # [batch, frames, length]
+    if window is not None:
+        frames = frames * window.astype(z.real.dtype)
+    if ctx.attr("onesided", 1):
+        return _pair(np.fft.rfft(frames.real, axis=-1), signal.dtype)
+    return _pair(np.fft.fft(frames, axis=-1), signal.dtype)
