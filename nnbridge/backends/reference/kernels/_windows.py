@@ -25,13 +25,6 @@ def compute_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if dtype == np.float16 or dtype == _BF16 else np.dtype(dtype)
 
 
-def spatial_attrs(node: Node, rank: int, kernel: Sequence[int]) -> tuple[list[int], list[int]]:
-    """(strides, dilations) with ONNX defaults of 1 per spatial axis."""
-    strides = list(node.attr("strides", None) or [1] * rank)
-    dilations = list(node.attr("dilations", None) or [1] * rank)
-    return strides, dilations
-
-
 def window_extent(kernel: int, dilation: int) -> int:
     return (kernel - 1) * dilation + 1
 
@@ -97,18 +90,6 @@ def check_auto_pad(node: Node) -> str | None:
     auto_pad = node.attr("auto_pad", "NOTSET")
     if auto_pad not in AUTO_PADS:
         return f"auto_pad={auto_pad} is not implemented"
-    return None
-
-
-def static_kernel(node: Node, weight_input: int | None = 1) -> list[int] | None:
-    """kernel_shape from the attribute, else from the (static) weight shape."""
-    shape = node.attr("kernel_shape", None)
-    if shape:
-        return list(shape)
-    if weight_input is not None:
-        w = node.input(weight_input)
-        if w is not None and w.type.shape is not None and all(isinstance(d, int) for d in w.type.shape):
-            return list(w.type.shape[2:])
     return None
 
 
