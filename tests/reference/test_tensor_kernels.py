@@ -455,3 +455,11 @@ def test_stft_against_onnxruntime(onesided, channels, with_window):
     theirs = run_onnxruntime(model, feeds)["y0"]
     assert ours.shape == theirs.shape == (2, 5, 9 if onesided else 16, 2) and ours.dtype == theirs.dtype
     np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_range_of_16_bit_floats_counts_past_their_integer_precision():
+    model, feeds = node_model("Range", [("a", np.array(0, np.float16)), ("b", np.array(3000, np.float16)),
+                                        ("d", np.array(1, np.float16))])
+    (out,) = run_ours(model, feeds)
+    assert out.dtype == np.float16 and out.shape == (3000,)
+    np.testing.assert_array_equal(out, np.arange(3000).astype(np.float16))

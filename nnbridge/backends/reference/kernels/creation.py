@@ -69,7 +69,7 @@ def constant_of_shape(ctx, target):
     return out
 
 
-@kernel("Range", dtypes=NUMERIC - {DType.BFLOAT16})
+@kernel("Range", dtypes=NUMERIC)
 def range_(ctx, start, limit, delta):
     """``start + i * delta`` for ``i < ceil((limit - start) / delta)``, in the inputs' type."""
     dtype = np.asarray(start).dtype
@@ -77,7 +77,9 @@ def range_(ctx, start, limit, delta):
     if dtype.kind in "iu":
         return np.arange(start, limit, delta, dtype=dtype)
     n = max(math.ceil((float(limit) - float(start)) / float(delta)), 0)
-    return (start + np.arange(n, dtype=dtype) * delta).astype(dtype, copy=False)
+    work = np.float32 if dtype.itemsize == 2 else dtype.type  # 16-bit floats cannot count past 256/2048
+    steps = np.arange(n, dtype=work)
+    return (work(start) + steps * work(delta)).astype(dtype, copy=False)
 
 
 def _check_eyelike(node):
