@@ -56,3 +56,33 @@ def test_label_encoder_repeated_keys_are_refused():
                             {"keys_strings": ["a", "a"], "values_int64s": [1, 2]})
     with pytest.raises(UnsupportedOpError):
         nnbridge.compile(model, passes=[])
+
+
+def _tfidf_model(x, attrs):
+    node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], **attrs)
+    graph = helper.make_graph([node], "tfidf", [helper.make_tensor_value_info("x", DType.from_numpy(x.dtype).onnx,
+                                                                               x.shape)],
+                              [helper.make_value_info("y", onnx.TypeProto())])
+    return onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]))
+
+
+@pytest.mark.parametrize("mode", ["TF", "IDF", "TFIDF"])
+@pytest.mark.parametrize("grams, skip", [((1, 1), 0), ((2, 2), 0), ((1, 2), 2), ((2, 3), 1)])
+@pytest.mark.parametrize("strings", [False, True])
+def test_tfidf_vectorizer_against_onnxruntime(mode, grams, skip, strings):
+    rng = np.random.default_rng(8)
+    x = rng.integers(0, 6, (3, 9)).astype(np.int64)
+    pool = [1, 2, 5] + [1, 2, 2, 1, 3, 4] + [0, 1, 2]  # 3 unigrams, 3 bigrams, 1 trigram
+    attrs = {"mode": mode, "min_gram_length": grams[0], "max_gram_length": grams[1], "max_skip_count": skip,
+             "ngram_counts": [0, 3, 9], "ngram_indexes": [6, 0, 2, 1, 5, 3, 4],
+             "weights": [0.5, 2.0, 1.0, 3.0, 1.5, 0.25, 4.0]}
+    if strings:
+        x = np.vectorize(lambda v: f"w{v}", otypes=[object])(x)
+        attrs["pool_strings"] = [f"w{v}" for v in pool]
+    else:
+        attrs["pool_int64s"] = pool
+    model = _tfidf_model(x, attrs)
+    ours = nnbridge.compile(model, passes=[]).run({"x": x})["y"]
+    theirs = run_onnxruntime(model, {"x": x})["y"]
+    assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
+    np.testing.assert_allclose(ours, theirs)
