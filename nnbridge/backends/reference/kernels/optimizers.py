@@ -1,0 +1,79 @@
+"""One optimiser step of the ``ai.onnx.preview.training`` ops Adagrad, Momentum and
+Adam, for any number of tensors: inputs are R, T, then the tensors grouped by role
+(X..., G..., state...), outputs are grouped the same way (X_new..., state_new...)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..registry import kernel
+from ._common import FLOATS
+
+TRAINING = "ai.onnx.preview.training"
+
+
+def _groups(tensors, roles: int) -> list[tuple]:
+    if len(tensors) % roles:
+        raise ValueError(f"{len(tensors)} tensors do not split into {roles} roles")
+    n = len(tensors) // roles
+    return list(zip(*(tensors[i * n:(i + 1) * n] for i in range(roles))))
+
+
+def _outputs(per_tensor: list[tuple]) -> tuple:
+    """[(X1_new, S1_new), (X2_new, S2_new)] → (X1_new, X2_new, S1_new, S2_new)."""
+    return tuple(value for role in zip(*per_tensor) for value in role)
+
+
+def _scalar(value) -> float:
+    return float(np.asarray(value).reshape(-1)[0])
+
+
+@kernel("Adagrad", domain=TRAINING, dtypes=FLOATS)
+def adagrad(ctx, rate, step, *tensors):
+    r = _scalar(rate) / (1 + _scalar(step) * ctx.attr("decay_factor", 0.0))
+    norm, eps = ctx.attr("norm_coefficient", 0.0), ctx.attr("epsilon", 1e-6)
+    results = []
+    for x, g, h in _groups(tensors, 3):
+        g = norm * x + g
+        h_new = h + g * g
+        x_new = x - r * g / (np.sqrt(h_new) + eps)
+        results.append((x_new.astype(x.dtype), h_new.astype(h.dtype)))
+    return _outputs(results)
+
+
+def _check_momentum(node):
+    mode = node.attr("mode")
+    return None if mode in ("standard", "nesterov") else f"mode {mode!r} is not standard or nesterov"
+
+
+@kernel("Momentum", domain=TRAINING, dtypes=FLOATS, check=_check_momentum)
+def momentum(ctx, rate, step, *tensors):
+    r = _scalar(rate)
+    alpha, norm = ctx.attr("alpha"), ctx.attr("norm_coefficient")
+    beta = ctx.attr("beta") if _scalar(step) > 0 else 1.0  # the first step takes the whole gradient
+    nesterov = ctx.attr("mode") == "nesterov"
+    results = []
+    for x, g, v in _groups(tensors, 3):
+        g = norm * x + g
+        v_new = alpha * v + beta * g
+        x_new = x - r * (g + alpha * v_new if nesterov else v_new)
+        results.append((x_new.astype(x.dtype), v_new.astype(v.dtype)))
+    return _outputs(results)
+
+
+@kernel("Adam", domain=TRAINING, dtypes=FLOATS)
+def adam(ctx, rate, step, *tensors):
+    alpha, beta = ctx.attr("alpha", 0.9), ctx.attr("beta", 0.999)
+    norm, norm_post, eps = ctx.attr("norm_coefficient", 0.0), ctx.attr("norm_coefficient_post", 0.0), \
+        ctx.attr("epsilon", 1e-6)
+    t, r = _scalar(step), _scalar(rate)
+    if t > 0:  # bias correction of both running averages
+        r = r * np.sqrt(1 - beta**t) / (1 - alpha**t)
+    results = []
+    for x, g, v, h in _groups(tensors, 4):
+        g = norm * x + g
+        v_new = alpha * v + (1 - alpha) * g
+        h_new = beta * h + (1 - beta) * g * g
+        x_new = (1 - norm_post) * (x - r * v_new / (np.sqrt(h_new) + eps))
+        results.append((x_new.astype(x.dtype), v_new.astype(v.dtype), h_new.astype(h.dtype)))
+    return _outputs(results)
