@@ -86,3 +86,36 @@ def test_tfidf_vectorizer_against_onnxruntime(mode, grams, skip, strings):
     theirs = run_onnxruntime(model, {"x": x})["y"]
     assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
     np.testing.assert_allclose(ours, theirs)
+
+
+def _tree_model(aggregate):
+    """Tree 0: x0 <= 0.5 (NaN → true) ? 1@t0 : (x1 > 2 ? 2@t0 : 3@t1); tree 1: x1 in {1, 3} ? 10@t1 : 20@t0."""
+    f32 = onnx.TensorProto.FLOAT
+    attrs = {
+        "n_targets": 2, "aggregate_function": aggregate, "tree_roots": [0, 2],
+        "nodes_featureids": [0, 1, 1], "nodes_truenodeids": [0, 1, 3], "nodes_trueleafs": [1, 1, 1],
+        "nodes_falsenodeids": [1, 2, 4], "nodes_falseleafs": [0, 1, 1], "nodes_missing_value_tracks_true": [1, 0, 0],
+        "nodes_modes": helper.make_tensor("modes", onnx.TensorProto.UINT8, [3], [0, 3, 6]),
+        "nodes_splits": helper.make_tensor("splits", f32, [3], [0.5, 2.0, 0.0]),
+        "membership_values": helper.make_tensor("members", f32, [2], [1.0, 3.0]),
+        "leaf_targetids": [0, 0, 1, 1, 0],
+        "leaf_weights": helper.make_tensor("weights", f32, [5], [1.0, 2.0, 3.0, 10.0, 20.0]),
+    }
+    node = helper.make_node("TreeEnsemble", ["x"], ["y"], domain="ai.onnx.ml", **attrs)
+    graph = helper.make_graph([node], "trees", [helper.make_tensor_value_info("x", f32, [4, 2])],
+                              [helper.make_tensor_value_info("y", f32, [4, 2])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("ai.onnx.ml", 5)])
+
+
+@pytest.mark.parametrize("aggregate, expected", [
+    (1, [[1, 10], [2, 10], [21, 0], [20, 3]]),  # SUM
+    (0, [[0.5, 5], [1, 5], [10.5, 0], [10, 1.5]]),  # AVERAGE over the two trees
+    (3, [[1, 10], [2, 10], [20, 0], [20, 3]]),  # MAX; a target no leaf reaches stays 0
+])
+def test_tree_ensemble_branch_modes_nan_and_membership(aggregate, expected):
+    x = np.array([[0.2, 1.0], [0.7, 3.0], [np.nan, 5.0], [0.9, 0.0]], np.float32)
+    model = _tree_model(aggregate)
+    out = nnbridge.compile(model, passes=[]).run({"x": x})["y"]
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, expected)
+    np.testing.assert_allclose(out, run_onnxruntime(model, {"x": x})["y"])

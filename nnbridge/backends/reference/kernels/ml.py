@@ -78,3 +78,82 @@ def label_encoder(ctx, x):
     return out
 
 
+
+
+_AGGREGATES = {0: "AVERAGE", 1: "SUM", 2: "MIN", 3: "MAX"}
+#: BRANCH_LEQ, LT, GTE, GT, EQ, NEQ (6, BRANCH_MEMBER, is handled with the membership sets)
+_COMPARISONS = {0: np.less_equal, 1: np.less, 2: np.greater_equal, 3: np.greater, 4: np.equal, 5: np.not_equal}
+
+
+def _check_tree_ensemble(node):
+    if node.attrs.get("post_transform", 0) != 0:
+        return f"post_transform {node.attrs['post_transform']} is not implemented (only NONE)"
+    if node.attrs.get("aggregate_function", 1) not in _AGGREGATES:
+        return f"aggregate_function {node.attrs['aggregate_function']} is not implemented"
+    modes = np.asarray(node.attrs.get("nodes_modes", []), dtype=np.int64)
+    if modes.size and (modes.min() < 0 or modes.max() > 6):
+        return "unknown nodes_modes"
+    return None
+
+
+def _membership_sets(node, modes: np.ndarray) -> np.ndarray:
+    """[nodes, widest set] of each BRANCH_MEMBER node's members, NaN-padded."""
+    values = np.asarray(node.attrs.get("membership_values", []), dtype=np.float64).reshape(-1)
+    cuts = np.flatnonzero(np.isnan(values))
+    sets = np.split(values, cuts)
+    sets = [s[~np.isnan(s)] for s in sets][: int((modes == 6).sum())]
+    table = np.full((len(modes), max((len(s) for s in sets), default=0)), np.nan)
+    for row, members in zip(np.flatnonzero(modes == 6), sets):
+        table[row, :len(members)] = members
+    return table
+
+
+@kernel("TreeEnsemble", domain=ML, dtypes=NUMERIC, check=_check_tree_ensemble)
+def tree_ensemble(ctx, x):
+    """All (sample, tree) pairs descend one level per step until every one sits on a leaf."""
+    a = ctx.node.attrs
+    modes = np.asarray(a["nodes_modes"], dtype=np.int64).reshape(-1)
+    features = np.asarray(a["nodes_featureids"], dtype=np.int64)
+    splits = np.asarray(a.get("nodes_splits", np.zeros(len(modes))), dtype=np.float64).reshape(-1)
+    true_ids, false_ids = np.asarray(a["nodes_truenodeids"], np.int64), np.asarray(a["nodes_falsenodeids"], np.int64)
+    true_leaf = np.asarray(a["nodes_trueleafs"], bool)
+    false_leaf = np.asarray(a["nodes_falseleafs"], bool)
+    nan_true = np.asarray(a.get("nodes_missing_value_tracks_true") or np.zeros(len(modes)), bool)
+    members = _membership_sets(ctx.node, modes)
+    data = x.astype(np.float64)
+    samples = np.arange(data.shape[0])[:, None]
+    current = np.broadcast_to(np.asarray(a["tree_roots"], np.int64), (data.shape[0], len(a["tree_roots"]))).copy()
+    at_leaf = np.zeros(current.shape, bool)
+    for _ in range(len(modes) + 1):
+        active = ~at_leaf
+        if not active.any():
+            break
+        node = np.where(active, current, 0)
+        value = data[samples, features[node]]
+        go_true = np.zeros(value.shape, bool)
+        for mode, compare in _COMPARISONS.items():
+            chosen = modes[node] == mode
+            go_true |= chosen & compare(value, splits[node])
+        if members.size:
+            go_true |= (modes[node] == 6) & (value[..., None] == members[node]).any(axis=-1)
+        go_true = np.where(np.isnan(value), nan_true[node], go_true)
+        current = np.where(active, np.where(go_true, true_ids[node], false_ids[node]), current)
+        at_leaf |= active & np.where(go_true, true_leaf[node], false_leaf[node])
+    if not at_leaf.all():
+        raise ValueError("the trees contain a cycle")
+    weights = np.asarray(a["leaf_weights"], dtype=np.float64).reshape(-1)[current]
+    targets = np.asarray(a["leaf_targetids"], np.int64)[current]
+    rows = np.broadcast_to(samples, current.shape)
+    aggregate = _AGGREGATES[a.get("aggregate_function", 1)]
+    shape = (data.shape[0], a.get("n_targets", 1))
+    if aggregate in ("SUM", "AVERAGE"):
+        out = np.zeros(shape)
+        np.add.at(out, (rows, targets), weights)
+        if aggregate == "AVERAGE":
+            out /= current.shape[1]
+    else:
+        ufunc = np.minimum if aggregate == "MIN" else np.maximum
+        out = np.full(shape, np.inf if aggregate == "MIN" else -np.inf)
+        ufunc.at(out, (rows, targets), weights)
+        out[np.isinf(out)] = 0.0
+    return out.astype(x.dtype)
