@@ -66,11 +66,16 @@ def onnx_outputs(model, feeds) -> list[np.ndarray]:
 
 
 def roundtrip_vs_onnxruntime(model: onnx.ModelProto | str | Path, path: Path, rtol: float = 1e-5, atol: float = 1e-6,
-                             **options) -> nnbridge.Graph:
-    """ONNX → LBANN prototext → IR → ONNX; outputs of both ONNX models agree under onnxruntime."""
+                             strict: bool = True, **options) -> nnbridge.Graph:
+    """ONNX → LBANN prototext → IR → ONNX; outputs of both ONNX models agree under onnxruntime.
+
+    ``strict`` also runs protobuf's pure-Python strict parser over the whole file (slow for
+    hundreds of thousands of inline values; nnbridge's reader is strict about everything else).
+    """
     original = onnx.load(str(model)) if isinstance(model, (str, Path)) else model
     nnbridge.convert(original, path, **options)
-    assert_fields_in_spec(strict_parse(path))
+    if strict:
+        assert_fields_in_spec(strict_parse(path))
     graph = nnbridge.load(path)
     feeds = random_inputs(nnbridge.load(original), seed=0)
     want = onnx_outputs(original, feeds)

@@ -144,8 +144,7 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
         kind = layer.WhichOneof("layer_type")
         if kind == "input":
             dims, dtype = shapes[layer.name]
-            value = graph.add_input(layer.name, ctx.type_of(dims, DType[dtype.upper()] if dtype.upper() in
-                                                             DType.__members__ else DType.FLOAT32))
+            value = graph.add_input(layer.name, ctx.type_of(dims, _input_dtype(dtype)))
             outputs[layer.name] = [Tensor(value, tuple(dims))]
             continue
         inputs = [_parent_output(layer, p, outputs, children, source) for p in layer.parents]
@@ -153,6 +152,12 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
     _set_outputs(graph, kept, children, outputs, header, dropped)
     graph.metadata["lbann_mini_batch_size"] = str(batch)
     return graph
+
+
+def _input_dtype(name: str) -> DType:
+    """LBANN layers compute in float32; only integer inputs (embedding indices) keep their type."""
+    dtype = DType.__members__.get(name.upper(), DType.FLOAT32)
+    return dtype if dtype.is_int else DType.FLOAT32
 
 
 def _check_names(layers, source: str) -> dict[str, Any]:
