@@ -16,11 +16,7 @@ CheckFn = Callable[[Node], "str | None"]
 FLOATS = FLOAT_TYPES
 INTS = INT_TYPES
 SIGNED_INTS = frozenset({DType.INT8, DType.INT16, DType.INT32, DType.INT64})
-UNSIGNED_INTS = INT_TYPES - SIGNED_INTS
 NUMERIC = FLOAT_TYPES | INT_TYPES
-#: every dtype numpy holds natively (bfloat16/float8 through ml_dtypes excluded)
-PLAIN = NUMERIC - {DType.BFLOAT16} | {DType.BOOL, DType.STRING}
-ANY_TENSOR = PLAIN | {DType.BFLOAT16, DType.COMPLEX64, DType.COMPLEX128}
 
 
 def input_dtype(node: Node, index: int) -> DType | None:
@@ -36,19 +32,6 @@ def dtypes_of(index: int, allowed: Iterable[DType], what: str = "") -> CheckFn:
         dtype = input_dtype(node, index)
         if dtype is not None and dtype not in allowed:
             return f"dtype {dtype.short} of {what or f'input {index}'} is not implemented"
-        return None
-
-    return check
-
-
-def all_of(*checks: CheckFn | None) -> CheckFn:
-    """Combine checks: the first reason wins."""
-
-    def check(node: Node) -> str | None:
-        for fn in checks:
-            reason = fn(node) if fn is not None else None
-            if reason:
-                return reason
         return None
 
     return check

@@ -122,14 +122,7 @@ def mod(ctx, a, b):
         return np.asarray(fn(a, b)).astype(a.dtype, copy=False)
 
 
-def _pow_types(node):
-    base, exponent = (v.type.dtype if v is not None else None for v in node.inputs[:2])
-    if exponent is not None and exponent not in NUMERIC:
-        return f"exponent dtype {exponent.short} is not implemented"
-    return None
-
-
-@kernel("Pow", dtypes=NUMERIC, check=_pow_types)
+@kernel("Pow", dtypes=NUMERIC, check=dtypes_of(1, NUMERIC, "the exponent"))
 def power(ctx, a, b):
     """The result has the base's type; an integer base with negative exponents goes through floats."""
     if a.dtype.kind in "iu" and b.dtype.kind in "iu" and not (b < 0).any():
