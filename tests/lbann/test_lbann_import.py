@@ -99,3 +99,24 @@ def test_cli_converts_lenet_to_onnx(shared_data, tmp_path):
     onnx.checker.check_model(model)
     assert [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim] == [64, 1, 28, 28]
     assert sum(int(np.prod(t.dims)) for t in model.graph.initializer if t.data_type == 1) == 431_080
+
+
+def test_era_a_weights_and_column_major_values(tmp_path):
+    """Era A: space-separated lists, initializers inside weights, has_bias omitted → no bias."""
+    path = tmp_path / "a.prototext"
+    path.write_text("""model {
+  mini_batch_size: 2
+  layer { name: "data" children: "x y" input { io_buffer: "partitioned" } }
+  layer { name: "x" parents: "data" split {} }
+  layer { name: "y" parents: "data" split {} }
+  layer { name: "fc" parents: "x" weights: "w" fully_connected { num_neurons: 2 } }
+  layer { name: "sig" parents: "fc" sigmoid {} }
+  layer { name: "loss" parents: "sig y" mean_squared_error {} }
+  weights { name: "w" value_initializer { values: "1 2 3 4 5 6 7 8" } }
+}
+""")
+    graph = nnbridge.load(path, input_shapes={"x": (4,)})
+    assert [n.op for n in graph.nodes] == ["Gemm", "Sigmoid"] and graph.inputs[0].shape == (2, 4)
+    x = np.eye(4, dtype=np.float32)[:2]
+    linear = np.array([[1, 3, 5, 7], [2, 4, 6, 8]], np.float32)  # out × in, filled column-major
+    np.testing.assert_allclose(nnbridge.run(graph, {"x": x})["sig"], 1 / (1 + np.exp(-x @ linear.T)), rtol=1e-6)

@@ -45,9 +45,9 @@ def upgrade(old: lbann_v099_pb2.LbannPB, source: str) -> lbann_pb2.LbannPB:
     new.model.name = old.model.name
     new.model.num_epochs = old.model.num_epochs
     layers = list(old.model.layer)
-    renamed_inputs = _input_children(layers)
+    input_children = _input_children(layers, source)
     for layer in layers:
-        if layer.name in renamed_inputs.values() or layer.HasField("input"):
+        if layer.name in input_children or layer.HasField("input"):
             continue  # replaced by Era C input layers below
         new.model.layer.append(_upgrade_layer(layer, source))
     for layer in layers:
@@ -65,18 +65,18 @@ def _children(layer, layers) -> list[str]:
     return [other.name for other in layers if layer.name in split_list(other.parents)]
 
 
-def _input_children(layers) -> dict[str, str]:
-    """Era A input children (usually ``split`` layers) become the Era C input layers."""
+def _input_children(layers, source: str) -> set[str]:
+    """Era A input children (``split`` layers fed by the input alone) become Era C input layers."""
     by_name = {layer.name: layer for layer in layers}
-    found = {}
+    found = set()
     for layer in layers:
         if layer.HasField("input"):
             for child in _children(layer, layers)[: len(_INPUT_FIELDS)]:
                 c = by_name.get(child)
                 if c is None or not c.HasField("split") or split_list(c.parents) != [layer.name]:
-                    raise FormatError(f"layer '{child}': an Era A input layer's children must be "
+                    raise FormatError(f"{source}: layer '{child}': an Era A input layer's children must be "
                                       f"split layers fed by it alone")
-                found[layer.name + "/" + child] = child
+                found.add(child)
     return found
 
 

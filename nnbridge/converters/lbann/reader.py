@@ -217,9 +217,8 @@ def _dropped(order, children, by_name) -> set[str]:
     for layer in order:
         if layer.WhichOneof("layer_type") in TRAINING_ONLY or any(p in dropped for p in layer.parents):
             dropped.add(layer.name)
-    for layer in reversed(order):  # inputs that only feed dropped layers
-        if layer.WhichOneof("layer_type") == "input" and children[layer.name] and \
-                all(c in dropped for c in children[layer.name]):
+    for layer in reversed(order):  # inputs that feed nothing but dropped layers
+        if layer.WhichOneof("layer_type") == "input" and all(c in dropped for c in children[layer.name]):
             dropped.add(layer.name)
     return dropped
 
