@@ -87,6 +87,8 @@ def test_missing_or_wrong_input_shapes(shared_data):
         nnbridge.load(path)
     with pytest.raises(InputError, match="image, label"):
         nnbridge.load(path, input_shapes={"data": (1, 28, 28)})
+    with pytest.raises(ShapeError, match="conv1.*without the batch dim"):
+        nnbridge.load(path, input_shapes={"image": (64, 1, 28, 28)})  # batch included by mistake
 
 
 def test_cli_converts_lenet_to_onnx(shared_data, tmp_path):

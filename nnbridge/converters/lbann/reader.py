@@ -148,7 +148,11 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
             outputs[layer.name] = [Tensor(value, tuple(dims))]
             continue
         inputs = [_parent_output(layer, p, outputs, children, source) for p in layer.parents]
-        outputs[layer.name] = IMPORTERS[kind](ctx, layer, getattr(layer, kind), inputs)
+        try:
+            outputs[layer.name] = IMPORTERS[kind](ctx, layer, getattr(layer, kind), inputs)
+        except ShapeError as exc:
+            given = ", ".join(f"{n}={'x'.join(map(str, shapes[n][0]))}" for n in input_names)
+            raise ShapeError(f"{exc} (input shapes: {given}; per sample, without the batch dim)") from None
     _set_outputs(graph, kept, children, outputs, header, dropped)
     graph.metadata["lbann_mini_batch_size"] = str(batch)
     return graph
