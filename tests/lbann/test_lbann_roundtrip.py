@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
+import onnx
 import pytest
-from lbann_helpers import roundtrip_vs_onnxruntime
+from lbann_helpers import onnx_outputs, roundtrip_vs_onnxruntime
 from onnx import TensorProto, helper, numpy_helper
 
 import nnbridge
@@ -136,3 +140,18 @@ def test_symbolic_batch_is_kept_per_sample(tmp_path):
     assert "nnbridge-input: x 3 float32" in path.read_text()
     graph = nnbridge.load(path)
     assert graph.inputs[0].shape == (1, 3)  # mini_batch_size 1 for a symbolic batch
+
+
+def test_cli_onnx_to_lbann_and_back(tmp_path):
+    src, mid, back = tmp_path / "mlp.onnx", tmp_path / "mlp.prototext", tmp_path / "back.onnx"
+    onnx.save(nnbridge.zoo.build("mlp"), src)
+    for args in ([str(src), str(mid), "--lbann-weights", "npy", "-o", "lbann_version=develop"],
+                 [str(mid), str(back)]):  # the nnbridge header carries the input shape
+        run = subprocess.run([sys.executable, "-m", "nnbridge", "convert", *args], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+    assert "numpy_initializer" in mid.read_text() and (tmp_path / "mlp_weights").is_dir()
+    original, restored = onnx.load(src), onnx.load(back)
+    x = np.random.default_rng(0).standard_normal(
+        [d.dim_value for d in original.graph.input[0].type.tensor_type.shape.dim]).astype(np.float32)
+    np.testing.assert_allclose(onnx_outputs(restored, {restored.graph.input[0].name: x})[0],
+                               onnx_outputs(original, {original.graph.input[0].name: x})[0], rtol=1e-5, atol=1e-6)
