@@ -155,3 +155,10 @@ def test_cli_onnx_to_lbann_and_back(tmp_path):
         [d.dim_value for d in original.graph.input[0].type.tensor_type.shape.dim]).astype(np.float32)
     np.testing.assert_allclose(onnx_outputs(restored, {restored.graph.input[0].name: x})[0],
                                onnx_outputs(original, {original.graph.input[0].name: x})[0], rtol=1e-5, atol=1e-6)
+
+
+def test_integer_arithmetic_is_refused(tmp_path):
+    model = _model([helper.make_node("Add", ["i", "i"], ["j"])], [_vi("i", [1, 3], TensorProto.INT64)],
+                   [_vi("j", [1, 3], TensorProto.INT64)])
+    with pytest.raises(UnsupportedOpError, match="'j' is int64; LBANN layers compute in floating point"):
+        nnbridge.convert(model, tmp_path / "int.prototext")

@@ -58,6 +58,10 @@ def graph_to_lbann(graph: Graph, version: str = DEFAULT_VERSION
         try:
             if fn is None:
                 raise Inexpressible("LBANN has no equivalent layer or operator")
+            ints = [o.name for o in node.outputs[:1] if o.type.dtype is not None and not o.type.dtype.is_float]
+            if ints:
+                raise Inexpressible(f"'{ints[0]}' is {node.outputs[0].type.dtype.short}; LBANN layers compute "
+                                    f"in floating point")
             fn(ctx, node)
         except Inexpressible as exc:
             bad.append(Unsupported(node.op, node.name, str(exc), node.domain))
