@@ -78,7 +78,7 @@ def _new_bias(graph: Graph, node: Node, index: int, channels: int, scale, shift,
     node.set_input(index, add_const(graph, f"{node.name}_bias", bias.astype(dtype)))
 
 
-def _fold_into_conv(graph: Graph, conv: Node, scale, shift) -> bool:
+def _fold_into_conv(graph: Graph, conv: Node, scale, shift) -> Value | None:
     w = conv.inputs[1].const
     bias_in = conv.input(2)
     if w is None or (bias_in is not None and bias_in.const is None):
@@ -95,7 +95,7 @@ def _fold_into_conv(graph: Graph, conv: Node, scale, shift) -> bool:
     return conv.outputs[0]
 
 
-def _fold_into_gemm(graph: Graph, gemm: Node, scale, shift) -> bool:
+def _fold_into_gemm(graph: Graph, gemm: Node, scale, shift) -> Value | None:
     b = gemm.inputs[1].const
     c_in = gemm.input(2)
     out_shape = gemm.outputs[0].type.shape
@@ -119,10 +119,10 @@ def _fold_into_gemm(graph: Graph, gemm: Node, scale, shift) -> bool:
     return gemm.outputs[0]
 
 
-def _fold_into_matmul(graph: Graph, matmul: Node, scale, shift) -> bool:
+def _fold_into_matmul(graph: Graph, matmul: Node, scale, shift) -> Value | None:
     b = matmul.inputs[1].const
-    if b is None or b.ndim != 2:
-        return None
+    if b is None or b.ndim != 2 or matmul.outputs[0].type.rank != 2:
+        return None  # on a batched [B, T, N] result the per-channel axis is T, not B's columns
     channels = b.shape[1]
     if scale.size not in (1, channels) or (shift is not None and shift.size not in (1, channels)):
         return None

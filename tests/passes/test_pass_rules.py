@@ -135,3 +135,11 @@ def test_infer_shapes_understands_nhwc_and_reorder():
     pool = next(n for n in graph.nodes if n.op == "MaxPool")
     assert pool.outputs[0].type.shape == (1, 4, 4, 4) and pool.outputs[0].type.layout is Layout.NHWC
     assert infer_shapes(graph) is False  # the layout pass left consistent types
+
+
+def test_batchnorm_after_batched_matmul_is_not_folded_into_its_columns():
+    """On [B, T, N] the BN channel axis is T; B's columns are N (equal sizes here on purpose)."""
+    model = build([mk("MatMul", ["x", "w"], ["f"]), mk("BatchNormalization", ["f", "g", "be", "m", "v"], ["y"])],
+                  {"x": [2, 3, 6]}, ["y"], {"w": rand(6, 3), **_bn_inits(3)})
+    graph = _check(model, ["simplify"])
+    assert [n.op for n in graph.nodes] == ["MatMul", "Mul", "Add"]
