@@ -16,20 +16,24 @@ from ...ir import Node
 from .exporting import ExportContext, Inexpressible, exporter
 
 
-def _pads(ctx: ExportContext, node: Node, spatial, kernel, strides, dilations) -> list[int]:
-    """Symmetric per-dim padding (auto_pad resolved); LBANN has no asymmetric pads."""
+def _pads(ctx: ExportContext, node: Node, spatial, kernel, strides, dilations) -> tuple[list[int], list[int]]:
+    """(begin, end) padding per spatial dim, ``auto_pad`` resolved."""
     n = len(spatial)
     auto = node.attr("auto_pad", "NOTSET")
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         total = [max((math.ceil(i / s) - 1) * s + (k - 1) * d + 1 - i, 0)
                  for i, k, s, d in zip(spatial, kernel, strides, dilations)]
-        if any(t % 2 for t in total):
-            raise Inexpressible(f"auto_pad {auto} needs asymmetric padding {total}; LBANN pads symmetrically")
-        return [t // 2 for t in total]
-    pads = [0] * (2 * n) if auto == "VALID" else list(node.attr("pads", [0] * (2 * n)))
-    if pads[:n] != pads[n:]:
-        raise Inexpressible(f"asymmetric pads {pads}; LBANN pads symmetrically")
-    return [int(p) for p in pads[:n]]
+        small = [t // 2 for t in total]
+        large = [t - t // 2 for t in total]
+        return (small, large) if auto == "SAME_UPPER" else (large, small)
+    pads = [0] * (2 * n) if auto == "VALID" else [int(p) for p in node.attr("pads", [0] * (2 * n))]
+    return pads[:n], pads[n:]
+
+
+def _symmetric(begin: list[int], end: list[int]) -> list[int]:
+    if begin != end:
+        raise Inexpressible(f"asymmetric pads {begin + end}; LBANN pads symmetrically")
+    return begin
 
 
 def _window(ctx: ExportContext, node: Node, kernel: list[int]):
@@ -45,7 +49,8 @@ def _conv(ctx: ExportContext, node: Node) -> None:
     x, w_value, b_value = node.input(0), node.input(1), node.input(2)
     w = ctx.need_const(w_value, "the kernel")
     kernel = [int(k) for k in node.attr("kernel_shape", list(w.shape[2:]))]
-    dims, strides, dilations, pads = _window(ctx, node, kernel)
+    dims, strides, dilations, (begin, end) = _window(ctx, node, kernel)
+    pads = _symmetric(begin, end)
     groups = int(node.attr("group", 1))
     transposed = node.op == "ConvTranspose"
     if transposed and groups != 1:
@@ -79,17 +84,46 @@ def _pool(ctx: ExportContext, node: Node) -> None:
     if len(node.outputs) > 1 and ctx._consumers.get(id(node.outputs[1])):
         raise Inexpressible("the Indices output of MaxPool has no LBANN equivalent")
     kernel = [int(k) for k in node.attr("kernel_shape")]
-    dims, strides, dilations, pads = _window(ctx, node, kernel)
+    dims, strides, dilations, (begin, end) = _window(ctx, node, kernel)
     if any(d != 1 for d in dilations):
         raise Inexpressible("dilated pooling; LBANN pooling has no dilation")
     mode = "max" if node.op == "MaxPool" else ("average" if node.attr("count_include_pad", 0) else "average_no_pad")
-    _pooling(ctx, node, mode, kernel, strides, pads)
+    parent = ctx.parent(node.inputs[0])
+    if begin != end:
+        if mode == "average_no_pad":
+            raise Inexpressible(f"asymmetric pads {begin + end} with count_include_pad = 0; LBANN pads "
+                                f"symmetrically")
+        parent = _pre_pad(ctx, node, parent, dims, begin, end, mode)
+    _pooling(ctx, node, mode, kernel, strides, [min(b, e) for b, e in zip(begin, end)], parent)
 
 
-def _pooling(ctx: ExportContext, node: Node, mode: str, kernel, strides, pads) -> None:
+def _pre_pad(ctx: ExportContext, node: Node, parent: str, dims, begin, end, mode: str) -> str:
+    """The asymmetric part of pooling pads as concatenated constant slabs: the lowest float for
+    max pooling (never selected), zeros for counted average padding."""
+    fill = float(-np.finfo(np.float32).max) if mode == "max" else 0.0
+    shape = list(dims)
+    for axis, (b, e) in enumerate(zip(begin, end), start=1):
+        extra, at_end = abs(e - b), e > b
+        if not extra:
+            continue
+        slab_dims = shape.copy()
+        slab_dims[axis] = extra
+        slab, params = ctx.layer(f"{node.outputs[0].name}_pad{axis}", [], "constant")
+        params.value = fill
+        params.num_neurons.extend(slab_dims)
+        parents = [parent, slab.name] if at_end else [slab.name, parent]
+        cat, params = ctx.layer(f"{node.outputs[0].name}_padded{axis}", parents, "concatenation")
+        params.axis = axis
+        parent = cat.name
+        shape[axis] += extra
+    return parent
+
+
+def _pooling(ctx: ExportContext, node: Node, mode: str, kernel, strides, pads, parent: str | None = None) -> None:
     out = node.outputs[0]
     ctx.sample(out)
-    _, params = ctx.layer(out.name, [ctx.parent(node.inputs[0])], "pooling", out)
+    parent = ctx.parent(node.inputs[0]) if parent is None else parent
+    _, params = ctx.layer(out.name, [parent], "pooling", out)
     params.pool_mode = mode
     params.num_dims = len(kernel)
     params.has_vectors = True
