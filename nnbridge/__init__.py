@@ -62,7 +62,7 @@ def convert(src: Any, dst: str | os.PathLike, **options: Any) -> Graph:
     return graph
 
 
-_LOAD_OPTIONS = {"input_shapes", "lenient"}
+_LOAD_OPTIONS = {"input_shapes", "batch_size"}
 
 
 def compile(model: Any, backend: str = "reference", *, passes: Sequence[str] | None = None,

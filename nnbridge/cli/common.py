@@ -66,7 +66,8 @@ def parse_passes(text: str | None) -> list[str] | None:
 def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="model file: .onnx, SMAUG <name>_topo.pbtxt, LBANN .prototext")
     p.add_argument("--input-shape", action="append", metavar="NAME=D1xD2…",
-                   help="input shape for formats that do not store one (LBANN); repeatable")
+                   help="per-sample input dims without the batch dim, for formats that do not store "
+                        "them (LBANN), e.g. image=1x28x28; repeatable")
 
 
 def add_backend_args(p: argparse.ArgumentParser, default: str = "reference") -> None:

@@ -23,11 +23,13 @@ def proto_dirs() -> list[Path]:
 
 def generate(folder: Path) -> dict[str, str]:
     """Generated sources of one folder: {file name: text}."""
+    import grpc_tools
     from grpc_tools import protoc
 
+    well_known = Path(grpc_tools.__file__).parent / "_proto"  # google/protobuf/*.proto
     with tempfile.TemporaryDirectory() as out:
         protos = sorted(str(p.name) for p in folder.glob("*.proto"))
-        args = ["protoc", f"-I{folder}", f"--python_out={out}", *protos]
+        args = ["protoc", f"-I{folder}", f"-I{well_known}", f"--python_out={out}", *protos]
         if protoc.main(args) != 0:
             raise SystemExit(f"protoc failed for {folder}")
         result = {}

@@ -15,11 +15,16 @@ def register(sub) -> None:
     p.add_argument("src", help="source model (.onnx, _topo.pbtxt, .prototext)")
     p.add_argument("dst", help="destination file; its name picks the format")
     p.add_argument("--input-shape", action="append", metavar="NAME=D1xD2…",
-                   help="input shape for sources that do not store one (LBANN); repeatable")
+                   help="per-sample input dims without the batch dim, for sources that do not store "
+                        "them (LBANN), e.g. image=1x28x28; repeatable")
+    p.add_argument("--batch-size", type=int,
+                   help="LBANN source: batch of the imported graph (default: the file's mini_batch_size)")
     p.add_argument("--option", "-o", action="append", metavar="KEY=VALUE",
                    help="format-specific writer option (e.g. smaug_backend=SMV); repeatable")
     p.add_argument("--lbann-weights", choices=["inline", "npy"],
                    help="LBANN: carry weights inline or as .npy files (default: by size)")
+    p.add_argument("--lbann-version", choices=["0.103", "0.104", "develop"],
+                   help="LBANN: the schema era to write for (default 0.104)")
     p.add_argument("--smaug-backend", choices=["Reference", "SMV"],
                    help="SMAUG: the backend the files are written for (default SMV)")
     p.set_defaults(func=run)
@@ -34,6 +39,10 @@ def run(args) -> int:
     options.update(parse_assignments(args.option, "--option"))
     if args.lbann_weights:
         options["lbann_weights"] = args.lbann_weights
+    if args.lbann_version:
+        options["lbann_version"] = args.lbann_version
+    if args.batch_size:
+        options["batch_size"] = args.batch_size
     if args.smaug_backend:
         options["smaug_backend"] = args.smaug_backend
     graph = nnbridge.convert(args.src, args.dst, **options)
