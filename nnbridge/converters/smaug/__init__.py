@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .. import Format, register_format
 from ..onnx import lowering  # noqa: F401 - our IR has Reorders; make sure ONNX export lowers them
-from . import export_ops, export_rnn, import_ops  # noqa: F401 - fill the op tables
+from . import export_ops, export_rnn, export_tensor, import_ops  # noqa: F401 - fill the op tables
 from .files import model_paths, read_params, read_topology, write_model
 from .reader import graph_from_proto, load_inputs, load_smaug
 from .writer import graph_to_smaug, save_smaug
