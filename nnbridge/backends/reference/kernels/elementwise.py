@@ -14,7 +14,11 @@ BOOL = frozenset({DType.BOOL})
 
 
 def _unary(op: str, fn, dtypes) -> None:
-    kernel(op, dtypes=dtypes)(lambda ctx, x: np.asarray(fn(x)).astype(x.dtype, copy=False))
+    def run(ctx, x):
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # NaN/inf results are ONNX's too
+            return np.asarray(fn(x)).astype(x.dtype, copy=False)
+
+    kernel(op, dtypes=dtypes)(run)
 
 
 for _op, _fn in {
@@ -125,6 +129,11 @@ def mod(ctx, a, b):
 @kernel("Pow", dtypes=NUMERIC, check=dtypes_of(1, NUMERIC, "the exponent"))
 def power(ctx, a, b):
     """The result has the base's type; an integer base with negative exponents goes through floats."""
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        return _power(a, b)
+
+
+def _power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind in "iu" and b.dtype.kind in "iu" and not (b < 0).any():
         return np.power(a, b.astype(a.dtype, copy=False))
     if a.dtype.kind in "iu":
