@@ -153,3 +153,26 @@ def test_broadcast_uses_repeat_and_batch_norm_runs():
     (out,) = nnbridge.run(g.to_ir(), {"data": x}).values()
     # (x − mean) · var′ · gamma + beta, relu, + 10:  (2 − 1)·0.5·2 + 3 = 4 → 14;  (−9 − 1)·1 + 3 < 0 → 10
     assert np.allclose(out[0, 0], 14.0) and np.allclose(out[0, 1], 10.0)
+
+
+def test_standalone_activation_parameters_follow_the_runtime():
+    """A standalone LReLU runs with slope 0.1 whatever the file says (quirk Q1) unless asked for
+    the intended semantics; a fused one keeps its slope; a fused softmax is dropped (Q3)."""
+    from nnbridge.converters.smaug import graph_from_proto
+
+    with sg.Graph(name="acts", backend="Reference") as g:
+        x = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float32)), g)
+        y = sg.nn.lrelu(x, slope=0.3)
+        sg.nn.mat_mul(y, sg.Tensor(data_layout=sg.NC, tensor_data=np.eye(4, dtype=np.float32)),
+                      activation="lrelu", activation_params={"slope": 0.25})
+    feeds = {"data": -np.ones((1, 4), np.float32)}
+    runtime = graph_from_proto(g.proto, g.params_array(), "acts")
+    intended = graph_from_proto(g.proto, g.params_array(), "acts", lrelu="intended")
+    (out_runtime,) = nnbridge.run(runtime, feeds).values()
+    (out_intended,) = nnbridge.run(intended, feeds).values()
+    np.testing.assert_allclose(out_runtime, -0.1 * 0.25, rtol=1e-6)
+    np.testing.assert_allclose(out_intended, -0.3 * 0.25, rtol=1e-6)
+    with sg.Graph(name="soft", backend="Reference") as g:
+        x = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float32)), g)
+        sg.nn.mat_mul(x, sg.Tensor(data_layout=sg.NC, tensor_data=np.eye(4, dtype=np.float32)), activation="softmax")
+    assert [n.op for n in g.to_ir().nodes] == ["Reorder", "MatMul"]  # no Softmax node
