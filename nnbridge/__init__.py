@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from onnx import ModelProto
 
 from .check import CheckResult
 from .check import check as _check
@@ -54,15 +55,11 @@ def convert(src: Any, dst: str | os.PathLike, **options: Any) -> Graph:
     """Load ``src`` and save it as ``dst``; options go to the loader and the writer."""
     from .converters import format_for
 
-    load_opts = {k: v for k, v in options.items() if k in _LOAD_OPTIONS}
-    save_opts = {k: v for k, v in options.items() if k not in _LOAD_OPTIONS}
-    graph = load(src, **load_opts)
     format_for(dst)  # fail on an unknown destination before any work
-    save(graph, dst, **save_opts)
+    takes = format_for(src).load_options if not isinstance(src, (Graph, ModelProto)) else frozenset()
+    graph = load(src, **{k: v for k, v in options.items() if k in takes})
+    save(graph, dst, **{k: v for k, v in options.items() if k not in takes})
     return graph
-
-
-_LOAD_OPTIONS = {"input_shapes", "batch_size"}
 
 
 def compile(model: Any, backend: str = "reference", *, passes: Sequence[str] | None = None,

@@ -26,6 +26,8 @@ class Format:
     description: str = ""
     #: ops this format can express (None: everything the IR has); for `nnbridge ops`
     supported_ops: Callable[[], set[str]] | None = None
+    #: option names its loader takes (``convert`` routes the others to the writer)
+    load_options: frozenset[str] = frozenset()
 
 
 _FORMATS: dict[str, Format] = {}

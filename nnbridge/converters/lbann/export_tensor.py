@@ -189,7 +189,7 @@ def _reshape(ctx: ExportContext, node: Node) -> None:
     params.dims.extend(dims)
 
 
-@exporter("Transpose")
+@exporter("Transpose", "nnbridge.Reorder")  # a Reorder is a transpose that changes layout
 def _transpose(ctx: ExportContext, node: Node) -> None:
     x, out = node.inputs[0], node.outputs[0]
     rank = len(ctx.sample(x)) + 1

@@ -54,7 +54,7 @@ def graph_to_lbann(graph: Graph, version: str = DEFAULT_VERSION
     for node in graph.nodes:
         if id(node) in ctx.absorbed:
             continue
-        fn = None if node.domain else EXPORTERS.get(node.op)
+        fn = EXPORTERS.get(f"{node.domain}.{node.op}" if node.domain else node.op)
         try:
             if fn is None:
                 raise Inexpressible("LBANN has no equivalent layer or operator")

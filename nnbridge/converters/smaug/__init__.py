@@ -8,7 +8,6 @@ Registered as the ``smaug`` format (file suffix ``_topo.pbtxt``). Load options:
 from __future__ import annotations
 
 from .. import Format, register_format
-from ..onnx import lowering  # noqa: F401 - our IR has Reorders; make sure ONNX export lowers them
 from . import export_ops, export_rnn, export_tensor, import_ops  # noqa: F401 - fill the op tables
 from .files import model_paths, read_params, read_topology, write_model
 from .reader import graph_from_proto, load_inputs, load_smaug
@@ -23,4 +22,5 @@ register_format(Format(
     save=save_smaug,
     description="SMAUG model: <name>_topo.pbtxt + <name>_params.pb (Reference or SMV backend)",
     supported_ops=export_ops.supported_ops,
+    load_options=frozenset({"inputs", "compute_dtype", "synthetic_scale", "lrelu"}),
 ))
