@@ -7,44 +7,21 @@ onnxruntime on single-node models or hand-computed values.
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
-from onnx import helper, numpy_helper
+from single_node import node_model, run_ours
 
 import nnbridge
 from nnbridge.check import run_onnxruntime
 from nnbridge.errors import UnsupportedOpError
-from nnbridge.ir import DType
 
 RNG = np.random.default_rng(11)
 I64 = np.int64
 
 
-def node_model(op, inputs, attrs=None, outputs=1, inits=(), opset=21):
-    """A one-node model; ``inputs`` are (name, array) pairs or None (absent optional)."""
-    graph_inputs, initializers, feeds = [], [], {}
-    for item in inputs:
-        if item is None:
-            continue
-        name, array = item[0], np.asarray(item[1])
-        if name in inits:
-            initializers.append(numpy_helper.from_array(array, name))
-        else:
-            graph_inputs.append(helper.make_tensor_value_info(name, DType.from_numpy(array.dtype).onnx, array.shape))
-            feeds[name] = array
-    out_names = [f"y{i}" for i in range(outputs)]
-    node = helper.make_node(op, ["" if x is None else x[0] for x in inputs], out_names, **(attrs or {}))
-    graph = helper.make_graph([node], op.lower(), graph_inputs,
-                              [helper.make_value_info(n, onnx.TypeProto()) for n in out_names], initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    return onnx.shape_inference.infer_shapes(model), feeds
 
 
 def ours(op, inputs, attrs=None, outputs=1, opset=21):
-    model, feeds = node_model(op, inputs, attrs, outputs, opset=opset)
-    exe = nnbridge.compile(model, passes=[])
-    out = exe.run(feeds)
-    values = [out[n] for n in exe.output_names]
+    values = run_ours(*node_model(op, inputs, attrs, outputs, opset=opset))
     return values if outputs > 1 else values[0]
 
 
