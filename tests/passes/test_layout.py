@@ -93,3 +93,24 @@ def test_consecutive_transposes_compose():
     graph, _, _ = model_and_feeds(model)
     assert cancel_transposes(graph) is True
     assert [(n.op, n.attrs["perm"]) for n in graph.nodes] == [("Transpose", [0, 3, 1, 2])]
+
+
+def test_reorder_and_repeat_export_to_standard_onnx():
+    from nnbridge.check import run_onnxruntime
+    from nnbridge.converters.onnx import graph_to_model, lowering  # noqa: F401 - registers the exporters
+    from nnbridge.ir import DType, Graph, TensorType
+
+    graph = Graph("lowering")
+    x = graph.add_input("x", TensorType(DType.FLOAT32, (1, 3, 2, 4), Layout.NCHW))
+    r = graph.add_node("Reorder", [x], domain="nnbridge",
+                       attrs={"perm": [0, 2, 3, 1], "src_layout": "NCHW", "dst_layout": "NHWC"})
+    t = graph.add_node("Repeat", r.outputs, domain="nnbridge", attrs={"multiples": [1, 2, 1, 3]})
+    graph.outputs.append(t.outputs[0])
+    run_passes(graph, ["infer-shapes"])
+    assert t.outputs[0].type.shape == (1, 4, 4, 9) and r.outputs[0].type.layout is Layout.NHWC
+    exported = graph_to_model(graph)
+    assert [n.op_type for n in exported.graph.node] == ["Transpose", "Constant", "Tile"]
+    feeds = {"x": np.arange(24, dtype=np.float32).reshape(1, 3, 2, 4)}
+    want = np.tile(feeds["x"].transpose(0, 2, 3, 1), (1, 2, 1, 3))
+    assert_close(run_onnxruntime(exported, feeds), {t.outputs[0].name: want})
+    assert_close(run(graph, feeds, passes=[]), {t.outputs[0].name: want})
