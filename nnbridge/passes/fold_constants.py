@@ -77,7 +77,7 @@ def _evaluate(node: Node, graph: Graph, twins: dict[int, Value]) -> list[np.ndar
     except Exception:  # an input the kernel rejects: leave the node for run time to report
         return None
     results = result if isinstance(result, tuple) else (result,)
-    if len(results) != len(node.outputs) or not all(isinstance(r, np.ndarray) for r in results):
+    if len(results) != len(node.outputs) or not all(isinstance(r, (np.ndarray, np.generic)) for r in results):
         return None
     return [np.asarray(r) for r in results]
 

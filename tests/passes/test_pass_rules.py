@@ -43,6 +43,16 @@ def test_fold_constants_evaluates_constant_subgraphs_and_static_shapes():
     np.testing.assert_array_equal(shape_const, [2, 3, 4, 5])
 
 
+def test_fold_collapses_a_shape_gather_concat_reshape_chain():
+    model = build([mk("Shape", ["x"], ["s"]), mk("Gather", ["s", "zero"], ["n"], axis=0),
+                   mk("Unsqueeze", ["n", "axes"], ["n1"]), mk("Concat", ["n1", "rest"], ["shape"], axis=0),
+                   mk("Reshape", ["x", "shape"], ["r"]), mk("Relu", ["r"], ["y"])], {"x": [2, 3, 4]}, ["y"],
+                  {"zero": np.array(0, np.int64), "axes": np.array([0], np.int64), "rest": np.array([-1], np.int64)})
+    graph = _check(model, ["fold"])
+    assert [n.op for n in graph.nodes] == ["Reshape", "Relu"]
+    np.testing.assert_array_equal(graph.nodes[0].inputs[1].const, [2, -1])
+
+
 # -- eliminate -----------------------------------------------------------------------
 
 def test_eliminate_drops_identity_dropout_and_unit_ops_keeping_output_names():
