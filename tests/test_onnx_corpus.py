@@ -117,6 +117,9 @@ def _assert_close(actual, expected, rtol: float, atol: float, what: str) -> None
         np.testing.assert_array_equal(actual.astype(str), expected.astype(str), err_msg=what)
         return
     assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
+    if expected.dtype.kind in "biu":
+        np.testing.assert_array_equal(actual, expected, err_msg=what)
+        return
     np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64),
                                rtol=rtol, atol=atol, err_msg=what)
 
