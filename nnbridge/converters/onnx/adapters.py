@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
+import onnx.version_converter
 from onnx import NodeProto, TensorProto, helper, numpy_helper
 
 #: value name → rank, from shape inference at the model's own opset (may be partial)
@@ -30,6 +31,7 @@ class AdaptContext:
     graph: onnx.GraphProto
     ranks: Ranks
     legacy_inputs: bool = False  # IR < 4: the main graph lists every initializer as an input too
+    opset: int = 0  # the model's own default-domain opset
 
     def constant(self, name: str) -> np.ndarray | None:
         for t in self.graph.initializer:
@@ -178,6 +180,71 @@ def ranks_of(model: onnx.ModelProto) -> Ranks:
             for attr in node.attribute:
                 pending.extend([attr.g] if attr.HasField("g") else attr.graphs)
     return ranks
+
+
+@adapter("SpaceToDepth", 28, 28)
+def _space_to_depth_mode(node: NodeProto, ctx: AdaptContext) -> str | None:
+    """Version 28 added ``mode``; its default DCR is exactly the IR version's behaviour."""
+    mode = _attr(node, "mode")
+    if mode not in (None, b"DCR"):
+        return f"mode {mode.decode()} is newer than the IR opset"
+    _drop_attrs(node, "mode")
+    return None
+
+
+@adapter("PRelu", 1, 6)
+def _prelu_channel_slope(node: NodeProto, ctx: AdaptContext) -> str | None:
+    """Before version 7 a 1-D slope of length C was per channel (axis 1), which numpy-style
+    broadcasting would apply to the last axis: reshape it to (C, 1, ..., 1)."""
+    _drop_attrs(node, "consumed_inputs")
+    slope, rank = ctx.constant(node.input[1]), ctx.ranks.get(node.input[0])
+    if slope is not None and (slope.size == 1 or slope.ndim != 1 or rank == 2):
+        return None
+    if slope is None or rank is None:
+        return "a pre-7 PRelu needs a constant slope and an input of known rank"
+    shaped = slope.reshape((slope.size,) + (1,) * (rank - 2))
+    node.input[1] = ctx.add_initializer(f"{node.input[1]}_per_channel", shaped)
+    return None
+
+
+@adapter("Scan", 8, 8)
+def _scan_batch_axis(node: NodeProto, ctx: AdaptContext) -> str | None:
+    """Scan-8 runs its body over axis 1 of every batch entry (axis 0). onnx's converter just drops
+    the batch axis; the exact form is an outer Scan over the batch whose body is a Scan-9."""
+    if node.input and node.input[0]:
+        return "Scan-8 with sequence_lens has no Scan-9 form"
+    body = _upgraded_body(_attr(node, "body"), ctx)
+    if body is None:
+        return "the Scan-8 body cannot be upgraded on its own"
+    n_scan = _attr(node, "num_scan_inputs")
+    values = list(node.input[1:])
+    prefix = node.name or node.output[0]
+    inner_in = [f"{prefix}_batch_in{i}" for i in range(len(values))]
+    inner_out = [f"{prefix}_batch_out{i}" for i in range(len(node.output))]
+    inner = helper.make_node("Scan", inner_in, inner_out, body=body, num_scan_inputs=n_scan,
+                             scan_input_directions=_attr(node, "directions") or [0] * n_scan)
+    elem = [vi.type.tensor_type.elem_type for vi in (*body.input, *body.output)]
+    per_batch = helper.make_graph(
+        [inner], f"{prefix}_per_batch",
+        [helper.make_tensor_value_info(n, t, None) for n, t in zip(inner_in, elem)],
+        [helper.make_tensor_value_info(n, t, None) for n, t in zip(inner_out, elem[len(inner_in):])])
+    del node.input[:]
+    node.input.extend(values)
+    _drop_attrs(node, "body", "directions", "num_scan_inputs")
+    node.attribute.extend([helper.make_attribute("body", per_batch),
+                           helper.make_attribute("num_scan_inputs", len(values))])
+    return None
+
+
+def _upgraded_body(body: onnx.GraphProto, ctx: AdaptContext) -> onnx.GraphProto | None:
+    """A self-contained body upgraded to the IR opset by onnx's converter, or None."""
+    from ...ir.schema import IR_OPSET
+
+    model = helper.make_model(body, opset_imports=[helper.make_opsetid("", ctx.opset)])
+    try:
+        return onnx.version_converter.convert_version(model, IR_OPSET).graph
+    except Exception:  # outer-scope references or an op without upgrade path
+        return None
 
 
 @adapter("SpaceToDepth", 28, 28)

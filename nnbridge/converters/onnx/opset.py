@@ -129,7 +129,8 @@ def _apply_adapters(model: ModelProto, version: int, source: str, hide: bool) ->
     ranks = adapters.ranks_of(model)
     bad = []
     for graph, node, found in targets:
-        ctx = adapters.AdaptContext(graph, ranks, legacy_inputs=model.ir_version < 4 and graph is model.graph)
+        ctx = adapters.AdaptContext(graph, ranks, legacy_inputs=model.ir_version < 4 and graph is model.graph,
+                                    opset=version)
         reason = found.fn(node, ctx)
         if reason:
             bad.append(Unsupported(node.op_type, node.name or node.output[0], reason))
