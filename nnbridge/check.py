@@ -72,7 +72,7 @@ def ort_session(model: ModelProto, level: str = "ORT_DISABLE_ALL", optimized_pat
 
     options = ort.SessionOptions()
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
-    options.log_severity_level = 3
+    options.log_severity_level = 4  # errors reach the caller as exceptions; keep stderr quiet
     if optimized_path:
         options.optimized_model_filepath = optimized_path
     data = model.SerializeToString()
@@ -136,7 +136,14 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
 
     graph = as_graph(model)
     feeds = random_inputs(graph, seed=seed, dims=dims, given=inputs)
-    expected = run_onnxruntime(oracle_model(model, graph), feeds)
+    try:
+        expected = run_onnxruntime(oracle_model(model, graph), feeds)
+    except NNBridgeError:
+        # onnxruntime dropped kernels of very old opsets: give it the model as imported
+        # (upgraded to the IR opset) instead, which computes the same function.
+        from .converters.onnx import graph_to_model
+
+        expected = run_onnxruntime(graph_to_model(graph), feeds)
     exe = compile_model(graph.copy(), backend=backend, passes=passes, **config)
     actual = exe.run(feeds)
     b = get_backend(backend)

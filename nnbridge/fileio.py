@@ -40,12 +40,20 @@ def resolve_inside(base_dir: str | Path, relative: str, what: str) -> Path:
     return target
 
 
+def _default_permissions(path: str) -> None:
+    """mkstemp makes files owner-only; give outputs the permissions a plain open() would."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | Path, mode: str = "wb") -> Iterator:
     """Write to a temporary file beside ``path`` and rename it into place on success."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    _default_permissions(tmp)
     try:
         with os.fdopen(fd, mode) as fh:
             yield fh
@@ -65,6 +73,7 @@ def atomic_outputs(paths: Sequence[str | Path]) -> Iterator[list[Path]]:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
         os.close(fd)
+        _default_permissions(tmp)
         temps.append(Path(tmp))
     try:
         yield temps

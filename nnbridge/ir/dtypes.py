@@ -34,6 +34,9 @@ class DType(enum.Enum):
     UINT4 = TensorProto.UINT4
     INT4 = TensorProto.INT4
     FLOAT4E2M1 = TensorProto.FLOAT4E2M1
+    FLOAT8E8M0 = TensorProto.FLOAT8E8M0
+    UINT2 = TensorProto.UINT2
+    INT2 = TensorProto.INT2
 
     @property
     def onnx(self) -> int:

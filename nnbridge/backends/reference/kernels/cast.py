@@ -30,6 +30,8 @@ def _target_of(code) -> DType | None:
 def _check_pair(src: DType | None, dst: DType | None) -> str | None:
     if dst is None:
         return "target element type is not supported by the IR"
+    if dst is DType.FLOAT8E8M0:
+        return "casting to float8e8m0 (its round_mode rules) is not implemented"
     if DType.STRING in (src, dst) and DType.BOOL in (src, dst):
         return "casts between bool and string are undefined in ONNX"
     if DType.STRING in (src, dst) and (src in (DType.COMPLEX64, DType.COMPLEX128) or

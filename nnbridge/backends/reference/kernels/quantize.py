@@ -17,7 +17,8 @@ from ..registry import kernel
 from .cast import cast_array
 
 _INT_TARGETS = {np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16, np.int32,
-                                      ml_dtypes.int4, ml_dtypes.uint4)}
+                                      ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.int2, ml_dtypes.uint2)}
+_SUB_BYTE_INTS = (ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.int2, ml_dtypes.uint2)
 
 
 def broadcast_param(param: np.ndarray | None, x: np.ndarray, axis: int, block_size: int, what: str):
@@ -68,7 +69,7 @@ def quantize_linear(ctx, x, scale, zero_point=None):
     precision = DType.from_onnx(ctx.attr("precision")).numpy if ctx.attr("precision", 0) else scale.dtype
     scaled = x.astype(precision) / scale.astype(precision)
     if target in _INT_TARGETS:
-        info = ml_dtypes.iinfo(target) if target.type in (ml_dtypes.int4, ml_dtypes.uint4) else np.iinfo(target)
+        info = ml_dtypes.iinfo(target) if target.type in _SUB_BYTE_INTS else np.iinfo(target)
         q = np.rint(scaled.astype(np.float64))
         if zero_point is not None:
             q = q + zero_point.astype(np.float64)
