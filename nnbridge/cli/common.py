@@ -70,11 +70,57 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                         "them (LBANN), e.g. image=1x28x28; repeatable")
 
 
-def add_backend_args(p: argparse.ArgumentParser, default: str = "reference") -> None:
-    p.add_argument("--backend", "-b", default=default, help=f"reference, smv or rdu (default: {default})")
+def add_pass_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--passes", help="comma-separated pass list instead of the backend's pipeline")
     p.add_argument("--opt-level", type=int, default=1, choices=[0, 1, 2, 3],
-                   help="picks the default pass pipeline (0 simplify … 3 everything; default 1)")
+                   help="picks the backend's pass pipeline (0 simplify, 1 + fusion, 2 + constant "
+                        "folding, 3 + scale folding; default 1)")
+    p.add_argument("--disable-pass", action="append", metavar="NAME", default=[],
+                   help="leave this pass out of the pipeline; repeatable")
+
+
+def add_backend_args(p: argparse.ArgumentParser, default: str = "reference") -> None:
+    p.add_argument("--backend", "-b", default=default, help=f"reference, smv or rdu (default: {default})")
+    add_pass_args(p)
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="backend_options",
+                   help="backend option, e.g. --set accels=4 --set mem_policy=acp (smv), "
+                        "--set mode=o0 (rdu); repeatable")
+
+
+def chosen_passes(args: argparse.Namespace, backend: str | None) -> list[str] | None:
+    """The pass list of a command: --passes, else the backend's pipeline at --opt-level
+    (None when neither is chosen); minus every --disable-pass."""
+    passes = parse_passes(args.passes)
+    if passes is None and backend:
+        from ..backends import get_backend
+
+        passes = get_backend(backend).pipeline(args.opt_level)
+    if args.disable_pass:
+        from ..passes.pipelines import select_passes
+
+        passes = select_passes(backend or "reference", args.opt_level, passes, args.disable_pass)
+    return passes
+
+
+def parse_value(text: str) -> object:
+    """'4' → 4, '0.5' → 0.5, 'true' → True, 'none'/'unbounded' → None, anything else as text."""
+    lowered = text.lower()
+    if lowered in ("none", "unbounded"):
+        return None
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            continue
+    return text
+
+
+def backend_options(args: argparse.Namespace) -> dict:
+    """The --set KEY=VALUE backend options, values parsed by ``parse_value``."""
+    items = parse_assignments(getattr(args, "backend_options", None), "--set")
+    return {key: parse_value(text) for key, text in items.items()}
 
 
 def add_input_args(p: argparse.ArgumentParser) -> None:

@@ -9,10 +9,11 @@ from ..common import (
     add_input_args,
     add_model_args,
     add_parser,
+    backend_options,
+    chosen_passes,
     load_inputs,
     load_model_from_args,
     parse_dims,
-    parse_passes,
 )
 
 
@@ -31,8 +32,6 @@ exit status: 0 when every output agrees within tolerance, 1 otherwise.
     p.add_argument("--rtol", type=float, help="relative tolerance (default: the backend's)")
     p.add_argument("--atol", type=float, help="absolute tolerance (default: the backend's)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--disable-pass", action="append", metavar="NAME", default=[],
-                   help="leave this pass out of the pipeline; repeatable")
     p.add_argument("--debug-passes", action="store_true",
                    help="run the oracle after every pass of the pipeline (on the reference backend) "
                         "and name the first pass that changed the outputs")
@@ -47,14 +46,10 @@ def run(args) -> int:
     model = args.model if args.model.lower().endswith(".onnx") else load_model_from_args(args)
     if args.debug_passes:
         return _debug_passes(args, model)
-    passes = parse_passes(args.passes)
-    if args.disable_pass:
-        from ...passes.pipelines import select_passes
-
-        passes = select_passes(args.backend, args.opt_level, passes, args.disable_pass)
     result = nnbridge.check(model, backend=args.backend, inputs=load_inputs(args.input),
                             rtol=args.rtol, atol=args.atol, seed=args.seed, dims=parse_dims(args.dim),
-                            passes=passes, opt_level=args.opt_level)
+                            passes=chosen_passes(args, args.backend), opt_level=args.opt_level,
+                            **backend_options(args))
     if args.json:
         console.print_json(json.dumps(result.to_dict()))
         return 0 if result.ok else 1
@@ -74,16 +69,11 @@ def run(args) -> int:
 def _debug_passes(args, model) -> int:
     from rich.table import Table
 
-    from ...backends import get_backend
     from ...passes.debug import debug_passes
-    from ...passes.pipelines import select_passes
     from .. import console
 
-    passes = parse_passes(args.passes)
-    if passes is None:
-        passes = get_backend(args.backend).pipeline(args.opt_level)
-    passes = select_passes(args.backend, args.opt_level, passes, args.disable_pass)
-    result = debug_passes(model, passes, inputs=load_inputs(args.input), seed=args.seed, dims=parse_dims(args.dim),
+    result = debug_passes(model, chosen_passes(args, args.backend), inputs=load_inputs(args.input),
+                          seed=args.seed, dims=parse_dims(args.dim),
                           **{k: v for k, v in (("rtol", args.rtol), ("atol", args.atol)) if v is not None})
     if args.json:
         from dataclasses import asdict

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
-from ..common import add_backend_args, add_model_args, add_parser, parse_assignments, parse_passes
+from ..common import add_backend_args, add_model_args, add_parser, backend_options, parse_passes
 
 
 def register(sub) -> None:
@@ -31,23 +31,14 @@ def add_rdu_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", "-B", type=int,
                    help="samples per run (default 1, or the batch a .pef was compiled for)")
     p.add_argument("--micro-batch", type=int, help="samples per pipeline token (default 1)")
-    p.add_argument("--set", action="append", metavar="PARAM=VALUE",
-                   help="override a machine parameter, e.g. reconfig_us=5 or n_pmu=none; repeatable")
 
 
-def machine_overrides(items: list[str] | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, text in parse_assignments(items, "--set").items():
-        if text.lower() in ("none", "unbounded"):
-            out[key] = None
-            continue
-        try:
-            out[key] = int(text)
-        except ValueError:
-            try:
-                out[key] = float(text)
-            except ValueError:
-                raise InputError(f"--set {key}={text}: the value must be a number or 'none'") from None
+def machine_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """``--set`` machine parameters (e.g. reconfig_us=5, n_pmu=none): numbers, or none for unbounded."""
+    out = backend_options(args)
+    for key, value in out.items():
+        if value is not None and (isinstance(value, (bool, str))):
+            raise InputError(f"--set {key}={value}: a machine parameter must be a number or 'none'")
     return out
 
 
@@ -66,7 +57,7 @@ def compile_from_args(args: argparse.Namespace):
     return nnbridge.compile(graph, backend="rdu", passes=parse_passes(getattr(args, "passes", None)),
                             opt_level=getattr(args, "opt_level", 1), mode=args.mode, preset=args.preset,
                             batch_size=args.batch_size or 1, micro_batch=args.micro_batch or 1,
-                            **machine_overrides(args.set))
+                            **machine_overrides(args))
 
 
 def run(args) -> int:

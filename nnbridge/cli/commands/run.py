@@ -11,10 +11,11 @@ from ..common import (
     add_input_args,
     add_model_args,
     add_parser,
+    backend_options,
+    chosen_passes,
     load_inputs,
     load_model_from_args,
     parse_dims,
-    parse_passes,
 )
 
 
@@ -22,7 +23,8 @@ def register(sub) -> None:
     p = add_parser(sub, "run", "run a model and write its outputs as .npy files", """\
   nnbridge run model.onnx                                   # generated inputs, prints output shapes
   nnbridge run model.onnx --input data=x.npy --out results/
-  nnbridge run model.onnx --backend smv --profile           # per-node report
+  nnbridge run model.onnx --backend smv --profile           # per-layer simulator report
+  nnbridge run model.onnx --backend smv --set accels=4 --set mem_policy=acp
   nnbridge run model.pef                                    # an RDU compiled artifact
 """)
     add_model_args(p)
@@ -47,8 +49,10 @@ def run(args) -> int:
         graph = exe.graph
     else:
         graph = load_model_from_args(args)
-        config = {"profile": True} if args.profile and args.backend == "reference" else {}
-        exe = nnbridge.compile(graph, backend=args.backend, passes=parse_passes(args.passes),
+        config = backend_options(args)
+        if args.profile and args.backend == "reference":
+            config["profile"] = True
+        exe = nnbridge.compile(graph, backend=args.backend, passes=chosen_passes(args, args.backend),
                                opt_level=args.opt_level, **config)
     feeds = random_inputs(graph, seed=args.seed, dims=parse_dims(args.dim), given=load_inputs(args.input))
     outputs = exe.run(feeds)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..common import add_model_args, add_parser, load_model_from_args, parse_passes
+from ..common import add_model_args, add_parser, add_pass_args, chosen_passes, load_model_from_args
 
 
 def register(sub) -> None:
@@ -14,12 +14,8 @@ def register(sub) -> None:
 The footer lists the fused groups (kernels) and the planned peak activation memory.
 """)
     add_model_args(p)
-    p.add_argument("--passes", help="comma-separated passes to run first")
     p.add_argument("--backend", "-b", help="run this backend's pipeline first (with --opt-level)")
-    p.add_argument("--opt-level", type=int, default=1, choices=[0, 1, 2, 3],
-                   help="pipeline level for --backend (default 1)")
-    p.add_argument("--disable-pass", action="append", metavar="NAME", default=[],
-                   help="leave this pass out; repeatable")
+    add_pass_args(p)
     p.set_defaults(func=run)
 
 
@@ -30,15 +26,7 @@ def run(args) -> int:
     from .. import console
 
     graph = load_model_from_args(args)
-    passes = parse_passes(args.passes)
-    if passes is None and args.backend:
-        from ...backends import get_backend
-
-        passes = get_backend(args.backend).pipeline(args.opt_level)
-    if args.disable_pass:
-        from ...passes.pipelines import select_passes
-
-        passes = select_passes(args.backend or "reference", args.opt_level, passes, args.disable_pass)
+    passes = chosen_passes(args, args.backend)
     if passes:
         run_passes(graph, passes)
     table = Table(title=f"{graph.name}: {len(graph)} nodes")
