@@ -7,6 +7,7 @@ kernels, ``[in, out]`` CN FC weights; SMV: NHWC and ``[out, in]`` NC), as SMAUG'
 from __future__ import annotations
 
 from ..converters.smaug import layouts
+from ..converters.smaug.export_ops import fill_act_params
 from ..errors import InputError
 from ..protos.smaug import smaug_node_pb2 as npb
 from ..protos.smaug import smaug_types_pb2 as pb
@@ -33,17 +34,10 @@ def set_activation(act: npb.ActivationParams, name: str | None, params: dict | N
         raise InputError(f"unknown activation '{name}'; choose from {', '.join(ACTIVATIONS)}")
     op, defaults = ACTIVATIONS[name]
     values = {**defaults, **(params or {})}
-    if fused:
-        act.activation = op
-    if op == pb.LReLU:
-        act.lrelu_params.slope = values["slope"]
-    elif op in (pb.ELU, pb.SELU):
-        act.elu_params.alpha = values["alpha"]
-        if op == pb.SELU:
-            act.elu_params.lambda_param = values["lambda_param"]
-    elif op == pb.HardTanh:
-        act.hard_tanh_params.min = values["min"]
-        act.hard_tanh_params.max = values["max"]
+    # the frontend names its parameters after the proto fields; the converter after ONNX's
+    onnx_names = {"alpha": values.get("slope", values.get("alpha")), "gamma": values.get("lambda_param"),
+                  "min": values.get("min"), "max": values.get("max")}
+    fill_act_params(act, op, onnx_names, fused)
 
 
 def convolution(input_tensor: Tensor, filter_tensor: Tensor, stride, padding: str, activation: str | None = None,
