@@ -68,7 +68,7 @@ class Report:
         import numpy as np
 
         names = [str(r.get(label, i)) for i, r in enumerate(self.rows)]
-        fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(names) + 2), 4.5))
+        fig, ax = plt.subplots(figsize=(min(28, max(6, 0.35 * len(names) + 2)), 4.5))
         bottom = np.zeros(len(names))
         for col in stack:
             vals = np.array([float(r.get(col) or 0) for r in self.rows])
