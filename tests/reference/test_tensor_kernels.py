@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 from single_node import node_model, run_ours
 
 import nnbridge
@@ -363,13 +363,20 @@ def test_regex_full_match_and_refused_patterns():
     refused("RegexFullMatch", [("x", x)], {"pattern": r"a(?=b)"}, opset=20)
 
 
-def test_constant_of_shape_with_constant_shape_is_filled_once():
-    value = numpy_helper.from_array(np.array([1.5], np.float32))
-    model, feeds = node_model("ConstantOfShape", [("s", np.array([2, 3], I64))], {"value": value}, inits=("s",))
-    exe = nnbridge.compile(model, passes=[])
-    first, second = exe.run(feeds)["y0"], exe.run(feeds)["y0"]
-    assert_same(first, np.full((2, 3), 1.5, np.float32))
-    assert second is first and not first.flags.writeable  # shared across runs, protected from writes
+def test_constant_of_shape_with_constant_shape_is_folded_at_compile_time():
+    fill = helper.make_node("ConstantOfShape", ["s"], ["w"], value=numpy_helper.from_array(np.array([1.5], np.float32)))
+    add = helper.make_node("Add", ["x", "w"], ["y"])
+    graph = helper.make_graph([fill, add], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])],
+                              [numpy_helper.from_array(np.array([2, 3], I64), "s")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    unfolded = nnbridge.compile(model, opt_level=0)
+    folded = nnbridge.compile(model)  # the default pipeline computes the weight once, as an initializer
+    assert [n.op for n in unfolded.graph.nodes] == ["ConstantOfShape", "Add"]
+    assert [n.op for n in folded.graph.nodes] == ["Add"]
+    x = np.ones((2, 3), np.float32)
+    for exe in (unfolded, folded):
+        assert_same(exe.run({"x": x})["y"], np.full((2, 3), 2.5, np.float32))
 
 
 def test_bfloat16_topk_and_unique_keep_dtype():

@@ -5,7 +5,6 @@ Range, EyeLike, OneHot.
 from __future__ import annotations
 
 import math
-import weakref
 
 import numpy as np
 
@@ -45,28 +44,11 @@ def constant(ctx):
     return _CONSTANT_ATTRS[name](ctx.node.attrs[name])
 
 
-#: graph → (node, shape, value) → read-only result of a ConstantOfShape whose shape is an initializer.
-#: Models that store weights as ConstantOfShape (onnx's light models) would otherwise
-#: refill hundreds of MB per run; the entry dies with its graph.
-_FILLED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 @kernel("ConstantOfShape")
 def constant_of_shape(ctx, target):
     value = ctx.attr("value")
     value = np.zeros(1, dtype=np.float32) if value is None else np.asarray(value).reshape(-1)
-    dims = tuple(ints(target))
-    node = ctx.node
-    if node.inputs[0].const is None or node.graph is None:
-        return np.full(dims, value[0], dtype=value.dtype)
-    memo = _FILLED.setdefault(node.graph, {})
-    key = (node.name, dims, value.dtype.str, value[:1].tobytes())
-    out = memo.get(key)
-    if out is None:
-        out = np.full(dims, value[0], dtype=value.dtype)
-        out.flags.writeable = False  # shared by every run: kernels never write to their inputs
-        memo[key] = out
-    return out
+    return np.full(tuple(ints(target)), value[0], dtype=value.dtype)
 
 
 @kernel("Range", dtypes=NUMERIC)
