@@ -32,7 +32,7 @@ from .ir import Graph
 __version__ = "0.1.0"
 
 __all__ = [
-    "load", "save", "convert", "compile", "run", "check", "Graph", "CheckResult",
+    "load", "save", "convert", "compile", "run", "check", "from_torch", "Graph", "CheckResult",
     "NNBridgeError", "UnsupportedOpError", "FormatError", "ShapeError", "InputError", "SecurityError",
 ]
 
@@ -76,6 +76,13 @@ def compile(model: Any, backend: str = "reference", *, passes: Sequence[str] | N
     if names:
         run_passes(graph, names, verify=verify)
     return b.compile(graph, **config)
+
+
+def from_torch(module: Any, example_inputs: Sequence[Any]) -> Graph:
+    """Trace a ``torch.nn.Module`` with example inputs (needs ``nnbridge[torch]``) into the IR."""
+    from .converters.pytorch import from_torch as trace
+
+    return load(trace(module, example_inputs))
 
 
 def run(model: Any, inputs: Mapping[str, Any], backend: str = "reference", **config: Any) -> dict[str, np.ndarray]:

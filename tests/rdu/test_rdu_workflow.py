@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import pytest
 
-from nnbridge.backends.rdu import api
+from nnbridge import sambaflow as api
 from nnbridge.cli import main
 from nnbridge.errors import InputError
 from nnbridge.zoo import build

@@ -1,26 +1,27 @@
 """A Python API in SambaFlow's spirit: compile (from ONNX or a torch module), run, measure.
 
-    from nnbridge.backends.rdu import api
-    program = api.compile("model.onnx", preset="sn40l", mode="o1", batch_size=16, pef="model.pef")
-    outputs = api.run(program, {"input": x}, section_types=["fwd"])
-    perf = api.measure_performance(program, batch_size=64)
+    from nnbridge import sambaflow
+    program = sambaflow.compile("model.onnx", preset="sn40l", mode="o1", batch_size=16, pef="model.pef")
+    outputs = sambaflow.run(program, {"input": x}, section_types=["fwd"])
+    perf = sambaflow.measure_performance(program, batch_size=64)
 
 torch is optional: a ``torch.nn.Module`` with example inputs is exported to ONNX with
-``torch.onnx.export`` (imported only when a module is given).
+``torch.onnx.export`` (imported only when a module is given). This module sits above
+the layers (like ``nnbridge.smaug`` and ``nnbridge.lbann``): it uses a converter and a backend.
 """
 
 from __future__ import annotations
 
-import io
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ...errors import InputError
-from .backend import RduExecutable, load_pef
-from .presets import DEFAULT_PRESET
+from .backends.rdu.backend import RduExecutable, load_pef
+from .backends.rdu.presets import DEFAULT_PRESET
+from .converters.pytorch import from_torch, is_torch_module
+from .errors import InputError
 
 SECTION_TYPES = ("fwd",)
 
@@ -31,7 +32,7 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, mode: st
     """Compile an ONNX model (path, ModelProto, Graph) or a torch module; optionally write the PEF."""
     import nnbridge
 
-    if _is_torch_module(model):
+    if is_torch_module(model):
         model = from_torch(model, example_inputs)
     program = nnbridge.compile(model, backend="rdu", opt_level=opt_level, mode=mode, preset=preset,
                                batch_size=batch_size, micro_batch=micro_batch, **machine_overrides)
@@ -66,26 +67,6 @@ def measure_performance(program: RduExecutable | Any, batch_size: int | None = N
     if not isinstance(program, RduExecutable):
         program = compile(program, **compile_options)
     return program.measure_performance(batch_size, micro_batch).to_dict()
-
-
-def from_torch(module: Any, example_inputs: Sequence[Any] | None) -> Any:
-    """Trace a torch module to ONNX (as SambaFlow traces with sample tensors)."""
-    if example_inputs is None:
-        raise InputError("compiling a torch module needs example inputs (tensors of the right shapes)")
-    try:
-        import onnx
-        import torch
-    except ImportError:
-        raise InputError("compiling a torch module needs torch; install nnbridge[torch]") from None
-    buffer = io.BytesIO()
-    module.eval()
-    with torch.no_grad():
-        torch.onnx.export(module, tuple(example_inputs), buffer, dynamo=False)
-    return onnx.load_from_string(buffer.getvalue())
-
-
-def _is_torch_module(model: Any) -> bool:
-    return any(c.__module__.startswith("torch.nn") and c.__name__ == "Module" for c in type(model).__mro__)
 
 
 def _as_numpy(value: Any) -> Any:
