@@ -247,38 +247,6 @@ def _upgraded_body(body: onnx.GraphProto, ctx: AdaptContext) -> onnx.GraphProto 
         return None
 
 
-@adapter("SpaceToDepth", 28, 28)
-def _space_to_depth_mode(node: NodeProto, ctx: AdaptContext) -> str | None:
-    """Version 28 added ``mode``; its default DCR is exactly the IR version's behaviour."""
-    mode = _attr(node, "mode")
-    if mode not in (None, b"DCR"):
-        return f"mode {mode.decode()} is newer than the IR opset"
-    _drop_attrs(node, "mode")
-    return None
-
-
-@adapter("PRelu", 1, 6)
-def _prelu_channel_slope(node: NodeProto, ctx: AdaptContext) -> str | None:
-    """Before version 7 a 1-D slope of length C was per channel (axis 1), which numpy-style
-    broadcasting would apply to the last axis: reshape it to (C, 1, ..., 1)."""
-    _drop_attrs(node, "consumed_inputs")
-    slope, rank = ctx.constant(node.input[1]), ctx.ranks.get(node.input[0])
-    if slope is not None and (slope.size == 1 or slope.ndim != 1 or rank == 2):
-        return None
-    if slope is None or rank is None:
-        return "a pre-7 PRelu needs a constant slope and an input of known rank"
-    shaped = slope.reshape((slope.size,) + (1,) * (rank - 2))
-    node.input[1] = ctx.add_initializer(f"{node.input[1]}_per_channel", shaped)
-    return None
-
-
-@adapter("Scan", 8, 8)
-def _scan_batch_axis(node: NodeProto, ctx: AdaptContext) -> str | None:
-    """onnx's converter drops Scan-8's batch axis from the declared shapes, which changes the
-    model's interface; there is no exact single-node Scan-9 form, so refuse rather than guess."""
-    return "Scan-8 iterates over a batch axis that later versions do not have"
-
-
 @adapter("Range", 27, 27)
 def _range_stash_type(node: NodeProto, ctx: AdaptContext) -> str | None:
     """Version 27 added ``stash_type``; its default (accumulate in float32) gives the IR version's
