@@ -22,9 +22,9 @@ def support_matrix() -> tuple[list[str], dict[str, dict[str, bool]]]:
 
     columns: dict[str, set[str] | None] = {}
     for name in available_backends():
-        columns[f"backend:{name}"] = get_backend(name).supported_ops()
+        columns[name] = get_backend(name).supported_ops()
     for name, fmt in sorted(formats().items()):
-        columns[f"format:{name}"] = fmt.supported_ops() if fmt.supported_ops else None
+        columns[f"{name} file"] = fmt.supported_ops() if fmt.supported_ops else None
     all_ops = sorted(set().union(*(c for c in columns.values() if c)))
     matrix = {op: {col: (ops is None or op in ops) for col, ops in columns.items()} for op in all_ops}
     return list(columns), matrix
@@ -43,11 +43,13 @@ def run(args) -> int:
         for op in ops:
             print(f"| {op} | " + " | ".join("✓" if matrix[op][c] else "" for c in cols) + " |")
         return 0
-    table = Table(title=f"{len(ops)} ops")
-    table.add_column("op")
+    table = Table(title=f"{len(ops)} ops: backends that run them, file formats that express them")
+    table.add_column("op", no_wrap=True)
     for c in cols:
         table.add_column(c, justify="center")
     for op in ops:
         table.add_row(op, *["[green]✓[/]" if matrix[op][c] else "·" for c in cols])
+    table.caption = ("smv marks the ops its accelerator runs; the others run on the simulated host CPU "
+                     "(rdu runs every reference op)")
     console.print(table)
     return 0
