@@ -23,3 +23,16 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def onnx_data() -> Path:
     return ONNX_DATA
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run the nnbridge command in-process: ``code, text = cli("run", path)``."""
+    from nnbridge.cli import main
+
+    def run(*argv) -> tuple[int, str]:
+        code = main([str(a) for a in argv])
+        captured = capsys.readouterr()
+        return code, captured.out + captured.err
+
+    return run

@@ -12,7 +12,6 @@ import pytest
 from onnx import TensorProto, helper
 
 import nnbridge
-from nnbridge.cli import main
 from nnbridge.errors import FormatError, InputError, SecurityError, ShapeError, UnsupportedOpError
 from nnbridge.zoo import build
 
@@ -22,11 +21,6 @@ def _model(nodes, inputs, outputs, inits=()) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
-def _cli(capsys, *argv) -> tuple[int, str]:
-    code = main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
-
 
 @pytest.fixture
 def good_model(tmp_path: Path) -> Path:
@@ -35,26 +29,26 @@ def good_model(tmp_path: Path) -> Path:
     return path
 
 
-def test_truncated_file(tmp_path, good_model, capsys):
+def test_truncated_file(tmp_path, good_model, cli):
     bad = tmp_path / "truncated.onnx"
     bad.write_bytes(good_model.read_bytes()[: good_model.stat().st_size // 2])
-    code, text = _cli(capsys, "run", str(bad))
+    code, text = cli("run", str(bad))
     assert code == 1 and "truncated.onnx" in text and "Traceback" not in text
     with pytest.raises(FormatError, match="truncated or corrupt"):
         nnbridge.load(bad)
 
 
-def test_corrupt_file_and_no_partial_output(tmp_path, capsys):
+def test_corrupt_file_and_no_partial_output(tmp_path, cli):
     bad = tmp_path / "noise.onnx"
     bad.write_bytes(np.random.default_rng(0).bytes(5000))
     out = tmp_path / "out" / "converted.onnx"
-    code, text = _cli(capsys, "convert", str(bad), str(out))
+    code, text = cli("convert", str(bad), str(out))
     assert code == 1 and "noise.onnx" in text
     assert not out.exists()
     assert not list(tmp_path.glob("out/*"))  # no temporary leftovers either
 
 
-def test_unknown_ops_are_all_listed(tmp_path, capsys):
+def test_unknown_ops_are_all_listed(tmp_path, cli):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
     model = _model([helper.make_node("FrobnicateA", ["x"], ["t"], name="first", domain="custom"),
@@ -67,11 +61,11 @@ def test_unknown_ops_are_all_listed(tmp_path, capsys):
     assert {i.node for i in info.value.items} == {"first", "second"}
     path = tmp_path / "unknown.onnx"
     onnx.save(model, path)
-    code, text = _cli(capsys, "run", str(path))
+    code, text = cli("run", str(path))
     assert code == 1 and "FrobnicateA" in text and "FrobnicateB" in text and "Traceback" not in text
 
 
-def test_wrong_and_missing_inputs(tmp_path, good_model, capsys):
+def test_wrong_and_missing_inputs(tmp_path, good_model, cli):
     with pytest.raises(InputError, match="missing input"):
         nnbridge.run(good_model, {})
     with pytest.raises(InputError, match="shape"):
@@ -80,7 +74,7 @@ def test_wrong_and_missing_inputs(tmp_path, good_model, capsys):
         nnbridge.run(good_model, {"input": np.zeros((1, 64), np.float64)})
     wrong = tmp_path / "wrong.npy"
     np.save(wrong, np.zeros((2, 3), np.float32))
-    code, text = _cli(capsys, "run", str(good_model), "--input", f"input={wrong}")
+    code, text = cli("run", str(good_model), "--input", f"input={wrong}")
     assert code == 1 and "input 'input'" in text
     pickled = tmp_path / "objects.npy"
     np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)
@@ -90,7 +84,7 @@ def test_wrong_and_missing_inputs(tmp_path, good_model, capsys):
         load_inputs([f"input={pickled}"])
 
 
-def test_huge_declared_tensor(tmp_path, capsys):
+def test_huge_declared_tensor(tmp_path, cli):
     huge = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[1_000_000, 1_000_000])
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1_000_000])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1_000_000])
@@ -99,7 +93,7 @@ def test_huge_declared_tensor(tmp_path, capsys):
         nnbridge.load(model)
     path = tmp_path / "huge.onnx"
     onnx.save(model, path)
-    code, text = _cli(capsys, "check", str(path))
+    code, text = cli("check", str(path))
     assert code == 1 and "'w'" in text and "Traceback" not in text
     # a declared input that large is refused before any random data is generated
     big_in = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1_000_000, 1_000_000])

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import pytest
 
-from nnbridge.cli import build_parser, main
+from nnbridge.cli import build_parser
 from nnbridge.zoo import build
 
 
@@ -19,11 +19,6 @@ def model_path(tmp_path_factory):
     return path
 
 
-def _run(capsys, *argv) -> tuple[int, str]:
-    code = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return code, out.out + out.err
-
 
 def test_every_command_has_help_with_examples():
     parser = build_parser()
@@ -33,33 +28,33 @@ def test_every_command_has_help_with_examples():
         assert "examples:" in (p.epilog or ""), name
 
 
-def test_run_writes_outputs(tmp_path, model_path, capsys):
+def test_run_writes_outputs(tmp_path, model_path, cli):
     x = tmp_path / "x.npy"
     np.save(x, np.ones((1, 64), np.float32))
-    code, text = _run(capsys, "run", model_path, "--input", f"input={x}", "--out", tmp_path / "out")
+    code, text = cli("run", model_path, "--input", f"input={x}", "--out", tmp_path / "out")
     assert code == 0 and "prob: float32[1, 10]" in text
     assert np.load(tmp_path / "out" / "prob.npy").shape == (1, 10)
 
 
-def test_check_table_and_json(model_path, capsys):
-    code, text = _run(capsys, "check", model_path, "--seed", 4)
+def test_check_table_and_json(model_path, cli):
+    code, text = cli("check", model_path, "--seed", 4)
     assert code == 0 and "agree" in text and "prob" in text
-    code, text = _run(capsys, "check", model_path, "--json")
+    code, text = cli("check", model_path, "--json")
     assert code == 0 and json.loads(text)["ok"] is True
 
 
-def test_summary_ir_ops_convert(tmp_path, model_path, capsys):
-    code, text = _run(capsys, "summary", model_path)
+def test_summary_ir_ops_convert(tmp_path, model_path, cli):
+    code, text = cli("summary", model_path)
     assert code == 0 and "Gemm" in text and "total parameters: 2,410" in text
-    code, text = _run(capsys, "ir", model_path)
+    code, text = cli("ir", model_path)
     assert code == 0 and "Softmax(" in text
-    code, text = _run(capsys, "ops", "--filter", "Conv")
+    code, text = cli("ops", "--filter", "Conv")
     assert code == 0 and "Conv" in text
-    code, text = _run(capsys, "convert", model_path, tmp_path / "copy.onnx")
+    code, text = cli("convert", model_path, tmp_path / "copy.onnx")
     assert code == 0 and (tmp_path / "copy.onnx").is_file()
 
 
-def test_symbolic_dims_need_a_value(tmp_path, capsys):
+def test_symbolic_dims_need_a_value(tmp_path, cli):
     from onnx import TensorProto, helper
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])
@@ -68,7 +63,7 @@ def test_symbolic_dims_need_a_value(tmp_path, capsys):
                               opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     path = tmp_path / "dyn.onnx"
     onnx.save(model, path)
-    code, text = _run(capsys, "check", path)
+    code, text = cli("check", path)
     assert code == 1 and "--dim batch=VALUE" in text
-    code, text = _run(capsys, "check", path, "--dim", "batch=5")
+    code, text = cli("check", path, "--dim", "batch=5")
     assert code == 0 and "5x3" in text

@@ -6,7 +6,6 @@ from __future__ import annotations
 import onnx
 import pytest
 
-from nnbridge.cli import main
 from nnbridge.ir import passes as pass_registry
 from nnbridge.zoo import build
 
@@ -18,30 +17,25 @@ def resnet_path(tmp_path_factory):
     return path
 
 
-def _run(capsys, *argv) -> tuple[int, str]:
-    code = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return code, out.out + out.err
 
-
-def test_summary_shows_fused_groups_and_peak_memory(resnet_path, capsys):
-    code, text = _run(capsys, "summary", resnet_path, "--backend", "reference", "--opt-level", "2")
+def test_summary_shows_fused_groups_and_peak_memory(resnet_path, cli):
+    code, text = cli("summary", resnet_path, "--backend", "reference", "--opt-level", "2")
     assert code == 0
     assert "fused groups)" in text and "fused: Conv + Add + Relu" in text
     assert "peak activation memory:" in text
-    code, text = _run(capsys, "summary", resnet_path)  # unfused: what fusion would make
+    code, text = cli("summary", resnet_path)  # unfused: what fusion would make
     assert code == 0 and "fusion would make" in text
 
 
-def test_ir_prints_after_each_pass(resnet_path, capsys):
-    code, text = _run(capsys, "ir", resnet_path, "--passes", "fold,simplify,fuse", "--print-after")
+def test_ir_prints_after_each_pass(resnet_path, cli):
+    code, text = cli("ir", resnet_path, "--passes", "fold,simplify,fuse", "--print-after")
     assert code == 0
     assert text.index("// after fold") < text.index("// after simplify") < text.index("// after fuse")
     assert "nnbridge.Fused(" in text
 
 
-def test_debug_passes_names_the_first_pass_that_changed_outputs(resnet_path, capsys, monkeypatch):
-    code, text = _run(capsys, "check", resnet_path, "--debug-passes", "--opt-level", "3")
+def test_debug_passes_names_the_first_pass_that_changed_outputs(resnet_path, monkeypatch, cli):
+    code, text = cli("check", resnet_path, "--debug-passes", "--opt-level", "3")
     assert code == 0 and "every pass kept the outputs" in text
 
     def sabotage(graph):
@@ -51,15 +45,15 @@ def test_debug_passes_names_the_first_pass_that_changed_outputs(resnet_path, cap
         return True
 
     monkeypatch.setitem(pass_registry._PASSES, "sabotage", pass_registry.PassInfo("sabotage", sabotage))
-    code, text = _run(capsys, "check", resnet_path, "--debug-passes", "--passes", "simplify,sabotage,fuse")
+    code, text = cli("check", resnet_path, "--debug-passes", "--passes", "simplify,sabotage,fuse")
     assert code == 1 and "first change of outputs: sabotage" in text
 
 
-def test_disable_pass_leaves_one_pass_out(resnet_path, capsys):
-    code, text = _run(capsys, "ir", resnet_path, "--backend", "reference", "--opt-level", "2",
+def test_disable_pass_leaves_one_pass_out(resnet_path, cli):
+    code, text = cli("ir", resnet_path, "--backend", "reference", "--opt-level", "2",
                       "--disable-pass", "fuse", "--print-after")
     assert code == 0 and "// after fold" in text and "// after fuse" not in text and "Fused(" not in text
-    code, text = _run(capsys, "check", resnet_path, "--opt-level", "2", "--disable-pass", "simplify")
+    code, text = cli("check", resnet_path, "--opt-level", "2", "--disable-pass", "simplify")
     assert code == 0 and "agree" in text
-    code, text = _run(capsys, "summary", resnet_path, "--disable-pass", "no-such-pass")
+    code, text = cli("summary", resnet_path, "--disable-pass", "no-such-pass")
     assert code == 1 and "unknown pass 'no-such-pass'" in text

@@ -9,7 +9,6 @@ import pytest
 
 import nnbridge
 from nnbridge.backends.smv import MemPolicy, SmvConfig, make_config
-from nnbridge.cli import main
 from nnbridge.errors import InputError
 from nnbridge.zoo import build
 
@@ -51,15 +50,10 @@ def test_setting_changes_the_simulation():
     assert slower.report.totals["accel_cycles"] > base
 
 
-def _run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return code, out.out + out.err
 
-
-def test_simulate_writes_table_json_and_plot(tmp_path, capsys, shared_data):
+def test_simulate_writes_table_json_and_plot(tmp_path, shared_data, cli):
     topo = shared_data / "smaug" / "lenet5" / "lenet5_smv_topo.pbtxt"
-    code, text = _run(capsys, "simulate", topo, "--json", tmp_path / "r.json", "--plot", tmp_path / "r.png",
+    code, text = cli("simulate", topo, "--json", tmp_path / "r.json", "--plot", tmp_path / "r.png",
                       "--accels", "2", "--mem-policy", "acp")
     assert code == 0 and "smv report: lenet5_smv" in text and "invocations: 55" in text
     data = json.loads((tmp_path / "r.json").read_text())
@@ -69,25 +63,25 @@ def test_simulate_writes_table_json_and_plot(tmp_path, capsys, shared_data):
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_simulate_perf_only_and_show_config(capsys, shared_data):
+def test_simulate_perf_only_and_show_config(shared_data, cli):
     topo = shared_data / "smaug" / "imagenet-resnet" / "resnet_smv_topo.pbtxt"
-    code, text = _run(capsys, "simulate", topo, "--perf-only", "--show-config", "--rows", "5", "--set",
+    code, text = cli("simulate", topo, "--perf-only", "--show-config", "--rows", "5", "--set",
                       "tiling_threads=8")
     assert code == 0 and "provenance" in text and "latency_ms" in text
 
 
-def test_simulate_bad_setting_is_one_line_error(capsys, shared_data):
+def test_simulate_bad_setting_is_one_line_error(shared_data, cli):
     topo = shared_data / "smaug" / "minerva" / "minerva_smv_topo.pbtxt"
-    code, text = _run(capsys, "simulate", topo, "--set", "num_accels=12")
+    code, text = cli("simulate", topo, "--set", "num_accels=12")
     assert code == 1 and "between 1 and 8" in text and "Traceback" not in text
 
 
-def test_run_and_check_through_the_generic_backend_interface(tmp_path, capsys):
+def test_run_and_check_through_the_generic_backend_interface(tmp_path, cli):
     path = tmp_path / "cnn10.onnx"
     onnx.save(build("cnn10"), path)
-    code, text = _run(capsys, "run", path, "--backend", "smv", "--profile")
+    code, text = cli("run", path, "--backend", "smv", "--profile")
     assert code == 0 and "smv report" in text and "invocations: 154" in text
-    code, text = _run(capsys, "check", path, "--backend", "smv")
+    code, text = cli("check", path, "--backend", "smv")
     assert code == 0 and "agree" in text
 
 
