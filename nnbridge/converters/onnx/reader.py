@@ -138,14 +138,14 @@ def _vet_element_types(model: ModelProto, name: str) -> None:
 
 
 def _infer_shapes(model: ModelProto) -> ModelProto:
+    """Shape-inferred copy of ``model``, whose weights are moved, not copied, into the result
+    (``model`` is the loader's private copy and is dropped afterwards)."""
     detached = opset._detach_large_tensors(model)
     try:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
     except Exception:  # inference is a help, not a requirement: keep the declared types
         inferred = model
     opset._reattach(inferred, detached)
-    if inferred is not model:
-        opset._reattach(model, detached)
     return inferred
 
 
