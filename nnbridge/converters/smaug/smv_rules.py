@@ -7,7 +7,7 @@ rule below is a consequence of that, observed with the real runtime
 
 * a Concat along the last axis copies each input as whole padded rows, so an input whose
   padded row reaches past the output's row overwrites the next row's first values;
-* a Repeat along the last axis copies padded rows the same way;
+* a Repeat along the last axis copies padded rows the same way (its doubling copies overrun);
 * a Reshape between tensors with equal, non-zero padding but different last dimensions copies
   the raw storage and scrambles the values;
 * Reorder and Flatten write only the values, and so does a Reshape that changes the
@@ -61,15 +61,30 @@ def _corrupts(node: npb.NodeProto) -> str:
             offset += width
     if node.op == pb.Repeat:
         x, y = node.input_tensors[0].shape.dims, node.output_tensors[0].shape.dims
-        if y[-1] != x[-1] and x[-1] % ALIGN:
-            return (f"on SMV a Repeat along the last axis copies whole padded rows: {x[-1]} values padded to "
-                    f"{padded(x[-1])} overrun each other")
+        for offset, width in repeat_copies(x[-1], y[-1]):
+            if offset + padded(width) > padded(y[-1]):
+                return (f"on SMV a Repeat along the last axis copies whole padded rows: {width} values "
+                        f"(padded to {padded(width)}) copied to offset {offset} overrun the {padded(y[-1])}-value "
+                        f"output row")
     if node.op == pb.Reshape:
         x, y = node.input_tensors[0].shape.dims, node.output_tensors[0].shape.dims
         if x[-1] != y[-1] and padded(x[-1]) - x[-1] == padded(y[-1]) - y[-1] != 0:
             return (f"on SMV a Reshape between tensors with the same padding copies the raw storage: "
                     f"{list(x)} → {list(y)} would scramble the values")
     return ""
+
+
+def repeat_copies(width: int, total: int) -> list[tuple[int, int]]:
+    """(offset, width) of each copy SMAUG's Repeat makes along the last axis: the filled prefix is
+    copied after itself, doubling, then the remainder."""
+    copies, offset, block = [], width, width
+    while offset + block <= total:
+        copies.append((offset, block))
+        offset += block
+        block *= 2
+    if offset < total:
+        copies.append((offset, total - offset))
+    return copies
 
 
 def _writes_padding(node: npb.NodeProto, out: npb.TensorProto, inputs_clean: list[bool]) -> bool:
