@@ -135,11 +135,8 @@ def declared_nonfinite(graph: Graph, extra: bool | Collection[str] = False) -> C
 
 
 def numerics_notes(report: Any) -> list[str]:
-    """Notes a backend's report makes about its numerics (deviations from ONNX semantics)."""
-    notes = list(getattr(report, "notes", None) or [])
-    for node, text in node_notes(report).items():
-        notes.append(f"{node}: {text}")
-    return [n for n in notes if not n.startswith("energy:")]
+    """What a backend's report says about how it computes nodes differently from ONNX."""
+    return [f"{node}: {text}" for node, text in node_notes(report).items()]
 
 
 #: report-row keys in which a backend explains a node's numerics

@@ -136,3 +136,14 @@ def _saved(model, name="m.onnx"):
     path = tempfile.mkdtemp() + "/" + name
     onnx.save(model, path)
     return path
+
+
+def test_a_backends_per_node_deviation_notes_are_reported():
+    from nnbridge.check.core import node_notes, numerics_notes
+    from nnbridge.report import Report
+
+    report = Report("smv", "m")
+    report.add_row(name="softmax", op="Softmax", deviation="exp without max subtraction (SMAUG's kernel)")
+    report.add_row(name="conv", op="Conv", note="runs on the accelerator")
+    assert node_notes(report) == {"softmax": "exp without max subtraction (SMAUG's kernel)"}
+    assert numerics_notes(report) == ["softmax: exp without max subtraction (SMAUG's kernel)"]

@@ -206,6 +206,7 @@ def _debug_passes(args) -> int:
     from rich.table import Table
 
     from ...check.pass_debug import debug_passes
+    from ...check.verdict import jsonable
     from .. import console
 
     if args.model.lower().endswith(".pef"):
@@ -217,8 +218,8 @@ def _debug_passes(args) -> int:
     if args.json:
         from dataclasses import asdict
 
-        console.print_json(json.dumps({"model": result.model, "culprit": result.culprit,
-                                       "steps": [asdict(s) for s in result.steps]}))
+        steps = [{k: jsonable(v) for k, v in asdict(s).items()} for s in result.steps]
+        console.print_json(json.dumps({"model": result.model, "culprit": result.culprit, "steps": steps}))
         return 0 if result.culprit is None else 1
     table = Table(title=f"{result.model}: oracle after every pass (reference backend)")
     for col in ("after", "changed", "nodes", "max abs err", "verdict"):
