@@ -92,7 +92,10 @@ def run(model: Any, inputs: Mapping[str, Any], backend: str = "reference", **con
 
 def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarray] | None = None,
           rtol: float | None = None, atol: float | None = None, **options: Any) -> CheckResult:
-    """Run ``model`` on ``backend`` and on onnxruntime with the same inputs; compare outputs."""
+    """Run ``model`` on ``backend`` and on onnxruntime with the same inputs; judge each output by
+    the verdict table of docs/check.md. Options: ``seed``, ``dims``, ``input_ranges``,
+    ``nonfinite``, ``layerwise``, ``passes``, ``opt_level``, backend settings (see
+    ``nnbridge.check.core.check``). A ``.pef`` path is checked against the reference backend."""
     return _check(model, backend=backend, inputs=inputs, rtol=rtol, atol=atol, **options)
 
 

@@ -1,14 +1,48 @@
-"""Deterministic example inputs generated from a graph's declared inputs."""
+"""Deterministic example inputs generated from a graph's declared inputs, and what they were.
+
+Floats are N(0, 1), booleans fair coins, integers small non-negative values — except
+integers that index something (Gather/GatherElements/GatherND/Scatter indices, OneHot
+positions, possibly through casts and reshapes), which are drawn from the valid index
+range so that an embedding lookup reads real rows. ``ranges`` replaces any of these by a
+uniform draw in [lo, hi). Every generated or given input is described by an
+``InputInfo`` so that a result can be reasoned about and reproduced.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .errors import InputError
-from .fileio import check_numel
-from .ir import DType, Graph, TypeKind
+from .fileio import atomic_write, check_numel
+from .ir import DType, Graph, Node, TypeKind
+from .ir.schema import PatternKind, pattern_kind
+
+#: integers that are not indices are drawn from [0, SMALL_INT)
+SMALL_INT = 10
+#: elementwise ops that keep integer values (injective ops, which only move values, do too)
+_VALUE_PRESERVING = {"Cast", "CastLike", "Identity"}
+
+
+@dataclass
+class InputInfo:
+    """How one input was made: enough to reason about a result and to draw it again."""
+
+    name: str
+    shape: list[int]
+    dtype: str
+    distribution: str
+    seed: int | None
+    min: float | None
+    max: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def concrete_shape(name: str, shape, dims: Mapping[str, int]) -> tuple[int, ...]:
@@ -28,25 +62,140 @@ def concrete_shape(name: str, shape, dims: Mapping[str, int]) -> tuple[int, ...]
 
 
 def random_inputs(graph: Graph, seed: int = 0, dims: Mapping[str, int] | None = None,
-                  given: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-    """Values for every graph input not in ``given``: N(0,1) floats, small ints, random bools."""
+                  given: Mapping[str, np.ndarray] | None = None,
+                  ranges: Mapping[str, tuple[float, float]] | None = None) -> dict[str, np.ndarray]:
+    """Values for every graph input not in ``given`` (see the module docstring)."""
+    return generate_inputs(graph, seed, dims, given, ranges)[0]
+
+
+def generate_inputs(graph: Graph, seed: int = 0, dims: Mapping[str, int] | None = None,
+                    given: Mapping[str, np.ndarray] | None = None,
+                    ranges: Mapping[str, tuple[float, float]] | None = None,
+                    sources: Mapping[str, str] | None = None) -> tuple[dict[str, np.ndarray], list[InputInfo]]:
+    """Feeds for every graph input plus one ``InputInfo`` each; ``sources`` says where given ones came from."""
     rng = np.random.default_rng(seed)
-    dims = dims or {}
-    feeds = dict(given or {})
+    dims, ranges, sources = dims or {}, dict(ranges or {}), sources or {}
+    names = {v.name for v in graph.inputs}
+    unknown = sorted(set(ranges) - names)
+    if unknown:
+        raise InputError(f"--input-range names unknown input(s) {unknown}; the model takes {sorted(names)}")
+    indices = index_ranges(graph)
+    feeds, infos = {}, []
     for v in graph.inputs:
-        if v.name in feeds:
+        if given and v.name in given:
+            feeds[v.name] = given[v.name]
+            infos.append(describe(v.name, given[v.name], sources.get(v.name, "given"), None))
             continue
         if v.type.kind is not TypeKind.TENSOR:
             raise InputError(f"input '{v.name}' is a {v.type.kind.value}; pass it explicitly")
         shape = concrete_shape(v.name, v.type.shape, dims)
         check_numel(shape, f"input '{v.name}'")
         dtype = v.type.dtype or DType.FLOAT32
-        if dtype.is_float:
-            feeds[v.name] = rng.standard_normal(shape).astype(dtype.numpy)
-        elif dtype is DType.BOOL:
-            feeds[v.name] = rng.random(shape) < 0.5
-        elif dtype.is_int:
-            feeds[v.name] = rng.integers(0, 10, shape).astype(dtype.numpy)
+        value, how = _draw(rng, v.name, shape, dtype, ranges.get(v.name), indices.get(v.name))
+        feeds[v.name] = value
+        infos.append(describe(v.name, value, how, seed))
+    return feeds, infos
+
+
+def _draw(rng: np.random.Generator, name: str, shape: tuple[int, ...], dtype: DType,
+          span: tuple[float, float] | None, index: tuple[int, str] | None) -> tuple[np.ndarray, str]:
+    if span is not None:
+        lo, hi = span
+        if not lo < hi:
+            raise InputError(f"--input-range {name}={lo:g}:{hi:g}: LO must be below HI")
+    if dtype.is_float:
+        if span is None:
+            return rng.standard_normal(shape).astype(dtype.numpy), "normal(0, 1)"
+        return rng.uniform(lo, hi, shape).astype(dtype.numpy), f"uniform[{lo:g}, {hi:g})"
+    if dtype is DType.BOOL:
+        if span is not None:
+            raise InputError(f"--input-range {name}: the input is boolean; give it with --input instead")
+        return rng.random(shape) < 0.5, "bernoulli(0.5)"
+    if dtype.is_int:
+        info = np.iinfo(dtype.numpy)
+        if span is not None:
+            if lo != int(lo) or hi != int(hi):
+                raise InputError(f"--input-range {name}={lo:g}:{hi:g}: the input is {dtype.short}; use integers")
+            low, high, why = int(lo), int(hi), ""
+        elif index is not None:
+            low, high, why = 0, index[0], f" (indices into {index[1]})"
         else:
-            raise InputError(f"input '{v.name}' has dtype {dtype.short}; pass it explicitly")
-    return feeds
+            low, high, why = 0, SMALL_INT, ""
+        low, high = max(low, int(info.min)), min(high, int(info.max) + 1)
+        return rng.integers(low, high, shape).astype(dtype.numpy), f"integers [{low}, {high}){why}"
+    raise InputError(f"input '{name}' has dtype {dtype.short}; pass it explicitly")
+
+
+def describe(name: str, value: Any, distribution: str, seed: int | None) -> InputInfo:
+    arr = np.asarray(value)
+    lo = hi = None
+    if arr.size and arr.dtype.kind in "biuf":
+        lo, hi = float(np.min(arr)), float(np.max(arr))
+    elif arr.size and arr.dtype.kind == "V":  # bfloat16 and other ml_dtypes
+        wide = arr.astype(np.float32)
+        lo, hi = float(np.min(wide)), float(np.max(wide))
+    return InputInfo(name, list(arr.shape), str(arr.dtype), distribution, seed, lo, hi)
+
+
+def index_ranges(graph: Graph) -> dict[str, tuple[int, str]]:
+    """Integer graph inputs that index a tensor → (exclusive upper bound, what they index)."""
+    consumers = graph.consumer_map()
+    found: dict[str, tuple[int, str]] = {}
+    for v in graph.inputs:
+        if v.type.dtype is None or not v.type.dtype.is_int:
+            continue
+        frontier, seen = [v], set()
+        while frontier:
+            value = frontier.pop()
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            for node in consumers.get(id(value), []):
+                slots = [i for i, x in enumerate(node.inputs) if x is value]
+                bound = _index_bound(node, slots)
+                if bound is not None and (v.name not in found or bound < found[v.name][0]):
+                    found[v.name] = (bound, f"{node.op} '{node.name}'")
+                if 0 in slots and (node.op in _VALUE_PRESERVING
+                                   or pattern_kind(node.op, node.domain) is PatternKind.INJECTIVE):
+                    frontier.extend(o for o in node.outputs if o is not None)
+    return found
+
+
+def _index_bound(node: Node, slots: list[int]) -> int | None:
+    """The number of valid positions when slot(s) ``slots`` of ``node`` hold indices, if static."""
+    if node.op == "OneHot" and 0 in slots and node.inputs[1] is not None:
+        depth = node.inputs[1].const
+        return int(np.asarray(depth).reshape(-1)[0]) if depth is not None and np.asarray(depth).size else None
+    if node.op not in ("Gather", "GatherElements", "GatherND", "ScatterElements", "ScatterND") or 1 not in slots:
+        return None
+    shape = node.inputs[0].type.shape if node.inputs[0] is not None else None
+    if not shape:
+        return None
+    if node.op == "GatherND" or node.op == "ScatterND":
+        batch = int(node.attr("batch_dims", 0) or 0)
+        sizes = [d for d in shape[batch:] if isinstance(d, int)]
+        return min(sizes) if sizes and len(sizes) == len(shape[batch:]) else None
+    axis = int(node.attr("axis", 0) or 0)
+    axis = axis + len(shape) if axis < 0 else axis
+    size = shape[axis] if 0 <= axis < len(shape) else None
+    return size if isinstance(size, int) and size > 0 else None
+
+
+def npy_name(name: str) -> str:
+    """A file name for a tensor name (no directories, no leading dots)."""
+    return (name.replace("/", "_").replace("\\", "_").replace(":", "_").lstrip(".") or "tensor") + ".npy"
+
+
+def save_inputs(feeds: Mapping[str, Any], directory: str | os.PathLike) -> dict[str, Path]:
+    """Write each input as ``<name>.npy`` in ``directory`` (atomically, never pickled); name → path."""
+    out = Path(directory)
+    paths = {}
+    for name, value in feeds.items():
+        arr = np.asarray(value)
+        if arr.dtype.hasobject:
+            raise InputError(f"input '{name}' holds Python objects; it cannot be saved as .npy")
+        path = out / npy_name(name)
+        with atomic_write(path, "wb") as fh:
+            np.save(fh, arr, allow_pickle=False)
+        paths[name] = path
+    return paths

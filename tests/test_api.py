@@ -46,19 +46,6 @@ def test_check_agrees_and_reports_each_output(mlp):
     assert result.outputs[0].max_abs_err < 1e-6
 
 
-def test_compare_flags_differences_shapes_and_dtypes():
-    from nnbridge.check import compare
-
-    want = np.array([1.0, 2.0, np.nan, np.inf], np.float32)
-    assert compare("y", want.copy(), want, 1e-5, 0).ok  # NaN and inf positions that match are fine
-    off = want.copy()
-    off[1] = 2.001
-    bad = compare("y", off, want, 1e-5, 0)
-    assert not bad.ok and bad.max_abs_err == pytest.approx(0.001, rel=1e-3)
-    assert not compare("y", want[:3], want, 1e-5, 0).ok
-    assert not compare("y", want.astype(np.float64), want, 1e-5, 0).ok
-
-
 def test_save_round_trip_passes_checker_and_keeps_numerics(tmp_path, mlp):
     graph = nnbridge.load(mlp)
     out = tmp_path / "copy.onnx"

@@ -51,8 +51,9 @@ class Executable(abc.ABC):
 class Backend(abc.ABC):
     name: str = ""
     description: str = ""
-    #: (rtol, atol) that `check` uses against onnxruntime unless the user sets one
-    tolerance: tuple[float, float] = (1e-4, 1e-5)
+    #: the float format the backend stores tensors in (None: the model's own types); `check`
+    #: picks its verdict rule from this and the model's precision (docs/check.md)
+    precision: DType | None = None
 
     def unsupported_reason(self, node: Node) -> str | None:
         """None if the backend can run ``node``, else why not."""

@@ -14,13 +14,12 @@ from typing import Any
 import numpy as np
 
 from ...errors import FormatError
-from ...ir import Graph, Node
+from ...ir import DType, Graph, Node
 from ...report import Report
 from ..base import Backend, Executable
 from .artifact import read_pef, write_pef
 from .config import CompileOptions, Machine, machine_for
 from .functional import FunctionalSim
-from .numerics import TOLERANCE
 from .partition import Section, partition
 from .pipeline_model import Estimate, estimate, samples_per_call
 from .presets import DEFAULT_PRESET
@@ -98,7 +97,7 @@ def load_pef(path: str | os.PathLike) -> RduExecutable:
 class RduBackend(Backend):
     name = "rdu"
     description = "SambaNova-style RDU simulator: sections on a PCU/PMU grid, bf16 numerics, throughput model"
-    tolerance = TOLERANCE
+    precision = DType.BFLOAT16  # PMUs and section boundaries store bf16 (spec §4)
 
     def unsupported_reason(self, node: Node) -> str | None:
         from ..reference.registry import get_kernel

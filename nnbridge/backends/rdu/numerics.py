@@ -16,13 +16,6 @@ import numpy as np
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
-#: (rtol, atol) for comparing bf16 results with fp32 onnxruntime. bf16 keeps 8 significant
-#: bits (unit roundoff 2^-9 ≈ 0.2 %); rounding at a few dozen kernel outputs leaves errors of
-#: about 1 % of an output's scale, and elements near zero inherit that error in absolute
-#: terms (their value is a cancellation of larger terms), hence an absolute part sized for
-#: outputs of magnitude up to ~10 (zoo logits, transformer activations). docs/rdu.md.
-TOLERANCE = (2e-2, 1e-1)
-
 _ROUNDED = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
 
 

@@ -27,14 +27,6 @@ from .reporting import build_report
 from .tiling import TilingPlan, plan_layer
 from .tiling.pool import channel_group
 
-#: (rtol, atol) against fp32 onnxruntime. fp16 storage rounds every operator's result to 11
-#: significant bits (unit roundoff 2^-11 ≈ 4.9e-4); a dozen roundings compound to ~0.5 % of an
-#: output's scale, and elements near zero inherit errors of the larger terms they cancel (residual
-#: sums of magnitude ~10 have an fp16 spacing of 0.0078), hence an absolute part sized for outputs
-#: up to ~10. Outputs far below 1 (SMAUG's random-weight examples, ~1e-3) need a relative
-#: comparison instead (tests use rtol 1e-2 there). docs/smv.md.
-FP16_TOLERANCE = (1e-2, 2e-2)
-
 #: progress(phase, done, total): a hook for progress bars on long models
 Progress = Callable[[str, int, int], None]
 
@@ -188,7 +180,7 @@ def tiling_refusals(graph: Graph, config: SmvConfig | str | None = None) -> list
 class SmvBackend(Backend):
     name = "smv"
     description = "SMAUG's SMV accelerator: fp16 functional simulation + tiling-level performance model"
-    tolerance = FP16_TOLERANCE
+    precision = DType.FLOAT16  # host memory and scratchpads hold fp16 (spec §4)
 
     def unsupported_reason(self, node: Node) -> str | None:
         if node.domain == "" and node.op in LOWERERS:

@@ -1,9 +1,11 @@
-"""nnbridge check MODEL — backend vs onnxruntime, one row per output."""
+"""nnbridge check MODEL — backend vs onnxruntime (or a .pef vs the reference backend), judged by docs/check.md."""
 
 from __future__ import annotations
 
 import json
+import math
 
+from ...errors import InputError
 from ..common import (
     add_backend_args,
     add_input_args,
@@ -12,74 +14,212 @@ from ..common import (
     backend_options,
     chosen_passes,
     load_inputs,
-    load_model_from_args,
+    load_options,
+    parse_assignments,
     parse_dims,
 )
+
+#: layerwise tables longer than this show only the nodes that matter
+FULL_TABLE_ROWS = 40
 
 
 def register(sub) -> None:
     p = add_parser(sub, "check", "cross-check a backend against onnxruntime", """\
   nnbridge check model.onnx                         # reference backend, generated inputs
   nnbridge check model.onnx --backend smv           # fp16 SMV simulation vs onnxruntime
+  nnbridge check model.onnx --backend rdu --layerwise   # every node compared: which one diverges?
+  nnbridge check bert.onnx --input-range input_ids=0:30522 --save-inputs inputs/
   nnbridge check model.onnx --dim batch=4 --seed 3 --json
-  nnbridge check lenet_topo.pbtxt --backend smv     # SMAUG model (exported to ONNX for the oracle)
+  nnbridge check lenet5_smv_topo.pbtxt --backend smv   # SMAUG model, on the input its params file stores
+  nnbridge check model.pef                          # compiled RDU program vs the reference backend
   nnbridge check model.onnx --debug-passes --opt-level 3   # oracle after every pass: which one broke it?
-exit status: 0 when every output agrees within tolerance, 1 otherwise.
+verdicts: one rule per number format (fp32, fp16, bf16), chosen from the model's precision and the
+backend's; NaN/inf agree only where both sides have them and the model declares them (docs/check.md).
+exit status: 0 when every output agrees, 1 otherwise.
 """)
     add_model_args(p)
     add_backend_args(p)
     add_input_args(p)
-    p.add_argument("--rtol", type=float, help="relative tolerance (default: the backend's)")
-    p.add_argument("--atol", type=float, help="absolute tolerance (default: the backend's)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--input-range", action="append", metavar="NAME=LO:HI",
+                   help="draw input NAME uniformly from [LO, HI) (integers for integer inputs), "
+                        "e.g. --input-range ids=0:30522; repeatable")
+    p.add_argument("--save-inputs", metavar="DIR", help="write the inputs used as DIR/<name>.npy")
+    p.add_argument("--no-stored-inputs", action="store_true",
+                   help="SMAUG models: generate inputs instead of using those the params file stores")
+    p.add_argument("--allow-nonfinite", action="append", nargs="?", const="*", metavar="OUTPUT",
+                   help="declare that OUTPUT (every output if none is named) may hold NaN/inf; they then "
+                        "agree where both sides have them at the same positions")
+    p.add_argument("--layerwise", action="store_true",
+                   help="expose every intermediate on both sides and name the first node that leaves "
+                        "tolerance and the first whose own error does")
+    p.add_argument("--rtol", type=float, help="replace the table's rule by |a-ref| <= atol + rtol*|ref|")
+    p.add_argument("--atol", type=float, help="see --rtol")
+    p.add_argument("--json", action="store_true", help="print the result (every metric) as JSON")
     p.add_argument("--debug-passes", action="store_true",
                    help="run the oracle after every pass of the pipeline (on the reference backend) "
                         "and name the first pass that changed the outputs")
     p.set_defaults(func=run)
 
 
+def parse_ranges(items: list[str] | None) -> dict[str, tuple[float, float]]:
+    """``--input-range NAME=LO:HI`` → {name: (lo, hi)}."""
+    ranges = {}
+    for name, text in parse_assignments(items, "--input-range").items():
+        lo, sep, hi = text.partition(":")
+        try:
+            ranges[name] = (float(lo), float(hi))
+        except ValueError:
+            sep = ""
+        if not sep or not all(math.isfinite(x) for x in ranges.get(name, (math.nan,))):
+            raise InputError(f"--input-range {name}={text}: write LO:HI with two finite numbers, e.g. 0:30522")
+    return ranges
+
+
 def run(args) -> int:
     import nnbridge
 
-    from .. import console
-
-    model = args.model if args.model.lower().endswith(".onnx") else load_model_from_args(args)
     if args.debug_passes:
-        return _debug_passes(args, model)
-    result = nnbridge.check(model, backend=args.backend, inputs=load_inputs(args.input),
-                            rtol=args.rtol, atol=args.atol, seed=args.seed, dims=parse_dims(args.dim),
-                            passes=chosen_passes(args, args.backend), opt_level=args.opt_level,
-                            **backend_options(args))
-    if args.json:
-        console.print_json(json.dumps(result.to_dict()))
-        return 0 if result.ok else 1
-    from rich.table import Table
+        return _debug_passes(args)
+    program = args.model.lower().endswith(".pef")
+    if program and args.backend not in ("reference", "rdu"):
+        raise InputError(f"{args.model} is a compiled RDU program; it runs on rdu, not --backend {args.backend}")
+    backend = "rdu" if program else args.backend
+    allowed = args.allow_nonfinite or []
+    result = nnbridge.check(
+        args.model, backend=backend, inputs=load_inputs(args.input), rtol=args.rtol, atol=args.atol,
+        seed=args.seed, dims=parse_dims(args.dim), input_ranges=parse_ranges(args.input_range),
+        stored_inputs=not args.no_stored_inputs, nonfinite=True if "*" in allowed else allowed,
+        layerwise=args.layerwise, load_options=load_options(args),
+        **({} if program else {"passes": chosen_passes(args, backend), "opt_level": args.opt_level,
+                               **backend_options(args)}))
+    saved = {}
+    if args.save_inputs:
+        from ...inputs import save_inputs
 
-    table = Table(title=f"{result.model}: {args.backend} vs onnxruntime")
-    for col in ("output", "shape", "max abs err", "max rel err", "tolerance", "verdict"):
-        table.add_column(col)
-    for o in result.outputs:
-        verdict = "[green]agree[/]" if o.ok else f"[red]DIFFER[/] {o.note}"
-        table.add_row(o.name, "x".join(map(str, o.shape)) or "scalar", f"{o.max_abs_err:.3g}",
-                      f"{o.max_rel_err:.3g}", f"rtol {o.rtol:g} atol {o.atol:g}", verdict)
-    console.print(table)
+        saved = save_inputs(result.inputs, args.save_inputs)
+    if args.json:
+        from .. import console
+
+        data = result.to_dict()
+        data["saved_inputs"] = {k: str(v) for k, v in saved.items()}
+        console.print_json(json.dumps(data))
+        return 0 if result.ok else 1
+    _print(result, args, saved)
     return 0 if result.ok else 1
 
 
-def _debug_passes(args, model) -> int:
+def _print(result, args, saved) -> None:
     from rich.table import Table
 
-    from ...passes.debug import debug_passes
     from .. import console
 
-    result = debug_passes(model, chosen_passes(args, args.backend), inputs=load_inputs(args.input),
-                          seed=args.seed, dims=parse_dims(args.dim),
-                          **{k: v for k, v in (("rtol", args.rtol), ("atol", args.atol)) if v is not None})
+    table = Table(title="inputs", title_justify="left")
+    for col in ("input", "shape", "dtype", "distribution", "seed", "min", "max"):
+        table.add_column(col)
+    for i in result.input_info:
+        table.add_row(i.name, _shape(i.shape), i.dtype, i.distribution, "" if i.seed is None else str(i.seed),
+                      _num(i.min), _num(i.max))
+    console.print(table)
+    table = Table(title=f"{result.model}: {result.backend} vs {result.oracle} ({result.precision} model)",
+                  caption=f"rule {result.rule.describe()}")
+    low = result.rule.format.name != "FLOAT32"
+    cols = ["output", "shape", "max abs err", "err/scale", "outside"] + (["ulps", "SQNR dB"] if low else [])
+    for col in [*cols, "verdict"]:
+        table.add_column(col, overflow="fold")
+    for o in result.outputs:
+        row = [o.name, _shape(o.shape), _num(o.max_abs_err), _num(o.err_vs_scale), _outside(o)]
+        if low:
+            row += [_num(o.ulp_err), _num(o.sqnr_db, ".1f")]
+        verdict = "[green]agree[/]" if o.ok else "[red]DIFFER[/]"
+        table.add_row(*row, f"{verdict} {o.note}".strip())
+    console.print(table)
+    if result.origin is not None:
+        console.print(f"[bold]NaN/inf:[/] {result.origin.describe()}")
+    for note in result.notes:
+        console.print(f"[dim]{result.backend}:[/] {note}")
+    if result.layerwise is not None:
+        _print_layerwise(result.layerwise, console)
+    if saved:
+        folder = next(iter(saved.values())).parent
+        again = " ".join(f"--input {k}={v}" for k, v in saved.items())
+        console.print(f"inputs written to {folder}/ — reproduce with: nnbridge check {args.model} {again}")
+    console.print("[green]every output agrees[/]" if result.ok else "[red]outputs differ[/]")
+
+
+def _print_layerwise(lw, console) -> None:
+    from rich.table import Table
+
+    first, culprit = lw.first_divergent, lw.culprit
+    rows = lw.nodes
+    if len(rows) > FULL_TABLE_ROWS:
+        marked = {id(n) for n in (first, culprit) if n is not None}
+        rows = [n for n in rows if id(n) in marked or not n.ok or (n.local and not n.local_ok)][:FULL_TABLE_ROWS]
+    table = Table(title=f"layer by layer ({len(lw.nodes)} nodes compared"
+                        + (f", {len(rows)} shown" if len(rows) < len(lw.nodes) else "") + ")")
+    for col in ("node", "op", "inputs → output", "err/scale", "outside", "own err/scale", "verdict"):
+        table.add_column(col, overflow="fold")
+    for n in rows:
+        out = n.outputs[0]
+        own = _num(max(o.err_vs_scale for o in n.local)) if n.local else "n/a"
+        source = n.local and not n.local_ok
+        verdict = "[red]SOURCE[/]" if source else ("[green]agree[/]" if n.ok else "[yellow]drift[/]")
+        table.add_row(n.name, n.op, f"{' '.join(_shape(s) for s in n.input_shapes if s is not None)} → "
+                      f"{_shape(out.shape)}", _num(max(o.err_vs_scale for o in n.outputs)),
+                      _outside(out), own, f"{verdict} {n.note}".strip())
+    console.print(table)
+    if lw.unexposed:
+        console.print(f"[dim]not returned by the backend: {len(lw.unexposed)} value(s), e.g. {lw.unexposed[:3]}[/]")
+    if first is None:
+        console.print("every node's output is within tolerance")
+    else:
+        console.print(f"first node whose output leaves tolerance: [bold red]{_node(first, first.outputs)}[/]")
+    if culprit is not None:
+        console.print(f"first node whose own error leaves tolerance (re-run alone from the backend's inputs): "
+                      f"[bold red]{_node(culprit, culprit.local)}[/]")
+    elif first is not None:
+        console.print("no node's own error leaves tolerance: the divergence is rounding accumulated through the "
+                      "network")
+
+
+def _node(n, checks) -> str:
+    worst = max(checks, key=lambda o: o.err_vs_scale)
+    shapes = ", ".join(_shape(s) for s in n.input_shapes if s is not None)
+    return (f"{n.name} ({n.op}, inputs {shapes} → {_shape(worst.shape)}): max abs err {_num(worst.max_abs_err)}, "
+            f"{_num(100 * worst.err_vs_scale)} % of scale, {_outside(worst)} elements outside")
+
+
+def _outside(o) -> str:
+    return f"{o.outside} ({100 * o.outside_frac:.3g} %)" if o.outside else "0"
+
+
+def _shape(shape) -> str:
+    return "x".join(map(str, shape)) if shape else "scalar"
+
+
+def _num(x, fmt: str = ".3g") -> str:
+    if x is None:
+        return ""
+    return format(x, fmt) if math.isfinite(x) else str(x)
+
+
+def _debug_passes(args) -> int:
+    from rich.table import Table
+
+    from ...check.pass_debug import debug_passes
+    from ...check.verdict import jsonable
+    from .. import console
+
+    if args.model.lower().endswith(".pef"):
+        raise InputError(f"{args.model}: --debug-passes needs a model, not a compiled program")
+    backend = args.backend
+    model = args.model if args.model.lower().endswith(".onnx") else _load(args)
+    result = debug_passes(model, chosen_passes(args, backend), inputs=load_inputs(args.input),
+                          seed=args.seed, dims=parse_dims(args.dim), rtol=args.rtol, atol=args.atol)
     if args.json:
         from dataclasses import asdict
 
-        console.print_json(json.dumps({"model": result.model, "culprit": result.culprit,
-                                       "steps": [asdict(s) for s in result.steps]}))
+        steps = [{k: jsonable(v) for k, v in asdict(s).items()} for s in result.steps]
+        console.print_json(json.dumps({"model": result.model, "culprit": result.culprit, "steps": steps}))
         return 0 if result.culprit is None else 1
     table = Table(title=f"{result.model}: oracle after every pass (reference backend)")
     for col in ("after", "changed", "nodes", "max abs err", "verdict"):
@@ -93,3 +233,9 @@ def _debug_passes(args, model) -> int:
         return 0
     console.print(f"first change of outputs: [bold red]{result.culprit}[/]")
     return 1
+
+
+def _load(args):
+    from ..common import load_model_from_args
+
+    return load_model_from_args(args)

@@ -1,11 +1,12 @@
 """Pass debugging: run the oracle after every pass and name the first one that changed outputs.
 
-Not a pass itself; ``nnbridge check --debug-passes`` uses it. onnxruntime runs
+A tool, not a pass: ``nnbridge check --debug-passes`` uses it. onnxruntime runs
 once on the original model. After each pass the current graph is run on the
 reference backend (made executable by ``layout-nchw`` + ``cancel-transposes``
 on a copy, so passes that target another backend's layout can be checked too)
-and compared with the oracle. The first pass after which outputs disagree is
-the culprit; a disagreement before any pass points at import or kernels.
+and compared with the oracle under the verdict table's rule for the model on the
+reference backend. The first pass after which outputs disagree is the culprit; a
+disagreement before any pass points at import or kernels.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from typing import Any
 
 import numpy as np
 
+from ..inputs import random_inputs
 from ..ir import Graph
 from ..ir.passes import get_pass
-
-#: passes applied to a copy so that any intermediate graph runs on the reference backend
-EXECUTABLE = ["layout-nchw", "cancel-transposes"]
+from ..model_io import as_graph
+from .core import model_precision
+from .oracle import oracle_model, run_onnxruntime
+from .program import EXECUTABLE
+from .verdict import compare, rule_for
 
 
 @dataclass
@@ -45,18 +49,15 @@ class PassDebugResult:
 
 
 def debug_passes(model: Any, passes: Sequence[str], inputs: Mapping[str, np.ndarray] | None = None,
-                 rtol: float = 1e-4, atol: float = 1e-5, seed: int = 0,
+                 rtol: float | None = None, atol: float | None = None, seed: int = 0,
                  dims: Mapping[str, int] | None = None) -> PassDebugResult:
     """Run ``passes`` one by one on ``model``, checking outputs against onnxruntime after each."""
-    from ..check import compare, oracle_model, run_onnxruntime
-    from ..inputs import random_inputs
-    from ..model_io import as_graph
-
     infos = [get_pass(n) for n in passes]  # fail on a typo before any work
     graph = as_graph(model)
     if isinstance(model, Graph):
         graph = graph.copy()
     feeds = random_inputs(graph, seed=seed, dims=dims, given=inputs)
+    rule = rule_for(model_precision(graph), None, rtol, atol)
     expected = run_onnxruntime(oracle_model(model, graph), feeds)
     result = PassDebugResult(graph.name)
 
@@ -67,7 +68,7 @@ def debug_passes(model: Any, passes: Sequence[str], inputs: Mapping[str, np.ndar
             actual = compile_model(graph.copy(), "reference", passes=EXECUTABLE).run(feeds)
         except Exception as exc:  # a pass that breaks execution is as guilty as one that breaks numbers
             return PassStep(name, changed, len(graph), float("inf"), False, f"{type(exc).__name__}: {exc}"[:200])
-        checks = [compare(k, actual[k], v, rtol, atol) for k, v in expected.items() if k in actual]
+        checks = [compare(k, actual[k], v, rule) for k, v in expected.items() if k in actual]
         worst = max((c.max_abs_err for c in checks), default=0.0)
         ok = bool(checks) and all(c.ok for c in checks)
         return PassStep(name, changed, len(graph), worst, ok, "" if checks else "no output to compare")

@@ -1,0 +1,198 @@
+"""``check``: run a model on a backend and on onnxruntime with the same inputs and judge each output.
+
+The rule comes from the verdict table (``verdict.RULES``), chosen from the model's
+precision and the backend's storage format. When the backend returns NaN/inf that the
+oracle does not, the run is repeated with every intermediate exposed to name the node
+that produced them; ``layerwise=True`` also compares every node (``layerwise.py``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from onnx import ModelProto
+
+from ..errors import NNBridgeError
+from ..inputs import InputInfo, generate_inputs
+from ..ir import DType, Graph
+from .layerwise import LayerwiseResult, NonfiniteOrigin, layerwise
+from .oracle import oracle_model, run_onnxruntime
+from .verdict import OutputCheck, Rule, coarsest, compare, jsonable, rule_for
+
+#: graph metadata key declaring outputs that may hold NaN/inf: "*" or comma-separated names
+NONFINITE_KEY = "nnbridge.nonfinite_outputs"
+
+
+@dataclass
+class CheckResult:
+    backend: str
+    model: str
+    rule: Rule
+    precision: str                  # the model's own (coarsest) float format
+    oracle: str = "onnxruntime"
+    outputs: list[OutputCheck] = field(default_factory=list)
+    input_info: list[InputInfo] = field(default_factory=list)
+    layerwise: LayerwiseResult | None = None
+    origin: NonfiniteOrigin | None = None  # where unexpected NaN/inf first appeared
+    notes: list[str] = field(default_factory=list)  # the backend's notes on numerics
+    inputs: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    actual: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    expected: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.outputs) and all(o.ok for o in self.outputs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"backend": self.backend, "model": self.model, "oracle": self.oracle, "ok": self.ok,
+                "precision": self.precision, "rule": self.rule.to_dict(),
+                "inputs": [{k: jsonable(v) for k, v in i.to_dict().items()} for i in self.input_info],
+                "outputs": [o.to_dict() for o in self.outputs],
+                "nonfinite_origin": self.origin.to_dict() if self.origin else None,
+                "layerwise": self.layerwise.to_dict() if self.layerwise else None,
+                "notes": self.notes}
+
+
+def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarray] | None = None,
+          rtol: float | None = None, atol: float | None = None, *, seed: int = 0,
+          dims: Mapping[str, int] | None = None, passes: Sequence[str] | None = None,
+          input_ranges: Mapping[str, tuple[float, float]] | None = None, stored_inputs: bool = True,
+          nonfinite: bool | Collection[str] = False, layerwise: bool = False,
+          load_options: Mapping[str, Any] | None = None, **config: Any) -> CheckResult:
+    """Run ``model`` on ``backend`` and on onnxruntime with the same inputs and compare.
+
+    ``nonfinite``: outputs declared to carry NaN/inf (True: all) besides those the model's
+    metadata declares. A SMAUG model's inputs default to the values its params file stores
+    (``stored_inputs``). ``rtol``/``atol`` replace the table's rule. A ``.pef`` is checked
+    against the reference backend (``program.check_program``).
+    """
+    from .. import compile as compile_model
+    from ..backends import get_backend
+    from ..model_io import as_graph
+
+    if _is_program(model):
+        from .program import check_program
+
+        return check_program(model, inputs, rtol, atol, seed=seed, input_ranges=input_ranges,
+                             nonfinite=nonfinite, layerwise=layerwise)
+    graph = as_graph(model, **(load_options or {}))
+    feeds, infos = _feeds(model, graph, inputs, seed, dims, input_ranges, stored_inputs)
+    proto, expected = _oracle(model, graph, feeds)
+    chosen = get_backend(backend)
+    exe = compile_model(graph.copy(), backend=backend, passes=passes, **config)
+    actual = exe.run(feeds)
+    rule = rule_for(model_precision(graph), chosen.precision, rtol, atol)
+    allowed = declared_nonfinite(graph, nonfinite)
+    result = CheckResult(backend, graph.name, rule, _short(model_precision(graph)), input_info=infos,
+                         inputs=feeds, actual=actual, expected=expected, notes=numerics_notes(exe.report))
+    for name in exe.output_names:
+        if name in expected:
+            result.outputs.append(compare(name, actual[name], expected[name], rule, allowed(name)))
+
+    def run_exposed(exposed: Graph) -> dict[str, Any]:
+        return compile_model(exposed, backend=backend, passes=passes, **config).run(feeds)
+
+    if layerwise or _unexpected_nonfinite(result.outputs):
+        result.layerwise = run_layerwise(proto, graph, feeds, run_exposed, rule, allowed,
+                                         report=exe.report, origin_only=not layerwise)
+        result.origin = result.layerwise.origin
+        if not layerwise:
+            result.layerwise = None
+    return result
+
+
+def run_layerwise(proto: ModelProto, graph: Graph, feeds: Mapping[str, Any],
+                  run_backend: Callable[[Graph], dict[str, Any]], rule: Rule,
+                  allowed: Callable[[str], bool], report: Any = None, origin_only: bool = False) -> LayerwiseResult:
+    """``layerwise.layerwise`` with the backend's per-node notes attached."""
+    return layerwise(proto, graph, feeds, run_backend, rule, allowed, notes=node_notes(report),
+                     origin_only=origin_only)
+
+
+def model_precision(graph: Graph) -> DType:
+    """The coarsest float format among the graph's declared tensors (fp32 if none)."""
+    dtypes = {v.type.dtype for v in (*graph.inputs, *graph.outputs)}
+    dtypes |= {DType.from_numpy(a.dtype) for a in graph.initializers.values() if a.dtype.kind == "f"
+               or a.dtype.name == "bfloat16"}
+    for node in graph.walk():
+        dtypes |= {v.type.dtype for v in node.outputs if v is not None}
+    return coarsest(*dtypes)
+
+
+def declared_nonfinite(graph: Graph, extra: bool | Collection[str] = False) -> Callable[[str], bool]:
+    """Which outputs may hold NaN/inf: the model's ``nnbridge.nonfinite_outputs`` metadata plus ``extra``."""
+    text = graph.metadata.get(NONFINITE_KEY, "")
+    names = {n.strip() for n in text.split(",") if n.strip()}
+    if extra is True or "*" in names:
+        return lambda name: True
+    if extra:
+        names |= set(extra)
+    return lambda name: name in names
+
+
+def numerics_notes(report: Any) -> list[str]:
+    """What a backend's report says about how it computes nodes differently from ONNX."""
+    return [f"{node}: {text}" for node, text in node_notes(report).items()]
+
+
+#: report-row keys in which a backend explains a node's numerics
+NOTE_KEYS = ("deviation", "numerics")
+
+
+def node_notes(report: Any) -> dict[str, str]:
+    """Node name → the backend's note on how it computes that node differently (if any)."""
+    found = {}
+    for row in getattr(report, "rows", None) or []:
+        text = "; ".join(str(row[k]) for k in NOTE_KEYS if row.get(k))
+        if text and row.get("name"):
+            found[str(row["name"])] = text
+    return found
+
+
+def _unexpected_nonfinite(outputs: list[OutputCheck]) -> bool:
+    return any(not o.ok and o.nonfinite_actual for o in outputs)
+
+
+def _is_program(model: Any) -> bool:
+    return isinstance(model, (str, os.PathLike)) and os.fspath(model).lower().endswith(".pef")
+
+
+def _short(dtype: DType) -> str:
+    return {DType.FLOAT16: "fp16", DType.BFLOAT16: "bf16"}.get(dtype, "fp32")
+
+
+def _feeds(model: Any, graph: Graph, given: Mapping[str, np.ndarray] | None, seed: int,
+           dims: Mapping[str, int] | None, ranges: Mapping[str, tuple[float, float]] | None,
+           stored: bool) -> tuple[dict[str, np.ndarray], list[InputInfo]]:
+    """Given inputs, then (for SMAUG files) the params file's stored inputs, then generated ones."""
+    given = dict(given or {})
+    sources = dict.fromkeys(given, "given")
+    if stored and isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith("_topo.pbtxt"):
+        from ..converters.smaug import load_inputs, model_paths
+
+        params = model_paths(model)[1]
+        declared = {v.name: v.type.dtype for v in graph.inputs}
+        for name, value in load_inputs(model, graph).items():
+            if name not in given and name not in (ranges or {}):
+                dtype = declared.get(name)
+                given[name] = value.astype(dtype.numpy) if dtype is not None and dtype.is_float else value
+                sources[name] = f"stored in {params.name}"
+    return generate_inputs(graph, seed, dims, given, ranges, sources)
+
+
+def _oracle(model: Any, graph: Graph, feeds: Mapping[str, np.ndarray]) -> tuple[ModelProto, dict[str, np.ndarray]]:
+    """The model onnxruntime runs and its outputs."""
+    proto = oracle_model(model, graph)
+    try:
+        return proto, run_onnxruntime(proto, feeds)
+    except NNBridgeError:
+        # onnxruntime dropped kernels of very old opsets: give it the model as imported
+        # (upgraded to the IR opset) instead, which computes the same function.
+        from ..converters.onnx import graph_to_model
+
+        proto = graph_to_model(graph)
+        return proto, run_onnxruntime(proto, feeds)

@@ -1,0 +1,222 @@
+"""Layer-by-layer comparison: every intermediate exposed on both sides, in the model's order.
+
+The oracle's model gets every node output as a graph output (``oracle.expose``); the
+backend compiles a copy of the IR graph whose outputs include the same values (its
+public API: a graph output is always computed and returned). Each node's outputs are
+compared under the run's rule. Two findings come out of it:
+
+* ``first_divergent`` — the first node whose output leaves tolerance. Rounding errors
+  compound through a deep network, so on fp16/bf16 this can be a node that is itself
+  fine; hence
+* ``culprit`` — the first node whose *own* error leaves tolerance: the node is re-run
+  alone on onnxruntime from the backend's inputs, which removes everything upstream.
+
+``origin`` names the first node whose backend output holds NaN/inf, with the value
+range that caused it (overflow when the exact values exceed the format's range).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+from onnx import ModelProto, NodeProto, numpy_helper
+
+from ..errors import NNBridgeError
+from ..ir import DType, Graph
+from .oracle import expose, node_model, run_onnxruntime
+from .verdict import OutputCheck, Rule, compare, jsonable
+
+
+@dataclass
+class NodeCheck:
+    """One node of the oracle's model: its outputs compared end to end and on their own."""
+
+    name: str
+    op: str
+    input_shapes: list[list[int] | None]
+    outputs: list[OutputCheck] = field(default_factory=list)
+    local: list[OutputCheck] = field(default_factory=list)  # re-run alone from the backend's inputs
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return all(o.ok for o in self.outputs)
+
+    @property
+    def local_ok(self) -> bool:
+        return all(o.ok for o in self.local)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "op": self.op, "input_shapes": self.input_shapes, "ok": self.ok,
+                "outputs": [o.to_dict() for o in self.outputs], "local_ok": self.local_ok if self.local else None,
+                "local": [o.to_dict() for o in self.local], "note": self.note}
+
+
+@dataclass
+class NonfiniteOrigin:
+    """The first node whose backend output holds NaN/inf, and why."""
+
+    node: str
+    op: str
+    output: str
+    count: int
+    size: int
+    oracle_nonfinite: int          # NaN/inf the oracle has in the same output
+    exact_min: float | None        # the oracle's finite values there: what should have been stored
+    exact_max: float | None
+    input_ranges: dict[str, list[float] | None]  # the backend's inputs of that node
+    format_max: float
+
+    @property
+    def overflow(self) -> bool:
+        top = max(abs(self.exact_min or 0.0), abs(self.exact_max or 0.0))
+        return top > self.format_max
+
+    def describe(self) -> str:
+        what = (f"first NaN/inf at node '{self.node}' ({self.op}): {self.count} of {self.size} elements "
+                f"of '{self.output}'")
+        if self.overflow:
+            return (f"{what}; its exact values span [{self.exact_min:.4g}, {self.exact_max:.4g}], beyond the "
+                    f"format's largest finite {self.format_max:.6g} (overflow)")
+        if self.oracle_nonfinite:
+            return f"{what}; onnxruntime has {self.oracle_nonfinite} there too: the model itself produces them"
+        spans = ", ".join(f"{k} [{v[0]:.4g}, {v[1]:.4g}]" for k, v in self.input_ranges.items() if v)
+        return f"{what}; onnxruntime's values there are finite; inputs span {spans or 'n/a'}"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {k: jsonable(v) for k, v in self.__dict__.items()}
+        data.update(overflow=self.overflow, text=self.describe())
+        return data
+
+
+@dataclass
+class LayerwiseResult:
+    nodes: list[NodeCheck] = field(default_factory=list)
+    origin: NonfiniteOrigin | None = None
+    unexposed: list[str] = field(default_factory=list)  # oracle values the backend did not return
+
+    @property
+    def first_divergent(self) -> NodeCheck | None:
+        return next((n for n in self.nodes if n.outputs and not n.ok), None)
+
+    @property
+    def culprit(self) -> NodeCheck | None:
+        return next((n for n in self.nodes if n.local and not n.local_ok), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        first, culprit = self.first_divergent, self.culprit
+        return {"first_divergent": first.name if first else None, "culprit": culprit.name if culprit else None,
+                "origin": self.origin.to_dict() if self.origin else None, "unexposed": self.unexposed,
+                "nodes": [n.to_dict() for n in self.nodes]}
+
+
+#: runs the backend on a graph whose outputs include the named intermediates
+BackendRun = Callable[[Graph], dict[str, Any]]
+
+
+def layerwise(proto: ModelProto, graph: Graph, feeds: Mapping[str, Any], run_backend: BackendRun, rule: Rule,
+              nonfinite_ok: Callable[[str], bool] = lambda name: False, local: bool = True,
+              notes: Mapping[str, str] | None = None, origin_only: bool = False) -> LayerwiseResult:
+    """Compare every node output of ``proto`` with the backend's, in the model's order.
+
+    ``origin_only``: just find where NaN/inf first appear (no comparisons)."""
+    nodes = list(proto.graph.node)
+    # values something reads (or the model returns): an unread output (an inference-mode
+    # Dropout mask) cannot change the result, and its type may differ between opsets
+    read = {i for n in nodes for i in n.input} | {o.name for o in proto.graph.output}
+    wanted = [o for n in nodes for o in n.output if o and o in read]
+    values = {v.name: v for n in graph.nodes for v in n.outputs if v is not None}
+    exposed = graph.copy()
+    present = {v.name for v in exposed.outputs}
+    copy_values = {v.name: v for n in exposed.nodes for v in n.outputs if v is not None}
+    for name in wanted:
+        if name in values and name not in present:
+            exposed.outputs.append(copy_values[name])
+            present.add(name)
+    expected = run_onnxruntime(expose(proto, wanted), feeds)
+    actual = run_backend(exposed)
+    weights = {t.name: t for t in proto.graph.initializer}
+    result = LayerwiseResult(unexposed=[n for n in wanted if n in expected and n not in actual])
+    known: dict[str, Any] = {**feeds, **expected}
+    produced = {**feeds, **actual}
+    for node in nodes:
+        outs = [o for o in node.output if o and o in expected and o in actual]
+        if not outs:
+            continue
+        if result.origin is None:
+            result.origin = _origin(node, outs, produced, expected, rule)
+        if origin_only:
+            if result.origin is not None:
+                break
+            continue
+        row = NodeCheck(node.name or outs[0], node.op_type,
+                        [_shape(n, known, weights) for n in node.input], note=(notes or {}).get(node.name, ""))
+        row.outputs = [compare(o, actual[o], expected[o], rule, nonfinite_ok(o), same_dtype=False) for o in outs]
+        if local:
+            row.local = _local(proto, node, outs, feeds, actual, expected, rule, nonfinite_ok, weights)
+        result.nodes.append(row)
+    return result
+
+
+def _local(proto: ModelProto, node: NodeProto, outs: list[str], feeds, actual, expected, rule: Rule,
+           nonfinite_ok, weights) -> list[OutputCheck]:
+    """The node's own error: its backend outputs against onnxruntime run on the backend's inputs.
+
+    Float weights are given rounded to the rule's format, as the backend stores them: what
+    remains is the node's arithmetic (a scaled weight still shows in full)."""
+    inputs = {}
+    for name in node.input:
+        if not name:
+            continue
+        for source in (actual, feeds, expected):
+            if name in source:
+                inputs[name] = np.asarray(source[name])
+                break
+        else:
+            if name in weights and rule.format is not DType.FLOAT32:
+                array = numpy_helper.to_array(weights[name])
+                if array.dtype.kind == "f":
+                    inputs[name] = array.astype(rule.format.numpy).astype(array.dtype)
+    single = node_model(proto, node, inputs)
+    if single is None:
+        return []
+    try:
+        own = run_onnxruntime(single, inputs)
+    except NNBridgeError:
+        return []  # e.g. a function-typed or opset-mismatched node: only the end-to-end row is shown
+    local = rule.for_node()
+    return [compare(o, actual[o], own[o], local, nonfinite_ok(o), same_dtype=False) for o in outs if o in own]
+
+
+def _origin(node: NodeProto, outs: list[str], actual, expected, rule: Rule) -> NonfiniteOrigin | None:
+    for name in outs:
+        a = np.asarray(actual[name])
+        if a.dtype.kind != "f" or np.isfinite(a).all():
+            continue
+        e = np.asarray(expected[name]).astype(np.float64)
+        finite = e[np.isfinite(e)]
+        ranges = {}
+        for i in node.input:
+            v = np.asarray(actual[i]) if i in actual else None
+            ranges[i] = ([float(np.min(v)), float(np.max(v))] if v is not None and v.size and v.dtype.kind == "f"
+                         else None)
+        return NonfiniteOrigin(node.name or name, node.op_type, name, int(np.count_nonzero(~np.isfinite(a))),
+                               int(a.size), int(np.count_nonzero(~np.isfinite(e))),
+                               float(finite.min()) if finite.size else None,
+                               float(finite.max()) if finite.size else None, ranges,
+                               float(ml_dtypes.finfo(rule.format.numpy).max))
+    return None
+
+
+def _shape(name: str, known: Mapping[str, Any], weights) -> list[int] | None:
+    if not name:
+        return None
+    if name in known:
+        return list(np.shape(known[name]))
+    if name in weights:
+        return list(weights[name].dims)
+    return None

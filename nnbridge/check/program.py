@@ -1,0 +1,62 @@
+"""SambaFlow's ``test`` for a compiled program: the ``.pef`` against the reference backend.
+
+The program runs as stored (its placement, its graph) on inputs of the shape it was
+compiled for — symbolic leading dims take the compiled batch size. The reference backend
+runs the program's own graph, so the comparison isolates the RDU's bf16 numerics from
+everything that happened before compilation (import, passes), which ``check model.onnx
+--backend rdu`` covers against onnxruntime. The verdict rule is the same table row.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..inputs import generate_inputs
+from .core import CheckResult, _short, declared_nonfinite, model_precision, numerics_notes
+from .verdict import compare, rule_for
+
+#: what makes any graph executable on the reference backend (its own layout, transposes cancelled)
+EXECUTABLE = ["layout-nchw", "cancel-transposes"]
+
+
+def check_program(path: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = None,
+                  rtol: float | None = None, atol: float | None = None, *, seed: int = 0,
+                  input_ranges: Mapping[str, tuple[float, float]] | None = None,
+                  nonfinite: bool | Collection[str] = False, layerwise: bool = False) -> CheckResult:
+    """Run the program in ``path`` and the reference backend on its graph; compare the outputs."""
+    from .. import compile as compile_model
+    from ..backends import get_backend
+    from ..backends.rdu import load_pef
+    from ..errors import InputError
+
+    if layerwise:
+        raise InputError(f"{os.fspath(path)}: --layerwise needs the model, not a compiled program "
+                         "(a program returns only its outputs); run it on the model with --backend rdu")
+    program = load_pef(path)
+    graph = program.graph
+    batch = program.options.batch_size
+    dims = {v.type.shape[0]: batch for v in graph.inputs if v.type.shape and isinstance(v.type.shape[0], str)}
+    feeds, infos = generate_inputs(graph, seed, dims, inputs, input_ranges)
+    actual = program.run(feeds)
+    expected = compile_model(graph.copy(), backend="reference", passes=EXECUTABLE).run(feeds)
+    rule = rule_for(model_precision(graph), get_backend("rdu").precision, rtol, atol)
+    allowed = declared_nonfinite(graph, nonfinite)
+    result = CheckResult("rdu (program)", graph.name, rule, _short(model_precision(graph)), oracle="reference",
+                         input_info=infos, inputs=feeds, actual=actual, expected=expected,
+                         notes=[f"compiled for batch {batch}: {_batch_note(graph, batch)}",
+                                *numerics_notes(program.report)])
+    for name in program.output_names:
+        result.outputs.append(compare(name, actual[name], expected[name], rule, allowed(name)))
+    return result
+
+
+def _batch_note(graph: Any, batch: int) -> str:
+    leading = {v.type.shape[0] for v in graph.inputs if v.type.shape}
+    if leading == {batch} or all(isinstance(d, str) for d in leading):
+        return f"ran {batch} sample(s)"
+    return f"its graph takes leading dim(s) {sorted(map(str, leading))} per call; ran that"
+

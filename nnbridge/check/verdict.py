@@ -1,0 +1,252 @@
+"""The verdict table and the metrics of one compared output (docs/check.md).
+
+An element agrees when its error is within a bound counted in the number format
+that limits the comparison — the coarser of the model's precision and the
+backend's storage format:
+
+    |a − r|  ≤  ulps · ulp_F(r)  +  scale · ε_F · max|r|
+
+``ulp_F(r)`` is the spacing of format F at the reference value (so a one-ulp
+difference always agrees), ``ε_F`` is F's machine epsilon and ``max|r|`` is the
+output's scale (elements near zero inherit rounding errors of the larger terms
+they cancel, so they are judged against the scale, never against themselves).
+NaN and ±inf agree only at the same positions on both sides *and* when the model
+declares that the output may carry them. One row per format; ``RULES`` is the
+table that docs/check.md prints.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from ..ir import DType
+
+#: float formats ordered from finest to coarsest (the comparison uses the coarsest involved)
+_BY_PRECISION = (DType.FLOAT64, DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16)
+_FORMAT_NAMES = {DType.FLOAT32: "fp32", DType.FLOAT16: "fp16", DType.BFLOAT16: "bf16"}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the verdict table: the elementwise bound of a number format."""
+
+    name: str
+    format: DType
+    ulps: float = 0.0        # multiples of ulp_F(|ref|)
+    scale: float = 0.0       # multiples of eps_F · max|ref|, for a model's outputs
+    node_scale: float = 0.0  # the same for one node re-run alone (``check --layerwise``)
+    rtol: float = 0.0        # user override: multiples of |ref|
+    atol: float = 0.0        # user override: absolute
+
+    @property
+    def eps(self) -> float:
+        return float(ml_dtypes.finfo(self.format.numpy).eps)
+
+    def for_node(self) -> Rule:
+        """The bound for one node's own error: it rounds once instead of compounding through depth."""
+        if not self.node_scale:
+            return self
+        return replace(self, name=f"{self.name} (one node)", scale=self.node_scale, node_scale=0.0)
+
+    def bound(self, ref: np.ndarray, scale: float) -> np.ndarray:
+        """The largest |actual − ref| that agrees, per element."""
+        bound = self.scale * self.eps * scale + self.atol + self.rtol * np.abs(ref)
+        if self.ulps:
+            bound = bound + self.ulps * ulp(ref, self.format)
+        return bound
+
+    def describe(self) -> str:
+        terms = []
+        if self.ulps:
+            terms.append(f"{self.ulps:g} ulp({_FORMAT_NAMES[self.format]})")
+        if self.scale:
+            terms.append(f"{self.scale:g}·eps·max|ref|")
+        if self.rtol:
+            terms.append(f"{self.rtol:g}·|ref|")
+        if self.atol:
+            terms.append(f"{self.atol:g}")
+        return f"{self.name}: |a−ref| ≤ " + " + ".join(terms or ["0"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "format": _FORMAT_NAMES[self.format], "text": self.describe()}
+
+
+#: the verdict table (docs/check.md gives the measurements behind each figure). A model's
+#: outputs carry roundings compounded over its depth; a node re-run alone from the backend's
+#: inputs rounds once, so its bound is tighter, and a 5 % fault in one node stays above it
+#: (bf16: 2 ulps + 2 eps·max|ref| is at most 4 eps = 3.1 % at the largest elements).
+RULES: dict[str, Rule] = {
+    "fp32": Rule("fp32", DType.FLOAT32, ulps=64, scale=512, node_scale=256),
+    "fp16": Rule("fp16", DType.FLOAT16, ulps=2, scale=8, node_scale=4),
+    "bf16": Rule("bf16", DType.BFLOAT16, ulps=2, scale=4, node_scale=2),
+}
+
+
+def coarsest(*dtypes: DType | None) -> DType:
+    """The least precise of the float formats given (fp64 counts as fp32: no finer row)."""
+    found = [d for d in dtypes if d in _BY_PRECISION]
+    worst = max(found, key=_BY_PRECISION.index, default=DType.FLOAT32)
+    return DType.FLOAT32 if worst is DType.FLOAT64 else worst
+
+
+def rule_for(model_precision: DType | None, backend_precision: DType | None,
+             rtol: float | None = None, atol: float | None = None) -> Rule:
+    """The table row for a model on a backend; ``rtol``/``atol`` replace it by a custom bound."""
+    fmt = coarsest(model_precision, backend_precision)
+    if rtol is not None or atol is not None:
+        return Rule("custom", fmt, rtol=rtol or 0.0, atol=atol or 0.0)
+    return RULES[_FORMAT_NAMES[fmt]]
+
+
+def ulp(x: np.ndarray, fmt: DType) -> np.ndarray:
+    """The spacing of format ``fmt`` at |x| (subnormal spacing below the smallest normal)."""
+    info = ml_dtypes.finfo(fmt.numpy)
+    mag = np.abs(np.asarray(x, np.float64))
+    _, exp = np.frexp(mag)  # mag = m·2^exp with m in [0.5, 1)
+    exp = np.where(mag == 0, info.minexp, np.maximum(exp - 1, info.minexp))
+    return np.ldexp(1.0, exp - info.nmant)
+
+
+@dataclass
+class OutputCheck:
+    """One output compared with the oracle under one rule."""
+
+    name: str
+    shape: list[int]
+    dtype: str
+    rule: str
+    ok: bool
+    size: int = 0
+    max_abs_err: float = 0.0
+    scale: float = 0.0            # max |ref| over finite elements
+    err_vs_scale: float = 0.0     # max_abs_err / scale
+    outside: int = 0              # elements that break the bound (non-finite ones included)
+    outside_frac: float = 0.0
+    ulp_err: float | None = None  # max_abs_err in ulps of the rule's format at the scale (fp16/bf16)
+    sqnr_db: float | None = None  # 10·log10(Σref² / Σ(a−ref)²) (fp16/bf16)
+    nonfinite_expected: int = 0
+    nonfinite_actual: int = 0
+    nonfinite_matched: int = 0    # NaN/±inf at the same positions with the same value
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: jsonable(v) for k, v in asdict(self).items()}
+
+
+def jsonable(value: Any) -> Any:
+    """Floats for JSON: non-finite ones as the strings "inf", "-inf", "nan"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def compare(name: str, actual: Any, expected: Any, rule: Rule, nonfinite_ok: bool = False,
+            same_dtype: bool = True) -> OutputCheck:
+    """Compare one output; ``nonfinite_ok`` when the model declares it may hold NaN/inf.
+
+    ``same_dtype=False`` compares values only (intermediates: the IR's opset may type an
+    output differently from the model's own, e.g. Dropout-7's float mask is bool today)."""
+    a, e = np.asarray(actual), np.asarray(expected)
+    shape = list(e.shape)
+    base = OutputCheck(name, shape, str(e.dtype), rule.name, False, int(e.size))
+    if a.shape != e.shape:
+        base.note = f"shape {list(a.shape)} != expected {shape}"
+        base.max_abs_err = base.err_vs_scale = math.inf
+        base.outside, base.outside_frac = base.size, 1.0
+        return base
+    if e.dtype.kind in "OUSbc" or a.dtype.kind in "OUSbc" or (e.dtype.kind in "iu" and a.dtype.kind in "iu"):
+        if not same_dtype and e.dtype.kind in "iufb" and a.dtype.kind in "iufb":
+            a = a.astype(e.dtype)
+        return _compare_exact(base, a, e, same_dtype)
+    wide = np.float64 if np.float64 in (a.dtype, e.dtype) else np.float32  # fp32 differences are exact enough
+    af, ef = a.astype(wide, copy=False), e.astype(wide, copy=False)
+    fa, fe = np.isfinite(af), np.isfinite(ef)
+    both = fa & fe
+    if both.all():
+        with np.errstate(over="ignore"):  # fp32 values near the top of the range
+            ref, diff = ef, np.abs(af - ef)
+        same_special = mismatched = np.zeros(0, bool)
+    else:
+        with np.errstate(invalid="ignore", over="ignore"):
+            same_special = ~fa & ~fe & ((np.isnan(af) & np.isnan(ef)) | (af == ef))
+            diff = np.where(both, np.abs(af - ef), 0)
+        mismatched = ~both & ~same_special
+        ref = np.where(both, ef, 0)
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    base.scale = scale
+    base.nonfinite_expected = int(ef.size - np.count_nonzero(fe))
+    base.nonfinite_actual = int(af.size - np.count_nonzero(fa))
+    base.nonfinite_matched = int(np.count_nonzero(same_special))
+    base.outside = _count_outside(diff, ref, scale, rule) + int(np.count_nonzero(mismatched))
+    if base.nonfinite_matched and not nonfinite_ok:
+        base.outside += base.nonfinite_matched
+    base.outside_frac = base.outside / base.size if base.size else 0.0
+    base.max_abs_err = math.inf if mismatched.any() else float(np.max(diff, initial=0.0))
+    base.err_vs_scale = base.max_abs_err / scale if scale else (0.0 if base.max_abs_err == 0 else math.inf)
+    if rule.format is not DType.FLOAT32:
+        base.ulp_err = base.max_abs_err / float(ulp(np.float64(scale), rule.format))
+        base.sqnr_db = _sqnr_db(ref, diff, scale)
+    notes = []
+    if a.dtype != e.dtype:
+        notes.append(f"dtype {a.dtype} != expected {e.dtype}")
+    if base.nonfinite_matched and not nonfinite_ok:
+        notes.append(f"NaN/inf at the same {base.nonfinite_matched} position(s) on both sides, and the model "
+                     "does not declare non-finite outputs")
+    if mismatched.size:
+        only_actual = int(np.count_nonzero(~fa & fe))
+        only_expected = int(np.count_nonzero(fa & ~fe))
+        differing_special = int(np.count_nonzero(~fa & ~fe & ~same_special))
+        if only_actual:
+            notes.append(f"{only_actual} NaN/inf where the oracle is finite")
+        if only_expected:
+            notes.append(f"{only_expected} finite where the oracle has NaN/inf")
+        if differing_special:
+            notes.append(f"{differing_special} NaN/inf of another kind than the oracle's")
+    base.note = "; ".join(notes)
+    base.ok = base.outside == 0 and (a.dtype == e.dtype or not same_dtype)
+    return base
+
+
+def _count_outside(diff: np.ndarray, ref: np.ndarray, scale: float, rule: Rule) -> int:
+    """Elements whose error breaks the rule; the ulp term is evaluated only where the rest does not suffice."""
+    cheap = rule.scale * rule.eps * scale + rule.atol
+    over = diff > (cheap + rule.rtol * np.abs(ref) if rule.rtol else cheap)
+    if not rule.ulps or not over.any():
+        return int(np.count_nonzero(over))
+    d, r = diff[over].astype(np.float64), ref[over]
+    return int(np.count_nonzero(d > rule.bound(r, scale)))
+
+
+def _sqnr_db(ref: np.ndarray, diff: np.ndarray, scale: float) -> float:
+    """Signal-to-quantisation-noise ratio in dB (sums of squares taken relative to the scale)."""
+    if not scale:
+        return math.inf if not diff.any() else -math.inf
+    noise = float(np.sum(np.square(diff / scale), dtype=np.float64))
+    signal = float(np.sum(np.square(ref / scale), dtype=np.float64))
+    return math.inf if noise == 0 else 10 * math.log10(signal / noise)
+
+
+def _compare_exact(base: OutputCheck, a: np.ndarray, e: np.ndarray, same_dtype: bool = True) -> OutputCheck:
+    """Integers, booleans, strings (and complex numbers): every element must be equal."""
+    base.rule = "exact"
+    if e.dtype.kind in "OUS" or a.dtype.kind in "OUS":
+        differ = a.astype(str) != e.astype(str)
+    else:
+        differ = a != e
+        if a.size and e.dtype.kind in "iub" and a.dtype.kind in "iub":
+            wide_a, wide_e = a.astype(np.float64), e.astype(np.float64)
+            base.max_abs_err = float(np.max(np.abs(wide_a - wide_e)))
+            base.scale = float(np.max(np.abs(wide_e)))
+            base.err_vs_scale = base.max_abs_err / base.scale if base.scale else float(base.max_abs_err > 0)
+    base.outside = int(np.count_nonzero(differ))
+    base.outside_frac = base.outside / base.size if base.size else 0.0
+    same_type = a.dtype == e.dtype or (a.dtype.kind in "OUS" and e.dtype.kind in "OUS") or not same_dtype
+    if not same_type:
+        base.note = f"dtype {a.dtype} != expected {e.dtype}"
+    base.ok = base.outside == 0 and same_type
+    return base

@@ -1,0 +1,47 @@
+"""SambaFlow's ``test``: ``nnbridge check model.pef`` against the reference backend."""
+
+from __future__ import annotations
+
+import json
+
+import onnx
+from models import large_outputs
+
+
+def test_a_compiled_light_squeezenet_agrees_like_its_model_on_rdu(cli, tmp_path, onnx_data):
+    model = onnx_data / "light" / "light_squeezenet.onnx"
+    pef = tmp_path / "squeezenet.pef"
+    assert cli("compile", model, "--batch-size", "4", "-o", pef)[0] == 0
+    code, text = cli("check", pef, "--json")
+    program = json.loads(text)
+    code_model, text_model = cli("check", model, "--backend", "rdu", "--json")
+    on_model = json.loads(text_model)
+    assert code == code_model == 0 and program["ok"] is on_model["ok"] is True
+    assert program["oracle"] == "reference" and program["backend"] == "rdu (program)"
+    assert program["rule"]["name"] == on_model["rule"]["name"] == "bf16"
+    assert any("compiled for batch 4" in n for n in program["notes"])
+    (out,) = program["outputs"]
+    assert out["name"] == "softmaxout_1" and out["shape"][1:] == [1000, 1, 1] and out["outside"] == 0
+    assert out["shape"][0] == program["inputs"][0]["shape"][0]  # the batch the program runs
+    code, text = cli("check", pef)
+    assert code == 0 and "rdu (program) vs reference" in text
+
+
+def test_the_program_comparison_is_real(cli, tmp_path):
+    """bf16 rounding of ≈ 300-sized outputs shows up against a tight user rule."""
+    path, pef = tmp_path / "boxes.onnx", tmp_path / "boxes.pef"
+    onnx.save(large_outputs(), path)
+    assert cli("compile", path, "-o", pef)[0] == 0
+    assert cli("check", pef)[0] == 0
+    code, text = cli("check", pef, "--rtol", "1e-6", "--json")
+    assert code == 1 and json.loads(text)["outputs"][0]["max_abs_err"] > 0.1
+
+
+def test_a_program_runs_on_rdu_only(cli, tmp_path):
+    path, pef = tmp_path / "boxes.onnx", tmp_path / "boxes.pef"
+    onnx.save(large_outputs(), path)
+    assert cli("compile", path, "-o", pef)[0] == 0
+    code, text = cli("check", pef, "--backend", "smv")
+    assert code != 0 and "compiled RDU program" in text and "Traceback" not in text
+    code, text = cli("check", pef, "--layerwise")
+    assert code != 0 and "--layerwise needs the model" in text

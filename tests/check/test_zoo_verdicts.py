@@ -1,0 +1,64 @@
+"""On onnx's light models and SMAUG's files, every backend's verdict is the one docs/check.md documents."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import ONNX_DATA, REPO, SHARED_DATA
+
+import nnbridge
+from nnbridge.check import RULES
+
+#: model x backend runs over ~5 s each (all-inf fp16 activations of untrained weights, big convs)
+SLOW = {("light_vgg19", "smv"), ("light_bvlc_alexnet", "smv"), ("light_zfnet512", "smv"),
+        ("light_resnet50", "smv"), ("light_vgg19", "rdu"), ("light_densenet121", "rdu"),
+        ("light_inception_v2", "rdu")}
+
+
+def documented() -> dict[tuple[str, str], str]:
+    """(model, backend) → verdict, from the 'Verdicts on the zoo' table of docs/check.md."""
+    text = (REPO / "docs" / "check.md").read_text()
+    section = text.split("## Verdicts on the zoo", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    header = [c.strip() for c in rows[0].strip("|").split("|")]
+    table = {}
+    for line in rows[1:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        for backend, verdict in zip(header[1:], cells[1:]):
+            table[(cells[0], backend)] = verdict
+    return table
+
+
+def model_path(name: str) -> Path:
+    return SHARED_DATA / name if name.startswith("smaug/") else ONNX_DATA / "light" / f"{name}.onnx"
+
+
+CASES = [pytest.param(model, backend, verdict, id=f"{model}-{backend}",
+                      marks=[pytest.mark.slow] if (model, backend) in SLOW else [])
+         for (model, backend), verdict in documented().items()]
+
+
+def test_the_table_covers_every_light_model_and_smaug_file_on_every_backend():
+    models = {m for m, _ in documented()}
+    light = {p.stem for p in (ONNX_DATA / "light").glob("*.onnx")}
+    smaug = {f"smaug/{p.relative_to(SHARED_DATA / 'smaug')}" for p in (SHARED_DATA / "smaug").glob("*/*_topo.pbtxt")}
+    assert models == light | smaug
+    assert {b for _, b in documented()} == {"reference", "smv", "rdu"}
+
+
+@pytest.mark.parametrize("model, backend, verdict", CASES)
+def test_verdict_matches_the_documented_table(model, backend, verdict):
+    path = model_path(model)
+    result = nnbridge.check(str(path), backend=backend)
+    graph_precision = result.precision
+    expected_row = {"smv": "fp16", "rdu": "bf16"}.get(backend, graph_precision)
+    assert result.rule == RULES[expected_row]
+    if verdict == "agree":
+        assert result.ok, [(o.name, o.err_vs_scale, o.outside, o.note) for o in result.outputs]
+        assert result.origin is None
+    else:
+        node = re.fullmatch(r"overflow at (\S+)", verdict).group(1)
+        assert not result.ok
+        assert result.origin is not None and result.origin.node == node and result.origin.overflow
