@@ -97,7 +97,7 @@ class NonfiniteOrigin:
 class LayerwiseResult:
     nodes: list[NodeCheck] = field(default_factory=list)
     origin: NonfiniteOrigin | None = None
-    unexposed: list[str] = field(default_factory=list)  # oracle values the backend did not return
+    unexposed: list[str] = field(default_factory=list)  # computed values the backend did not return
 
     @property
     def first_divergent(self) -> NodeCheck | None:
@@ -140,7 +140,9 @@ def layerwise(proto: ModelProto, graph: Graph, feeds: Mapping[str, Any], run_bac
     expected = run_onnxruntime(expose(proto, wanted), feeds)
     actual = run_backend(exposed)
     weights = {t.name: t for t in proto.graph.initializer}
-    result = LayerwiseResult(unexposed=[n for n in wanted if n in expected and n not in actual])
+    constants = set(graph.initializers)  # e.g. Constant nodes, folded on import: nothing to compute
+    result = LayerwiseResult(unexposed=[n for n in wanted if n in expected and n not in actual
+                                        and n not in constants])
     known: dict[str, Any] = {**feeds, **expected}
     produced = {**feeds, **actual}
     for node in nodes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -67,3 +68,11 @@ def test_verdict_matches_the_documented_table(model, backend, verdict):
         node = re.fullmatch(r"overflow at (\S+)", verdict).group(1)
         assert not result.ok
         assert result.origin is not None and result.origin.node == node and result.origin.overflow
+
+
+def test_smaugs_vgg_smv_file_agrees_on_the_default_check(cli):
+    """The fp16 file used to fail an fp32 tolerance: outputs ≈ 25 000 differ by one fp16 ulp (16)."""
+    code, text = cli("check", SHARED_DATA / "smaug" / "cifar10-vgg" / "vgg_smv_topo.pbtxt", "--json")
+    assert code == 0
+    (out,) = json.loads(text)["outputs"]
+    assert out["rule"] == "fp16" and out["max_abs_err"] == 16 and out["ulp_err"] == 1

@@ -38,7 +38,7 @@ def register(sub) -> None:
 def run(args) -> int:
     import nnbridge
 
-    from ...inputs import random_inputs
+    from ...inputs import npy_name, random_inputs
     from ...report import Report
     from .. import console
 
@@ -63,8 +63,7 @@ def run(args) -> int:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         for name, value in outputs.items():
-            safe = name.replace("/", "_").replace("\\", "_").lstrip(".") or "output"
-            np.save(out / f"{safe}.npy", np.asarray(value), allow_pickle=False)
+            np.save(out / npy_name(name), np.asarray(value), allow_pickle=False)
         console.print(f"outputs written to {out}/")
     if args.profile and isinstance(exe.report, Report):
         console.print(exe.report.to_table())
