@@ -19,7 +19,8 @@ from onnx import ModelProto
 from ..errors import NNBridgeError
 from ..inputs import InputInfo, generate_inputs
 from ..ir import DType, Graph
-from .layerwise import LayerwiseResult, NonfiniteOrigin, layerwise
+from .layerwise import LayerwiseResult, NonfiniteOrigin
+from .layerwise import layerwise as run_layerwise
 from .oracle import oracle_model, run_onnxruntime
 from .verdict import OutputCheck, Rule, coarsest, compare, jsonable, rule_for
 
@@ -97,20 +98,15 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
         return compile_model(exposed, backend=backend, passes=passes, **config).run(feeds)
 
     if layerwise or _unexpected_nonfinite(result.outputs):
-        result.layerwise = run_layerwise(proto, graph, feeds, run_exposed, rule, allowed,
-                                         report=exe.report, origin_only=not layerwise)
+        # NaN/inf a model declares for an output are legitimate in the nodes that make them
+        declared = any(allowed(name) for name in exe.output_names)
+        result.layerwise = run_layerwise(proto, graph, feeds, run_exposed, rule,
+                                         lambda name: declared or allowed(name), notes=node_notes(exe.report),
+                                         origin_only=not layerwise)
         result.origin = result.layerwise.origin
         if not layerwise:
             result.layerwise = None
     return result
-
-
-def run_layerwise(proto: ModelProto, graph: Graph, feeds: Mapping[str, Any],
-                  run_backend: Callable[[Graph], dict[str, Any]], rule: Rule,
-                  allowed: Callable[[str], bool], report: Any = None, origin_only: bool = False) -> LayerwiseResult:
-    """``layerwise.layerwise`` with the backend's per-node notes attached."""
-    return layerwise(proto, graph, feeds, run_backend, rule, allowed, notes=node_notes(report),
-                     origin_only=origin_only)
 
 
 def model_precision(graph: Graph) -> DType:

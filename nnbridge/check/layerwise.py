@@ -146,7 +146,8 @@ def layerwise(proto: ModelProto, graph: Graph, feeds: Mapping[str, Any], run_bac
     known: dict[str, Any] = {**feeds, **expected}
     produced = {**feeds, **actual}
     for node in nodes:
-        outs = [o for o in node.output if o and o in expected and o in actual]
+        outs = [o for o in node.output if o in expected and o in actual
+                and isinstance(expected[o], np.ndarray) and isinstance(actual[o], np.ndarray)]  # tensors only
         if not outs:
             continue
         if result.origin is None:
@@ -176,7 +177,9 @@ def _local(proto: ModelProto, node: NodeProto, outs: list[str], feeds, actual, e
             continue
         for source in (actual, feeds, expected):
             if name in source:
-                inputs[name] = np.asarray(source[name])
+                if not isinstance(source[name], np.ndarray):
+                    return []  # a sequence or optional input: only the end-to-end row is shown
+                inputs[name] = source[name]
                 break
         else:
             if name in weights and rule.format is not DType.FLOAT32:
@@ -218,7 +221,8 @@ def _shape(name: str, known: Mapping[str, Any], weights) -> list[int] | None:
     if not name:
         return None
     if name in known:
-        return list(np.shape(known[name]))
+        value = known[name]
+        return list(value.shape) if isinstance(value, np.ndarray) else None  # sequences: no one shape
     if name in weights:
         return list(weights[name].dims)
     return None

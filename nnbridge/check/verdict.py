@@ -151,6 +151,8 @@ def compare(name: str, actual: Any, expected: Any, rule: Rule, nonfinite_ok: boo
 
     ``same_dtype=False`` compares values only (intermediates: the IR's opset may type an
     output differently from the model's own, e.g. Dropout-7's float mask is bool today)."""
+    if isinstance(expected, (list, tuple)) or isinstance(actual, (list, tuple)):
+        return _compare_sequence(name, actual, expected, rule, nonfinite_ok, same_dtype)
     a, e = np.asarray(actual), np.asarray(expected)
     shape = list(e.shape)
     base = OutputCheck(name, shape, str(e.dtype), rule.name, False, int(e.size))
@@ -210,6 +212,30 @@ def compare(name: str, actual: Any, expected: Any, rule: Rule, nonfinite_ok: boo
     base.note = "; ".join(notes)
     base.ok = base.outside == 0 and (a.dtype == e.dtype or not same_dtype)
     return base
+
+
+def _compare_sequence(name: str, actual: Any, expected: Any, rule: Rule, nonfinite_ok: bool,
+                      same_dtype: bool) -> OutputCheck:
+    """A sequence output: same length, every tensor under the rule; the worst figures are reported."""
+    if not isinstance(actual, (list, tuple)) or not isinstance(expected, (list, tuple)) or len(actual) != len(expected):
+        size = len(expected) if isinstance(expected, (list, tuple)) else 1
+        return OutputCheck(name, [size], "sequence", rule.name, False, size, math.inf, 0.0, math.inf, size, 1.0,
+                           note=f"sequence of {_length(actual)} != expected sequence of {_length(expected)}")
+    parts = [compare(f"{name}[{i}]", a, e, rule, nonfinite_ok, same_dtype)
+             for i, (a, e) in enumerate(zip(actual, expected))]
+    merged = OutputCheck(name, [len(parts)], "sequence", parts[0].rule if parts else rule.name,
+                         all(p.ok for p in parts), sum(p.size for p in parts))
+    for key in ("max_abs_err", "scale", "err_vs_scale"):
+        setattr(merged, key, max((getattr(p, key) for p in parts), default=0.0))
+    for key in ("outside", "nonfinite_expected", "nonfinite_actual", "nonfinite_matched"):
+        setattr(merged, key, sum(getattr(p, key) for p in parts))
+    merged.outside_frac = merged.outside / merged.size if merged.size else 0.0
+    merged.note = "; ".join(f"{p.name}: {p.note}" for p in parts if p.note)
+    return merged
+
+
+def _length(value: Any) -> str:
+    return str(len(value)) if isinstance(value, (list, tuple)) else "a tensor"
 
 
 def _count_outside(diff: np.ndarray, ref: np.ndarray, scale: float, rule: Rule) -> int:

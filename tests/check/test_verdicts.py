@@ -25,7 +25,9 @@ def test_nan_against_nan_is_a_disagreement_unless_the_model_declares_it():
     assert out.nonfinite_matched == out.nonfinite_expected == out.nonfinite_actual == 8
     assert out.outside == 8 and "does not declare" in out.note
     assert result.origin is not None and result.origin.node == "log" and result.origin.oracle_nonfinite == 8
-    assert nnbridge.check(log_of(), inputs=x, nonfinite=["y"]).ok
+    declared = nnbridge.check(log_of(), inputs=x, nonfinite=["y"], layerwise=True)
+    assert declared.ok and declared.layerwise.culprit is None  # the Log node makes the declared NaN
+    assert nnbridge.check(log_of(), inputs=x, layerwise=True).layerwise.culprit.name == "log"
     assert nnbridge.check(log_of(metadata={"nnbridge.nonfinite_outputs": "y"}), inputs=x).ok
     assert not nnbridge.check(log_of(metadata={"nnbridge.nonfinite_outputs": "other"}), inputs=x).ok
 
@@ -109,6 +111,15 @@ def test_exact_outputs_and_shape_or_dtype_mismatches():
     assert not compare("y", np.zeros(3, np.float32), np.zeros(4, np.float32), RULES["fp32"]).ok
     assert not compare("y", np.zeros(3, np.float64), np.zeros(3, np.float32), RULES["fp32"]).ok
     assert compare("s", np.array(["a", "b"]), np.array(["a", "b"], object), RULES["fp32"]).ok
+
+
+def test_sequence_outputs_compare_every_tensor():
+    want = [np.ones(3, np.float32), np.zeros(2, np.float32)]
+    assert compare("seq", [w.copy() for w in want], want, RULES["fp32"]).ok
+    off = compare("seq", [want[0], want[1] + 1], want, RULES["fp32"])
+    assert not off.ok and off.outside == 2 and off.max_abs_err == 1.0 and "seq[1]" not in off.note
+    short = compare("seq", want[:1], want, RULES["fp32"])
+    assert not short.ok and "sequence of 1 != expected sequence of 2" in short.note
 
 
 def test_json_carries_every_metric_and_only_valid_json(cli):
