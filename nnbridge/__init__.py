@@ -47,7 +47,9 @@ def load(model: Any, **options: Any) -> Graph:
 def save(graph: Graph, path: str | os.PathLike, **options: Any) -> Any:
     """Write ``graph`` in the format that ``path``'s name asks for (.onnx, _topo.pbtxt, .prototext)."""
     from .converters import save_model
+    from .model_io import warn_if_synthetic
 
+    warn_if_synthetic(graph, path)
     return save_model(graph, path, **options)
 
 

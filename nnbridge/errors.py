@@ -33,6 +33,10 @@ class KernelError(NNBridgeError):
     """A kernel failed at run time on inputs it accepted at compile time."""
 
 
+class NNBridgeWarning(UserWarning):
+    """Something a user should know about a result that is not an error (the CLI prints it)."""
+
+
 @dataclass(frozen=True)
 class Unsupported:
     """One node that a backend or format cannot handle, and why."""

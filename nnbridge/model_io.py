@@ -23,3 +23,15 @@ def as_graph(model: Any, **load_options: Any) -> Graph:
 
         return load_model(model, **load_options)
     raise InputError(f"expected a model path, an onnx.ModelProto or an nnbridge Graph, got {type(model).__name__}")
+
+
+def warn_if_synthetic(graph: Graph, path: str | os.PathLike) -> None:
+    """Say so when what is written carries weights a loader made up (a SMAUG topology without params)."""
+    if graph.metadata.get("nnbridge.synthetic_params") == "true":
+        import warnings
+
+        from .errors import NNBridgeWarning
+
+        warnings.warn(NNBridgeWarning(
+            f"'{graph.name}' was loaded from a topology without its params file: the weights (and network "
+            f"inputs) written to {os.fspath(path)} are SMAUG's random-data recipe, not trained values"), stacklevel=3)

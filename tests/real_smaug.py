@@ -164,3 +164,15 @@ def relative_error(got: np.ndarray, expected: np.ndarray) -> float:
         return float("inf")
     scale = max(float(np.abs(expected).max(initial=0.0)), 1e-30)
     return float(np.abs(got - expected).max(initial=0.0)) / scale
+
+
+def same_fp16_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bit-identical fp16 values (any NaN equals any NaN: SMAUG does not define NaN payloads)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return False
+    if a.dtype == np.bool_ or b.dtype == np.bool_:
+        return bool(np.array_equal(a, b))
+    a16, b16 = a.astype(np.float16), b.astype(np.float16)
+    nan = np.isnan(a16) & np.isnan(b16)
+    return bool(np.all(nan | (a16.view(np.uint16) == b16.view(np.uint16))))

@@ -11,10 +11,11 @@ import argparse
 import importlib
 import pkgutil
 import sys
+import warnings
 
 from rich.console import Console
 
-from ..errors import NNBridgeError, UnsupportedOpError
+from ..errors import NNBridgeError, NNBridgeWarning, UnsupportedOpError
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -52,7 +53,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", NNBridgeWarning)
+            code = int(args.func(args) or 0)
+        for warning in caught:
+            if issubclass(warning.category, NNBridgeWarning):
+                err_console.print(f"[yellow]warning:[/] {warning.message}", soft_wrap=True, markup=True)
+            else:
+                warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+        return code
     except UnsupportedOpError as exc:  # one line per reason
         err_console.print(f"[bold red]error:[/] {exc.headline()}:", soft_wrap=True, markup=True)
         for line in exc.lines():

@@ -144,6 +144,9 @@ class Graph:
         self.values: dict[str, Value] = {}
         self.opset: dict[str, int] = {}
         self.metadata: dict[str, str] = {}
+        #: input name → the values the model file stores for that input (SMAUG keeps the network
+        #: input in its params file); default inputs of run/simulate/check, written back on save
+        self.input_values: dict[str, np.ndarray] = {}
         self.doc: str = ""
         self._names: set[str] = set() if parent is None else parent.root._names
         self._counter = itertools.count()
@@ -422,6 +425,7 @@ class Graph:
             new._names = set(self._names)
         new.opset = dict(self.opset)
         new.metadata = dict(self.metadata)
+        new.input_values = dict(self.input_values)
         new.doc = self.doc
         mapping: dict[int, Value] = {}
 

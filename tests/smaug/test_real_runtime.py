@@ -14,12 +14,12 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from real_smaug import TOLERANCE, as_onnx_layout, relative_error, run_smaug, stored_feeds
+from real_smaug import TOLERANCE, as_onnx_layout, relative_error, run_smaug, same_fp16_bits, stored_feeds
 from single_ops import MODELS
 
 import nnbridge
 import nnbridge.zoo
-from nnbridge.errors import UnsupportedOpError
+from nnbridge.errors import NNBridgeWarning, UnsupportedOpError
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 ZOO = ["mlp", "minerva", "lenet5", "cnn10", "vgg_cifar", "resnet_tiny", "lstm_small"]
@@ -45,6 +45,10 @@ def write(model: onnx.ModelProto, backend: str, folder: Path) -> Path:
     return Path(topo)
 
 
+def params_path(topo: Path) -> Path:
+    return topo.with_name(topo.name.replace("_topo.pbtxt", "_params.pb"))
+
+
 def onnxruntime_output(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return session.run(None, feeds)[0]
@@ -52,6 +56,8 @@ def onnxruntime_output(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
 
 def check_real_run(model: onnx.ModelProto, backend: str, folder: Path) -> float:
     topo = write(model, backend, folder)
+    again = nnbridge.save(nnbridge.load(topo), folder / "again" / topo.name)  # load → save loses nothing
+    assert [Path(p).read_bytes() for p in again] == [topo.read_bytes(), params_path(topo).read_bytes()]
     run = run_smaug(topo)
     assert run.ok, f"the real runtime failed ({run.status}): {run.message}"
     expected = onnxruntime_output(model, stored_feeds(topo, model))
@@ -60,7 +66,16 @@ def check_real_run(model: onnx.ModelProto, backend: str, folder: Path) -> float:
     assert not np.isnan(got.astype(np.float64)).any()
     error = relative_error(got, expected)
     assert error <= TOLERANCE[backend], f"{error:.3g} relative to the output scale"
+    if backend == "SMV":  # the simulator predicts the real runtime, and check's verdict with it
+        assert same_fp16_bits(simulate(topo, run.name), run.output)
+        assert nnbridge.check(topo, backend="smv").ok
     return error
+
+
+def simulate(topo: Path, output: str) -> np.ndarray:
+    """nnbridge's SMV backend on the SMAUG file itself (it runs the stored input by default)."""
+    graph = nnbridge.load(topo)
+    return nnbridge.run(graph, nnbridge.converters.smaug.load_inputs(topo, graph), backend="smv")[output]
 
 
 @pytest.mark.parametrize("backend", ["Reference", "SMV"])
@@ -100,6 +115,8 @@ def test_light_models_whose_activations_exceed_fp16_run_on_smv(tmp_path, name):
     run = run_smaug(topo)
     assert run.ok, run.message
     assert not np.isfinite(run.output.astype(np.float32)).all()
+    assert same_fp16_bits(simulate(topo, run.name), run.output)
+    assert not nnbridge.check(topo, backend="smv").ok
     assert largest_activation(model, stored_feeds(topo, model)) > float(np.finfo(np.float16).max)
 
 
@@ -111,3 +128,25 @@ def largest_activation(model: onnx.ModelProto, feeds: dict) -> float:
     model.graph.output.extend(v for v in floats if v.name not in known)
     return max(float(np.abs(out).max()) for out in ort.InferenceSession(
         model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds) if out.size)
+
+
+SHIPPED = ["minerva/minerva_smv_topo.pbtxt", "lenet5/lenet5_smv_topo.pbtxt", "cifar10-cnn/cnn_smv_topo.pbtxt",
+           "cifar10-vgg/vgg_smv_topo.pbtxt",
+           pytest.param("imagenet-resnet/resnet_smv_topo.pbtxt", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("rel", SHIPPED)
+def test_smv_simulator_reproduces_smaugs_own_files_bit_for_bit(smaug_dir, tmp_path, rel):
+    """SMAUG's example models: those without a params file get SMAUG's recipe weights (data
+    README §1); the real runtime and the simulator run the same stored input."""
+    source = smaug_dir / rel
+    topo = source
+    if not source.with_name(source.name.replace("_topo.pbtxt", "_params.pb")).is_file():
+        scale = 0.008 if "resnet" in rel else 0.005
+        with pytest.warns(NNBridgeWarning, match="random-data recipe"):
+            topo = Path(nnbridge.save(nnbridge.load(source, synthetic_scale=scale), tmp_path / source.name)[0])
+        assert topo.read_bytes() == source.read_bytes()
+    run = run_smaug(topo)
+    assert run.ok, run.message
+    assert same_fp16_bits(simulate(topo, run.name), run.output)
+    assert nnbridge.check(topo, backend="smv").ok

@@ -94,3 +94,79 @@ def test_save_writes_both_files_or_none(tmp_path):
     with pytest.raises(UnsupportedOpError, match="Erf"):
         save_smaug(graph, tmp_path / "bad_topo.pbtxt")
     assert list(tmp_path.iterdir()) == []
+
+
+def load_save(topo, folder) -> tuple[bytes, bytes]:
+    """``nnbridge.load`` then ``nnbridge.save`` with no help: the bytes of both files written."""
+    import nnbridge
+
+    out_topo, out_params = nnbridge.save(nnbridge.load(topo), folder / topo.name)
+    return open(out_topo, "rb").read(), open(out_params, "rb").read()
+
+
+@pytest.mark.parametrize("rel", [t for t in TOPOLOGIES if params_of(t) in PARAMS])
+def test_load_save_alone_is_byte_identical(smaug_dir, tmp_path, rel):
+    """The stored network input, Data-node order and params entries come back unchanged."""
+    source = smaug_dir / rel
+    assert load_save(source, tmp_path) == (source.read_bytes(), (smaug_dir / params_of(rel)).read_bytes())
+
+
+def test_an_edited_input_is_kept_and_run(smaug_dir, tmp_path, cli):
+    """A params file whose input was edited: load → save keeps the new values, and ``run`` on the
+    file computes what the real runtime prints for it."""
+    from real_smaug import run_smaug
+
+    import nnbridge
+    from nnbridge.converters.smaug import params as smaug_params
+
+    rel = "minerva/minerva_ref_topo.pbtxt"
+    folder = tmp_path / "edited"
+    folder.mkdir()
+    topo = folder / "minerva_ref_topo.pbtxt"
+    shutil.copy(smaug_dir / rel, topo)
+    array = tpb.TensorDataArray()
+    array.ParseFromString((smaug_dir / params_of(rel)).read_bytes())
+    entry = next(e for e in array.data_array if e.name == "data/input0")
+    new_input = np.linspace(-1, 1, 28 * 28, dtype=np.float32).reshape(1, 28, 28, 1)
+    entry.Clear()
+    smaug_params.encode("data/input0", new_input, pb.Float32, 0, entry)
+    (folder / "minerva_ref_params.pb").write_bytes(array.SerializeToString())
+    assert load_save(topo, tmp_path) == (topo.read_bytes(), (folder / "minerva_ref_params.pb").read_bytes())
+    real = run_smaug(topo).output
+    graph = nnbridge.load(topo)
+    np.testing.assert_array_equal(graph.input_values["data"], new_input)
+    ours = nnbridge.run(graph, graph.input_values)["mat_mul_3/output0"]
+    np.testing.assert_allclose(ours, real, rtol=1e-5)
+    code, text = cli("run", topo)
+    assert code == 0 and f"{float(real.reshape(-1)[0]):.6g}" in text
+
+
+def test_scoped_names_and_a_lone_data_node_round_trip(tmp_path):
+    """':' is SMAUG's scope separator: names keep it. A graph of one Data node is kept too (the
+    runtime prints that node's values)."""
+    from real_smaug import run_smaug
+
+    import nnbridge.smaug as sg
+
+    with sg.Graph(name="scoped", backend="SMV") as g:
+        x = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 8), np.float16)), g, name="in:x")
+        y = sg.nn.relu(x, name="block:relu")
+        sg.math.add(y, sg.Tensor(data_layout=sg.NC, tensor_data=np.full((1, 8), 2, np.float16)), name="block:add")
+    with sg.Graph(name="lone", backend="SMV") as lone:
+        sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.arange(8, dtype=np.float16).reshape(1, 8)), lone)
+    for graph in (g, lone):
+        topo, params = graph.write_graph(tmp_path / graph.name)
+        assert load_save(topo, tmp_path) == (topo.read_bytes(), params.read_bytes())
+    assert [n.name for n in read_topology(topo).nodes] == ["data"]
+    np.testing.assert_array_equal(run_smaug(topo).output, np.arange(8).reshape(1, 8))
+
+
+def test_writing_synthetic_weights_says_so(smaug_dir, tmp_path, cli):
+    import nnbridge
+    from nnbridge.errors import NNBridgeWarning
+
+    source = smaug_dir / "cifar10-cnn/cnn_smv_topo.pbtxt"
+    with pytest.warns(NNBridgeWarning, match="random-data recipe"):
+        nnbridge.save(nnbridge.load(source), tmp_path / "a" / source.name)
+    code, text = cli("convert", source, tmp_path / "cnn.onnx")
+    assert code == 0 and "warning:" in text and "without its params file" in text

@@ -121,7 +121,7 @@ class SmvExecutable(Executable):
             self._host_consts = {name: host(np.asarray(a)) for name, a in self.flat.consts.items()}
         consts = self._host_consts
         layouts = {name: t.layout for name, t in self.flat.types.items()}
-        sim = Simulator(consts, layouts)
+        sim = Simulator(consts, layouts, self.flat.consts)
         env: dict[str, Any] = dict(consts)
         env.update({k: host(v) if isinstance(v, np.ndarray) else v for k, v in feeds.items()})
         last_use = {}
@@ -140,6 +140,12 @@ class SmvExecutable(Executable):
                     env.pop(name, None)
             if self.progress:
                 self.progress("simulating", i + 1, len(self.steps))
+        for row, step in zip(self.performance.rows, self.steps):  # static notes, then this run's
+            note = "; ".join(text for text in (step.deviation, sim.notes.get(step.name)) if text)
+            if note:
+                row["deviation"] = note
+            else:
+                row.pop("deviation", None)
         outputs = {}
         for v in self.graph.outputs:
             value = env[v.name]

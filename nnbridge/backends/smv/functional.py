@@ -20,17 +20,22 @@ from ...ir import Layout
 from ...passes.layouts import SPATIAL_SLOTS
 from ..reference.executor import KernelContext
 from ..reference.registry import get_kernel
+from . import arithmetic
 from .lowering import Step
-from .numerics import BINARY, activation, host, store
+from .numerics import BINARY, activation, avg_pool, batch_norm, fp16, host, max_pool, softmax, store
 
 Arrays = list[np.ndarray | None]
 
 
 class Simulator:
-    """Runs steps; ``consts`` are the graph's fp16-rounded initializers (for Clip bounds)."""
+    """Runs steps; ``consts`` are the graph's fp16-rounded initializers (for Clip bounds), ``raw``
+    the initializers themselves (a batch norm's variance, stored by SMAUG as var′)."""
 
-    def __init__(self, consts: dict[str, np.ndarray], layouts: dict[str, Layout]):
+    def __init__(self, consts: dict[str, np.ndarray], layouts: dict[str, Layout],
+                 raw: dict[str, np.ndarray] | None = None):
         self.consts = consts
+        self.raw = raw or {}  # the initializers as the graph holds them (before fp16 rounding)
+        self.notes: dict[str, str] = {}  # step name → how this run's numbers left ONNX semantics
         self.layouts = layouts
         self.contexts: dict[int, KernelContext] = {}
 
@@ -65,11 +70,10 @@ def run_conv(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
         w = w.transpose(0, 2, 3, 1)
     top, bottom, left, right = step.params["pad"] or layer.pads  # halo pads are virtual zeros
     x = np.pad(np.asarray(x, dtype=np.float32), ((0, 0), (top, bottom), (left, right), (0, 0)))
-    w = np.asarray(w, dtype=np.float32)
-    n, ho, wo, k = layer.output
-    win = sliding_window_view(x, (layer.kh, layer.kw), axis=(1, 2))[:, ::layer.stride_h, ::layer.stride_w]
-    cols = win[:, :ho, :wo].reshape(n * ho * wo, -1)  # im2col, (channel, kh, kw) per row
-    out = (cols @ w.transpose(0, 3, 1, 2).reshape(k, -1).T).reshape(layer.output)  # fp32 over all channels
+    _, ho, wo, _ = layer.output
+    segments = step.plans[0].tiled["weights"].sizes[3]  # channel tiles accumulate in order
+    out = arithmetic.conv(x, np.asarray(w, dtype=np.float32), (ho, wo), (layer.stride_h, layer.stride_w),
+                          segments)
     bias = step.params["bias"]
     out = _finish(out, sim.act(step)) if bias is None else _bias(store(out), args[2], 3, sim.act(step))
     if not sim.nhwc(step.outputs[0]):
@@ -82,7 +86,7 @@ def run_fc(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
     layer = step.layers[0]
     x = a.reshape(layer.batch, layer.inputs).astype(np.float32, copy=False)
     w = b if step.params["trans_b"] else b.T
-    acc = x @ w.T  # fp32 over all activation tiles
+    acc = arithmetic.matmul(x, np.ascontiguousarray(w, dtype=np.float32), step.plans[0].tiled["weights"].sizes[1])
     bias = step.params["bias"]
     out = _finish(acc, sim.act(step)) if bias is None else _bias(store(acc), args[2].reshape(-1), 1, sim.act(step))
     return [out.reshape(tuple(a.shape[:-1]) + (layer.neurons,))]
@@ -96,23 +100,19 @@ def run_pool(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
         fill = -np.inf if layer.kind == "max" else 0.0
         x = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=fill)
     win = sliding_window_view(x, (layer.ph, layer.pw), axis=(1, 2))[:, ::layer.stride_h, ::layer.stride_w]
-    if layer.kind == "max":
-        y = win.max(axis=(-2, -1))
-    else:
-        y = win.sum(axis=(-2, -1), dtype=np.float32) * np.float32(1.0 / (layer.ph * layer.pw))
-    y = store(y)
+    y = store(max_pool(win) if layer.kind == "max" else avg_pool(win))
     return [y if sim.nhwc(step.outputs[0]) else np.ascontiguousarray(y.transpose(0, 3, 1, 2))]
 
 
 def run_bn(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
-    x, gamma, beta, mean, var = args[:5]
-    eps = np.float32(step.fn.node.attr("epsilon", 1e-5))
+    x, gamma, beta, mean = args[:4]
+    var = sim.raw.get(step.inputs[4], args[4])  # SMAUG stores var′ = 1/sqrt(var+ε), rounded once to fp16
+    eps = float(step.fn.node.attr("epsilon", 1e-5))
+    inv_std = fp16(1.0 / np.sqrt(np.asarray(var, np.float64) + eps))
     axis = 1 if x.ndim == 2 or not sim.nhwc(step.inputs[0]) else 3
-    var_inv = store(1.0 / np.sqrt(var.astype(np.float32) + eps))  # SMAUG stores var′ = 1/sqrt(var+ε) in fp16
     shape = [1] * x.ndim
     shape[axis] = -1
-    scale = (var_inv * gamma).reshape(shape)
-    y = (x - mean.reshape(shape)) * scale + beta.reshape(shape)
+    y = batch_norm(x, *(a.reshape(shape) for a in (mean, inv_std, gamma, beta)))
     return [_finish(y.astype(np.float32), sim.act(step))]
 
 
@@ -123,11 +123,16 @@ def run_vector(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
     return [y if y.dtype == bool else store(y)]
 
 
+#: exp() of a float above this overflows the float the kernel stores it in
+EXP_LIMIT = np.float32(np.log(np.finfo(np.float32).max))
+
+
 def run_softmax(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
     x = args[0].astype(np.float32)
-    with np.errstate(invalid="ignore", over="ignore"):  # inf inputs (fp16 overflow upstream) give nan, as on SMV
-        e = np.exp(x - x.max(axis=-1, keepdims=True))
-        return [store(e / e.sum(axis=-1, keepdims=True))]
+    if np.any(x > EXP_LIMIT):
+        sim.notes[step.name] = (f"SMV's softmax does not subtract the row maximum: exp of a value above "
+                                f"{EXP_LIMIT:.2f} overflows and its row becomes NaN")
+    return [store(softmax(x))]
 
 
 def run_cpu(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:

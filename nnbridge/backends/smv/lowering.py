@@ -40,6 +40,7 @@ class Step:
     layers: list[Layer] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
     reason: str = ""  # why a CPU step is not accelerated
+    deviation: str = ""  # how SMAUG computes this node differently from ONNX
     plans: list[Any] = field(default_factory=list)  # one TilingPlan per layer
 
     @property

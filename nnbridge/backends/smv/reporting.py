@@ -44,6 +44,8 @@ def build_report(model: str, steps: Sequence[Step], plans: Sequence[Sequence[Til
         row["dram_kb"] = cost.dram_bytes / 1024
         if step.reason:
             row["note"] = step.reason
+        if step.deviation:
+            row["deviation"] = step.deviation
         report.add_row(**row)
         for attr in ("compute_ns", "transfer_ns", "cpu_ns", "tiling_ns", "accel_cycles", "compute_cycles", "dram_bytes",
                      "invocations", "macs"):

@@ -61,12 +61,14 @@ def compile_from_args(args: argparse.Namespace):
 
 
 def run(args) -> int:
+    from ...model_io import warn_if_synthetic
     from .. import console
 
     if args.model.lower().endswith(".pef"):
         raise InputError(f"'{args.model}' is already compiled")
     exe = compile_from_args(args)
     out = Path(args.output) if args.output else Path(args.model).with_suffix(".pef")
+    warn_if_synthetic(exe.graph, out)
     exe.save(out)
     t = exe.estimate.totals
     console.print(f"wrote {out}: {t['sections']} section(s), {t['kernels']} kernel(s) from {t['ops']} op(s); "

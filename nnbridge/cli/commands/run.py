@@ -18,10 +18,14 @@ from ..common import (
     parse_dims,
 )
 
+#: outputs with at most this many values are printed in full
+SHOWN = 32
+
 
 def register(sub) -> None:
     p = add_parser(sub, "run", "run a model and write its outputs as .npy files", """\
   nnbridge run model.onnx                                   # generated inputs, prints output shapes
+  nnbridge run minerva_ref_topo.pbtxt                       # a SMAUG file runs the input its params store
   nnbridge run model.onnx --input data=x.npy --out results/
   nnbridge run model.onnx --backend smv --profile           # per-layer simulator report
   nnbridge run model.onnx --backend smv --set accels=4 --set mem_policy=acp
@@ -54,11 +58,15 @@ def run(args) -> int:
             config["profile"] = True
         exe = nnbridge.compile(graph, backend=args.backend, passes=chosen_passes(args, args.backend),
                                opt_level=args.opt_level, **config)
-    feeds = random_inputs(graph, seed=args.seed, dims=parse_dims(args.dim), given=load_inputs(args.input))
+    given = {**graph.input_values, **load_inputs(args.input)}  # a SMAUG file runs its stored input
+    feeds = random_inputs(graph, seed=args.seed, dims=parse_dims(args.dim), given=given)
     outputs = exe.run(feeds)
     for name, value in outputs.items():
         arr = np.asarray(value)
-        console.print(f"{name}: {arr.dtype}{list(arr.shape)}")
+        shown = ""
+        if arr.size <= SHOWN and arr.dtype.kind in "fiub":
+            shown = " [" + " ".join(f"{v:.6g}" for v in arr.reshape(-1).tolist()) + "]"
+        console.print(f"{name}: {arr.dtype}{list(arr.shape)}{shown}", markup=False, soft_wrap=True)
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

@@ -63,8 +63,8 @@ def run(args) -> int:
             table.add_row(name, str(getattr(value, "value", value)), provenance, doc)
         console.print(table)
     graph = load_model_from_args(args)
-    feeds = {} if config.perf_only else random_inputs(graph, seed=args.seed, dims=parse_dims(args.dim),
-                                                      given=load_inputs(args.input))
+    given = {**graph.input_values, **load_inputs(args.input)}  # a SMAUG file runs its stored input
+    feeds = {} if config.perf_only else random_inputs(graph, seed=args.seed, dims=parse_dims(args.dim), given=given)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as bar:
         tasks: dict[str, int] = {}

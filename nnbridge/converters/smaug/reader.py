@@ -36,6 +36,8 @@ PARAM_SLOTS = {pb.Convolution3d: {1}, pb.ConvolutionDepthwise: {1}, pb.InnerProd
 PASS_THROUGH = {pb.Reorder}
 #: A Data node only broadcast (Repeat) or combined elementwise with computed tensors is a constant too.
 CONSTANT_USERS = {pb.Repeat, pb.EltwiseAdd, pb.EltwiseMul}
+#: graph metadata key: the file's node names in file order, so that writing it back keeps the order
+NODE_ORDER_KEY = "smaug.node_order"
 #: Scale of SMAUG's random-data recipe (experiments' *_network.py builders).
 RECIPE_SEED = 1234
 RECIPE_SCALE = 0.005
@@ -272,20 +274,10 @@ def load_smaug(path: str | os.PathLike, *, inputs: list[str] | None = None,
 
 
 def load_inputs(path: str | os.PathLike, graph: Graph | None = None) -> dict[str, np.ndarray]:
-    """The values a SMAUG params file stores for the network inputs (SMAUG keeps them there)."""
-    topo, par = model_paths(path)
-    proto = read_topology(topo)
-    graph = graph or graph_from_proto(proto, None, str(topo))
-    wanted = {v.name for v in graph.inputs}
-    entries = {e.name: e for e in read_params(par).data_array} if par.is_file() else {}
-    result = {}
-    for node in proto.nodes:
-        if node.op == pb.Data and node.name in wanted and node.input_tensors:
-            t = node.input_tensors[0]
-            if t.name in entries:
-                result[node.name] = params.decode(entries[t.name], list(t.shape.dims), t.data_type,
-                                                  t.shape.alignment, f"{par}: '{t.name}'")
-    return result
+    """The values a SMAUG params file stores for the network inputs (SMAUG keeps them there), as
+    ``graph`` (default: the file loaded) declares its inputs."""
+    graph = graph if graph is not None and graph.input_values else load_smaug(path)
+    return dict(graph.input_values)
 
 
 def graph_from_proto(proto: gpb.GraphProto, array: tpb.TensorDataArray | None, what: str, *,
@@ -314,8 +306,9 @@ def graph_from_proto(proto: gpb.GraphProto, array: tpb.TensorDataArray | None, w
     if imp.unsupported:
         raise UnsupportedOpError(f"SMAUG import of {what}", imp.unsupported)
     graph.metadata["smaug.input_layouts"] = ",".join(f"{v.name}:{v.type.layout.value}" for v in graph.inputs)
-    for node in order:
-        if node.op != pb.Data and node.name not in imp.users:
+    graph.metadata[NODE_ORDER_KEY] = "\n".join(node.name for node in proto.nodes)
+    for node in order:  # what nothing reads is an output (a lone Data node: the runtime prints its values)
+        if node.name not in imp.users and (node.op != pb.Data or node.name in {v.name for v in graph.inputs}):
             for k in range(len(node.output_tensors)):
                 decl = imp.output_decl(node, k)
                 graph.outputs.append(imp.view_of(f"{node.name}:{k}", decl.layout))
@@ -360,6 +353,10 @@ def _load_data_nodes(imp: Importer, order, array, inputs, scale: float) -> None:
     for node, decl in zip(data_nodes, decls):
         if is_input[node.name]:
             value = imp.graph.add_input(node.name, imp.ir_type(decl))
+            if decl.name in entries:  # SMAUG runs the network on the input its params file stores
+                stored = params.decode(entries[decl.name], decl.dims, params.FROM_IR[decl.dtype], decl.alignment,
+                                       f"{imp.what}: params entry '{decl.name}'")
+                imp.graph.input_values[node.name] = stored.astype(value.type.dtype.numpy, copy=False)
         else:
             if synthetic is not None:
                 values = synthetic[node.name]

@@ -12,6 +12,7 @@ SMAUG gives back the original files, and ONNX → SMAUG gives SMAUG-native files
 
 from __future__ import annotations
 
+import heapq
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from ...protos.smaug import smaug_types_pb2 as pb
 from . import layouts, params, smv_rules
 from .files import write_model
 from .naming import NameScope, data_input_name, output_name
-from .reader import RECIPE_SCALE, recipe_arrays
+from .reader import NODE_ORDER_KEY, RECIPE_SCALE, recipe_arrays
 
 
 class Inexpressible(Exception):
@@ -276,12 +277,16 @@ class Exporter:
         return None
 
     def input_array(self, value: Value) -> np.ndarray:
-        if value.name in self.input_values:
-            array = np.asarray(self.input_values[value.name])
-            if list(array.shape) != list(value.type.shape or ()):
-                raise FormatError(f"smaug_inputs['{value.name}'] has shape {list(array.shape)}, the "
-                                  f"input is {list(value.type.shape or ())}")
-            return array
+        """The network input's stored values: ``smaug_inputs``, else the values the graph came with
+        (a SMAUG file's own), else SMAUG's random-data recipe."""
+        for source, given in (("smaug_inputs", self.input_values), ("the graph's input values",
+                                                                     self.graph.input_values)):
+            if value.name in given:
+                array = np.asarray(given[value.name])
+                if list(array.shape) != list(value.type.shape or ()):
+                    raise FormatError(f"{source}['{value.name}'] has shape {list(array.shape)}, the "
+                                      f"input is {list(value.type.shape or ())}")
+                return array
         if not value.type.is_static:
             raise Inexpressible(f"graph input '{value.name}' has a symbolic shape {value.type.shape}; "
                                 f"SMAUG needs static dims")
@@ -379,9 +384,47 @@ def graph_to_smaug(graph: Graph, backend: str = "SMV", *, mem_policy: str = "All
         ex.unsupported += [u for u in SMV_TILER[0].refusals(graph) if (u.op, u.node) not in seen]
     if ex.unsupported:
         raise UnsupportedOpError(f"SMAUG ({backend})", ex.unsupported)
-    for name, array, data_type in ex.pending:  # params entries in Data-node order
-        params.encode(name, array, data_type, ex.alignment, ex.params.data_array.add())
+    if NODE_ORDER_KEY in graph.metadata:
+        keep_file_order(ex.proto, graph.metadata[NODE_ORDER_KEY].split("\n"))
+    pending = {name: (array, data_type) for name, array, data_type in ex.pending}
+    for node in ex.proto.nodes:  # params entries in Data-node order
+        if node.op == pb.Data:
+            name = node.input_tensors[0].name
+            params.encode(name, *pending[name], ex.alignment, ex.params.data_array.add())
     return ex.proto, ex.params
+
+
+def keep_file_order(proto: gpb.GraphProto, order: list[str]) -> None:
+    """Nodes in the order of the file the graph was loaded from (the runtime sorts nodes itself, so
+    only the text changes): a topological order that takes file positions first; a new node keeps
+    its place after the node emitted before it."""
+    position = {name: i for i, name in enumerate(order)}
+    keys, last = [], -1.0
+    for i, node in enumerate(proto.nodes):
+        last = float(position[node.name]) if node.name in position else last + 1e-6
+        keys.append((last, i))
+    index = {node.name: i for i, node in enumerate(proto.nodes)}
+    waiting = [len({p for p in node.parents if p in index}) for node in proto.nodes]
+    users: dict[str, list[int]] = {}
+    for i, node in enumerate(proto.nodes):
+        for parent in dict.fromkeys(node.parents):
+            users.setdefault(parent, []).append(i)
+    ready = [keys[i] for i, count in enumerate(waiting) if count == 0]
+    heapq.heapify(ready)
+    nodes = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        nodes.append(proto.nodes[i])
+        for user in users.get(proto.nodes[i].name, []):
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                heapq.heappush(ready, keys[user])
+    if len(nodes) == len(proto.nodes):
+        copies = [npb.NodeProto() for _ in nodes]
+        for copy, node in zip(copies, nodes):
+            copy.CopyFrom(node)
+        del proto.nodes[:]
+        proto.nodes.extend(copies)
 
 
 #: Passes that turn an imported ONNX graph into one SMAUG can store: weights computed by
