@@ -97,3 +97,24 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     ``nonfinite``, ``layerwise``, ``passes``, ``opt_level``, backend settings (see
     ``nnbridge.check.core.check``). A ``.pef`` path is checked against the reference backend."""
     return _check(model, backend=backend, inputs=inputs, rtol=rtol, atol=atol, **options)
+
+
+def _wire() -> None:
+    """SMAUG's SMV files must fit SMAUG's tiler, which the SMV backend models; converters import no
+    backend, so the two are connected here (lazily: the backend loads on first use)."""
+    from .converters.smaug.writer import SmvTiler, use_smv_tiler
+
+    def refusals(graph: Graph) -> list:
+        from .backends.smv.backend import tiling_refusals
+
+        return tiling_refusals(graph)
+
+    def pool_group(shape: tuple[int, int, int, int], kernel: list[int], stride: list[int], kind: str) -> int:
+        from .backends.smv.backend import pool_channel_group
+
+        return pool_channel_group(shape, kernel, stride, kind)
+
+    use_smv_tiler(SmvTiler(refusals, pool_group))
+
+
+_wire()

@@ -49,15 +49,27 @@ class Unsupported:
 
 
 class UnsupportedOpError(NNBridgeError):
-    """Raised with *all* offending nodes at once, never only the first."""
+    """Raised with *all* offending nodes at once, never only the first. ``lines()`` gives one
+    readable line per distinct reason (the CLI prints those), naming the nodes it applies to."""
 
     def __init__(self, target: str, items: list[Unsupported]):
         self.target = target
         self.items = list(items)
+        super().__init__(f"{self.headline()}: {'; '.join(self.lines())}")
+
+    def headline(self) -> str:
         ops = sorted({i.op for i in self.items})
-        listing = "; ".join(str(i) for i in self.items[:20])
-        more = f"; … and {len(self.items) - 20} more" if len(self.items) > 20 else ""
-        super().__init__(
-            f"{target} does not support {len(self.items)} node(s) "
-            f"[ops: {', '.join(ops)}]: {listing}{more}"
-        )
+        return f"{self.target} does not support {len(self.items)} node(s) [ops: {', '.join(ops)}]"
+
+    def lines(self, limit: int = 20) -> list[str]:
+        groups: dict[tuple[str, str, str], list[str]] = {}
+        for item in self.items:
+            groups.setdefault((item.op, item.domain, item.reason), []).append(item.node)
+        lines = []
+        for (op, domain, reason), nodes in list(groups.items())[:limit]:
+            label = f"{domain}::{op}" if domain not in ("", "ai.onnx") else op
+            names = "', '".join(nodes[:10]) + ("', …" if len(nodes) > 10 else "")
+            lines.append(f"{label} (node{'s' if len(nodes) > 1 else ''} '{names}')" + (f": {reason}" if reason else ""))
+        if len(groups) > limit:
+            lines.append(f"… and {len(groups) - limit} more reasons")
+        return lines

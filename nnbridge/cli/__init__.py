@@ -14,7 +14,7 @@ import sys
 
 from rich.console import Console
 
-from ..errors import NNBridgeError
+from ..errors import NNBridgeError, UnsupportedOpError
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -53,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
+    except UnsupportedOpError as exc:  # one line per reason
+        err_console.print(f"[bold red]error:[/] {exc.headline()}:", soft_wrap=True, markup=True)
+        for line in exc.lines():
+            err_console.print(f"  {line}", soft_wrap=True, markup=False)
+        return 1
     except NNBridgeError as exc:
         err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True, markup=True)
         return 1

@@ -20,11 +20,12 @@ from .cost.cpu import cpu_op_ns
 from .cost.layout import reorder_bytes
 from .flatten import FlatGraph, FlatNode, flatten
 from .functional import Simulator
-from .layers import Layer
+from .layers import Layer, PoolLayer
 from .lowering import FLOATS, LOWERERS, Step, lower
 from .numerics import host
 from .reporting import build_report
 from .tiling import TilingPlan, plan_layer
+from .tiling.pool import channel_group
 
 #: progress(phase, done, total): a hook for progress bars on long models
 Progress = Callable[[str, int, int], None]
@@ -161,6 +162,19 @@ def _cpu_macs(step: Step, flat: FlatGraph) -> int:
     if step.fn.op == "Conv" and shapes[1] and all(isinstance(d, int) for d in shapes[1]):
         return math.prod(out.shape) * math.prod(shapes[1][1:])
     return 0
+
+
+def pool_channel_group(input_nhwc: tuple[int, int, int, int], kernel: list[int], stride: list[int],
+                       kind: str) -> int:
+    """Channels per SMV pooling operator for the SMAUG writer (tiling.pool.channel_group)."""
+    return channel_group(PoolLayer("", tuple(input_nhwc), *kernel, *stride, kind))
+
+
+def tiling_refusals(graph: Graph, config: SmvConfig | str | None = None) -> list[Unsupported]:
+    """The nodes of ``graph`` whose shapes SMAUG's SMV tiler cannot run (the SMAUG writer refuses them)."""
+    planner = Planner(make_config(config))
+    _, refused = lower(flatten(graph), lambda fn: None, planner.plan)
+    return [Unsupported(fn.op, fn.name, reason, fn.domain) for fn, reason in refused]
 
 
 class SmvBackend(Backend):

@@ -91,6 +91,10 @@ def run_fc(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
 def run_pool(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
     layer = step.layers[0]
     x = args[0] if sim.nhwc(step.inputs[0]) else args[0].transpose(0, 2, 3, 1)
+    if step.params.get("pad"):  # ONNX pads: -inf for max (the export pads only non-negative inputs with 0)
+        top, bottom, left, right = step.params["pad"]
+        fill = -np.inf if layer.kind == "max" else 0.0
+        x = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=fill)
     win = sliding_window_view(x, (layer.ph, layer.pw), axis=(1, 2))[:, ::layer.stride_h, ::layer.stride_w]
     if layer.kind == "max":
         y = win.max(axis=(-2, -1))

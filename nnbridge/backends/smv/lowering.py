@@ -10,6 +10,7 @@ the CPU with the reason recorded.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from ...ir import DType, Layout
 from .flatten import FlatGraph, FlatNode
 from .layers import BNLayer, ConvLayer, FCLayer, Layer, PoolLayer, SoftmaxLayer, VectorLayer
 from .tiling.common import ceil_to
+from .tiling.pool import channel_group
 
 FLOATS = {DType.FLOAT32, DType.FLOAT16, DType.FLOAT64, DType.BFLOAT16}
 ACTIVATIONS = {"Relu", "LeakyRelu", "Elu", "Selu", "Tanh", "Sigmoid", "Clip"}
@@ -191,12 +193,15 @@ def _pool(fn: FlatNode, lw: Lowering) -> Step | str:
     kh, kw = node.attr("kernel_shape")
     sh, sw = (list(node.attr("strides") or [1, 1]) + [1, 1])[:2]
     n, h, w, c = lw.to_nhwc(x, xs)
-    if _spatial_pads(fn, h, w, kh, kw, sh, sw) != (0, 0, 0, 0) or node.attr("ceil_mode", 0):
-        return "padded or ceil-mode pooling (SMAUG pools valid windows only, quirk Q7)"
+    pads = _spatial_pads(fn, h, w, kh, kw, sh, sw)
+    kind = "max" if fn.op == "MaxPool" else "avg"
+    if node.attr("ceil_mode", 0) or (any(pads) and kind == "avg" and not node.attr("count_include_pad", 0)):
+        return "ceil-mode pooling or padding left out of the average (SMAUG pools valid windows only, quirk Q7)"
     if any(d != 1 for d in node.attr("dilations") or [1, 1]):
         return "dilated pooling"
-    kind = "max" if fn.op == "MaxPool" else "avg"
-    return _step(fn, "pool", [PoolLayer(fn.name, (n, h, w, c), kh, kw, sh, sw, kind)], kind=kind)
+    top, bottom, left, right = pads  # SMAUG pads on the CPU, then pools valid windows
+    layer = PoolLayer(fn.name, (n, h + top + bottom, w + left + right, c), kh, kw, sh, sw, kind)
+    return _step(fn, "pool", [layer], kind=kind, pad=pads if any(pads) else None)
 
 
 @lowers("GlobalAveragePool", "GlobalMaxPool")
@@ -259,6 +264,14 @@ def _softmax(fn: FlatNode, lw: Lowering) -> Step | str:
     return _step(fn, "softmax", [SoftmaxLayer(fn.name, math.prod(xs[:-1]), xs[-1])])
 
 
+def pool_groups(layer: PoolLayer, planner: Callable[[Layer], Any]) -> list[Layer]:
+    """A pooling layer as the SMAUG writer emits it: channel groups where SMAUG's pooling tiler
+    would pair input and output tiles inconsistently (tiling.pool.channel_group)."""
+    n, h, w, c = layer.input
+    group = channel_group(layer, planner)
+    return [dataclasses.replace(layer, input=(n, h, w, group)) for _ in range(c // group)]
+
+
 def lower(flat: FlatGraph, cpu_refusal: Callable[[FlatNode], str | None],
           planner: Callable[[Layer], Any]) -> tuple[list[Step], list[tuple]]:
     """Steps in execution order (each accelerated step with its tiling ``plans``), and
@@ -270,10 +283,13 @@ def lower(flat: FlatGraph, cpu_refusal: Callable[[FlatNode], str | None],
         lowerer = LOWERERS.get(fn.op) if fn.domain == "" else None
         result: Step | str = lowerer(fn, lw) if lowerer else "no SMV kernel"
         if isinstance(result, Step):
-            try:  # a shape SMAUG cannot tile also goes to the CPU
+            try:  # SMAUG runs the operator on SMV or not at all: a tiler failure stops the runtime
+                if result.family == "pool":
+                    result.layers = pool_groups(result.layers[0], planner)
                 result.plans = [planner(layer) for layer in result.layers]
             except ShapeError as exc:
-                result = str(exc)
+                unsupported.append((fn, f"SMAUG's SMV tiler cannot run this shape: {exc}"))
+                continue
         if isinstance(result, str):
             refusal = cpu_refusal(fn)
             if refusal is not None:

@@ -16,12 +16,13 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ...errors import ShapeError
 from ...ir import Layout, Node, Value
 from ...protos.smaug import smaug_node_pb2 as npb
 from ...protos.smaug import smaug_types_pb2 as pb
 from . import layouts
 from .import_ops import RUNTIME_DEFAULTS
-from .writer import Exporter, Inexpressible, Ref
+from .writer import SMV_TILER, Exporter, Inexpressible, Ref
 
 ExportFn = Callable[[Exporter, Node], None]
 EXPORTERS: dict[tuple[str, str], ExportFn] = {}
@@ -135,26 +136,113 @@ def fusable_activation(ex: Exporter, value: Value) -> Node | None:
     return user
 
 
-def finish_fused(ex: Exporter, node_proto: npb.NodeProto, ref: Ref, value: Value) -> None:
-    """Fuse the following activation (if any) into ``node_proto``; define the final IR value."""
-    act = fusable_activation(ex, value)
+def finish_fused(ex: Exporter, node_proto: npb.NodeProto | None, ref: Ref, value: Value,
+                 width: int | None = None, masked: bool = False) -> None:
+    """Fuse the following activation (if any) into ``node_proto`` (None: a node that cannot fuse
+    one); define the final IR value (``width``: ``ref`` holds rows padded beyond the value's
+    ``width`` columns, see row_tail)."""
+    act = fusable_activation(ex, value) if node_proto is not None else None
     if act is not None:
         op, values = activation_params(ex, act)
         fill_act_params(node_proto.params.act_params, op, values, fused=True)
         ex.absorbed.add(id(act))
         value = act.outputs[0]
-    define(ex, value, ref)
+    if width is None:
+        define(ex, value, ref)
+    else:
+        ex.padded[id(value)] = (ref, width, masked and act is None)
 
 
-def bias_batch_norm(ex: Exporter, x: Ref, bias: np.ndarray, value: Value, request: str) -> None:
-    """SMAUG has no bias: add it with a BatchNorm (mean 0, var′ 1, gamma 1, beta = bias), §6.3."""
-    c = bias.size
-    zeros, ones = np.zeros((1, c)), np.ones((1, c))
-    stats = [ex.data(f"{request}/{role}", arr, Layout.NC)
-             for role, arr in (("mean", zeros), ("var", ones), ("gamma", ones), ("beta", bias.reshape(1, c)))]
-    node, refs = ex.emit(pb.BatchNorm, f"{request}/bias", [x, *stats], [(x.dims, x.layout)])
+def affine_node(ex: Exporter, x: Ref, stats: list[np.ndarray], request: str, *,
+                names: list[str] | None = None) -> tuple[npb.NodeProto | None, Ref]:
+    """``(x − mean)·var′·gamma + beta`` per channel (``stats`` = [mean, var′, gamma, beta]): a SMAUG
+    BatchNorm, except on SMV for an NC tensor of several rows, whose post-FC batch-norm kernel
+    reads every row after the first at a stride of the whole tensor (the real runtime gives
+    garbage there); that becomes EltwiseMul/EltwiseAdd by row-repeated constants (node None)."""
+    mean, inv_std, gamma, beta = (np.asarray(a, np.float64).reshape(-1) for a in stats)
+    if ex.backend == "SMV" and len(x.dims) == 2 and x.dims[0] > 1:
+        scale = inv_std * gamma
+        y = x
+        if np.any(scale != 1):
+            y = elementwise_by(ex, pb.EltwiseMul, y, scale, f"{request}/scale")
+        return None, elementwise_by(ex, pb.EltwiseAdd, y, beta - mean * scale, f"{request}/shift")
+    roles = ("mean", "var", "gamma", "beta")
+    refs = [ex.data(names[i] if names else f"{request}/{role}", arr.reshape(1, -1), Layout.NC)
+            for i, (role, arr) in enumerate(zip(roles, (mean, inv_std, gamma, beta)))]
+    node, outs = ex.emit(pb.BatchNorm, request, [x, *refs], [(x.dims, x.layout)])
     node.params.SetInParent()
-    finish_fused(ex, node, refs[0], value)
+    return node, outs[0]
+
+
+def elementwise_by(ex: Exporter, op: int, x: Ref, row: np.ndarray, request: str) -> Ref:
+    """x (NC) ∘ a constant row, repeated to every row (SMAUG has no broadcasting)."""
+    const = ex.data(request, row.reshape(1, -1), Layout.NC)
+    if x.dims[0] > 1:
+        const = ex.emit(pb.Repeat, f"{request}/repeat", [const], [(x.dims, Layout.NC)])[1][0]
+    return ex.emit(op, request, [x, const], [(x.dims, Layout.NC)])[1][0]
+
+
+def bias_batch_norm(ex: Exporter, x: Ref, bias: np.ndarray, value: Value, request: str,
+                    width: int | None = None) -> None:
+    """SMAUG has no bias: add it with a BatchNorm (mean 0, var′ 1, gamma 1, beta = bias), §6.3.
+    For a row-padded FC output (``width``), the padding lanes get beta 0, or the softmax mask
+    when a Softmax is the only reader."""
+    c = x.dims[-1] if width is not None else bias.size
+    beta = np.zeros(c)
+    beta[: bias.size] = bias.reshape(-1)
+    masked = width is not None and only_softmax_reads(ex, value)
+    if masked:
+        beta[width:] = SOFTMAX_MASK
+    node, ref = affine_node(ex, x, [np.zeros(c), np.ones(c), np.ones(c), beta], f"{request}/bias")
+    finish_fused(ex, node, ref, value, width, masked)
+
+
+# -- rows that SMV kernels process in full only when padded ---------------------------------
+#: SMAUG's SMV softmax and post-FC batch-norm kernels compute the first floor(C/8)·8 values of a
+#: row and leave the rest to whatever the scratchpad held (the real runtime shows it: the tail
+#: of a 10-class softmax is not normalised, a 4-output FC's bias is never added). On SMV such
+#: rows are computed padded to a multiple of 8 and sliced back with a Split.
+def row_tail(ex: Exporter, width: int) -> bool:
+    return ex.backend == "SMV" and width % 8 != 0
+
+
+#: Value of a softmax row's padding lanes: exp(−30000) is exactly 0 in the kernel's arithmetic,
+#: so the padding takes no share of the normalisation (and −30000 is exact in fp16).
+SOFTMAX_MASK = -30000.0
+
+
+def padded_width(width: int) -> int:
+    return -(-width // 8) * 8
+
+
+def only_softmax_reads(ex: Exporter, value: Value) -> bool:
+    users = ex.consumers.get(id(value), [])
+    return len(users) == 1 and users[0].op == "Softmax" and not ex.graph.is_output(value)
+
+
+def reads_full_rows(ex: Exporter, value: Value) -> bool:
+    """Does a Softmax or a 2-D BatchNormalization read ``value`` (after a fusable activation)?"""
+    act = fusable_activation(ex, value)
+    final = act.outputs[0] if act is not None else value
+    return any(u.op in ("Softmax", "BatchNormalization") for u in ex.consumers.get(id(final), []))
+
+
+def pad_rows(ex: Exporter, value: Value, request: str) -> tuple[Ref, int, bool]:
+    """``value`` [N, C] as a row-padded tensor [N, C8] (padding lanes 0): the padded form its
+    producer made, else an InnerProduct by the identity (x·1 + 0 is exact)."""
+    if id(value) in ex.padded:
+        return ex.padded[id(value)]
+    x = ex.need(value, Layout.NC)
+    if x.feature_perm is not None:
+        raise Inexpressible("a row kernel over a flattened NHWC tensor")
+    width = x.dims[1]
+    eye = np.eye(padded_width(width), width)
+    want = layouts.FC_WEIGHT[ex.backend]
+    w = ex.data(f"{request}/pad_rows", eye if want == Layout.NC else eye.T, want)
+    node, refs = ex.emit(pb.InnerProduct, f"{request}/pad_rows", [x, w],
+                         [([x.dims[0], padded_width(width)], Layout.NC)])
+    node.params.SetInParent()
+    return refs[0], width, False
 
 
 # -- convolution ---------------------------------------------------------------------------------
@@ -173,17 +261,43 @@ def explicit_pads(node: Node, x_hw: list[int], kernel: list[int], strides: list[
 
 
 def padding_node(ex: Exporter, x: Ref, pads: list[int], request: str) -> Ref:
-    """An explicit SMAUG Padding node (zeros) on a 4-D activation, pads = [top, left, bottom, right]."""
+    """Zero padding of a 4-D activation, pads = [top, left, bottom, right]."""
     top, left, bottom, right = pads
     per_axis = {"N": (0, 0), "C": (0, 0), "H": (top, bottom), "W": (left, right)}
-    sizes, dims = [], []
-    for letter, d in zip(x.layout.value, x.dims):
-        b, e = per_axis[letter]
-        sizes += [b, e]
-        dims.append(d + b + e)
-    node, refs = ex.emit(pb.Padding, f"{request}/padding", [x], [(dims, x.layout)])
-    node.params.padding_params.padding_size.extend(sizes)
-    return refs[0]
+    return zero_pad(ex, x, [per_axis[letter] for letter in x.layout.value], f"{request}/padding")
+
+
+def zero_pad(ex: Exporter, x: Ref, pads: list[tuple[int, int]], request: str) -> Ref:
+    """Zero padding, (begin, end) per axis of ``x``. A SMAUG Padding node, except on SMV, where the
+    Padding operator aborts (it fills its output through a float32 path, quirk Q5): there each
+    padded axis becomes a Concat with zero Data blocks, which copies whole padded rows as long as
+    the last axis is not padded."""
+    if ex.backend != "SMV":
+        dims = [d + b + e for d, (b, e) in zip(x.dims, pads)]
+        node, refs = ex.emit(pb.Padding, request, [x], [(dims, x.layout)])
+        node.params.padding_params.padding_size.extend(v for pair in pads for v in pair)
+        return refs[0]
+    if any(pads[-1]):
+        raise Inexpressible("padding the last axis on SMV: the Padding operator aborts there and a Concat "
+                            "along the last axis would copy the alignment lanes over its neighbours")
+    dtype = np.float16 if ex.float_type == pb.Float16 else np.float32
+    zero = ex.data(f"{request}/zero", np.zeros([1] * (len(x.dims) - 1) + [x.dims[-1]], dtype), x.layout)
+    for axis, (begin, end) in enumerate(pads):
+        if not begin and not end:
+            continue
+        blocks = []
+        for side, size in (("begin", begin), ("end", end)):
+            if size:
+                dims = list(x.dims)
+                dims[axis] = size  # a zero pixel repeated over the block (Repeat copies whole padded rows)
+                blocks.append(ex.emit(pb.Repeat, f"{request}/{side}{axis}", [zero], [(dims, x.layout)])[1][0])
+        blocks.insert(1 if begin else 0, x)
+        dims = list(x.dims)
+        dims[axis] += begin + end
+        node, refs = ex.emit(pb.Concat, request, blocks, [(dims, x.layout)])
+        node.params.concat_params.concat_axis = axis
+        x = refs[0]
+    return x
 
 
 @exporter("Conv")
@@ -272,11 +386,29 @@ def _pool(ex: Exporter, node: Node) -> None:
         define(ex, node.outputs[0], x)  # a 1x1/1 max pool is the identity
         return
     out = [(h - kernel[0]) // strides[0] + 1, (w - kernel[1]) // strides[1] + 1]
-    dims = [x.dims[0], *out, x.dims[3]] if layout == Layout.NHWC else [x.dims[0], x.dims[1], *out]
-    proto, refs = ex.emit(op, node.name, [x], [(dims, layout)])
-    proto.params.pool_params.stride.extend(strides)
-    proto.params.pool_params.pool_size.extend(kernel)
-    define(ex, node.outputs[0], refs[0])
+    group = x.dims[3]
+    if ex.backend == "SMV" and SMV_TILER:
+        try:
+            group = SMV_TILER[0].pool_group(tuple(x.dims), kernel, strides, "max" if op == pb.MaxPooling else "avg")
+        except ShapeError as exc:
+            raise Inexpressible(f"SMAUG's SMV tiler cannot run this shape: {exc}") from None
+    parts = [x]
+    if group < x.dims[3]:  # tiles SMAUG pairs consistently only per channel group (whole 8-lane rows)
+        split, parts = ex.emit(pb.Split, f"{node.name}/groups", [x],
+                               [([*x.dims[:3], group], layout)] * (x.dims[3] // group))
+        split.params.split_params.split_axis = 3
+    pooled = []
+    for part in parts:
+        dims = [part.dims[0], *out, part.dims[3]] if layout == Layout.NHWC else [x.dims[0], x.dims[1], *out]
+        proto, refs = ex.emit(op, node.name, [part], [(dims, layout)])
+        proto.params.pool_params.stride.extend(strides)
+        proto.params.pool_params.pool_size.extend(kernel)
+        pooled.append(refs[0])
+    if len(pooled) > 1:
+        dims = [x.dims[0], *out, x.dims[3]]
+        cat, pooled = ex.emit(pb.Concat, f"{node.name}/concat", pooled, [(dims, layout)])
+        cat.params.concat_params.concat_axis = 3
+    define(ex, node.outputs[0], pooled[0])
 
 
 def non_negative(value: Value) -> bool:
@@ -301,23 +433,30 @@ def inner_product(ex: Exporter, node: Node, a: Value, b: Value, b_have: Layout, 
     x = ex.need(a, Layout.NC)
     want = layouts.FC_WEIGHT[ex.backend]
     array = ex.constant(b)
-    if x.feature_perm is not None or scale != 1.0:
+    outs = int(b.type.shape[1] if b_have == Layout.CN else b.type.shape[0])
+    pad = row_tail(ex, outs) and (bias is not None or reads_full_rows(ex, node.outputs[0]))
+    if x.feature_perm is not None or scale != 1.0 or pad:
         if array is None:
-            raise Inexpressible("the weights must be constant (they absorb a scale or a flatten order)")
+            raise Inexpressible("the weights must be constant (they absorb a scale, a flatten order "
+                                "or the padding of the output rows to a multiple of 8 on SMV)")
         cn = array if b_have == Layout.CN else array.T
         if x.feature_perm is not None:
             cn = cn[x.feature_perm]
         cn = cn * scale
+        if pad:
+            cn = np.concatenate([cn, np.zeros((cn.shape[0], padded_width(outs) - outs), cn.dtype)], axis=1)
         w = ex.data(b.name, cn if want == Layout.CN else cn.T, want)
     else:
         w = ex.need(b, want, b_have)
-    outs = w.dims[1] if want == Layout.CN else w.dims[0]
-    proto, refs = ex.emit(pb.InnerProduct, node.name, [x, w], [([x.dims[0], outs], Layout.NC)])
+    rows = padded_width(outs) if pad else outs
+    proto, refs = ex.emit(pb.InnerProduct, node.name, [x, w], [([x.dims[0], rows], Layout.NC)])
     proto.params.SetInParent()
+    width = outs if pad else None
     if bias is None:
-        finish_fused(ex, proto, refs[0], node.outputs[0])
+        finish_fused(ex, proto, refs[0], node.outputs[0], width)
     else:
-        bias_batch_norm(ex, refs[0], np.broadcast_to(bias, (1, outs)).reshape(-1), node.outputs[0], node.name)
+        bias_batch_norm(ex, refs[0], np.broadcast_to(bias, (1, outs)).reshape(-1), node.outputs[0], node.name,
+                        width)
 
 
 @exporter("MatMul")
@@ -353,19 +492,24 @@ def _batch_norm(ex: Exporter, node: Node) -> None:
                               for i in range(1, 5))
     eps = float(node.attr("epsilon", 1e-5))
     inv_std = 1.0 / np.sqrt(var + eps)  # SMAUG stores var′ = 1/sqrt(var + ε) (§6.3)
-    x = ex.need(x_value, layout, have)
     names = [v.name if v is not None else f"{node.name}/{i}" for i, v in enumerate(node.inputs)]
-    stats = [ex.data(names[i], arr.reshape(1, -1), Layout.NC)
-             for i, arr in ((3, mean), (4, inv_std), (1, scale), (2, beta))]
-    proto, refs = ex.emit(pb.BatchNorm, node.name, [x, *stats], [(x.dims, x.layout)])
-    proto.params.SetInParent()
-    finish_fused(ex, proto, refs[0], node.outputs[0])
+    stats = [mean, inv_std, scale, beta]
+    if x_value.type.rank == 2 and row_tail(ex, int(x_value.type.shape[1])):
+        x, width, _ = pad_rows(ex, x_value, node.name)
+        extra = x.dims[1] - width  # the padding lanes pass through: mean 0, var′ 1, gamma 1, beta 0
+        stats = [np.concatenate([a.reshape(-1), np.full(extra, fill)]) for a, fill in zip(stats, (0, 1, 1, 0))]
+        proto, ref = affine_node(ex, x, stats, node.name)
+        finish_fused(ex, proto, ref, node.outputs[0], width)
+        return
+    x = ex.need(x_value, layout, have)
+    proto, ref = affine_node(ex, x, stats, node.name, names=[names[i] for i in (3, 4, 1, 2)])
+    finish_fused(ex, proto, ref, node.outputs[0])
 
 
 # -- activations -------------------------------------------------------------------------------
 def same_layout_ref(ex: Exporter, value: Value) -> Ref:
     """A layout-agnostic op reads its input in whatever layout it already has."""
-    native = ex.native.get(id(value))
+    native = ex.native_of(value)
     return native if native is not None else ex.need(value, ex.layout_of(value))
 
 
@@ -389,11 +533,21 @@ def _softmax(ex: Exporter, node: Node) -> None:
     x_value = node.inputs[0]
     if x_value.type.rank != 2 or int(node.attr("axis", -1)) not in (-1, 1):
         raise Inexpressible("SMAUG Softmax works on the rows of a 2-D NC tensor")
+    width = int(x_value.type.shape[1])
+    if ex.backend == "SMV" and padded_width(width) > SMV_SOFTMAX_MAX_ROW:
+        raise Inexpressible(f"SMV Softmax needs a padded row of at most {SMV_SOFTMAX_MAX_ROW} values (Q12)")
+    if row_tail(ex, width):
+        x, width, masked = pad_rows(ex, x_value, node.name)
+        if not masked:
+            c = x.dims[1]
+            mask = np.where(np.arange(c) < width, 0.0, SOFTMAX_MASK)
+            x = affine_node(ex, x, [np.zeros(c), np.ones(c), np.ones(c), mask], f"{node.name}/mask")[1]
+        ref = ex.emit(pb.Softmax, node.name, [x], [(x.dims, Layout.NC)])[1][0]
+        ex.padded[id(node.outputs[0])] = (ref, width, False)
+        return
     x = ex.need(x_value, Layout.NC)
     if x.feature_perm is not None:
         raise Inexpressible("softmax over a flattened NHWC tensor")
-    if ex.backend == "SMV" and (x.dims[1] + 7) // 8 * 8 > SMV_SOFTMAX_MAX_ROW:
-        raise Inexpressible(f"SMV Softmax needs a padded row of at most {SMV_SOFTMAX_MAX_ROW} values (Q12)")
     _, refs = ex.emit(pb.Softmax, node.name, [x], [(x.dims, Layout.NC)])
     define(ex, node.outputs[0], refs[0])
 
@@ -438,9 +592,9 @@ def _binary(ex: Exporter, node: Node) -> None:
                                     (-arr if node.op == "Sub" else 1.0 / arr).astype(np.asarray(c).dtype))
     have = ex.layout_of(y)
     computed = [v for v in (a, b) if ex.constant(v) is None]
-    if computed and id(computed[0]) in ex.native and ex.native[id(computed[0])].layout != have \
-            and computed[0].type.rank == y.type.rank:
-        layout = ex.native[id(computed[0])].layout
+    first = ex.native_of(computed[0]) if computed else None
+    if first is not None and first.layout != have and computed[0].type.rank == y.type.rank:
+        layout = first.layout
     else:
         layout = have
     dims = out_dims(y, have, layout)
@@ -457,7 +611,7 @@ def _sum(ex: Exporter, node: Node) -> None:
     if not y.type.is_static:
         raise Inexpressible("SMAUG needs static shapes")
     have = ex.layout_of(y)
-    first = ex.native.get(id(node.inputs[0]))
+    first = ex.native_of(node.inputs[0])
     layout = first.layout if first is not None and layouts.perm(have, first.layout) is not None else have
     dims = out_dims(y, have, layout)
     total = operand(ex, node.inputs[0], dims, layout, have, node.name)

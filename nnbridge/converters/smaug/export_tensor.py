@@ -9,7 +9,7 @@ import numpy as np
 from ...ir import Layout, Node, Value
 from ...protos.smaug import smaug_types_pb2 as pb
 from . import layouts
-from .export_ops import const_input, define, exporter, int_list, out_dims, same_layout_ref
+from .export_ops import const_input, define, exporter, int_list, out_dims, same_layout_ref, zero_pad
 from .writer import Exporter, Inexpressible
 
 
@@ -31,7 +31,7 @@ def flatten_users_absorb_order(ex: Exporter, value: Value) -> bool:
 
 def flatten(ex: Exporter, node: Node, x_value: Value, y: Value) -> None:
     have = ex.layout_of(x_value)
-    native = ex.native.get(id(x_value))
+    native = ex.native_of(x_value)
     perm = None
     if native is not None and native.layout != have and native.layout in (Layout.NCHW, Layout.NHWC) \
             and flatten_users_absorb_order(ex, y):
@@ -99,7 +99,7 @@ def _identity(ex: Exporter, node: Node) -> None:
     if len(node.outputs) > 1 and ex.consumers.get(id(node.outputs[1])):
         raise Inexpressible("the Dropout mask has no SMAUG equivalent")
     x_value = node.inputs[0]
-    native = ex.native.get(id(x_value))
+    native = ex.native_of(x_value)
     define(ex, node.outputs[0], native if native is not None else ex.need(x_value, ex.layout_of(x_value)))
 
 
@@ -107,7 +107,7 @@ def _identity(ex: Exporter, node: Node) -> None:
 def _concat(ex: Exporter, node: Node) -> None:
     y = node.outputs[0]
     have = ex.layout_of(y)
-    first = ex.native.get(id(node.inputs[0]))
+    first = ex.native_of(node.inputs[0])
     layout = first.layout if first is not None and first.layout in layouts.RANK and \
         layouts.perm(have, first.layout) is not None else have
     axis = int(node.attr("axis", 0)) % (y.type.rank or 1)
@@ -123,7 +123,7 @@ def _concat(ex: Exporter, node: Node) -> None:
 def _split(ex: Exporter, node: Node) -> None:
     x_value = node.inputs[0]
     have = ex.layout_of(x_value)
-    native = ex.native.get(id(x_value))
+    native = ex.native_of(x_value)
     layout = native.layout if native is not None and layouts.perm(have, native.layout) is not None else have
     axis = int(node.attr("axis", 0)) % (x_value.type.rank or 1)
     if not all(o.type.is_static for o in node.outputs):
@@ -159,8 +159,10 @@ def _pad(ex: Exporter, node: Node) -> None:
     if min(pads) < 0:
         raise Inexpressible("negative pads (cropping) have no SMAUG equivalent")
     have = ex.layout_of(x_value)
-    x = ex.need(x_value, have)
-    sizes = [v for i in range(rank) for v in (pads[i], pads[rank + i])]
-    proto, refs = ex.emit(pb.Padding, node.name, [x], [(list(y.type.shape), have)])
-    proto.params.padding_params.padding_size.extend(sizes)
-    define(ex, y, refs[0])
+    pairs = [(pads[i], pads[rank + i]) for i in range(rank)]
+    layout = have
+    if ex.backend == "SMV" and rank == 4 and have in (Layout.NCHW, Layout.NHWC):
+        layout = Layout.NHWC  # SMV pads spatial axes of NHWC tensors (see zero_pad)
+        pairs = [pairs[i] for i in layouts.perm(have, layout)]
+    x = ex.need(x_value, layout, have)
+    define(ex, y, zero_pad(ex, x, pairs, node.name))

@@ -13,6 +13,7 @@ SMAUG gives back the original files, and ONNX → SMAUG gives SMAUG-native files
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,7 +24,7 @@ from ...protos.smaug import smaug_graph_pb2 as gpb
 from ...protos.smaug import smaug_node_pb2 as npb
 from ...protos.smaug import smaug_tensor_pb2 as tpb
 from ...protos.smaug import smaug_types_pb2 as pb
-from . import layouts, params
+from . import layouts, params, smv_rules
 from .files import write_model
 from .naming import NameScope, data_input_name, output_name
 from .reader import RECIPE_SCALE, recipe_arrays
@@ -70,6 +71,10 @@ class Exporter:
         self.input_values = inputs
         self.cache: dict[tuple[int, Layout], Ref] = {}
         self.native: dict[int, Ref] = {}
+        #: SMV [N, C] values computed with rows padded to a multiple of 8 (see export_ops.row_tail):
+        #: IR value id → (padded tensor, C, padding lanes hold the softmax mask); the slice back to
+        #: C is emitted only when something reads it, so no Split is left dangling
+        self.padded: dict[int, tuple[Ref, int, bool]] = {}
         self.consumers = graph.consumer_map()
         self.absorbed: set[int] = set()  # nodes emitted as part of another (fused activations)
         self.unsupported: list[Unsupported] = []
@@ -80,7 +85,7 @@ class Exporter:
     def layout_of(self, value: Value) -> Layout:
         """The layout the value's IR dims are listed in; graph inputs keep the layout recorded in
         the metadata when a format without layouts (ONNX) dropped the label on the way."""
-        if value.name in self.input_layouts and any(v is value for v in self.graph.inputs):
+        if value.name in self.input_layouts and self.is_input(value):
             return self.input_layouts[value.name]
         p = value.producer
         if p is not None and p.op == "Transpose" and not p.domain and value.type.layout in (
@@ -109,10 +114,10 @@ class Exporter:
         return t
 
     def emit(self, op: int, request: str, inputs: list[Ref], outputs: list[tuple[list[int], Layout]],
-             *, data_type: int | None = None, scoped: bool = False) -> tuple[npb.NodeProto, list[Ref]]:
+             *, data_type: int | None = None) -> tuple[npb.NodeProto, list[Ref]]:
         """Append a node; ``outputs`` are (dims, layout) pairs. Returns the node and its output refs.
-        ``scoped`` requests keep ':' (SMAUG's scope separator, e.g. ``lstm:step0:mm_x``)."""
-        name = self.names.unique(request if scoped else sanitize(request))
+        Names keep ':', SMAUG's scope separator (``lstm:step0:mm_x``)."""
+        name = self.names.unique(request or "node")
         node = self.proto.nodes.add(name=name, op=op)
         for ref in inputs:
             node.parents.append(ref.node)
@@ -125,14 +130,14 @@ class Exporter:
             refs.append(Ref(name, k, t))
         return node, refs
 
-    def data(self, request: str, array: np.ndarray, layout: Layout, *, scoped: bool = False) -> Ref:
+    def data(self, request: str, array: np.ndarray, layout: Layout) -> Ref:
         """A Data node holding ``array`` (dims already in ``layout`` order) and its params entry."""
         array = np.asarray(array)
         data_type = self.float_type if array.dtype.kind == "f" else params.FROM_IR.get(
             DType.from_numpy(array.dtype))
         if data_type is None:
             raise Inexpressible(f"constant '{request}' has dtype {array.dtype}, which SMAUG cannot store")
-        name = self.names.unique(request if scoped else sanitize(request))
+        name = self.names.unique(request or "data")
         t = self.tensor(data_input_name(name), array.shape, layout, data_type)
         node = self.proto.nodes.add(name=name, op=pb.Data)
         node.input_tensors.add().CopyFrom(t)
@@ -142,6 +147,17 @@ class Exporter:
         return Ref(name, 0, out)
 
     # -- finding IR values as SMAUG tensors -----------------------------------------------------
+    def native_of(self, value: Value) -> Ref | None:
+        """The tensor that computes ``value`` in its native layout, if it is computed already."""
+        if id(value) not in self.native and id(value) in self.padded:
+            ref, width, _ = self.padded[id(value)]
+            n, stored = ref.dims
+            split, outs = self.emit(pb.Split, f"{ref.node}/slice", [ref],
+                                    [([n, width], Layout.NC), ([n, stored - width], Layout.NC)])
+            split.params.split_params.split_axis = 1
+            self.native[id(value)] = outs[0]
+        return self.native.get(id(value))
+
     def need(self, value: Value, layout: Layout, have: Layout | None = None) -> Ref:
         """``value`` (IR dims listed in ``have``) as a SMAUG tensor stored in ``layout``."""
         have = have or self.layout_of(value)
@@ -163,7 +179,7 @@ class Exporter:
         if change is not None:
             return self.find(change[0].inputs[0], layout, change[1])
         if have != layout:
-            native = self.native.get(id(value))
+            native = self.native_of(value)
             return native if native is not None and native.layout == layout else None
         return self.materialize(value, have)
 
@@ -171,8 +187,10 @@ class Exporter:
         change = self.layout_change(value, have)
         if change is not None:
             node, src = change
-            if have == layout:  # a real layout change (e.g. the file's own Reorder): keep it and its name
-                return self.smaug_reorder(self.need(node.inputs[0], src, src), layout, node.name)
+            source = node.inputs[0]
+            stored_input = self.backend == "SMV" and self.is_input(source) and self.native_of(source) is None
+            if have == layout and not stored_input:  # a real layout change (the file's own Reorder): keep it
+                return self.smaug_reorder(self.need(source, src, src), layout, node.name)
             return self.need(node.inputs[0], layout, src)
         array = self.constant(value)
         if array is not None:
@@ -180,7 +198,15 @@ class Exporter:
             if p is None:
                 raise Inexpressible(f"cannot store constant '{value.name}' ({have.value}) as {layout.value}")
             return self.data(value.name, array.transpose(p), layout)
-        source = self.native.get(id(value)) or self.materialize(value, have)
+        if self.backend == "SMV" and id(value) not in self.native and self.is_input(value) \
+                and layouts.perm(have, layout) is not None:
+            # As SMAUG's own SMV models do: the network input is stored in the layout its kernels
+            # read, zero-padded. A run-time Reorder would leave the NHWC alignment lanes
+            # uninitialised, and the first convolution multiplies them (garbage, even NaN).
+            ref = self.data(value.name, self.input_array(value).transpose(layouts.perm(have, layout)), layout)
+            self.native[id(value)] = ref
+            return ref
+        source = self.native_of(value) or self.materialize(value, have)
         if source is None:
             raise Inexpressible(f"value '{value.name}' is not computed by anything SMAUG can express")
         if source.layout == layout:
@@ -189,11 +215,11 @@ class Exporter:
 
     def materialize(self, value: Value, have: Layout) -> Ref | None:
         """Data nodes for constants and graph inputs in their own layout; computed tensors as is."""
-        if id(value) in self.native:
-            native = self.native[id(value)]
+        native = self.native_of(value)
+        if native is not None:
             return native if native.layout == have else None
         array = self.constant(value)
-        if array is None and any(v is value for v in self.graph.inputs):
+        if array is None and self.is_input(value):
             array = self.input_array(value)
         if array is None:
             return None
@@ -224,7 +250,7 @@ class Exporter:
             return None
         x = p.inputs[0]
         perm = [int(i) for i in (p.attrs.get("perm") or range(x.type.rank or 0)[::-1])]
-        free = self.constant(x) is not None or any(v is x for v in self.graph.inputs)
+        free = self.constant(x) is not None or self.is_input(x)
         for src in layouts.RANK:
             if layouts.perm(src, have) == perm and (src == self.layout_of(x) or free):
                 return p, src
@@ -237,6 +263,9 @@ class Exporter:
         if node.op != "Transpose":
             return False
         return self.layout_change(node.outputs[0], self.layout_of(node.outputs[0])) is not None
+
+    def is_input(self, value: Value) -> bool:
+        return any(v is value for v in self.graph.inputs)
 
     def constant(self, value: Value) -> np.ndarray | None:
         if value.const is not None:
@@ -316,10 +345,20 @@ def stored_input_layout(graph: Graph, value: Value) -> Layout | None:
     return layout if layouts.RANK.get(layout) == rank else None
 
 
-def sanitize(name: str) -> str:
-    """SMAUG uses ':' as its scope separator; keep names free of it."""
-    return (name or "node").replace(":", "_")
+@dataclass
+class SmvTiler:
+    """SMAUG's SMV tiler as the SMV backend models it. The top package plugs it in with
+    ``use_smv_tiler`` (converters import no backend); without it SMV files are not tiler-checked."""
 
+    refusals: Callable[[Graph], list[Unsupported]]  # nodes whose shapes the tiler cannot run
+    pool_group: Callable[[tuple[int, int, int, int], list[int], list[int], str], int]  # channels per pool
+
+
+SMV_TILER: list[SmvTiler] = []
+
+
+def use_smv_tiler(tiler: SmvTiler) -> None:
+    SMV_TILER[:] = [tiler]
 
 MEM_POLICIES = {"AllDma": pb.AllDma, "AllAcp": pb.AllAcp, "AllAcpWithDmaForWeights": pb.AllAcpWithDmaForWeights}
 
@@ -333,6 +372,11 @@ def graph_to_smaug(graph: Graph, backend: str = "SMV", *, mem_policy: str = "All
         raise FormatError(f"smaug_mem_policy must be one of {', '.join(MEM_POLICIES)}, not '{mem_policy}'")
     ex = Exporter(graph, backend, MEM_POLICIES[mem_policy], dict(inputs or {}))
     ex.run()
+    if backend == "SMV":
+        ex.unsupported += smv_rules.hazards(ex.proto)
+    if backend == "SMV" and SMV_TILER:
+        seen = {(u.op, u.node) for u in ex.unsupported}
+        ex.unsupported += [u for u in SMV_TILER[0].refusals(graph) if (u.op, u.node) not in seen]
     if ex.unsupported:
         raise UnsupportedOpError(f"SMAUG ({backend})", ex.unsupported)
     for name, array, data_type in ex.pending:  # params entries in Data-node order

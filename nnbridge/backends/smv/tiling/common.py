@@ -69,13 +69,15 @@ def find_best_tiling_dims(shape: Shape, max_size: int, min_shape: Shape, alignme
     if per_n * fc <= max_size:
         return TilingDims.NC
     if len(shape) == 2:
-        raise ShapeError(f"SMV tiling: no tiling of {list(shape)} fits a {max_size}-element scratchpad")
+        raise ShapeError(f"no tiling of {list(shape)} fits a {max_size}-element scratchpad (the real runtime "
+                         f"reports 'Unable to find a supported set of tiling dimensions')")
     fh, fw = m[1] / shape[1], m[2] / shape[2]
     for strategy, frac in ((TilingDims.NH, fh), (TilingDims.NW, fw), (TilingDims.NHW, fh * fw),
                            (TilingDims.NCH, fc * fh), (TilingDims.NCW, fc * fw)):
         if per_n * frac <= max_size:
             return strategy
-    raise ShapeError(f"SMV tiling: no tiling of {list(shape)} fits a {max_size}-element scratchpad")
+    raise ShapeError(f"no tiling of {list(shape)} fits a {max_size}-element scratchpad (the real runtime "
+                     f"reports 'Unable to find a supported set of tiling dimensions')")
 
 
 def enum_4d(shape: Shape, min_shape: Shape, steps: Shape, max_size: int, alignment: int = 8) -> Iterator[Shape]:
@@ -189,5 +191,6 @@ def best(candidates: Iterator[tuple[int, tuple]]) -> tuple:
         if total > best_total:
             best_total, best_item = total, item
     if best_item is None:
-        raise ShapeError("SMV tiling: no tile configuration fits the scratchpads")
+        raise ShapeError("no candidate tile configuration fits the 16384-element scratchpads (the real runtime "
+                         "stops with 'Failed to get best tiling config!')")
     return best_item

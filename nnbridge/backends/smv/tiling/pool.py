@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+from collections.abc import Callable
 
+from ....errors import ShapeError
 from ..layers import PoolLayer
 from .common import TilingDims, Window, best, cut, enum_4d, find_best_tiling_dims, storage_size
 from .plan import Invocation, TilingPlan, fp16_bytes
@@ -58,18 +61,43 @@ def plan(layer: PoolLayer, max_size: int = 16384, align: int = 8, num_accels: in
     strategies, tiles = optimize(layer, max_size, align)
     t_in = cut(layer.input, tiles["input"], Window(layer.ph, layer.pw, layer.stride_h, layer.stride_w, False))
     t_out = cut(layer.output, tiles["output"])
+    if t_in.counts[:3] != t_out.counts[:3]:
+        # SMAUG's pooling loop indexes the output tile by the input tile's (n, row, col): more
+        # input tiles read past the output tile list (the real runtime segfaults), fewer leave
+        # output tiles unwritten
+        raise ShapeError(f"SMAUG's SMV pooling tiles the input into {'x'.join(map(str, t_in.counts[:3]))} "
+                         f"(n, row, col) tiles but the output into {'x'.join(map(str, t_out.counts[:3]))}, "
+                         f"and pairs them by index (the real runtime crashes)")
     result = TilingPlan(layer, "pool", strategies, tiles, {"input": t_in, "output": t_out})
     out_channel_tiled = t_out.counts[3] > 1
     window = layer.ph * layer.pw
-    last = [c - 1 for c in t_out.counts]
     for idx in itertools.product(*(range(c) for c in t_in.counts)):
         n, h, w, c = t_in.tile_shape(idx)
-        rows = max(0, (h - layer.ph) // layer.stride_h + 1)  # a trailing halo-only tile yields nothing
-        cols = max(0, (w - layer.pw) // layer.stride_w + 1)
-        oidx = tuple(min(i, m) for i, m in zip(idx[:3], last)) + ((idx[3],) if out_channel_tiled else (0,))
+        rows = (h - layer.ph) // layer.stride_h + 1
+        cols = (w - layer.pw) // layer.stride_w + 1
+        oidx = idx[:3] + ((idx[3],) if out_channel_tiled else (0,))
         oshape = t_out.tile_shape(oidx)
         stored = oshape if out_channel_tiled else oshape[:3] + (c,)
         result.invocations.append(Invocation(
             0, fp16_bytes(storage_size((n, h, w, c), align)), 0, fp16_bytes(storage_size(stored, align)),
             n * rows * cols * -(-c // 8) * window))
     return result
+
+
+def channel_group(layer: PoolLayer, plan_layer: Callable[[PoolLayer], TilingPlan] = plan) -> int:
+    """Channels per pooling operator: all of them when SMAUG tiles the layer consistently, else
+    the largest multiple of 8 dividing C that it does (the SMAUG writer splits the channels into
+    such groups, and the simulator models it the same way); ShapeError when there is none."""
+    n, h, w, c = layer.input
+    try:
+        plan_layer(layer)
+        return c
+    except ShapeError as exc:
+        for group in range(c // 8 * 8, 0, -8):
+            if group < c and c % group == 0:
+                try:
+                    plan_layer(dataclasses.replace(layer, input=(n, h, w, group)))
+                    return group
+                except ShapeError:
+                    continue
+        raise exc

@@ -1,0 +1,113 @@
+"""Every SMAUG file the suite writes, run by SMAUG's own runtime (../shared/tools/smaug/smaug) and
+compared with onnxruntime on the source model fed the input stored in the file.
+
+Reference files must match within fp32 tolerance, SMV files within fp16 tolerance (real_smaug.
+TOLERANCE); an SMV file the runtime would compute wrong must be refused at convert time instead.
+No run may abort, crash or produce NaN.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from real_smaug import TOLERANCE, as_onnx_layout, relative_error, run_smaug, stored_feeds
+from single_ops import MODELS
+
+import nnbridge
+import nnbridge.zoo
+from nnbridge.errors import UnsupportedOpError
+
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+ZOO = ["mlp", "minerva", "lenet5", "cnn10", "vgg_cifar", "resnet_tiny", "lstm_small"]
+#: single-op models that SMV cannot run as written, and what the refusal names (rules confirmed in
+#: test_smv_rules.py)
+REFUSED_ON_SMV = {"concat_c3_c5": ("Concat", "overruns"), "flatten_fc": ("InnerProduct", "uninitialised")}
+
+
+def build(name: str) -> onnx.ModelProto:
+    if name in MODELS:
+        return MODELS[name]()
+    if name.startswith("light_"):
+        return onnx.load(LIGHT / f"{name}.onnx")
+    return nnbridge.zoo.build(name)
+
+
+def write(model: onnx.ModelProto, backend: str, folder: Path) -> Path:
+    """Convert as a user does (``nnbridge.save``), storing a standard-normal network input."""
+    graph = nnbridge.load(model)
+    rng = np.random.default_rng(0)
+    inputs = {v.name: rng.standard_normal(v.type.shape).astype(np.float32) for v in graph.inputs}
+    topo, _ = nnbridge.save(graph, folder / "m_topo.pbtxt", smaug_backend=backend, smaug_inputs=inputs)
+    return Path(topo)
+
+
+def onnxruntime_output(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)[0]
+
+
+def check_real_run(model: onnx.ModelProto, backend: str, folder: Path) -> float:
+    topo = write(model, backend, folder)
+    run = run_smaug(topo)
+    assert run.ok, f"the real runtime failed ({run.status}): {run.message}"
+    expected = onnxruntime_output(model, stored_feeds(topo, model))
+    got = as_onnx_layout(run, expected)
+    assert got.shape == expected.shape
+    assert not np.isnan(got.astype(np.float64)).any()
+    error = relative_error(got, expected)
+    assert error <= TOLERANCE[backend], f"{error:.3g} relative to the output scale"
+    return error
+
+
+@pytest.mark.parametrize("backend", ["Reference", "SMV"])
+@pytest.mark.parametrize("name", sorted(MODELS) + ZOO)
+def test_real_smaug_computes_what_onnxruntime_does(tmp_path, name, backend):
+    model = build(name)
+    if backend == "SMV" and name in REFUSED_ON_SMV:
+        op, why = REFUSED_ON_SMV[name]
+        with pytest.raises(UnsupportedOpError) as info:
+            write(model, backend, tmp_path)
+        assert [i.op for i in info.value.items] == [op] and why in info.value.items[0].reason
+        assert not any(tmp_path.iterdir())
+        return
+    check_real_run(model, backend, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["Reference", "SMV"])
+def test_light_densenet121(tmp_path, backend):
+    """Max pooling whose SMAUG tiles would not pair up (the runtime segfaults) is split into
+    channel groups it tiles consistently."""
+    check_real_run(build("light_densenet121"), backend, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["light_squeezenet", "light_resnet50"])
+def test_light_models_on_reference(tmp_path, name):
+    check_real_run(build(name), "Reference", tmp_path)
+
+
+@pytest.mark.parametrize("name", ["light_squeezenet", "light_resnet50"])
+def test_light_models_whose_activations_exceed_fp16_run_on_smv(tmp_path, name):
+    """With every weight 0.02 these models' activations leave fp16's range (65504) on the way:
+    real SMV computes inf/NaN — no crash — and onnxruntime's fp32 values show why."""
+    model = build(name)
+    topo = write(model, "SMV", tmp_path)
+    run = run_smaug(topo)
+    assert run.ok, run.message
+    assert not np.isfinite(run.output.astype(np.float32)).all()
+    assert largest_activation(model, stored_feeds(topo, model)) > float(np.finfo(np.float16).max)
+
+
+def largest_activation(model: onnx.ModelProto, feeds: dict) -> float:
+    """The largest |value| any node computes in onnxruntime (fp32)."""
+    model = onnx.shape_inference.infer_shapes(model)
+    known = {v.name for v in model.graph.output}
+    floats = [v for v in model.graph.value_info if v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT]
+    model.graph.output.extend(v for v in floats if v.name not in known)
+    return max(float(np.abs(out).max()) for out in ort.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds) if out.size)

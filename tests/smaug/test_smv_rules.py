@@ -1,0 +1,181 @@
+"""Each rule by which nnbridge refuses or rewrites an SMV file, confirmed with the real runtime:
+a file built with SMAUG's frontend API (``nnbridge.smaug``, which writes what it is told) that
+breaks the rule is computed wrong, or stops the runtime; the same file within the rule is right.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from real_smaug import as_onnx_layout, relative_error, run_smaug, stored_feeds
+from test_real_runtime import onnxruntime_output, write
+
+import nnbridge
+import nnbridge.smaug as sg
+from nnbridge.backends.smv.layers import ConvLayer, PoolLayer
+from nnbridge.backends.smv.tiling import plan_layer
+from nnbridge.converters.smaug.smv_rules import hazards
+from nnbridge.errors import ShapeError, UnsupportedOpError
+from nnbridge.protos.smaug import smaug_tensor_pb2 as tpb
+from nnbridge.zoo import OnnxBuilder
+
+RNG = np.random.default_rng(5)
+
+
+def fp16(shape, scale: float = 1.0) -> np.ndarray:
+    return (RNG.standard_normal(shape) * scale).astype(np.float16)
+
+
+def real(graph: sg.Graph, folder) -> np.ndarray:
+    topo, _ = graph.write_graph(folder)
+    run = run_smaug(topo)
+    assert run.ok, run.message
+    return run.output.astype(np.float32)
+
+
+def smv_graph(name: str, array: np.ndarray, layout: int) -> tuple[sg.Graph, sg.Tensor]:
+    g = sg.Graph(name=name, backend="SMV")
+    return g, sg.input_data(sg.Tensor(data_layout=layout, tensor_data=array), g, name="x")
+
+
+# -- CPU operators that copy whole padded rows ------------------------------------------------
+@pytest.mark.parametrize("widths, overruns", [((3, 5), True), ((1, 15), True), ((8, 3), False), ((3, 8), False),
+                                              ((5, 5), False)])
+def test_concat_along_channels_overruns_rows(tmp_path, widths, overruns):
+    parts = [fp16((1, 2, 2, c)) for c in widths]
+    g, x = smv_graph("cat", parts[0], sg.NHWC)
+    y = sg.input_data(sg.Tensor(data_layout=sg.NHWC, tensor_data=parts[1]), g, name="y")
+    sg.tensor.concat([x, y], axis=3)
+    wrong = not np.array_equal(real(g, tmp_path), np.concatenate(parts, 3).astype(np.float32))
+    assert wrong == overruns == bool(hazards(g.proto))
+
+
+@pytest.mark.parametrize("shape, multiples, overruns", [((2, 3), [1, 2], True), ((2, 3), [1, 3], False),
+                                                        ((2, 5), [1, 2], False), ((2, 3), [3, 1], False)])
+def test_repeat_along_the_last_axis_overruns_rows(tmp_path, shape, multiples, overruns):
+    a = fp16(shape)
+    g, x = smv_graph("rep", a, sg.NC)
+    sg.tensor.repeat(x, multiples)
+    wrong = not np.array_equal(real(g, tmp_path), np.tile(a, multiples).astype(np.float32))
+    assert wrong == overruns == bool(hazards(g.proto))
+
+
+@pytest.mark.parametrize("src, dst, scrambles", [((9, 1), (1, 9), True), ((3, 11), (11, 3), True),
+                                                 ((2, 8), (1, 16), False), ((2, 5), (1, 10), False)])
+def test_reshape_with_equal_padding_copies_raw_storage(tmp_path, src, dst, scrambles):
+    a = fp16(src)
+    g, x = smv_graph("rs", a, sg.NC)
+    sg.tensor.reshape(x, dst, sg.NC)
+    wrong = not np.array_equal(real(g, tmp_path), a.reshape(dst).astype(np.float32))
+    assert wrong == scrambles == bool(hazards(g.proto))
+
+
+# -- alignment lanes ---------------------------------------------------------------------------
+@pytest.mark.parametrize("kernel", ["conv", "fc"])
+def test_conv_and_fc_multiply_their_input_alignment_lanes(tmp_path, kernel):
+    """NaN stored in the input's padding lanes (× zero weights) makes every output NaN."""
+    if kernel == "conv":
+        g, x = smv_graph("lanes", fp16((1, 4, 4, 3)), sg.NHWC)
+        sg.nn.convolution(x, sg.Tensor(data_layout=sg.NHWC, tensor_data=fp16((8, 3, 3, 3))), [1, 1], "same")
+        stored, logical = (1, 4, 4, 8), 3
+    else:
+        g, x = smv_graph("lanes", fp16((1, 10)), sg.NC)
+        sg.nn.mat_mul(x, sg.Tensor(data_layout=sg.NC, tensor_data=fp16((8, 10))))
+        stored, logical = (1, 16), 10
+    topo, params = g.write_graph(tmp_path)
+    clean = run_smaug(topo).output
+    array = tpb.TensorDataArray()
+    array.ParseFromString(params.read_bytes())
+    entry = next(e for e in array.data_array if e.name == "x/input0")
+    values = np.asarray(entry.half_data, "<i4").view(np.float16).reshape(stored).copy()
+    values[..., logical:] = np.nan
+    del entry.half_data[:]
+    entry.half_data.extend(values.reshape(-1).view("<i4").tolist())
+    params.write_bytes(array.SerializeToString())
+    assert np.isfinite(clean.astype(np.float32)).all() and np.isnan(run_smaug(topo).output.astype(np.float32)).all()
+
+
+def test_a_runtime_reorder_leaves_the_alignment_lanes_uninitialised(tmp_path):
+    """An NCHW input reordered to NHWC at run time (what SMAUG's frontend does): the conv reads
+    garbage lanes; with ELU many outputs are NaN. nnbridge stores SMV inputs NHWC instead."""
+    x, w = fp16((1, 3, 8, 8)), fp16((8, 3, 3, 3), 0.3)
+    g, a = smv_graph("reorder", x, sg.NCHW)
+    sg.nn.convolution(a, sg.Tensor(data_layout=sg.NHWC, tensor_data=w), [1, 1], "same", activation="elu",
+                      activation_params={"alpha": 1.0})
+    assert [h.op for h in hazards(g.proto)] == ["Convolution3d"]
+    assert np.isnan(real(g, tmp_path)).any()
+
+
+def test_padding_aborts_on_smv(tmp_path):
+    g, x = smv_graph("pad", fp16((1, 4, 4, 8)), sg.NHWC)
+    sg.tensor.padding(x, [0, 0, 1, 1, 1, 1, 0, 0])
+    topo, _ = g.write_graph(tmp_path)
+    run = run_smaug(topo)
+    assert run.status == "abort" and "dataType" in run.message
+
+
+# -- row tails of the softmax and post-FC batch-norm kernels ------------------------------------
+def test_softmax_normalises_only_whole_vectors_of_a_row(tmp_path):
+    a = fp16((1, 10))
+    g, x = smv_graph("softmax", a, sg.NC)
+    sg.nn.softmax(x)
+    out = real(g, tmp_path)
+    head = np.exp(a[0, :8].astype(np.float64))
+    np.testing.assert_allclose(out[0, :8], head / head.sum(), rtol=2e-3)  # the first 8 values only
+
+
+@pytest.mark.parametrize("rows, width", [(1, 12), (2, 8)])
+def test_post_fc_batch_norm_misses_row_tails_and_rows_after_the_first(tmp_path, rows, width):
+    a = fp16((rows, width))
+    g, x = smv_graph("bn", a, sg.NC)
+    ones = np.ones((1, width), np.float16)
+    stats = [np.zeros((1, width), np.float16), ones, ones, np.full((1, width), 2.0, np.float16)]
+    sg.nn.batch_norm(x, *[sg.Tensor(data_layout=sg.NC, tensor_data=s) for s in stats])
+    out = real(g, tmp_path)
+    exact = (a.astype(np.float32) + 2).astype(np.float16).astype(np.float32)
+    np.testing.assert_array_equal(out[0, :8], exact[0, :8])
+    assert not np.array_equal(out, exact)
+
+
+# -- SMAUG's tiler ----------------------------------------------------------------------------
+def test_a_conv_the_tiler_rejects_aborts_and_is_refused(tmp_path):
+    g, x = smv_graph("stem", fp16((1, 224, 224, 3)), sg.NHWC)
+    sg.nn.convolution(x, sg.Tensor(data_layout=sg.NHWC, tensor_data=fp16((64, 3, 3, 3))), [1, 1], "same")
+    topo, _ = g.write_graph(tmp_path / "real")
+    run = run_smaug(topo)
+    assert run.status == "abort" and "Failed to get best tiling config" in run.message
+    with pytest.raises(ShapeError, match="Failed to get best tiling config"):
+        plan_layer(ConvLayer("stem", (1, 224, 224, 3), 64, 3, 3))
+    b = OnnxBuilder("stem")
+    b.output(b.conv(b.input("x", [1, 3, 224, 224]), 3, 64, 3))
+    with pytest.raises(UnsupportedOpError, match="Failed to get best tiling config"):
+        write(b.model(), "SMV", tmp_path / "ours")
+
+
+def test_a_max_pool_the_tiler_pairs_wrongly_crashes_and_is_split_by_channels(tmp_path):
+    g, x = smv_graph("pool", fp16((1, 55, 55, 128)), sg.NHWC)
+    sg.nn.max_pool(x, [3, 3], [2, 2])
+    topo, _ = g.write_graph(tmp_path / "real")
+    assert run_smaug(topo).status == "segfault"
+    with pytest.raises(ShapeError, match="crashes"):
+        plan_layer(PoolLayer("pool", (1, 55, 55, 128), 3, 3, 2, 2))
+    b = OnnxBuilder("pool")
+    b.output(b.op("MaxPool", [b.input("x", [1, 128, 55, 55])], "pool", kernel_shape=[3, 3], strides=[2, 2]))
+    model = b.model()
+    ours = write(model, "SMV", tmp_path / "ours")
+    assert [n.op for n in nnbridge.converters.smaug.read_topology(ours).nodes].count(3) == 2  # 2 x 64 channels
+    run = run_smaug(ours)
+    expected = onnxruntime_output(model, stored_feeds(ours, model))
+    assert run.ok and relative_error(as_onnx_layout(run, expected), expected) == 0
+
+
+def test_alexnet_stem_finds_no_tiling_dimensions(tmp_path):
+    """light_bvlc_alexnet's 11x11/4 stem conv on 224x224x3: no tiling dimensions exist on SMV."""
+    with pytest.raises(ShapeError, match="Unable to find a supported set of tiling dimensions"):
+        plan_layer(ConvLayer("stem", (1, 224, 224, 3), 64, 11, 11, 4, 4, False))
+    g, x = smv_graph("alexnet", fp16((1, 224, 224, 3)), sg.NHWC)
+    sg.nn.convolution(x, sg.Tensor(data_layout=sg.NHWC, tensor_data=fp16((64, 11, 11, 3))), [4, 4], "valid")
+    topo, _ = g.write_graph(tmp_path)
+    run = run_smaug(topo)
+    assert not run.ok and "Unable to find a supported set of tiling dimensions" in run.message
+
