@@ -22,7 +22,7 @@ from ..ir import DType, Graph
 from .layerwise import LayerwiseResult, NonfiniteOrigin
 from .layerwise import layerwise as run_layerwise
 from .oracle import oracle_model, run_onnxruntime
-from .verdict import OutputCheck, Rule, coarsest, compare, jsonable, rule_for
+from .verdict import OutputCheck, Rule, coarsest, compare, format_name, jsonable, rule_for
 
 #: graph metadata key declaring outputs that may hold NaN/inf: "*" or comma-separated names
 NONFINITE_KEY = "nnbridge.nonfinite_outputs"
@@ -86,9 +86,10 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     chosen = get_backend(backend)
     exe = compile_model(graph.copy(), backend=backend, passes=passes, **config)
     actual = exe.run(feeds)
-    rule = rule_for(model_precision(graph), chosen.precision, rtol, atol)
+    precision = model_precision(graph)
+    rule = rule_for(precision, chosen.precision, rtol, atol)
     allowed = declared_nonfinite(graph, nonfinite)
-    result = CheckResult(backend, graph.name, rule, _short(model_precision(graph)), input_info=infos,
+    result = CheckResult(backend, graph.name, rule, format_name(precision), input_info=infos,
                          inputs=feeds, actual=actual, expected=expected, notes=numerics_notes(exe.report))
     for name in exe.output_names:
         if name in expected:
@@ -155,10 +156,6 @@ def _unexpected_nonfinite(outputs: list[OutputCheck]) -> bool:
 
 def _is_program(model: Any) -> bool:
     return isinstance(model, (str, os.PathLike)) and os.fspath(model).lower().endswith(".pef")
-
-
-def _short(dtype: DType) -> str:
-    return {DType.FLOAT16: "fp16", DType.BFLOAT16: "bf16"}.get(dtype, "fp32")
 
 
 def _feeds(model: Any, graph: Graph, given: Mapping[str, np.ndarray] | None, seed: int,

@@ -119,7 +119,7 @@ BackendRun = Callable[[Graph], dict[str, Any]]
 
 
 def layerwise(proto: ModelProto, graph: Graph, feeds: Mapping[str, Any], run_backend: BackendRun, rule: Rule,
-              nonfinite_ok: Callable[[str], bool] = lambda name: False, local: bool = True,
+              nonfinite_ok: Callable[[str], bool] = lambda name: False,
               notes: Mapping[str, str] | None = None, origin_only: bool = False) -> LayerwiseResult:
     """Compare every node output of ``proto`` with the backend's, in the model's order.
 
@@ -129,13 +129,12 @@ def layerwise(proto: ModelProto, graph: Graph, feeds: Mapping[str, Any], run_bac
     # Dropout mask) cannot change the result, and its type may differ between opsets
     read = {i for n in nodes for i in n.input} | {o.name for o in proto.graph.output}
     wanted = [o for n in nodes for o in n.output if o and o in read]
-    values = {v.name: v for n in graph.nodes for v in n.outputs if v is not None}
     exposed = graph.copy()
     present = {v.name for v in exposed.outputs}
-    copy_values = {v.name: v for n in exposed.nodes for v in n.outputs if v is not None}
+    computed = {v.name: v for n in exposed.nodes for v in n.outputs if v is not None}
     for name in wanted:
-        if name in values and name not in present:
-            exposed.outputs.append(copy_values[name])
+        if name in computed and name not in present:
+            exposed.outputs.append(computed[name])
             present.add(name)
     expected = run_onnxruntime(expose(proto, wanted), feeds)
     actual = run_backend(exposed)
@@ -159,8 +158,7 @@ def layerwise(proto: ModelProto, graph: Graph, feeds: Mapping[str, Any], run_bac
         row = NodeCheck(node.name or outs[0], node.op_type,
                         [_shape(n, known, weights) for n in node.input], note=(notes or {}).get(node.name, ""))
         row.outputs = [compare(o, actual[o], expected[o], rule, nonfinite_ok(o), same_dtype=False) for o in outs]
-        if local:
-            row.local = _local(proto, node, outs, feeds, actual, expected, rule, nonfinite_ok, weights)
+        row.local = _local(proto, node, outs, feeds, actual, expected, rule, nonfinite_ok, weights)
         result.nodes.append(row)
     return result
 

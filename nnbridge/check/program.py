@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..inputs import generate_inputs
-from .core import CheckResult, _short, declared_nonfinite, model_precision, numerics_notes
-from .verdict import compare, rule_for
+from .core import CheckResult, declared_nonfinite, model_precision, numerics_notes
+from .verdict import compare, format_name, rule_for
 
 #: what makes any graph executable on the reference backend (its own layout, transposes cancelled)
 EXECUTABLE = ["layout-nchw", "cancel-transposes"]
@@ -43,9 +43,10 @@ def check_program(path: str | os.PathLike, inputs: Mapping[str, np.ndarray] | No
     feeds, infos = generate_inputs(graph, seed, dims, inputs, input_ranges)
     actual = program.run(feeds)
     expected = compile_model(graph.copy(), backend="reference", passes=EXECUTABLE).run(feeds)
-    rule = rule_for(model_precision(graph), get_backend("rdu").precision, rtol, atol)
+    precision = model_precision(graph)
+    rule = rule_for(precision, get_backend("rdu").precision, rtol, atol)
     allowed = declared_nonfinite(graph, nonfinite)
-    result = CheckResult("rdu (program)", graph.name, rule, _short(model_precision(graph)), oracle="reference",
+    result = CheckResult("rdu (program)", graph.name, rule, format_name(precision), oracle="reference",
                          input_info=infos, inputs=feeds, actual=actual, expected=expected,
                          notes=[f"compiled for batch {batch}: {_batch_note(graph, batch)}",
                                 *numerics_notes(program.report)])

@@ -87,6 +87,11 @@ RULES: dict[str, Rule] = {
 }
 
 
+def format_name(dtype: DType) -> str:
+    """The table's name for a float format ("fp32" for fp64 and anything without a row)."""
+    return _FORMAT_NAMES.get(coarsest(dtype), "fp32")
+
+
 def coarsest(*dtypes: DType | None) -> DType:
     """The least precise of the float formats given (fp64 counts as fp32: no finer row)."""
     found = [d for d in dtypes if d in _BY_PRECISION]
@@ -100,7 +105,7 @@ def rule_for(model_precision: DType | None, backend_precision: DType | None,
     fmt = coarsest(model_precision, backend_precision)
     if rtol is not None or atol is not None:
         return Rule("custom", fmt, rtol=rtol or 0.0, atol=atol or 0.0)
-    return RULES[_FORMAT_NAMES[fmt]]
+    return RULES[format_name(fmt)]
 
 
 def ulp(x: np.ndarray, fmt: DType) -> np.ndarray:
