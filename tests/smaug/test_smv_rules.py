@@ -1,13 +1,16 @@
 """Each rule by which nnbridge refuses or rewrites an SMV file, confirmed with the real runtime:
 a file built with SMAUG's frontend API (``nnbridge.smaug``, which writes what it is told) that
 breaks the rule is computed wrong, or stops the runtime; the same file within the rule is right.
+On every such file the SMV simulator reproduces the runtime's output (bit for bit where the
+runtime is deterministic) and ``check --backend smv`` gives the verdict the runtime earns.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
-from real_smaug import as_onnx_layout, relative_error, run_smaug, stored_feeds
+from real_smaug import as_onnx_layout, matching_output, relative_error, run_smaug, same_fp16_bits, stored_feeds
 from test_real_runtime import onnxruntime_output, write
 
 import nnbridge
@@ -26,10 +29,20 @@ def fp16(shape, scale: float = 1.0) -> np.ndarray:
     return (RNG.standard_normal(shape) * scale).astype(np.float16)
 
 
-def real(graph: sg.Graph, folder) -> np.ndarray:
+def real(graph: sg.Graph, folder, intended: np.ndarray | None = None, written: bool = True) -> np.ndarray:
+    """The real runtime's output; the simulator must give the same bits (NaN where the runtime
+    reads memory nothing wrote, ``written=False``), and check's verdict must say whether that
+    output is the ``intended`` one."""
     topo, _ = graph.write_graph(folder)
     run = run_smaug(topo)
     assert run.ok, run.message
+    loaded = nnbridge.load(topo)
+    ours = matching_output(nnbridge.run(loaded, loaded.input_values, backend="smv"), run)
+    defined = ~np.isnan(ours.astype(np.float32))
+    assert defined.all() == written and same_fp16_bits(ours[defined], run.output[defined])
+    if intended is not None:
+        right = np.array_equal(run.output.astype(np.float32), intended.astype(np.float32))
+        assert nnbridge.check(topo, backend="smv").ok == right
     return run.output.astype(np.float32)
 
 
@@ -46,7 +59,8 @@ def test_concat_along_channels_overruns_rows(tmp_path, widths, overruns):
     g, x = smv_graph("cat", parts[0], sg.NHWC)
     y = sg.input_data(sg.Tensor(data_layout=sg.NHWC, tensor_data=parts[1]), g, name="y")
     sg.tensor.concat([x, y], axis=3)
-    wrong = not np.array_equal(real(g, tmp_path), np.concatenate(parts, 3).astype(np.float32))
+    intended = np.concatenate(parts, 3).astype(np.float32)
+    wrong = not np.array_equal(real(g, tmp_path, intended), intended)
     assert wrong == overruns == bool(hazards(g.proto))
 
 
@@ -56,7 +70,8 @@ def test_repeat_along_the_last_axis_overruns_rows(tmp_path, shape, multiples, ov
     a = fp16(shape)
     g, x = smv_graph("rep", a, sg.NC)
     sg.tensor.repeat(x, multiples)
-    wrong = not np.array_equal(real(g, tmp_path), np.tile(a, multiples).astype(np.float32))
+    intended = np.tile(a, multiples).astype(np.float32)
+    wrong = not np.array_equal(real(g, tmp_path, intended), intended)
     assert wrong == overruns == bool(hazards(g.proto))
 
 
@@ -66,7 +81,9 @@ def test_reshape_with_equal_padding_copies_raw_storage(tmp_path, src, dst, scram
     a = fp16(src)
     g, x = smv_graph("rs", a, sg.NC)
     sg.tensor.reshape(x, dst, sg.NC)
-    wrong = not np.array_equal(real(g, tmp_path), a.reshape(dst).astype(np.float32))
+    intended = a.reshape(dst).astype(np.float32)
+    written = (dst[0] * -(-dst[1] // 8) * 8 <= src[0] * -(-src[1] // 8) * 8) or not scrambles
+    wrong = not np.array_equal(real(g, tmp_path, intended, written), intended)
     assert wrong == scrambles == bool(hazards(g.proto))
 
 
@@ -103,7 +120,13 @@ def test_a_runtime_reorder_leaves_the_alignment_lanes_uninitialised(tmp_path):
     sg.nn.convolution(a, sg.Tensor(data_layout=sg.NHWC, tensor_data=w), [1, 1], "same", activation="elu",
                       activation_params={"alpha": 1.0})
     assert [h.op for h in hazards(g.proto)] == ["Convolution3d"]
-    assert np.isnan(real(g, tmp_path)).any()
+    topo, _ = g.write_graph(tmp_path)
+    assert np.isnan(run_smaug(topo).output.astype(np.float32)).any()
+    # the simulator cannot know the garbage: it says the result is undefined (NaN), and check disagrees
+    loaded = nnbridge.load(topo)
+    assert np.isnan(next(iter(nnbridge.run(loaded, loaded.input_values, backend="smv").values()))).all()
+    result = nnbridge.check(topo, backend="smv")
+    assert not result.ok and any("uninitialised" in note for note in result.notes)
 
 
 def test_padding_aborts_on_smv(tmp_path):
@@ -112,6 +135,8 @@ def test_padding_aborts_on_smv(tmp_path):
     topo, _ = g.write_graph(tmp_path)
     run = run_smaug(topo)
     assert run.status == "abort" and "dataType" in run.message
+    with pytest.raises(UnsupportedOpError, match="Padding aborts on SMV"):
+        nnbridge.compile(topo, backend="smv")
 
 
 # -- row tails of the softmax and post-FC batch-norm kernels ------------------------------------
@@ -120,6 +145,7 @@ def test_softmax_normalises_only_whole_vectors_of_a_row(tmp_path):
     g, x = smv_graph("softmax", a, sg.NC)
     sg.nn.softmax(x)
     out = real(g, tmp_path)
+    assert not nnbridge.check(g.write_graph(tmp_path)[0], backend="smv").ok
     head = np.exp(a[0, :8].astype(np.float64))
     np.testing.assert_allclose(out[0, :8], head / head.sum(), rtol=2e-3)  # the first 8 values only
 
@@ -131,8 +157,8 @@ def test_post_fc_batch_norm_misses_row_tails_and_rows_after_the_first(tmp_path, 
     ones = np.ones((1, width), np.float16)
     stats = [np.zeros((1, width), np.float16), ones, ones, np.full((1, width), 2.0, np.float16)]
     sg.nn.batch_norm(x, *[sg.Tensor(data_layout=sg.NC, tensor_data=s) for s in stats])
-    out = real(g, tmp_path)
     exact = (a.astype(np.float32) + 2).astype(np.float16).astype(np.float32)
+    out = real(g, tmp_path, exact)
     np.testing.assert_array_equal(out[0, :8], exact[0, :8])
     assert not np.array_equal(out, exact)
 
@@ -179,3 +205,35 @@ def test_alexnet_stem_finds_no_tiling_dimensions(tmp_path):
     run = run_smaug(topo)
     assert not run.ok and "Unable to find a supported set of tiling dimensions" in run.message
 
+
+
+def test_softmax_without_max_subtraction_overflows_as_the_runtime_does(tmp_path):
+    """A logit above 88.72 overflows the kernel's exp: the row is NaN in real SMAUG and in the
+    simulator, and check names the node and the cause."""
+    a = np.linspace(0, 100, 16).astype(np.float16).reshape(1, 16)
+    g, x = smv_graph("big_logits", a, sg.NC)
+    sg.nn.softmax(x)
+    topo, _ = g.write_graph(tmp_path)
+    run = run_smaug(topo)
+    assert np.isnan(run.output.astype(np.float32)[0, -2:]).all()  # inf · 0; the others 0
+    loaded = nnbridge.load(topo)
+    assert same_fp16_bits(matching_output(nnbridge.run(loaded, loaded.input_values, backend="smv"), run), run.output)
+    result = nnbridge.check(topo, backend="smv")
+    assert not result.ok and any(note.startswith("softmax: SMV's softmax does not subtract") for note in result.notes)
+
+
+def test_a_new_user_converting_what_smv_cannot_run_reads_one_line_per_reason(tmp_path, cli):
+    b = OnnxBuilder("mixed")
+    x = b.input("x", [1, 3, 5, 5])
+    y = b.op("Relu", [b.conv(x, 3, 5, 3, hint="c1")])
+    cat = b.op("Concat", [x, y], "cat", axis=1)  # 3 + 5 channels: the copy overruns rows
+    flat = b.op("Flatten", [b.op("Relu", [b.conv(cat, 8, 6, 3, hint="c2")])], "flat", axis=1)  # 150 features
+    b.output(b.dense(flat, 150, 4, "fc"))
+    path = tmp_path / "mixed.onnx"
+    onnx.save(b.model(), path)
+    code, text = cli("convert", path, tmp_path / "out" / "m_topo.pbtxt")
+    lines = text.strip().splitlines()
+    assert code == 1 and "SMAUG (SMV) does not support 2 node(s)" in lines[0]
+    assert [line.split(" (")[0].strip() for line in lines[1:]] == ["Concat", "InnerProduct"]
+    assert "overruns" in lines[1] and "uninitialised" in lines[2]
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

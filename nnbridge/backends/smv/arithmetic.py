@@ -33,13 +33,14 @@ def add_blocks(acc: np.ndarray, x: np.ndarray, w: np.ndarray) -> None:
         ws = _lanes(w[:, start:stop], vectors)  # [vectors, 8, K]
         for r in range(0, x.shape[0], rows):
             xr = xs[:, :, r:r + rows, None]
-            lanes = xr[0] * ws[0][:, None, :]  # [8, P, K]: ((0 + p0) + p1) + …, lane by lane
-            lanes += np.float32(0)
+            # [8, P, K]: ((0 + p0) + p1) + …, lane by lane. The kernel's "0 +" only turns a −0 into
+            # +0, which the partial sum (+0 at its start) does anyway, so it is left out here.
+            lanes = xr[0] * ws[0][:, None, :]
             product = np.empty_like(lanes)
             for m in range(1, vectors):
                 np.multiply(xr[m], ws[m][:, None, :], out=product)
                 lanes += product
-            total = lanes[0] + np.float32(0)  # then the 8 lanes in order
+            total = lanes[0]  # then the 8 lanes in order
             for lane in range(1, VECTOR):
                 total += lanes[lane]
             acc[r:r + rows] += total

@@ -24,6 +24,7 @@ from .layers import Layer, PoolLayer
 from .lowering import FLOATS, LOWERERS, Step, lower
 from .numerics import host
 from .reporting import build_report
+from .scratchpads import Scratchpads
 from .tiling import TilingPlan, plan_layer
 from .tiling.pool import channel_group
 
@@ -121,7 +122,8 @@ class SmvExecutable(Executable):
             self._host_consts = {name: host(np.asarray(a)) for name, a in self.flat.consts.items()}
         consts = self._host_consts
         layouts = {name: t.layout for name, t in self.flat.types.items()}
-        sim = Simulator(consts, layouts, self.flat.consts)
+        stale = any(s.deviation and s.family in ("softmax", "bn") for s in self.steps)
+        sim = Simulator(consts, layouts, self.flat.consts, Scratchpads() if stale else None)
         env: dict[str, Any] = dict(consts)
         env.update({k: host(v) if isinstance(v, np.ndarray) else v for k, v in feeds.items()})
         last_use = {}
@@ -176,6 +178,16 @@ def pool_channel_group(input_nhwc: tuple[int, int, int, int], kernel: list[int],
     return channel_group(PoolLayer("", tuple(input_nhwc), *kernel, *stride, kind))
 
 
+#: graph metadata key the SMAUG reader writes: "node<TAB>reason" lines, what the real SMV runtime
+#: computes differently in that file (the simulator reproduces it)
+DEVIATIONS_KEY = "smaug.smv_deviations"
+
+
+def file_deviations(graph: Graph) -> dict[str, str]:
+    lines = graph.metadata.get(DEVIATIONS_KEY, "")
+    return dict(line.split("\t", 1) for line in lines.splitlines() if "\t" in line)
+
+
 def tiling_refusals(graph: Graph, config: SmvConfig | str | None = None) -> list[Unsupported]:
     """The nodes of ``graph`` whose shapes SMAUG's SMV tiler cannot run (the SMAUG writer refuses them)."""
     planner = Planner(make_config(config))
@@ -205,7 +217,7 @@ class SmvBackend(Backend):
         cfg = make_config(config, **options)
         flat = flatten(graph)
         planner = Planner(cfg)
-        steps, refused = lower(flat, _cpu_refusal, planner.plan)
+        steps, refused = lower(flat, _cpu_refusal, planner.plan, file_deviations(graph))
         if refused:
             raise UnsupportedOpError("the smv backend",
                                      [Unsupported(fn.op, fn.name, reason, fn.domain) for fn, reason in refused])

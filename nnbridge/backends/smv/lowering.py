@@ -273,14 +273,24 @@ def pool_groups(layer: PoolLayer, planner: Callable[[Layer], Any]) -> list[Layer
     return [dataclasses.replace(layer, input=(n, h, w, group)) for _ in range(c // group)]
 
 
+#: ops whose SMAUG deviations leave values nothing wrote (uninitialised alignment lanes read by a
+#: kernel, depthwise convolution's empty function): simulated as NaN
+UNDEFINED_WHEN_DEVIANT = {"Conv", "MatMul", "Gemm"}
+
+
 def lower(flat: FlatGraph, cpu_refusal: Callable[[FlatNode], str | None],
-          planner: Callable[[Layer], Any]) -> tuple[list[Step], list[tuple]]:
+          planner: Callable[[Layer], Any], deviations: dict[str, str] | None = None) -> tuple[list[Step], list[tuple]]:
     """Steps in execution order (each accelerated step with its tiling ``plans``), and
-    (node, reason) for what neither SMV nor the CPU fallback can run."""
+    (node, reason) for what neither SMV nor the CPU fallback can run. ``deviations``: node →
+    how the real SMAUG runtime computes that node of the file differently (it is reproduced)."""
     lw = Lowering(flat)
+    deviations = deviations or {}
     steps: list[Step] = []
     unsupported: list[tuple] = []
     for fn in flat.nodes:
+        if fn.name in deviations and fn.op == "Pad":
+            unsupported.append((fn, deviations[fn.name]))
+            continue
         lowerer = LOWERERS.get(fn.op) if fn.domain == "" else None
         result: Step | str = lowerer(fn, lw) if lowerer else "no SMV kernel"
         if isinstance(result, Step):
@@ -297,6 +307,9 @@ def lower(flat: FlatGraph, cpu_refusal: Callable[[FlatNode], str | None],
                 unsupported.append((fn, refusal))
                 continue
             result = Step(fn.name, fn.op, "cpu", fn, list(fn.inputs), list(fn.outputs), reason=result)
+        if fn.name in deviations:
+            result.deviation = deviations[fn.name]
+            result.params["undefined"] = fn.op in UNDEFINED_WHEN_DEVIANT
         steps.append(result)
     return fuse_activations(steps, flat), unsupported
 

@@ -38,6 +38,8 @@ PASS_THROUGH = {pb.Reorder}
 CONSTANT_USERS = {pb.Repeat, pb.EltwiseAdd, pb.EltwiseMul}
 #: graph metadata key: the file's node names in file order, so that writing it back keeps the order
 NODE_ORDER_KEY = "smaug.node_order"
+#: graph metadata key: "node<TAB>reason" lines, the nodes real SMV computes differently (smv_rules)
+SMV_DEVIATIONS_KEY = "smaug.smv_deviations"
 #: Scale of SMAUG's random-data recipe (experiments' *_network.py builders).
 RECIPE_SEED = 1234
 RECIPE_SCALE = 0.005
@@ -317,6 +319,12 @@ def graph_from_proto(proto: gpb.GraphProto, array: tpb.TensorDataArray | None, w
         raise UnsupportedOpError(f"SMAUG import of {what}", imp.unsupported)
     graph.metadata["smaug.input_layouts"] = ",".join(f"{v.name}:{v.type.layout.value}" for v in graph.inputs)
     graph.metadata[NODE_ORDER_KEY] = "\n".join(node.name for node in proto.nodes)
+    if graph.metadata["smaug.backend"] == "SMV":
+        from .smv_rules import hazards
+
+        found = hazards(proto)
+        if found:  # what the real SMV runtime computes differently: the SMV simulator reproduces it
+            graph.metadata[SMV_DEVIATIONS_KEY] = "\n".join(f"{u.node}\t{u.reason}" for u in found)
     for node in order:  # what nothing reads is an output (a lone Data node: the runtime prints its values)
         if node.name not in imp.users and (node.op != pb.Data or node.name in {v.name for v in graph.inputs}):
             for k in range(len(node.output_tensors)):

@@ -13,6 +13,11 @@ rule below is a consequence of that, observed with the real runtime
 * Reorder and Flatten write only the values, and so does a Reshape that changes the
   padding: their padding lanes hold whatever the memory held, and a Convolution3d or
   InnerProduct multiplies its input's padding lanes (by zero weights, but garbage may be NaN).
+
+Kernels, too: the softmax and post-FC batch-norm kernels compute whole 8-value vectors of a
+row only, the post-FC batch norm addresses rows after the first wrongly, Padding aborts and
+depthwise convolution is an empty function. nnbridge's writer never emits these forms; the
+reader records them in files it loads, so the SMV simulator reproduces them.
 """
 
 from __future__ import annotations
@@ -21,16 +26,12 @@ from ...errors import Unsupported
 from ...protos.smaug import smaug_graph_pb2 as gpb
 from ...protos.smaug import smaug_node_pb2 as npb
 from ...protos.smaug import smaug_types_pb2 as pb
-
-ALIGN = 8
-
-
-def padded(n: int) -> int:
-    return -(-n // ALIGN) * ALIGN
+from ...smaug_runtime import ALIGN, padded, repeat_copies
 
 
 def hazards(graph: gpb.GraphProto) -> list[Unsupported]:
-    """Every node of an SMV topology that the runtime would compute wrong, with the reason."""
+    """Every node of an SMV topology that the real runtime computes differently from what the file
+    means (or cannot run), with the reason."""
     clean: dict[tuple[str, int], bool] = {}  # (node, output) → are its padding lanes written?
     found = []
     for node in graph.nodes:
@@ -49,6 +50,23 @@ def hazards(graph: gpb.GraphProto) -> list[Unsupported]:
 
 
 def _corrupts(node: npb.NodeProto) -> str:
+    out = node.output_tensors[0].shape.dims if node.output_tensors else []
+    if node.op == pb.Softmax and out and out[-1] % ALIGN:
+        return (f"SMV's softmax normalises the first {out[-1] // ALIGN * ALIGN} of each row's {out[-1]} values; "
+                f"the other {out[-1] % ALIGN} keep what its scratchpad held")
+    # the post-FC kernel computes whole vectors of the parameters' width (which may exceed the row's)
+    post_fc = node.op == pb.BatchNorm and len(out) == 2 and len(node.input_tensors) > 1
+    done = node.input_tensors[1].shape.dims[-1] // ALIGN * ALIGN if post_fc else 0
+    if post_fc and (done < out[-1] or out[0] > 1):
+        if done < out[-1]:
+            return (f"SMV's post-FC batch norm computes the first {done} of each row's {out[-1]} values; "
+                    f"the other {out[-1] - done} keep what its scratchpad held")
+        return ("SMV's post-FC batch norm reads rows after the first at a stride of the whole tensor: "
+                "they keep what its scratchpad held")
+    if node.op == pb.Padding:
+        return "SMAUG's Padding aborts on SMV (it fills an fp16 tensor through a float32 path)"
+    if node.op == pb.ConvolutionDepthwise:
+        return "SMAUG's depthwise convolution does nothing on SMV: its output is never written"
     if node.op == pb.Concat and node.params.concat_params.concat_axis == len(node.output_tensors[0].shape.dims) - 1:
         total = padded(node.output_tensors[0].shape.dims[-1])
         offset = 0
@@ -72,19 +90,6 @@ def _corrupts(node: npb.NodeProto) -> str:
             return (f"on SMV a Reshape between tensors with the same padding copies the raw storage: "
                     f"{list(x)} → {list(y)} would scramble the values")
     return ""
-
-
-def repeat_copies(width: int, total: int) -> list[tuple[int, int]]:
-    """(offset, width) of each copy SMAUG's Repeat makes along the last axis: the filled prefix is
-    copied after itself, doubling, then the remainder."""
-    copies, offset, block = [], width, width
-    while offset + block <= total:
-        copies.append((offset, block))
-        offset += block
-        block *= 2
-    if offset < total:
-        copies.append((offset, total - offset))
-    return copies
 
 
 def _writes_padding(node: npb.NodeProto, out: npb.TensorProto, inputs_clean: list[bool]) -> bool:
