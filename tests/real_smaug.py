@@ -176,3 +176,15 @@ def same_fp16_bits(a: np.ndarray, b: np.ndarray) -> bool:
     a16, b16 = a.astype(np.float16), b.astype(np.float16)
     nan = np.isnan(a16) & np.isnan(b16)
     return bool(np.all(nan | (a16.view(np.uint16) == b16.view(np.uint16))))
+
+
+def matching_output(outputs: dict[str, np.ndarray], run: RealRun) -> np.ndarray:
+    """Among a loaded SMAUG file's outputs, the one the runtime printed: the IR names a SMAUG tensor
+    ``<node>/output0`` or, when it keeps another layout of it, ``<node>/output0/<layout>``."""
+    found = [v for k, v in outputs.items() if k == run.name or k.startswith(run.name + "/")]
+    if not found:
+        raise KeyError(f"no output named after '{run.name}' among {sorted(outputs)}")
+    value = np.asarray(found[0])
+    if value.shape != run.output.shape and value.ndim == 4:
+        value = value.transpose(0, 2, 3, 1)  # the IR's NCHW view of an NHWC tensor
+    return value

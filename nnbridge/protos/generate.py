@@ -3,7 +3,8 @@
 ``make protos`` runs this; ``python -m nnbridge.protos.generate --check`` exits 1
 if any generated file is stale (used by the tests). Imports inside the generated
 code are rewritten to be package-relative so the formats never clash with other
-packages' protos of the same name.
+packages' protos of the same name; a folder with a ``pool.py`` registers its descriptors
+in that private pool instead of protobuf's default one.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ def generate(folder: Path) -> dict[str, str]:
             text = path.read_text()
             for mod in modules:  # 'import x_pb2 as ...' → 'from . import x_pb2 as ...'
                 text = re.sub(rf"^import {mod} as", f"from . import {mod} as", text, flags=re.M)
+            if (folder / "pool.py").is_file():  # the folder's own descriptor pool (see its pool.py)
+                text = text.replace("_descriptor_pool.Default()", "_pool.POOL")
+                text = text.replace("from google.protobuf import symbol_database as _symbol_database\n",
+                                    "from google.protobuf import symbol_database as _symbol_database\n"
+                                    "from . import pool as _pool\n")
             result[path.name] = text
         return result
 

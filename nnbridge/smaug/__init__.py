@@ -25,8 +25,8 @@ from ..protos.smaug.smaug_types_pb2 import (  # noqa: F401 - SMAUG's layout/type
     N,
     X,
 )
-from . import math, models, nn, tensor
+from . import control_flow, math, models, nn, tensor
 from .graph import Graph, Tensor, input_data
 
-__all__ = ["Graph", "Tensor", "input_data", "math", "models", "nn", "tensor", "NCHW", "NHWC", "NC", "CN", "NCT", "NTC",
-           "N", "X", "Float16", "Float32"]
+__all__ = ["Graph", "Tensor", "input_data", "control_flow", "math", "models", "nn", "tensor", "NCHW", "NHWC", "NC",
+           "CN", "NCT", "NTC", "N", "X", "Float16", "Float32"]

@@ -14,7 +14,16 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from real_smaug import TOLERANCE, as_onnx_layout, relative_error, run_smaug, same_fp16_bits, stored_feeds
+from real_smaug import (
+    TOLERANCE,
+    RealRun,
+    as_onnx_layout,
+    matching_output,
+    relative_error,
+    run_smaug,
+    same_fp16_bits,
+    stored_feeds,
+)
 from single_ops import MODELS
 
 import nnbridge
@@ -67,15 +76,15 @@ def check_real_run(model: onnx.ModelProto, backend: str, folder: Path) -> float:
     error = relative_error(got, expected)
     assert error <= TOLERANCE[backend], f"{error:.3g} relative to the output scale"
     if backend == "SMV":  # the simulator predicts the real runtime, and check's verdict with it
-        assert same_fp16_bits(simulate(topo, run.name), run.output)
+        assert same_fp16_bits(simulate(topo, run), run.output)
         assert nnbridge.check(topo, backend="smv").ok
     return error
 
 
-def simulate(topo: Path, output: str) -> np.ndarray:
+def simulate(topo: Path, run: RealRun) -> np.ndarray:
     """nnbridge's SMV backend on the SMAUG file itself (it runs the stored input by default)."""
     graph = nnbridge.load(topo)
-    return nnbridge.run(graph, nnbridge.converters.smaug.load_inputs(topo, graph), backend="smv")[output]
+    return matching_output(nnbridge.run(graph, graph.input_values, backend="smv"), run)
 
 
 @pytest.mark.parametrize("backend", ["Reference", "SMV"])
@@ -115,7 +124,7 @@ def test_light_models_whose_activations_exceed_fp16_run_on_smv(tmp_path, name):
     run = run_smaug(topo)
     assert run.ok, run.message
     assert not np.isfinite(run.output.astype(np.float32)).all()
-    assert same_fp16_bits(simulate(topo, run.name), run.output)
+    assert same_fp16_bits(simulate(topo, run), run.output)
     assert not nnbridge.check(topo, backend="smv").ok
     assert largest_activation(model, stored_feeds(topo, model)) > float(np.finfo(np.float16).max)
 
@@ -148,5 +157,5 @@ def test_smv_simulator_reproduces_smaugs_own_files_bit_for_bit(smaug_dir, tmp_pa
         assert topo.read_bytes() == source.read_bytes()
     run = run_smaug(topo)
     assert run.ok, run.message
-    assert same_fp16_bits(simulate(topo, run.name), run.output)
+    assert same_fp16_bits(simulate(topo, run), run.output)
     assert nnbridge.check(topo, backend="smv").ok

@@ -11,10 +11,13 @@ def register(sub) -> None:
   nnbridge summary resnet_smv_topo.pbtxt
   nnbridge summary model.onnx --passes fold,simplify,fuse     # after passes
   nnbridge summary model.onnx --opt-level 2                   # after the reference pipeline
+  nnbridge summary lenet5_smv_topo.pbtxt --style smaug        # SMAUG's own print_summary() text
 The footer lists the fused groups (kernels) and the planned peak activation memory.
 """)
     add_model_args(p)
     p.add_argument("--backend", "-b", help="run this backend's pipeline first (with --opt-level)")
+    p.add_argument("--style", choices=["table", "smaug"], default="table",
+                   help="smaug: the text SMAUG's frontend print_summary() prints (SMAUG files only)")
     add_pass_args(p)
     p.set_defaults(func=run)
 
@@ -25,6 +28,16 @@ def run(args) -> int:
     from ...ir import run_passes
     from .. import console
 
+    if args.style == "smaug":
+        from ...converters.smaug.files import TOPO_SUFFIX
+        from ...errors import InputError
+        from ...smaug.summary import file_summary
+
+        if not args.model.endswith(TOPO_SUFFIX):
+            raise InputError(f"--style smaug prints a SMAUG topology's summary; '{args.model}' is not a "
+                             f"*{TOPO_SUFFIX} file")
+        console.file.write(file_summary(args.model))
+        return 0
     graph = load_model_from_args(args)
     passes = chosen_passes(args, args.backend)
     if passes:

@@ -24,6 +24,11 @@ from .reader import Importer
 BN_EPSILON = 1e-5
 
 ImportFn = Callable[[Importer, npb.NodeProto], None]
+
+
+class Unimportable(Exception):
+    """Raised by an op importer: this node cannot become IR (the reason is reported with the op)."""
+
 IMPORTERS: dict[int, ImportFn] = {}
 
 
@@ -199,14 +204,16 @@ def _batch_norm(imp: Importer, node: npb.NodeProto) -> None:
         array = imp.const(node, i)
         if array is None:
             raise FormatError(f"{imp.what}: BatchNorm '{node.name}': the {role} input must be a Data node")
-        if array.size != channels:
+        if array.size < channels:
             raise FormatError(f"{imp.what}: BatchNorm '{node.name}': {role} has {array.size} values for "
                               f"{channels} channels")
-        stats.append(array.reshape(channels))
+        stats.append(array.reshape(-1)[:channels])  # the runtime reads the first C values of wider ones
     mean, inv_std, gamma, beta = stats
     names = [imp.nodes[node.parents[i]].name for i in range(1, 5)]
     with np.errstate(divide="ignore"):
         var = 1.0 / np.square(inv_std.astype(np.float64)) - BN_EPSILON
+    if np.any(inv_std < 0):  # a negative var′ (no variance gives one) is gamma's sign: v·g = |v|·(±g)
+        gamma = np.where(inv_std < 0, -gamma, gamma)
     arrays = [(names[2], "scale", gamma), (names[3], "bias", beta),
               (names[0], "mean", mean.astype(np.float32)), (names[1], "var", var.astype(np.float32))]
     inputs = [x]
@@ -320,3 +327,58 @@ def _padding(imp: Importer, node: npb.NodeProto) -> None:
     dims = [d + sizes[2 * i] + sizes[2 * i + 1] for i, d in enumerate(x.type.shape)]
     const = imp.constant(f"{node.name}/pads", np.array(pads, np.int64))
     finish(imp, node, "Pad", [x, const], {"mode": "constant"}, x.type.with_shape(dims))
+
+
+# -- control flow (SMAUG's dead-tensor Switch/Merge, as its frontend's ``cond`` builds it) ---------
+def branches(imp: Importer, node: npb.NodeProto, i: int) -> frozenset[tuple[str, int]]:
+    """The Switch branches input ``i`` of ``node`` is computed in (its value is dead outside them)."""
+    key = f"{node.parents[i]}:{node.src_tensors_indices[i]}"
+    if key not in imp.branches:
+        parent = imp.nodes[node.parents[i]]
+        found = frozenset().union(*(branches(imp, parent, j) for j in range(len(parent.parents))))
+        if parent.op == pb.Switch:
+            pred = f"{parent.parents[1]}:{parent.src_tensors_indices[1]}"
+            found |= {(pred, node.src_tensors_indices[i])}
+        elif parent.op == pb.Merge:
+            found = found - {b for b in found if (b[0], 1 - b[1]) in found}
+        imp.branches[key] = found
+    return imp.branches[key]
+
+
+@importer(pb.Switch)
+def _switch(imp: Importer, node: npb.NodeProto) -> None:
+    """Both outputs carry the data; which one is live is settled by the Merge that joins them."""
+    x = first_view(imp, node, 0)
+    for k, port in enumerate(("false", "true")):
+        imp.define(node, k, imp.add("Identity", [x], output_name(node.name, k), name=f"{node.name}/{port}",
+                                    type=x.type))
+
+
+@importer(pb.Merge)
+def _merge(imp: Importer, node: npb.NodeProto) -> None:
+    """The first live input: ``Where(pred, true-branch input, false-branch input)`` for the two
+    branches of one Switch predicate (both branches are computed; only one is kept)."""
+    tags = [branches(imp, node, i) for i in range(len(node.parents))]
+    if tags and not tags[0]:  # the first input is always live
+        x = first_view(imp, node, 0)
+        imp.define(node, 0, imp.add("Identity", [x], output_name(node.name), name=node.name, type=x.type))
+        return
+    ports = {}
+    for i, tag in enumerate(tags):
+        for pred, port in tag:
+            ports.setdefault(pred, {})[port] = i
+    pairs = [(pred, found) for pred, found in ports.items() if set(found) == {0, 1} and len(tags) == 2]
+    if len(pairs) != 1:
+        raise Unimportable("its inputs do not pair up as the two branches of one Switch predicate (nnbridge "
+                           "imports control flow as SMAUG's cond builds it)")
+    pred_key, found = pairs[0]
+    pred_node, pred_index = pred_key.rsplit(":", 1)
+    pred = imp.view_of(pred_key, imp.output_decl(imp.nodes[pred_node], int(pred_index)).layout)
+    layout = imp.input_decl(node, 0).layout
+    true, false = imp.view(node, found[1], layout), imp.view(node, found[0], layout)
+    flat = imp.add("Reshape", [pred, imp.constant(f"{node.name}/flat", np.array([-1], np.int64))],
+                   f"{node.name}/pred_flat", name=f"{node.name}/pred_flat",
+                   type=pred.type.with_shape((int(np.prod(pred.type.shape)),)))
+    flag = imp.add("Gather", [flat, imp.constant(f"{node.name}/first", np.array(0, np.int64))],
+                   f"{node.name}/pred", {"axis": 0}, name=f"{node.name}/pred", type=pred.type.with_shape(()))
+    finish(imp, node, "Where", [flag, true, false], {}, true.type)

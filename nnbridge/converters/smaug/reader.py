@@ -80,6 +80,8 @@ class Importer:
         self.renames: dict[str, str] = {}  # transposed constant → its Data node's name
         #: flatten output → IR feature index of each feature in the file's order (spec §5.3)
         self.feature_order: dict[str, np.ndarray] = {}
+        #: "<node>:<k>" → the Switch branches its value lives in: {(predicate "<node>:<k>", port)}
+        self.branches: dict[str, frozenset[tuple[str, int]]] = {}
 
     def tidy_constants(self) -> None:
         """Drop unused constants; a Data node's only transposed copy takes the Data node's name."""
@@ -283,7 +285,7 @@ def load_inputs(path: str | os.PathLike, graph: Graph | None = None) -> dict[str
 def graph_from_proto(proto: gpb.GraphProto, array: tpb.TensorDataArray | None, what: str, *,
                      inputs: list[str] | None = None, compute_dtype: str | None = None,
                      synthetic_scale: float = RECIPE_SCALE, lrelu: str = "runtime") -> Graph:
-    from .import_ops import IMPORTERS
+    from .import_ops import IMPORTERS, Unimportable
 
     dtype = DType.from_numpy(np.dtype(compute_dtype)) if compute_dtype else None
     imp = Importer(proto, what, compute_dtype=dtype, lrelu=lrelu)
@@ -294,15 +296,23 @@ def graph_from_proto(proto: gpb.GraphProto, array: tpb.TensorDataArray | None, w
     graph.metadata["smaug.backend"] = proto.backend or "SMV"
     graph.metadata["smaug.mem_policy"] = _enum_name(pb.HostMemoryAccessPolicy, proto.mem_policy, what)
     _load_data_nodes(imp, order, array, inputs, synthetic_scale)
+    failed: set[str] = set()
     for node in order:
         if node.op == pb.Data:
             continue
-        fn = IMPORTERS.get(node.op)
-        if fn is None:
-            op = _enum_name(pb.OpType, node.op, what)
-            imp.unsupported.append(Unsupported(op, node.name, "nnbridge does not import this SMAUG op"))
+        if failed.intersection(node.parents):  # downstream of a node that did not import: no more noise
+            failed.add(node.name)
             continue
-        fn(imp, node)
+        fn = IMPORTERS.get(node.op)
+        reason = "nnbridge does not import this SMAUG op" if fn is None else ""
+        if fn is not None:
+            try:
+                fn(imp, node)
+            except Unimportable as exc:
+                reason = str(exc)
+        if reason:
+            imp.unsupported.append(Unsupported(_enum_name(pb.OpType, node.op, what), node.name, reason))
+            failed.add(node.name)
     if imp.unsupported:
         raise UnsupportedOpError(f"SMAUG import of {what}", imp.unsupported)
     graph.metadata["smaug.input_layouts"] = ",".join(f"{v.name}:{v.type.layout.value}" for v in graph.inputs)

@@ -8,6 +8,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import descriptor_pool as _descriptor_pool
 from google.protobuf import runtime_version as _runtime_version
 from google.protobuf import symbol_database as _symbol_database
+from . import pool as _pool
 from google.protobuf.internal import builder as _builder
 _runtime_version.ValidateProtobufRuntimeVersion(
     _runtime_version.Domain.PUBLIC,
@@ -26,7 +27,7 @@ from . import smaug_node_pb2 as smaug__node__pb2
 from . import smaug_types_pb2 as smaug__types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11smaug_graph.proto\x12\x05smaug\x1a\x10smaug_node.proto\x1a\x11smaug_types.proto\"\x7f\n\nGraphProto\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1f\n\x05nodes\x18\x02 \x03(\x0b\x32\x10.smaug.NodeProto\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\x31\n\nmem_policy\x18\x04 \x01(\x0e\x32\x1d.smaug.HostMemoryAccessPolicyb\x06proto3')
+DESCRIPTOR = _pool.POOL.AddSerializedFile(b'\n\x11smaug_graph.proto\x12\x05smaug\x1a\x10smaug_node.proto\x1a\x11smaug_types.proto\"\x7f\n\nGraphProto\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1f\n\x05nodes\x18\x02 \x03(\x0b\x32\x10.smaug.NodeProto\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\x31\n\nmem_policy\x18\x04 \x01(\x0e\x32\x1d.smaug.HostMemoryAccessPolicyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)

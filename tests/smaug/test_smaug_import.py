@@ -1,0 +1,86 @@
+"""SMAUG files the importer must take as the runtime does: control flow (Switch/Merge, as SMAUG's
+cond builds it), batch-norm parameters wider than the channels, and SMAUG's summary text."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from real_smaug import matching_output, run_smaug, same_fp16_bits
+
+import nnbridge
+import nnbridge.smaug as sg
+from nnbridge.errors import UnsupportedOpError
+from nnbridge.smaug.summary import file_summary
+
+BACKENDS = {"Reference": ("reference", np.float32), "SMV": ("smv", np.float16)}
+
+
+def ours(topo, backend: str) -> dict[str, np.ndarray]:
+    graph = nnbridge.load(topo)
+    return nnbridge.run(graph, graph.input_values, backend=BACKENDS[backend][0])
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("flag", [True, False])
+def test_cond_imports_and_runs_as_the_runtime_does(tmp_path, backend, flag):
+    dtype = BACKENDS[backend][1]
+    x = np.linspace(-2, 2, 16, dtype=dtype).reshape(1, 16)
+    three = sg.Tensor(data_layout=sg.NC, tensor_data=np.full((1, 16), 3, dtype))
+    with sg.Graph(name="cond", backend=backend) as g:
+        a = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=x), g, name="x")
+        pred = sg.input_data(sg.Tensor(data_layout=sg.N, tensor_data=np.array([flag])), g, name="pred")
+        sg.control_flow.cond(pred, sg.nn.relu, lambda t: sg.math.mul(t, three), [a])
+    topo, _ = g.write_graph(tmp_path)
+    real = run_smaug(topo)
+    assert real.ok and real.name == "cond/merge/output0"
+    expected = np.maximum(x, 0) if flag else x * 3
+    np.testing.assert_allclose(real.output.astype(np.float32), expected.astype(np.float32), rtol=1e-3)
+    assert same_fp16_bits(matching_output(ours(topo, backend), real), real.output)
+    assert nnbridge.check(topo, backend=BACKENDS[backend][0]).ok
+
+
+def test_a_merge_that_does_not_pair_switch_branches_is_a_clean_unsupported_error(tmp_path):
+    x = np.ones((1, 8), np.float16)
+    with sg.Graph(name="odd", backend="SMV") as g:
+        a = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=x), g, name="x")
+        p = sg.input_data(sg.Tensor(data_layout=sg.N, tensor_data=np.array([True])), g, name="p")
+        q = sg.input_data(sg.Tensor(data_layout=sg.N, tensor_data=np.array([False])), g, name="q")
+        when_p = sg.control_flow.switch(a, p)[1]
+        when_q = sg.control_flow.switch(a, q)[0]
+        y = sg.control_flow.merge([when_p, when_q])
+        sg.nn.relu(y)
+    topo, _ = g.write_graph(tmp_path)
+    with pytest.raises(UnsupportedOpError) as info:
+        nnbridge.load(topo)
+    assert [(i.op, i.node) for i in info.value.items] == [("Merge", "merge")]  # not its consumer too
+    assert "branches of one Switch predicate" in info.value.items[0].reason
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("shape", [(1, 4, 4, 8), (1, 6)])
+def test_batch_norm_parameters_wider_than_the_channels(tmp_path, backend, shape):
+    """The runtime reads the first C values of each [1, C'] parameter; a negative var′ is allowed."""
+    dtype = BACKENDS[backend][1]
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype(dtype)
+    stats = [rng.standard_normal((1, 16)).astype(dtype) for _ in range(4)]
+    with sg.Graph(name="bn", backend=backend) as g:
+        a = sg.input_data(sg.Tensor(data_layout=sg.NHWC if len(shape) == 4 else sg.NC, tensor_data=x), g, name="x")
+        sg.nn.batch_norm(a, *[sg.Tensor(data_layout=sg.NC, tensor_data=s) for s in stats])
+    topo, _ = g.write_graph(tmp_path)
+    real = run_smaug(topo)
+    assert real.ok
+    got = matching_output(ours(topo, backend), real)
+    if backend == "SMV":
+        assert same_fp16_bits(got, real.output)
+    else:
+        np.testing.assert_allclose(got.reshape(real.output.shape), real.output, rtol=1e-5, atol=1e-6)
+
+
+def test_summary_in_smaugs_own_style(smaug_dir, cli):
+    path = smaug_dir / "lenet5" / "lenet5_smv_topo.pbtxt"
+    code, text = cli("summary", path, "--style", "smaug")
+    assert code == 0 and text == file_summary(path) == nnbridge.smaug.models.lenet5("SMV").summary()
+    assert text.startswith("=" * 65 + "\n      Summary of the network: lenet5_smv (SMV)\n")
+    code, text = cli("summary", smaug_dir.parent / "smaug" / "lenet5", "--style", "smaug")
+    assert code == 1 and "--style smaug" in text
