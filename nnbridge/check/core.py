@@ -161,19 +161,18 @@ def _is_program(model: Any) -> bool:
 def _feeds(model: Any, graph: Graph, given: Mapping[str, np.ndarray] | None, seed: int,
            dims: Mapping[str, int] | None, ranges: Mapping[str, tuple[float, float]] | None,
            stored: bool) -> tuple[dict[str, np.ndarray], list[InputInfo]]:
-    """Given inputs, then (for SMAUG files) the params file's stored inputs, then generated ones."""
+    """Given inputs, then the values the model file stores (a SMAUG params file), then generated ones."""
     given = dict(given or {})
     sources = dict.fromkeys(given, "given")
-    if stored and isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith("_topo.pbtxt"):
-        from ..converters.smaug import load_inputs, model_paths
+    where = "the model file"
+    if isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith("_topo.pbtxt"):
+        from ..converters.smaug import model_paths
 
-        params = model_paths(model)[1]
-        declared = {v.name: v.type.dtype for v in graph.inputs}
-        for name, value in load_inputs(model, graph).items():
-            if name not in given and name not in (ranges or {}):
-                dtype = declared.get(name)
-                given[name] = value.astype(dtype.numpy) if dtype is not None and dtype.is_float else value
-                sources[name] = f"stored in {params.name}"
+        where = model_paths(model)[1].name
+    for name, value in graph.input_values.items() if stored else ():
+        if name not in given and name not in (ranges or {}):
+            given[name] = value
+            sources[name] = f"stored in {where}"
     return generate_inputs(graph, seed, dims, given, ranges, sources)
 
 

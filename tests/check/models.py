@@ -70,3 +70,11 @@ def embedding(vocab: int = 7, dim: int = 4) -> onnx.ModelProto:
              helper.make_node("Mul", ["rows", "x"], ["y"], name="weigh")]
     return model(nodes, [tensor("ids", [2, 3], TensorProto.INT64), tensor("x", [6, dim])],
                  [tensor("y", [6, dim])], [("table", table), ("flat", np.array([-1], np.int64))], name="emb")
+
+
+def scaled_softmax(k: float = 100.0) -> onnx.ModelProto:
+    """softmax(k·x): logits of 100–200 for x in [1, 2) — fine with the row maximum subtracted."""
+    nodes = [helper.make_node("Mul", ["x", "k"], ["z"], name="scale"),
+             helper.make_node("Softmax", ["z"], ["y"], name="softmax", axis=-1)]
+    return model(nodes, [tensor("x", [2, 16])], [tensor("y", [2, 16])], [("k", np.array(k, np.float32))],
+                 name="softmax")

@@ -7,7 +7,7 @@ import json
 import ml_dtypes
 import numpy as np
 import pytest
-from models import large_outputs, log_of
+from models import large_outputs, log_of, scaled_softmax
 
 import nnbridge
 from nnbridge.check import RULES, compare, rule_for
@@ -149,12 +149,11 @@ def _saved(model, name="m.onnx"):
     return path
 
 
-def test_a_backends_per_node_deviation_notes_are_reported():
-    from nnbridge.check.core import node_notes, numerics_notes
-    from nnbridge.report import Report
-
-    report = Report("smv", "m")
-    report.add_row(name="softmax", op="Softmax", deviation="exp without max subtraction (SMAUG's kernel)")
-    report.add_row(name="conv", op="Conv", note="runs on the accelerator")
-    assert node_notes(report) == {"softmax": "exp without max subtraction (SMAUG's kernel)"}
-    assert numerics_notes(report) == ["softmax: exp without max subtraction (SMAUG's kernel)"]
+def test_a_backends_deviation_notes_are_reported_with_the_verdict_and_the_node():
+    """SMV reproduces SMAUG's softmax (no row-maximum subtraction) and says so in its report."""
+    result = nnbridge.check(scaled_softmax(), backend="smv", input_ranges={"x": (1, 2)}, layerwise=True)
+    assert not result.ok and result.origin.node == "softmax" and result.origin.oracle_nonfinite == 0
+    assert any(n.startswith("softmax: ") and "does not subtract the row maximum" in n for n in result.notes)
+    culprit = result.layerwise.culprit
+    assert culprit.name == "softmax" and "row maximum" in culprit.note
+    assert nnbridge.check(scaled_softmax(), backend="rdu", input_ranges={"x": (1, 2)}).ok
