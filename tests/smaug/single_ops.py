@@ -272,3 +272,24 @@ def lstm(b):
     bias = b.const("bias", (0.05 * b.rng.standard_normal((1, 8 * hidden))).astype(np.float32))
     _, y_h, _ = b.op("LSTM", [x, w, r, bias], "lstm", n_out=3, hidden_size=hidden)
     out(b, b.op("Squeeze", [y_h, b.const("axes", np.array([0], np.int64))], "h"))
+
+
+@model
+def less_equal(b):
+    x = b.input("x", [2, 8])
+    out(b, b.op("LessOrEqual", [x, b.const("t", np.full((2, 8), 0.5, np.float32))], "le"))
+
+
+@model
+def standalone_hard_tanh_and_leaky_relu(b):  # standalone nodes with the runtime's own parameters
+    x = b.input("x", [1, 16])
+    lo, hi = b.const("lo", np.array(-1.0, np.float32)), b.const("hi", np.array(1.0, np.float32))
+    y = b.op("Clip", [b.op("Add", [x, x], "add"), lo, hi], "clip")
+    out(b, b.op("LeakyRelu", [b.op("Mul", [y, x], "mul")], "lrelu", alpha=0.1))
+
+
+@model
+def depthwise_conv(b):  # SMAUG's ConvolutionDepthwise: Reference only (a no-op on SMV)
+    x = image(b, 8)
+    w = b.weight("w", (8, 1, 3, 3))
+    out(b, b.op("Conv", [x, w], "dw", kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=8))

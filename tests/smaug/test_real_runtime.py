@@ -34,7 +34,8 @@ LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 ZOO = ["mlp", "minerva", "lenet5", "cnn10", "vgg_cifar", "resnet_tiny", "lstm_small"]
 #: single-op models that SMV cannot run as written, and what the refusal names (rules confirmed in
 #: test_smv_rules.py)
-REFUSED_ON_SMV = {"concat_c3_c5": ("Concat", "overruns"), "flatten_fc": ("InnerProduct", "uninitialised")}
+REFUSED_ON_SMV = {"concat_c3_c5": ("Concat", "overruns"), "flatten_fc": ("InnerProduct", "uninitialised"),
+                  "depthwise_conv": ("Conv", "does nothing on SMV")}
 
 
 def build(name: str) -> onnx.ModelProto:
@@ -110,7 +111,7 @@ def test_light_densenet121(tmp_path, backend):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["light_squeezenet", "light_resnet50"])
+@pytest.mark.parametrize("name", ["light_squeezenet", "light_resnet50", "light_vgg19"])
 def test_light_models_on_reference(tmp_path, name):
     check_real_run(build(name), "Reference", tmp_path)
 
@@ -159,3 +160,21 @@ def test_smv_simulator_reproduces_smaugs_own_files_bit_for_bit(smaug_dir, tmp_pa
     assert run.ok, run.message
     assert same_fp16_bits(simulate(topo, run), run.output)
     assert nnbridge.check(topo, backend="smv").ok
+
+
+@pytest.mark.parametrize("rel, backend", [("minerva/minerva_ref_topo.pbtxt", "reference"),
+                                          ("lenet5/lenet5_smv_topo.pbtxt", "smv")])
+def test_run_prints_what_smaug_prints(smaug_dir, tmp_path, cli, rel, backend):
+    """``nnbridge run`` on a SMAUG file runs its stored input: the values it prints are the ones
+    SMAUG's runtime prints for the file (``-p``: six significant digits)."""
+    import subprocess
+
+    from real_smaug import binary
+
+    topo = smaug_dir / rel
+    printed = subprocess.run([str(binary()), str(topo), str(params_path(topo)), "-p"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120).stdout
+    smaug_values = printed.split("[")[-1].split("]")[0].split()
+    code, text = cli("run", topo, "--backend", backend)
+    ours = text.split("[")[-1].split("]")[0].split()
+    assert code == 0 and len(ours) == 10 and ours == smaug_values

@@ -146,9 +146,14 @@ def _conv(imp: Importer, node: npb.NodeProto) -> None:
     if node.op == pb.ConvolutionDepthwise:
         k = c
         attrs["group"] = c
-        shape = imp.constant(f"{node.name}/kernel_shape", np.array([c, 1, rows, cols], np.int64))
-        w = imp.add("Reshape", [w, shape], f"{node.name}/kernel", name=f"{node.name}/kernel",
-                    type=w.type.with_shape([c, 1, rows, cols]))
+        if w.const is not None:  # [1, C, kH, kW] → ONNX's grouped [C, 1, kH, kW], kept a constant
+            kernel = imp.constant(f"{node.parents[1]}/kernel", w.const.reshape(c, 1, rows, cols))
+            imp.renames[kernel.name] = node.parents[1]
+            w = kernel
+        else:
+            shape = imp.constant(f"{node.name}/kernel_shape", np.array([c, 1, rows, cols], np.int64))
+            w = imp.add("Reshape", [w, shape], f"{node.name}/kernel", name=f"{node.name}/kernel",
+                        type=w.type.with_shape([c, 1, rows, cols]))
     ho = layouts.conv_out(h, rows, strides[0], t + b)
     wo = layouts.conv_out(wd, cols, strides[1], left + r)
     finish(imp, node, "Conv", [x, w], attrs, x.type.with_shape([n, k, ho, wo]))
