@@ -14,6 +14,7 @@ import sys
 import warnings
 
 from rich.console import Console
+from rich.markup import escape
 
 from ..errors import NNBridgeError, NNBridgeWarning, UnsupportedOpError
 
@@ -58,17 +59,17 @@ def main(argv: list[str] | None = None) -> int:
             code = int(args.func(args) or 0)
         for warning in caught:
             if issubclass(warning.category, NNBridgeWarning):
-                err_console.print(f"[yellow]warning:[/] {warning.message}", soft_wrap=True, markup=True)
+                err_console.print(f"[yellow]warning:[/] {escape(str(warning.message))}", soft_wrap=True, markup=True)
             else:
                 warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
         return code
     except UnsupportedOpError as exc:  # one line per reason
-        err_console.print(f"[bold red]error:[/] {exc.headline()}:", soft_wrap=True, markup=True)
+        err_console.print(f"[bold red]error:[/] {escape(exc.headline())}:", soft_wrap=True, markup=True)
         for line in exc.lines():
             err_console.print(f"  {line}", soft_wrap=True, markup=False)
         return 1
     except NNBridgeError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True, markup=True)
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, markup=True)
         return 1
     except KeyboardInterrupt:
         err_console.print("interrupted")

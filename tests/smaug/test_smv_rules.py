@@ -233,7 +233,7 @@ def test_a_new_user_converting_what_smv_cannot_run_reads_one_line_per_reason(tmp
     onnx.save(b.model(), path)
     code, text = cli("convert", path, tmp_path / "out" / "m_topo.pbtxt")
     lines = text.strip().splitlines()
-    assert code == 1 and "SMAUG (SMV) does not support 2 node(s)" in lines[0]
+    assert code == 1 and "SMAUG (SMV) does not support 2 node(s) [ops: Concat, InnerProduct]:" in lines[0]
     assert [line.split(" (")[0].strip() for line in lines[1:]] == ["Concat", "InnerProduct"]
     assert "overruns" in lines[1] and "uninitialised" in lines[2]
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
