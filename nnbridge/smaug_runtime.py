@@ -8,6 +8,10 @@ from __future__ import annotations
 #: SMV tensors pad their last dimension to a multiple of this (SmvBackend::Alignment)
 ALIGN = 8
 
+#: graph metadata key the SMAUG reader writes for SMV files: "node<TAB>reason" lines, the nodes the
+#: real runtime computes differently from what the file means (the SMV simulator reproduces them)
+DEVIATIONS_KEY = "smaug.smv_deviations"
+
 
 def padded(width: int) -> int:
     return -(-width // ALIGN) * ALIGN

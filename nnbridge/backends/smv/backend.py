@@ -12,6 +12,7 @@ import numpy as np
 from ...errors import Unsupported, UnsupportedOpError
 from ...ir import DType, Graph, Node
 from ...report import Report
+from ...smaug_runtime import DEVIATIONS_KEY
 from ..base import Backend, Executable
 from ..reference.registry import get_kernel
 from .config import SmvConfig
@@ -176,11 +177,6 @@ def pool_channel_group(input_nhwc: tuple[int, int, int, int], kernel: list[int],
                        kind: str) -> int:
     """Channels per SMV pooling operator for the SMAUG writer (tiling.pool.channel_group)."""
     return channel_group(PoolLayer("", tuple(input_nhwc), *kernel, *stride, kind))
-
-
-#: graph metadata key the SMAUG reader writes: "node<TAB>reason" lines, what the real SMV runtime
-#: computes differently in that file (the simulator reproduces it)
-DEVIATIONS_KEY = "smaug.smv_deviations"
 
 
 def file_deviations(graph: Graph) -> dict[str, str]:

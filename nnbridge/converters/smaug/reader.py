@@ -26,6 +26,7 @@ from ...ir import NNBRIDGE_DOMAIN, DType, Graph, Layout, TensorType, Value
 from ...protos.smaug import smaug_graph_pb2 as gpb
 from ...protos.smaug import smaug_tensor_pb2 as tpb
 from ...protos.smaug import smaug_types_pb2 as pb
+from ...smaug_runtime import DEVIATIONS_KEY
 from . import layouts, params
 from .files import model_paths, read_params, read_topology
 
@@ -38,8 +39,6 @@ PASS_THROUGH = {pb.Reorder}
 CONSTANT_USERS = {pb.Repeat, pb.EltwiseAdd, pb.EltwiseMul}
 #: graph metadata key: the file's node names in file order, so that writing it back keeps the order
 NODE_ORDER_KEY = "smaug.node_order"
-#: graph metadata key: "node<TAB>reason" lines, the nodes real SMV computes differently (smv_rules)
-SMV_DEVIATIONS_KEY = "smaug.smv_deviations"
 #: Scale of SMAUG's random-data recipe (experiments' *_network.py builders).
 RECIPE_SEED = 1234
 RECIPE_SCALE = 0.005
@@ -324,7 +323,7 @@ def graph_from_proto(proto: gpb.GraphProto, array: tpb.TensorDataArray | None, w
 
         found = hazards(proto)
         if found:  # what the real SMV runtime computes differently: the SMV simulator reproduces it
-            graph.metadata[SMV_DEVIATIONS_KEY] = "\n".join(f"{u.node}\t{u.reason}" for u in found)
+            graph.metadata[DEVIATIONS_KEY] = "\n".join(f"{u.node}\t{u.reason}" for u in found)
     for node in order:  # what nothing reads is an output (a lone Data node: the runtime prints its values)
         if node.name not in imp.users and (node.op != pb.Data or node.name in {v.name for v in graph.inputs}):
             for k in range(len(node.output_tensors)):
