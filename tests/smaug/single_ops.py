@@ -293,3 +293,8 @@ def depthwise_conv(b):  # SMAUG's ConvolutionDepthwise: Reference only (a no-op 
     x = image(b, 8)
     w = b.weight("w", (8, 1, 3, 3))
     out(b, b.op("Conv", [x, w], "dw", kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=8))
+
+
+@model
+def softmax_input_c10(b):  # a row SMV would cut short, not made by an FC: padded by an identity FC
+    out(b, b.op("Softmax", [b.input("x", [2, 10])], "prob", axis=-1))

@@ -20,6 +20,7 @@ from ...errors import ShapeError
 from ...ir import Layout, Node, Value
 from ...protos.smaug import smaug_node_pb2 as npb
 from ...protos.smaug import smaug_types_pb2 as pb
+from ...smaug_runtime import ALIGN, padded
 from . import layouts
 from .import_ops import RUNTIME_DEFAULTS
 from .writer import SMV_TILER, Exporter, Inexpressible, Ref
@@ -203,16 +204,12 @@ def bias_batch_norm(ex: Exporter, x: Ref, bias: np.ndarray, value: Value, reques
 #: of a 10-class softmax is not normalised, a 4-output FC's bias is never added). On SMV such
 #: rows are computed padded to a multiple of 8 and sliced back with a Split.
 def row_tail(ex: Exporter, width: int) -> bool:
-    return ex.backend == "SMV" and width % 8 != 0
+    return ex.backend == "SMV" and width % ALIGN != 0
 
 
 #: Value of a softmax row's padding lanes: exp(−30000) is exactly 0 in the kernel's arithmetic,
 #: so the padding takes no share of the normalisation (and −30000 is exact in fp16).
 SOFTMAX_MASK = -30000.0
-
-
-def padded_width(width: int) -> int:
-    return -(-width // 8) * 8
 
 
 def only_softmax_reads(ex: Exporter, value: Value) -> bool:
@@ -236,11 +233,11 @@ def pad_rows(ex: Exporter, value: Value, request: str) -> tuple[Ref, int, bool]:
     if x.feature_perm is not None:
         raise Inexpressible("a row kernel over a flattened NHWC tensor")
     width = x.dims[1]
-    eye = np.eye(padded_width(width), width)
+    eye = np.eye(padded(width), width)
     want = layouts.FC_WEIGHT[ex.backend]
     w = ex.data(f"{request}/pad_rows", eye if want == Layout.NC else eye.T, want)
     node, refs = ex.emit(pb.InnerProduct, f"{request}/pad_rows", [x, w],
-                         [([x.dims[0], padded_width(width)], Layout.NC)])
+                         [([x.dims[0], padded(width)], Layout.NC)])
     node.params.SetInParent()
     return refs[0], width, False
 
@@ -444,11 +441,11 @@ def inner_product(ex: Exporter, node: Node, a: Value, b: Value, b_have: Layout, 
             cn = cn[x.feature_perm]
         cn = cn * scale
         if pad:
-            cn = np.concatenate([cn, np.zeros((cn.shape[0], padded_width(outs) - outs), cn.dtype)], axis=1)
+            cn = np.concatenate([cn, np.zeros((cn.shape[0], padded(outs) - outs), cn.dtype)], axis=1)
         w = ex.data(b.name, cn if want == Layout.CN else cn.T, want)
     else:
         w = ex.need(b, want, b_have)
-    rows = padded_width(outs) if pad else outs
+    rows = padded(outs) if pad else outs
     proto, refs = ex.emit(pb.InnerProduct, node.name, [x, w], [([x.dims[0], rows], Layout.NC)])
     proto.params.SetInParent()
     width = outs if pad else None
@@ -534,7 +531,7 @@ def _softmax(ex: Exporter, node: Node) -> None:
     if x_value.type.rank != 2 or int(node.attr("axis", -1)) not in (-1, 1):
         raise Inexpressible("SMAUG Softmax works on the rows of a 2-D NC tensor")
     width = int(x_value.type.shape[1])
-    if ex.backend == "SMV" and padded_width(width) > SMV_SOFTMAX_MAX_ROW:
+    if ex.backend == "SMV" and padded(width) > SMV_SOFTMAX_MAX_ROW:
         raise Inexpressible(f"SMV Softmax needs a padded row of at most {SMV_SOFTMAX_MAX_ROW} values (Q12)")
     if row_tail(ex, width):
         x, width, masked = pad_rows(ex, x_value, node.name)
