@@ -1,8 +1,9 @@
-"""Activations: the Relu family, sigmoid-like curves, Gelu/Erf (own float64 erf), Shrink and Clip.
+"""Activations: the Relu family, sigmoid-like curves, Gelu/Erf, Shrink and Clip.
 
 Each activation is one vectorized expression evaluated in the input precision
-(fp16 in fp32) and cast back; ``erf`` is computed without scipy from its
-power series (small |x|) and the continued fraction of erfc (large |x|).
+(fp16 in fp32) and cast back. float32 erf/GELU/sigmoid go through the chunked
+curves of ``fastmath``; float64 ``erf`` is computed from its power series
+(small |x|) and the continued fraction of erfc (large |x|).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 from ....ir.dtypes import INT_TYPES
 from ..registry import kernel
 from ._windows import FLOATS, WITH_BF16, compute_dtype
+from .fastmath import erf32, gelu32, sigmoid32, silu32
 
 _SQRT_PI = math.sqrt(math.pi)
 _CF_DEPTH = 50  # continued-fraction terms: enough for 1e-15 at |x| >= 2
@@ -117,15 +119,24 @@ def mish(ctx, x):
     return x * np.tanh(np.logaddexp(x.dtype.type(0), x))
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    # exp of a non-positive number never overflows
-    e = np.exp(-np.abs(x))
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    if x.dtype == np.float32:
+        return sigmoid32(x)
+    e = np.exp(-np.abs(x))  # exp of a non-positive number never overflows
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+@_activation("Sigmoid", dtypes=FLOATS)
+def sigmoid_kernel(ctx, x):
+    return sigmoid(x)
 
 
 @_activation("Swish")
 def swish(ctx, x):
-    return x * _sigmoid(_f(ctx, x, "alpha", 1.0) * x)
+    alpha = _f(ctx, x, "alpha", 1.0)
+    if alpha == 1 and x.dtype == np.float32:
+        return silu32(x)
+    return x * sigmoid(alpha * x)
 
 
 @_activation("ThresholdedRelu")
@@ -135,7 +146,7 @@ def thresholded_relu(ctx, x):
 
 @_activation("Erf")
 def erf_kernel(ctx, x):
-    return erf(x)
+    return erf32(x) if x.dtype == np.float32 else erf(x)
 
 
 def _check_gelu(node) -> str | None:
@@ -148,10 +159,12 @@ def gelu(ctx, x):
     dt = compute_dtype(x.dtype)
     xc = x.astype(dt, copy=False)
     if ctx.attr("approximate", "none") == "tanh":
-        inner = dt.type(math.sqrt(2 / math.pi)) * (xc + dt.type(0.044715) * xc ** 3)
+        inner = dt.type(math.sqrt(2 / math.pi)) * (xc + dt.type(0.044715) * xc * xc * xc)
         y = dt.type(0.5) * xc * (1 + np.tanh(inner))
+    elif dt == np.float32:
+        y = gelu32(xc)
     else:
-        y = 0.5 * xc * (1 + erf(xc.astype(np.float64) / math.sqrt(2)))
+        y = 0.5 * xc * (1 + erf(xc / math.sqrt(2)))
     return y.astype(x.dtype, copy=False)
 
 

@@ -1,7 +1,9 @@
 """Convolutions: Conv, ConvTranspose, ConvInteger, QLinearConv (1-D/2-D/3-D, groups, dilations, auto_pad).
 
 Conv is im2col over a strided window view plus one batched matmul over the
-groups (a 1x1 convolution is a plain matmul); ConvTranspose is the adjoint:
+groups (a 1x1 convolution is a plain matmul); a depthwise convolution (one input
+channel per group) is instead one einsum over a channels-last window view, which
+avoids copying every tap into columns; ConvTranspose is the adjoint:
 one matmul to columns, then a scatter-add per kernel tap (col2im).
 """
 
@@ -42,6 +44,8 @@ def conv_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begin,
             return np.matmul(w.reshape(m, c), x.reshape(c, pixels)).reshape(n, m, *out)
         y = np.matmul(w.reshape(group, mg, cg), x.reshape(n, group, cg, pixels))  # (N, G, Mg, P)
         return y.reshape(n, m, *out)
+    if cg == 1 and group > 1:
+        return _depthwise(x, w, strides, dilations, begin, end, out)
     xp = pad_spatial(x, begin, end)
     view = windows(xp, out, kernel, strides, dilations)  # (N, C, *out, *K)
     view = view.reshape(n, group, cg, *out, *kernel)
@@ -55,6 +59,24 @@ def conv_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begin,
     cols = cols.reshape(group, cg * prod(kernel), n * pixels)
     y = _grouped_matmul(w.reshape(group, mg, -1), cols).reshape(group, mg, n, pixels)
     return np.ascontiguousarray(y.transpose(2, 0, 1, 3)).reshape(n, m, *out)
+
+
+def _depthwise(x: np.ndarray, w: np.ndarray, strides, dilations, begin, end, out) -> np.ndarray:
+    """Each input channel convolved with its own ``M/C`` filters: ``y[n, c·mult + m] = Σ_k x_win[n, c, k] w[c, m, k]``."""
+    n, c = x.shape[:2]
+    kernel = w.shape[2:]
+    rank = len(kernel)
+    mult = w.shape[0] // c
+    last = np.ascontiguousarray(np.moveaxis(pad_spatial(x, begin, end), 1, -1))  # (N, *S, C)
+    st = last.strides
+    view = np.lib.stride_tricks.as_strided(
+        last, shape=(n, *out, *kernel, c),
+        strides=(st[0], *(st[1 + i] * strides[i] for i in range(rank)),
+                 *(st[1 + i] * dilations[i] for i in range(rank)), st[-1]), writeable=False)
+    taps = np.ascontiguousarray(np.moveaxis(w.reshape(c, mult, *kernel), (0, 1), (-2, -1)))  # (*K, C, mult)
+    spatial, kern = "hwdHWD"[:rank], "ijkIJK"[:rank]
+    y = np.einsum(f"n{spatial}{kern}c,{kern}cm->n{spatial}cm", view, taps)
+    return np.ascontiguousarray(np.moveaxis(y.reshape(n, *out, c * mult), -1, 1))
 
 
 def _grouped_matmul(w: np.ndarray, cols: np.ndarray) -> np.ndarray:

@@ -42,13 +42,6 @@ def relu(ctx, x):
     return np.maximum(x, x.dtype.type(0))
 
 
-@kernel("Sigmoid", dtypes=FLOATS)
-def sigmoid(ctx, x):
-    # exp of -|x| never overflows; the two branches are each other's complement
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
-
-
 @kernel("IsNaN", dtypes=FLOATS)
 def isnan(ctx, x):
     return np.isnan(x)
@@ -133,7 +126,13 @@ def power(ctx, a, b):
         return _power(a, b)
 
 
+_SMALL_POWERS = {2: lambda a: a * a, 3: lambda a: a * a * a, 1: lambda a: a.copy(),
+                 0.5: np.sqrt, -1: lambda a: np.reciprocal(a)}
+
+
 def _power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if b.size == 1 and a.dtype.kind == "f" and b.item() in _SMALL_POWERS and b.ndim <= a.ndim:
+        return _SMALL_POWERS[b.item()](a)  # pow() is a slow libm call per element; these are exact or 0.5 ulp
     if a.dtype.kind in "iu" and b.dtype.kind in "iu" and not (b < 0).any():
         return np.power(a, b.astype(a.dtype, copy=False))
     if a.dtype.kind in "iu":

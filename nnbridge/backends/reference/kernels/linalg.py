@@ -40,17 +40,25 @@ def gemm(ctx, a, b, c=None):
     alpha, beta = ctx.attr("alpha", 1.0), ctx.attr("beta", 1.0)
     y = a_ @ b_
     if alpha != 1.0:
-        y = y * dt.type(alpha)
+        y *= dt.type(alpha)
     if c is not None and beta != 0:
         c_ = c.astype(dt, copy=False)
-        y = y + (c_ if beta == 1.0 else c_ * dt.type(beta))
+        y += c_ if beta == 1.0 else c_ * dt.type(beta)  # y is a new array of the broadcast shape
     return y.astype(a.dtype, copy=False)
+
+
+def matmul_nd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """np.matmul, except that a stack of rows times one matrix is a single GEMM
+    (numpy would call BLAS once per leading index with a few rows each)."""
+    if a.ndim > 2 and b.ndim == 2:
+        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[1])
+    return np.matmul(a, b)
 
 
 @kernel("MatMul", dtypes=WITH_BF16 | INTS)
 def matmul(ctx, a, b):
     dt = compute_dtype(a.dtype)
-    return np.matmul(a.astype(dt, copy=False), b.astype(dt, copy=False)).astype(a.dtype, copy=False)
+    return matmul_nd(a.astype(dt, copy=False), b.astype(dt, copy=False)).astype(a.dtype, copy=False)
 
 
 def _zero_point(zero, rows: bool):

@@ -2,8 +2,10 @@
 
 All directions, ``sequence_lens`` (finished sequences keep their state and emit
 zeros), initial states, ``clip``, the ``activations`` attribute with
-alpha/beta, and both layouts. The input projection of every time step is one
-matmul; the loop runs over time steps only.
+alpha/beta, and both layouts. The input projection of every time step (with
+both biases) is one matmul; the loop runs over time steps only, with one
+recurrent matmul and a handful of in-place operators per step; the masking
+for ``sequence_lens`` is skipped when every sequence is full length.
 """
 
 from __future__ import annotations
@@ -15,11 +17,9 @@ import numpy as np
 from ....ir import Node
 from ..registry import kernel
 from ._windows import FLOATS, compute_dtype
-
-
-def _sigmoid(x):
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+from .activation import sigmoid as _sigmoid
+from .fastmath import sigmoid_into
+from .linalg import matmul_nd
 
 
 def _softplus(x):
@@ -114,6 +114,13 @@ class Recurrence:
         self.acts = _activation_fns(ctx)
         direction = ctx.attr("direction", "forward")
         self.reverse = [direction == "reverse"] if self.dirs == 1 else [False, True]
+        # the common case runs in place: float32, default activations, no clip, full-length sequences
+        self.plain = (self.dtype == np.float32 and self.clip is None and bool((self.lens >= self.seq).all())
+                      and [n.lower() for n in (_activation_names(ctx.node) or [])] in ([], [
+                          a.lower() for a in _DEFAULTS[ctx.node.op] * self.dirs]))
+
+    def order(self, d: int) -> range:
+        return range(self.seq - 1, -1, -1) if self.reverse[d] else range(self.seq)
 
     def state(self, given, d: int) -> np.ndarray:
         if given is None:
@@ -124,11 +131,20 @@ class Recurrence:
     def clipped(self, x: np.ndarray) -> np.ndarray:
         return x if self.clip is None else np.clip(x, -self.clip, self.clip)
 
-    def projected(self, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(X @ W^T + Wb for all steps, R^T, Rb) of direction d."""
+    def projected(self, d: int, split: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(X @ W^T + Wb + Rb for all steps, R^T, Rb) of direction d.
+
+        The recurrent bias is folded into the projection for gates ``< split``
+        (all of them by default); GRU's candidate gate under linear_before_reset
+        keeps its Rb apart because the reset gate scales it.
+        """
         g = self.w.shape[1]
-        xw = self.x @ self.w[d].T + self.b[d, :g]
-        return xw, self.r[d].T, self.b[d, g:]
+        xw = matmul_nd(np.ascontiguousarray(self.x), self.w[d].T)
+        xw += self.b[d, :g]
+        rb = self.b[d, g:]
+        folded = g if split is None else split
+        xw[..., :folded] += rb[:folded]
+        return xw, np.ascontiguousarray(self.r[d].T), rb
 
     def steps(self, d: int):
         """Yield (t, active mask (batch, 1)) in processing order of direction d."""
@@ -146,11 +162,16 @@ class Recurrence:
         return outs[:len(self.ctx.node.outputs)]
 
 
-def _run(rec: Recurrence, cell, states0, d: int):
-    """Run ``cell(xw_t, states, d) -> states`` over time; state 0 is h. Returns (Y of this direction, finals)."""
-    xw, rt, rb = rec.projected(d)
+def _run(rec: Recurrence, cell, states0, d: int, split: int | None = None):
+    """Run ``cell(xw_t, states, rt, rb, d) -> states`` over time; state 0 is h. Returns (Y of this direction, finals)."""
+    xw, rt, rb = rec.projected(d, split)
     states = states0
     y = np.zeros((rec.seq, rec.batch, rec.hidden), rec.dtype)
+    if (rec.lens >= rec.seq).all():
+        for t in rec.order(d):
+            states = cell(xw[t], states, rt, rb, d)
+            y[t] = states[0]
+        return y, states
     for t, active in rec.steps(d):
         new = cell(xw[t], states, rt, rb, d)
         states = [np.where(active, n, s) for n, s in zip(new, states)]
@@ -158,12 +179,67 @@ def _run(rec: Recurrence, cell, states0, d: int):
     return y, states
 
 
+def _gate_major(rec: Recurrence, d: int, gates: int, split: int | None = None):
+    """The plain loops' operands with each gate contiguous: xw (seq, gates, batch, hidden),
+    R^T per gate (gates, hidden, hidden), Rb (gates, hidden). A (batch, gates·hidden) row
+    layout would make every gate a strided slice, which numpy's ufuncs run 2-3× slower."""
+    hdim = rec.hidden
+    xw, _, rb = rec.projected(d, split)
+    xw = np.ascontiguousarray(xw.reshape(rec.seq, rec.batch, gates, hdim).transpose(0, 2, 1, 3))
+    rt = np.ascontiguousarray(rec.r[d].reshape(gates, hdim, hdim).transpose(0, 2, 1))
+    return xw, rt, rb.reshape(gates, hdim)
+
+
+def _gru_plain(rec: Recurrence, d: int, h: np.ndarray):
+    """GRU with linear_before_reset in the plain case: one batched matmul and ten in-place operators per step."""
+    xw, rt, rb = _gate_major(rec, d, 3, split=2 * rec.hidden)
+    y = np.empty((rec.seq, rec.batch, rec.hidden), np.float32)
+    hr = np.empty((3, rec.batch, rec.hidden), np.float32)  # gate order z, r, h
+    zr, z, reset, cand = hr[:2], hr[0], hr[1], hr[2]
+    with np.errstate(over="ignore"):  # exp overflowing inside a sigmoid is its right limit
+        for t in rec.order(d):
+            np.matmul(h, rt, out=hr)
+            zr += xw[t, :2]
+            sigmoid_into(zr, zr)
+            cand += rb[2]
+            cand *= reset
+            cand += xw[t, 2]
+            np.tanh(cand, out=cand)
+            h_new = y[t]  # (1 - z)·cand + z·h == cand + z·(h - cand)
+            np.subtract(h, cand, out=h_new)
+            h_new *= z
+            h_new += cand
+            h = h_new
+    return y, [h.copy()]
+
+
+def _lstm_plain(rec: Recurrence, d: int, h: np.ndarray, c: np.ndarray):
+    """LSTM without peepholes or input_forget in the plain case: one batched matmul and nine in-place operators."""
+    xw, rt, _ = _gate_major(rec, d, 4)
+    y = np.empty((rec.seq, rec.batch, rec.hidden), np.float32)
+    pre = np.empty((4, rec.batch, rec.hidden), np.float32)  # gate order i, o, f, c
+    gates, i, o, forget, cand = pre[:3], pre[0], pre[1], pre[2], pre[3]
+    with np.errstate(over="ignore"):
+        for t in rec.order(d):
+            np.matmul(h, rt, out=pre)
+            pre += xw[t]
+            sigmoid_into(gates, gates)
+            np.tanh(cand, out=cand)
+            c *= forget
+            cand *= i
+            c += cand
+            h = y[t]
+            np.tanh(c, out=h)
+            h *= o
+    return y, [h.copy(), c]
+
+
 @kernel("RNN", dtypes=FLOATS, check=_check_rnn)
 def rnn(ctx, x, w, r, b=None, seq_lens=None, initial_h=None):
     rec = Recurrence(ctx, x, w, r, b, seq_lens, initial_h)
 
     def cell(xw, states, rt, rb, d):
-        return [rec.acts[d][0](rec.clipped(xw + states[0] @ rt + rb))]
+        return [rec.acts[d][0](rec.clipped(xw + states[0] @ rt))]
 
     results = [_run(rec, cell, [rec.state(initial_h, d)], d) for d in range(rec.dirs)]
     return rec.outputs([y for y, _ in results], [s for _, s in results], x.dtype)
@@ -178,16 +254,32 @@ def gru(ctx, x, w, r, b=None, seq_lens=None, initial_h=None):
     def cell(xw, states, rt, rb, d):
         f, g = rec.acts[d]
         h = states[0]
-        hz = h @ rt[:, :2 * hdim] + rb[:2 * hdim]
-        z = f(rec.clipped(xw[:, :hdim] + hz[:, :hdim]))
-        reset = f(rec.clipped(xw[:, hdim:2 * hdim] + hz[:, hdim:]))
-        if before_reset:
-            cand = xw[:, 2 * hdim:] + reset * (h @ rt[:, 2 * hdim:] + rb[2 * hdim:])
+        if before_reset:  # one matmul for all three gates; Rb of the candidate stays inside the reset product
+            hr = h @ rt
+            zr = hr[:, :2 * hdim]
+            cand = hr[:, 2 * hdim:]
+            cand += rb[2 * hdim:]
         else:
-            cand = xw[:, 2 * hdim:] + (reset * h) @ rt[:, 2 * hdim:] + rb[2 * hdim:]
-        return [(1 - z) * g(rec.clipped(cand)) + z * h]
+            zr = h @ rt[:, :2 * hdim]
+        zr = f(rec.clipped(zr + xw[:, :2 * hdim]))
+        if not before_reset:
+            cand = (zr[:, hdim:] * h) @ rt[:, 2 * hdim:]
+        z = zr[:, :hdim]
+        if before_reset:
+            cand *= zr[:, hdim:]
+        cand += xw[:, 2 * hdim:]
+        cand = g(rec.clipped(cand))
+        # (1 - z)·cand + z·h == cand + z·(h - cand)
+        h_new = h - cand
+        h_new *= z
+        h_new += cand
+        return [h_new]
 
-    results = [_run(rec, cell, [rec.state(initial_h, d)], d) for d in range(rec.dirs)]
+    split = 2 * hdim if before_reset else None
+    if rec.plain and before_reset:
+        results = [_gru_plain(rec, d, rec.state(initial_h, d)) for d in range(rec.dirs)]
+    else:
+        results = [_run(rec, cell, [rec.state(initial_h, d)], d, split) for d in range(rec.dirs)]
     return rec.outputs([y for y, _ in results], [s for _, s in results], x.dtype)
 
 
@@ -196,20 +288,32 @@ def lstm(ctx, x, w, r, b=None, seq_lens=None, initial_h=None, initial_c=None, pe
     rec = Recurrence(ctx, x, w, r, b, seq_lens, initial_h)
     hdim = rec.hidden
     couple = bool(ctx.attr("input_forget", 0))
-    p = (peepholes.astype(rec.dtype, copy=False) if peepholes is not None
-         else np.zeros((rec.dirs, 3 * hdim), rec.dtype))
+    p = peepholes.astype(rec.dtype, copy=False) if peepholes is not None else None
 
     def cell(xw, states, rt, rb, d):
         f, g, h_act = rec.acts[d]
         h, c = states
-        pre = xw + h @ rt + rb  # gate order i, o, f, c
-        pi, po, pf = p[d, :hdim], p[d, hdim:2 * hdim], p[d, 2 * hdim:]
-        i = f(rec.clipped(pre[:, :hdim] + pi * c))
-        forget = 1 - i if couple else f(rec.clipped(pre[:, 2 * hdim:3 * hdim] + pf * c))
+        pre = h @ rt  # gate order i, o, f, c
+        pre += xw
+        if p is None and not couple:  # the three sigmoid gates in one call
+            gates = f(rec.clipped(pre[:, :3 * hdim]))
+            i, o, forget = gates[:, :hdim], gates[:, hdim:2 * hdim], gates[:, 2 * hdim:]
+        else:
+            pi, po, pf = (p[d, :hdim], p[d, hdim:2 * hdim], p[d, 2 * hdim:]) if p is not None else (0, 0, 0)
+            i = f(rec.clipped(pre[:, :hdim] + pi * c))
+            forget = 1 - i if couple else f(rec.clipped(pre[:, 2 * hdim:3 * hdim] + pf * c))
         cand = g(rec.clipped(pre[:, 3 * hdim:]))
-        c_new = forget * c + i * cand
-        o = f(rec.clipped(pre[:, hdim:2 * hdim] + po * c_new))
-        return [o * h_act(c_new), c_new]
+        c_new = forget * c
+        cand *= i
+        c_new += cand
+        if p is not None or couple:
+            o = f(rec.clipped(pre[:, hdim:2 * hdim] + (p[d, hdim:2 * hdim] * c_new if p is not None else 0)))
+        h_new = h_act(c_new)
+        h_new *= o
+        return [h_new, c_new]
 
-    results = [_run(rec, cell, [rec.state(initial_h, d), rec.state(initial_c, d)], d) for d in range(rec.dirs)]
+    if rec.plain and p is None and not couple:
+        results = [_lstm_plain(rec, d, rec.state(initial_h, d), rec.state(initial_c, d)) for d in range(rec.dirs)]
+    else:
+        results = [_run(rec, cell, [rec.state(initial_h, d), rec.state(initial_c, d)], d) for d in range(rec.dirs)]
     return rec.outputs([y for y, _ in results], [s for _, s in results], x.dtype)

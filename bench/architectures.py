@@ -1,0 +1,348 @@
+"""Real architectures for the speed benchmark, exported with ``torch.onnx.export``.
+
+Transformers come from HF ``transformers`` (random weights, small or full configs);
+CNN families are written here in plain torch because torchvision cannot be
+installed on this machine. Every builder is seeded, so an export is repeatable.
+Needs the ``bench`` extra (torch, transformers); nothing here is imported by
+nnbridge itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Architecture:
+    name: str
+    build: Callable[[], tuple[object, tuple]]  # () -> (torch module, example inputs)
+    full_size: bool = False  # a full-size model (BERT-base, ResNet-50): slow to export, left out of quick runs
+
+
+def _torch():
+    import torch
+
+    torch.manual_seed(0)
+    return torch
+
+
+# -- plain-torch CNN blocks ----------------------------------------------------------------------
+
+def _conv_bn(torch, cin, cout, k=3, stride=1, groups=1, act=None):
+    nn = torch.nn
+    layers = [nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)]
+    if act is not None:
+        layers.append(act())
+    return nn.Sequential(*layers)
+
+
+def _resnet50():
+    torch = _torch()
+    nn = torch.nn
+
+    class Bottleneck(nn.Module):
+        def __init__(self, cin, width, stride):
+            super().__init__()
+            cout = width * 4
+            self.body = nn.Sequential(_conv_bn(torch, cin, width, 1, act=nn.ReLU),
+                                      _conv_bn(torch, width, width, 3, stride, act=nn.ReLU),
+                                      _conv_bn(torch, width, cout, 1))
+            self.skip = _conv_bn(torch, cin, cout, 1, stride) if (stride != 1 or cin != cout) else nn.Identity()
+
+        def forward(self, x):
+            return torch.relu(self.body(x) + self.skip(x))
+
+    layers, cin = [], 64
+    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for i in range(blocks):
+            layers.append(Bottleneck(cin, width, stride if i == 0 else 1))
+            cin = width * 4
+    model = nn.Sequential(_conv_bn(torch, 3, 64, 7, 2, act=nn.ReLU), nn.MaxPool2d(3, 2, 1), *layers,
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2048, 1000))
+    return model, (torch.randn(1, 3, 224, 224),)
+
+
+def _squeeze_excite(torch, channels, reduced, gate):
+    nn = torch.nn
+
+    class SE(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.reduce = nn.Conv2d(channels, reduced, 1)
+            self.expand = nn.Conv2d(reduced, channels, 1)
+            self.act = nn.ReLU() if gate is nn.Hardsigmoid else nn.SiLU()
+            self.gate = gate()
+
+        def forward(self, x):
+            s = x.mean((2, 3), keepdim=True)
+            return x * self.gate(self.expand(self.act(self.reduce(s))))
+
+    return SE()
+
+
+def _inverted_residual(torch, cin, cout, expand, k, stride, act, se_gate):
+    nn = torch.nn
+    hidden = cin * expand
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            parts = [] if expand == 1 else [_conv_bn(torch, cin, hidden, 1, act=act)]
+            parts.append(_conv_bn(torch, hidden, hidden, k, stride, groups=hidden, act=act))
+            if se_gate is not None:
+                parts.append(_squeeze_excite(torch, hidden, max(8, hidden // 4), se_gate))
+            parts.append(_conv_bn(torch, hidden, cout, 1))
+            self.body = nn.Sequential(*parts)
+            self.residual = stride == 1 and cin == cout
+
+        def forward(self, x):
+            y = self.body(x)
+            return x + y if self.residual else y
+
+    return Block()
+
+
+def _mobilenet_v3():
+    """MobileNetV3-Small-shaped: depthwise convs, SE with HardSigmoid, HardSwish."""
+    torch = _torch()
+    nn = torch.nn
+    hs, re, hsig = nn.Hardswish, nn.ReLU, nn.Hardsigmoid
+    spec = [(16, 16, 1, 3, 2, re, hsig), (16, 24, 4, 3, 2, re, None), (24, 24, 3, 3, 1, re, None),
+            (24, 40, 4, 5, 2, hs, hsig), (40, 40, 6, 5, 1, hs, hsig), (40, 48, 3, 5, 1, hs, hsig),
+            (48, 96, 6, 5, 2, hs, hsig), (96, 96, 6, 5, 1, hs, hsig)]
+    blocks = [_inverted_residual(torch, *s) for s in spec]
+    model = nn.Sequential(_conv_bn(torch, 3, 16, 3, 2, act=hs), *blocks, _conv_bn(torch, 96, 576, 1, act=hs),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(576, 1000))
+    return model, (torch.randn(1, 3, 224, 224),)
+
+
+def _efficientnet_b0():
+    """EfficientNet-B0-shaped MBConv stages with SiLU and SE (sigmoid gate)."""
+    torch = _torch()
+    nn = torch.nn
+    stages = [(1, 16, 1, 1, 3), (6, 24, 2, 2, 3), (6, 40, 2, 2, 5), (6, 80, 3, 2, 3), (6, 112, 3, 1, 5),
+              (6, 192, 4, 2, 5), (6, 320, 1, 1, 3)]
+    blocks, cin = [], 32
+    for expand, cout, repeats, stride, k in stages:
+        for i in range(repeats):
+            blocks.append(_inverted_residual(torch, cin, cout, expand, k, stride if i == 0 else 1, nn.SiLU,
+                                             nn.Sigmoid))
+            cin = cout
+    model = nn.Sequential(_conv_bn(torch, 3, 32, 3, 2, act=nn.SiLU), *blocks, _conv_bn(torch, 320, 1280, 1, act=nn.SiLU),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(1280, 1000))
+    return model, (torch.randn(1, 3, 224, 224),)
+
+
+def _convnext(depths=(3, 3, 9, 3), dims=(96, 192, 384, 768)):
+    """ConvNeXt: 7×7 depthwise conv, channels-last LayerNorm, MLP with GELU, layer scale."""
+    torch = _torch()
+    nn = torch.nn
+
+    class LayerNorm2d(nn.LayerNorm):
+        def forward(self, x):
+            return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+    class Block(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.dw = nn.Conv2d(dim, dim, 7, padding=3, groups=dim)
+            self.norm = nn.LayerNorm(dim)
+            self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+            self.gamma = nn.Parameter(torch.full((dim,), 0.1))
+
+        def forward(self, x):
+            y = self.dw(x).permute(0, 2, 3, 1)
+            y = self.gamma * self.mlp(self.norm(y))
+            return x + y.permute(0, 3, 1, 2)
+
+    layers = [nn.Conv2d(3, dims[0], 4, 4), LayerNorm2d(dims[0])]
+    for i, (depth, dim) in enumerate(zip(depths, dims)):
+        if i:
+            layers += [LayerNorm2d(dims[i - 1]), nn.Conv2d(dims[i - 1], dim, 2, 2)]
+        layers += [Block(dim) for _ in range(depth)]
+    model = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.LayerNorm(dims[-1]),
+                          nn.Linear(dims[-1], 1000))
+    return model, (torch.randn(1, 3, 224, 224),)
+
+
+def _regnet():
+    """RegNetX-400MF-shaped: grouped 3×3 convs (group width 16) in bottleneck blocks."""
+    torch = _torch()
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride, group_width=16):
+            super().__init__()
+            self.body = nn.Sequential(_conv_bn(torch, cin, cout, 1, act=nn.ReLU),
+                                      _conv_bn(torch, cout, cout, 3, stride, groups=cout // group_width, act=nn.ReLU),
+                                      _conv_bn(torch, cout, cout, 1))
+            self.skip = _conv_bn(torch, cin, cout, 1, stride) if (stride != 1 or cin != cout) else nn.Identity()
+
+        def forward(self, x):
+            return torch.relu(self.body(x) + self.skip(x))
+
+    blocks, cin = [], 32
+    for cout, depth in ((32, 1), (64, 2), (160, 7), (384, 12)):
+        for i in range(depth):
+            blocks.append(Block(cin, cout, 2 if i == 0 else 1))
+            cin = cout
+    model = nn.Sequential(_conv_bn(torch, 3, 32, 3, 2, act=nn.ReLU), *blocks, nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(384, 1000))
+    return model, (torch.randn(1, 3, 224, 224),)
+
+
+def _poolformer():
+    """PoolFormer-S12-shaped: 3×3 average-pool token mixer, GroupNorm(1), MLP with GELU."""
+    torch = _torch()
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.norm1, self.norm2 = nn.GroupNorm(1, dim), nn.GroupNorm(1, dim)
+            self.pool = nn.AvgPool2d(3, 1, 1, count_include_pad=False)
+            self.mlp = nn.Sequential(nn.Conv2d(dim, 4 * dim, 1), nn.GELU(), nn.Conv2d(4 * dim, dim, 1))
+
+        def forward(self, x):
+            y = self.norm1(x)
+            x = x + (self.pool(y) - y)
+            return x + self.mlp(self.norm2(x))
+
+    dims, depths = (64, 128, 320, 512), (2, 2, 6, 2)
+    layers = [nn.Conv2d(3, dims[0], 7, 4, 2)]
+    for i, (depth, dim) in enumerate(zip(depths, dims)):
+        if i:
+            layers.append(nn.Conv2d(dims[i - 1], dim, 3, 2, 1))
+        layers += [Block(dim) for _ in range(depth)]
+    model = nn.Sequential(*layers, nn.GroupNorm(1, dims[-1]), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(dims[-1], 1000))
+    return model, (torch.randn(1, 3, 224, 224),)
+
+
+def _recurrent(kind: str):
+    torch = _torch()
+    nn = torch.nn
+    cell = {"lstm": nn.LSTM, "gru": nn.GRU}[kind]
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = cell(64, 128, num_layers=2, batch_first=True)
+            self.head = nn.Linear(128, 10)
+
+        def forward(self, x):
+            out = self.rnn(x)[0]
+            return self.head(out[:, -1])
+
+    return Model(), (torch.randn(4, 100, 64),)
+
+
+def _embedding_bag():
+    torch = _torch()
+    nn = torch.nn
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bag = nn.EmbeddingBag(50000, 64, mode="mean")
+            self.head = nn.Linear(64, 2)
+
+        def forward(self, ids):
+            return self.head(self.bag(ids))
+
+    return Model(), (torch.randint(0, 50000, (64, 40)),)
+
+
+def _einsum():
+    torch = _torch()
+    nn = torch.nn
+
+    class Model(nn.Module):
+        """Bilinear attention written with einsum, as in many research models."""
+
+        def __init__(self):
+            super().__init__()
+            self.q = nn.Linear(128, 128)
+            self.k = nn.Linear(128, 128)
+            self.v = nn.Linear(128, 128)
+
+        def forward(self, x):
+            q, k, v = (t.view(2, 64, 4, 32) for t in (self.q(x), self.k(x), self.v(x)))
+            a = torch.einsum("bqhd,bkhd->bhqk", q, k).softmax(-1)
+            return torch.einsum("bhqk,bkhd->bqhd", a, v).reshape(2, 64, 128)
+
+    return Model(), (torch.randn(2, 64, 128),)
+
+
+# -- HF transformers ----------------------------------------------------------------------------
+
+def _hf(model_cls_name: str, config_cls_name: str, input_kind: str, shape: tuple[int, ...], **config):
+    torch = _torch()
+    import transformers
+
+    model = getattr(transformers, model_cls_name)(getattr(transformers, config_cls_name)(**config)).eval()
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = model
+
+        def forward(self, x):
+            return self.inner(**{input_kind: x}).last_hidden_state
+
+    if input_kind == "input_ids":
+        example = torch.randint(0, config.get("vocab_size", 1000), shape)
+    else:
+        example = torch.randn(*shape)
+    return Wrapped(), (example,)
+
+
+def _bert(layers: int, hidden: int, heads: int, seq: int = 128):
+    return _hf("BertModel", "BertConfig", "input_ids", (1, seq), hidden_size=hidden, num_hidden_layers=layers,
+               num_attention_heads=heads, intermediate_size=4 * hidden, vocab_size=30522)
+
+
+ARCHITECTURES: list[Architecture] = [
+    Architecture("bert-mini", lambda: _bert(4, 256, 4)),
+    Architecture("bert-base", lambda: _bert(12, 768, 12), full_size=True),
+    Architecture("gpt2-small4", lambda: _hf("GPT2Model", "GPT2Config", "input_ids", (1, 128), n_layer=4, n_embd=256,
+                                            n_head=4, vocab_size=50257)),
+    Architecture("deit-tiny", lambda: _hf("ViTModel", "ViTConfig", "pixel_values", (1, 3, 224, 224), hidden_size=192,
+                                          num_hidden_layers=12, num_attention_heads=3, intermediate_size=768)),
+    Architecture("llama-gqa", lambda: _hf("LlamaModel", "LlamaConfig", "input_ids", (1, 128), hidden_size=256,
+                                          num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
+                                          intermediate_size=688, vocab_size=32000)),
+    Architecture("whisper-encoder", lambda: _hf("WhisperEncoder", "WhisperConfig", "input_features", (1, 80, 3000),
+                                                d_model=256, encoder_layers=4, encoder_attention_heads=4,
+                                                encoder_ffn_dim=1024, max_source_positions=1500)),
+    Architecture("t5-encoder", lambda: _hf("T5EncoderModel", "T5Config", "input_ids", (1, 128), d_model=256,
+                                           d_ff=1024, num_layers=4, num_heads=4, d_kv=64, vocab_size=32128)),
+    Architecture("resnet50", _resnet50, full_size=True),
+    Architecture("mobilenetv3", _mobilenet_v3),
+    Architecture("efficientnet-b0", _efficientnet_b0),
+    Architecture("convnext-t", _convnext),
+    Architecture("regnetx-400mf", _regnet),
+    Architecture("poolformer-s12", _poolformer),
+    Architecture("lstm", lambda: _recurrent("lstm")),
+    Architecture("gru", lambda: _recurrent("gru")),
+    Architecture("embedding-bag", _embedding_bag),
+    Architecture("einsum-attention", _einsum),
+]
+
+
+def export(arch: Architecture, directory: Path, opset: int = 18) -> tuple[Path, dict[str, np.ndarray]]:
+    """Export ``arch`` to ``directory/<name>.onnx``; returns the path and its example feeds."""
+    import torch
+
+    path = directory / f"{arch.name}.onnx"
+    model, example = arch.build()
+    names = [f"input{i}" for i in range(len(example))]
+    if not path.exists():
+        with torch.no_grad():
+            torch.onnx.export(model.eval(), example, str(path), input_names=names, opset_version=opset,
+                              dynamo=False)
+    return path, {n: t.numpy() for n, t in zip(names, example)}
