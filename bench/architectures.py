@@ -132,7 +132,8 @@ def _efficientnet_b0():
             blocks.append(_inverted_residual(torch, cin, cout, expand, k, stride if i == 0 else 1, nn.SiLU,
                                              nn.Sigmoid))
             cin = cout
-    model = nn.Sequential(_conv_bn(torch, 3, 32, 3, 2, act=nn.SiLU), *blocks, _conv_bn(torch, 320, 1280, 1, act=nn.SiLU),
+    model = nn.Sequential(_conv_bn(torch, 3, 32, 3, 2, act=nn.SiLU), *blocks,
+                          _conv_bn(torch, 320, 1280, 1, act=nn.SiLU),
                           nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(1280, 1000))
     return model, (torch.randn(1, 3, 224, 224),)
 

@@ -62,7 +62,8 @@ def conv_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begin,
 
 
 def _depthwise(x: np.ndarray, w: np.ndarray, strides, dilations, begin, end, out) -> np.ndarray:
-    """Each input channel convolved with its own ``M/C`` filters: ``y[n, c·mult + m] = Σ_k x_win[n, c, k] w[c, m, k]``."""
+    """Each input channel convolved with its own ``M/C`` filters:
+    ``y[n, c·mult + m] = Σ_k x_win[n, c, k] w[c, m, k]``."""
     n, c = x.shape[:2]
     kernel = w.shape[2:]
     rank = len(kernel)

@@ -163,7 +163,9 @@ class Recurrence:
 
 
 def _run(rec: Recurrence, cell, states0, d: int, split: int | None = None):
-    """Run ``cell(xw_t, states, rt, rb, d) -> states`` over time; state 0 is h. Returns (Y of this direction, finals)."""
+    """Run ``cell(xw_t, states, rt, rb, d) -> states`` over time; state 0 is h.
+
+    Returns (Y of this direction, final states)."""
     xw, rt, rb = rec.projected(d, split)
     states = states0
     y = np.zeros((rec.seq, rec.batch, rec.hidden), rec.dtype)
