@@ -136,7 +136,7 @@ class Graph:
     def __init__(self, name: str = "graph", parent: Graph | None = None):
         self.name = name
         self.parent = parent
-        self._nodes: list[Node] = []
+        self._nodes: dict[Node, None] = {}  # an insertion-ordered set: O(1) add and remove
         self._order_dirty = False
         self.inputs: list[Value] = []
         self.outputs: list[Value] = []
@@ -163,7 +163,7 @@ class Graph:
     def nodes(self) -> list[Node]:
         """A snapshot of the nodes in topological order."""
         if self._order_dirty:
-            self._nodes = self._sorted_nodes()
+            self._nodes = dict.fromkeys(self._sorted_nodes())
             self._order_dirty = False
         return list(self._nodes)
 
@@ -281,13 +281,13 @@ class Graph:
             self.values.setdefault(out.name, out)
             self._names.add(out.name)
         self._names.add(node.name)
-        self._nodes.append(node)
+        self._nodes[node] = None
         self._order_dirty = True
         return node
 
     def remove_node(self, node: Node) -> None:
         """Remove a node. Its outputs must no longer be used (rewire them first)."""
-        self._nodes.remove(node)
+        del self._nodes[node]
         for out in node.outputs:
             if out.producer is node:
                 out.producer = None
@@ -385,19 +385,24 @@ class Graph:
                 yield from sub._self_and_subgraphs()
 
     # -- whole-graph helpers ----------------------------------------------
-    def verify(self) -> None:
-        """Check SSA, definitions before use, topological order; raise on the first fault."""
-        defined: set[int] = set()
-        g = self.parent
-        while g is not None:  # everything of enclosing graphs is visible
-            defined.update(id(v) for v in g.values.values())
-            g = g.parent
-        defined.update(id(v) for v in self.inputs)
+    def verify(self, visible: set[int] | None = None) -> None:
+        """Check SSA, definitions before use, topological order; raise on the first fault.
+
+        ``visible``: ids of the enclosing graphs' values, passed down so that verifying
+        many subgraphs (fused groups) does not rescan their parents each time."""
+        if visible is None:
+            visible = set()
+            g = self.parent
+            while g is not None:  # everything of enclosing graphs is visible
+                visible.update(id(v) for v in g.values.values())
+                g = g.parent
+        defined: set[int] = {id(v) for v in self.inputs}
         defined.update(id(self.values[n]) for n in self.initializers if n in self.values)
         seen_outputs: set[str] = set()
+        scope: set[int] | None = None  # what a subgraph sees: built once, at the first subgraph
         for node in self.nodes:
             for i, v in enumerate(node.inputs):
-                if v is not None and id(v) not in defined:
+                if v is not None and id(v) not in defined and id(v) not in visible:
                     raise NNBridgeError(
                         f"graph '{self.name}': node '{node.name}' ({node.op}) input {i} "
                         f"'{v.name}' is used before it is defined"
@@ -412,10 +417,14 @@ class Graph:
             schema = node.schema
             if schema is not None:
                 schema.check_arity(node)
-            for sub in node.subgraphs():
-                sub.verify()
+            subgraphs = node.subgraphs()
+            if subgraphs:
+                if scope is None:
+                    scope = visible | {id(v) for v in self.values.values()}
+                for sub in subgraphs:
+                    sub.verify(scope)
         for v in self.outputs:
-            if id(v) not in defined:
+            if id(v) not in defined and id(v) not in visible:
                 raise NNBridgeError(f"graph '{self.name}': output '{v.name}' is never produced")
 
     def copy(self, parent: Graph | None = None) -> Graph:

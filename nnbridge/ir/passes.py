@@ -68,9 +68,10 @@ class PassManager:
     def run(self, graph: Graph) -> Graph:
         infos = [get_pass(n) for n in self.names]  # fail on a typo before any work
         for info in infos:
-            if info.fn(graph):
+            changed = info.fn(graph)
+            if changed:
                 self.changed.append(info.name)
-            if self.verify:
+            if self.verify and changed:  # a pass that changed nothing left a verified graph as it was
                 try:
                     graph.verify()
                 except NNBridgeError as exc:

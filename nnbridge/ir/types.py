@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from .dtypes import DType
 
@@ -53,17 +54,18 @@ class TensorType:
     def rank(self) -> int | None:
         return None if self.shape is None else len(self.shape)
 
-    @property
+    # computed once per type: passes ask these of every value, many times
+    @cached_property
     def is_static(self) -> bool:
         return self.shape is not None and all(isinstance(d, int) for d in self.shape)
 
-    @property
+    @cached_property
     def numel(self) -> int | None:
         if not self.is_static:
             return None
         return math.prod(self.shape)  # type: ignore[arg-type]
 
-    @property
+    @cached_property
     def nbytes(self) -> int | None:
         n = self.numel
         return None if n is None or self.dtype is None else n * self.dtype.itemsize

@@ -5,7 +5,9 @@ by already-folded nodes) are evaluated once with the reference backend's numpy
 kernels, and their outputs become initializers. ``Shape``/``Size`` of a value
 with a static shape fold too, so ``Shape → Gather → Concat → Reshape`` chains
 collapse. Folded results are de-duplicated by content. Random and
-control-flow ops, sequence results and graph outputs are left alone.
+control-flow ops, sequence results and graph outputs are left alone, but the
+bodies of control-flow ops are folded too (a Loop body's Constants would
+otherwise be re-created on every iteration).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ def fold_constants(graph: Graph) -> bool:
     seen: dict[tuple, Value] = {}
     twins: dict[int, Value] = {}  # folded value → an identical constant already folded
     for node in graph.nodes:
+        for body in node.subgraphs():
+            changed |= fold_constants(body)
         results = _evaluate(node, graph, twins)
         if results is None:
             continue

@@ -8,7 +8,9 @@ be constants to be stored in SMV layouts) and keeps BatchNormalization (SMAUG's 
 carrier, specs §4) and does no generic fusion (SMAUG fuses activations itself).
 The reference backend fuses from level 2 only: numpy runs a fused body op by op,
 so fusion there serves kernel counting and inspection, not speed, and level 1
-keeps per-node profiles. It folds constants from level 1 on, so weights that a
+keeps per-node profiles. From level 1 it also turns exporters' decomposed GELU
+and SiLU chains back into single ops (one pass over the tensor instead of five).
+It folds constants from level 1 on, so weights that a
 model computes from constants (onnx's light models fill theirs with
 ConstantOfShape) are computed once at compile time, not on every run.
 """
@@ -23,10 +25,12 @@ _SCALE = ["fold-scale-axis", "fold", "eliminate"]
 PIPELINES: dict[str, dict[int, list[str]]] = {
     "reference": {
         0: ["simplify", "layout-nchw", "cancel-transposes", *_CLEAN],
-        1: [*_FOLD, "simplify", "layout-nchw", "cancel-transposes", *_CLEAN, "plan-memory"],
-        2: [*_FOLD, "simplify", "layout-nchw", "cancel-transposes", *_CLEAN, "fuse", "plan-memory"],
-        3: [*_FOLD, "simplify", *_SCALE, "layout-nchw", "cancel-transposes", *_CLEAN, "fuse",
+        1: [*_FOLD, "simplify", "recognize-activations", "layout-nchw", "cancel-transposes", *_CLEAN,
             "plan-memory"],
+        2: [*_FOLD, "simplify", "recognize-activations", "layout-nchw", "cancel-transposes", *_CLEAN, "fuse",
+            "plan-memory"],
+        3: [*_FOLD, "simplify", "recognize-activations", *_SCALE, "layout-nchw", "cancel-transposes", *_CLEAN,
+            "fuse", "plan-memory"],
     },
     "smv": {
         0: [*_FOLD, "layout-nhwc", *_CLEAN],

@@ -74,29 +74,44 @@ def _elementwise_only(value: Value, readers: dict[int, list[Node]]) -> bool:
     return True
 
 
+@dataclass
+class _Step:
+    """A node reduced to what planning reads, computed once for all match ranges."""
+    outputs: list[tuple[int, int, str]]  # (value id, bytes, name), largest first
+    reads: list[tuple[int, str]]  # planned (non-external) values read: (id, name)
+    inplace: set[int]
+
+
 def plan_memory(graph: Graph) -> MemoryPlan:
     """The best plan over the match ranges for ``graph``'s current topological order."""
-    steps = [(node, _reads(node), _inplace_inputs(node)) for node in graph.nodes]
-    sizes = {id(v): _size(v) for node, reads, _ in steps for v in reads + node.outputs}
+    external = {id(v) for v in graph.inputs} | {id(v) for v in graph.values.values() if v.const is not None}
+    steps = []
+    for node in graph.nodes:
+        outputs = sorted(((id(o), _size(o), o.name) for o in node.outputs), key=lambda o: o[1], reverse=True)
+        reads = [(id(v), v.name) for v in _reads(node) if id(v) not in external]
+        steps.append(_Step(outputs, reads, _inplace_inputs(node)))
+    sizes = {vid: size for step in steps for vid, size, _ in step.outputs}
+    refs: dict[int, int] = {}
+    for step in steps:
+        for vid, _ in step.reads:
+            refs[vid] = refs.get(vid, 0) + 1
+    for v in graph.outputs:
+        refs[id(v)] = refs.get(id(v), 0) + 1
+    bound = live_peak_bytes(graph)  # no plan needs less; reaching it ends the search
     best = None
     for match_range in MATCH_RANGES:
-        plan = _plan(graph, steps, sizes, match_range)
+        plan = _plan(steps, sizes, dict(refs), match_range)
         if best is None or plan.total_bytes < best.total_bytes:
             best = plan
-    best.live_peak_bytes = live_peak_bytes(graph)  # type: ignore[union-attr]
+        if best.total_bytes <= bound:
+            break
+    for v in graph.inputs:
+        best.storage_of[v.name] = EXTERNAL  # type: ignore[union-attr]
+    best.live_peak_bytes = bound  # type: ignore[union-attr]
     return best  # type: ignore[return-value]
 
 
-def _plan(graph: Graph, steps: list[tuple[Node, list[Value], set[int]]], sizes: dict[int, int],
-          match_range: int) -> MemoryPlan:
-    external = {id(v) for v in graph.inputs} | {id(v) for v in graph.values.values() if v.const is not None}
-    refs: dict[int, int] = {}
-    for _, reads, _ in steps:
-        for v in reads:
-            if id(v) not in external:
-                refs[id(v)] = refs.get(id(v), 0) + 1
-    for v in graph.outputs:
-        refs[id(v)] = refs.get(id(v), 0) + 1
+def _plan(steps: list[_Step], sizes: dict[int, int], refs: dict[int, int], match_range: int) -> MemoryPlan:
     plan = MemoryPlan(match_range=match_range)
     storage_of: dict[int, int] = {}
     free: list[tuple[int, int]] = []  # (bytes, storage id), sorted
@@ -113,34 +128,31 @@ def _plan(graph: Graph, steps: list[tuple[Node, list[Value], set[int]]], sizes: 
         plan.storage_bytes.append(size)
         return len(plan.storage_bytes) - 1
 
-    def release(value: Value) -> None:
-        sid = storage_of[id(value)]
+    def release(vid: int) -> None:
+        sid = storage_of[vid]
         bisect.insort(free, (plan.storage_bytes[sid], sid))
 
-    for node, all_reads, inplace in steps:
-        reads = [v for v in all_reads if id(v) not in external]
+    for step in steps:
         donated: set[int] = set()
-        for out in sorted(node.outputs, key=lambda o: sizes[id(o)], reverse=True):
-            plan.unshared_bytes += sizes[id(out)]
+        for out, size, name in step.outputs:
+            plan.unshared_bytes += size
             sid = None
-            for v in reads:
-                if id(v) in inplace and refs.get(id(v)) == 1 and id(v) not in donated \
-                        and sizes[id(v)] == sizes[id(out)] and id(v) in storage_of:
-                    sid = storage_of[id(v)]
-                    donated.add(id(v))
-                    plan.inplace[out.name] = v.name
+            for vid, vname in step.reads:
+                if vid in step.inplace and refs.get(vid) == 1 and vid not in donated \
+                        and sizes.get(vid) == size and vid in storage_of:
+                    sid = storage_of[vid]
+                    donated.add(vid)
+                    plan.inplace[name] = vname
                     break
-            storage_of[id(out)] = sid if sid is not None else request(sizes[id(out)])
-            plan.storage_of[out.name] = storage_of[id(out)]
-        for v in reads:
-            refs[id(v)] -= 1
-            if refs[id(v)] == 0 and id(v) not in donated and id(v) in storage_of:
-                release(v)
-        for out in node.outputs:
-            if refs.get(id(out), 0) == 0:
+            storage_of[out] = sid if sid is not None else request(size)
+            plan.storage_of[name] = storage_of[out]
+        for vid, _ in step.reads:
+            refs[vid] -= 1
+            if refs[vid] == 0 and vid not in donated and vid in storage_of:
+                release(vid)
+        for out, _, _ in step.outputs:
+            if refs.get(out, 0) == 0:
                 release(out)
-    for v in graph.inputs:
-        plan.storage_of[v.name] = EXTERNAL
     return plan
 
 

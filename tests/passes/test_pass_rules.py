@@ -153,3 +153,69 @@ def test_batchnorm_after_batched_matmul_is_not_folded_into_its_columns():
                   {"x": [2, 3, 6]}, ["y"], {"w": rand(6, 3), **_bn_inits(3)})
     graph = _check(model, ["simplify"])
     assert [n.op for n in graph.nodes] == ["MatMul", "Mul", "Add"]
+
+
+# -- recognize-activations ------------------------------------------------------------
+
+_SQRT2 = np.float32(np.sqrt(2))
+
+
+def _gelu_nodes(order: str) -> tuple[list, dict]:
+    """torch.onnx.export's GELU: x·0.5·(1+erf(x/√2)) in both orders of multiplication, or with x·(1/√2)."""
+    scale = mk("Div", ["x", "sqrt2"], ["s"]) if order != "mul-scale" else mk("Mul", ["x", "inv_sqrt2"], ["s"])
+    head = [scale, mk("Erf", ["s"], ["e"]), mk("Add", ["e", "one"], ["p"])]
+    if order == "half-last":
+        tail = [mk("Mul", ["x", "p"], ["xp"]), mk("Mul", ["xp", "half"], ["y"])]
+    else:
+        tail = [mk("Mul", ["x", "half"], ["xh"]), mk("Mul", ["xh", "p"], ["y"])]
+    inits = {"sqrt2": _SQRT2, "inv_sqrt2": np.float32(1 / np.sqrt(2)), "one": np.float32(1), "half": np.float32(0.5)}
+    return head + tail, inits
+
+
+@pytest.mark.parametrize("order", ["half-last", "half-first", "mul-scale"])
+def test_decomposed_gelu_becomes_one_gelu(order):
+    nodes, inits = _gelu_nodes(order)
+    used = {k: v for k, v in inits.items() if any(k in n.input for n in nodes)}
+    graph = _check(build(nodes, {"x": [3, 7]}, ["y"], used), ["recognize-activations"])
+    assert [n.op for n in graph.nodes] == ["Gelu"]
+
+
+def test_silu_becomes_swish_in_either_operand_order():
+    model = build([mk("Sigmoid", ["x"], ["g"]), mk("Mul", ["g", "x"], ["y"]),
+                   mk("Sigmoid", ["y"], ["g2"]), mk("Mul", ["y", "g2"], ["z"])], {"x": [4, 5]}, ["z"])
+    graph = _check(model, ["recognize-activations"])
+    assert [n.op for n in graph.nodes] == ["Swish", "Swish"]
+
+
+def test_activation_chains_whose_intermediates_are_read_elsewhere_stay():
+    nodes, inits = _gelu_nodes("half-last")
+    nodes.append(mk("Add", ["e", "x"], ["other"]))  # the Erf output has a second reader
+    model = build(nodes + [mk("Sigmoid", ["x"], ["g"]), mk("Mul", ["x", "g"], ["z"])], {"x": [3, 7]},
+                  ["y", "other", "z", "g"], {k: inits[k] for k in ("sqrt2", "one", "half")})
+    graph = _check(model, ["recognize-activations"], expect_changed=False)
+    assert count_ops(graph, "Gelu") == count_ops(graph, "Swish") == 0
+
+
+def test_a_scale_other_than_one_half_is_not_gelu():
+    nodes, inits = _gelu_nodes("half-last")
+    inits["half"] = np.float32(0.25)
+    graph = _check(build(nodes, {"x": [3, 7]}, ["y"], {k: inits[k] for k in ("sqrt2", "one", "half")}),
+                   ["recognize-activations"], expect_changed=False)
+    assert count_ops(graph, "Gelu") == 0
+
+
+def test_fold_reaches_into_loop_bodies():
+    from onnx import TensorProto
+
+    body = helper.make_graph(
+        [mk("Constant", [], ["k"], value=helper.make_tensor("kv", TensorProto.FLOAT, [2], [1.0, 2.0])),
+         mk("Mul", ["k", "k"], ["k2"]), mk("Add", ["s_in", "k2"], ["s_out"]), mk("Identity", ["c"], ["c_out"])],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("s_in", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [2])])
+    model = build([mk("Loop", ["trips", "", "x"], ["y"], body=body)], {"x": [2]}, ["y"],
+                  {"trips": np.array(3, np.int64)})
+    graph = _check(model, ["fold"])
+    assert [n.op for n in graph.nodes[0].attr("body").nodes] == ["Add", "Identity"]

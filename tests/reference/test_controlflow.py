@@ -137,3 +137,66 @@ def test_sequence_position_out_of_range_is_a_clean_error():
                    [helper.make_tensor_value_info("y", F, [2])])
     with pytest.raises(KernelError, match="position 2 is out of range"):
         nnbridge.run(model, {"x": np.zeros(2, np.float32), "p": np.array(2, np.int64)})
+
+
+def _bag_loop(reduce: str) -> object:
+    """nn.EmbeddingBag as torch.onnx.export writes it: trip i reduces table[ids[starts[i]:ends[i]]] over axis 0."""
+    body = helper.make_graph(
+        [helper.make_node("Gather", ["starts", "i"], ["lo0"], axis=0),
+         helper.make_node("Unsqueeze", ["lo0", "zero_axis"], ["lo"]),
+         helper.make_node("Gather", ["ends", "i"], ["hi0"], axis=0),
+         helper.make_node("Unsqueeze", ["hi0", "zero_axis"], ["hi"]),
+         helper.make_node("Slice", ["ids", "lo", "hi", "zero_axis"], ["bag_ids"]),
+         helper.make_node("Gather", ["table", "bag_ids"], ["rows"], axis=0),
+         helper.make_node(reduce, ["rows", "zero_axis"], ["bag"], keepdims=0),
+         helper.make_node("Identity", ["c"], ["c_out"])],
+        "bag_body",
+        [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("c", B, [])],
+        [helper.make_tensor_value_info("c_out", B, []), helper.make_tensor_value_info("bag", F, [3])])
+    return _model(
+        [helper.make_node("Loop", ["trips", "true"], ["bags"], body=body)],
+        [helper.make_tensor_value_info(n, I64, [None]) for n in ("ids", "starts", "ends")]
+        + [helper.make_tensor_value_info("trips", I64, [])],
+        [helper.make_tensor_value_info("bags", F, None)],
+        [helper.make_tensor("true", B, [], [True]), helper.make_tensor("zero_axis", I64, [1], [0]),
+         helper.make_tensor("table", F, [6, 3], np.arange(18, dtype=np.float32) - 7.5)])
+
+
+@pytest.fixture
+def bag_fast_path(monkeypatch):
+    """Records, per Loop run, whether the bag-reduction fast path computed it."""
+    from nnbridge.backends.reference.kernels import controlflow
+
+    taken = []
+    original = controlflow._bag_reduction
+
+    def spy(ctx, body, trips):
+        result = original(ctx, body, trips)
+        taken.append(result is not None)
+        return result
+
+    monkeypatch.setattr(controlflow, "_bag_reduction", spy)
+    return taken
+
+
+def _bag_feeds(ids, starts, ends):
+    return {"ids": np.array(ids, np.int64), "starts": np.array(starts, np.int64),
+            "ends": np.array(ends, np.int64), "trips": np.array(len(starts), np.int64)}
+
+
+@pytest.mark.parametrize("reduce", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"])
+def test_embedding_bag_loops_are_one_gather_and_segmented_reduction(reduce, bag_fast_path):
+    feeds = _bag_feeds([0, 5, 2, 2, -1, 3, 1], [0, 2, 3, -2], [2, 3, 6, 7])  # a negative id and a negative start
+    _agrees_with_ort(_bag_loop(reduce), feeds)
+    assert bag_fast_path == [True]
+
+
+def test_an_empty_bag_runs_the_loop_itself(bag_fast_path):
+    _agrees_with_ort(_bag_loop("ReduceSum"), _bag_feeds([0, 5, 2], [0, 2, 2], [2, 2, 3]))
+    assert bag_fast_path == [False]
+
+
+def test_an_out_of_range_id_in_a_bag_is_reported_by_the_loops_gather(bag_fast_path):
+    with pytest.raises(KernelError, match="Gather"):
+        nnbridge.run(_bag_loop("ReduceSum"), _bag_feeds([0, 9], [0], [2]))
+    assert bag_fast_path == [False]

@@ -3,6 +3,11 @@
 Each body is compiled once (the executor caches plans per subgraph) and only the
 per-iteration feeds change, so a loop costs one plan execution per trip.
 Per-iteration scan outputs are collected in lists and stacked once at the end.
+
+One loop shape is computed without iterating: the "bag reduction" that
+``torch.onnx.export`` writes for ``nn.EmbeddingBag`` (trip ``i`` slices
+``ids[starts[i]:ends[i]]``, gathers those rows of a table and reduces them over
+axis 0). It becomes one gather and one segmented reduction (``ufunc.reduceat``).
 """
 
 from __future__ import annotations
@@ -35,9 +40,79 @@ def if_(ctx, cond):
     return tuple(ctx.run_graph(branch, {}))
 
 
+_SEGMENT_REDUCERS = {"ReduceSum": np.add, "ReduceMean": np.add, "ReduceMax": np.maximum, "ReduceMin": np.minimum}
+
+
+def _bag_pattern(body: Graph) -> dict[str, Any] | None:
+    """The values of a bag-reduction body, or None when the body is anything else."""
+    if len(body.inputs) != 2 or len(body.outputs) != 2 or len(body.nodes) > 8:
+        return None
+    ops = {n.op: n for n in body.nodes if n.op not in ("Cast", "Identity")}
+    reduce = next((n for op, n in ops.items() if op in _SEGMENT_REDUCERS), None)
+    if reduce is None or body.outputs[1].producer is not reduce or reduce.attr("keepdims", 1):
+        return None
+    axes = reduce.inputs[1].const if len(reduce.inputs) > 1 and reduce.inputs[1] is not None else None
+    rows = reduce.inputs[0].producer
+    if axes is None or list(np.asarray(axes).reshape(-1)) != [0] or rows is None or rows.op != "Gather" \
+            or rows.attr("axis", 0) != 0:
+        return None
+    cut = rows.inputs[1].producer
+    if cut is None or cut.op != "Slice" or len(cut.inputs) not in (3, 4) or (
+            len(cut.inputs) == 4 and list(np.asarray(cut.inputs[3].const).reshape(-1)) != [0]):
+        return None
+    bounds = []
+    for bound in cut.inputs[1:3]:
+        unsq = bound.producer
+        pick = unsq.inputs[0].producer if unsq is not None and unsq.op == "Unsqueeze" else None
+        if pick is None or pick.op != "Gather" or pick.inputs[1] is not body.inputs[0] or pick.attr("axis", 0):
+            return None
+        bounds.append(pick.inputs[0])
+    done = body.outputs[0]  # the loop must go on while it goes on: the incoming condition or a constant true
+    while done.producer is not None and done.producer.op in ("Cast", "Identity"):
+        done = done.producer.inputs[0]
+    if not (done is body.inputs[1] or (done.const is not None and bool(_scalar(done.const)))):
+        return None
+    return {"table": rows.inputs[0], "ids": cut.inputs[0], "starts": bounds[0], "ends": bounds[1],
+            "reduce": reduce.op}
+
+
+def _bag_reduction(ctx, body: Graph, trips: int) -> np.ndarray | None:
+    """All trips of a bag-reduction loop at once; None (run the loop) for anything unusual."""
+    pattern = _bag_pattern(body)
+    if pattern is None:
+        return None
+    env = ctx.env
+    try:
+        table, ids, starts, ends = (np.asarray(env[pattern[k].name] if pattern[k].const is None else pattern[k].const)
+                                    for k in ("table", "ids", "starts", "ends"))
+    except KeyError:
+        return None
+    if ids.ndim != 1 or starts.ndim != 1 or ends.ndim != 1 or min(len(starts), len(ends)) < trips or trips == 0:
+        return None
+    n = len(ids)
+    lo, hi = (np.clip(np.where(b < 0, b + n, b), 0, n) for b in (starts[:trips], ends[:trips]))
+    lengths = hi - lo
+    if (lengths <= 0).any():  # an empty bag: its value is the reduction's identity, leave it to the loop
+        return None
+    picked = ids[np.repeat(lo - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(lengths.sum())]
+    rows = table.shape[0]
+    if picked.size and (picked.min() < -rows or picked.max() >= rows):
+        return None  # let the loop's Gather report the bad index
+    gathered = table[picked]
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    result = _SEGMENT_REDUCERS[pattern["reduce"]].reduceat(gathered, offsets, axis=0)
+    if pattern["reduce"] == "ReduceMean":
+        result = result / lengths.reshape(-1, *[1] * (result.ndim - 1)).astype(result.dtype)
+    return result.astype(table.dtype, copy=False)
+
+
 @kernel("Loop")
 def loop(ctx, max_trips=None, cond=None, *carried):
     body: Graph = ctx.attr("body")
+    if not carried and max_trips is not None and (cond is None or bool(_scalar(cond))):
+        bags = _bag_reduction(ctx, body, int(_scalar(max_trips)))
+        if bags is not None:
+            return bags
     names = [v.name for v in body.inputs]
     n_carried = len(carried)
     trips = int(_scalar(max_trips)) if max_trips is not None else None

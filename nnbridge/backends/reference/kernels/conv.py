@@ -63,12 +63,27 @@ def conv_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begin,
 
 def _depthwise(x: np.ndarray, w: np.ndarray, strides, dilations, begin, end, out) -> np.ndarray:
     """Each input channel convolved with its own ``M/C`` filters:
-    ``y[n, c·mult + m] = Σ_k x_win[n, c, k] w[c, m, k]``."""
+    ``y[n, c·mult + m] = Σ_k x_win[n, c, k] w[c, m, k]``.
+
+    Few channels: one multiply-add per kernel tap over the whole NCHW tensor (long
+    contiguous rows). Many channels: one einsum over a channels-last window view,
+    whose inner loop runs along the channels (measured crossover: about 32 channels).
+    """
     n, c = x.shape[:2]
     kernel = w.shape[2:]
-    rank = len(kernel)
     mult = w.shape[0] // c
-    last = np.ascontiguousarray(np.moveaxis(pad_spatial(x, begin, end), 1, -1))  # (N, *S, C)
+    xp = pad_spatial(x, begin, end)
+    if c <= 32 and mult == 1:
+        y = np.zeros((n, c, *out), x.dtype)
+        term = np.empty_like(y)
+        taps = w.reshape(c, -1)
+        for k, tap in enumerate(itertools.product(*(range(size) for size in kernel))):
+            window = tuple(slice(t * d, t * d + s * (o - 1) + 1, s) for t, d, s, o in zip(tap, dilations, strides, out))
+            np.multiply(xp[(slice(None), slice(None)) + window], taps[:, k].reshape(1, c, *[1] * len(out)), out=term)
+            y += term
+        return y
+    rank = len(kernel)
+    last = np.ascontiguousarray(np.moveaxis(xp, 1, -1))  # (N, *S, C)
     st = last.strides
     view = np.lib.stride_tricks.as_strided(
         last, shape=(n, *out, *kernel, c),

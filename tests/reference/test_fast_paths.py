@@ -1,0 +1,103 @@
+"""The reference backend's fast paths against exact values and onnxruntime: float32 curves
+(erf, GELU, sigmoid, SiLU) across the whole float32 range and chunk boundaries, Pow by small
+constant exponents, stacked MatMul against one matrix, and both depthwise-convolution paths."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from single_node import node_model, run_ours
+
+from nnbridge.backends.reference.kernels import fastmath
+from nnbridge.check import run_onnxruntime
+
+RNG = np.random.default_rng(5)
+
+
+def _ulps(actual: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    """Distance in float32 ulps of the exact value (subnormal results count in ulps of the smallest normal)."""
+    spacing = np.spacing(np.abs(exact).astype(np.float32)).clip(np.finfo(np.float32).tiny)
+    return np.abs(actual.astype(np.float64) - exact) / spacing.astype(np.float64)
+
+
+def _sweep() -> np.ndarray:
+    """Every 1009th float32 in [-6, 6] (all magnitudes, subnormal to 6) plus the edges of the curves' regimes."""
+    bits = np.arange(0, np.float32(6).view(np.int32), 1009, dtype=np.int32)
+    positive = bits.view(np.float32)
+    edges = np.array([0.0, 1e-38, 1e-20, 3.925, 3.9250002, 3.92, 10, 88.7, 89, 1e30, 3.4e38], np.float32)
+    return np.concatenate([positive, -positive, edges, -edges])
+
+
+def test_float32_erf_is_within_six_ulps_everywhere():
+    x = _sweep()
+    exact = np.array([math.erf(v) for v in x.astype(np.float64)])
+    assert _ulps(fastmath.erf32(x), exact).max() <= 6
+
+
+def test_float32_gelu_sigmoid_and_silu_match_float64_to_a_few_ulps():
+    x = _sweep()
+    x64 = x.astype(np.float64)
+    with np.errstate(over="ignore"):
+        sig = 1 / (1 + np.exp(-x64))
+    assert _ulps(fastmath.sigmoid32(x), sig).max() <= 4
+    # x·Φ(x) with Φ rounded to float32 (as onnxruntime computes GELU): a few ulps plus |x|·2⁻²³
+    # where Φ is near 0 (large negative x), the cancellation every float32 GELU has.
+    gelu = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x64])
+    err = np.abs(fastmath.gelu32(x).astype(np.float64) - gelu)
+    assert (err <= 4 * np.spacing(np.abs(gelu).astype(np.float32)) + np.abs(x64) * 2.0**-23).all()
+    normal = x64 > -87  # below, e^-x overflows float32 and sigmoid is 0 (the true value is subnormal)
+    assert _ulps(fastmath.silu32(x)[normal], (x64 * sig)[normal]).max() <= 4
+    assert np.abs(fastmath.silu32(x)[~normal]).max() < 1e-35
+
+
+def test_float32_curves_keep_nan_infinity_and_shape_across_chunks():
+    x = RNG.standard_normal(fastmath.CHUNK * 2 + 3).astype(np.float32).reshape(-1, 1)
+    x[[0, fastmath.CHUNK, -1]] = [np.nan], [np.inf], [-np.inf]
+    # GELU(-inf) is -inf·0 = NaN, as onnxruntime computes it too.
+    for curve, at_inf, at_minus_inf in ((fastmath.erf32, 1, -1), (fastmath.sigmoid32, 1, 0),
+                                        (fastmath.gelu32, np.inf, np.nan), (fastmath.silu32, np.inf, np.nan)):
+        with np.errstate(all="raise"):
+            y = curve(x)
+        assert y.shape == x.shape and y.dtype == np.float32
+        np.testing.assert_array_equal(y[[0, fastmath.CHUNK, -1], 0], [np.nan, at_inf, at_minus_inf], curve.__name__)
+
+
+def _agrees(op, inputs, attrs=None, inits=(), rtol=1e-5, atol=1e-6):
+    model, feeds = node_model(op, inputs, attrs, inits=inits)
+    (ours,) = run_ours(model, feeds)
+    theirs = next(iter(run_onnxruntime(model, feeds).values()))
+    assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
+    np.testing.assert_allclose(ours, theirs, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("exponent", [2.0, 3.0, 1.0, 0.5, -1.0, 2.5])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_pow_by_a_small_constant_exponent(exponent, dtype):
+    x = np.array([[0.0, 1.5, -2.0, 3.0], [1e-3, 7.0, -0.5, 100.0]], dtype)
+    if exponent in (0.5, 2.5):
+        x = np.abs(x)
+    with np.errstate(divide="ignore"):
+        _agrees("Pow", [("x", x), ("e", np.array(exponent, dtype))], inits=("e",),
+                rtol=2e-3 if dtype == np.float16 else 1e-6)
+
+
+@pytest.mark.parametrize("shapes", [((2, 3, 5, 4), (4, 6)), ((7, 1, 4), (4, 3)), ((2, 0, 4), (4, 3)),
+                                    ((1, 2, 4), (3, 4, 5))])
+def test_stacked_matmul_against_one_matrix(shapes):
+    a, b = (RNG.standard_normal(s).astype(np.float32) for s in shapes)
+    _agrees("MatMul", [("a", a), ("b", b)], rtol=1e-5)
+
+
+@pytest.mark.parametrize("channels", [8, 48])  # per-tap NCHW path (≤ 32 channels) and channels-last einsum
+@pytest.mark.parametrize("attrs", [dict(pads=[1, 1, 1, 1]), dict(strides=[2, 2], pads=[2, 1, 0, 2]),
+                                   dict(dilations=[2, 3], pads=[2, 3, 2, 3]),
+                                   dict(strides=[2, 1], kernel_shape=[5, 5])])
+def test_depthwise_convolution_paths(channels, attrs):
+    k = attrs.get("kernel_shape", [3, 3])
+    x = RNG.standard_normal((2, channels, 11, 9)).astype(np.float32)
+    w = RNG.standard_normal((channels, 1, *k)).astype(np.float32)
+    b = RNG.standard_normal(channels).astype(np.float32)
+    _agrees("Conv", [("x", x), ("w", w), ("b", b)], dict(group=channels, **attrs), inits=("w", "b"),
+            rtol=1e-4, atol=1e-5)
