@@ -9,6 +9,7 @@ nnbridge itself.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -285,7 +286,12 @@ def _hf(model_cls_name: str, config_cls_name: str, input_kind: str, shape: tuple
     torch = _torch()
     import transformers
 
-    model = getattr(transformers, model_cls_name)(getattr(transformers, config_cls_name)(**config)).eval()
+    model_cls = getattr(transformers, model_cls_name, None)
+    if model_cls is None:  # a part of a model (WhisperEncoder) lives in its model's module only
+        module = model_cls_name.removesuffix("Encoder").lower()
+        model_cls = getattr(importlib.import_module(f"transformers.models.{module}.modeling_{module}"), model_cls_name)
+    # eager attention: SDPA's grouped-query path (enable_gqa) has no ONNX export
+    model = model_cls(getattr(transformers, config_cls_name)(**config, attn_implementation="eager")).eval()
 
     class Wrapped(torch.nn.Module):
         def __init__(self):

@@ -28,11 +28,12 @@ from .errors import (
     UnsupportedOpError,
 )
 from .ir import Graph
+from .threads import cpu_threads
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "load", "save", "convert", "compile", "run", "check", "from_torch", "Graph", "CheckResult",
+    "load", "save", "convert", "compile", "run", "check", "from_torch", "cpu_threads", "Graph", "CheckResult",
     "NNBridgeError", "UnsupportedOpError", "FormatError", "ShapeError", "InputError", "SecurityError",
 ]
 

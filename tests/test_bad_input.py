@@ -126,3 +126,40 @@ def test_cli_subprocess_has_no_traceback(tmp_path):
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr and "empty.onnx" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) <= 2
+
+
+# The command's own peak RSS: VmHWM of its address space (ru_maxrss would include the forking
+# pytest process's, which Linux carries across exec).
+_MEASURED_CLI = ("import re, sys\n"
+                 "from nnbridge.cli import main\n"
+                 "code = main(sys.argv[1:])\n"
+                 "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)\n"
+                 "print('peak-rss-kb', hwm, file=sys.stderr)\n"
+                 "sys.exit(code)\n")
+
+
+@pytest.mark.parametrize("side", [100_000, 16_384])  # 40 GB, and 1 GB (over the 256 MB default fold limit)
+@pytest.mark.parametrize("target", ["out.onnx", "out_topo.pbtxt", "out.prototext"])
+def test_a_small_file_whose_constant_expands_to_gigabytes_is_never_materialised(tmp_path, side, target):
+    model = _model([helper.make_node("Expand", ["one", "shape"], ["big"]),
+                    helper.make_node("ReduceSum", ["big"], ["total"], keepdims=0),
+                    helper.make_node("Add", ["x", "total"], ["y"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                   [helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0]),
+                    helper.make_tensor("shape", TensorProto.INT64, [2], [side, side])])
+    src = tmp_path / "bomb.onnx"
+    onnx.save(model, src)
+    assert src.stat().st_size < 200
+    proc = subprocess.run([sys.executable, "-c", _MEASURED_CLI, "convert", str(src), str(tmp_path / target)],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    errors = [line for line in proc.stderr.splitlines() if not line.startswith("peak-rss-kb")]
+    peak_mb = int(proc.stderr.split("peak-rss-kb")[1].split()[0]) / 1024
+    assert peak_mb < 200, peak_mb
+    written = sum(p.stat().st_size for p in tmp_path.iterdir() if p != src)
+    assert written < 1_000_000
+    if proc.returncode == 0:  # converted: the Expand is still an op, not a folded constant
+        assert target == "out.onnx" and "Expand" in [n.op_type for n in onnx.load(tmp_path / target).graph.node]
+    else:  # refused: an error naming the cause (one line per unsupported node), nothing written
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr and written == 0
+        assert errors[0].startswith("error:") and len(errors) <= 1 + len(model.graph.node)

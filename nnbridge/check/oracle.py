@@ -17,6 +17,7 @@ from onnx import ModelProto, NodeProto, helper
 
 from ..errors import NNBridgeError
 from ..ir import Graph
+from ..threads import current_threads
 
 
 def oracle_model(model: Any, graph: Graph) -> ModelProto:
@@ -41,6 +42,10 @@ def ort_session(model: ModelProto, level: str = "ORT_DISABLE_ALL", optimized_pat
     options = ort.SessionOptions()
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     options.log_severity_level = 4  # errors reach the caller as exceptions; keep stderr quiet
+    threads = current_threads()
+    if threads is not None:  # the same count as the reference backend's BLAS (nnbridge.threads)
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
     if optimized_path:
         options.optimized_model_filepath = optimized_path
     data = model.SerializeToString()

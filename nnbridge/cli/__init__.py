@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import NNBridgeError, NNBridgeWarning, UnsupportedOpError
+from ..threads import cpu_threads
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -56,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", NNBridgeWarning)
-            code = int(args.func(args) or 0)
+            with cpu_threads(getattr(args, "threads", None)):
+                code = int(args.func(args) or 0)
         for warning in caught:
             if issubclass(warning.category, NNBridgeWarning):
                 err_console.print(f"[yellow]warning:[/] {escape(str(warning.message))}", soft_wrap=True, markup=True)

@@ -123,6 +123,12 @@ def backend_options(args: argparse.Namespace) -> dict:
     return {key: parse_value(text) for key, text in items.items()}
 
 
+def add_threads_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="CPU threads for numpy's BLAS and for onnxruntime, the same on both sides of "
+                        "every comparison (default: each library's own, all cores)")
+
+
 def add_input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", "-i", action="append", metavar="NAME=FILE.npy",
                    help="an input tensor from a .npy file; repeatable")

@@ -13,6 +13,7 @@ otherwise be re-created on every iteration).
 from __future__ import annotations
 
 import hashlib
+import os
 
 import numpy as np
 
@@ -20,8 +21,16 @@ from ..ir import Graph, Node, TypeKind, Value
 from ..ir.passes import register_pass
 from .rewrite import remove_dead, replace_all, resolve
 
-#: a folded tensor larger than this (elements) stays a node (a size threshold like onnx-simplifier's)
-MAX_FOLDED_ELEMENTS = 1 << 28
+#: Folded outputs larger than this (bytes) stay a node, so that no small file (an Expand to
+#: [1e5, 1e5]) makes a conversion allocate or write gigabytes. Overridable with
+#: NNBRIDGE_FOLD_LIMIT_MB; read per call so that a test or a long-lived process can change it.
+DEFAULT_FOLD_LIMIT_MB = 256
+
+
+def fold_limit_bytes() -> int:
+    return int(float(os.environ.get("NNBRIDGE_FOLD_LIMIT_MB", DEFAULT_FOLD_LIMIT_MB)) * 1024**2)
+
+
 _DEDUP_ELEMENTS = 1 << 20  # larger results are not hashed for de-duplication
 _NEVER_FOLD = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
                "Multinomial", "If", "Loop", "Scan"}
@@ -67,8 +76,7 @@ def _evaluate(node: Node, graph: Graph, twins: dict[int, Value]) -> list[np.ndar
         return None
     if any(o.type.kind is not TypeKind.TENSOR for o in node.outputs):
         return None
-    expected = sum(o.type.numel or 0 for o in node.outputs)
-    if expected > MAX_FOLDED_ELEMENTS:
+    if not _small_enough(node):
         return None
     from ..backends.reference.executor import KernelContext  # the numpy evaluator
     from ..backends.reference.registry import get_kernel
@@ -84,6 +92,28 @@ def _evaluate(node: Node, graph: Graph, twins: dict[int, Value]) -> list[np.ndar
     if len(results) != len(node.outputs) or not all(isinstance(r, (np.ndarray, np.generic)) for r in results):
         return None
     return [np.asarray(r) for r in results]
+
+
+def oversized_constant(node: Node) -> str | None:
+    """Why a node fed only by constants is still an op when its size is the reason (for
+    converters' messages), else None."""
+    if any(v is not None and v.const is None for v in node.inputs) or _small_enough(node):
+        return None
+    sizes = [o.type.nbytes for o in node.outputs]
+    what = f"{sum(sizes) / 1024**2:.0f} MB" if None not in sizes else "a size unknown before computing it"
+    return (f"a constant of {what}, over the fold limit of {fold_limit_bytes() / 1024**2:.0f} MB, left unfolded "
+            f"(set NNBRIDGE_FOLD_LIMIT_MB higher to fold it)")
+
+
+def _small_enough(node: Node) -> bool:
+    """Whether the node's outputs are known, before computing them, to fit the fold limit."""
+    from .infer_shapes import infer_node
+
+    types = [o.type for o in node.outputs]
+    if any(t.nbytes is None for t in types):
+        types = infer_node(node) or []  # the loaded types may predate folding of the node's inputs
+    sizes = [t.nbytes if t is not None else None for t in types]
+    return len(sizes) == len(node.outputs) and None not in sizes and sum(sizes) <= fold_limit_bytes()
 
 
 def _static_shape(node: Node) -> list[np.ndarray] | None:

@@ -33,7 +33,7 @@ def infer_shapes(graph: Graph) -> bool:
     changed = False
     for node in graph.nodes:
         try:
-            inferred = _infer(node)
+            inferred = infer_node(node)
         except Exception:  # onnx refuses a node it cannot reason about: keep what we know
             inferred = None
         if not inferred:
@@ -65,7 +65,8 @@ def _merge(old: TensorType, new: TensorType | None) -> TensorType:
     return TensorType(dtype, shape, layout)
 
 
-def _infer(node: Node) -> list[TensorType | None] | None:
+def infer_node(node: Node) -> list[TensorType | None] | None:
+    """The output types of one node from its inputs' types (and constant values), or None."""
     if node.domain == "nnbridge":
         rule = _NNBRIDGE_RULES.get(node.op)
         return rule(node) if rule else None

@@ -10,6 +10,7 @@ from passcheck import LIGHT_MODELS, assert_close, count_ops, light_case, light_g
 import nnbridge
 from nnbridge.check import ort_session
 from nnbridge.ir import Graph, run_passes
+from nnbridge.passes.fold_constants import fold_limit_bytes
 from nnbridge.passes.pipelines import pipeline_for
 from nnbridge.passes.plan_memory import plan_memory
 
@@ -17,9 +18,15 @@ WEIGHTED = {"Conv": 1, "Gemm": 1}
 
 
 @pytest.mark.parametrize("name", LIGHT_MODELS)
-def test_folding_leaves_no_constant_of_shape_and_weights_as_initializers(name):
+def test_folding_leaves_no_constant_of_shape_and_weights_as_initializers(name, monkeypatch):
     graph = light_graph(name).copy()
     assert count_ops(graph, "ConstantOfShape") > 0
+    limit = fold_limit_bytes()
+    over = [n.outputs[0].name for n in graph.nodes if n.op == "ConstantOfShape" and n.outputs[0].type.nbytes > limit]
+    at_default = graph.copy()
+    run_passes(at_default, ["fold", "eliminate"])  # weights over the limit (VGG-19's 411 MB FC) stay ops
+    assert [n.outputs[0].name for n in at_default.nodes if n.op == "ConstantOfShape"] == over
+    monkeypatch.setenv("NNBRIDGE_FOLD_LIMIT_MB", "1024")
     run_passes(graph, ["fold", "eliminate"])
     assert count_ops(graph, "ConstantOfShape") == 0
     weights = [n.inputs[WEIGHTED[n.op]] for n in graph.nodes if n.op in WEIGHTED]

@@ -11,6 +11,7 @@ from ..common import (
     add_input_args,
     add_model_args,
     add_parser,
+    add_threads_arg,
     backend_options,
     chosen_passes,
     load_inputs,
@@ -30,6 +31,7 @@ def register(sub) -> None:
   nnbridge check model.onnx --backend rdu --layerwise   # every node compared: which one diverges?
   nnbridge check bert.onnx --input-range input_ids=0:30522 --save-inputs inputs/
   nnbridge check model.onnx --dim batch=4 --seed 3 --json
+  nnbridge check model.onnx --threads 1             # one BLAS thread and one onnxruntime thread
   nnbridge check lenet5_smv_topo.pbtxt --backend smv   # SMAUG model, on the input its params file stores
   nnbridge check model.pef                          # compiled RDU program vs the reference backend
   nnbridge check model.onnx --debug-passes --opt-level 3   # oracle after every pass: which one broke it?
@@ -40,6 +42,7 @@ exit status: 0 when every output agrees, 1 otherwise.
     add_model_args(p)
     add_backend_args(p)
     add_input_args(p)
+    add_threads_arg(p)
     p.add_argument("--input-range", action="append", metavar="NAME=LO:HI",
                    help="draw input NAME uniformly from [LO, HI) (integers for integer inputs), "
                         "e.g. --input-range ids=0:30522; repeatable")

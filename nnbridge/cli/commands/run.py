@@ -11,6 +11,7 @@ from ..common import (
     add_input_args,
     add_model_args,
     add_parser,
+    add_threads_arg,
     backend_options,
     chosen_passes,
     load_inputs,
@@ -27,6 +28,7 @@ def register(sub) -> None:
   nnbridge run model.onnx                                   # generated inputs, prints output shapes
   nnbridge run minerva_ref_topo.pbtxt                       # a SMAUG file runs the input its params store
   nnbridge run model.onnx --input data=x.npy --out results/
+  nnbridge run model.onnx --threads 1 --profile             # single-threaded per-node timings
   nnbridge run model.onnx --backend smv --profile           # per-layer simulator report
   nnbridge run model.onnx --backend smv --set accels=4 --set mem_policy=acp
   nnbridge run model.pef                                    # an RDU compiled artifact
@@ -34,6 +36,7 @@ def register(sub) -> None:
     add_model_args(p)
     add_backend_args(p)
     add_input_args(p)
+    add_threads_arg(p)
     p.add_argument("--out", "-o", help="directory for the outputs (<name>.npy each)")
     p.add_argument("--profile", action="store_true", help="print the per-node report of the run")
     p.set_defaults(func=run)

@@ -23,6 +23,7 @@ import numpy as np
 from ...errors import FormatError, InputError, Unsupported, UnsupportedOpError
 from ...fileio import atomic_outputs
 from ...ir import Graph
+from ...passes.fold_constants import oversized_constant
 from ...protos.lbann import lbann_pb2
 from . import export_nn, export_tensor, textio  # noqa: F401 - register the exporters
 from .exporting import EXPORTERS, ExportContext, Inexpressible, WeightsEntry
@@ -57,7 +58,7 @@ def graph_to_lbann(graph: Graph, version: str = DEFAULT_VERSION
         fn = EXPORTERS.get(f"{node.domain}.{node.op}" if node.domain else node.op)
         try:
             if fn is None:
-                raise Inexpressible("LBANN has no equivalent layer or operator")
+                raise Inexpressible(oversized_constant(node) or "LBANN has no equivalent layer or operator")
             ints = [o.name for o in node.outputs[:1] if o.type.dtype is not None and not o.type.dtype.is_float]
             if ints:
                 raise Inexpressible(f"'{ints[0]}' is {node.outputs[0].type.dtype.short}; LBANN layers compute "

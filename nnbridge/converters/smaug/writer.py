@@ -21,6 +21,7 @@ import numpy as np
 
 from ...errors import FormatError, Unsupported, UnsupportedOpError
 from ...ir import DType, Graph, Layout, Node, Value
+from ...passes.fold_constants import oversized_constant
 from ...protos.smaug import smaug_graph_pb2 as gpb
 from ...protos.smaug import smaug_node_pb2 as npb
 from ...protos.smaug import smaug_tensor_pb2 as tpb
@@ -306,7 +307,7 @@ class Exporter:
             fn = EXPORTERS.get((node.domain, node.op))
             try:
                 if fn is None:
-                    raise Inexpressible("SMAUG has no equivalent operator")
+                    raise Inexpressible(oversized_constant(node) or "SMAUG has no equivalent operator")
                 fn(self, node)
             except Inexpressible as exc:
                 self.unsupported.append(Unsupported(node.op, node.name, str(exc), node.domain))

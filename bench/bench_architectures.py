@@ -1,0 +1,165 @@
+"""Reference backend latency against onnxruntime on real architectures, 1 thread and all threads.
+
+The set: architectures exported by ``torch.onnx.export`` (``bench/architectures.py``: HF
+transformers with random weights, CNN families in plain torch, BERT-base and ResNet-50 at full
+size) and onnx's nine light CNNs. Both runtimes run in this process on the same inputs with the
+same thread count (``nnbridge.cpu_threads``: numpy's BLAS and onnxruntime's intra-op pool);
+onnxruntime keeps its default graph optimisations. Each latency is the median of several runs
+after a warm-up. A ratio counts only when the outputs agree (max error ≤ 1e-3 of the output's
+scale). Results go to stdout and to ``docs/benchmarks.md``.
+
+Targets (issue 17): geometric mean ≤ 1.5 at 1 thread and at all threads, no model above 3×,
+the light models ≤ 1.3.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+CACHE = Path(os.environ.get("NNBRIDGE_BENCH_CACHE", Path(tempfile.gettempdir()) / "nnbridge-bench-architectures"))
+BUDGET_S = float(os.environ.get("NNBRIDGE_BENCH_BUDGET", 1.5))  # measuring time per model and runtime
+TARGET_GEOMEAN, TARGET_MAX, TARGET_LIGHT = 1.5, 3.0, 1.3
+
+
+def _median_time(fn) -> float:
+    start = time.perf_counter()
+    fn()  # warm-up (first-run allocations, lazy initialisation)
+    first = time.perf_counter() - start
+    repeats = max(3, min(15, int(BUDGET_S / max(first, 1e-4))))
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def _agree(ours: dict, theirs: list, names: list[str]) -> bool:
+    for name, want in zip(names, theirs):
+        got = np.asarray(ours[name], dtype=np.float64)
+        want = np.asarray(want, dtype=np.float64)
+        scale = max(float(np.abs(want).max()), 1e-6) if want.size else 1.0
+        if got.shape != want.shape or not np.all(np.abs(got - want) <= 1e-3 * scale):
+            return False
+    return True
+
+
+def _measure(path: Path, feeds: dict, threads: int) -> tuple[float, float, bool]:
+    """(nnbridge s, onnxruntime s, outputs agree) at ``threads`` threads."""
+
+    import nnbridge
+    from nnbridge.check import ort_session
+
+    with nnbridge.cpu_threads(threads):
+        exe = nnbridge.compile(str(path), backend="reference")
+        session = ort_session(_load(path), level="ORT_ENABLE_ALL")
+        names = [o.name for o in session.get_outputs()]
+        wanted = {i.name for i in session.get_inputs()}
+        ort_feeds = {k: v for k, v in feeds.items() if k in wanted}
+        agree = _agree(exe.run(feeds), session.run(names, ort_feeds), names)
+        return _median_time(lambda: exe.run(feeds)), _median_time(lambda: session.run(names, ort_feeds)), agree
+
+
+def _load(path: Path):
+    import onnx
+
+    return onnx.load(str(path))
+
+
+def _cases() -> list[tuple[str, str, Path, dict]]:
+    """(group, name, model path, feeds) for every model of the set."""
+    from nnbridge.corpus import LIGHT_MODELS, light_case
+
+    cases = []
+    try:
+        from bench.architectures import ARCHITECTURES, export
+
+        CACHE.mkdir(parents=True, exist_ok=True)
+        for arch in ARCHITECTURES:
+            print(f"  exporting {arch.name} …", end="\r", file=sys.stderr, flush=True)
+            path, feeds = export(arch, CACHE)
+            cases.append(("architectures", arch.name, path, feeds))
+    except ImportError as exc:
+        print(f"architectures skipped: {exc} (make bench installs the 'bench' extra: torch, transformers)")
+    for name in LIGHT_MODELS:
+        case = light_case(name)
+        cases.append(("light", name, case.model_path, case.inputs[0]))
+    return cases
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(statistics.mean(math.log(v) for v in values)) if values else float("nan")
+
+
+def main() -> int:
+    import onnx
+    import onnxruntime as ort
+
+    from nnbridge.threads import all_cores
+
+    cores = all_cores()
+    machine = (f"{platform.processor() or platform.machine()}, {cores} cores, python {platform.python_version()}, "
+               f"numpy {np.__version__}, onnxruntime {ort.__version__}, onnx {onnx.__version__}")
+    settings = [1] if cores == 1 else [1, cores]
+    header = "| group | model | " + " | ".join(
+        f"nnbridge ms ({t}t) | onnxruntime ms ({t}t) | ratio ({t}t)" for t in settings) + " |"
+    lines = [header, "|---|---|" + "---|---|---|" * len(settings)]
+    print(f"machine: {machine}")
+    print(header)
+    print(lines[1])
+    ratios: dict[tuple[str, int], list[tuple[str, float]]] = {}
+    disagree = []
+    for group, name, path, feeds in _cases():
+        cells = []
+        for threads in settings:
+            t_nb, t_ort, agree = _measure(path, feeds, threads)
+            ratio = t_nb / t_ort
+            if agree:
+                ratios.setdefault((group, threads), []).append((name, ratio))
+            elif threads == settings[0]:
+                disagree.append(name)
+            cells.append(f"{t_nb * 1e3:.2f} | {t_ort * 1e3:.2f} | {ratio:.2f}{'' if agree else ' (outputs differ)'}")
+        line = f"| {group} | {name} | " + " | ".join(cells) + " |"
+        lines.append(line)
+        print(line, flush=True)
+
+    summary, ok = [], True
+    for (group, threads), rows in sorted(ratios.items()):
+        geo = _geomean([r for _, r in rows])
+        worst_name, worst = max(rows, key=lambda row: row[1])
+        target = TARGET_LIGHT if group == "light" else TARGET_GEOMEAN
+        passed = geo <= target and (group == "light" or worst <= TARGET_MAX)
+        ok &= passed
+        summary.append(f"{group}, {threads} thread{'s' if threads > 1 else ''}: geometric mean {geo:.2f} "
+                       f"(target ≤ {target}), worst {worst_name} {worst:.2f}"
+                       f"{'' if group == 'light' else f' (target ≤ {TARGET_MAX})'} over {len(rows)} models "
+                       f"— {'met' if passed else 'NOT met'}")
+    if disagree:
+        summary.append(f"outputs differ (not counted): {', '.join(disagree)}")
+    print()
+    for line in summary:
+        print(line)
+    DOC.write_text(
+        "# Benchmarks\n\n"
+        "Written by `make bench` (`bench/bench_architectures.py`): the reference backend's latency against\n"
+        "onnxruntime's (default graph optimisations) in one process, on the same inputs, with the same\n"
+        "thread count on both sides (`nnbridge.cpu_threads` / `--threads`). Architectures are exported by\n"
+        "`torch.onnx.export` from `bench/architectures.py` (random weights); `light` are onnx's nine light\n"
+        "CNNs. Ratio = nnbridge / onnxruntime, the median of several runs each.\n\n"
+        f"Machine: {machine}.\n\n" + "\n".join(f"- {line}" for line in summary) + "\n\n" + "\n".join(lines) + "\n")
+    print(f"\nwrote {DOC}")
+    return 0 if ok and not disagree else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
