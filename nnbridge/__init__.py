@@ -70,6 +70,7 @@ def compile(model: Any, backend: str = "reference", *, passes: Sequence[str] | N
     """Compile a model for a backend: run its pass pipeline (or ``passes``), then build."""
     from .backends import get_backend
     from .ir import run_passes
+    from .ir.graph import paused_gc
 
     b = get_backend(backend)
     graph = load(model)
@@ -78,7 +79,8 @@ def compile(model: Any, backend: str = "reference", *, passes: Sequence[str] | N
     names = list(passes) if passes is not None else b.pipeline(opt_level)
     if names:
         run_passes(graph, names, verify=verify)
-    return b.compile(graph, **config)
+    with paused_gc():  # a big graph's plan is built from hundreds of thousands of cycle-tracked objects
+        return b.compile(graph, **config)
 
 
 def from_torch(module: Any, example_inputs: Sequence[Any]) -> Graph:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import NNBridgeError
-from .graph import Graph
+from .graph import Graph, paused_gc
 
 PassFn = Callable[[Graph], bool]
 
@@ -67,20 +67,24 @@ class PassManager:
 
     def run(self, graph: Graph) -> Graph:
         infos = [get_pass(n) for n in self.names]  # fail on a typo before any work
-        for info in infos:
-            changed = info.fn(graph)
-            if changed:
-                self.changed.append(info.name)
-            if self.verify and changed:  # a pass that changed nothing left a verified graph as it was
-                try:
-                    graph.verify()
-                except NNBridgeError as exc:
-                    raise NNBridgeError(f"IR invalid after pass '{info.name}': {exc}") from exc
-            if self.print_after:
-                self.printer(f"// after {info.name}\n{graph}")
-            if self.after_each is not None:
-                self.after_each(info.name, graph)
+        with paused_gc():
+            for info in infos:
+                self._run_one(info, graph)
         return graph
+
+    def _run_one(self, info: PassInfo, graph: Graph) -> None:
+        changed = info.fn(graph)
+        if changed:
+            self.changed.append(info.name)
+        if self.verify and changed:  # a pass that changed nothing left a verified graph as it was
+            try:
+                graph.verify()
+            except NNBridgeError as exc:
+                raise NNBridgeError(f"IR invalid after pass '{info.name}': {exc}") from exc
+        if self.print_after:
+            self.printer(f"// after {info.name}\n{graph}")
+        if self.after_each is not None:
+            self.after_each(info.name, graph)
 
 
 def run_passes(graph: Graph, names: Sequence[str], **options) -> Graph:

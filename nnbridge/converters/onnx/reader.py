@@ -20,6 +20,7 @@ from onnx.external_data_helper import load_external_data_for_model, uses_externa
 from ...errors import FormatError, NNBridgeError, Unsupported, UnsupportedOpError
 from ...fileio import check_numel, resolve_inside
 from ...ir import DType, Graph, Layout, Node, TensorType, TypeKind
+from ...ir.graph import paused_gc
 from . import opset
 
 
@@ -35,7 +36,8 @@ def load_onnx(source: str | os.PathLike | ModelProto | bytes, *, infer_shapes: b
     if infer_shapes:
         model = _infer_shapes(model)
     _vet_element_types(model, name)
-    return model_to_graph(model, name)
+    with paused_gc():
+        return model_to_graph(model, name)
 
 
 def _read(source) -> tuple[ModelProto, str, Path | None]:
