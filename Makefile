@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+TEST_STAMP  := $(VENV)/.installed-torch
+BENCH_STAMP := $(VENV)/.installed-bench
 export PYTHONDONTWRITEBYTECODE := 1
 export MPLBACKEND := Agg
 
@@ -16,14 +18,24 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
+# make test also runs the torch front end's tests (torch is an optional extra of the package)
+$(TEST_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[dev,torch]"
+	touch $(TEST_STAMP)
+
+# make bench also needs HF transformers (real architectures, random weights, nothing downloaded)
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[dev,bench]"
+	touch $(BENCH_STAMP)
+
 demo: $(STAMP)
 	$(PY) -m nnbridge.demo
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(PY) -m ruff check nnbridge tests bench
 	$(PY) -m pytest -n 2 -p no:cacheprovider tests
 
-bench: $(STAMP)
+bench: $(BENCH_STAMP)
 	$(PY) -m bench
 
 conformance: $(STAMP)
