@@ -20,28 +20,16 @@ import platform
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+
+from bench.timing import median_time
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 CACHE = Path(os.environ.get("NNBRIDGE_BENCH_CACHE", Path(tempfile.gettempdir()) / "nnbridge-bench-architectures"))
 BUDGET_S = float(os.environ.get("NNBRIDGE_BENCH_BUDGET", 1.5))  # measuring time per model and runtime
 TARGET_GEOMEAN, TARGET_MAX, TARGET_LIGHT = 1.5, 3.0, 1.3
-
-
-def _median_time(fn) -> float:
-    start = time.perf_counter()
-    fn()  # warm-up (first-run allocations, lazy initialisation)
-    first = time.perf_counter() - start
-    repeats = max(3, min(15, int(BUDGET_S / max(first, 1e-4))))
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def _agree(ours: dict, theirs: list, names: list[str]) -> bool:
@@ -67,7 +55,9 @@ def _measure(path: Path, feeds: dict, threads: int) -> tuple[float, float, bool]
         wanted = {i.name for i in session.get_inputs()}
         ort_feeds = {k: v for k, v in feeds.items() if k in wanted}
         agree = _agree(exe.run(feeds), session.run(names, ort_feeds), names)
-        return _median_time(lambda: exe.run(feeds)), _median_time(lambda: session.run(names, ort_feeds)), agree
+        ours = median_time(lambda: exe.run(feeds), budget_s=BUDGET_S)
+        theirs = median_time(lambda: session.run(names, ort_feeds), budget_s=BUDGET_S)
+        return ours, theirs, agree
 
 
 def _load(path: Path):

@@ -13,21 +13,12 @@ import math
 import os
 import platform
 import statistics
-import time
 import tracemalloc
+
+from bench.timing import median_time
 
 REPEATS = int(os.environ.get("NNBRIDGE_BENCH_REPEATS", 7))
 SLOW_REPEATS = 2
-
-
-def _median_time(fn, repeats: int) -> float:
-    fn()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def _peak_bytes(fn) -> int:
@@ -55,9 +46,9 @@ def _measure(name: str) -> tuple[float, float, float, int, int]:
     session = ort.InferenceSession(str(case.model_path), options, providers=["CPUExecutionProvider"])
     evaluator = ReferenceEvaluator(str(case.model_path))
     return (
-        _median_time(lambda: exe.run(feeds), REPEATS),
-        _median_time(lambda: session.run(None, feeds), REPEATS),
-        _median_time(lambda: evaluator.run(None, feeds), SLOW_REPEATS),
+        median_time(lambda: exe.run(feeds), REPEATS),
+        median_time(lambda: session.run(None, feeds), REPEATS),
+        median_time(lambda: evaluator.run(None, feeds), SLOW_REPEATS),
         _peak_bytes(lambda: exe.run(feeds)),
         _peak_bytes(lambda: evaluator.run(None, feeds)),
     )
