@@ -18,14 +18,14 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
-# make test also runs the torch front end's tests (torch is an optional extra of the package)
+# make test also runs the tests of the optional extras: the torch front end and Ray sweeps
 $(TEST_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e ".[dev,torch]"
+	$(PY) -m pip install --quiet -e ".[dev,torch,sweep]"
 	touch $(TEST_STAMP)
 
 # make bench also needs HF transformers (real architectures, random weights, nothing downloaded)
 $(BENCH_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e ".[dev,bench]"
+	$(PY) -m pip install --quiet -e ".[dev,bench,sweep]"
 	touch $(BENCH_STAMP)
 
 demo: $(STAMP)

@@ -6,10 +6,11 @@ import contextlib
 import math
 import os
 import tempfile
+import tomllib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from .errors import SecurityError, ShapeError
+from .errors import InputError, SecurityError, ShapeError
 
 #: Largest tensor (in elements) nnbridge will allocate from a file's declaration.
 #: Overridable with NNBRIDGE_MAX_ELEMENTS for users with very large models.
@@ -84,3 +85,13 @@ def atomic_outputs(paths: Sequence[str | Path]) -> Iterator[list[Path]]:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
         raise
+
+
+def read_toml(path: str | Path, what: str) -> dict:
+    """A TOML file's table, or one InputError line naming ``what`` and the file."""
+    try:
+        return tomllib.loads(Path(path).read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read {what} '{path}': {exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{what} '{path}' is not valid TOML: {exc}") from None

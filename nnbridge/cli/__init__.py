@@ -24,7 +24,7 @@ err_console = Console(stderr=True, highlight=False)
 
 #: the order commands appear in `nnbridge --help`
 _ORDER = ["convert", "run", "check", "summary", "ir", "ops", "simulate", "compile",
-          "measure_performance", "measure_sections"]
+          "measure_performance", "measure_sections", "sweep", "sweep_report"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,7 +19,7 @@ import onnx
 
 from .builder import OnnxBuilder
 from .large import bert_base, squeezenet11
-from .transformer import transformer
+from .transformer import llama_decoder, transformer
 
 _BUILDERS: dict[str, Callable[[int], onnx.ModelProto]] = {}
 _DOCS: dict[str, str] = {}
@@ -156,4 +156,4 @@ def transformer_tiny(batch: int) -> onnx.ModelProto:
     return transformer("transformer_tiny", batch, layers=2, seq=8, hidden=32, heads=4, ffn=64, seed=8)
 
 
-__all__ = ["build", "names", "describe", "transformer", "squeezenet11", "bert_base", "OnnxBuilder"]
+__all__ = ["build", "names", "describe", "transformer", "llama_decoder", "squeezenet11", "bert_base", "OnnxBuilder"]

@@ -13,12 +13,12 @@ A config is overridable from a TOML file (``[smv]`` table or top level) and from
 from __future__ import annotations
 
 import enum
-import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
+from ...fileio import read_toml
 
 
 class MemPolicy(enum.Enum):
@@ -114,13 +114,7 @@ class SmvConfig:
 
     @classmethod
     def from_toml(cls, path: str | Path, base: SmvConfig | None = None) -> SmvConfig:
-        p = Path(path)
-        try:
-            data = tomllib.loads(p.read_text())
-        except OSError as exc:
-            raise InputError(f"cannot read SMV config '{path}': {exc.strerror}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise InputError(f"SMV config '{path}' is not valid TOML: {exc}") from None
+        data = read_toml(path, "SMV config")
         table = data.get("smv", data)
         if not isinstance(table, dict):
             raise InputError(f"SMV config '{path}': [smv] must be a table")

@@ -1,0 +1,166 @@
+"""``nnbridge sweep-report DIR``: PNG plots and one self-contained HTML page of a sweep.
+
+Plots: each metric against each swept field (one marker colour per model), and per model the
+Pareto front of a latency metric against a hardware cost — by default the compute the point pays
+for (SMV: accelerators × PEs × MACs per PE; RDU: PCUs), or a product of fields given with
+``--cost``. The HTML page inlines the plots (base64) and holds sortable tables of the Pareto
+points and of every row, so it is one file to open or mail.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from .engine import read_results
+from .targets import TARGETS
+
+DEFAULT_COST = {"smv": ["num_accels", "num_pes", "maccs_per_pe"], "rdu": ["n_pcu"]}
+
+
+def _setting(recorded: dict[str, Any], row: dict[str, Any], name: str) -> float:
+    """A setting of a row: swept, else the simulator's default."""
+    if name in row:
+        return float(row[name])
+    if recorded["backend"] == "smv":
+        from ..backends.smv.config import SmvConfig
+
+        return float(getattr(SmvConfig(), name))
+    from ..backends.rdu.presets import DEFAULT_PRESET, PRESETS
+
+    preset = PRESETS[row.get("preset", DEFAULT_PRESET)]
+    value = getattr(preset, name)
+    return math.inf if value is None else float(value)
+
+
+def pareto(points: list[tuple[float, float, dict]]) -> list[tuple[float, float, dict]]:
+    """The points no other point beats on both cost and latency (lower is better on both)."""
+    front, best = [], math.inf
+    for cost, latency, row in sorted(points, key=lambda p: (p[0], p[1])):
+        if latency < best:
+            front.append((cost, latency, row))
+            best = latency
+    return front
+
+
+def write_report(out_dir: str | Path, cost_fields: list[str] | None = None, latency: str = "latency_ms") -> list[Path]:
+    """Write ``DIR/plots/*.png`` and ``DIR/report.html``; returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    recorded, rows = read_results(out)
+    target = TARGETS[recorded["backend"]]
+    cost_fields = cost_fields or DEFAULT_COST[recorded["backend"]]
+    for name in cost_fields:
+        if name not in target.fields:
+            raise InputError(f"--cost: '{name}' is not a {target.name} setting (known: {', '.join(target.fields)})")
+    if latency not in recorded["metrics"]:
+        raise InputError(f"the sweep did not record '{latency}' (recorded: {', '.join(recorded['metrics'])})")
+    good = [r for r in rows if not r["error"]]
+    if not good:
+        raise InputError(f"{out}: no successful points to report ({len(rows)} failed)")
+    plots = out / "plots"
+    plots.mkdir(exist_ok=True)
+    models = sorted({r["model"] for r in good})
+    written: list[Path] = []
+    swept = [f for f, values in recorded["space"].items() if len(set(map(str, values))) > 1]
+    for metric in recorded["metrics"]:
+        for name in swept:
+            fig, ax = plt.subplots(figsize=(5, 3.4))
+            for model in models:
+                mine = [r for r in good if r["model"] == model]
+                ax.plot([str(r[name]) if isinstance(r[name], str) else r[name] for r in mine],
+                        [r[metric] for r in mine], "o", alpha=0.6, label=Path(model).stem)
+            ax.set_xlabel(name)
+            ax.set_ylabel(metric)
+            ax.legend(fontsize=7)
+            fig.tight_layout()
+            path = plots / f"{metric}_vs_{name}.png"
+            fig.savefig(path, dpi=90)
+            plt.close(fig)
+            written.append(path)
+    fronts: dict[str, list[tuple[float, float, dict]]] = {}
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for model in models:
+        pts = [(math.prod(_setting(recorded, r, f) for f in cost_fields), r[latency], r)
+               for r in good if r["model"] == model]
+        fronts[model] = pareto(pts)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], ".", alpha=0.3)
+        ax.plot([p[0] for p in fronts[model]], [p[1] for p in fronts[model]], "-o", label=Path(model).stem)
+    ax.set_xlabel(" × ".join(cost_fields))
+    ax.set_ylabel(latency)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_title("Pareto front: latency against cost")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    pareto_png = plots / "pareto.png"
+    fig.savefig(pareto_png, dpi=90)
+    plt.close(fig)
+    written.append(pareto_png)
+    page = out / "report.html"
+    page.write_text(_html(recorded, rows, fronts, cost_fields, [pareto_png, *written[:-1]]), encoding="utf-8")
+    return [*written, page]
+
+
+_SORT_SCRIPT = """
+document.querySelectorAll('table.sortable th').forEach(function (th, column) {
+  th.addEventListener('click', function () {
+    var body = th.closest('table').tBodies[0];
+    var rows = Array.prototype.slice.call(body.rows);
+    var up = th.dataset.order !== 'up';
+    th.dataset.order = up ? 'up' : 'down';
+    rows.sort(function (a, b) {
+      var x = a.cells[column].textContent, y = b.cells[column].textContent;
+      var nx = parseFloat(x), ny = parseFloat(y);
+      var c = (isNaN(nx) || isNaN(ny)) ? x.localeCompare(y) : nx - ny;
+      return up ? c : -c;
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+  });
+});
+"""
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    def cell(v: Any) -> str:
+        return f"{v:.6g}" if isinstance(v, float) else html.escape(str(v))
+
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in r) + "</tr>" for r in rows)
+    return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _html(recorded: dict[str, Any], rows: list[dict[str, Any]], fronts: dict[str, list], cost_fields: list[str],
+          images: list[Path]) -> str:
+    fields, metrics = list(recorded["space"]), recorded["metrics"]
+    failed = [r for r in rows if r["error"]]
+    pareto_rows = [[Path(m).stem, cost, *[p[f] for f in fields], *[p[k] for k in metrics]]
+                   for m, front in fronts.items() for cost, _, p in front]
+    figures = "".join(f'<figure><img alt="{html.escape(p.stem)}" src="data:image/png;base64,'
+                      f'{base64.b64encode(p.read_bytes()).decode()}"><figcaption>{html.escape(p.stem)}</figcaption>'
+                      f"</figure>" for p in images)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>nnbridge sweep: {html.escape(recorded['source'])}</title>
+<style>body{{font-family:sans-serif;margin:1.5em}} table{{border-collapse:collapse;font-size:13px}}
+td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}} th{{cursor:pointer;background:#eee}}
+figure{{display:inline-block;margin:4px}}</style></head><body>
+<h1>Sweep on {html.escape(recorded['backend'].upper())}: {len(rows)} points, {len(failed)} failed</h1>
+<p>Spec {html.escape(recorded['source'])}; models {html.escape(', '.join(Path(m).stem for m in recorded['models']))};
+cost = {html.escape(' × '.join(cost_fields))}. Click a column to sort.</p>
+<h2>Pareto points (latency against cost, per model)</h2>
+{_table(['model', 'cost', *fields, *metrics], pareto_rows)}
+<h2>Plots</h2>{figures}
+<h2>Every point</h2>
+{_table(['model', *fields, *metrics, 'error'],
+        [[Path(r['model']).stem, *[r[f] for f in fields], *[r[k] for k in metrics], r['error']] for r in rows])}
+<script>{_SORT_SCRIPT}</script>
+</body></html>
+"""
