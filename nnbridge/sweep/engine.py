@@ -121,10 +121,13 @@ def _on_ray(spec: Spec, todo: list[dict[str, Any]], address: str | None,
             if address:
                 ray.init(address=address, log_to_driver=False)
             else:
-                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+                # "local" starts a private instance even when a cluster runs on this machine.
+                ray.init(address="local", num_cpus=workers, include_dashboard=False, log_to_driver=False)
         except Exception as exc:  # connection refused, bad address: one line
+            hint = (" (on the head node use --address auto; from another machine set RAY_AUTH_TOKEN "
+                    "as on the head)") if address else ""
             raise InputError(f"cannot start or join Ray{f' at {address}' if address else ''}: "
-                             f"{str(exc).splitlines()[0]}") from None
+                             f"{str(exc).splitlines()[0]}{hint}") from None
     try:
         remote = ray.remote(evaluate_chunk)
         slots = max(1, int(ray.cluster_resources().get("CPU", 1)))

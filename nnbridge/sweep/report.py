@@ -111,8 +111,9 @@ def write_report(out_dir: str | Path, cost_fields: list[str] | None = None, late
 
 
 _SORT_SCRIPT = """
-document.querySelectorAll('table.sortable th').forEach(function (th, column) {
+document.querySelectorAll('table.sortable th').forEach(function (th) {
   th.addEventListener('click', function () {
+    var column = th.cellIndex;
     var body = th.closest('table').tBodies[0];
     var rows = Array.prototype.slice.call(body.rows);
     var up = th.dataset.order !== 'up';

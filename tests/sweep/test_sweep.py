@@ -6,7 +6,9 @@ from __future__ import annotations
 import base64
 import csv
 import html.parser
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -176,3 +178,40 @@ def test_every_shipped_example_spec_is_valid():
     assert len(specs) >= 2
     for path in specs:
         assert load_spec(path).points()
+
+
+CHROMIUM = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
+                 if os.path.exists(p)), None)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs a headless Chromium (Debian package chromium)")
+def test_the_html_report_opens_in_headless_chromium_without_errors_and_sorts(tmp_path):
+    """The page's own script runs in a real browser: clicking a header of the second table sorts
+    that table by that column (a column index counted across tables sorted the wrong cells)."""
+    from nnbridge.sweep.report import write_report
+
+    spec = load_spec(_spec_file(tmp_path, CASE_STUDY))
+    run_sweep(spec, tmp_path / "out", serial=True)
+    write_report(tmp_path / "out")
+    page = (tmp_path / "out" / "report.html").read_text()
+    probe = """<script>
+window.addEventListener('load', function () {
+  var table = document.querySelectorAll('table.sortable')[1];
+  var heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
+  var column = heads.findIndex(function (h) { return h.textContent === 'latency_ms'; });
+  heads[column].click();
+  var values = Array.prototype.map.call(table.tBodies[0].rows, function (r) {
+    return r.cells[column].textContent; });
+  var out = document.createElement('pre'); out.id = 'probe';
+  out.textContent = JSON.stringify(values); document.body.appendChild(out);
+});
+</script></body>"""
+    probed = tmp_path / "probed.html"
+    probed.write_text(page.replace("</body>", probe))
+    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                           probed.as_uri()], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.search(r'<pre id="probe">(.*?)</pre>', done.stdout, re.S)
+    assert found, "the page's script did not run (no probe output):\n" + done.stdout[-2000:]
+    values = [float(v) for v in json.loads(html.unescape(found.group(1)))]
+    assert len(values) == 32 and values == sorted(values)
