@@ -19,8 +19,8 @@ def _pipeline_seconds(model, backend: str) -> tuple[int, float, float, dict[str,
     """(nodes, load s, passes + compile s, slowest passes) for one backend."""
     import nnbridge
     from nnbridge.backends import get_backend
-    from nnbridge.ir import PassManager
     from nnbridge.ir.graph import paused_gc
+    from nnbridge.passes import PassManager
 
     start = time.perf_counter()
     graph = nnbridge.load(model)

@@ -19,6 +19,7 @@ from onnx import ModelProto
 
 from .check import CheckResult
 from .check import check as _check
+from .compiler import compile, run
 from .errors import (
     FormatError,
     InputError,
@@ -29,11 +30,11 @@ from .errors import (
 )
 from .ir import Graph
 from .threads import cpu_threads
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
-    "load", "save", "convert", "compile", "run", "check", "from_torch", "cpu_threads", "Graph", "CheckResult",
+    "__version__", "load", "save", "convert", "compile", "run", "check", "from_torch", "cpu_threads", "Graph",
+    "CheckResult",
     "NNBridgeError", "UnsupportedOpError", "FormatError", "ShapeError", "InputError", "SecurityError",
 ]
 
@@ -65,34 +66,11 @@ def convert(src: Any, dst: str | os.PathLike, **options: Any) -> Graph:
     return graph
 
 
-def compile(model: Any, backend: str = "reference", *, passes: Sequence[str] | None = None,
-            opt_level: int = 1, verify: bool = True, **config: Any):
-    """Compile a model for a backend: run its pass pipeline (or ``passes``), then build."""
-    from .backends import get_backend
-    from .ir import run_passes
-    from .ir.graph import paused_gc
-
-    b = get_backend(backend)
-    graph = load(model)
-    if isinstance(model, Graph):
-        graph = graph.copy()  # never mutate the caller's graph
-    names = list(passes) if passes is not None else b.pipeline(opt_level)
-    if names:
-        run_passes(graph, names, verify=verify)
-    with paused_gc():  # a big graph's plan is built from hundreds of thousands of cycle-tracked objects
-        return b.compile(graph, **config)
-
-
 def from_torch(module: Any, example_inputs: Sequence[Any]) -> Graph:
     """Trace a ``torch.nn.Module`` with example inputs (needs ``nnbridge[torch]``) into the IR."""
     from .converters.pytorch import from_torch as trace
 
     return load(trace(module, example_inputs))
-
-
-def run(model: Any, inputs: Mapping[str, Any], backend: str = "reference", **config: Any) -> dict[str, np.ndarray]:
-    """Compile and run once; outputs by name."""
-    return compile(model, backend=backend, **config).run(inputs)
 
 
 def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarray] | None = None,
@@ -107,7 +85,7 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
 def _wire() -> None:
     """SMAUG's SMV files must fit SMAUG's tiler, which the SMV backend models; converters import no
     backend, so the two are connected here (lazily: the backend loads on first use)."""
-    from .converters.smaug.writer import SmvTiler, use_smv_tiler
+    from .converters.smaug.exporter import SmvTiler, use_smv_tiler
 
     def refusals(graph: Graph) -> list:
         from .backends.smv.backend import tiling_refusals

@@ -33,6 +33,10 @@ class KernelError(NNBridgeError):
     """A kernel failed at run time on inputs it accepted at compile time."""
 
 
+class DuplicateRegistrationError(NNBridgeError):
+    """Two definitions claim the same key of a registry (an op's kernel, a format, a pass...)."""
+
+
 class NNBridgeWarning(UserWarning):
     """Something a user should know about a result that is not an error (the CLI prints it)."""
 

@@ -20,13 +20,10 @@ import numpy as np
 
 from .errors import InputError
 from .fileio import atomic_write, check_numel
-from .ir import DType, Graph, Node, TypeKind
-from .ir.schema import PatternKind, pattern_kind
+from .ir import DType, Flag, Graph, Node, PatternKind, TypeKind, op_traits, pattern_kind
 
 #: integers that are not indices are drawn from [0, SMALL_INT)
 SMALL_INT = 10
-#: elementwise ops that keep integer values (injective ops, which only move values, do too)
-_VALUE_PRESERVING = {"Cast", "CastLike", "Identity"}
 
 
 @dataclass
@@ -155,7 +152,7 @@ def index_ranges(graph: Graph) -> dict[str, tuple[int, str]]:
                 bound = _index_bound(node, slots)
                 if bound is not None and (v.name not in found or bound < found[v.name][0]):
                     found[v.name] = (bound, f"{node.op} '{node.name}'")
-                if 0 in slots and (node.op in _VALUE_PRESERVING
+                if 0 in slots and (Flag.KEEPS_INTS in op_traits(node.op, node.domain).flags
                                    or pattern_kind(node.op, node.domain) is PatternKind.INJECTIVE):
                     frontier.extend(o for o in node.outputs if o is not None)
     return found

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from nnbridge.errors import NNBridgeError
-from nnbridge.ir import DType, Graph, PassManager, PatternKind, TensorType, get_schema, register_pass
+from nnbridge.ir import DType, Graph, PatternKind, TensorType, get_schema, pattern_kind
+from nnbridge.passes import PassManager, register_pass
 
 
 def small_graph() -> Graph:
@@ -60,9 +61,10 @@ def test_copy_is_independent():
 def test_schema_defaults_and_pattern_kinds():
     conv = get_schema("Conv")
     assert conv.attr_defaults["group"] == 1
-    assert conv.pattern is PatternKind.OUT_ELEMWISE_FUSABLE
-    assert get_schema("Relu").pattern is PatternKind.ELEMWISE
-    assert get_schema("Reshape").pattern is PatternKind.INJECTIVE
+    assert pattern_kind("Conv") is PatternKind.OUT_ELEMWISE_FUSABLE
+    assert pattern_kind("Relu") is PatternKind.ELEMWISE
+    assert pattern_kind("Reshape") is PatternKind.INJECTIVE
+    assert pattern_kind("Reorder", "nnbridge") is PatternKind.INJECTIVE
 
 
 def test_printer_shows_ops_types_and_constants():

@@ -5,7 +5,7 @@ numpy's tanh is a fast SIMD loop, so this costs about half the operators of a
 rational x·P(x²)/Q(x²) of the same accuracy. The fit is weighted so that the
 least-squares error is the relative error of erf itself. Run
 ``python tools/fit_erf.py`` to reproduce the coefficients in
-``nnbridge/backends/reference/kernels/fastmath.py`` and the float32 error bound.
+``nnbridge/kernels/ops/fastmath.py`` and the float32 error bound.
 """
 
 import math

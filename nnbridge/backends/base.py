@@ -16,7 +16,15 @@ import numpy as np
 
 from ..errors import InputError
 from ..ir import DType, Graph, Node
+from ..passes import Step
+from ..registry import Registry
 from ..report import Report
+
+#: pass groups the backends' pipelines share (specs/passes.md §9, §12): clean-up after rewrites
+#: (shapes are re-inferred after the rewrites that change them), constant folding, scale folding
+CLEAN = ["eliminate", "infer-shapes"]
+FOLD = ["fold", "eliminate", "infer-shapes"]
+SCALE = ["fold-scale-axis", "fold", "eliminate"]
 
 
 class Executable(abc.ABC):
@@ -59,9 +67,16 @@ class Backend(abc.ABC):
         """None if the backend can run ``node``, else why not."""
         return None
 
-    def pipeline(self, opt_level: int = 1) -> list[str]:
-        """Names of the passes this backend runs before compiling."""
-        return []
+    #: opt level → the passes this backend runs before compiling (levels: 0 simplify only,
+    #: 1 + fusion, 2 + constant folding, 3 + scale folding and layout alteration, each backend
+    #: adapting them to what it executes); an unknown level gets the highest one
+    pipelines: Mapping[int, list[Step]] = {}
+
+    def pipeline(self, opt_level: int = 1) -> list[Step]:
+        """The passes this backend runs before compiling at ``opt_level``."""
+        if not self.pipelines:
+            return []
+        return list(self.pipelines.get(opt_level, self.pipelines[max(self.pipelines)]))
 
     @abc.abstractmethod
     def compile(self, graph: Graph, **config: Any) -> Executable: ...
@@ -106,29 +121,28 @@ def validate_feeds(graph: Graph, inputs: Mapping[str, Any]) -> dict[str, Any]:
     return feeds
 
 
-_BACKENDS: dict[str, str] = {
-    "reference": "nnbridge.backends.reference",
-    "smv": "nnbridge.backends.smv",
-    "rdu": "nnbridge.backends.rdu",
-}
+#: backend name → the module that exposes it as ``BACKEND`` (imported on first use)
+BACKEND_MODULES: Registry[str, str] = Registry("backends")
+for _name in ("reference", "smv", "rdu"):
+    BACKEND_MODULES.register(_name, f"nnbridge.backends.{_name}", origin=__name__)
 
 
 def available_backends() -> list[str]:
     import importlib.util
 
-    return [n for n, mod in _BACKENDS.items() if importlib.util.find_spec(mod) is not None]
+    return [n for n, mod in BACKEND_MODULES.items() if importlib.util.find_spec(mod) is not None]
 
 
 def get_backend(name: str) -> Backend:
     """The backend object by name (each backend package exposes ``BACKEND``)."""
     import importlib
 
-    if name not in _BACKENDS:
+    if name not in BACKEND_MODULES:
         raise InputError(f"unknown backend '{name}'; choose from {', '.join(available_backends())}")
     try:
-        module = importlib.import_module(_BACKENDS[name])
+        module = importlib.import_module(BACKEND_MODULES[name])
     except ModuleNotFoundError as exc:
-        if exc.name == _BACKENDS[name]:
+        if exc.name == BACKEND_MODULES[name]:
             raise InputError(f"backend '{name}' is not available in this version of nnbridge") from None
         raise
     return module.BACKEND

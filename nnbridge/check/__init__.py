@@ -10,8 +10,9 @@
 The oracles (onnxruntime, the reference backend) are used here and in tests, never in backends.
 """
 
-from .core import CheckResult, check, model_precision
+from .core import check
 from .oracle import oracle_model, ort_session, run_onnxruntime
+from .result import CheckResult, model_precision
 from .verdict import RULES, OutputCheck, Rule, compare, rule_for
 
 __all__ = ["CheckResult", "OutputCheck", "RULES", "Rule", "check", "compare", "model_precision", "oracle_model",

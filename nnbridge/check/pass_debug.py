@@ -19,11 +19,11 @@ import numpy as np
 
 from ..inputs import random_inputs
 from ..ir import Graph
-from ..ir.passes import get_pass
 from ..model_io import as_graph
-from .core import model_precision
+from ..passes import get_pass
 from .oracle import oracle_model, run_onnxruntime
 from .program import EXECUTABLE
+from .result import model_precision
 from .verdict import compare, rule_for
 
 
@@ -62,7 +62,7 @@ def debug_passes(model: Any, passes: Sequence[str], inputs: Mapping[str, np.ndar
     result = PassDebugResult(graph.name)
 
     def evaluate(name: str, changed: bool) -> PassStep:
-        from .. import compile as compile_model
+        from ..compiler import compile as compile_model
 
         try:
             actual = compile_model(graph.copy(), "reference", passes=EXECUTABLE).run(feeds)

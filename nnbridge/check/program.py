@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..inputs import generate_inputs
-from .core import CheckResult, declared_nonfinite, model_precision, numerics_notes
+from .result import CheckResult, declared_nonfinite, model_precision, numerics_notes
 from .verdict import compare, format_name, rule_for
 
 #: what makes any graph executable on the reference backend (its own layout, transposes cancelled)
@@ -28,9 +28,9 @@ def check_program(path: str | os.PathLike, inputs: Mapping[str, np.ndarray] | No
                   input_ranges: Mapping[str, tuple[float, float]] | None = None,
                   nonfinite: bool | Collection[str] = False, layerwise: bool = False) -> CheckResult:
     """Run the program in ``path`` and the reference backend on its graph; compare the outputs."""
-    from .. import compile as compile_model
     from ..backends import get_backend
     from ..backends.rdu import load_pef
+    from ..compiler import compile as compile_model
     from ..errors import InputError
 
     if layerwise:

@@ -28,7 +28,7 @@ _ORDER = ["convert", "run", "check", "summary", "ir", "ops", "simulate", "compil
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .. import __version__
+    from ..version import __version__
 
     parser = argparse.ArgumentParser(
         prog="nnbridge",

@@ -96,9 +96,14 @@ def chosen_passes(args: argparse.Namespace, backend: str | None) -> list[str] | 
 
         passes = get_backend(backend).pipeline(args.opt_level)
     if args.disable_pass:
-        from ..passes.pipelines import select_passes
+        from ..backends import get_backend
+        from ..passes import get_pass
 
-        passes = select_passes(backend or "reference", args.opt_level, passes, args.disable_pass)
+        for name in args.disable_pass:
+            get_pass(name)  # a typo fails loudly instead of silently disabling nothing
+        if passes is None:
+            passes = get_backend(backend or "reference").pipeline(args.opt_level)
+        passes = [p for p in passes if p not in set(args.disable_pass)]
     return passes
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import FormatError
 from ..ir import Graph
+from ..registry import Registry
 
 
 @dataclass(frozen=True)
@@ -30,15 +31,14 @@ class Format:
     load_options: frozenset[str] = frozenset()
 
 
-_FORMATS: dict[str, Format] = {}
+FORMATS: Registry[str, Format] = Registry("formats")
 #: modules that register formats when imported (new formats add themselves here)
 _FORMAT_MODULES = ["nnbridge.converters.onnx", "nnbridge.converters.smaug",
                    "nnbridge.converters.lbann"]
 
 
 def register_format(fmt: Format) -> Format:
-    _FORMATS[fmt.name] = fmt
-    return fmt
+    return FORMATS.register(fmt.name, fmt, origin=fmt.save.__module__ if fmt.save else None)
 
 
 def formats() -> dict[str, Format]:
@@ -48,7 +48,7 @@ def formats() -> dict[str, Format]:
         except ModuleNotFoundError as exc:
             if exc.name != module:
                 raise
-    return dict(_FORMATS)
+    return dict(FORMATS)
 
 
 def format_for(path: str | os.PathLike, fmt: str | None = None) -> Format:

@@ -28,9 +28,7 @@ def _ref(v: Value | None) -> str:
 
 
 def _attr(value: Any, indent: str) -> str:
-    from .graph import Graph
-
-    if isinstance(value, Graph):
+    if hasattr(value, "nodes") and hasattr(value, "initializers"):  # a subgraph (graph.py imports this module)
         return "\n" + format_graph(value, indent + "    ") + indent + "  "
     if isinstance(value, np.ndarray):
         if value.size <= 8:

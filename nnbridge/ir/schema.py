@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ import onnx.defs
 from onnx import helper
 
 from ..errors import NNBridgeError
+from ..registry import Registry
 
 if TYPE_CHECKING:
     from .graph import Node
@@ -43,31 +45,6 @@ class PatternKind(enum.IntEnum):
     OPAQUE = 8
 
 
-_ELEMWISE = """Abs Acos Acosh Asin Asinh Atan Atanh BitwiseNot Cast CastLike Ceil Celu Clip Cos
-Cosh Elu Erf Exp Floor Gelu HardSigmoid HardSwish Identity IsInf IsNaN LeakyRelu Log Mish Neg
-Not Reciprocal Relu Round Selu Shrink Sigmoid Sign Sin Sinh Softplus Softsign Sqrt Swish Tan
-Tanh ThresholdedRelu Dropout""".split()
-_BROADCAST = """Add And BitShift BitwiseAnd BitwiseOr BitwiseXor Div Equal Greater GreaterOrEqual
-Less LessOrEqual Max Mean Min Mod Mul Or Pow PRelu Sub Sum Where Xor BatchNormalization
-Expand""".split()
-_INJECTIVE = """Concat DepthToSpace Flatten Gather GatherElements GatherND Pad Reshape Slice
-SpaceToDepth Split Squeeze Tile Transpose Unsqueeze Reorder Repeat ReverseSequence Trilu
-Compress""".split()
-_REDUCE = """ArgMax ArgMin GlobalAveragePool GlobalMaxPool GlobalLpPool ReduceL1 ReduceL2
-ReduceLogSum ReduceLogSumExp ReduceMax ReduceMean ReduceMin ReduceProd ReduceSum
-ReduceSumSquare""".split()
-_OUT_FUSABLE = """Conv ConvTranspose Gemm MatMul MaxPool AveragePool LpPool Softmax LogSoftmax
-LayerNormalization InstanceNormalization GroupNormalization LRN Einsum Resize""".split()
-
-PATTERN_KINDS: dict[str, PatternKind] = {
-    **{op: PatternKind.ELEMWISE for op in _ELEMWISE},
-    **{op: PatternKind.BROADCAST for op in _BROADCAST},
-    **{op: PatternKind.INJECTIVE for op in _INJECTIVE},
-    **{op: PatternKind.COMM_REDUCE for op in _REDUCE},
-    **{op: PatternKind.OUT_ELEMWISE_FUSABLE for op in _OUT_FUSABLE},
-}
-
-
 @dataclass(frozen=True)
 class OpSchema:
     name: str
@@ -78,7 +55,6 @@ class OpSchema:
     max_outputs: int = 2**31
     attr_defaults: dict[str, Any] = field(default_factory=dict)
     required_attrs: frozenset[str] = frozenset()
-    pattern: PatternKind = PatternKind.OPAQUE
     doc: str = ""
 
     def check_arity(self, node: Node) -> None:
@@ -97,13 +73,14 @@ class OpSchema:
             )
 
 
-_CUSTOM: dict[tuple[str, str], OpSchema] = {}
+CUSTOM_SCHEMAS: Registry[tuple[str, str], OpSchema] = Registry("schemas")
 
 
 def register_schema(schema: OpSchema) -> OpSchema:
     """Register a non-ONNX op (normally in the ``nnbridge`` domain)."""
-    _CUSTOM[(schema.domain, schema.name)] = schema
-    return schema
+    caller = sys._getframe(1)
+    return CUSTOM_SCHEMAS.register((schema.domain, schema.name), schema,
+                                   origin=f"{caller.f_globals.get('__name__')}:{caller.f_lineno}")
 
 
 @functools.cache
@@ -135,7 +112,6 @@ def _onnx_schema(op: str, domain: str) -> OpSchema | None:
         max_outputs=s.max_output,
         attr_defaults=defaults,
         required_attrs=frozenset(required),
-        pattern=PATTERN_KINDS.get(op, PatternKind.OPAQUE),
         doc=(s.doc or "").strip().split("\n")[0],
     )
 
@@ -143,13 +119,8 @@ def _onnx_schema(op: str, domain: str) -> OpSchema | None:
 def get_schema(op: str, domain: str = "") -> OpSchema | None:
     """The schema of ``op`` (None for ops nobody registered)."""
     domain = "" if domain == "ai.onnx" else domain
-    if (domain, op) in _CUSTOM:
-        return _CUSTOM[(domain, op)]
+    if (domain, op) in CUSTOM_SCHEMAS:
+        return CUSTOM_SCHEMAS[(domain, op)]
     if domain == NNBRIDGE_DOMAIN:
         return None
     return _onnx_schema(op, domain)
-
-
-def pattern_kind(op: str, domain: str = "") -> PatternKind:
-    schema = get_schema(op, domain)
-    return schema.pattern if schema is not None else PatternKind.OPAQUE

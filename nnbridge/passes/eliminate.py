@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..ir import Graph, Node, Value
-from ..ir.passes import register_pass
+from .manager import register_pass
 from .rewrite import bypass, remove_dead, replace_all, resolve
 
 

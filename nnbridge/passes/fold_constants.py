@@ -17,8 +17,9 @@ import os
 
 import numpy as np
 
-from ..ir import Graph, Node, TypeKind, Value
-from ..ir.passes import register_pass
+from ..ir import Graph, Node, TypeKind, Value, op_traits
+from ..kernels import KernelContext, get_kernel
+from .manager import register_pass
 from .rewrite import remove_dead, replace_all, resolve
 
 #: Folded outputs larger than this (bytes) stay a node, so that no small file (an Expand to
@@ -32,8 +33,6 @@ def fold_limit_bytes() -> int:
 
 
 _DEDUP_ELEMENTS = 1 << 20  # larger results are not hashed for de-duplication
-_NEVER_FOLD = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
-               "Multinomial", "If", "Loop", "Scan"}
 
 
 @register_pass("fold")
@@ -67,7 +66,8 @@ def fold_constants(graph: Graph) -> bool:
 
 
 def _evaluate(node: Node, graph: Graph, twins: dict[int, Value]) -> list[np.ndarray] | None:
-    if node.op in _NEVER_FOLD or node.subgraphs() or any(graph.is_output(o) for o in node.outputs):
+    if not op_traits(node.op, node.domain).foldable or node.subgraphs() \
+            or any(graph.is_output(o) for o in node.outputs):
         return None
     if node.op in ("Shape", "Size") and not node.domain:
         return _static_shape(node)
@@ -78,9 +78,6 @@ def _evaluate(node: Node, graph: Graph, twins: dict[int, Value]) -> list[np.ndar
         return None
     if not _small_enough(node):
         return None
-    from ..backends.reference.executor import KernelContext  # the numpy evaluator
-    from ..backends.reference.registry import get_kernel
-
     spec = get_kernel(node.op, node.domain)
     if spec is None or spec.unsupported_reason(node):
         return None

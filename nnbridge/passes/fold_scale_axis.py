@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node, Value
-from ..ir.passes import register_pass
 from .layouts import image_layout
+from .manager import register_pass
 from .rewrite import Uses, add_const, bypass, channel_vector, remove_dead
 from .simplify_inference import fold_affine_into_producer
 

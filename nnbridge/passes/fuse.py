@@ -22,9 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..ir import Graph, Node, PatternKind, TypeKind, Value
-from ..ir.passes import register_pass
-from ..ir.schema import pattern_kind
+from ..ir import Graph, Node, PatternKind, TypeKind, Value, pattern_kind
+from .manager import register_pass
 
 MAX_FUSED_OPS = 256  # Relay's kMaxFusedOps
 

@@ -14,17 +14,13 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
-from ..ir import DType, Graph, Layout, Node, TensorType, TypeKind
-from ..ir.passes import register_pass
+from ..ir import DType, Graph, Layout, Node, ShapeRule, TensorType, TypeKind, op_traits
 from .layouts import PERMS, SPATIAL_SLOTS, is_spatial, permute_shape, spatial_layout
+from .manager import register_pass
 
 _DATA_LIMIT = 4096  # constants up to this many elements are passed to onnx as data
 _MEMO: dict[tuple, list | None] = {}  # node signature → inferred types (inference is pure)
 _MEMO_LIMIT = 100_000
-_SAME_TYPE_UNARY = {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "Log", "Neg", "Abs", "Sqrt", "Reciprocal",
-                    "Elu", "Selu", "Softplus", "Softsign", "HardSigmoid", "HardSwish", "Erf", "Gelu", "Identity",
-                    "Floor", "Ceil", "Round", "Sin", "Cos", "Softmax", "LogSoftmax", "LRN"}
-_BROADCAST_ARITH = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean", "PRelu"}
 
 
 @register_pass("infer-shapes")
@@ -72,10 +68,9 @@ def infer_node(node: Node) -> list[TensorType | None] | None:
         return rule(node) if rule else None
     if node.subgraphs() or any(v is not None and v.type.kind is not TypeKind.TENSOR for v in node.inputs):
         return None
-    if not node.domain:
-        fast = _fast_rule(node)
-        if fast is not None:
-            return fast
+    fast = _fast_rule(node)
+    if fast is not None:
+        return fast
     key = _signature(node)
     if key is not None and key in _MEMO:
         return _MEMO[key]
@@ -88,14 +83,15 @@ def infer_node(node: Node) -> list[TensorType | None] | None:
 
 
 def _fast_rule(node: Node) -> list[TensorType] | None:
-    """Shape-preserving unary ops and same-dtype broadcasting arithmetic, without onnx."""
+    """The op-traits table's shape rules (same type; same-dtype broadcast), without onnx."""
     types = [v.type for v in node.inputs if v is not None]
     if len(node.outputs) != 1 or not types or not all(t.is_static and t.dtype is not None for t in types):
         return None
     x = types[0]
-    if node.op in _SAME_TYPE_UNARY and len(types) == 1:
+    rule = op_traits(node.op, node.domain).shape
+    if rule is ShapeRule.SAME and len(types) == 1:
         return [TensorType(x.dtype, x.shape, Layout.default_for_rank(len(x.shape)))]
-    if node.op in _BROADCAST_ARITH and all(t.dtype is x.dtype for t in types):
+    if rule is ShapeRule.BROADCAST and all(t.dtype is x.dtype for t in types):
         shape = np.broadcast_shapes(*(t.shape for t in types))
         return [TensorType(x.dtype, tuple(shape), Layout.default_for_rank(len(shape)))]
     return None

@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Layout, Node, PatternKind, TensorType, Value
-from ..ir.passes import register_pass
+from ..ir import Flag, Graph, Layout, Node, PatternKind, TensorType, Value, op_traits
 from .fuse import op_pattern
 from .layouts import PERMS, SPATIAL_SLOTS, image_layout, is_spatial, permute_shape
+from .manager import register_pass
 from .rewrite import add_const, remove_dead, set_output
-
-_NOT_AGNOSTIC = {"BatchNormalization", "Expand"}
 
 
 @register_pass("layout-nhwc")
@@ -142,7 +140,7 @@ class _Converter:
 
     def _agnostic(self, node: Node) -> bool:
         kind = op_pattern(node)
-        if node.domain or node.op in _NOT_AGNOSTIC or kind > PatternKind.BROADCAST:
+        if node.domain or Flag.LAYOUT_BOUND in op_traits(node.op).flags or kind > PatternKind.BROADCAST:
             return False
         if any(o.type.rank != 4 for o in node.outputs):
             return False

@@ -19,8 +19,8 @@ import bisect
 from dataclasses import dataclass, field
 
 from ..ir import Graph, Node, PatternKind, Value
-from ..ir.passes import register_pass
 from .fuse import op_pattern
+from .manager import register_pass
 
 MATCH_RANGES = (2, 4, 8, 16, 1 << 40)  # the last: any free block, grown to fit
 EXTERNAL = -2

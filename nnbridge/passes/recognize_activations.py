@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from ..ir import Graph, Node, Value
-from ..ir.passes import register_pass
+from .manager import register_pass
 from .rewrite import Uses, remove_dead
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Layout, Node, Value
-from ..ir.passes import register_pass
 from .layouts import image_layout
+from .manager import register_pass
 from .rewrite import Uses, add_const, bypass, remove_dead
 
 

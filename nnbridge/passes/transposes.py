@@ -10,8 +10,8 @@ the pair can meet and cancel (``relu(xᵀ)ᵀ' = relu(x)ᵀᵀ'``).
 from __future__ import annotations
 
 from ..ir import Graph, Node, PatternKind, Value
-from ..ir.passes import register_pass
 from .fuse import op_pattern
+from .manager import register_pass
 from .rewrite import bypass, remove_dead, set_output
 
 

@@ -148,7 +148,7 @@ def _rdu_split(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
 
 
 def _rdu_validate(settings: dict[str, Any]) -> None:
-    from ..backends.rdu.config import CompileOptions, machine_for
+    from ..backends.rdu import CompileOptions, machine_for
     from ..backends.rdu.presets import DEFAULT_PRESET
 
     options, machine = _rdu_split(settings)
@@ -214,7 +214,7 @@ def resolve_model_ref(ref: str, base_dir: Path | None, where: str) -> str:
 def prepared_graph(ref: str, backend: str) -> Graph:
     """The model after the backend's pass pipeline, once per worker process."""
     import nnbridge
-    from nnbridge.ir import run_passes
+    from nnbridge.passes import run_passes
 
     from .. import zoo
     from ..backends import get_backend

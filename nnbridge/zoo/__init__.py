@@ -13,41 +13,48 @@ same corpus to be tested on and nothing needs downloading.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
 
+from ..registry import Registry
 from .builder import OnnxBuilder
 from .large import bert_base, squeezenet11
 from .transformer import llama_decoder, transformer
 
-_BUILDERS: dict[str, Callable[[int], onnx.ModelProto]] = {}
-_DOCS: dict[str, str] = {}
+
+@dataclass(frozen=True)
+class ZooModel:
+    build: Callable[[int], onnx.ModelProto]  # batch size → model
+    doc: str
+
+
+MODELS: Registry[str, ZooModel] = Registry("zoo models")
 
 
 def _register(name: str, doc: str):
     def wrap(fn: Callable[[int], onnx.ModelProto]):
-        _BUILDERS[name] = fn
-        _DOCS[name] = doc
+        MODELS.register(name, ZooModel(fn, doc), origin=f"{fn.__module__}.{fn.__qualname__}")
         return fn
 
     return wrap
 
 
 def names() -> list[str]:
-    return list(_BUILDERS)
+    return list(MODELS)
 
 
 def describe(name: str) -> str:
-    return _DOCS[name]
+    return MODELS[name].doc
 
 
 def build(name: str, batch: int = 1) -> onnx.ModelProto:
-    if name not in _BUILDERS:
+    if name not in MODELS:
         from ..errors import InputError
 
-        raise InputError(f"no zoo model '{name}'; choose from {', '.join(_BUILDERS)}")
-    return _BUILDERS[name](batch)
+        raise InputError(f"no zoo model '{name}'; choose from {', '.join(MODELS)}")
+    return MODELS[name].build(batch)
 
 
 @_register("mlp", "2-layer perceptron 64→32→10 with softmax")

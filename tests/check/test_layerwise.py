@@ -14,11 +14,11 @@ import nnbridge
 def faulty_weight(monkeypatch):
     """Scale one weight by 5 % on the backend side only.
 
-    ``nnbridge.compile`` is the entry every backend run of ``check`` goes through (the
+    ``nnbridge.compiler.compile`` is the entry every backend run of ``check`` goes through (the
     layerwise run included); onnxruntime keeps reading the original model, so the backend
     really computes a different function in that one layer, as a broken kernel would.
     """
-    real = nnbridge.compile
+    real = nnbridge.compiler.compile
 
     def inject(weight: str, factor: float = 1.05) -> None:
         def compile_with_fault(model, backend="reference", **options):
@@ -26,7 +26,7 @@ def faulty_weight(monkeypatch):
             graph.initializers[weight] = graph.initializers[weight] * np.float32(factor)
             return real(graph, backend=backend, **options)
 
-        monkeypatch.setattr(nnbridge, "compile", compile_with_fault)
+        monkeypatch.setattr(nnbridge.compiler, "compile", compile_with_fault)
 
     return inject
 

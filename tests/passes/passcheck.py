@@ -53,7 +53,7 @@ def run_exported(graph: Graph, feeds: dict) -> dict[str, np.ndarray]:
     Much faster than the numpy reference on the big light models."""
     from nnbridge.check import run_onnxruntime
     from nnbridge.converters.onnx import graph_to_model, lowering  # noqa: F401 - registers the exporters
-    from nnbridge.ir import run_passes
+    from nnbridge.passes import run_passes
 
     g = graph.copy()
     run_passes(g, ["layout-nchw", "cancel-transposes"])
@@ -95,3 +95,13 @@ def build(nodes: list[onnx.NodeProto], inputs: dict[str, list], outputs: list[st
 
 def rand(*shape: int, seed: int = 0, low: float = -1.0) -> np.ndarray:
     return np.random.default_rng(seed + len(shape)).uniform(low, 1.0, shape).astype(np.float32)
+
+
+BACKENDS = ("reference", "smv", "rdu")
+
+
+def pipeline_for(backend: str, level: int) -> list:
+    """The pipeline ``backend`` declares for opt level ``level`` (backends own their pipelines)."""
+    from nnbridge.backends import get_backend
+
+    return get_backend(backend).pipeline(level)

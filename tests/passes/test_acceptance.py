@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import onnx
 import pytest
-from passcheck import LIGHT_MODELS, assert_close, count_ops, light_case, light_graph, light_model
+from passcheck import LIGHT_MODELS, assert_close, count_ops, light_case, light_graph, light_model, pipeline_for
 
 import nnbridge
 from nnbridge.check import ort_session
-from nnbridge.ir import Graph, run_passes
+from nnbridge.ir import Graph
+from nnbridge.passes import run_passes
 from nnbridge.passes.fold_constants import fold_limit_bytes
-from nnbridge.passes.pipelines import pipeline_for
 from nnbridge.passes.plan_memory import plan_memory
 
 WEIGHTED = {"Conv": 1, "Gemm": 1}

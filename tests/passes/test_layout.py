@@ -7,7 +7,8 @@ import numpy as np
 from onnx import helper
 from passcheck import assert_close, build, count_ops, model_and_feeds, rand, run
 
-from nnbridge.ir import Layout, run_passes
+from nnbridge.ir import Layout
+from nnbridge.passes import run_passes
 from nnbridge.passes.layout import layout_nhwc
 from nnbridge.passes.transposes import cancel_transposes
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import onnx
 import pytest
 
-from nnbridge.ir import passes as pass_registry
+from nnbridge.passes import PASSES, register_pass
 from nnbridge.zoo import build
 
 
@@ -34,7 +34,7 @@ def test_ir_prints_after_each_pass(resnet_path, cli):
     assert "nnbridge.Fused(" in text
 
 
-def test_debug_passes_names_the_first_pass_that_changed_outputs(resnet_path, monkeypatch, cli):
+def test_debug_passes_names_the_first_pass_that_changed_outputs(resnet_path, cli):
     code, text = cli("check", resnet_path, "--debug-passes", "--opt-level", "3")
     assert code == 0 and "every pass kept the outputs" in text
 
@@ -44,8 +44,11 @@ def test_debug_passes_names_the_first_pass_that_changed_outputs(resnet_path, mon
         graph.set_initializer(value, -value.const)
         return True
 
-    monkeypatch.setitem(pass_registry._PASSES, "sabotage", pass_registry.PassInfo("sabotage", sabotage))
-    code, text = cli("check", resnet_path, "--debug-passes", "--passes", "simplify,sabotage,fuse")
+    register_pass("sabotage")(sabotage)
+    try:
+        code, text = cli("check", resnet_path, "--debug-passes", "--passes", "simplify,sabotage,fuse")
+    finally:
+        PASSES.unregister("sabotage")
     assert code == 1 and "first change of outputs: sabotage" in text
 
 

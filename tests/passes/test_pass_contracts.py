@@ -6,12 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import helper
-from passcheck import assert_close, build, model_and_feeds, rand, run
+from passcheck import BACKENDS, assert_close, build, model_and_feeds, pipeline_for, rand, run
 
 import nnbridge
-from nnbridge.ir import Graph, run_passes
-from nnbridge.ir.passes import available_passes
-from nnbridge.passes.pipelines import PIPELINES, pipeline_for
+from nnbridge.ir import Graph
+from nnbridge.passes import available_passes, run_passes
 
 mk = helper.make_node
 PASSES = sorted(available_passes())
@@ -63,7 +62,7 @@ def test_a_pass_leaves_an_unknown_op_alone(name):
     assert mystery[0].outputs[0].type == _with_unknown_op().values["m"].type
 
 
-@pytest.mark.parametrize("backend", sorted(PIPELINES))
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("level", [0, 1, 2, 3])
 def test_pipelines_name_only_registered_passes(backend, level):
     assert set(pipeline_for(backend, level)) <= set(PASSES)

@@ -9,7 +9,8 @@ from onnx import helper
 from passcheck import assert_close, build, count_ops, model_and_feeds, rand, run
 
 import nnbridge
-from nnbridge.ir import Layout, TensorType, run_passes
+from nnbridge.ir import Layout, TensorType
+from nnbridge.passes import run_passes
 from nnbridge.passes.fold_scale_axis import fold_scale_axis
 from nnbridge.passes.infer_shapes import infer_shapes
 

@@ -12,8 +12,8 @@ import pytest
 
 import nnbridge
 from nnbridge.backends import get_backend
-from nnbridge.ir import PassManager
 from nnbridge.ir.graph import Node, Value
+from nnbridge.passes import PassManager
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.generated_graphs import generated_model  # noqa: E402 - shared with the benchmark

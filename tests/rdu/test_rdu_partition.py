@@ -118,7 +118,7 @@ def test_groups_of_the_generic_fuse_pass_are_inlined_before_partitioning():
     from collections import Counter
 
     from nnbridge.backends.rdu.unfuse import inline_fused
-    from nnbridge.ir import run_passes
+    from nnbridge.passes import run_passes
 
     original = nnbridge.load(build("transformer_tiny"))
     fused = original.copy()

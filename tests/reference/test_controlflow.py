@@ -165,7 +165,7 @@ def _bag_loop(reduce: str) -> object:
 @pytest.fixture
 def bag_fast_path(monkeypatch):
     """Records, per Loop run, whether the bag-reduction fast path computed it."""
-    from nnbridge.backends.reference.kernels import controlflow
+    from nnbridge.kernels.ops import controlflow
 
     taken = []
     original = controlflow._bag_reduction

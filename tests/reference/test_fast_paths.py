@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from single_node import node_model, run_ours
 
-from nnbridge.backends.reference.kernels import fastmath
 from nnbridge.check import run_onnxruntime
+from nnbridge.kernels.ops import fastmath
 
 RNG = np.random.default_rng(5)
 

@@ -87,7 +87,7 @@ def test_inexpressible_models_list_every_offending_node(tmp_path, name, count, o
 def test_graph_after_the_nhwc_layout_pass_converts_too(tmp_path, backend):
     """After the SMV pipeline's layout pass, spatial ops read NHWC values (weights [K, kH, kW, C])."""
     import nnbridge.passes  # noqa: F401 - registers the passes
-    from nnbridge.ir import run_passes
+    from nnbridge.passes import run_passes
 
     model = nnbridge.zoo.build("resnet_tiny")
     graph = load_onnx(model)

@@ -1,8 +1,8 @@
 """SambaNova-style RDU simulator backend (specs/rdu-architecture.md, docs/rdu.md)."""
 
 from .backend import RduBackend, RduExecutable, load_pef
-from .config import CompileOptions, Machine, Tier, machine_for
-from .presets import PRESETS
+from .config import CompileOptions, Machine, Tier
+from .presets import PRESETS, machine_for
 
 BACKEND = RduBackend()
 

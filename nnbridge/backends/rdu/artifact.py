@@ -36,7 +36,7 @@ MAX_MEMBER_BYTES = MAX_ELEMENTS * 8
 
 def write_pef(path: str | os.PathLike, graph: Graph, plan: dict[str, Any]) -> None:
     """Write the artifact atomically (a failed write leaves no partial file)."""
-    from ... import __version__
+    from ...version import __version__
 
     arrays: dict[str, np.ndarray] = {}
     members: dict[str, bytes] = {

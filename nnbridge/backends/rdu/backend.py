@@ -15,14 +15,15 @@ import numpy as np
 
 from ...errors import FormatError
 from ...ir import DType, Graph, Node
+from ...kernels import get_kernel, kernel_op_names
 from ...report import Report
-from ..base import Backend, Executable
+from ..base import CLEAN, FOLD, SCALE, Backend, Executable
 from .artifact import read_pef, write_pef
-from .config import CompileOptions, Machine, machine_for
+from .config import CompileOptions, Machine
 from .functional import FunctionalSim
 from .partition import Section, partition
 from .pipeline_model import Estimate, estimate, samples_per_call
-from .presets import DEFAULT_PRESET
+from .presets import DEFAULT_PRESET, machine_for
 from .unfuse import inline_fused
 
 UNKNOWN_SHAPES = ("{n} tensor(s) have no static shape; their bytes and work are not counted in the estimate "
@@ -100,17 +101,17 @@ class RduBackend(Backend):
     precision = DType.BFLOAT16  # PMUs and section boundaries store bf16 (spec §4)
 
     def unsupported_reason(self, node: Node) -> str | None:
-        from ..reference.registry import get_kernel
-
         spec = get_kernel(node.op, node.domain)
         if spec is None:
             return None if node.op == "Fused" else "no kernel for the functional simulation"
         return spec.unsupported_reason(node)
 
-    def pipeline(self, opt_level: int = 1) -> list[str]:
-        from ...passes.pipelines import pipeline_for
-
-        return pipeline_for("rdu", opt_level)
+    pipelines = {
+        0: ["simplify", "layout-nchw", "cancel-transposes", *CLEAN],
+        1: ["simplify", "layout-nchw", "cancel-transposes", *CLEAN, "fuse"],
+        2: [*FOLD, "simplify", "layout-nchw", "cancel-transposes", *CLEAN, "fuse"],
+        3: [*FOLD, "simplify", *SCALE, "layout-nchw", "cancel-transposes", *CLEAN, "fuse"],
+    }
 
     def compile(self, graph: Graph, mode: str = "o1", preset: str | Machine = DEFAULT_PRESET,
                 batch_size: int = 1, micro_batch: int = 1, **machine_overrides: Any) -> RduExecutable:
@@ -121,6 +122,4 @@ class RduBackend(Backend):
         return RduExecutable(graph, machine, options, sections, samples_per_call(graph))
 
     def supported_ops(self) -> set[str]:
-        from ..reference.backend import BACKEND as REFERENCE
-
-        return REFERENCE.supported_ops()
+        return kernel_op_names()

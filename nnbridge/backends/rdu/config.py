@@ -113,16 +113,3 @@ class CompileOptions:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-
-def machine_for(preset: str | Machine, **overrides: Any) -> Machine:
-    """A preset by name (or a Machine) with parameter overrides applied."""
-    from .presets import PRESETS
-
-    if isinstance(preset, Machine):
-        machine = preset
-    else:
-        key = preset.lower()
-        if key not in PRESETS:
-            raise InputError(f"unknown RDU preset '{preset}'; choose from {', '.join(PRESETS)}")
-        machine = PRESETS[key]
-    return machine.with_overrides(**overrides) if overrides else machine.validated()

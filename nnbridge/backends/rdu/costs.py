@@ -1,10 +1,11 @@
 """Per-operator work and traffic for the performance model: FLOP, weights, activations, buffers.
 
-FLOP convention: 2 per multiply-accumulate (spec §6.1), 1 per elementwise result, a few per
-element for normalisations; data-movement ops (Injective) cost no FLOP but still move bytes
-through PMUs. Buffers are the *tile-sized* double-buffered staging a stage needs for each
-streamed input (spec §5.2 step 2b): a window of rows for convolutions and pools, the whole
-tensor when the op needs random access to it (transposes, the dynamic operand of a MatMul).
+FLOP convention: 2 per multiply-accumulate (spec §6.1), otherwise the op's FLOP per output
+element from the op-traits table (1 for plain elementwise, a few for normalisations);
+data-movement ops (Injective) cost no FLOP but still move bytes through PMUs. Buffers are the
+*tile-sized* double-buffered staging a stage needs for each streamed input (spec §5.2 step 2b):
+a window of rows for convolutions and pools, the whole tensor when the op needs random access
+to it (transposes, the dynamic operand of a MatMul).
 """
 
 from __future__ import annotations
@@ -12,18 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ...ir import Node, PatternKind, Value
-
-#: FLOP per output element for ops that are neither contractions nor plain elementwise.
-_PER_ELEMENT = {
-    "Softmax": 5, "LogSoftmax": 6, "LayerNormalization": 8, "InstanceNormalization": 8,
-    "GroupNormalization": 8, "BatchNormalization": 2, "Gelu": 8, "Erf": 4, "Sigmoid": 4,
-    "Tanh": 4, "Softplus": 3, "Mish": 6, "Swish": 5, "HardSwish": 3, "HardSigmoid": 2,
-    "Elu": 3, "Selu": 3, "Celu": 3, "Exp": 2, "Log": 2, "Sqrt": 2, "Pow": 2, "Div": 1,
-}
-#: ops whose (first) streamed input must be buffered whole, not as a tile
-_WHOLE_INPUT = {"Transpose", "Reorder", "Resize", "Gather", "GatherElements", "GatherND", "Einsum",
-                "DepthToSpace", "SpaceToDepth", "ReverseSequence"}
+from ...ir import Flag, Node, PatternKind, Value, op_traits
 
 
 @dataclass
@@ -92,7 +82,7 @@ def op_cost(node: Node, float_bytes: int) -> OpCost:
         elif v.const is not None:
             cost.weight_bytes += b
         else:
-            whole = node.op in _WHOLE_INPUT or (node.op == "MatMul" and i == 1)
+            whole = Flag.WHOLE_INPUT in op_traits(node.op, node.domain).flags or (node.op == "MatMul" and i == 1)
             cost.inputs.append((v.name, b, 2 * b if whole else tile_bytes(v, b, window)))
     body = node.attrs.get("body") if node.op == "Fused" else None
     if body is not None:
@@ -131,10 +121,10 @@ def _flops(node: Node, out_elems: int) -> float:
             return 2.0 * out_elems * k + (out_elems if op == "Gemm" and node.input(2) is not None else 0)
     if op in ("MaxPool", "AveragePool", "LpPool"):
         return float(out_elems * math.prod(node.attr("kernel_shape") or [1]))
-    schema = node.schema
-    pattern = schema.pattern if schema is not None else PatternKind.OPAQUE
+    traits = op_traits(op, node.domain)
+    pattern = traits.pattern
     if pattern is PatternKind.COMM_REDUCE:
         return float(numel(x) or out_elems)
     if pattern is PatternKind.INJECTIVE:
         return 0.0
-    return float(out_elems * _PER_ELEMENT.get(op, 1))
+    return float(out_elems * traits.flops_per_element)

@@ -12,8 +12,7 @@ from typing import Any
 
 from ...errors import KernelError, NNBridgeError, Unsupported, UnsupportedOpError
 from ...ir import NNBRIDGE_DOMAIN, Graph, Node
-from ..reference.executor import KernelContext, unsupported_nodes
-from ..reference.registry import get_kernel
+from ...kernels import KernelContext, get_kernel, unsupported_nodes
 from .numerics import round_bf16
 
 

@@ -19,7 +19,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ...ir import Graph, Node, PatternKind
+from ...ir import Graph, Node, PatternKind, pattern_kind
 from .config import Machine
 from .costs import op_cost
 
@@ -81,8 +81,7 @@ class Section:
 
 
 def pattern_of(node: Node) -> PatternKind:
-    schema = node.schema
-    return schema.pattern if schema is not None else PatternKind.OPAQUE
+    return pattern_kind(node.op, node.domain)
 
 
 class _Group:

@@ -8,6 +8,9 @@ Only ``flop_per_pcu_per_cycle × clock_ghz`` matters for compute, so an assumed 
 
 from __future__ import annotations
 
+from typing import Any
+
+from ...errors import InputError
 from .config import Machine, Tier
 
 KIB = 1024
@@ -90,3 +93,15 @@ SN40L = Machine(
 
 PRESETS: dict[str, Machine] = {m.name: m for m in (PLASTICINE, SN10, SN40L)}
 DEFAULT_PRESET = "sn40l"
+
+
+def machine_for(preset: str | Machine, **overrides: Any) -> Machine:
+    """A preset by name (or a Machine) with parameter overrides applied."""
+    if isinstance(preset, Machine):
+        machine = preset
+    else:
+        key = preset.lower()
+        if key not in PRESETS:
+            raise InputError(f"unknown RDU preset '{preset}'; choose from {', '.join(PRESETS)}")
+        machine = PRESETS[key]
+    return machine.with_overrides(**overrides) if overrides else machine.validated()

@@ -8,10 +8,9 @@ import numpy as np
 
 from ...errors import UnsupportedOpError
 from ...ir import Graph, Node
+from ...kernels import Plan, get_kernel, kernel_op_names, unsupported_nodes
 from ...report import Report
-from ..base import Backend, Executable
-from .executor import Plan, unsupported_nodes
-from .registry import get_kernel, registered_ops
+from ..base import CLEAN, FOLD, SCALE, Backend, Executable
 
 
 class ReferenceExecutable(Executable):
@@ -43,10 +42,20 @@ class ReferenceBackend(Backend):
             return "no reference kernel"
         return spec.unsupported_reason(node)
 
-    def pipeline(self, opt_level: int = 1) -> list[str]:
-        from ...passes.pipelines import pipeline_for
-
-        return pipeline_for("reference", opt_level)
+    #: numpy runs a fused body op by op, so fusion here serves kernel counting and inspection,
+    #: not speed: it starts at level 2 and level 1 keeps per-node profiles. From level 1 the
+    #: exporters' decomposed GELU and SiLU chains become single ops again (one pass over the
+    #: tensor instead of five) and constants are folded, so weights a model computes from
+    #: constants (onnx's light models fill theirs with ConstantOfShape) are computed once.
+    pipelines = {
+        0: ["simplify", "layout-nchw", "cancel-transposes", *CLEAN],
+        1: [*FOLD, "simplify", "recognize-activations", "layout-nchw", "cancel-transposes", *CLEAN,
+            "plan-memory"],
+        2: [*FOLD, "simplify", "recognize-activations", "layout-nchw", "cancel-transposes", *CLEAN, "fuse",
+            "plan-memory"],
+        3: [*FOLD, "simplify", "recognize-activations", *SCALE, "layout-nchw", "cancel-transposes", *CLEAN,
+            "fuse", "plan-memory"],
+    }
 
     def compile(self, graph: Graph, profile: bool = False, **config: Any) -> ReferenceExecutable:
         bad = unsupported_nodes(graph)
@@ -55,7 +64,7 @@ class ReferenceBackend(Backend):
         return ReferenceExecutable(graph, profile=profile)
 
     def supported_ops(self) -> set[str]:
-        return {op if not domain else f"{domain}.{op}" for (domain, op) in registered_ops()}
+        return kernel_op_names()
 
 
 BACKEND = ReferenceBackend()

@@ -11,10 +11,10 @@ import numpy as np
 
 from ...errors import Unsupported, UnsupportedOpError
 from ...ir import DType, Graph, Node
+from ...kernels import get_kernel
 from ...report import Report
 from ...smaug_runtime import DEVIATIONS_KEY
-from ..base import Backend, Executable
-from ..reference.registry import get_kernel
+from ..base import CLEAN, FOLD, Backend, Executable
 from .config import SmvConfig
 from .cost import LayerCost, cost_cpu_op, cost_plan
 from .cost.cpu import cpu_op_ns
@@ -201,10 +201,16 @@ class SmvBackend(Backend):
             return None
         return _cpu_refusal(FlatNode(node, [], []))
 
-    def pipeline(self, opt_level: int = 1) -> list[str]:
-        from ...passes.pipelines import pipeline_for
-
-        return pipeline_for("smv", opt_level)
+    #: SMV folds constants at every level (its weights must be constants to be stored in SMV
+    #: layouts), keeps BatchNormalization (SMAUG's only bias carrier, specs §4) and does no
+    #: generic fusion (SMAUG fuses activations itself); constants are folded again after the
+    #: NHWC rewrite so weight transposes become stored weights
+    pipelines = {
+        0: [*FOLD, "layout-nhwc", *CLEAN],
+        1: [*FOLD, "layout-nhwc", "cancel-transposes", *CLEAN],
+        2: [*FOLD, "layout-nhwc", "cancel-transposes", *FOLD],
+        3: [*FOLD, "layout-nhwc", "cancel-transposes", *FOLD],
+    }
 
     def compile(self, graph: Graph, config: SmvConfig | str | None = None,
                 progress: Progress | None = None, **options: Any) -> SmvExecutable:

@@ -18,9 +18,8 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ...ir import Layout
+from ...kernels import KernelContext, get_kernel
 from ...passes.layouts import SPATIAL_SLOTS
-from ..reference.executor import KernelContext
-from ..reference.registry import get_kernel
 from . import arithmetic
 from .lowering import Step
 from .numerics import BINARY, activation, avg_pool, batch_norm, fp16, host, max_pool, softmax, store

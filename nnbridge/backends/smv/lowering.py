@@ -18,6 +18,7 @@ from typing import Any
 
 from ...errors import ShapeError
 from ...ir import DType, Layout
+from ...registry import Registry
 from .flatten import FlatGraph, FlatNode
 from .layers import BNLayer, ConvLayer, FCLayer, Layer, PoolLayer, SoftmaxLayer, VectorLayer
 from .tiling.common import ceil_to
@@ -81,13 +82,13 @@ class Lowering:
 
 
 Lowerer = Callable[[FlatNode, Lowering], "Step | str"]
-LOWERERS: dict[str, Lowerer] = {}
+LOWERERS: Registry[str, Lowerer] = Registry("SMV lowerers")
 
 
 def lowers(*ops: str) -> Callable[[Lowerer], Lowerer]:
     def wrap(fn: Lowerer) -> Lowerer:
         for op in ops:
-            LOWERERS[op] = fn
+            LOWERERS.register(op, fn)
         return fn
 
     return wrap

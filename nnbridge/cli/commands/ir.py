@@ -21,8 +21,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ...ir import PassManager
-    from ...ir.passes import available_passes
+    from ...passes import PassManager, available_passes
     from .. import console
 
     if args.list_passes:

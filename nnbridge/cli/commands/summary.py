@@ -25,7 +25,7 @@ The footer lists the fused groups (kernels) and the planned peak activation memo
 def run(args) -> int:
     from rich.table import Table
 
-    from ...ir import run_passes
+    from ...passes import run_passes
     from .. import console
 
     if args.style == "smaug":

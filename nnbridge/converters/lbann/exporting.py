@@ -21,6 +21,7 @@ from google.protobuf.message import Message
 
 from ...ir import Graph, Node, Value
 from ...protos.lbann import layers_pb2, operators_pb2
+from ...registry import Registry
 from .mapping import LBANN_VERSIONS, SINCE_V0104
 
 
@@ -29,13 +30,13 @@ class Inexpressible(Exception):
 
 
 Exporter = Callable[["ExportContext", Node], None]
-EXPORTERS: dict[str, Exporter] = {}
+EXPORTERS: Registry[str, Exporter] = Registry("LBANN exporters")
 
 
 def exporter(*ops: str) -> Callable[[Exporter], Exporter]:
     def wrap(fn: Exporter) -> Exporter:
         for op in ops:
-            EXPORTERS[op] = fn
+            EXPORTERS.register(op, fn)
         return fn
 
     return wrap

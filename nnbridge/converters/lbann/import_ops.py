@@ -2,7 +2,7 @@
 
 An importer is ``fn(ctx, layer, params, inputs) -> [Tensor, …]`` where ``params``
 is the layer-type message and each ``Tensor`` carries per-sample dims (no batch
-dim); ``ctx`` (reader.ImportContext) emits nodes and reads the layer's weights
+dim); ``ctx`` (import_context.ImportContext) emits nodes and reads the layer's weights
 in LBANN's matrix layouts. The last node of a layer is emitted with
 ``final=True`` so its output keeps the layer's name.
 """
@@ -17,17 +17,18 @@ import numpy as np
 from ...errors import FormatError, ShapeError, Unsupported, UnsupportedOpError
 from ...ir import DType
 from ...protos.lbann import operators_pb2
+from ...registry import Registry
+from .import_context import ImportContext, Tensor
 from .mapping import BINARY, COMPOSITE, CONSTANT_OPS, UNARY
-from .reader import ImportContext, Tensor
 
 Importer = Callable[..., list[Tensor]]
-IMPORTERS: dict[str, Importer] = {}
+IMPORTERS: Registry[str, Importer] = Registry("LBANN importers")
 
 
 def importer(*kinds: str) -> Callable[[Importer], Importer]:
     def wrap(fn: Importer) -> Importer:
         for kind in kinds:
-            IMPORTERS[kind] = fn
+            IMPORTERS.register(kind, fn)
         return fn
 
     return wrap

@@ -17,74 +17,16 @@ from __future__ import annotations
 import heapq
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ...errors import FormatError, InputError, ShapeError, Unsupported, UnsupportedOpError
-from ...ir import DType, Graph, Layout, TensorType, Value
+from ...ir import DType, Graph
 from ...protos.lbann import lbann_pb2
 from . import legacy, textio
+from .import_context import ImportContext, Tensor
+from .import_ops import IMPORTERS
 from .mapping import TRAINING_ONLY
-from .weights import WeightSpec, read_matrix
-
-
-@dataclass
-class Tensor:
-    """A layer output during import: its IR value and its per-sample dims."""
-
-    value: Value
-    dims: tuple[int, ...]
-
-
-class ImportContext:
-    """What a layer importer may use: node emission, constants, the layer's weights."""
-
-    def __init__(self, graph: Graph, batch: int, weights: dict[str, Any], base_dir: Path, source: str):
-        self.graph = graph
-        self.batch = batch
-        self._weights = weights
-        self.base_dir = base_dir
-        self.source = source
-        self.layer: Any = None  # the layer being imported
-
-    def type_of(self, dims: Sequence[int], dtype: DType = DType.FLOAT32) -> TensorType:
-        shape = (self.batch, *dims)
-        return TensorType(dtype, shape, Layout.default_for_rank(len(shape)))
-
-    def emit(self, op: str, inputs: Sequence[Tensor | Value | None], dims: Sequence[int],
-             attrs: dict[str, Any] | None = None, *, final: bool = False, dtype: DType = DType.FLOAT32) -> Tensor:
-        """One IR node; ``final`` names its output after the layer (the layer's result)."""
-        name = self.layer.name
-        out = self.graph.add_value(name, self.type_of(dims, dtype), exact=True) if final else \
-            self.graph.add_value(f"{name}_{op.lower()}", self.type_of(dims, dtype))
-        ins = [i.value if isinstance(i, Tensor) else i for i in inputs]
-        self.graph.add_node(op, ins, [out], attrs or {}, name=name)
-        return Tensor(out, tuple(int(d) for d in dims))
-
-    def const(self, array: np.ndarray, hint: str) -> Value:
-        return self.graph.add_initializer(f"{self.layer.name}_{hint}", np.asarray(array))
-
-    def ints(self, values: Sequence[int], hint: str) -> Value:
-        return self.const(np.asarray(values, dtype=np.int64), hint)
-
-    def where(self) -> str:
-        return f"{self.source}: layer '{self.layer.name}'"
-
-    def weights(self, slot: int, suffix: str, height: int, width: int = 1,
-                fans: tuple[int, int] = (1, 1), default: str = "he_normal") -> np.ndarray:
-        """Matrix ``slot`` of the current layer (its ``weights:`` name, else LBANN's default name)."""
-        names = list(self.layer.weights)
-        if slot < len(names):
-            name = names[slot]
-            if name not in self._weights:
-                raise FormatError(f"{self.where()} uses weights '{name}', which the model does not define")
-        else:
-            name = f"{self.layer.name}_{suffix}"
-        spec = WeightSpec(name, int(height), int(width), fans, default)
-        return read_matrix(self._weights.get(name), spec, self.base_dir, self.source)
 
 
 def read_prototext(path: str | os.PathLike, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
@@ -103,8 +45,6 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
                 input_shapes: Mapping[str, Sequence[int]] | None = None, batch_size: int | None = None,
                 header: textio.Header | None = None, name: str = "lbann") -> Graph:
     """An Era C ``LbannPB`` message → IR graph (also used by ``nnbridge.lbann``)."""
-    from .import_ops import IMPORTERS
-
     header = header or textio.Header()
     layers = list(pb.model.layer)
     by_name = _check_names(layers, source)

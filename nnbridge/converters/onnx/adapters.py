@@ -21,6 +21,8 @@ import onnx
 import onnx.version_converter
 from onnx import NodeProto, TensorProto, helper, numpy_helper
 
+from ...registry import Registry
+
 #: value name → rank, from shape inference at the model's own opset (may be partial)
 Ranks = dict[str, int]
 AdaptFn = Callable[[NodeProto, "AdaptContext"], "str | None"]
@@ -65,19 +67,20 @@ class Adapter:
     fn: AdaptFn
 
 
-_ADAPTERS: list[Adapter] = []
+#: (op, first since-version) → adapter; ranges of one op must not overlap
+ADAPTERS: Registry[tuple[str, int], Adapter] = Registry("ONNX opset adapters")
 
 
 def adapter(op: str, first: int, last: int) -> Callable[[AdaptFn], AdaptFn]:
     def wrap(fn: AdaptFn) -> AdaptFn:
-        _ADAPTERS.append(Adapter(op, first, last, fn))
+        ADAPTERS.register((op, first), Adapter(op, first, last, fn), origin=f"{fn.__module__}.{fn.__qualname__}")
         return fn
 
     return wrap
 
 
 def find_adapter(op: str, since_version: int) -> Adapter | None:
-    for a in _ADAPTERS:
+    for a in ADAPTERS.values():
         if a.op == op and a.first <= since_version <= a.last:
             return a
     return None

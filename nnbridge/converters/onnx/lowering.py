@@ -12,7 +12,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ...ir import Node
-from .writer import _EXPORTERS, ProtoBuilder, register_exporter
+from .writer import EXPORTERS, ProtoBuilder, register_exporter
 
 
 @register_exporter("Reorder")
@@ -36,7 +36,7 @@ def export_fused(node: Node, builder: ProtoBuilder) -> list[onnx.NodeProto]:
     rename.update({inner.name: outer.name for inner, outer in zip(body.outputs, node.outputs)})
     protos: list[onnx.NodeProto] = []
     for inner in body.nodes:
-        exporter = _EXPORTERS.get((inner.domain, inner.op))
+        exporter = EXPORTERS.get((inner.domain, inner.op))
         protos.extend(exporter(inner, builder) if exporter else [builder.node_proto(inner)])
     for proto in protos:
         proto.input[:] = [rename.get(n, n) for n in proto.input]

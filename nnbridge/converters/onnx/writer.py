@@ -23,6 +23,7 @@ from onnx import AttributeProto, ModelProto, TensorProto, helper, numpy_helper
 
 from ...errors import FormatError
 from ...ir import IR_OPSET, NNBRIDGE_DOMAIN, Graph, Node, TensorType, TypeKind
+from ...registry import Registry
 
 #: ONNX IR version written: the newest that onnxruntime 1.31 reads.
 ONNX_IR_VERSION = 10
@@ -30,12 +31,12 @@ _TWO_GB = 2**31 - 1
 
 #: (domain, op) → function returning the standard nodes that replace an IR node.
 Exporter = Callable[[Node, "ProtoBuilder"], list[onnx.NodeProto]]
-_EXPORTERS: dict[tuple[str, str], Exporter] = {}
+EXPORTERS: Registry[tuple[str, str], Exporter] = Registry("ONNX exporters")
 
 
 def register_exporter(op: str, domain: str = NNBRIDGE_DOMAIN) -> Callable[[Exporter], Exporter]:
     def wrap(fn: Exporter) -> Exporter:
-        _EXPORTERS[(domain, op)] = fn
+        EXPORTERS.register((domain, op), fn)
         return fn
 
     return wrap
@@ -73,7 +74,7 @@ class ProtoBuilder:
         g = self.graph
         nodes: list[onnx.NodeProto] = []
         for node in g.nodes:
-            exporter = _EXPORTERS.get((node.domain, node.op))
+            exporter = EXPORTERS.get((node.domain, node.op))
             if exporter is not None:
                 nodes.extend(exporter(node, self))
             else:

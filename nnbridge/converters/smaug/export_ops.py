@@ -1,6 +1,6 @@
 """IR (ONNX semantics) → SMAUG ops, one function per IR op, in ``EXPORTERS``.
 
-Each function emits through the :class:`~.writer.Exporter` and raises
+Each function emits through the :class:`~.exporter.Exporter` and raises
 ``Inexpressible(reason)`` for what SMAUG cannot compute faithfully; the writer
 collects every such node into one error. The runtime quirks of the spec (§9) are
 honoured here: activations are fused only into Conv/InnerProduct/BatchNorm with
@@ -20,13 +20,14 @@ from ...errors import ShapeError
 from ...ir import Layout, Node, Value
 from ...protos.smaug import smaug_node_pb2 as npb
 from ...protos.smaug import smaug_types_pb2 as pb
+from ...registry import Registry
 from ...smaug_runtime import ALIGN, padded
 from . import layouts
+from .exporter import SMV_TILER, Exporter, Inexpressible, Ref
 from .import_ops import RUNTIME_DEFAULTS
-from .writer import SMV_TILER, Exporter, Inexpressible, Ref
 
 ExportFn = Callable[[Exporter, Node], None]
-EXPORTERS: dict[tuple[str, str], ExportFn] = {}
+EXPORTERS: Registry[tuple[str, str], ExportFn] = Registry("SMAUG exporters")
 
 #: SMV Softmax tiles only along N: one padded row must fit (quirk Q12).
 SMV_SOFTMAX_MAX_ROW = 16384
@@ -35,7 +36,7 @@ SMV_SOFTMAX_MAX_ROW = 16384
 def exporter(*ops: str, domain: str = "") -> Callable[[ExportFn], ExportFn]:
     def wrap(fn: ExportFn) -> ExportFn:
         for op in ops:
-            EXPORTERS[(domain, op)] = fn
+            EXPORTERS.register((domain, op), fn)
         return fn
 
     return wrap

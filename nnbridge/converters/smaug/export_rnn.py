@@ -13,7 +13,7 @@ from ...ir import Layout, Node
 from ...protos.smaug import smaug_types_pb2 as pb
 from . import layouts
 from .export_ops import affine_node, const_input, define, exporter, row_tail
-from .writer import Exporter, Inexpressible, Ref
+from .exporter import Exporter, Inexpressible, Ref
 
 
 def inner_product(ex: Exporter, x: Ref, weight: np.ndarray, request: str) -> Ref:

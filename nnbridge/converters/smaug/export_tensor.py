@@ -10,7 +10,7 @@ from ...ir import Layout, Node, Value
 from ...protos.smaug import smaug_types_pb2 as pb
 from . import layouts
 from .export_ops import const_input, define, exporter, int_list, out_dims, same_layout_ref, zero_pad
-from .writer import Exporter, Inexpressible
+from .exporter import Exporter, Inexpressible
 
 
 # -- tensor ops --------------------------------------------------------------------------------

@@ -16,9 +16,10 @@ from ...errors import FormatError
 from ...ir import DType, Layout, TensorType, Value
 from ...protos.smaug import smaug_node_pb2 as npb
 from ...protos.smaug import smaug_types_pb2 as pb
+from ...registry import Registry
 from . import layouts
+from .importer import Importer
 from .naming import output_name
-from .reader import Importer
 
 #: The runtime's BatchNorm epsilon (var′ is precomputed with it).
 BN_EPSILON = 1e-5
@@ -29,13 +30,13 @@ ImportFn = Callable[[Importer, npb.NodeProto], None]
 class Unimportable(Exception):
     """Raised by an op importer: this node cannot become IR (the reason is reported with the op)."""
 
-IMPORTERS: dict[int, ImportFn] = {}
+IMPORTERS: Registry[int, ImportFn] = Registry("SMAUG importers")
 
 
 def importer(*ops: int) -> Callable[[ImportFn], ImportFn]:
     def wrap(fn: ImportFn) -> ImportFn:
         for op in ops:
-            IMPORTERS[op] = fn
+            IMPORTERS.register(op, fn)
         return fn
 
     return wrap

@@ -1,0 +1,71 @@
+"""What an LBANN layer importer (``import_ops``) works with: :class:`ImportContext` emits IR
+nodes and reads the layer's weights; :class:`Tensor` is one layer output with per-sample dims."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import FormatError
+from ...ir import DType, Graph, Layout, TensorType, Value
+from .weights import WeightSpec, read_matrix
+
+
+@dataclass
+class Tensor:
+    """A layer output during import: its IR value and its per-sample dims."""
+
+    value: Value
+    dims: tuple[int, ...]
+
+
+class ImportContext:
+    """What a layer importer may use: node emission, constants, the layer's weights."""
+
+    def __init__(self, graph: Graph, batch: int, weights: dict[str, Any], base_dir: Path, source: str):
+        self.graph = graph
+        self.batch = batch
+        self._weights = weights
+        self.base_dir = base_dir
+        self.source = source
+        self.layer: Any = None  # the layer being imported
+
+    def type_of(self, dims: Sequence[int], dtype: DType = DType.FLOAT32) -> TensorType:
+        shape = (self.batch, *dims)
+        return TensorType(dtype, shape, Layout.default_for_rank(len(shape)))
+
+    def emit(self, op: str, inputs: Sequence[Tensor | Value | None], dims: Sequence[int],
+             attrs: dict[str, Any] | None = None, *, final: bool = False, dtype: DType = DType.FLOAT32) -> Tensor:
+        """One IR node; ``final`` names its output after the layer (the layer's result)."""
+        name = self.layer.name
+        out = self.graph.add_value(name, self.type_of(dims, dtype), exact=True) if final else \
+            self.graph.add_value(f"{name}_{op.lower()}", self.type_of(dims, dtype))
+        ins = [i.value if isinstance(i, Tensor) else i for i in inputs]
+        self.graph.add_node(op, ins, [out], attrs or {}, name=name)
+        return Tensor(out, tuple(int(d) for d in dims))
+
+    def const(self, array: np.ndarray, hint: str) -> Value:
+        return self.graph.add_initializer(f"{self.layer.name}_{hint}", np.asarray(array))
+
+    def ints(self, values: Sequence[int], hint: str) -> Value:
+        return self.const(np.asarray(values, dtype=np.int64), hint)
+
+    def where(self) -> str:
+        return f"{self.source}: layer '{self.layer.name}'"
+
+    def weights(self, slot: int, suffix: str, height: int, width: int = 1,
+                fans: tuple[int, int] = (1, 1), default: str = "he_normal") -> np.ndarray:
+        """Matrix ``slot`` of the current layer (its ``weights:`` name, else LBANN's default name)."""
+        names = list(self.layer.weights)
+        if slot < len(names):
+            name = names[slot]
+            if name not in self._weights:
+                raise FormatError(f"{self.where()} uses weights '{name}', which the model does not define")
+        else:
+            name = f"{self.layer.name}_{suffix}"
+        spec = WeightSpec(name, int(height), int(width), fans, default)
+        return read_matrix(self._weights.get(name), spec, self.base_dir, self.source)

@@ -1,0 +1,134 @@
+"""Runs an IR graph with the registered numpy kernels (the evaluator of the kernel layer).
+
+Compilation turns the graph into a flat list of steps once (kernel, context,
+input and output names, and which values die after the step) so that a run is a
+tight loop; dead intermediates are dropped to keep peak memory low.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections import ChainMap
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import KernelError, NNBridgeError, Unsupported, UnsupportedOpError
+from ..ir import Graph, Node
+from .registry import KernelSpec, get_kernel
+
+
+class KernelContext:
+    """What a kernel may know besides its inputs: the node, attributes, subgraph runner."""
+
+    __slots__ = ("node", "env", "_attrs")
+
+    def __init__(self, node: Node):
+        self.node = node
+        self.env: Mapping[str, Any] = {}
+        self._attrs: dict[str, Any] = {}
+
+    def attr(self, name: str, default: Any = None) -> Any:
+        if name not in self._attrs:
+            self._attrs[name] = self.node.attr(name, default)
+        value = self._attrs[name]
+        return default if value is None else value
+
+    def run_graph(self, graph: Graph, feeds: Mapping[str, Any]) -> list[Any]:
+        """Run a subgraph (If/Loop/Scan bodies); it sees this node's environment."""
+        plan = compiled_plan(graph)
+        return plan.execute(feeds, outer=self.env)
+
+
+@dataclass
+class Step:
+    spec: KernelSpec
+    ctx: KernelContext
+    inputs: list[str | None]
+    outputs: list[str]
+    release: list[str]  # values no longer needed after this step
+
+
+def unsupported_nodes(graph: Graph) -> list[Unsupported]:
+    """Every node (subgraphs included) that no kernel can run."""
+    bad: list[Unsupported] = []
+    for node in graph.walk():
+        spec = get_kernel(node.op, node.domain)
+        if spec is None:
+            bad.append(Unsupported(node.op, node.name, "no reference kernel", node.domain))
+            continue
+        try:
+            reason = spec.unsupported_reason(node)
+        except Exception as exc:  # a check must never crash compilation
+            reason = f"cannot check ({exc})"
+        if reason:
+            bad.append(Unsupported(node.op, node.name, reason, node.domain))
+    return bad
+
+
+class Plan:
+    def __init__(self, graph: Graph, profile: bool = False):
+        self.graph = graph
+        self.profile = profile
+        self.timings: list[tuple[Node, float]] = []
+        nodes = graph.nodes
+        keep = {v.name for v in graph.outputs}
+        last_use: dict[str, int] = {}
+        for i, node in enumerate(nodes):
+            for v in list(node.inputs) + node.captured():
+                if v is not None:
+                    last_use[v.name] = i
+        self.steps: list[Step] = []
+        local = {v.name for v in graph.inputs} | {o.name for n in nodes for o in n.outputs}
+        for i, node in enumerate(nodes):
+            spec = get_kernel(node.op, node.domain)
+            if spec is None:
+                raise UnsupportedOpError("reference backend", [Unsupported(node.op, node.name, "no reference kernel")])
+            release = [
+                name for name in {v.name for v in node.inputs if v is not None}
+                if last_use.get(name) == i and name not in keep and name in local
+            ]
+            release += [o.name for o in node.outputs if o.name not in last_use and o.name not in keep]
+            self.steps.append(Step(spec, KernelContext(node),
+                                   [v.name if v is not None else None for v in node.inputs],
+                                   [o.name for o in node.outputs], release))
+
+    def execute(self, feeds: Mapping[str, Any], outer: Mapping[str, Any] | None = None) -> list[Any]:
+        local: dict[str, Any] = dict(self.graph.initializers)
+        local.update(feeds)
+        env: MutableMapping[str, Any] = ChainMap(local, outer) if outer is not None else local
+        for step in self.steps:
+            args = [env[name] if name is not None else None for name in step.inputs]
+            step.ctx.env = env
+            start = time.perf_counter() if self.profile else 0.0
+            try:
+                result = step.spec.fn(step.ctx, *args)
+            except NNBridgeError:
+                raise
+            except Exception as exc:
+                node = step.ctx.node
+                raise KernelError(f"node '{node.name}' ({node.op}) failed: {type(exc).__name__}: {exc}") from exc
+            if self.profile:
+                self.timings.append((step.ctx.node, time.perf_counter() - start))
+            if not isinstance(result, tuple):  # a tuple is several outputs; a list is a sequence
+                result = (result,)
+            for name, value in zip(step.outputs, result):
+                local[name] = value
+            for name in step.release:
+                local.pop(name, None)
+        try:
+            return [env[v.name] for v in self.graph.outputs]
+        except KeyError as exc:
+            raise KernelError(f"graph '{self.graph.name}': output {exc} was never computed") from None
+
+
+_PLANS: weakref.WeakKeyDictionary[Graph, Plan] = weakref.WeakKeyDictionary()
+
+
+def compiled_plan(graph: Graph) -> Plan:
+    """Plans of subgraphs are built once and reused across iterations."""
+    plan = _PLANS.get(graph)
+    if plan is None:
+        plan = _PLANS[graph] = Plan(graph)
+    return plan

@@ -1,0 +1,60 @@
+"""Small helpers shared by the tensor, math and reduction kernels: dtype checks of
+any input, constant inputs seen at compile time, axis normalisation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from ...ir import DType, Node
+from ...ir.dtypes import FLOAT_TYPES, INT_TYPES
+
+CheckFn = Callable[[Node], "str | None"]
+
+FLOATS = FLOAT_TYPES
+INTS = INT_TYPES
+SIGNED_INTS = frozenset({DType.INT8, DType.INT16, DType.INT32, DType.INT64})
+NUMERIC = FLOAT_TYPES | INT_TYPES
+
+
+def input_dtype(node: Node, index: int) -> DType | None:
+    value = node.input(index)
+    return None if value is None else value.type.dtype
+
+
+def dtypes_of(index: int, allowed: Iterable[DType], what: str = "") -> CheckFn:
+    """A check refusing nodes whose input ``index`` has a dtype outside ``allowed``."""
+    allowed = frozenset(allowed)
+
+    def check(node: Node) -> str | None:
+        dtype = input_dtype(node, index)
+        if dtype is not None and dtype not in allowed:
+            return f"dtype {dtype.short} of {what or f'input {index}'} is not implemented"
+        return None
+
+    return check
+
+
+def const_input(node: Node, index: int) -> np.ndarray | None:
+    value = node.input(index)
+    return None if value is None else value.const
+
+
+def axis_of(axis: int, rank: int) -> int:
+    """A possibly negative axis as a non-negative index (bounds-checked)."""
+    if not -rank <= axis < max(rank, 1):
+        raise ValueError(f"axis {axis} is out of range for rank {rank}")
+    return axis + rank if axis < 0 else axis
+
+
+def axes_of(axes: Iterable[int], rank: int) -> tuple[int, ...]:
+    return tuple(axis_of(int(a), rank) for a in axes)
+
+
+def ints(values: np.ndarray | Iterable[int] | None) -> list[int]:
+    """An int64 tensor input or an ints attribute as a Python list."""
+    if values is None:
+        return []
+    return [int(v) for v in np.asarray(values).reshape(-1)]

@@ -1,0 +1,97 @@
+"""Shared helpers of the windowed kernels (conv, pooling): padding rules and strided window views.
+
+A window view is a zero-copy ``as_strided`` view of a padded ``(N, C, *spatial)``
+array with shape ``(N, C, *out, *kernel)``; kernels reduce or matmul over it, so
+no kernel ever loops over pixels.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ...ir import DType, Node
+
+FLOATS = frozenset({DType.FLOAT16, DType.FLOAT32, DType.FLOAT64})
+WITH_BF16 = FLOATS | {DType.BFLOAT16}  # for kernels that always compute through compute_dtype
+_BF16 = DType.BFLOAT16.numpy
+AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def compute_dtype(dtype: np.dtype) -> np.dtype:
+    """fp16/bf16 are computed in fp32 (numpy has no fast or exact BLAS for them); others as they are."""
+    return np.dtype(np.float32) if dtype == np.float16 or dtype == _BF16 else np.dtype(dtype)
+
+
+def window_extent(kernel: int, dilation: int) -> int:
+    return (kernel - 1) * dilation + 1
+
+
+def resolve_pads(auto_pad: str, sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+                 dilations: Sequence[int], pads: Sequence[int] | None) -> tuple[list[int], list[int]]:
+    """(pads_begin, pads_end) for each spatial axis under ONNX's ``auto_pad`` rules."""
+    rank = len(sizes)
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        begin, end = [], []
+        for size, k, s, d in zip(sizes, kernel, strides, dilations):
+            out = -(-size // s)
+            total = max(0, (out - 1) * s + window_extent(k, d) - size)
+            small = total // 2
+            begin.append(small if auto_pad == "SAME_UPPER" else total - small)
+            end.append(total - begin[-1])
+        return begin, end
+    if auto_pad == "VALID" or not pads:
+        return [0] * rank, [0] * rank
+    return list(pads[:rank]), list(pads[rank:])
+
+
+def output_sizes(sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
+                 begin: Sequence[int], end: Sequence[int], ceil_mode: bool = False) -> list[int]:
+    """Output length per axis; in ceil mode a last window that would start in the end padding is dropped."""
+    out = []
+    for size, k, s, d, b, e in zip(sizes, kernel, strides, dilations, begin, end):
+        span = size + b + e - window_extent(k, d)
+        n = (-(-span // s) if ceil_mode else span // s) + 1
+        if ceil_mode and (n - 1) * s >= size + b:
+            n -= 1
+        out.append(max(n, 0))
+    return out
+
+
+def pad_spatial(x: np.ndarray, begin: Sequence[int], end: Sequence[int], value: float = 0) -> np.ndarray:
+    """Pad the trailing spatial axes (negative pads crop)."""
+    if not any(begin) and not any(end):
+        return x
+    lead = x.ndim - len(begin)
+    crop = tuple(slice(None) for _ in range(lead)) + tuple(
+        slice(max(-b, 0), x.shape[lead + i] - max(-e, 0)) for i, (b, e) in enumerate(zip(begin, end)))
+    x = x[crop]
+    widths = [(0, 0)] * lead + [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
+    if not any(w for pair in widths for w in pair):
+        return x
+    return np.pad(x, widths, mode="constant", constant_values=value)
+
+
+def windows(xp: np.ndarray, out: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+            dilations: Sequence[int]) -> np.ndarray:
+    """Read-only view ``(*lead, *out, *kernel)`` of the padded array ``xp`` (spatial axes last)."""
+    rank = len(kernel)
+    lead = xp.ndim - rank
+    st = xp.strides
+    shape = tuple(xp.shape[:lead]) + tuple(out) + tuple(kernel)
+    strides_ = tuple(st[:lead]) + tuple(st[lead + i] * strides[i] for i in range(rank)) + tuple(
+        st[lead + i] * dilations[i] for i in range(rank))
+    return np.lib.stride_tricks.as_strided(xp, shape=shape, strides=strides_, writeable=False)
+
+
+def check_auto_pad(node: Node) -> str | None:
+    auto_pad = node.attr("auto_pad", "NOTSET")
+    if auto_pad not in AUTO_PADS:
+        return f"auto_pad={auto_pad} is not implemented"
+    return None
+
+
+def prod(values: Sequence[int]) -> int:
+    return math.prod(values)

@@ -1,0 +1,191 @@
+"""Activations: the Relu family, sigmoid-like curves, Gelu/Erf, Shrink and Clip.
+
+Each activation is one vectorized expression evaluated in the input precision
+(fp16 in fp32) and cast back. float32 erf/GELU/sigmoid go through the chunked
+curves of ``fastmath``; float64 ``erf`` is computed from its power series
+(small |x|) and the continued fraction of erfc (large |x|).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ir.dtypes import INT_TYPES
+from ..registry import kernel
+from ._windows import FLOATS, WITH_BF16, compute_dtype
+from .fastmath import erf32, gelu32, sigmoid32, silu32
+
+_SQRT_PI = math.sqrt(math.pi)
+_CF_DEPTH = 50  # continued-fraction terms: enough for 1e-15 at |x| >= 2
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """Error function in float64 (|error| < 1e-15 vs math.erf)."""
+    x = np.asarray(x, dtype=np.float64)
+    out = np.empty_like(x)
+    mag = np.abs(x)
+    small = mag < 2.0
+    xs = x[small]
+    if xs.size:
+        # erf(x) = 2x/sqrt(pi) exp(-x^2) sum_n (2x^2)^n / (1*3*...*(2n+1)): positive terms, no cancellation
+        t = 2 * xs * xs
+        term = np.ones_like(xs)
+        total = np.ones_like(xs)
+        n = 0
+        while True:
+            for _ in range(8):  # test convergence every few terms only: the test costs as much as a term
+                n += 1
+                term *= t
+                term /= 2 * n + 1
+                total += term
+            if np.all(term <= 1e-17 * total):
+                break
+        out[small] = 2 / _SQRT_PI * xs * np.exp(-xs * xs) * total
+    xl = mag[~small]
+    if xl.size:
+        # erfc(x) = exp(-x^2)/sqrt(pi) / (x + (1/2)/(x + 1/(x + (3/2)/(x + ...)))), evaluated bottom-up
+        frac = xl.copy()
+        for k in range(_CF_DEPTH, 0, -1):
+            frac = xl + (k / 2) / frac
+        erfc = np.exp(-xl * xl) / _SQRT_PI / frac
+        out[~small] = np.sign(x[~small]) * (1 - erfc)
+    return out
+
+
+def _activation(op: str, dtypes=WITH_BF16):
+    """Register ``fn(ctx, x_in_compute_dtype) -> y`` with the dtype round trip done once here."""
+
+    def wrap(fn):
+        def run(ctx, x):
+            return np.asarray(fn(ctx, x.astype(compute_dtype(x.dtype), copy=False))).astype(x.dtype, copy=False)
+
+        kernel(op, dtypes=dtypes)(run)
+        return fn
+
+    return wrap
+
+
+def _f(ctx, x, name: str, default: float):
+    return x.dtype.type(ctx.attr(name, default))
+
+
+@_activation("LeakyRelu")
+def leaky_relu(ctx, x):
+    return np.where(x >= 0, x, x * _f(ctx, x, "alpha", 0.01))
+
+
+@_activation("Elu")
+def elu(ctx, x):
+    return np.where(x > 0, x, _f(ctx, x, "alpha", 1.0) * np.expm1(np.minimum(x, 0)))
+
+
+@_activation("Selu")
+def selu(ctx, x):
+    alpha = _f(ctx, x, "alpha", 1.67326319217681884765625)
+    gamma = _f(ctx, x, "gamma", 1.05070102214813232421875)
+    return gamma * np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
+
+
+@_activation("Celu")
+def celu(ctx, x):
+    alpha = _f(ctx, x, "alpha", 1.0)
+    return np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(np.minimum(x, 0) / alpha))
+
+
+@_activation("HardSigmoid")
+def hard_sigmoid(ctx, x):
+    return np.clip(_f(ctx, x, "alpha", 0.2) * x + _f(ctx, x, "beta", 0.5), 0, 1)
+
+
+@_activation("HardSwish")
+def hard_swish(ctx, x):
+    return x * np.clip(x / x.dtype.type(6) + x.dtype.type(0.5), 0, 1)
+
+
+@_activation("Softplus")
+def softplus(ctx, x):
+    return np.logaddexp(x.dtype.type(0), x)
+
+
+@_activation("Softsign")
+def softsign(ctx, x):
+    return x / (1 + np.abs(x))
+
+
+@_activation("Mish")
+def mish(ctx, x):
+    return x * np.tanh(np.logaddexp(x.dtype.type(0), x))
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    if x.dtype == np.float32:
+        return sigmoid32(x)
+    e = np.exp(-np.abs(x))  # exp of a non-positive number never overflows
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+@_activation("Sigmoid", dtypes=FLOATS)
+def sigmoid_kernel(ctx, x):
+    return sigmoid(x)
+
+
+@_activation("Swish")
+def swish(ctx, x):
+    alpha = _f(ctx, x, "alpha", 1.0)
+    if alpha == 1 and x.dtype == np.float32:
+        return silu32(x)
+    return x * sigmoid(alpha * x)
+
+
+@_activation("ThresholdedRelu")
+def thresholded_relu(ctx, x):
+    return np.where(x > _f(ctx, x, "alpha", 1.0), x, 0)
+
+
+@_activation("Erf")
+def erf_kernel(ctx, x):
+    return erf32(x) if x.dtype == np.float32 else erf(x)
+
+
+def _check_gelu(node) -> str | None:
+    approx = node.attr("approximate", "none")
+    return None if approx in ("none", "tanh") else f"approximate={approx} is not implemented"
+
+
+@kernel("Gelu", dtypes=FLOATS, check=_check_gelu)
+def gelu(ctx, x):
+    dt = compute_dtype(x.dtype)
+    xc = x.astype(dt, copy=False)
+    if ctx.attr("approximate", "none") == "tanh":
+        inner = dt.type(math.sqrt(2 / math.pi)) * (xc + dt.type(0.044715) * xc * xc * xc)
+        y = dt.type(0.5) * xc * (1 + np.tanh(inner))
+    elif dt == np.float32:
+        y = gelu32(xc)
+    else:
+        y = 0.5 * xc * (1 + erf(xc / math.sqrt(2)))
+    return y.astype(x.dtype, copy=False)
+
+
+@kernel("PRelu", dtypes=FLOATS | {t for t in INT_TYPES})
+def prelu(ctx, x, slope):
+    return np.where(x >= 0, x, x * slope.astype(x.dtype, copy=False)).astype(x.dtype, copy=False)
+
+
+@kernel("Shrink", dtypes=FLOATS | INT_TYPES)
+def shrink(ctx, x):
+    bias, lambd = float(ctx.attr("bias", 0.0)), float(ctx.attr("lambd", 0.5))
+    xf = x.astype(np.float64)
+    y = np.where(xf < -lambd, xf + bias, np.where(xf > lambd, xf - bias, 0))
+    return y.astype(x.dtype)
+
+
+@kernel("Clip", dtypes=FLOATS | INT_TYPES)
+def clip(ctx, x, low=None, high=None):
+    y = x
+    if low is not None:
+        y = np.maximum(y, np.asarray(low).astype(x.dtype))
+    if high is not None:
+        y = np.minimum(y, np.asarray(high).astype(x.dtype))
+    return x.copy() if y is x else np.asarray(y, dtype=x.dtype)

@@ -1,0 +1,173 @@
+"""If, Loop and Scan: subgraphs run through ``ctx.run_graph`` (which sees the outer values).
+
+Each body is compiled once (the executor caches plans per subgraph) and only the
+per-iteration feeds change, so a loop costs one plan execution per trip.
+Per-iteration scan outputs are collected in lists and stacked once at the end.
+
+One loop shape is computed without iterating: the "bag reduction" that
+``torch.onnx.export`` writes for ``nn.EmbeddingBag`` (trip ``i`` slices
+``ids[starts[i]:ends[i]]``, gathers those rows of a table and reduces them over
+axis 0). It becomes one gather and one segmented reduction (``ufunc.reduceat``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...errors import KernelError
+from ...ir import Graph, Value
+from ..registry import kernel
+
+
+def _empty_stack(value: Value, axis: int = 0) -> np.ndarray:
+    """The stacked scan output of zero iterations: length 0 along ``axis``, element shape if known."""
+    t = value.type
+    elem = [d if isinstance(d, int) else 0 for d in t.shape] if t.shape is not None else []
+    elem.insert(axis, 0)
+    return np.empty(elem, t.dtype.numpy if t.dtype is not None else np.float32)
+
+
+def _scalar(value) -> Any:
+    """The one element of a scalar or 1-element tensor (ONNX allows both for conditions and counts)."""
+    return np.asarray(value).reshape(-1)[0]
+
+
+@kernel("If")
+def if_(ctx, cond):
+    branch = ctx.attr("then_branch") if bool(_scalar(cond)) else ctx.attr("else_branch")
+    return tuple(ctx.run_graph(branch, {}))
+
+
+_SEGMENT_REDUCERS = {"ReduceSum": np.add, "ReduceMean": np.add, "ReduceMax": np.maximum, "ReduceMin": np.minimum}
+
+
+def _bag_pattern(body: Graph) -> dict[str, Any] | None:
+    """The values of a bag-reduction body, or None when the body is anything else."""
+    if len(body.inputs) != 2 or len(body.outputs) != 2 or len(body.nodes) > 8:
+        return None
+    ops = {n.op: n for n in body.nodes if n.op not in ("Cast", "Identity")}
+    reduce = next((n for op, n in ops.items() if op in _SEGMENT_REDUCERS), None)
+    if reduce is None or body.outputs[1].producer is not reduce or reduce.attr("keepdims", 1):
+        return None
+    axes = reduce.inputs[1].const if len(reduce.inputs) > 1 and reduce.inputs[1] is not None else None
+    rows = reduce.inputs[0].producer
+    if axes is None or list(np.asarray(axes).reshape(-1)) != [0] or rows is None or rows.op != "Gather" \
+            or rows.attr("axis", 0) != 0:
+        return None
+    cut = rows.inputs[1].producer
+    if cut is None or cut.op != "Slice" or len(cut.inputs) not in (3, 4) or (
+            len(cut.inputs) == 4 and list(np.asarray(cut.inputs[3].const).reshape(-1)) != [0]):
+        return None
+    bounds = []
+    for bound in cut.inputs[1:3]:
+        unsq = bound.producer
+        pick = unsq.inputs[0].producer if unsq is not None and unsq.op == "Unsqueeze" else None
+        if pick is None or pick.op != "Gather" or pick.inputs[1] is not body.inputs[0] or pick.attr("axis", 0):
+            return None
+        bounds.append(pick.inputs[0])
+    done = body.outputs[0]  # the loop must go on while it goes on: the incoming condition or a constant true
+    while done.producer is not None and done.producer.op in ("Cast", "Identity"):
+        done = done.producer.inputs[0]
+    if not (done is body.inputs[1] or (done.const is not None and bool(_scalar(done.const)))):
+        return None
+    return {"table": rows.inputs[0], "ids": cut.inputs[0], "starts": bounds[0], "ends": bounds[1],
+            "reduce": reduce.op}
+
+
+def _bag_reduction(ctx, body: Graph, trips: int) -> np.ndarray | None:
+    """All trips of a bag-reduction loop at once; None (run the loop) for anything unusual."""
+    pattern = _bag_pattern(body)
+    if pattern is None:
+        return None
+    env = ctx.env
+    try:
+        table, ids, starts, ends = (np.asarray(env[pattern[k].name] if pattern[k].const is None else pattern[k].const)
+                                    for k in ("table", "ids", "starts", "ends"))
+    except KeyError:
+        return None
+    if ids.ndim != 1 or starts.ndim != 1 or ends.ndim != 1 or min(len(starts), len(ends)) < trips or trips == 0:
+        return None
+    n = len(ids)
+    lo, hi = (np.clip(np.where(b < 0, b + n, b), 0, n) for b in (starts[:trips], ends[:trips]))
+    lengths = hi - lo
+    if (lengths <= 0).any():  # an empty bag: its value is the reduction's identity, leave it to the loop
+        return None
+    picked = ids[np.repeat(lo - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(lengths.sum())]
+    rows = table.shape[0]
+    if picked.size and (picked.min() < -rows or picked.max() >= rows):
+        return None  # let the loop's Gather report the bad index
+    gathered = table[picked]
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    result = _SEGMENT_REDUCERS[pattern["reduce"]].reduceat(gathered, offsets, axis=0)
+    if pattern["reduce"] == "ReduceMean":
+        result = result / lengths.reshape(-1, *[1] * (result.ndim - 1)).astype(result.dtype)
+    return result.astype(table.dtype, copy=False)
+
+
+@kernel("Loop")
+def loop(ctx, max_trips=None, cond=None, *carried):
+    body: Graph = ctx.attr("body")
+    if not carried and max_trips is not None and (cond is None or bool(_scalar(cond))):
+        bags = _bag_reduction(ctx, body, int(_scalar(max_trips)))
+        if bags is not None:
+            return bags
+    names = [v.name for v in body.inputs]
+    n_carried = len(carried)
+    trips = int(_scalar(max_trips)) if max_trips is not None else None
+    keep_going = bool(_scalar(cond)) if cond is not None else True
+    state = list(carried)
+    scans: list[list[Any]] = [[] for _ in body.outputs[1 + n_carried:]]
+    i = 0
+    while keep_going and (trips is None or i < trips):
+        feeds = {names[0]: np.array(i, np.int64), names[1]: np.array(keep_going, np.bool_)}
+        feeds.update(zip(names[2:], state))
+        outs = ctx.run_graph(body, feeds)
+        keep_going = bool(_scalar(outs[0]))
+        state = outs[1:1 + n_carried]
+        for bucket, value in zip(scans, outs[1 + n_carried:]):
+            bucket.append(value)
+        i += 1
+    stacked = [np.stack(bucket) if bucket else _empty_stack(v)
+               for bucket, v in zip(scans, body.outputs[1 + n_carried:])]
+    return tuple(state + stacked)
+
+
+@kernel("Scan")
+def scan(ctx, *inputs):
+    body: Graph = ctx.attr("body")
+    n_scan = ctx.attr("num_scan_inputs")
+    n_state = len(inputs) - n_scan
+    n_out = len(body.outputs) - n_state
+    in_axes = _axes(ctx.attr("scan_input_axes"), n_scan, [np.ndim(x) for x in inputs[n_state:]])
+    in_dirs = ctx.attr("scan_input_directions") or [0] * n_scan
+    out_dirs = ctx.attr("scan_output_directions") or [0] * n_out
+    sequences = [np.moveaxis(x, axis, 0) for x, axis in zip(inputs[n_state:], in_axes)]
+    sequences = [s[::-1] if d else s for s, d in zip(sequences, in_dirs)]
+    lengths = {len(s) for s in sequences}
+    if len(lengths) > 1:
+        raise KernelError(f"node '{ctx.node.name}' (Scan): scan inputs differ in length {sorted(lengths)}")
+    length = lengths.pop() if lengths else 0
+    names = [v.name for v in body.inputs]
+    state = list(inputs[:n_state])
+    scans: list[list[np.ndarray]] = [[] for _ in range(n_out)]
+    for t in range(length):
+        feeds = dict(zip(names, state + [s[t] for s in sequences]))
+        outs = ctx.run_graph(body, feeds)
+        state = outs[:n_state]
+        for bucket, value in zip(scans, outs[n_state:]):
+            bucket.append(value)
+    results = []
+    elem_ranks = [np.ndim(b[0]) + 1 if b else 1 for b in scans]
+    out_axes = _axes(ctx.attr("scan_output_axes"), n_out, elem_ranks)
+    for bucket, value, axis, direction in zip(scans, body.outputs[n_state:], out_axes, out_dirs):
+        stacked = np.stack(bucket[::-1] if direction else bucket) if bucket else _empty_stack(value)
+        results.append(np.moveaxis(stacked, 0, axis))
+    return tuple(state + results)
+
+
+def _axes(given: list[int] | None, count: int, ranks: list[int]) -> list[int]:
+    """Axes attribute with defaults (0) and negative values resolved against each rank."""
+    axes = list(given) if given else [0] * count
+    return [a + r if a < 0 else a for a, r in zip(axes, ranks)]

@@ -1,0 +1,111 @@
+"""Linear algebra: Gemm, MatMul (batched, 1-D), MatMulInteger, QLinearMatMul, Einsum, Det.
+
+Everything goes to BLAS through ``np.matmul``/``np.einsum(optimize=True)`` in the
+input dtype (fp16 is computed in fp32 and cast back); integer products are
+computed exactly in float64 or int64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir import DType, Node
+from ..registry import kernel
+from ._windows import FLOATS, WITH_BF16, compute_dtype
+from .conv import requantize
+
+INTS = frozenset({DType.INT32, DType.INT64, DType.UINT32, DType.UINT64})
+QUANT = frozenset({DType.UINT8, DType.INT8})
+
+
+def _check_gemm(node: Node) -> str | None:
+    a = node.input(0)
+    if a is not None and a.type.dtype in INTS:
+        for name in ("alpha", "beta"):
+            value = float(node.attr(name, 1.0))
+            if not value.is_integer():
+                return f"integer Gemm with {name}={value} is not implemented"
+    return None
+
+
+@kernel("Gemm", dtypes=WITH_BF16 | INTS, check=_check_gemm)
+def gemm(ctx, a, b, c=None):
+    dt = compute_dtype(a.dtype)
+    a_ = a.astype(dt, copy=False)
+    b_ = b.astype(dt, copy=False)
+    if ctx.attr("transA", 0):
+        a_ = a_.T
+    if ctx.attr("transB", 0):
+        b_ = b_.T
+    alpha, beta = ctx.attr("alpha", 1.0), ctx.attr("beta", 1.0)
+    y = a_ @ b_
+    if alpha != 1.0:
+        y *= dt.type(alpha)
+    if c is not None and beta != 0:
+        c_ = c.astype(dt, copy=False)
+        y += c_ if beta == 1.0 else c_ * dt.type(beta)  # y is a new array of the broadcast shape
+    return y.astype(a.dtype, copy=False)
+
+
+def matmul_nd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """np.matmul, except that a stack of rows times one matrix is a single GEMM
+    (numpy would call BLAS once per leading index with a few rows each)."""
+    if a.ndim > 2 and b.ndim == 2:
+        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[1])
+    return np.matmul(a, b)
+
+
+@kernel("MatMul", dtypes=WITH_BF16 | INTS)
+def matmul(ctx, a, b):
+    dt = compute_dtype(a.dtype)
+    return matmul_nd(a.astype(dt, copy=False), b.astype(dt, copy=False)).astype(a.dtype, copy=False)
+
+
+def _zero_point(zero, rows: bool):
+    """Per-tensor scalar, or a per-row (A: shape (M,)) / per-column (B: shape (N,)) vector."""
+    if zero is None:
+        return np.int64(0)
+    z = np.asarray(zero).astype(np.int64)
+    if z.ndim >= 1 and z.size > 1 and rows:
+        return z.reshape(*z.shape, 1)
+    return z
+
+
+@kernel("MatMulInteger", dtypes=QUANT)
+def matmul_integer(ctx, a, b, a_zero=None, b_zero=None):
+    a_ = a.astype(np.int64) - _zero_point(a_zero, rows=True)
+    b_ = b.astype(np.int64) - _zero_point(b_zero, rows=False)
+    return np.matmul(a_, b_).astype(np.int32)
+
+
+def _scale(scale, rows: bool):
+    s = np.asarray(scale, dtype=np.float64)
+    return s.reshape(*s.shape, 1) if rows and s.ndim >= 1 and s.size > 1 else s
+
+
+def _check_qlinear(node: Node) -> str | None:
+    zero = node.input(7)
+    if zero is not None and zero.type.dtype is not None and zero.type.dtype not in QUANT:
+        return f"output type {zero.type.dtype.short} is not implemented"
+    return None
+
+
+@kernel("QLinearMatMul", dtypes=QUANT, check=_check_qlinear)
+def qlinear_matmul(ctx, a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero):
+    a_ = (a.astype(np.float64) - _zero_point(a_zero, rows=True)) * _scale(a_scale, rows=True)
+    b_ = (b.astype(np.float64) - _zero_point(b_zero, rows=False)) * _scale(b_scale, rows=False)
+    return requantize(np.matmul(a_, b_), y_scale, y_zero)
+
+
+@kernel("Einsum", dtypes=WITH_BF16 | INTS)
+def einsum(ctx, *operands):
+    dt = compute_dtype(operands[0].dtype)
+    equation = ctx.attr("equation").replace(" ", "")
+    y = np.einsum(equation, *(o.astype(dt, copy=False) for o in operands), optimize=True)
+    return np.asarray(y).astype(operands[0].dtype, copy=False)
+
+
+@kernel("Det", dtypes=FLOATS)
+def det(ctx, x):
+    dt = compute_dtype(x.dtype)
+    return np.asarray(np.linalg.det(x.astype(dt, copy=False))).astype(x.dtype, copy=False)

@@ -1,0 +1,181 @@
+"""Pooling: MaxPool (with Indices), AveragePool, LpPool, their Global* forms, MaxUnpool.
+
+Windows are strided views of the padded input (``_windows.windows``); the
+reduction loops over kernel taps only, each step a whole-tensor numpy op.
+AveragePool divides by a per-window count obtained by pooling a 0/1 mask of
+the spatial grid the same way, which handles count_include_pad and ceil_mode
+uniformly.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ...ir import DType, Node
+from ..registry import kernel
+from ._windows import (
+    FLOATS,
+    check_auto_pad,
+    compute_dtype,
+    output_sizes,
+    pad_spatial,
+    resolve_pads,
+    window_extent,
+    windows,
+)
+
+MAX_TYPES = FLOATS | {DType.INT8, DType.UINT8}
+
+
+class PoolGeometry:
+    """Padding, output size and ceil-mode extension of one pooling node applied to one input shape."""
+
+    def __init__(self, ctx, sizes, kernel_):
+        rank = len(sizes)
+        self.kernel = list(kernel_)
+        self.strides = list(ctx.attr("strides", None) or [1] * rank)
+        self.dilations = list(ctx.attr("dilations", None) or [1] * rank)
+        ceil_mode = bool(ctx.attr("ceil_mode", 0))
+        self.begin, self.end = resolve_pads(ctx.attr("auto_pad", "NOTSET"), sizes, self.kernel, self.strides,
+                                            self.dilations, ctx.attr("pads", None))
+        self.out = output_sizes(sizes, self.kernel, self.strides, self.dilations, self.begin, self.end, ceil_mode)
+        # ceil mode may need more trailing padding than the declared pads
+        self.extra = [max(0, (o - 1) * s + window_extent(k, d) - (n + b + e))
+                      for o, s, k, d, n, b, e in zip(self.out, self.strides, self.kernel, self.dilations, sizes,
+                                                     self.begin, self.end)]
+
+    def padded(self, x: np.ndarray, value) -> np.ndarray:
+        return pad_spatial(x, self.begin, [e + x_ for e, x_ in zip(self.end, self.extra)], value)
+
+    def taps(self, xp: np.ndarray):
+        """Yield one strided (N, C, *out) view per kernel tap."""
+        view = windows(xp, self.out, self.kernel, self.strides, self.dilations)
+        lead = (slice(None),) * (xp.ndim - len(self.kernel) + len(self.out))
+        for tap in itertools.product(*(range(k) for k in self.kernel)):
+            yield view[lead + tap]
+
+
+def _check_pool(node: Node) -> str | None:
+    reason = check_auto_pad(node)
+    if reason:
+        return reason
+    if not node.attr("kernel_shape", None):
+        return "kernel_shape attribute missing"
+    x = node.input(0)
+    if x is not None and x.type.rank is not None and x.type.rank < 3:
+        return f"input of rank {x.type.rank}"
+    return None
+
+
+def _lowest(dtype: np.dtype):
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+@kernel("MaxPool", dtypes=MAX_TYPES, check=_check_pool)
+def max_pool(ctx, x):
+    geo = PoolGeometry(ctx, x.shape[2:], ctx.attr("kernel_shape"))
+    xp = geo.padded(x, _lowest(x.dtype))
+    if len(ctx.node.outputs) < 2:
+        taps = geo.taps(xp)
+        y = np.array(next(taps))
+        for tap in taps:
+            np.maximum(y, tap, out=y)
+        return y
+    return _max_pool_with_indices(ctx, x, xp, geo)
+
+
+def _max_pool_with_indices(ctx, x, xp, geo: PoolGeometry):
+    """Max and its flat input index (row-major, or column-major over the spatial axes for storage_order=1)."""
+    rank = len(geo.kernel)
+    view = windows(xp, geo.out, geo.kernel, geo.strides, geo.dilations)
+    flat = view.reshape(*view.shape[:2 + rank], -1)
+    best = np.argmax(flat, axis=-1)
+    y = np.take_along_axis(flat, best[..., None], axis=-1)[..., 0]
+    taps = np.unravel_index(best, geo.kernel)
+    sizes = x.shape[2:]
+    coords = []
+    for axis in range(rank):
+        grid = np.arange(geo.out[axis]).reshape([-1 if a == axis else 1 for a in range(rank)])
+        coords.append(grid * geo.strides[axis] - geo.begin[axis] + taps[axis] * geo.dilations[axis])
+    order = "F" if int(ctx.attr("storage_order", 0)) else "C"
+    spatial = np.ravel_multi_index(tuple(coords), sizes, order=order, mode="clip")
+    channel = np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[0], x.shape[1], *([1] * rank))
+    return y, (channel * int(np.prod(sizes)) + spatial).astype(np.int64)
+
+
+@kernel("AveragePool", dtypes=FLOATS, check=_check_pool)
+def average_pool(ctx, x):
+    dt = compute_dtype(x.dtype)
+    sizes = x.shape[2:]
+    geo = PoolGeometry(ctx, sizes, ctx.attr("kernel_shape"))
+    total = _sum_taps(geo, geo.padded(x.astype(dt, copy=False), 0))
+    # per-window divisor: pooled mask of counted positions (input, plus declared pads if count_include_pad)
+    if int(ctx.attr("count_include_pad", 0)):
+        mask = pad_spatial(np.ones([n + b + e for n, b, e in zip(sizes, geo.begin, geo.end)], dt),
+                           [0] * len(sizes), geo.extra)
+    else:
+        mask = geo.padded(np.ones(sizes, dt), 0)
+    count = _sum_taps(geo, mask)
+    return (total / np.maximum(count, 1)).astype(x.dtype, copy=False)
+
+
+def _sum_taps(geo: PoolGeometry, xp: np.ndarray) -> np.ndarray:
+    taps = geo.taps(xp)
+    y = np.array(next(taps))
+    for tap in taps:
+        y += tap
+    return y
+
+
+@kernel("LpPool", dtypes=FLOATS, check=_check_pool)
+def lp_pool(ctx, x):
+    dt = compute_dtype(x.dtype)
+    p = float(ctx.attr("p", 2))
+    geo = PoolGeometry(ctx, x.shape[2:], ctx.attr("kernel_shape"))
+    powered = np.abs(x.astype(dt, copy=False)) ** dt.type(p)
+    return (_sum_taps(geo, geo.padded(powered, 0)) ** dt.type(1 / p)).astype(x.dtype, copy=False)
+
+
+def _spatial_axes(x: np.ndarray) -> tuple[int, ...]:
+    return tuple(range(2, x.ndim))
+
+
+@kernel("GlobalAveragePool", dtypes=FLOATS)
+def global_average_pool(ctx, x):
+    dt = compute_dtype(x.dtype)
+    return x.mean(axis=_spatial_axes(x), keepdims=True, dtype=dt).astype(x.dtype, copy=False)
+
+
+@kernel("GlobalMaxPool", dtypes=MAX_TYPES)
+def global_max_pool(ctx, x):
+    return x.max(axis=_spatial_axes(x), keepdims=True)
+
+
+@kernel("GlobalLpPool", dtypes=FLOATS)
+def global_lp_pool(ctx, x):
+    dt = compute_dtype(x.dtype)
+    p = float(ctx.attr("p", 2))
+    s = (np.abs(x.astype(dt, copy=False)) ** dt.type(p)).sum(axis=_spatial_axes(x), keepdims=True)
+    return (s ** dt.type(1 / p)).astype(x.dtype, copy=False)
+
+
+@kernel("MaxUnpool", dtypes=FLOATS | {DType.INT8, DType.UINT8, DType.INT32, DType.INT64}, check=_check_pool)
+def max_unpool(ctx, x, indices, output_shape=None):
+    """Indices address the inferred (pre-pooling) shape; an explicit output_shape places it top-left."""
+    rank = x.ndim - 2
+    kernel_ = ctx.attr("kernel_shape")
+    strides = list(ctx.attr("strides", None) or [1] * rank)
+    pads = list(ctx.attr("pads", None) or [0] * (2 * rank))
+    inferred = list(x.shape[:2]) + [(n - 1) * s + k - pads[i] - pads[rank + i]
+                                    for i, (n, s, k) in enumerate(zip(x.shape[2:], strides, kernel_))]
+    y = np.zeros(int(np.prod(inferred)), dtype=x.dtype)
+    y[indices.reshape(-1)] = x.reshape(-1)
+    y = y.reshape(inferred)
+    if output_shape is None:
+        return y
+    out = np.zeros([int(d) for d in output_shape], dtype=x.dtype)
+    common = tuple(slice(0, min(a, b)) for a, b in zip(inferred, out.shape))
+    out[common] = y[common]
+    return out

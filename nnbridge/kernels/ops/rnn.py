@@ -1,0 +1,321 @@
+"""Recurrent layers: RNN, GRU (both linear_before_reset forms) and LSTM (peepholes, input_forget).
+
+All directions, ``sequence_lens`` (finished sequences keep their state and emit
+zeros), initial states, ``clip``, the ``activations`` attribute with
+alpha/beta, and both layouts. The input projection of every time step (with
+both biases) is one matmul; the loop runs over time steps only, with one
+recurrent matmul and a handful of in-place operators per step; the masking
+for ``sequence_lens`` is skipped when every sequence is full length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ...ir import Node
+from ..registry import kernel
+from ._windows import FLOATS, compute_dtype
+from .activation import sigmoid as _sigmoid
+from .fastmath import sigmoid_into
+from .linalg import matmul_nd
+
+
+def _softplus(x):
+    return np.logaddexp(0, x)
+
+
+# name -> (function of (x, alpha, beta), default alpha, default beta); None marks an unused parameter
+_ACTIVATIONS: dict[str, tuple[Callable, float | None, float | None]] = {
+    "sigmoid": (lambda x, a, b: _sigmoid(x), None, None),
+    "tanh": (lambda x, a, b: np.tanh(x), None, None),
+    "relu": (lambda x, a, b: np.maximum(x, 0), None, None),
+    "softsign": (lambda x, a, b: x / (1 + np.abs(x)), None, None),
+    "softplus": (lambda x, a, b: _softplus(x), None, None),
+    "affine": (lambda x, a, b: a * x + b, 1.0, 0.0),
+    "leakyrelu": (lambda x, a, b: np.where(x >= 0, x, a * x), 0.01, None),
+    "thresholdedrelu": (lambda x, a, b: np.where(x > a, x, 0), 1.0, None),
+    "scaledtanh": (lambda x, a, b: a * np.tanh(b * x), 1.0, 1.0),
+    "hardsigmoid": (lambda x, a, b: np.clip(a * x + b, 0, 1), 0.2, 0.5),
+    "elu": (lambda x, a, b: np.where(x > 0, x, a * np.expm1(np.minimum(x, 0))), 1.0, None),
+}
+
+_DEFAULTS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
+_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+def _directions(node: Node) -> int:
+    return 2 if node.attr("direction", "forward") == "bidirectional" else 1
+
+
+def _activation_names(node: Node) -> list[str] | None:
+    """The explicit ``activations`` attribute (the schema default is per-op and applied here instead)."""
+    names = node.attrs.get("activations")
+    if not names:
+        return None
+    return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+
+
+def _check_rnn(node: Node) -> str | None:
+    direction = node.attr("direction", "forward")
+    if direction not in ("forward", "reverse", "bidirectional"):
+        return f"direction={direction} is not implemented"
+    names = _activation_names(node)
+    if names:
+        unknown = [n for n in names if n.lower() not in _ACTIVATIONS]
+        if unknown:
+            return f"activations {unknown} are not implemented"
+        if len(names) != len(_DEFAULTS[node.op]) * _directions(node):
+            return f"{len(names)} activations do not match the direction"
+    if int(node.attr("layout", 0)) not in (0, 1):
+        return f"layout={node.attr('layout')} is not implemented"
+    return None
+
+
+def _activation_fns(ctx) -> list[list[Callable]]:
+    """Activation functions per direction; alpha/beta lists are consumed in order by those that take them."""
+    op = ctx.node.op
+    dirs = _directions(ctx.node)
+    names = _activation_names(ctx.node) or _DEFAULTS[op] * dirs
+    if len(names) == len(_DEFAULTS[op]):
+        names = names * dirs
+    alphas = list(ctx.attr("activation_alpha", None) or [])
+    betas = list(ctx.attr("activation_beta", None) or [])
+    fns = []
+    for name in names:
+        fn, alpha, beta = _ACTIVATIONS[name.lower()]
+        a = alphas.pop(0) if alpha is not None and alphas else alpha
+        b = betas.pop(0) if beta is not None and betas else beta
+        fns.append(lambda x, fn=fn, a=a, b=b: fn(x, a, b))
+    per = len(_DEFAULTS[op])
+    return [fns[d * per:(d + 1) * per] for d in range(dirs)]
+
+
+class Recurrence:
+    """Common plumbing: layout, per-direction weights, masks for sequence_lens, output assembly."""
+
+    def __init__(self, ctx, x, w, r, b, seq_lens, initial):
+        self.ctx = ctx
+        self.layout = int(ctx.attr("layout", 0))
+        self.dtype = compute_dtype(x.dtype)
+        xs = x.astype(self.dtype, copy=False)
+        self.x = xs.transpose(1, 0, 2) if self.layout else xs  # (seq, batch, input)
+        self.seq, self.batch = self.x.shape[:2]
+        self.hidden = int(r.shape[-1])
+        self.w, self.r = w.astype(self.dtype, copy=False), r.astype(self.dtype, copy=False)
+        gates = _GATES[ctx.node.op]
+        self.b = (b.astype(self.dtype, copy=False) if b is not None
+                  else np.zeros((w.shape[0], 2 * gates * self.hidden), self.dtype))
+        self.lens = (np.asarray(seq_lens).astype(np.int64) if seq_lens is not None
+                     else np.full(self.batch, self.seq, np.int64))
+        self.dirs = w.shape[0]
+        self.clip = ctx.attr("clip", None)
+        self.acts = _activation_fns(ctx)
+        direction = ctx.attr("direction", "forward")
+        self.reverse = [direction == "reverse"] if self.dirs == 1 else [False, True]
+        # the common case runs in place: float32, default activations, no clip, full-length sequences
+        self.plain = (self.dtype == np.float32 and self.clip is None and bool((self.lens >= self.seq).all())
+                      and [n.lower() for n in (_activation_names(ctx.node) or [])] in ([], [
+                          a.lower() for a in _DEFAULTS[ctx.node.op] * self.dirs]))
+
+    def order(self, d: int) -> range:
+        return range(self.seq - 1, -1, -1) if self.reverse[d] else range(self.seq)
+
+    def state(self, given, d: int) -> np.ndarray:
+        if given is None:
+            return np.zeros((self.batch, self.hidden), self.dtype)
+        given = given.astype(self.dtype, copy=False)
+        return (given[:, d] if self.layout else given[d]).copy()
+
+    def clipped(self, x: np.ndarray) -> np.ndarray:
+        return x if self.clip is None else np.clip(x, -self.clip, self.clip)
+
+    def projected(self, d: int, split: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(X @ W^T + Wb + Rb for all steps, R^T, Rb) of direction d.
+
+        The recurrent bias is folded into the projection for gates ``< split``
+        (all of them by default); GRU's candidate gate under linear_before_reset
+        keeps its Rb apart because the reset gate scales it.
+        """
+        g = self.w.shape[1]
+        xw = matmul_nd(np.ascontiguousarray(self.x), self.w[d].T)
+        xw += self.b[d, :g]
+        rb = self.b[d, g:]
+        folded = g if split is None else split
+        xw[..., :folded] += rb[:folded]
+        return xw, np.ascontiguousarray(self.r[d].T), rb
+
+    def steps(self, d: int):
+        """Yield (t, active mask (batch, 1)) in processing order of direction d."""
+        order = range(self.seq - 1, -1, -1) if self.reverse[d] else range(self.seq)
+        for t in order:
+            yield t, (t < self.lens)[:, None]
+
+    def outputs(self, ys: list[np.ndarray], finals: list[list[np.ndarray]], out_dtype):
+        """Y (seq, dirs, batch, hidden) and final states, in the node's layout."""
+        y = np.stack(ys, axis=1)
+        if self.layout:
+            y = y.transpose(2, 0, 1, 3)
+        states = [np.stack(s, axis=1 if self.layout else 0) for s in zip(*finals)]
+        outs = tuple(a.astype(out_dtype, copy=False) for a in (y, *states))
+        return outs[:len(self.ctx.node.outputs)]
+
+
+def _run(rec: Recurrence, cell, states0, d: int, split: int | None = None):
+    """Run ``cell(xw_t, states, rt, rb, d) -> states`` over time; state 0 is h.
+
+    Returns (Y of this direction, final states)."""
+    xw, rt, rb = rec.projected(d, split)
+    states = states0
+    y = np.zeros((rec.seq, rec.batch, rec.hidden), rec.dtype)
+    if (rec.lens >= rec.seq).all():
+        for t in rec.order(d):
+            states = cell(xw[t], states, rt, rb, d)
+            y[t] = states[0]
+        return y, states
+    for t, active in rec.steps(d):
+        new = cell(xw[t], states, rt, rb, d)
+        states = [np.where(active, n, s) for n, s in zip(new, states)]
+        y[t] = np.where(active, states[0], 0)
+    return y, states
+
+
+def _gate_major(rec: Recurrence, d: int, gates: int, split: int | None = None):
+    """The plain loops' operands with each gate contiguous: xw (seq, gates, batch, hidden),
+    R^T per gate (gates, hidden, hidden), Rb (gates, hidden). A (batch, gates·hidden) row
+    layout would make every gate a strided slice, which numpy's ufuncs run 2-3× slower."""
+    hdim = rec.hidden
+    xw, _, rb = rec.projected(d, split)
+    xw = np.ascontiguousarray(xw.reshape(rec.seq, rec.batch, gates, hdim).transpose(0, 2, 1, 3))
+    rt = np.ascontiguousarray(rec.r[d].reshape(gates, hdim, hdim).transpose(0, 2, 1))
+    return xw, rt, rb.reshape(gates, hdim)
+
+
+def _gru_plain(rec: Recurrence, d: int, h: np.ndarray):
+    """GRU with linear_before_reset in the plain case: one batched matmul and ten in-place operators per step."""
+    xw, rt, rb = _gate_major(rec, d, 3, split=2 * rec.hidden)
+    y = np.empty((rec.seq, rec.batch, rec.hidden), np.float32)
+    hr = np.empty((3, rec.batch, rec.hidden), np.float32)  # gate order z, r, h
+    zr, z, reset, cand = hr[:2], hr[0], hr[1], hr[2]
+    with np.errstate(over="ignore"):  # exp overflowing inside a sigmoid is its right limit
+        for t in rec.order(d):
+            np.matmul(h, rt, out=hr)
+            zr += xw[t, :2]
+            sigmoid_into(zr, zr)
+            cand += rb[2]
+            cand *= reset
+            cand += xw[t, 2]
+            np.tanh(cand, out=cand)
+            h_new = y[t]  # (1 - z)·cand + z·h == cand + z·(h - cand)
+            np.subtract(h, cand, out=h_new)
+            h_new *= z
+            h_new += cand
+            h = h_new
+    return y, [h.copy()]
+
+
+def _lstm_plain(rec: Recurrence, d: int, h: np.ndarray, c: np.ndarray):
+    """LSTM without peepholes or input_forget in the plain case: one batched matmul and nine in-place operators."""
+    xw, rt, _ = _gate_major(rec, d, 4)
+    y = np.empty((rec.seq, rec.batch, rec.hidden), np.float32)
+    pre = np.empty((4, rec.batch, rec.hidden), np.float32)  # gate order i, o, f, c
+    gates, i, o, forget, cand = pre[:3], pre[0], pre[1], pre[2], pre[3]
+    with np.errstate(over="ignore"):
+        for t in rec.order(d):
+            np.matmul(h, rt, out=pre)
+            pre += xw[t]
+            sigmoid_into(gates, gates)
+            np.tanh(cand, out=cand)
+            c *= forget
+            cand *= i
+            c += cand
+            h = y[t]
+            np.tanh(c, out=h)
+            h *= o
+    return y, [h.copy(), c]
+
+
+@kernel("RNN", dtypes=FLOATS, check=_check_rnn)
+def rnn(ctx, x, w, r, b=None, seq_lens=None, initial_h=None):
+    rec = Recurrence(ctx, x, w, r, b, seq_lens, initial_h)
+
+    def cell(xw, states, rt, rb, d):
+        return [rec.acts[d][0](rec.clipped(xw + states[0] @ rt))]
+
+    results = [_run(rec, cell, [rec.state(initial_h, d)], d) for d in range(rec.dirs)]
+    return rec.outputs([y for y, _ in results], [s for _, s in results], x.dtype)
+
+
+@kernel("GRU", dtypes=FLOATS, check=_check_rnn)
+def gru(ctx, x, w, r, b=None, seq_lens=None, initial_h=None):
+    rec = Recurrence(ctx, x, w, r, b, seq_lens, initial_h)
+    hdim = rec.hidden
+    before_reset = bool(ctx.attr("linear_before_reset", 0))
+
+    def cell(xw, states, rt, rb, d):
+        f, g = rec.acts[d]
+        h = states[0]
+        if before_reset:  # one matmul for all three gates; Rb of the candidate stays inside the reset product
+            hr = h @ rt
+            zr = hr[:, :2 * hdim]
+            cand = hr[:, 2 * hdim:]
+            cand += rb[2 * hdim:]
+        else:
+            zr = h @ rt[:, :2 * hdim]
+        zr = f(rec.clipped(zr + xw[:, :2 * hdim]))
+        if not before_reset:
+            cand = (zr[:, hdim:] * h) @ rt[:, 2 * hdim:]
+        z = zr[:, :hdim]
+        if before_reset:
+            cand *= zr[:, hdim:]
+        cand += xw[:, 2 * hdim:]
+        cand = g(rec.clipped(cand))
+        # (1 - z)·cand + z·h == cand + z·(h - cand)
+        h_new = h - cand
+        h_new *= z
+        h_new += cand
+        return [h_new]
+
+    split = 2 * hdim if before_reset else None
+    if rec.plain and before_reset:
+        results = [_gru_plain(rec, d, rec.state(initial_h, d)) for d in range(rec.dirs)]
+    else:
+        results = [_run(rec, cell, [rec.state(initial_h, d)], d, split) for d in range(rec.dirs)]
+    return rec.outputs([y for y, _ in results], [s for _, s in results], x.dtype)
+
+
+@kernel("LSTM", dtypes=FLOATS, check=_check_rnn)
+def lstm(ctx, x, w, r, b=None, seq_lens=None, initial_h=None, initial_c=None, peepholes=None):
+    rec = Recurrence(ctx, x, w, r, b, seq_lens, initial_h)
+    hdim = rec.hidden
+    couple = bool(ctx.attr("input_forget", 0))
+    p = peepholes.astype(rec.dtype, copy=False) if peepholes is not None else None
+
+    def cell(xw, states, rt, rb, d):
+        f, g, h_act = rec.acts[d]
+        h, c = states
+        pre = h @ rt  # gate order i, o, f, c
+        pre += xw
+        if p is None and not couple:  # the three sigmoid gates in one call
+            gates = f(rec.clipped(pre[:, :3 * hdim]))
+            i, o, forget = gates[:, :hdim], gates[:, hdim:2 * hdim], gates[:, 2 * hdim:]
+        else:
+            pi, po, pf = (p[d, :hdim], p[d, hdim:2 * hdim], p[d, 2 * hdim:]) if p is not None else (0, 0, 0)
+            i = f(rec.clipped(pre[:, :hdim] + pi * c))
+            forget = 1 - i if couple else f(rec.clipped(pre[:, 2 * hdim:3 * hdim] + pf * c))
+        cand = g(rec.clipped(pre[:, 3 * hdim:]))
+        c_new = forget * c
+        cand *= i
+        c_new += cand
+        if p is not None or couple:
+            o = f(rec.clipped(pre[:, hdim:2 * hdim] + (p[d, hdim:2 * hdim] * c_new if p is not None else 0)))
+        h_new = h_act(c_new)
+        h_new *= o
+        return [h_new, c_new]
+
+    if rec.plain and p is None and not couple:
+        results = [_lstm_plain(rec, d, rec.state(initial_h, d), rec.state(initial_c, d)) for d in range(rec.dirs)]
+    else:
+        results = [_run(rec, cell, [rec.state(initial_h, d), rec.state(initial_c, d)], d) for d in range(rec.dirs)]
+    return rec.outputs([y for y, _ in results], [s for _, s in results], x.dtype)

@@ -1,0 +1,180 @@
+"""Shape and layout ops: metadata queries, reshapes, transposes, joins and splits,
+broadcast/tile, padding. Reshape-like ops return numpy views (kernels never write
+to their inputs, so sharing memory is safe).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...errors import Unsupported, UnsupportedOpError
+from ..registry import kernel
+from ._common import axes_of, axis_of, const_input, ints
+
+
+@kernel("Shape")
+def shape(ctx, x):
+    rank = x.ndim
+    start, end = ctx.attr("start", 0), ctx.attr("end", rank)
+    start = min(max(start + rank if start < 0 else start, 0), rank)
+    end = min(max(end + rank if end < 0 else end, 0), rank)
+    return np.array(x.shape[start:end], dtype=np.int64)
+
+
+@kernel("Size")
+def size(ctx, x):
+    return np.array(x.size, dtype=np.int64)
+
+
+@kernel("Reshape")
+def reshape(ctx, x, target):
+    dims = ints(target)
+    if not ctx.attr("allowzero", 0):  # 0 copies the input's dim unless allowzero
+        dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+    return x.reshape(dims)
+
+
+@kernel("Flatten")
+def flatten(ctx, x):
+    axis = ctx.attr("axis", 1)
+    axis = axis + x.ndim if axis < 0 else axis
+    if not 0 <= axis <= x.ndim:
+        raise ValueError(f"axis {ctx.attr('axis', 1)} is out of range for rank {x.ndim}")
+    return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
+
+
+@kernel("Transpose")
+def transpose(ctx, x):
+    perm = ctx.attr("perm")
+    return np.transpose(x, None if perm is None else axes_of(perm, x.ndim))
+
+
+@kernel("Reorder", domain="nnbridge")
+def reorder(ctx, x):
+    return np.transpose(x, axes_of(ctx.attr("perm"), x.ndim))
+
+
+@kernel("Squeeze")
+def squeeze(ctx, x, axes=None):
+    if axes is None:
+        axes = ctx.attr("axes")  # before opset 13 axes was an attribute
+    if axes is None:
+        return np.squeeze(x)
+    return np.squeeze(x, axis=axes_of(ints(axes), x.ndim))
+
+
+@kernel("Unsqueeze")
+def unsqueeze(ctx, x, axes=None):
+    axes = ints(axes if axes is not None else ctx.attr("axes"))
+    rank = x.ndim + len(axes)
+    positions = sorted(axes_of(axes, rank))
+    if len(set(positions)) != len(positions):
+        raise ValueError(f"repeated axes {axes}")
+    dims = list(x.shape)
+    for p in positions:
+        dims.insert(p, 1)
+    return x.reshape(dims)
+
+
+@kernel("Concat")
+def concat(ctx, *xs):
+    xs = [x for x in xs if x is not None]
+    return np.concatenate(xs, axis=axis_of(ctx.attr("axis"), xs[0].ndim))
+
+
+@kernel("Split")
+def split(ctx, x, sizes=None):
+    axis = axis_of(ctx.attr("axis", 0), x.ndim)
+    dim = x.shape[axis]
+    if sizes is None:
+        sizes = ctx.attr("split")  # attribute before opset 13
+    if sizes is not None and len(ints(sizes)):
+        sizes = ints(sizes)
+        if sum(sizes) != dim:
+            raise ValueError(f"split sizes {sizes} do not add up to dim {dim}")
+    else:
+        n = ctx.attr("num_outputs") or len(ctx.node.outputs)
+        chunk = -(-dim // n)  # ceil: every chunk but the last is full
+        sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(n)]
+    bounds = np.cumsum(sizes)[:-1]
+    return tuple(np.split(x, bounds, axis=axis))
+
+
+@kernel("Expand")
+def expand(ctx, x, target):
+    return np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(ints(target))))
+
+
+@kernel("Tile")
+def tile(ctx, x, repeats):
+    return np.tile(x, ints(repeats))
+
+
+@kernel("Repeat", domain="nnbridge")
+def repeat(ctx, x):
+    return np.tile(x, ints(ctx.attr("multiples")))
+
+
+@kernel("Identity")
+def identity(ctx, x):
+    return x  # tensors, sequences (lists) and optionals (None) alike
+
+
+def _scalar(value) -> float:
+    return float(np.asarray(value).reshape(-1)[0])
+
+
+def _check_dropout(node):
+    """Training-mode dropout is random: refuse it when constants prove it; inputs
+    known only at run time are checked by the kernel."""
+    flag, ratio = const_input(node, 2), const_input(node, 1)
+    if node.input(2) is None or (flag is not None and not _scalar(flag)):
+        return None
+    if node.input(1) is None or (ratio is not None and _scalar(ratio) != 0.0):
+        if flag is not None:
+            return "training-mode dropout with a non-zero ratio is random"
+    return None
+
+
+@kernel("Dropout", check=_check_dropout)
+def dropout(ctx, x, ratio=None, training=None):
+    if training is not None and _scalar(training) and (ratio is None or _scalar(ratio) != 0.0):
+        node = ctx.node
+        raise UnsupportedOpError("the reference backend", [Unsupported(
+            node.op, node.name, "training-mode dropout with a non-zero ratio is random")])
+    if len(ctx.node.outputs) > 1:
+        return x, np.ones(x.shape, dtype=bool)
+    return x
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+
+
+def _check_pad(node):
+    mode = node.attr("mode", "constant")
+    return None if mode in _PAD_MODES else f"pad mode {mode!r} is not implemented"
+
+
+@kernel("Pad", check=_check_pad)
+def pad(ctx, x, pads=None, value=None, axes=None):
+    """Negative pads crop; what remains is padded with numpy's matching mode."""
+    if pads is None:
+        pads = ctx.attr("pads")  # attribute before opset 11
+    pads = ints(pads)
+    axes = axes_of(ints(axes), x.ndim) if axes is not None else tuple(range(x.ndim))
+    if len(pads) != 2 * len(axes):
+        raise ValueError(f"{len(pads)} pads for {len(axes)} axes")
+    before, after = [0] * x.ndim, [0] * x.ndim
+    for i, axis in enumerate(axes):
+        before[axis], after[axis] = pads[i], pads[i + len(axes)]
+    crop = tuple(slice(max(-b, 0), x.shape[i] - max(-a, 0)) for i, (b, a) in enumerate(zip(before, after)))
+    x = x[crop]
+    widths = [(max(b, 0), max(a, 0)) for b, a in zip(before, after)]
+    mode = ctx.attr("mode", "constant")
+    if mode == "constant":
+        fill = ctx.attr("value", 0.0) if value is None else value
+        fill = np.asarray(fill).reshape(-1)
+        return np.pad(x, widths, mode="constant", constant_values=fill[0] if fill.size else 0)
+    return np.pad(x, widths, mode=_PAD_MODES[mode])

@@ -1,0 +1,120 @@
+"""Pass registry and pass manager.
+
+A pass is a function ``(graph) -> bool`` (did it change the graph?) registered by name with
+``@register_pass``, which may declare the passes it ``requires`` (as TVM's ``CreateFunctionPass``
+does): the manager runs a prerequisite first unless it already ran and nothing changed the graph
+since. A pipeline is a list of pass names and ``Fixpoint`` groups, which the manager repeats until
+no pass in the group changes the graph. Which pipeline runs is the backend's business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..errors import NNBridgeError
+from ..ir import Graph
+from ..ir.graph import paused_gc
+from ..registry import Registry
+
+PassFn = Callable[[Graph], bool]
+
+
+@dataclass(frozen=True)
+class PassInfo:
+    name: str
+    fn: PassFn
+    doc: str = ""
+    requires: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Fixpoint:
+    """Passes repeated as a group until none of them changes the graph (at most ``limit`` rounds)."""
+
+    names: tuple[str, ...]
+    limit: int = 8
+
+    def __init__(self, *names: str, limit: int = 8):
+        object.__setattr__(self, "names", names)
+        object.__setattr__(self, "limit", limit)
+
+
+Step = str | Fixpoint
+
+PASSES: Registry[str, PassInfo] = Registry("passes")
+
+
+def register_pass(name: str, requires: Sequence[str] = ()) -> Callable[[PassFn], PassFn]:
+    def wrap(fn: PassFn) -> PassFn:
+        doc = (fn.__doc__ or "").strip().split("\n")[0]
+        PASSES.register(name, PassInfo(name, fn, doc, tuple(requires)))
+        return fn
+
+    return wrap
+
+
+def available_passes() -> dict[str, PassInfo]:
+    return dict(PASSES)
+
+
+def get_pass(name: str) -> PassInfo:
+    if name not in PASSES:
+        raise NNBridgeError(f"unknown pass '{name}'; available: {', '.join(sorted(PASSES)) or '(none)'}")
+    return PASSES[name]
+
+
+def pass_names(steps: Sequence[Step]) -> list[str]:
+    """Every pass name a pipeline mentions, in order (a fixpoint group's names once)."""
+    return [n for s in steps for n in ((s,) if isinstance(s, str) else s.names)]
+
+
+@dataclass
+class PassManager:
+    """Runs a pipeline; optionally verifies and prints after each pass."""
+
+    names: Sequence[Step]
+    verify: bool = True
+    print_after: bool = False
+    printer: Callable[[str], None] = print
+    after_each: Callable[[str, Graph], None] | None = None
+    changed: list[str] = field(default_factory=list)
+
+    def run(self, graph: Graph) -> Graph:
+        for name in pass_names(self.names):  # fail on a typo before any work
+            for required in get_pass(name).requires:
+                get_pass(required)
+        self._fresh: set[str] = set()  # passes that ran with no change to the graph since
+        with paused_gc():
+            for step in self.names:
+                if isinstance(step, str):
+                    self._run_one(get_pass(step), graph)
+                    continue
+                for _ in range(step.limit):
+                    if not any([self._run_one(get_pass(n), graph) for n in step.names]):
+                        break
+        return graph
+
+    def _run_one(self, info: PassInfo, graph: Graph) -> bool:
+        for required in info.requires:
+            if required not in self._fresh:
+                self._run_one(get_pass(required), graph)
+        changed = info.fn(graph)
+        if changed:
+            self._fresh.clear()
+            self.changed.append(info.name)
+        self._fresh.add(info.name)
+        if self.verify and changed:  # a pass that changed nothing left a verified graph as it was
+            try:
+                graph.verify()
+            except NNBridgeError as exc:
+                raise NNBridgeError(f"IR invalid after pass '{info.name}': {exc}") from exc
+        if self.print_after:
+            self.printer(f"// after {info.name}\n{graph}")
+        if self.after_each is not None:
+            self.after_each(info.name, graph)
+        return changed
+
+
+def run_passes(graph: Graph, names: Sequence[Step], **options) -> Graph:
+    return PassManager(list(names), **options).run(graph)
