@@ -1,5 +1,5 @@
 """Compile-time scaling: each backend's full pass pipeline plus its compile step on generated
-graphs of 1k, 10k and 100k nodes (``bench/generated_graphs.py``), time per node printed.
+graphs of 1k, 10k and 100k nodes (``nnbridge/zoo/generated.py``), time per node printed.
 
 Targets (issue 17): < 10 s per pipeline at 100k nodes, and time per node at 100k within 2× of
 that at 1k (linear scaling). Loading the ONNX file is timed separately.
@@ -43,7 +43,7 @@ def _pipeline_seconds(model, backend: str) -> tuple[int, float, float, dict[str,
 
 
 def main() -> int:
-    from bench.generated_graphs import generated_model
+    from nnbridge.zoo.generated import generated_model
 
     print("| backend | nodes | load s | passes + compile s | µs per node | slowest passes |")
     print("|---|---|---|---|---|---|")

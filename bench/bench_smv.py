@@ -26,6 +26,7 @@ from nnbridge.backends.smv.cost.calibration import (
     PAPER_ACP,
     PAPER_BREAKDOWN,
     fit,
+    held_out_errors,
 )
 from nnbridge.inputs import random_inputs
 
@@ -73,6 +74,10 @@ def calibration() -> None:
     for family, (alpha, gamma) in sorted(fit(cfg.dma_setup_cycles).items()):
         print(f"  {family:5s} fit α={alpha:.3f} cycles/B γ={gamma:.3f}   shipped α={shipped[family][0]:.3f} "
               f"γ={shipped[family][1]:.3f}")
+    print("  held out (constants fitted without the network): total error, worst layer")
+    for model, (total, worst) in held_out_errors(cfg.dma_setup_cycles).items():
+        print(f"    {model:8s} {total:+7.1%} {worst:+7.1%}")
+    print("    cnn10    (the only network with BN layers: cannot be held out)")
 
 
 def trends(graphs) -> None:

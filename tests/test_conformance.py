@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import nnbridge
-from bench import conformance
+from nnbridge import conformance
 from nnbridge.check import run_onnxruntime
 from nnbridge.converters.onnx.opset import TYPE_ONLY_BUMPS
 from nnbridge.errors import UnsupportedOpError

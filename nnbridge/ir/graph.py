@@ -15,7 +15,7 @@ from __future__ import annotations
 import gc
 import heapq
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -505,8 +505,3 @@ def _rebind_outer(sub: Graph, mapping: dict[int, Value]) -> None:
         for node in g._nodes:
             node.inputs = [mapping.get(id(v), v) if v is not None else None for v in node.inputs]
         g.outputs = [mapping.get(id(v), v) for v in g.outputs]
-
-
-def values_of(nodes: Iterable[Node]) -> list[Value]:
-    """All outputs of ``nodes``, in order."""
-    return [o for n in nodes for o in n.outputs]

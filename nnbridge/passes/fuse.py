@@ -190,7 +190,7 @@ def partition(graph: Graph, max_depth: int = MAX_FUSED_OPS) -> list[list[Node]]:
     return list(members.values())
 
 
-@register_pass("fuse")
+@register_pass("fuse", requires=["infer-shapes"])
 def fuse(graph: Graph) -> bool:
     """Fuse ops into kernels by pattern kind (anchor + elementwise epilogue, injective chains, diamonds)."""
     return fuse_ops(graph)

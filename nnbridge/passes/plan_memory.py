@@ -187,7 +187,7 @@ def live_peak_bytes(graph: Graph) -> int:
     return peak
 
 
-@register_pass("plan-memory")
+@register_pass("plan-memory", requires=["infer-shapes"])
 def plan_memory_pass(graph: Graph) -> bool:
     """Plan activation storage (sharing, in-place); record peak bytes in the graph metadata."""
     plan = plan_memory(graph)

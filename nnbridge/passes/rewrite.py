@@ -12,19 +12,6 @@ import numpy as np
 from ..ir import Graph, Node, Value
 
 
-def is_const(value: Value | None) -> bool:
-    return value is not None and value.const is not None
-
-
-def used_values(graph: Graph) -> set[int]:
-    """ids of every value read by a node (subgraph captures included) or returned."""
-    used = {id(v) for v in graph.outputs}
-    for node in graph.nodes:
-        used.update(id(v) for v in node.inputs if v is not None)
-        used.update(id(v) for v in node.captured())
-    return used
-
-
 class Uses:
     """Reader counts of values, rebuilt lazily after ``invalidate`` (a pass calls it after each
     rewrite), so a pass asking "is this my only reader?" per node stays linear."""

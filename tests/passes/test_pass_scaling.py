@@ -16,7 +16,7 @@ from nnbridge.ir.graph import Node, Value
 from nnbridge.passes import PassManager
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bench.generated_graphs import generated_model  # noqa: E402 - shared with the benchmark
+from nnbridge.zoo.generated import generated_model  # noqa: E402 - shared with the benchmark
 
 SMALL, LARGE = 650, 2600
 MAX_READS_PER_NODE = 200  # the busiest pass today reads ~75 times per node

@@ -61,6 +61,19 @@ def test_tiled_conv_matches_float64_within_one_fp16_rounding(case):
     np.testing.assert_allclose(got, fp16(want), rtol=2**-10, atol=1e-6)  # one fp16 rounding, fp32 sums
 
 
+def test_fp16_storage_is_observable_where_fp32_numerics_would_not_be():
+    """Values between fp16 neighbours come back as exactly their fp16 rounding: a simulator
+    computing in fp32 fails this test (the tolerance tests above would also pass in fp32)."""
+    x = (1 + np.arange(1, 65, dtype=np.float32) * 2**-14).reshape(1, 4, 4, 4)  # fp16 spacing at 1 is 2**-10
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    exe = nnbridge.compile(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), backend="smv")
+    got = exe.run({"x": x})["y"]
+    assert np.array_equal(got, x.astype(F16).astype(np.float32))
+    assert float(np.max(np.abs(got - x))) >= 2**-12  # fp32 storage would give 0
+
+
 def test_fc_accumulates_activation_tiles_in_fp32_and_rounds_once():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((1, 4608)).astype(np.float32)

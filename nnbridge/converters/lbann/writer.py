@@ -1,6 +1,7 @@
 """IR ``Graph`` → LBANN Era C prototext (+ ``.npy`` weights), written atomically.
 
-Steps: fold constant sub-expressions and make shapes static (``prepare``), map
+Steps: fold constant sub-expressions and make shapes static (the shared ``fold`` and
+``infer-shapes`` passes), map
 every node with the registered exporters (``export_nn``, ``export_tensor``) —
 collecting *all* nodes LBANN cannot express into one error — then emit
 ``trainer { mini_batch_size }``, ``model { layer … weights … }`` and the default
@@ -23,12 +24,12 @@ import numpy as np
 from ...errors import FormatError, InputError, Unsupported, UnsupportedOpError
 from ...fileio import atomic_outputs
 from ...ir import Graph
+from ...passes import run_passes
 from ...passes.fold_constants import oversized_constant
 from ...protos.lbann import lbann_pb2
 from . import export_nn, export_tensor, textio  # noqa: F401 - register the exporters
 from .exporting import EXPORTERS, ExportContext, Inexpressible, WeightsEntry
 from .mapping import LBANN_VERSIONS
-from .prepare import fold_constants, needs_shape_inference
 from .weights import NPY_THRESHOLD, column_major
 
 DEFAULT_VERSION = "0.104"
@@ -84,14 +85,15 @@ def graph_to_lbann(graph: Graph, version: str = DEFAULT_VERSION
     return message, ctx.weights, header
 
 
-def _prepared(graph: Graph) -> Graph:
-    graph = graph.copy()
-    fold_constants(graph)
-    if needs_shape_inference(graph):
-        from ..onnx import graph_to_model, load_onnx
+#: LBANN has no shape arithmetic and takes trained weights only as weights objects: everything
+#: computable from constants is folded, and every shape must be static (specs/lbann-format.md §8)
+PREPARE_PASSES = ["fold", "infer-shapes"]
 
-        graph = load_onnx(graph_to_model(graph))
-        fold_constants(graph)
+
+def _prepared(graph: Graph) -> Graph:
+    """A folded copy with inferred shapes (the caller's graph is never changed)."""
+    graph = graph.copy()
+    run_passes(graph, PREPARE_PASSES)
     return graph
 
 

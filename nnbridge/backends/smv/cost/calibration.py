@@ -96,10 +96,13 @@ def features(layer: Layer, page: int = 4096, line: int = 32) -> tuple[float, flo
 SPEC_GAMMA = {"fc": 1.0, "pool": 1.0, "bn": 1.0}
 
 
-def fit(dma_setup: float = 100.0) -> dict[str, tuple[float, float]]:
-    """Per family (α cycles/byte, γ cycles/work unit), minimising relative error over §8.3 layers."""
+def fit(dma_setup: float = 100.0, without: str | None = None) -> dict[str, tuple[float, float]]:
+    """Per family (α cycles/byte, γ cycles/work unit), minimising relative error over §8.3 layers
+    (of every network but ``without``, for a held-out estimate)."""
     rows: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
     for model, layers in NETWORKS.items():
+        if model == without:
+            continue
         for layer in layers:
             requests, nbytes, work = features(layer)
             measured = MEASURED[model][layer.name][1]
@@ -116,4 +119,27 @@ def fit(dma_setup: float = 100.0) -> dict[str, tuple[float, float]]:
         else:
             alpha, gamma = np.linalg.lstsq(a, b, rcond=None)[0]
             result[family] = (float(alpha), float(gamma))
+    return result
+
+
+def predicted_cycles(layer: Layer, constants: dict[str, tuple[float, float]], dma_setup: float = 100.0) -> float:
+    """The calibrated model's accelerator cycles for one layer: setup per request + α·bytes + γ·work."""
+    requests, nbytes, work = features(layer)
+    alpha, gamma = constants[FAMILY[type(layer)]]
+    return dma_setup * requests + alpha * nbytes + gamma * work
+
+
+def held_out_errors(dma_setup: float = 100.0) -> dict[str, tuple[float, float]]:
+    """Per network, (total error, worst layer error) with constants fitted *without* that network:
+    the error to expect on a network the calibration has not seen."""
+    result = {}
+    for model, layers in NETWORKS.items():
+        constants = fit(dma_setup, without=model)
+        if any(FAMILY[type(layer)] not in constants for layer in layers):
+            continue  # a family only this network has: nothing to predict it from
+        errors = [predicted_cycles(layer, constants, dma_setup) / MEASURED[model][layer.name][1] - 1
+                  for layer in layers]
+        total = sum(predicted_cycles(layer, constants, dma_setup) for layer in layers)
+        result[model] = (total / sum(MEASURED[model][layer.name][1] for layer in layers) - 1,
+                         max(errors, key=abs))
     return result
