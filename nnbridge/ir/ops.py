@@ -43,6 +43,9 @@ class OpTraits:
     shape: ShapeRule = ShapeRule.INFERRED
     flops_per_element: float = 1.0
     flags: frozenset[Flag] = frozenset()
+    #: input slots laid out like the activation (a conv's weight follows its data): the op computes
+    #: "as if NCHW" when its data input is NHWC, so the layout passes can move it between the two
+    spatial_slots: tuple[int, ...] = ()
     #: the schema of an op outside ONNX (registered with the traits)
     schema: OpSchema | None = None
     #: reverse-mode rule: (node, output gradients) → input gradients (filled by the training work)
@@ -87,7 +90,7 @@ _PATTERNS = {"elemwise": PatternKind.ELEMWISE, "broadcast": PatternKind.BROADCAS
              "injective": PatternKind.INJECTIVE, "reduce": PatternKind.COMM_REDUCE,
              "out-fusable": PatternKind.OUT_ELEMWISE_FUSABLE, "opaque": PatternKind.OPAQUE}
 
-#: op, pattern, shape rule, FLOP per output element, flags
+#: op, pattern, shape rule, FLOP per output element, flags (``spatial=0,1``: spatial slots)
 _TABLE = """
 Abs                     elemwise     same       1
 Acos                    elemwise     same       1
@@ -138,7 +141,7 @@ Tanh                    elemwise     same       4
 ThresholdedRelu         elemwise     same       1
 Add                     broadcast    broadcast  1
 And                     broadcast    broadcast  1
-BatchNormalization      broadcast    -          2      layout-bound
+BatchNormalization      broadcast    -          2      layout-bound spatial=0
 BitShift                broadcast    broadcast  1
 BitwiseAnd              broadcast    broadcast  1
 BitwiseOr               broadcast    broadcast  1
@@ -182,9 +185,9 @@ Trilu                   injective    -          1
 Unsqueeze               injective    -          1
 ArgMax                  reduce       -          1
 ArgMin                  reduce       -          1
-GlobalAveragePool       reduce       -          1
+GlobalAveragePool       reduce       -          1            spatial=0
 GlobalLpPool            reduce       -          1
-GlobalMaxPool           reduce       -          1
+GlobalMaxPool           reduce       -          1            spatial=0
 ReduceL1                reduce       -          1
 ReduceL2                reduce       -          1
 ReduceLogSum            reduce       -          1
@@ -195,19 +198,19 @@ ReduceMin               reduce       -          1
 ReduceProd              reduce       -          1
 ReduceSum               reduce       -          1
 ReduceSumSquare         reduce       -          1
-AveragePool             out-fusable  -          1
-Conv                    out-fusable  -          1
+AveragePool             out-fusable  -          1            spatial=0
+Conv                    out-fusable  -          1            spatial=0,1
 ConvTranspose           out-fusable  -          1
 Einsum                  out-fusable  -          1      whole-input
 Gemm                    out-fusable  -          1
 GroupNormalization      out-fusable  -          8
 InstanceNormalization   out-fusable  -          8
-LRN                     out-fusable  same       1
+LRN                     out-fusable  same       1            spatial=0
 LayerNormalization      out-fusable  -          8
 LogSoftmax              out-fusable  same       6
 LpPool                  out-fusable  -          1
 MatMul                  out-fusable  -          1
-MaxPool                 out-fusable  -          1
+MaxPool                 out-fusable  -          1            spatial=0
 Resize                  out-fusable  -          1      whole-input
 Softmax                 out-fusable  same       5
 Bernoulli               opaque       -          1      no-fold
@@ -225,8 +228,10 @@ Scan                    opaque       -          1      no-fold
 def _load_table() -> None:
     for line in _TABLE.strip().splitlines():
         op, pattern, shape, flops, *flags = line.split()
+        slots = tuple(int(i) for f in flags if f.startswith("spatial=") for i in f[8:].split(","))
+        flags = [f for f in flags if not f.startswith("spatial=")]
         OP_TRAITS.register(("", op), OpTraits(op, "", _PATTERNS[pattern], ShapeRule(shape), float(flops),
-                                              frozenset(Flag(f) for f in flags)), origin=f"{__name__}._TABLE")
+                                              frozenset(Flag(f) for f in flags), slots), origin=f"{__name__}._TABLE")
 
 
 _load_table()

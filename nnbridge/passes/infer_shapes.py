@@ -15,7 +15,7 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 
 from ..ir import DType, Graph, Layout, Node, ShapeRule, TensorType, TypeKind, op_traits
-from .layouts import PERMS, SPATIAL_SLOTS, is_spatial, permute_shape, spatial_layout
+from .layouts import PERMS, is_spatial, permute_shape, spatial_layout
 from .manager import register_pass
 
 _DATA_LIMIT = 4096  # constants up to this many elements are passed to onnx as data
@@ -123,7 +123,7 @@ def _signature(node: Node) -> tuple | None:
 def _infer_standard(node: Node) -> list[TensorType | None] | None:
     if is_spatial(node) and spatial_layout(node) is Layout.NHWC:
         to_nchw = PERMS[(Layout.NHWC, Layout.NCHW)]
-        slots = SPATIAL_SLOTS[node.op]
+        slots = op_traits(node.op).spatial_slots
         types = [_input_type(v, to_nchw if i in slots else None) for i, v in enumerate(node.inputs)]
         outs = _onnx_infer(node, types)
         back = PERMS[(Layout.NCHW, Layout.NHWC)]

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..ir import Flag, Graph, Layout, Node, PatternKind, TensorType, Value, op_traits
 from .fuse import op_pattern
-from .layouts import PERMS, SPATIAL_SLOTS, image_layout, is_spatial, permute_shape
+from .layouts import PERMS, image_layout, is_spatial, permute_shape
 from .manager import register_pass
 from .rewrite import add_const, remove_dead, set_output
 
@@ -121,7 +121,7 @@ class _Converter:
         was = self._was(x) or Layout.NCHW
         if was is self.target and image_layout(x) is self.target:
             return
-        for slot in SPATIAL_SLOTS[node.op]:
+        for slot in op_traits(node.op).spatial_slots:
             v = node.input(slot)
             if v is not None:
                 node.set_input(slot, self.as_layout(v, self.target))

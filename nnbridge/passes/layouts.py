@@ -1,20 +1,15 @@
 """Which ops are layout-sensitive and how NCHW and NHWC relate (shared by passes; no pass).
 
 Convention (docs/passes.md): a Value's shape is listed in its *physical* layout
-order. The spatial ops below compute "as if NCHW" when their data input is laid
-out NHWC (their NHWC conv weights are ``[K, kH, kW, C]``); every other op works
-on the physical array, so an NHWC ``Flatten`` yields features in (h, w, c) order.
+order. The spatial ops (``spatial_slots`` in the op-traits table) compute "as if
+NCHW" when their data input is laid out NHWC (their NHWC conv weights are
+``[K, kH, kW, C]``); every other op works on the physical array, so an NHWC
+``Flatten`` yields features in (h, w, c) order.
 """
 
 from __future__ import annotations
 
-from ..ir import Layout, Node
-
-#: op → input slots laid out like the activation (a conv's weight follows its data).
-SPATIAL_SLOTS: dict[str, tuple[int, ...]] = {
-    "Conv": (0, 1), "MaxPool": (0,), "AveragePool": (0,), "GlobalAveragePool": (0,),
-    "GlobalMaxPool": (0,), "BatchNormalization": (0,), "LRN": (0,),
-}
+from ..ir import Layout, Node, op_traits
 
 #: perm that turns a tensor of the first layout into the second (physical transpose).
 PERMS: dict[tuple[Layout, Layout], tuple[int, ...]] = {
@@ -34,7 +29,7 @@ def image_layout(value) -> Layout | None:
 
 def is_spatial(node: Node) -> bool:
     """A layout-sensitive op the layout pass can move between NCHW and NHWC."""
-    if node.domain or node.op not in SPATIAL_SLOTS or len(node.outputs) != 1:
+    if node.domain or not op_traits(node.op).spatial_slots or len(node.outputs) != 1:
         return False
     x = node.input(0)
     return x is not None and x.type.rank == 4

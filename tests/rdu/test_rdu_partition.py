@@ -10,6 +10,7 @@ from nnbridge.backends.rdu import machine_for
 from nnbridge.backends.rdu.allocate import water_fill
 from nnbridge.backends.rdu.partition import build_kernels, partition
 from nnbridge.errors import InputError
+from nnbridge.passes.fuse_chains import chain_groups
 from nnbridge.zoo import build
 
 SN40L = machine_for("sn40l")
@@ -17,7 +18,7 @@ SN40L = machine_for("sn40l")
 
 def kernel_ops(model, fuse=True):
     graph = nnbridge.load(model)
-    return [[graph_op for graph_op in k.ops] for k in build_kernels(graph, SN40L, fuse=fuse)]
+    return [list(k.ops) for k in build_kernels(graph, SN40L, chain_groups(graph) if fuse else None)]
 
 
 @pytest.mark.parametrize("ops, groups", [
@@ -45,7 +46,7 @@ def test_o0_has_one_operator_per_section():
 @pytest.mark.parametrize("name", ["transformer_tiny", "resnet_tiny", "cnn10"])
 def test_kernel_graph_is_acyclic_and_covers_every_op(name):
     graph = nnbridge.load(build(name))
-    sections = partition(graph, SN40L, "o1")
+    sections = partition(graph, SN40L, "o1", chain_groups(graph))
     seen: set[str] = {v.name for v in graph.inputs} | set(graph.initializers)
     ops = []
     for s in sections:
@@ -62,9 +63,9 @@ def test_kernel_graph_is_acyclic_and_covers_every_op(name):
 
 def test_small_sram_forces_several_sections():
     graph = nnbridge.load(build("vgg_cifar"))
-    big = partition(graph, SN40L, "o1")
+    big = partition(graph, SN40L, "o1", chain_groups(graph))
     small_machine = machine_for("sn40l", sram_bytes=64 * 1024, n_pmu=64)
-    small = partition(graph, small_machine, "o1")
+    small = partition(graph, small_machine, "o1", chain_groups(graph))
     assert len(big) == 1
     assert len(small) >= 2
     for s in small:
@@ -73,7 +74,7 @@ def test_small_sram_forces_several_sections():
 
 def test_port_limit_bounds_off_chip_streams():
     graph = nnbridge.load(build("resnet_tiny"))
-    sections = partition(graph, machine_for("sn40l", max_section_ports=2), "o1")
+    sections = partition(graph, machine_for("sn40l", max_section_ports=2), "o1", chain_groups(graph))
     assert len(sections) > 1
     for s in sections:
         if len(s.kernels) > 1:
@@ -97,7 +98,7 @@ def test_water_fill_respects_parallelism():
 
 def test_linear_relu_is_one_kernel_with_external_edges_only():
     graph = nnbridge.load(linear_relu())
-    (kernel,) = build_kernels(graph, SN40L, fuse=True)
+    (kernel,) = build_kernels(graph, SN40L, chain_groups(graph))
     assert kernel.anchor == "MatMul"
     assert list(kernel.inputs) == ["x"] and list(kernel.outputs) == ["y"]
     assert kernel.flops == 2 * 2 * 16 * 8 + 2 * 8 + 2 * 8
@@ -114,7 +115,9 @@ def test_bad_options_are_clear():
         nnbridge.compile(linear_relu(), backend="rdu", batch_size=2, micro_batch=4)
 
 
-def test_groups_of_the_generic_fuse_pass_are_inlined_before_partitioning():
+@pytest.mark.parametrize("fusion", ["fuse-chains", "fuse"])
+def test_fusion_is_decided_once_and_the_partitioner_takes_the_groups(fusion):
+    """Whichever fusion pass ran, its groups are the kernels (o0 ignores them); no second decision."""
     from collections import Counter
 
     from nnbridge.backends.rdu.unfuse import inline_fused
@@ -122,12 +125,20 @@ def test_groups_of_the_generic_fuse_pass_are_inlined_before_partitioning():
 
     original = nnbridge.load(build("transformer_tiny"))
     fused = original.copy()
-    run_passes(fused, ["fuse"])
-    assert any(n.op == "Fused" for n in fused.nodes)
-    assert inline_fused(fused) > 0
+    run_passes(fused, [fusion])
+    bodies = [[m.name for m in n.attrs["body"].nodes] for n in fused.nodes if n.op == "Fused"]
+    assert bodies
+    groups = inline_fused(fused)
     fused.verify()
     assert Counter(n.op for n in fused.nodes) == Counter(n.op for n in original.nodes)
-    assert len(partition(fused, SN40L, "o0")) == len(original.nodes)
-    o1 = nnbridge.compile(build("transformer_tiny"), backend="rdu", mode="o1")  # default pipeline fuses first
+    kernels = [k.ops for s in partition(fused, SN40L, "o1", groups) for k in s.kernels]
+    assert [k for k in kernels if len(k) > 1] == bodies
+    assert len(partition(fused, SN40L, "o0", groups)) == len(original.nodes)
+
+
+def test_the_rdu_pipeline_fuses_chains_once_and_compiles_plain_ops():
+    graph = nnbridge.load(build("transformer_tiny"))
+    o1 = nnbridge.compile(graph, backend="rdu", mode="o1")
     assert not any(n.op == "Fused" for n in o1.graph.nodes)
     assert o1.estimate.totals["ops"] == len(o1.graph.nodes)
+    assert o1.estimate.totals["kernels"] == len(chain_groups(graph))

@@ -108,17 +108,17 @@ class RduBackend(Backend):
 
     pipelines = {
         0: ["simplify", "layout-nchw", "cancel-transposes", *CLEAN],
-        1: ["simplify", "layout-nchw", "cancel-transposes", *CLEAN, "fuse"],
-        2: [*FOLD, "simplify", "layout-nchw", "cancel-transposes", *CLEAN, "fuse"],
-        3: [*FOLD, "simplify", *SCALE, "layout-nchw", "cancel-transposes", *CLEAN, "fuse"],
+        1: ["simplify", "layout-nchw", "cancel-transposes", *CLEAN, "fuse-chains"],
+        2: [*FOLD, "simplify", "layout-nchw", "cancel-transposes", *CLEAN, "fuse-chains"],
+        3: [*FOLD, "simplify", *SCALE, "layout-nchw", "cancel-transposes", *CLEAN, "fuse-chains"],
     }
 
     def compile(self, graph: Graph, mode: str = "o1", preset: str | Machine = DEFAULT_PRESET,
                 batch_size: int = 1, micro_batch: int = 1, **machine_overrides: Any) -> RduExecutable:
         machine = machine_for(preset, **machine_overrides)
         options = CompileOptions(mode, batch_size, micro_batch).validated()
-        inline_fused(graph)
-        sections = partition(graph, machine, options.mode)
+        groups = inline_fused(graph)
+        sections = partition(graph, machine, options.mode, groups)
         return RduExecutable(graph, machine, options, sections, samples_per_call(graph))
 
     def supported_ops(self) -> set[str]:

@@ -1,13 +1,9 @@
 """Kernels and sections (specs/rdu-architecture.md §5.2 steps 1–2, passes.md §2.3).
 
-1. **Kernels** (fusion legality by pattern kind): an op joins the kernel of the producer of
-   one of its inputs when that edge has a single consumer and is not a graph output, and the
-   kernel stays "one anchor + elementwise/broadcast epilogue + injective prologue": elementwise
-   and broadcast ops always join; injective ops only join anchor-less kernels; an anchor
-   (conv, matmul, pool, softmax, norms) or a reduction joins only an anchor-less kernel and
-   becomes its anchor; a reduction ends its kernel; opaque ops stand alone. Every other input
-   must come from a kernel that lies wholly before the joined kernel's first op, so kernel
-   dependencies always point from an earlier head to a later one (the kernel graph is acyclic).
+1. **Kernels**: the groups of the pipeline's ``fuse`` pass (one anchor + elementwise epilogue,
+   injective chains; ``unfuse.inline_fused`` hands them over as lists of ops), so fusion is
+   decided once; an op outside any group is a kernel of its own. The groups are convex (the
+   pass outlined each into one node of an acyclic graph), so the kernel graph is acyclic.
 2. **Sections**: kernels in order grow the current section while the PCU (one per stage at
    least), PMU, SRAM and off-chip port limits hold. ``o0`` skips fusion and gives every
    operator its own section, as SambaFlow's safe mode does.
@@ -22,8 +18,6 @@ from typing import Any
 from ...ir import Graph, Node, PatternKind, pattern_kind
 from .config import Machine
 from .costs import op_cost
-
-MAX_OPS_PER_KERNEL = 256  # Relay's kMaxFusedOps
 
 
 @dataclass
@@ -80,82 +74,12 @@ class Section:
         return cls(kernels=kernels, **data)
 
 
-def pattern_of(node: Node) -> PatternKind:
-    return pattern_kind(node.op, node.domain)
-
-
-class _Group:
-    __slots__ = ("nodes", "head", "last", "anchor", "closed")
-
-    def __init__(self, node: Node, index: int):
-        self.nodes = [node]
-        self.head = self.last = index
-        self.anchor: Node | None = None
-        self.closed = False
-        self._absorb_role(node)
-
-    def _absorb_role(self, node: Node) -> None:
-        kind = pattern_of(node)
-        if kind in (PatternKind.OUT_ELEMWISE_FUSABLE, PatternKind.COMM_REDUCE):
-            self.anchor = node
-        self.closed = kind is PatternKind.COMM_REDUCE or kind is PatternKind.OPAQUE
-
-    def accepts(self, kind: PatternKind) -> bool:
-        if self.closed or len(self.nodes) >= MAX_OPS_PER_KERNEL:
-            return False
-        if kind <= PatternKind.BROADCAST:
-            return True
-        if kind in (PatternKind.INJECTIVE, PatternKind.OUT_ELEMWISE_FUSABLE, PatternKind.COMM_REDUCE):
-            return self.anchor is None
-        return False
-
-    def add(self, node: Node, index: int) -> None:
-        self.nodes.append(node)
-        self.last = index
-        self._absorb_role(node)
-
-
-def fuse_groups(graph: Graph, fuse: bool) -> list[list[Node]]:
-    """Nodes grouped into kernels, in topological order of the kernels."""
-    nodes = graph.nodes
+def build_kernels(graph: Graph, machine: Machine, groups: list[list[Node]] | None) -> list[Kernel]:
+    """One kernel per group of ops (topologically ordered); ``None``: every op alone."""
     consumers = graph.consumer_map()
     graph_outputs = {id(v) for v in graph.outputs}
-    group_of: dict[int, _Group] = {}
-    groups: list[_Group] = []
-    for index, node in enumerate(nodes):
-        target = _fusion_target(node, group_of, consumers, graph_outputs) if fuse else None
-        if target is None:
-            target = _Group(node, index)
-            groups.append(target)
-        else:
-            target.add(node, index)
-        group_of[id(node)] = target
-    return [g.nodes for g in groups]
-
-
-def _fusion_target(node: Node, group_of: dict[int, _Group], consumers: dict[int, list[Node]],
-                   graph_outputs: set[int]) -> _Group | None:
-    kind = pattern_of(node)
-    producers = [v.producer for v in node.inputs
-                 if v is not None and v.const is None and v.producer is not None and id(v.producer) in group_of]
-    for v in node.inputs:
-        if v is None or v.producer is None or id(v.producer) not in group_of:
-            continue
-        group = group_of[id(v.producer)]
-        if (len(consumers.get(id(v), ())) != 1 or id(v) in graph_outputs or not group.accepts(kind)
-                or node.subgraphs()):
-            continue
-        others = {id(group_of[id(p)]): group_of[id(p)] for p in producers if group_of[id(p)] is not group}
-        if all(g.last < group.head for g in others.values()):
-            return group
-    return None
-
-
-def build_kernels(graph: Graph, machine: Machine, fuse: bool) -> list[Kernel]:
-    consumers = graph.consumer_map()
-    graph_outputs = {id(v) for v in graph.outputs}
-    return [_make_kernel(i, ops, machine, consumers, graph_outputs)
-            for i, ops in enumerate(fuse_groups(graph, fuse))]
+    groups = groups if groups is not None else [[node] for node in graph.nodes]
+    return [_make_kernel(i, ops, machine, consumers, graph_outputs) for i, ops in enumerate(groups)]
 
 
 def _make_kernel(index: int, ops: list[Node], machine: Machine, consumers: dict[int, list[Node]],
@@ -178,7 +102,7 @@ def _make_kernel(index: int, ops: list[Node], machine: Machine, consumers: dict[
             if leaves and v.name in sizes:
                 outputs[v.name] = sizes[v.name]
     result_elems = max((b // machine.float_bytes for b in outputs.values()), default=1)
-    anchor = next((n.op for n in ops if pattern_of(n) in (PatternKind.OUT_ELEMWISE_FUSABLE,
+    anchor = next((n.op for n in ops if pattern_kind(n.op, n.domain) in (PatternKind.OUT_ELEMWISE_FUSABLE,
                                                           PatternKind.COMM_REDUCE)), "")
     return Kernel(
         name=f"k{index}_{ops[0].name}", ops=[n.name for n in ops], anchor=anchor,
@@ -189,9 +113,10 @@ def _make_kernel(index: int, ops: list[Node], machine: Machine, consumers: dict[
     )
 
 
-def partition(graph: Graph, machine: Machine, mode: str) -> list[Section]:
-    """Kernels grouped into sections under the machine's resource limits."""
-    kernels = build_kernels(graph, machine, fuse=mode != "o0")
+def partition(graph: Graph, machine: Machine, mode: str, groups: list[list[Node]] | None = None) -> list[Section]:
+    """Kernels (``groups`` of ops, from the fuse pass; o0 ignores them) grouped into sections under
+    the machine's resource limits."""
+    kernels = build_kernels(graph, machine, groups if mode != "o0" else None)
     consumers_of: dict[str, int] = {}
     for k in kernels:
         for name in k.inputs:

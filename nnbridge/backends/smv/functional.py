@@ -17,9 +17,8 @@ from collections.abc import Callable
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ...ir import Layout
+from ...ir import Layout, op_traits
 from ...kernels import KernelContext, get_kernel
-from ...passes.layouts import SPATIAL_SLOTS
 from . import arithmetic
 from .lowering import Step
 from .numerics import BINARY, activation, avg_pool, batch_norm, fp16, host, max_pool, softmax, store
@@ -224,7 +223,7 @@ def run_cpu(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
     if ctx is None:
         ctx = sim.contexts[id(step)] = KernelContext(step.fn.node)
     ctx.env = env
-    slots = SPATIAL_SLOTS.get(step.fn.op, ()) if not step.fn.domain else ()
+    slots = op_traits(step.fn.op, step.fn.domain).spatial_slots
     nhwc = bool(slots) and sim.nhwc(step.inputs[0]) and args[0] is not None and np.ndim(args[0]) == 4
     if nhwc:
         args = [a.transpose(0, 3, 1, 2) if i in slots and a is not None and a.ndim == 4 else a
