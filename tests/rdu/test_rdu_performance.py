@@ -25,14 +25,22 @@ def within(ours: float, theirs: float, tolerance: float) -> bool:
     return abs(ours - theirs) <= tolerance * abs(theirs)
 
 
-def test_squeezenet_matches_the_plasticine_analyzer_within_20_percent(squeezenet_plasticine):
+def test_squeezenet_matches_the_plasticine_analyzer_within_the_spec_tolerances(squeezenet_plasticine):
+    """specs/rdu-architecture.md §6.1: one section, 64 compute units, stage and model latency ±15 %."""
     t = squeezenet_plasticine
     assert t["sections"] == 1
     assert t["compute_units_used"] == ANALYZER["compute_units"]
-    assert within(t["stage_latency_us"], ANALYZER["stage_latency_us"], 0.20)
-    assert within(t["steady_throughput_samples_per_s"], ANALYZER["throughput"], 0.20)
-    assert within(t["steady_flops_utilization"], ANALYZER["utilization"], 0.20)
-    assert within(t["max_depth"] * t["stage_latency_us"], ANALYZER["model_latency_us"], 0.20)
+    assert within(t["stage_latency_us"], ANALYZER["stage_latency_us"], 0.15)
+    assert within(t["max_depth"] * t["stage_latency_us"], ANALYZER["model_latency_us"], 0.15)
+    assert within(t["steady_throughput_samples_per_s"], ANALYZER["throughput"], 0.15)
+
+
+@pytest.mark.xfail(strict=True, reason="known gap (docs/rdu.md): utilisation 75.0 % vs 65.8 % — our stage "
+                   "latency is 9.8 % short — and 78 memory units vs 125; strict, so closing it shows")
+def test_squeezenet_utilisation_and_memory_units_within_the_spec_tolerances(squeezenet_plasticine):
+    t = squeezenet_plasticine
+    assert abs(100 * t["steady_flops_utilization"] - 100 * ANALYZER["utilization"]) <= 2.0
+    assert within(t["memory_units"], 125, 0.15)
 
 
 def test_squeezenet_flop_count_matches_within_1_percent(squeezenet_plasticine):
