@@ -163,3 +163,79 @@ def test_a_small_file_whose_constant_expands_to_gigabytes_is_never_materialised(
     else:  # refused: an error naming the cause (one line per unsupported node), nothing written
         assert proc.returncode == 1 and "Traceback" not in proc.stderr and written == 0
         assert errors[0].startswith("error:") and len(errors) <= 1 + len(model.graph.node)
+
+
+def _external(name: str, location: str, dims=(4,), data_type=TensorProto.FLOAT) -> onnx.TensorProto:
+    tensor = helper.make_tensor(name, data_type, list(dims), np.zeros(int(np.prod(dims)), np.float32))
+    tensor.ClearField("float_data")
+    tensor.data_location = TensorProto.EXTERNAL
+    for key, value in {"location": location, "offset": "0", "length": str(4 * int(np.prod(dims)))}.items():
+        tensor.external_data.add(key=key, value=value)
+    return tensor
+
+
+def _escaping_model(place: str, location: str) -> onnx.ModelProto:
+    """A small model with one external-data reference in ``place``."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    inits, sparse, functions = [], [], []
+    if place == "initializer":
+        nodes = [helper.make_node("Add", ["x", "w"], ["y"])]
+        inits = [_external("w", location)]
+    elif place == "constant value":
+        nodes = [helper.make_node("Constant", [], ["w"], value=_external("w", location)),
+                 helper.make_node("Add", ["x", "w"], ["y"])]
+    elif place == "tensor-list attribute":  # a TENSORS attribute: never vetted before
+        node = helper.make_node("Add", ["x", "x"], ["y"])
+        node.attribute.append(helper.make_attribute("extra", [_external("t", location)]))
+        nodes = [node]
+    elif place == "subgraph":
+        branch = helper.make_graph([helper.make_node("Identity", ["w"], ["b"])], "branch", [],
+                                   [helper.make_tensor_value_info("b", TensorProto.FLOAT, [4])],
+                                   [_external("w", location)])
+        cond = helper.make_tensor("c", TensorProto.BOOL, [], [True])
+        nodes = [helper.make_node("If", ["c"], ["w2"], then_branch=branch, else_branch=branch),
+                 helper.make_node("Add", ["x", "w2"], ["y"])]
+        inits = [cond]
+    elif place == "sparse initializer":
+        indices = helper.make_tensor("w_idx", TensorProto.INT64, [1], [0])
+        sparse = [helper.make_sparse_tensor(_external("w", location, (1,)), indices, [4])]
+        nodes = [helper.make_node("Add", ["x", "w"], ["y"])]
+    elif place == "local function":
+        body = helper.make_node("Constant", [], ["k"], value=_external("k", location))
+        functions = [helper.make_function("local", "AddK", ["a"], ["b"],
+                                          [body, helper.make_node("Add", ["a", "k"], ["b"])],
+                                          [helper.make_opsetid("", 17)])]
+        nodes = [helper.make_node("AddK", ["x"], ["y"], domain="local")]
+    graph = helper.make_graph(nodes, "escape", [x], [y], inits, sparse_initializer=sparse)
+    return helper.make_model(graph, functions=functions, ir_version=9,
+                             opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)])
+
+
+PLACES = ["initializer", "constant value", "tensor-list attribute", "subgraph", "sparse initializer",
+          "local function"]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_external_data_from_any_place_is_refused_if_it_leaves_the_model_dir(tmp_path, place):
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(np.arange(4, dtype=np.float32).tobytes())
+    path = tmp_path / "model" / "escape.onnx"
+    path.parent.mkdir()
+    path.write_bytes(_escaping_model(place, "../secret.bin").SerializeToString())
+    with pytest.raises(SecurityError, match="escapes the model directory"):
+        nnbridge.load(path)
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_external_data_is_never_read_from_the_working_directory(tmp_path, monkeypatch, place):
+    """A reference to 'data.bin' means the model's directory, not wherever the user stands."""
+    (tmp_path / "data.bin").write_bytes(np.full(4, 7, np.float32).tobytes())
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "model" / "m.onnx"
+    path.parent.mkdir()
+    path.write_bytes(_escaping_model(place, "data.bin").SerializeToString())
+    with pytest.raises(FormatError, match="is missing"):
+        nnbridge.load(path)
+    with pytest.raises(FormatError, match="uses external data"):
+        nnbridge.load(_escaping_model(place, "data.bin"))  # a ModelProto has no directory at all

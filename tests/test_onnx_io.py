@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 import nnbridge
 from nnbridge.converters.onnx import save_onnx
+from nnbridge.errors import FormatError
 from nnbridge.ir import IR_OPSET
 
 
@@ -54,3 +56,44 @@ def test_metadata_and_names_survive_a_round_trip(tmp_path):
     back = onnx.load(out)
     assert {p.key: p.value for p in back.metadata_props} == {"author": "nnbridge tests"}
     assert [n.name for n in back.graph.node] == [n.name for n in graph.nodes]
+
+
+def _vector_model(nodes, **graph_fields):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    functions = graph_fields.pop("functions", [])
+    graph = helper.make_graph(nodes, "m", [x], [y], **graph_fields)
+    return helper.make_model(graph, functions=functions, ir_version=9,
+                             opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)])
+
+
+def test_a_model_with_a_local_function_is_inlined_and_agrees_with_onnxruntime():
+    body = [helper.make_node("Constant", [], ["k"], value=helper.make_tensor("k", TensorProto.FLOAT, [4],
+                                                                              [1, 2, 3, 4])),
+            helper.make_node("Add", ["a", "k"], ["b"])]
+    function = helper.make_function("local", "AddK", ["a"], ["b"], body, [helper.make_opsetid("", 17)])
+    model = _vector_model([helper.make_node("AddK", ["x"], ["y"], domain="local")], functions=[function])
+    graph = nnbridge.load(model)
+    assert [n.op for n in graph.nodes] == ["Constant", "Add"]  # the function body, inlined
+    result = nnbridge.check(model)
+    assert result.ok and np.array_equal(result.actual["y"], result.inputs["x"] + np.arange(1, 5, dtype=np.float32))
+
+
+@pytest.mark.parametrize("indices", [[1, 3], [[1], [3]]], ids=["linear", "coordinates"])
+def test_a_sparse_initializer_becomes_a_dense_constant(indices):
+    values = helper.make_tensor("w", TensorProto.FLOAT, [2], [3.0, 5.0])
+    index = np.asarray(indices, np.int64)
+    sparse = helper.make_sparse_tensor(values, helper.make_tensor("w_i", TensorProto.INT64, list(index.shape),
+                                                                  index.ravel()), [4])
+    model = _vector_model([helper.make_node("Add", ["x", "w"], ["y"])], sparse_initializer=[sparse])
+    graph = nnbridge.load(model)
+    assert np.array_equal(graph.initializers["w"], [0, 3, 0, 5])
+    assert nnbridge.check(model).ok
+
+
+def test_a_sparse_initializer_with_an_index_out_of_range_is_refused():
+    values = helper.make_tensor("w", TensorProto.FLOAT, [1], [3.0])
+    sparse = helper.make_sparse_tensor(values, helper.make_tensor("w_i", TensorProto.INT64, [1], [9]), [4])
+    model = _vector_model([helper.make_node("Add", ["x", "w"], ["y"])], sparse_initializer=[sparse])
+    with pytest.raises(FormatError, match="sparse initializer 'w'"):
+        nnbridge.load(model)

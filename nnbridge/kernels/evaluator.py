@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import KernelError, NNBridgeError, Unsupported, UnsupportedOpError
-from ..ir import Graph, Node
+from ..ir import Graph, Node, op_traits
 from .registry import KernelSpec, get_kernel
 
 
@@ -48,6 +48,8 @@ class Step:
     inputs: list[str | None]
     outputs: list[str]
     release: list[str]  # values no longer needed after this step
+    constant: bool = False  # every input is a constant: computed on the first run, then kept
+    kept: Any = None
 
 
 def unsupported_nodes(graph: Graph) -> list[Unsupported]:
@@ -81,6 +83,7 @@ class Plan:
                     last_use[v.name] = i
         self.steps: list[Step] = []
         local = {v.name for v in graph.inputs} | {o.name for n in nodes for o in n.outputs}
+        static = set(graph.initializers)  # values that are the same on every run
         for i, node in enumerate(nodes):
             spec = get_kernel(node.op, node.domain)
             if spec is None:
@@ -90,29 +93,40 @@ class Plan:
                 if last_use.get(name) == i and name not in keep and name in local
             ]
             release += [o.name for o in node.outputs if o.name not in last_use and o.name not in keep]
+            constant = (not node.subgraphs() and op_traits(node.op, node.domain).foldable
+                        and all(v is None or v.name in static for v in node.inputs))
+            if constant:  # e.g. a weight made by ConstantOfShape above the fold limit
+                static.update(o.name for o in node.outputs)
             self.steps.append(Step(spec, KernelContext(node),
                                    [v.name if v is not None else None for v in node.inputs],
-                                   [o.name for o in node.outputs], release))
+                                   [o.name for o in node.outputs], release, constant))
+
+    def _compute(self, step: Step, env: Mapping[str, Any]) -> tuple:
+        args = [env[name] if name is not None else None for name in step.inputs]
+        step.ctx.env = env
+        start = time.perf_counter() if self.profile else 0.0
+        try:
+            result = step.spec.fn(step.ctx, *args)
+        except NNBridgeError:
+            raise
+        except Exception as exc:
+            node = step.ctx.node
+            raise KernelError(f"node '{node.name}' ({node.op}) failed: {type(exc).__name__}: {exc}") from exc
+        if self.profile:
+            self.timings.append((step.ctx.node, time.perf_counter() - start))
+        return result if isinstance(result, tuple) else (result,)  # a list is one sequence value
 
     def execute(self, feeds: Mapping[str, Any], outer: Mapping[str, Any] | None = None) -> list[Any]:
         local: dict[str, Any] = dict(self.graph.initializers)
         local.update(feeds)
         env: MutableMapping[str, Any] = ChainMap(local, outer) if outer is not None else local
         for step in self.steps:
-            args = [env[name] if name is not None else None for name in step.inputs]
-            step.ctx.env = env
-            start = time.perf_counter() if self.profile else 0.0
-            try:
-                result = step.spec.fn(step.ctx, *args)
-            except NNBridgeError:
-                raise
-            except Exception as exc:
-                node = step.ctx.node
-                raise KernelError(f"node '{node.name}' ({node.op}) failed: {type(exc).__name__}: {exc}") from exc
-            if self.profile:
-                self.timings.append((step.ctx.node, time.perf_counter() - start))
-            if not isinstance(result, tuple):  # a tuple is several outputs; a list is a sequence
-                result = (result,)
+            if step.kept is not None:
+                result = step.kept
+            else:
+                result = self._compute(step, env)
+                if step.constant:
+                    step.kept = result
             for name, value in zip(step.outputs, result):
                 local[name] = value
             for name in step.release:

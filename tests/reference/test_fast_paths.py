@@ -101,3 +101,31 @@ def test_depthwise_convolution_paths(channels, attrs):
     b = RNG.standard_normal(channels).astype(np.float32)
     _agrees("Conv", [("x", x), ("w", w), ("b", b)], dict(group=channels, **attrs), inits=("w", "b"),
             rtol=1e-4, atol=1e-5)
+
+
+def test_a_constant_left_unfolded_is_computed_once_not_on_every_run(monkeypatch):
+    """A weight made by ConstantOfShape above the fold limit stays an op (writers must not expand
+    it); the reference backend computes it on the first run and keeps it, as it keeps weights."""
+    import tracemalloc
+
+    from onnx import TensorProto, helper
+
+    import nnbridge
+
+    monkeypatch.setenv("NNBRIDGE_FOLD_LIMIT_MB", "1")
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [1024, 512])  # 2 MB of float32
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["w"],
+                              value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.5])),
+             helper.make_node("MatMul", ["x", "w"], ["y"])]
+    graph = helper.make_graph(nodes, "cos", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1024])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [shape])
+    exe = nnbridge.compile(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "reference")
+    assert [n.op for n in exe.graph.nodes] == ["ConstantOfShape", "MatMul"]
+    x = np.ones((1, 1024), np.float32)
+    first = exe.run({"x": x})["y"]
+    tracemalloc.start()
+    second = exe.run({"x": x})["y"]
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert np.array_equal(first, second) and np.allclose(second, 512.0)
+    assert peak < 256 * 1024  # the 2 MB weight is not made again

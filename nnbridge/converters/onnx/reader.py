@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import AttributeProto, ModelProto, TensorProto, numpy_helper
-from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+from onnx import AttributeProto, ModelProto, TensorProto, inliner, numpy_helper
+from onnx.external_data_helper import load_external_data_for_model, load_external_data_for_tensor, uses_external_data
 
 from ...errors import FormatError, NNBridgeError, Unsupported, UnsupportedOpError
 from ...fileio import check_numel, resolve_inside
@@ -29,9 +29,10 @@ def load_onnx(source: str | os.PathLike | ModelProto | bytes, *, infer_shapes: b
     model, name, base_dir = _read(source)
     _vet_tensors(model, name, base_dir)
     if base_dir is not None and _has_external(model):
-        load_external_data_for_model(model, str(base_dir))
+        _load_external(model, base_dir)
+    _densify_sparse_initializers(model, name)
     if model.functions:
-        model = onnx.inliner.inline_local_functions(model)
+        model = inliner.inline_local_functions(model)
     model = opset.normalize(model, name)
     if infer_shapes:
         model = _infer_shapes(model)
@@ -64,25 +65,51 @@ def _parse(data: bytes, name: str) -> ModelProto:
     return model
 
 
-def _iter_tensors(graph: onnx.GraphProto):
+def _iter_tensors(model_or_graph):
+    """Every TensorProto a model holds, wherever it sits: initializers, sparse initializers,
+    node attributes of any declared type (tensor, tensor list, sparse tensor(s), subgraphs) in
+    the graph and in local functions — the places external data may be referenced from."""
+    if isinstance(model_or_graph, ModelProto):
+        yield from _iter_tensors(model_or_graph.graph)
+        for function in model_or_graph.functions:
+            yield from _node_tensors(function.node)
+        return
+    graph = model_or_graph
     yield from graph.initializer
-    for node in graph.node:
+    for sparse in graph.sparse_initializer:
+        yield from (sparse.values, sparse.indices)
+    yield from _node_tensors(graph.node)
+
+
+def _node_tensors(nodes):
+    for node in nodes:
         for attr in node.attribute:
-            if attr.type == AttributeProto.TENSOR:
+            if attr.HasField("t"):
                 yield attr.t
-            elif attr.type == AttributeProto.GRAPH:
+            yield from attr.tensors
+            for sparse in ([attr.sparse_tensor] if attr.HasField("sparse_tensor") else []) + list(attr.sparse_tensors):
+                yield from (sparse.values, sparse.indices)
+            if attr.HasField("g"):
                 yield from _iter_tensors(attr.g)
-            elif attr.type == AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    yield from _iter_tensors(g)
+            for g in attr.graphs:
+                yield from _iter_tensors(g)
 
 
 def _has_external(model: ModelProto) -> bool:
-    return any(uses_external_data(t) for t in _iter_tensors(model.graph))
+    return any(uses_external_data(t) for t in _iter_tensors(model))
+
+
+def _load_external(model: ModelProto, base_dir: Path) -> None:
+    """External data of every vetted tensor, read from inside ``base_dir`` (onnx's loader skips
+    sparse tensors, which would later be read relative to the working directory)."""
+    load_external_data_for_model(model, str(base_dir))
+    for t in _iter_tensors(model):
+        if uses_external_data(t):
+            load_external_data_for_tensor(t, str(base_dir))
 
 
 def _vet_tensors(model: ModelProto, name: str, base_dir: Path | None) -> None:
-    for t in _iter_tensors(model.graph):
+    for t in _iter_tensors(model):
         check_numel(list(t.dims), f"{name}: tensor '{t.name}'")
         if not uses_external_data(t):
             continue
@@ -95,6 +122,34 @@ def _vet_tensors(model: ModelProto, name: str, base_dir: Path | None) -> None:
         end = int(info.get("offset", 0)) + int(info.get("length", 0))
         if end > target.stat().st_size:
             raise FormatError(f"{name}: external data of tensor '{t.name}' runs past the end of {target.name}")
+
+
+def _densify_sparse_initializers(model: ModelProto, name: str) -> None:
+    """Sparse initializers become dense ones (the IR holds dense constants): COO values at linear
+    indices ``[NNZ]`` or coordinates ``[NNZ, rank]``, sizes vetted before the dense array exists."""
+    graph = model.graph
+    for sparse in graph.sparse_initializer:
+        where = f"{name}: sparse initializer '{sparse.values.name}'"
+        dims = [int(d) for d in sparse.dims]
+        check_numel(dims, where)
+        values = numpy_helper.to_array(sparse.values).reshape(-1)
+        indices = numpy_helper.to_array(sparse.indices).astype(np.int64) if sparse.indices.dims else \
+            np.zeros((0,), np.int64)
+        dense = np.zeros(dims, dtype=values.dtype)
+        size = dense.size
+        if indices.ndim == 2 and indices.shape == (values.size, len(dims)):
+            if (indices < 0).any() or (indices >= np.asarray(dims)).any():
+                raise FormatError(f"{where}: an index lies outside its dims {dims}")
+            dense[tuple(indices.T)] = values
+        elif indices.ndim == 1 and indices.size == values.size:
+            if (indices < 0).any() or (indices >= size).any():
+                raise FormatError(f"{where}: an index lies outside its {size} elements")
+            dense.reshape(-1)[indices] = values
+        else:
+            raise FormatError(f"{where}: indices of shape {list(indices.shape)} do not fit {values.size} values "
+                              f"of a tensor with dims {dims}")
+        graph.initializer.append(numpy_helper.from_array(dense, sparse.values.name))
+    del graph.sparse_initializer[:]
 
 
 def _unknown_elem_type(tp: onnx.TypeProto) -> int | None:
