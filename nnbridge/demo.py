@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 import nnbridge
 from nnbridge import zoo
@@ -27,7 +28,7 @@ from nnbridge.check import compare, model_precision, rule_for, run_onnxruntime
 from nnbridge.errors import NNBridgeError
 from nnbridge.inputs import random_inputs
 
-console = Console(highlight=False, width=120)
+console = Console(highlight=False, markup=False, width=120)  # messages print verbatim
 
 
 def _convert_chain(model: onnx.ModelProto, out: Path, name: str) -> tuple[list[list[Any]], Path]:
@@ -53,7 +54,7 @@ def _convert_chain(model: onnx.ModelProto, out: Path, name: str) -> tuple[list[l
     return rows, chain[-1][1]
 
 
-def _backend_rows(original: onnx.ModelProto, final: Path) -> tuple[list[list[str]], bool]:
+def _backend_rows(original: onnx.ModelProto, final: Path) -> tuple[list[list[str | Text]], bool]:
     from nnbridge.backends import get_backend
 
     graph = nnbridge.load(original)
@@ -81,7 +82,7 @@ def _backend_rows(original: onnx.ModelProto, final: Path) -> tuple[list[list[str
             rows.append([backend, *_figures(check), rule.name, _verdict(check.ok), _perf_note(exe.report, seconds)])
         except NNBridgeError as exc:
             ok = False
-            rows.append([backend, "", "", "", "", "[red]failed[/]", str(exc)[:90]])
+            rows.append([backend, "", "", "", "", Text("failed", "red"), str(exc)[:90]])
     return rows, ok
 
 
@@ -90,8 +91,8 @@ def _figures(check: Any) -> list[str]:
     return [f"{check.max_abs_err:.2e}", f"{check.err_vs_scale:.2e}", str(check.outside)]
 
 
-def _verdict(ok: bool) -> str:
-    return "[green]agree[/]" if ok else "[red]DIFFER[/]"
+def _verdict(ok: bool) -> Text:
+    return Text("agree", "green") if ok else Text("DIFFER", "red")
 
 
 def _perf_note(report: Any, seconds: float) -> str:
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         conv_rows, final = _convert_chain(model, out, args.model)
     except NNBridgeError as exc:
-        console.print(f"[red]conversion failed:[/] {exc}")
+        console.print(Text.assemble(("conversion failed:", "red"), f" {exc}"))
         return 1
     table = Table(title="1. convert ONNX → SMAUG → LBANN → ONNX")
     for col in ("from", "to", "nodes", "parameters", "time"):
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     console.print("rules: the verdict table of docs/check.md (fp32, fp16 SMV, bf16 RDU), chosen from the model's "
                   "and the backend's precision")
     console.print(f"files in {out}/ — try: nnbridge summary {out}/{args.model}_topo.pbtxt")
-    console.print("[green]all backends agree with onnxruntime[/]" if ok else "[red]some checks failed[/]")
+    console.print(Text("all backends agree with onnxruntime", "green") if ok else Text("some checks failed", "red"))
     return 0 if ok else 1
 
 

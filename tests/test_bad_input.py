@@ -239,3 +239,80 @@ def test_external_data_is_never_read_from_the_working_directory(tmp_path, monkey
         nnbridge.load(path)
     with pytest.raises(FormatError, match="uses external data"):
         nnbridge.load(_escaping_model(place, "data.bin"))  # a ModelProto has no directory at all
+
+
+def test_square_brackets_in_names_and_messages_print_verbatim(tmp_path, cli):
+    """Rich markup is never applied to text from models or users: '[/x]' used to crash the CLI and
+    '[ops: ...]' or '[bold]' to vanish."""
+    x = helper.make_tensor_value_info("[bold]in", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("[/x]out", TensorProto.FLOAT, [1, 4])
+    model = _model([helper.make_node("Relu", ["[bold]in"], ["[/x]out"], name="[red]relu")], [x], [y])
+    path = tmp_path / "brackets.onnx"
+    onnx.save(model, path)
+    code, text = cli("check", path, "--layerwise")
+    assert code == 0 and "[/x]out" in text and "[red]relu" in text, text
+    code, text = cli("summary", tmp_path / "[ops: Conv] missing.onnx")
+    assert code == 1 and "[ops: Conv] missing.onnx" in text and "Traceback" not in text
+
+
+@pytest.mark.parametrize("argv", [
+    ["simulate", "{model}", "--backend", "smv", "--set", "clock_ghz=0"],
+    ["simulate", "{model}", "--backend", "smv", "--set", "maccs_per_pe=0"],
+    ["measure-performance", "{model}", "--set", "clock_ghz=0"],
+    ["measure-performance", "{model}", "--set", "reconfig_us=nan"],
+], ids=["smv clock 0", "smv maccs 0", "rdu clock 0", "rdu reconfig nan"])
+def test_impossible_hardware_settings_are_one_line_errors(tmp_path, cli, argv):
+    path = tmp_path / "lenet5.onnx"
+    onnx.save(build("lenet5"), path)
+    code, text = cli(*[a.format(model=path) for a in argv])
+    assert code == 1 and text.startswith("error:") and text.strip().count("\n") == 0, text
+
+
+def _hostile_onnx(tmp_path: Path, case: str) -> Path:
+    x4 = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    w = helper.make_tensor("w", TensorProto.FLOAT, [1, 1, 3, 3], np.ones(9, np.float32))
+    if case == "10^12 declared elements":
+        model = _model([helper.make_node("Relu", ["x"], ["y"])],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1_000_000, 1_000_000])], [y])
+    elif case == "conv pads 10^9":
+        model = _model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[10**9] * 4)], [x4], [y], [w])
+    elif case == "conv kernel -1":
+        model = _model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[-1, -1])], [x4], [y], [w])
+    elif case == "pool stride 0":
+        model = _model([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[0, 0])], [x4], [y])
+    else:  # "opset 99"
+        model = _model([helper.make_node("Relu", ["x"], ["y"])], [x4], [y])
+        model.opset_import[0].version = 99
+    path = tmp_path / "hostile.onnx"
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("case", ["10^12 declared elements", "conv pads 10^9", "conv kernel -1", "pool stride 0",
+                                  "opset 99", "LBANN mini_batch_size 2^62"])
+@pytest.mark.parametrize("command", ["run", "convert"])
+def test_named_hostile_inputs_end_in_one_line_fast_and_small(tmp_path, case, command):
+    """The issue's examples: each is refused in one line, well within 5 s and 500 MB, writing nothing."""
+    import time
+
+    if case.startswith("LBANN"):
+        graph = nnbridge.load(build("lenet5"))
+        nnbridge.save(graph, tmp_path / "l5.prototext")
+        text = (tmp_path / "l5.prototext").read_text()
+        src = tmp_path / "hostile.prototext"
+        src.write_text(text.replace("mini_batch_size: 1\n", f"mini_batch_size: {2**62}\n"))
+        assert src.read_text() != text
+        dst = tmp_path / "out.onnx"
+    else:
+        src, dst = _hostile_onnx(tmp_path, case), tmp_path / "out.prototext"
+    argv = ["run", str(src)] if command == "run" else ["convert", str(src), str(dst)]
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", _MEASURED_CLI, *argv], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=60)
+    seconds = time.perf_counter() - start
+    errors = [line for line in proc.stderr.splitlines() if not line.startswith("peak-rss-kb")]
+    peak_mb = int(proc.stderr.split("peak-rss-kb")[1].split()[0]) / 1024
+    assert proc.returncode == 1 and len(errors) == 1 and errors[0].startswith("error:"), proc.stderr
+    assert seconds < 5 and peak_mb < 500, (seconds, peak_mb)
+    assert not dst.exists()

@@ -19,7 +19,9 @@ from rich.markup import escape
 from ..errors import NNBridgeError, NNBridgeWarning, UnsupportedOpError
 from ..threads import cpu_threads
 
-console = Console(highlight=False)
+#: markup off: names, paths and messages come from models and users, so "[...]" must print as
+#: written (styled parts are ``rich.text.Text`` pieces, see ``common.styled``)
+console = Console(highlight=False, markup=False)
 err_console = Console(stderr=True, highlight=False)
 
 #: the order commands appear in `nnbridge --help`

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
+from rich.text import Text
 
 from ..errors import InputError, SecurityError
 
@@ -159,3 +160,8 @@ def load_model_from_args(args: argparse.Namespace):
     from ..model_io import as_graph
 
     return as_graph(args.model, **load_options(args))
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """A line with styled pieces: plain strings print verbatim, ("text", "style") pieces styled."""
+    return Text.assemble(*parts)

@@ -58,8 +58,8 @@ def test_the_smaug_case_study_runs_on_ray_and_equals_a_serial_run(tmp_path):
 
 
 def test_a_failing_point_is_a_row_with_its_error_and_the_sweep_goes_on(tmp_path):
-    # SMV's scratchpads hold 16 K fp16 elements; 64 bytes cannot hold a tile of LeNet-5's convolutions
-    spec = parse_spec({"backend": "smv", "models": ["lenet5"], "space": {"spad_bytes": [64, 32768]}})
+    # SMV's scratchpads hold 16 K fp16 elements; 1 KiB cannot hold a tile of LeNet-5's convolutions
+    spec = parse_spec({"backend": "smv", "models": ["lenet5"], "space": {"spad_bytes": [1024, 32768]}})
     summary = run_sweep(spec, tmp_path / "out", serial=True)
     rows = list(_rows_by_key(tmp_path / "out").values())
     assert summary.computed == 2 and len(rows) == 2

@@ -75,9 +75,9 @@ class Machine:
         for name in positive:
             if not getattr(self, name) > 0:
                 raise InputError(f"RDU machine '{self.name}': {name} must be > 0")
-        if self.reconfig_us < 0 or self.stage_sync_cycles < 0:
+        if not (self.reconfig_us >= 0 and self.stage_sync_cycles >= 0):  # NaN fails too
             raise InputError(f"RDU machine '{self.name}': reconfig_us and stage_sync_cycles must be >= 0")
-        if not self.tiers or any(t.bw_gbps <= 0 or t.capacity_bytes <= 0 for t in self.tiers):
+        if not self.tiers or any(not (t.bw_gbps > 0 and t.capacity_bytes > 0) for t in self.tiers):
             raise InputError(f"RDU machine '{self.name}': needs at least one off-chip tier with bandwidth")
         if self.storage not in ("fp32", "bf16"):
             raise InputError(f"RDU machine '{self.name}': storage must be fp32 or bf16")

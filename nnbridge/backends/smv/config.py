@@ -13,6 +13,7 @@ A config is overridable from a TOML file (``[smv]`` table or top level) and from
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,16 @@ class SmvConfig:
             raise InputError(f"SMV: --accels must be between 1 and 8 (got {self.num_accels})")
         if self.tiling_threads < 1:
             raise InputError(f"SMV: tiling_threads must be >= 1 (got {self.tiling_threads})")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if not math.isfinite(value) or value < 0 or (value == 0 and f.name in _POSITIVE):
+                bound = "> 0" if f.name in _POSITIVE else ">= 0"
+                raise InputError(f"SMV setting {f.name}={value!r}: must be a finite number {bound}")
+        if self.spad_bytes < _MIN_SPAD_BYTES:
+            raise InputError(f"SMV setting spad_bytes={self.spad_bytes}: at least {_MIN_SPAD_BYTES} bytes "
+                             f"(smaller scratchpads make tiling searches unbounded); SMAUG's is 32768")
 
     # ---------------------------------------------------------------- overrides
     def with_overrides(self, values: dict[str, Any]) -> SmvConfig:
@@ -123,6 +134,14 @@ class SmvConfig:
     def describe(self) -> list[tuple[str, Any, str, str]]:
         """(name, value, provenance, meaning) for every setting."""
         return [(f.name, getattr(self, f.name), f.metadata["provenance"], f.metadata["doc"]) for f in fields(self)]
+
+
+#: settings that divide or count something: zero is meaningless (the others may be 0, e.g. an ideal overhead)
+_POSITIVE = frozenset({"num_pes", "maccs_per_pe", "vector_width", "spad_bytes", "num_spads", "alignment",
+                       "clock_ghz", "page_bytes", "cacheline_bytes", "conv_cycles_per_iter", "fc_cycles_per_iter",
+                       "vector_cycles_per_op", "acp_outstanding", "cpu_ghz", "memcpy_gbps", "memcpy_call_bytes",
+                       "dram_gbps", "memcpy_scaling", "cpu_gmacs"})
+_MIN_SPAD_BYTES = 1024
 
 
 def _parse(name: str, kind: type, raw: Any) -> Any:

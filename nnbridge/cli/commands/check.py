@@ -18,6 +18,7 @@ from ..common import (
     load_options,
     parse_assignments,
     parse_dims,
+    styled,
 )
 
 #: layerwise tables longer than this show only the nodes that matter
@@ -133,20 +134,20 @@ def _print(result, args, saved) -> None:
         row = [o.name, _shape(o.shape), _num(o.max_abs_err), _num(o.err_vs_scale), _outside(o)]
         if low:
             row += [_num(o.ulp_err), _num(o.sqnr_db, ".1f")]
-        verdict = "[green]agree[/]" if o.ok else "[red]DIFFER[/]"
-        table.add_row(*row, f"{verdict} {o.note}".strip())
+        verdict = styled(("agree", "green") if o.ok else ("DIFFER", "red"), f" {o.note}" if o.note else "")
+        table.add_row(*row, verdict)
     console.print(table)
     if result.origin is not None:
-        console.print(f"[bold]NaN/inf:[/] {result.origin.describe()}")
+        console.print(styled(("NaN/inf:", "bold"), f" {result.origin.describe()}"))
     for note in result.notes:
-        console.print(f"[dim]{result.backend}:[/] {note}")
+        console.print(styled((f"{result.backend}:", "dim"), f" {note}"))
     if result.layerwise is not None:
         _print_layerwise(result.layerwise, console)
     if saved:
         folder = next(iter(saved.values())).parent
         again = " ".join(f"--input {k}={v}" for k, v in saved.items())
         console.print(f"inputs written to {folder}/ — reproduce with: nnbridge check {args.model} {again}")
-    console.print("[green]every output agrees[/]" if result.ok else "[red]outputs differ[/]")
+    console.print(styled(("every output agrees", "green") if result.ok else ("outputs differ", "red")))
 
 
 def _print_layerwise(lw, console) -> None:
@@ -165,20 +166,22 @@ def _print_layerwise(lw, console) -> None:
         out = n.outputs[0]
         own = _num(max(o.err_vs_scale for o in n.local)) if n.local else "n/a"
         source = n.local and not n.local_ok
-        verdict = "[red]SOURCE[/]" if source else ("[green]agree[/]" if n.ok else "[yellow]drift[/]")
+        verdict = styled(("SOURCE", "red") if source else ("agree", "green") if n.ok else ("drift", "yellow"),
+                         f" {n.note}" if n.note else "")
         table.add_row(n.name, n.op, f"{' '.join(_shape(s) for s in n.input_shapes if s is not None)} → "
                       f"{_shape(out.shape)}", _num(max(o.err_vs_scale for o in n.outputs)),
-                      _outside(out), own, f"{verdict} {n.note}".strip())
+                      _outside(out), own, verdict)
     console.print(table)
     if lw.unexposed:
-        console.print(f"[dim]not returned by the backend: {len(lw.unexposed)} value(s), e.g. {lw.unexposed[:3]}[/]")
+        console.print(styled((f"not returned by the backend: {len(lw.unexposed)} value(s), e.g. {lw.unexposed[:3]}",
+                              "dim")))
     if first is None:
         console.print("every node's output is within tolerance")
     else:
-        console.print(f"first node whose output leaves tolerance: [bold red]{_node(first, first.outputs)}[/]")
+        console.print(styled("first node whose output leaves tolerance: ", (_node(first, first.outputs), "bold red")))
     if culprit is not None:
-        console.print(f"first node whose own error leaves tolerance (re-run alone from the backend's inputs): "
-                      f"[bold red]{_node(culprit, culprit.local)}[/]")
+        console.print(styled("first node whose own error leaves tolerance (re-run alone from the backend's inputs): ",
+                             (_node(culprit, culprit.local), "bold red")))
     elif first is not None:
         console.print("no node's own error leaves tolerance: the divergence is rounding accumulated through the "
                       "network")
@@ -228,13 +231,13 @@ def _debug_passes(args) -> int:
     for col in ("after", "changed", "nodes", "max abs err", "verdict"):
         table.add_column(col)
     for step in result.steps:
-        verdict = "[green]agree[/]" if step.ok else f"[red]DIFFER[/] {step.error}"
+        verdict = styled(("agree", "green")) if step.ok else styled(("DIFFER", "red"), f" {step.error}")
         table.add_row(step.name, "yes" if step.changed else "", str(step.nodes), f"{step.max_abs_err:.3g}", verdict)
     console.print(table)
     if result.culprit is None:
         console.print("every pass kept the outputs")
         return 0
-    console.print(f"first change of outputs: [bold red]{result.culprit}[/]")
+    console.print(styled("first change of outputs: ", (str(result.culprit), "bold red")))
     return 1
 
 

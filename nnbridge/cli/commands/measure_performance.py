@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ..common import add_backend_args, add_model_args, add_parser
+from ..common import add_backend_args, add_model_args, add_parser, styled
 from .compile import add_rdu_args, compile_from_args
 
 
@@ -50,7 +50,7 @@ def run(args) -> int:
     if t["unknown_shape_values"]:
         from ...backends.rdu.backend import UNKNOWN_SHAPES
 
-        lines.append("[yellow]warning:[/] " + UNKNOWN_SHAPES.format(n=t["unknown_shape_values"]))
+        lines.append(styled(("warning:", "yellow"), " " + UNKNOWN_SHAPES.format(n=t["unknown_shape_values"])))
     for line in lines:
         console.print(line)
     if args.plot:

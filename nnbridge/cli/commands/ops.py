@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..common import add_parser
+from ..common import add_parser, styled
 
 
 def register(sub) -> None:
@@ -48,7 +48,7 @@ def run(args) -> int:
     for c in cols:
         table.add_column(c, justify="center")
     for op in ops:
-        table.add_row(op, *["[green]✓[/]" if matrix[op][c] else "·" for c in cols])
+        table.add_row(op, *[styled(("✓", "green")) if matrix[op][c] else "·" for c in cols])
     table.caption = ("smv marks the ops its accelerator runs; the others run on the simulated host CPU "
                      "(rdu runs every reference op)")
     console.print(table)

@@ -11,6 +11,7 @@ from ..common import (
     parse_assignments,
     parse_dims,
     parse_passes,
+    styled,
 )
 
 
@@ -80,7 +81,7 @@ def run(args) -> int:
     report = exe.report
     console.print(display_view(report).to_table(max_rows=args.rows))
     for note in report.notes:
-        console.print(f"[dim]{note}[/]")
+        console.print(styled((note, "dim")))
     if args.json:
         report.to_json(args.json)
         console.print(f"report written to {args.json}")

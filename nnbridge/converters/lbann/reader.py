@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import FormatError, InputError, ShapeError, Unsupported, UnsupportedOpError
+from ...fileio import check_numel
 from ...ir import DType, Graph
 from ...protos.lbann import lbann_pb2
 from . import legacy, textio
@@ -84,6 +85,7 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
         kind = layer.WhichOneof("layer_type")
         if kind == "input":
             dims, dtype = shapes[layer.name]
+            check_numel([batch, *dims], f"{source}: input layer '{layer.name}' at mini-batch size {batch}")
             value = graph.add_input(layer.name, ctx.type_of(dims, _input_dtype(dtype)))
             outputs[layer.name] = [Tensor(value, tuple(dims))]
             continue

@@ -49,6 +49,10 @@ def default_opset(model: ModelProto) -> int:
 
 def normalize(model: ModelProto, source: str) -> ModelProto:
     version = default_opset(model)
+    newest = onnx.defs.onnx_opset_version()
+    if version < 0 or version > newest:
+        raise FormatError(f"{source}: default opset {version} does not exist (onnx {onnx.__version__} knows 1 to "
+                          f"{newest}); re-export the model with an opset of at most {newest}")
     if version == 0 or version == IR_OPSET:
         return model
     if version < IR_OPSET:

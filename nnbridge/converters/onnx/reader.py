@@ -15,28 +15,30 @@ import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
 from onnx import AttributeProto, ModelProto, TensorProto, inliner, numpy_helper
-from onnx.external_data_helper import load_external_data_for_model, load_external_data_for_tensor, uses_external_data
 
-from ...errors import FormatError, NNBridgeError, Unsupported, UnsupportedOpError
-from ...fileio import check_numel, resolve_inside
+from ...errors import FormatError, NNBridgeError
+from ...fileio import check_numel
 from ...ir import DType, Graph, Layout, Node, TensorType, TypeKind
 from ...ir.graph import paused_gc
 from . import opset
+from .vetting import has_external, load_external, vet_attributes, vet_declared_shapes, vet_element_types, vet_tensors
 
 
 def load_onnx(source: str | os.PathLike | ModelProto | bytes, *, infer_shapes: bool = True) -> Graph:
     """Load an ONNX model into the IR (opset normalized, shapes inferred)."""
     model, name, base_dir = _read(source)
-    _vet_tensors(model, name, base_dir)
-    if base_dir is not None and _has_external(model):
-        _load_external(model, base_dir)
+    vet_tensors(model, name, base_dir)
+    if base_dir is not None and has_external(model):
+        load_external(model, base_dir)
+    vet_declared_shapes(model, name)
+    vet_attributes(model, name)
     _densify_sparse_initializers(model, name)
     if model.functions:
         model = inliner.inline_local_functions(model)
     model = opset.normalize(model, name)
     if infer_shapes:
         model = _infer_shapes(model)
-    _vet_element_types(model, name)
+    vet_element_types(model, name)
     with paused_gc():
         return model_to_graph(model, name)
 
@@ -65,65 +67,6 @@ def _parse(data: bytes, name: str) -> ModelProto:
     return model
 
 
-def _iter_tensors(model_or_graph):
-    """Every TensorProto a model holds, wherever it sits: initializers, sparse initializers,
-    node attributes of any declared type (tensor, tensor list, sparse tensor(s), subgraphs) in
-    the graph and in local functions — the places external data may be referenced from."""
-    if isinstance(model_or_graph, ModelProto):
-        yield from _iter_tensors(model_or_graph.graph)
-        for function in model_or_graph.functions:
-            yield from _node_tensors(function.node)
-        return
-    graph = model_or_graph
-    yield from graph.initializer
-    for sparse in graph.sparse_initializer:
-        yield from (sparse.values, sparse.indices)
-    yield from _node_tensors(graph.node)
-
-
-def _node_tensors(nodes):
-    for node in nodes:
-        for attr in node.attribute:
-            if attr.HasField("t"):
-                yield attr.t
-            yield from attr.tensors
-            for sparse in ([attr.sparse_tensor] if attr.HasField("sparse_tensor") else []) + list(attr.sparse_tensors):
-                yield from (sparse.values, sparse.indices)
-            if attr.HasField("g"):
-                yield from _iter_tensors(attr.g)
-            for g in attr.graphs:
-                yield from _iter_tensors(g)
-
-
-def _has_external(model: ModelProto) -> bool:
-    return any(uses_external_data(t) for t in _iter_tensors(model))
-
-
-def _load_external(model: ModelProto, base_dir: Path) -> None:
-    """External data of every vetted tensor, read from inside ``base_dir`` (onnx's loader skips
-    sparse tensors, which would later be read relative to the working directory)."""
-    load_external_data_for_model(model, str(base_dir))
-    for t in _iter_tensors(model):
-        if uses_external_data(t):
-            load_external_data_for_tensor(t, str(base_dir))
-
-
-def _vet_tensors(model: ModelProto, name: str, base_dir: Path | None) -> None:
-    for t in _iter_tensors(model):
-        check_numel(list(t.dims), f"{name}: tensor '{t.name}'")
-        if not uses_external_data(t):
-            continue
-        info = {e.key: e.value for e in t.external_data}
-        if base_dir is None:
-            raise FormatError(f"{name}: tensor '{t.name}' uses external data; load the model from its file")
-        target = resolve_inside(base_dir, info.get("location", ""), f"{name}: tensor '{t.name}'")
-        if not target.is_file():
-            raise FormatError(f"{name}: external data file '{info.get('location')}' of tensor '{t.name}' is missing")
-        end = int(info.get("offset", 0)) + int(info.get("length", 0))
-        if end > target.stat().st_size:
-            raise FormatError(f"{name}: external data of tensor '{t.name}' runs past the end of {target.name}")
-
-
 def _densify_sparse_initializers(model: ModelProto, name: str) -> None:
     """Sparse initializers become dense ones (the IR holds dense constants): COO values at linear
     indices ``[NNZ]`` or coordinates ``[NNZ, rank]``, sizes vetted before the dense array exists."""
@@ -150,48 +93,6 @@ def _densify_sparse_initializers(model: ModelProto, name: str) -> None:
                               f"of a tensor with dims {dims}")
         graph.initializer.append(numpy_helper.from_array(dense, sparse.values.name))
     del graph.sparse_initializer[:]
-
-
-def _unknown_elem_type(tp: onnx.TypeProto) -> int | None:
-    which = tp.WhichOneof("value")
-    if which == "tensor_type":
-        code = tp.tensor_type.elem_type
-        return code if code and code not in _KNOWN_TYPES else None
-    if which == "sequence_type":
-        return _unknown_elem_type(tp.sequence_type.elem_type)
-    if which == "optional_type":
-        return _unknown_elem_type(tp.optional_type.elem_type)
-    return None
-
-
-_KNOWN_TYPES = frozenset(d.value for d in DType)
-
-
-def _vet_element_types(model: ModelProto, name: str) -> None:
-    """Element types newer than the IR (float8e8m0, int2, ...) are reported per node, all at once."""
-    bad: dict[str, Unsupported] = {}
-
-    def visit(gp: onnx.GraphProto) -> None:
-        users: dict[str, onnx.NodeProto] = {}
-        for node in gp.node:
-            for value in list(node.output) + list(node.input):
-                users.setdefault(value, node)
-            for attr in node.attribute:
-                for sub in [attr.g] if attr.type == AttributeProto.GRAPH else attr.graphs:
-                    visit(sub)
-        typed = [(vi.name, _unknown_elem_type(vi.type)) for vi in (*gp.input, *gp.output, *gp.value_info)]
-        typed += [(t.name, t.data_type if t.data_type not in _KNOWN_TYPES else None) for t in gp.initializer]
-        for value, code in typed:
-            if code is None:
-                continue
-            node = users.get(value)
-            op, where = (node.op_type, node.name or node.output[0]) if node is not None else ("graph value", value)
-            bad.setdefault(where, Unsupported(op, where, f"element type {TensorProto.DataType.Name(code)} "
-                                                        "has no IR equivalent"))
-
-    visit(model.graph)
-    if bad:
-        raise UnsupportedOpError(name, list(bad.values()))
 
 
 def _infer_shapes(model: ModelProto) -> ModelProto:
