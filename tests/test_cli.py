@@ -67,3 +67,20 @@ def test_symbolic_dims_need_a_value(tmp_path, cli):
     assert code == 1 and "--dim batch=VALUE" in text
     code, text = cli("check", path, "--dim", "batch=5")
     assert code == 0 and "5x3" in text
+
+
+def test_an_unexpected_exception_is_one_internal_error_line_with_the_way_to_the_traceback(cli, monkeypatch):
+    """Bad input raises nnbridge's errors; anything else is a bug — still no traceback by default."""
+    import nnbridge.cli.commands.summary as summary
+
+    def broken(args):
+        raise KeyError("boom [x]")
+
+    monkeypatch.setattr(summary, "run", broken)
+    monkeypatch.delenv("NNBRIDGE_TRACEBACK", raising=False)
+    code, text = cli("summary", "model.onnx")
+    assert code == 3 and text.count("\n") == 1 and "Traceback" not in text
+    assert text.startswith("internal error: KeyError: 'boom [x]'") and "NNBRIDGE_TRACEBACK=1 nnbridge summary" in text
+    monkeypatch.setenv("NNBRIDGE_TRACEBACK", "1")
+    with pytest.raises(KeyError):
+        cli("summary", "model.onnx")

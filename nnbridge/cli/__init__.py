@@ -2,16 +2,21 @@
 
 A command module defines ``register(subparsers)`` (adds its parser, with examples
 in the epilog, and sets ``func``). Every ``NNBridgeError`` is printed as one line
-without a traceback and exits 1; usage errors exit 2.
+without a traceback and exits 1; usage errors exit 2; anything else is a bug in
+nnbridge, printed as one "internal error" line (exit 3) that says how to see the
+traceback (``NNBRIDGE_TRACEBACK=1``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
+import shlex
 import sys
 import warnings
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
@@ -81,6 +86,18 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         err_console.print("[bold red]error:[/] out of memory (try a smaller batch or --perf-only)")
         return 1
+    except Exception as exc:  # a bug, not bad input: one line, and the way to the traceback
+        if os.environ.get("NNBRIDGE_TRACEBACK"):
+            raise
+        where = exc.__traceback__
+        while where is not None and where.tb_next is not None:
+            where = where.tb_next
+        site = f" at {Path(where.tb_frame.f_code.co_filename).name}:{where.tb_lineno}" if where else ""
+        command = " ".join(shlex.quote(a) for a in ["nnbridge", *(argv if argv is not None else sys.argv[1:])])
+        err_console.print(f"[bold red]internal error:[/] {escape(type(exc).__name__)}: {escape(str(exc)[:300])}"
+                          f"{escape(site)} — a bug in nnbridge; rerun with NNBRIDGE_TRACEBACK=1 "
+                          f"{escape(command)} to see where, and report it", soft_wrap=True, markup=True)
+        return 3
 
 
 if __name__ == "__main__":

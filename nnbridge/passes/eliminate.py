@@ -34,6 +34,8 @@ def _dropout(node: Node) -> bool:
 def _identity_perm(node: Node) -> bool:
     perm = node.attr("perm")
     rank = node.inputs[0].type.rank
+    if node.inputs[0].type.layout is not node.outputs[0].type.layout:
+        return False  # a relabelling (same bytes read in another layout) is not a no-op
     if perm is None:
         return rank is not None and rank <= 1
     return list(perm) == list(range(len(perm)))

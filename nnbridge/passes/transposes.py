@@ -75,6 +75,11 @@ def _compose(graph: Graph, second: Node, readers: _Readers) -> list[Node]:
     source = first.inputs[0]
     if perm == list(range(len(perm))):
         out = second.outputs[0]
+        if source.type.layout is not out.type.layout:
+            # same bytes, different meaning: after Transpose(0,2,3,1) → LayerNorm → Transpose(0,3,1,2)
+            # → Reorder to NHWC, the data is right but a spatial reader would take the NCHW-labelled
+            # source for NCHW; the label must stay true, so the pair stays
+            return []
         users = list(readers.of(out))
         if graph.is_output(out):
             if not bypass(graph, second, source):

@@ -129,7 +129,8 @@ class SmvExecutable(Executable):
         env.update({k: host(v) if isinstance(v, np.ndarray) else v for k, v in feeds.items()})
         last_use = {}
         for i, step in enumerate(self.steps):
-            for name in step.inputs:
+            captured = [v.name for v in step.fn.node.captured()]  # values an If/Loop body reads
+            for name in [*step.inputs, *captured]:
                 if name:
                     last_use[name] = i
         keep = set(self.flat.outputs)
@@ -138,7 +139,7 @@ class SmvExecutable(Executable):
             for name, value in zip(step.outputs, sim.run(step, args, env)):
                 if name:
                     env[name] = value
-            for name in step.inputs:
+            for name in [*step.inputs, *(v.name for v in step.fn.node.captured())]:
                 if name and last_use.get(name) == i and name not in keep and name not in consts:
                     env.pop(name, None)
             if self.progress:
