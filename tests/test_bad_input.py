@@ -316,3 +316,35 @@ def test_named_hostile_inputs_end_in_one_line_fast_and_small(tmp_path, case, com
     assert proc.returncode == 1 and len(errors) == 1 and errors[0].startswith("error:"), proc.stderr
     assert seconds < 5 and peak_mb < 500, (seconds, peak_mb)
     assert not dst.exists()
+
+
+def test_folding_has_a_total_budget_not_only_a_per_constant_one(monkeypatch):
+    """Ten constants each under the fold limit must not add up to ten limits' worth of memory."""
+    from nnbridge.passes import run_passes
+
+    monkeypatch.setenv("NNBRIDGE_FOLD_LIMIT_MB", "1")
+    nodes, inits = [], [helper.make_tensor("shape", TensorProto.INT64, [2], [512, 400])]  # 0.8 MB each
+    for i in range(10):
+        inits.append(helper.make_tensor(f"one{i}", TensorProto.FLOAT, [1], [float(i)]))
+        nodes.append(helper.make_node("Expand", [f"one{i}", "shape"], [f"big{i}"]))
+        nodes.append(helper.make_node("ReduceSum", [f"big{i}"], [f"s{i}"], keepdims=0))
+    nodes.append(helper.make_node("Sum", [f"s{i}" for i in range(10)], ["y"]))
+    model = _model(nodes, [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    graph = nnbridge.load(model)
+    run_passes(graph, ["fold"])
+    folded = sum(a.nbytes for a in graph.initializers.values())
+    assert folded <= 4 * 1024**2 and sum(n.op == "Expand" for n in graph.nodes) == 5
+
+
+def test_a_smaug_params_file_that_could_not_be_read_back_is_refused_before_writing(tmp_path, monkeypatch):
+    """SMAUG reads all params as one protobuf message (2 GiB at most). The limit is lowered to one
+    byte under a real file's size, so the test needs megabytes, not gigabytes."""
+    from nnbridge.converters.smaug import params
+
+    graph = nnbridge.load(build("lenet5"))
+    nnbridge.save(graph, tmp_path / "ok" / "l5_topo.pbtxt", smaug_backend="SMV")
+    size = (tmp_path / "ok" / "l5_params.pb").stat().st_size
+    monkeypatch.setattr(params, "MESSAGE_LIMIT", size - 1)
+    with pytest.raises(FormatError, match="exceed protobuf's 2 GiB limit"):
+        nnbridge.save(graph, tmp_path / "big" / "l5_topo.pbtxt", smaug_backend="SMV")
+    assert not (tmp_path / "big").exists() or list((tmp_path / "big").iterdir()) == []

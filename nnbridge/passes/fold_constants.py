@@ -26,6 +26,9 @@ from .rewrite import remove_dead, replace_all, resolve
 #: [1e5, 1e5]) makes a conversion allocate or write gigabytes. Overridable with
 #: NNBRIDGE_FOLD_LIMIT_MB; read per call so that a test or a long-lived process can change it.
 DEFAULT_FOLD_LIMIT_MB = 256
+#: and all folded outputs of one run together at most this many times the limit (ten 200 MB
+#: Expands in a small file must not add up to gigabytes either)
+TOTAL_LIMITS = 4
 
 
 def fold_limit_bytes() -> int:
@@ -38,15 +41,21 @@ _DEDUP_ELEMENTS = 1 << 20  # larger results are not hashed for de-duplication
 @register_pass("fold")
 def fold_constants(graph: Graph) -> bool:
     """Evaluate constant subgraphs (incl. Shape of static shapes) into initializers."""
+    return _fold(graph, [TOTAL_LIMITS * fold_limit_bytes()])
+
+
+def _fold(graph: Graph, budget: list[int]) -> bool:
+    """Fold ``graph`` (and its subgraphs) while the shared byte ``budget`` lasts."""
     changed = False
     seen: dict[tuple, Value] = {}
     twins: dict[int, Value] = {}  # folded value → an identical constant already folded
     for node in graph.nodes:
         for body in node.subgraphs():
-            changed |= fold_constants(body)
-        results = _evaluate(node, graph, twins)
+            changed |= _fold(body, budget)
+        results = _evaluate(node, graph, twins, budget[0])
         if results is None:
             continue
+        budget[0] -= sum(int(r.nbytes) for r in results)
         graph.remove_node(node)
         for out, array in zip(node.outputs, results):
             if array.size <= _DEDUP_ELEMENTS:
@@ -65,7 +74,7 @@ def fold_constants(graph: Graph) -> bool:
     return changed
 
 
-def _evaluate(node: Node, graph: Graph, twins: dict[int, Value]) -> list[np.ndarray] | None:
+def _evaluate(node: Node, graph: Graph, twins: dict[int, Value], budget: int) -> list[np.ndarray] | None:
     if not op_traits(node.op, node.domain).foldable or node.subgraphs() \
             or any(graph.is_output(o) for o in node.outputs):
         return None
@@ -76,7 +85,7 @@ def _evaluate(node: Node, graph: Graph, twins: dict[int, Value]) -> list[np.ndar
         return None
     if any(o.type.kind is not TypeKind.TENSOR for o in node.outputs):
         return None
-    if not _small_enough(node):
+    if not _small_enough(node, budget):
         return None
     spec = get_kernel(node.op, node.domain)
     if spec is None or spec.unsupported_reason(node):
@@ -102,15 +111,17 @@ def oversized_constant(node: Node) -> str | None:
             f"(set NNBRIDGE_FOLD_LIMIT_MB higher to fold it)")
 
 
-def _small_enough(node: Node) -> bool:
-    """Whether the node's outputs are known, before computing them, to fit the fold limit."""
+def _small_enough(node: Node, budget: int | None = None) -> bool:
+    """Whether the node's outputs are known, before computing them, to fit the fold limit (and
+    what is left of the run's total ``budget``)."""
     from .infer_shapes import infer_node
 
     types = [o.type for o in node.outputs]
     if any(t.nbytes is None for t in types):
         types = infer_node(node) or []  # the loaded types may predate folding of the node's inputs
     sizes = [t.nbytes if t is not None else None for t in types]
-    return len(sizes) == len(node.outputs) and None not in sizes and sum(sizes) <= fold_limit_bytes()
+    limit = fold_limit_bytes() if budget is None else min(fold_limit_bytes(), budget)
+    return len(sizes) == len(node.outputs) and None not in sizes and sum(sizes) <= limit
 
 
 def _static_shape(node: Node) -> list[np.ndarray] | None:

@@ -120,3 +120,7 @@ def decode(entry: tpb.TensorData, dims, data_type: int, alignment: int, what: st
         return flat.reshape(())
     padded = list(dims[:-1]) + [padded_last(dims[-1], alignment)]
     return np.ascontiguousarray(flat.reshape(padded)[..., : dims[-1]])
+
+
+#: protobuf's limit for one message: SMAUG reads all params as one TensorDataArray
+MESSAGE_LIMIT = 2**31 - 1

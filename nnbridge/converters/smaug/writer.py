@@ -46,10 +46,15 @@ def graph_to_smaug(graph: Graph, backend: str = "SMV", *, mem_policy: str = "All
     if NODE_ORDER_KEY in graph.metadata:
         keep_file_order(ex.proto, graph.metadata[NODE_ORDER_KEY].split("\n"))
     pending = {name: (array, data_type) for name, array, data_type in ex.pending}
+    size = 0
     for node in ex.proto.nodes:  # params entries in Data-node order
         if node.op == pb.Data:
             name = node.input_tensors[0].name
-            params.encode(name, *pending[name], ex.alignment, ex.params.data_array.add())
+            entry = params.encode(name, *pending[name], ex.alignment, ex.params.data_array.add())
+            size += entry.ByteSize() + 16  # + the field's tag and length
+            if size > params.MESSAGE_LIMIT:
+                raise FormatError(f"SMAUG params of '{graph.name}' exceed protobuf's 2 GiB limit for one message "
+                                  f"(at '{name}'): SMAUG (and nnbridge) could not read the file back")
     return ex.proto, ex.params
 
 
