@@ -9,8 +9,9 @@ import tempfile
 import tomllib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-from .errors import InputError, SecurityError, ShapeError
+from .errors import FormatError, InputError, SecurityError, ShapeError
 
 #: Largest tensor (in elements) nnbridge will allocate from a file's declaration.
 #: Overridable with NNBRIDGE_MAX_ELEMENTS for users with very large models.
@@ -95,3 +96,31 @@ def read_toml(path: str | Path, what: str) -> dict:
         raise InputError(f"cannot read {what} '{path}': {exc.strerror}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{what} '{path}' is not valid TOML: {exc}") from None
+
+
+def read_npy(source: bytes | Path, what: str) -> Any:
+    """A .npy array from bytes or a file, never unpickling: the header is parsed and checked
+    (object dtype refused, size within the limit, data not truncated) before any data is read."""
+    import io
+    import tokenize
+
+    import numpy as np
+
+    raw = source if isinstance(source, bytes) else Path(source).read_bytes()
+    fh = io.BytesIO(raw)
+    try:
+        version = np.lib.format.read_magic(fh)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+            np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read_header(fh)
+    except (ValueError, EOFError, SyntaxError, TypeError, OverflowError, UnicodeDecodeError,
+            tokenize.TokenError) as exc:
+        raise FormatError(f"{what}: not a valid .npy array ({type(exc).__name__}: {exc})") from None
+    if dtype.hasobject:
+        raise SecurityError(f"{what}: holds pickled Python objects; refusing to load it")
+    count = check_numel(shape, what)
+    if len(raw) - fh.tell() < count * dtype.itemsize:
+        raise FormatError(f"{what}: truncated (shape {list(shape)} of {dtype} needs {count * dtype.itemsize} bytes "
+                          f"of data)")
+    array = np.frombuffer(raw, dtype=dtype, count=count, offset=fh.tell())
+    return array.reshape(shape, order="F" if fortran else "C").copy(order="K")  # a Fortran file stays F-ordered

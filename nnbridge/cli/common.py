@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 from rich.text import Text
 
-from ..errors import InputError, SecurityError
+from ..errors import InputError
+from ..fileio import read_npy
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter):
@@ -38,11 +39,7 @@ def load_inputs(items: list[str] | None) -> dict[str, np.ndarray]:
         if not p.is_file():
             raise InputError(f"--input {name}: no such file '{path}'")
         try:
-            arrays[name] = np.load(p, allow_pickle=False)
-        except ValueError as exc:
-            if "pickle" in str(exc):
-                raise SecurityError(f"--input {name}: '{path}' holds pickled objects; refusing to load") from None
-            raise InputError(f"--input {name}: '{path}' is not a valid .npy file ({exc})") from None
+            arrays[name] = read_npy(p, f"--input {name}: '{path}'")
         except OSError as exc:
             raise InputError(f"--input {name}: cannot read '{path}' ({exc})") from None
     return arrays

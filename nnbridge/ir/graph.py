@@ -435,7 +435,7 @@ class Graph:
                 defined.add(id(out))
             schema = node.schema
             if schema is not None:
-                schema.check_arity(node)
+                schema.check_node(node)
             subgraphs = node.subgraphs()
             if subgraphs:
                 if scope is None:

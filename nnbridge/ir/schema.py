@@ -57,7 +57,8 @@ class OpSchema:
     required_attrs: frozenset[str] = frozenset()
     doc: str = ""
 
-    def check_arity(self, node: Node) -> None:
+    def check_node(self, node: Node) -> None:
+        """Arity and required attributes (what a pass or a file could get wrong)."""
         n_in = len(node.inputs)
         while n_in and node.inputs[n_in - 1] is None:
             n_in -= 1
@@ -71,6 +72,9 @@ class OpSchema:
                 f"node '{node.name}' ({node.op}) has {len(node.outputs)} outputs; "
                 f"{self.name} makes {self.min_outputs}..{self.max_outputs}"
             )
+        missing = sorted(a for a in self.required_attrs if a not in node.attrs)
+        if missing:
+            raise NNBridgeError(f"node '{node.name}' ({node.op}) lacks its required attribute(s) {', '.join(missing)}")
 
 
 CUSTOM_SCHEMAS: Registry[tuple[str, str], OpSchema] = Registry("schemas")

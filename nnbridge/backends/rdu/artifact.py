@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import FormatError, SecurityError
-from ...fileio import MAX_ELEMENTS, atomic_write
+from ...errors import FormatError
+from ...fileio import MAX_ELEMENTS, atomic_write, read_npy
 from ...ir import Graph
 from .graph_codec import decode_graph, encode_graph
 
@@ -116,9 +116,4 @@ def _verified_members(zf: zipfile.ZipFile, where: str) -> dict[str, bytes]:
 
 
 def _load_npy(data: bytes, name: str, where: str) -> np.ndarray:
-    try:
-        return np.load(io.BytesIO(data), allow_pickle=False)
-    except ValueError as exc:
-        if "pickle" in str(exc):
-            raise SecurityError(f"{where}: '{name}' holds pickled objects; refusing to load") from None
-        raise FormatError(f"{where}: '{name}' is not a valid .npy array ({exc})") from None
+    return read_npy(data, f"{where}: '{name}'")

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import FormatError, SecurityError
-from ...fileio import check_numel, resolve_inside
+from ...errors import FormatError
+from ...fileio import read_npy, resolve_inside
 
 #: Above this many parameters the writer defaults to .npy files (spec §6.3).
 NPY_THRESHOLD = 1_000_000
@@ -97,26 +97,12 @@ def load_npy(file: str, base_dir: Path, what: str) -> np.ndarray:
     path = resolve_inside(base_dir, relative, what)
     if not path.is_file():
         raise FormatError(f"{what}: numpy file '{file}' is missing")
-    try:
-        with open(path, "rb") as fh:
-            version = np.lib.format.read_magic(fh)
-            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
-                np.lib.format.read_array_header_2_0
-            shape, fortran, dtype = read_header(fh)
-            data_start = fh.tell()
-    except ValueError as exc:
-        raise FormatError(f"{what}: '{file}' is not a valid .npy file ({exc})") from None
-    if dtype.hasobject:
-        raise SecurityError(f"{what}: '{file}' holds pickled Python objects; refusing to load it")
-    if dtype not in (np.float32, np.float64):
-        raise FormatError(f"{what}: '{file}' has dtype {dtype}; LBANN reads float32 or float64 only")
-    if fortran and len(shape) > 1:
+    array = read_npy(path, f"{what}: '{file}'")
+    if array.dtype not in (np.float32, np.float64):
+        raise FormatError(f"{what}: '{file}' has dtype {array.dtype}; LBANN reads float32 or float64 only")
+    if array.ndim > 1 and not array.flags.c_contiguous:
         raise FormatError(f"{what}: '{file}' is stored in Fortran order; LBANN requires C order")
-    count = check_numel(shape, what)
-    if path.stat().st_size - data_start < count * dtype.itemsize:
-        raise FormatError(f"{what}: '{file}' is truncated (shape {list(shape)} needs "
-                          f"{count * dtype.itemsize} bytes of data)")
-    return np.load(path, allow_pickle=False)
+    return array
 
 
 def column_major(matrix: np.ndarray) -> np.ndarray:

@@ -40,7 +40,12 @@ def load_onnx(source: str | os.PathLike | ModelProto | bytes, *, infer_shapes: b
         model = _infer_shapes(model)
     vet_element_types(model, name)
     with paused_gc():
-        return model_to_graph(model, name)
+        graph = model_to_graph(model, name)
+    try:  # SSA, definitions before use, arity and required attributes of every known op
+        graph.verify()
+    except NNBridgeError as exc:
+        raise FormatError(f"{name}: not a valid model: {exc}") from None
+    return graph
 
 
 def _read(source) -> tuple[ModelProto, str, Path | None]:
