@@ -8,7 +8,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 export PYTHONDONTWRITEBYTECODE := 1
 export MPLBACKEND := Agg
 
-.PHONY: demo test bench conformance protos lint clean setup
+.PHONY: demo test bench conformance fuzz protos lint clean setup
 
 setup: $(STAMP)
 
@@ -32,7 +32,7 @@ demo: $(STAMP)
 	$(PY) -m nnbridge.demo
 
 test: $(TEST_STAMP)
-	$(PY) -m ruff check nnbridge tests bench
+	$(PY) -m ruff check nnbridge tests bench tools
 	$(PY) -m pytest -n 2 -p no:cacheprovider tests
 
 bench: $(BENCH_STAMP)
@@ -41,11 +41,16 @@ bench: $(BENCH_STAMP)
 conformance: $(STAMP)
 	$(PY) -m bench.conformance
 
+# mutated files of every format through the entry points; FUZZ_SECONDS per format (default 600)
+FUZZ_SECONDS ?= 600
+fuzz: $(STAMP)
+	$(PY) -m tools.fuzz --seconds $(FUZZ_SECONDS)
+
 protos: $(STAMP)
 	$(PY) -m nnbridge.protos.generate
 
 lint: $(STAMP)
-	$(PY) -m ruff check nnbridge tests bench
+	$(PY) -m ruff check nnbridge tests bench tools
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache out

@@ -92,7 +92,22 @@ def load_pef(path: str | os.PathLike) -> RduExecutable:
         samples = int(plan["samples_per_call"])
     except (KeyError, TypeError, ValueError) as exc:
         raise FormatError(f"PEF '{os.fspath(path)}': plan.json is malformed ({type(exc).__name__}: {exc})") from None
+    _check_plan(sections, samples, f"PEF '{os.fspath(path)}'")
     return RduExecutable(graph, machine, options, sections, samples, placed=True)
+
+
+def _check_plan(sections: list[Section], samples: int, where: str) -> None:
+    """A stored plan is input like any other: counts and sizes in range before the model uses them."""
+    if samples < 1 or not sections:
+        raise FormatError(f"{where}: plan.json needs at least one section and one sample per call")
+    for section in sections:
+        if section.depth < 1 or not section.kernels:
+            raise FormatError(f"{where}: section {section.index} of plan.json has no kernels or a depth below 1")
+        for k in section.kernels:
+            counts = (k.pcus, k.max_pcus)
+            sizes = (k.flops, k.weight_bytes, k.pmus, *k.inputs.values(), *k.outputs.values(), *k.buffer_bytes)
+            if min(counts) < 1 or not all(isinstance(v, (int, float)) and 0 <= v < float("inf") for v in sizes):
+                raise FormatError(f"{where}: kernel '{k.name}' of plan.json has a count or size out of range")
 
 
 class RduBackend(Backend):

@@ -293,7 +293,9 @@ def lower(flat: FlatGraph, cpu_refusal: Callable[[FlatNode], str | None],
             unsupported.append((fn, deviations[fn.name]))
             continue
         lowerer = LOWERERS.get(fn.op) if fn.domain == "" else None
-        result: Step | str = lowerer(fn, lw) if lowerer else "no SMV kernel"
+        empty = any(flat.types[v].numel == 0 for v in (*fn.inputs, *fn.outputs) if v and v in flat.types)
+        result: Step | str = ("an empty tensor (SMV kernels need at least one element)" if empty
+                              else lowerer(fn, lw) if lowerer else "no SMV kernel")
         if isinstance(result, Step):
             try:  # SMAUG runs the operator on SMV or not at all: a tiler failure stops the runtime
                 if result.family == "pool":

@@ -122,7 +122,7 @@ def type_from_proto(tp: onnx.TypeProto) -> TensorType:
         shape = None
         if tt.HasField("shape"):
             shape = tuple(
-                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or None)  # -1: unknown
                 for d in tt.shape.dim
             )
         rank = None if shape is None else len(shape)

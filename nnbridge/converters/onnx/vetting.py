@@ -126,6 +126,8 @@ def vet_attributes(model: ModelProto, name: str) -> None:
     for node in nodes:
         where = f"{name}: node '{node.name or (node.output[0] if node.output else node.op_type)}' ({node.op_type})"
         for attr in node.attribute:
+            if node.op_type == "Transpose" and attr.name == "perm" and sorted(attr.ints) != list(range(len(attr.ints))):
+                raise FormatError(f"{where}: perm={list(attr.ints)} is not a permutation of 0..{len(attr.ints) - 1}")
             if attr.type != AttributeProto.INTS and attr.type != AttributeProto.INT:
                 continue
             values = list(attr.ints) if attr.type == AttributeProto.INTS else [attr.i]

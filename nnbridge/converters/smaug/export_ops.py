@@ -567,7 +567,7 @@ def operand(ex: Exporter, value: Value, dims: list[int], layout: Layout, have: L
         ref = ex.need(value, layout, have)
     if ref.dims == dims:
         return ref
-    if any(o % i for o, i in zip(dims, ref.dims)):
+    if any(i == 0 or o % i for o, i in zip(dims, ref.dims)):
         raise Inexpressible(f"cannot broadcast {ref.dims} to {dims}")
     return ex.emit(pb.Repeat, f"{request}/repeat", [ref], [(dims, layout)])[1][0]
 

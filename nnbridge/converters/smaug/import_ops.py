@@ -122,8 +122,9 @@ def kernel_4d(imp: Importer, node: npb.NodeProto) -> tuple[int, int]:
 
 
 def two(values, what: str) -> list[int]:
-    if len(values) != 2:
-        raise FormatError(f"{what}: expected exactly two values, got {list(values)}")
+    """A window's two sizes or strides: exactly two, each at least 1."""
+    if len(values) != 2 or any(int(v) < 1 for v in values):
+        raise FormatError(f"{what}: expected exactly two values of at least 1, got {list(values)}")
     return [int(v) for v in values]
 
 
@@ -290,7 +291,10 @@ def _concat(imp: Importer, node: npb.NodeProto) -> None:
 def _split(imp: Importer, node: npb.NodeProto) -> None:
     x = imp.view(node, 0)
     axis = node.params.split_params.split_axis
-    sizes = [imp.output_decl(node, k).dims[axis] for k in range(len(node.output_tensors))]
+    decls = [imp.output_decl(node, k).dims for k in range(len(node.output_tensors))]
+    if not decls or any(not 0 <= axis < len(dims) for dims in [x.type.shape or (), *decls]):
+        raise FormatError(f"{imp.what}: node '{node.name}': split_axis {axis} is outside its tensors' dims")
+    sizes = [dims[axis] for dims in decls]
     split = imp.constant(f"{node.name}/sizes", np.array(sizes, np.int64))
     outs = [output_name(node.name, k) for k in range(len(sizes))]
     ir = imp.graph.add_node("Split", [x, split], outs, {"axis": axis}, name=node.name)

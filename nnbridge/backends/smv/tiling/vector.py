@@ -3,6 +3,7 @@ the padded storage, at most one scratchpad (16 384 elements) each."""
 
 from __future__ import annotations
 
+from ....errors import ShapeError
 from ..layers import VectorLayer
 from .common import TilingDims, cut, storage_size
 from .plan import Invocation, TilingPlan, fp16_bytes
@@ -14,6 +15,8 @@ def flat_tiles(total: int, max_size: int) -> list[int]:
 
 def plan(layer: VectorLayer, max_size: int = 16384, align: int = 8, num_accels: int = 1) -> TilingPlan:
     total = storage_size(layer.input, align)
+    if total <= 0:
+        raise ShapeError(f"layer '{layer.name}': an empty tensor (SMV kernels need at least one element)")
     sizes = flat_tiles(total, max_size)
     strategy = TilingDims.NONE if len(sizes) == 1 else TilingDims.NC
     flat = cut((1, total), (1, sizes[0]))

@@ -1,0 +1,57 @@
+"""The fuzzer's guarantee, kept by CI: mutated ONNX, SMAUG, LBANN and .pef files through the entry
+points end in a result or a clean nnbridge error — no traceback, hang, memory blow-up, oversized
+or partial output — for a fixed budget of 2,000 inputs per format (``make fuzz`` runs longer).
+Inputs that once failed are kept as fixtures (tests/fuzz_fixtures) and must stay clean."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools import fuzz
+
+FIXTURES = sorted((Path(__file__).parent / "fuzz_fixtures").glob("*/fixture.json"))
+BUDGET = 2000
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.parent.name)
+def test_inputs_that_once_failed_end_cleanly(fixture, tmp_path):
+    info = json.loads(fixture.read_text())
+    folder = fixture.parent
+    files = {info["open"]: (folder / info["open"]).read_bytes()}
+    files.update({str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+                  if p.is_file() and p.name != "fixture.json" and str(p.relative_to(folder)) != info["open"]})
+    for index in range(len(fuzz.STEPS)):  # through every entry point, not only the one that failed
+        outcome, detail = fuzz.run_input(info["format"], files, info["index"] + index, tmp_path)
+        assert outcome in fuzz.GOOD, detail
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", fuzz.FORMATS)
+def test_a_fixed_fuzz_budget_finds_no_failure(fmt):
+    import time
+
+    start = time.monotonic()
+    rows = fuzz.fuzz(fmt, seed=0, count=BUDGET)
+    print("\n" + fuzz.table({fmt: rows}, {fmt: time.monotonic() - start}))
+    assert len(rows) == BUDGET
+    bad = [f"#{r['index']} {r['outcome']}: {r['detail']}" for r in rows if r["outcome"] in fuzz.BAD]
+    assert not bad, "\n".join(bad[:20])
+
+
+def test_the_harness_reaches_every_outcome_it_reports(tmp_path, monkeypatch):
+    """The classifier itself: a hang and a traceback are caught, not only clean errors."""
+    import time
+
+    assert fuzz.run_input("onnx", {"m.onnx": b"not a model"}, 0, tmp_path)[0] == "clean"
+
+    def crash(*args):
+        raise KeyError("x")
+
+    monkeypatch.setattr(fuzz, "_exercise", crash)
+    assert fuzz.run_input("onnx", {"m.onnx": b""}, 0, tmp_path)[0] == "traceback"
+    monkeypatch.setattr(fuzz, "TIME_LIMIT_S", 1)
+    monkeypatch.setattr(fuzz, "_exercise", lambda *args: time.sleep(5))
+    assert fuzz.run_input("onnx", {"m.onnx": b""}, 0, tmp_path)[0] == "hang"
