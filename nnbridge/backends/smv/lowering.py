@@ -128,6 +128,8 @@ def _conv(fn: FlatNode, lw: Lowering) -> Step | str:
         return "grouped/depthwise convolution (SMAUG's SMV depthwise conv is a no-op, quirk Q10)"
     if any(d != 1 for d in fn.node.attr("dilations") or [1, 1]):
         return "dilated convolution (SMAUG has no dilation, quirk Q7)"
+    if len(xs) != 4 or len(ws) != 4:
+        return "not a 2-D convolution (SMV convolves 4-D tensors)"
     n, h, wd, c = lw.to_nhwc(x, xs)
     k, kh, kw = (ws[0], ws[1], ws[2]) if lw.nhwc(w) else (ws[0], ws[2], ws[3])
     sh, sw = (list(fn.node.attr("strides") or [1, 1]) + [1, 1])[:2]

@@ -48,6 +48,8 @@ def _window(ctx: ExportContext, node: Node, kernel: list[int]):
 def _conv(ctx: ExportContext, node: Node) -> None:
     x, w_value, b_value = node.input(0), node.input(1), node.input(2)
     w = ctx.need_const(w_value, "the kernel")
+    if w.ndim < 3 or (x.type.rank is not None and x.type.rank != w.ndim):
+        raise Inexpressible(f"kernel of shape {list(w.shape)} does not fit an input of rank {x.type.rank}")
     kernel = [int(k) for k in node.attr("kernel_shape", list(w.shape[2:]))]
     dims, strides, dilations, (begin, end) = _window(ctx, node, kernel)
     pads = _symmetric(begin, end)

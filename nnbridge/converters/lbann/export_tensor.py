@@ -217,6 +217,8 @@ def _concat(ctx: ExportContext, node: Node) -> None:
     parents = []
     for v in node.inputs:
         if ctx.const(v) is not None:
+            if v.type.shape is None or len(v.type.shape) != len(dims) + 1:
+                raise Inexpressible(f"Concat input '{v.name}' has rank {v.type.rank}, not {len(dims) + 1}")
             part = list(dims)
             part[axis] = int(v.type.shape[axis + 1])
             parents.append(ctx.parent(v, part))

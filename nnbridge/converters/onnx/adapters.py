@@ -141,8 +141,11 @@ def _tile_repeats(node: NodeProto, ctx: AdaptContext) -> str | None:
     """Tile-1 repeated one axis (``tiles`` times along ``axis``); now ``repeats`` names every axis."""
     tiles, axis = ctx.constant(node.input[1]), ctx.constant(node.input[2])
     rank = ctx.ranks.get(node.input[0])
-    if tiles is None or axis is None or rank is None:
-        return "Tile-1 needs constant tiles/axis and an input of known rank"
+    if tiles is None or axis is None or rank is None or np.size(tiles) != 1 or np.size(axis) != 1:
+        return "Tile-1 needs constant scalar tiles/axis and an input of known rank"
+    if not -rank <= int(np.ravel(axis)[0]) < rank:
+        return f"Tile-1 axis {int(np.ravel(axis)[0])} is outside rank {rank}"
+    tiles, axis = np.ravel(tiles)[0], int(np.ravel(axis)[0]) % rank
     repeats = np.ones(rank, np.int64)
     repeats[int(axis)] = int(tiles)
     del node.input[1:]

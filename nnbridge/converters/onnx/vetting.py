@@ -4,6 +4,7 @@ dilation, pads, group) and element types the IR has."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import onnx
@@ -111,8 +112,8 @@ def vet_element_types(model: ModelProto, name: str) -> None:
                 continue
             node = users.get(value)
             op, where = (node.op_type, node.name or node.output[0]) if node is not None else ("graph value", value)
-            bad.setdefault(where, Unsupported(op, where, f"element type {TensorProto.DataType.Name(code)} "
-                                                        "has no IR equivalent"))
+            label = TensorProto.DataType.Name(code) if code in TensorProto.DataType.values() else str(code)
+            bad.setdefault(where, Unsupported(op, where, f"element type {label} has no IR equivalent"))
 
     visit(model.graph)
     if bad:
@@ -123,9 +124,17 @@ def vet_attributes(model: ModelProto, name: str) -> None:
     """Window attributes in range, for every node (subgraphs and functions included): a negative
     kernel, a zero stride or a pad of 10^9 is refused here instead of hanging or allocating later."""
     nodes = [n for g in _graphs(model.graph) for n in g.node] + [n for f in model.functions for n in f.node]
+    versions = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in model.opset_import}
     for node in nodes:
         where = f"{name}: node '{node.name or (node.output[0] if node.output else node.op_type)}' ({node.op_type})"
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        declared = _declared_attribute_types(node.op_type, domain, versions.get(domain, 0))
         for attr in node.attribute:
+            want = declared.get(attr.name)
+            if want is not None and attr.type != want:
+                have = AttributeProto.AttributeType.Name(attr.type) if attr.type in _ATTR_TYPES else attr.type
+                raise FormatError(f"{where}: attribute '{attr.name}' is of type {have}, the operator defines it "
+                                  f"as {AttributeProto.AttributeType.Name(want)}")
             if node.op_type == "Transpose" and attr.name == "perm" and sorted(attr.ints) != list(range(len(attr.ints))):
                 raise FormatError(f"{where}: perm={list(attr.ints)} is not a permutation of 0..{len(attr.ints) - 1}")
             if attr.type != AttributeProto.INTS and attr.type != AttributeProto.INT:
@@ -148,6 +157,20 @@ def vet_declared_shapes(model: ModelProto, name: str) -> None:
                 continue
             dims = [d.dim_value for d in vi.type.tensor_type.shape.dim if d.dim_value > 0]  # -1: a symbol
             check_numel(dims, f"{name}: value '{vi.name}'")
+
+
+_ATTR_TYPES = frozenset(AttributeProto.AttributeType.values())
+
+
+@functools.cache
+def _declared_attribute_types(op: str, domain: str, version: int) -> dict[str, int]:
+    """Attribute name → type as onnx's schema of ``op`` at the model's opset ``version`` declares
+    it (Cast-1 took ``to`` as a string); {} for unknown ops and versions."""
+    try:
+        schema = onnx.defs.get_schema(op, version, domain) if version > 0 else onnx.defs.get_schema(op, domain)
+    except onnx.defs.SchemaError:
+        return {}
+    return {name: int(a.type) for name, a in schema.attributes.items()}
 
 
 #: window attributes and their smallest meaningful value
