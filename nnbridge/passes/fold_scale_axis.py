@@ -17,9 +17,7 @@ from ..ir import Graph, Node, Value
 from .layouts import image_layout
 from .manager import register_pass
 from .rewrite import Uses, add_const, bypass, channel_vector, remove_dead
-from .simplify_inference import fold_affine_into_producer
-
-_ANCHORS = {"Conv", "Gemm", "MatMul"}
+from .simplify_inference import AFFINE_FOLDERS, fold_affine_into_producer
 
 
 @register_pass("fold-scale-axis")
@@ -74,7 +72,7 @@ def _fold_scale(graph: Graph, x: Value, scale: np.ndarray, uses: Uses) -> Value 
         producer = value.producer
         if producer is None or producer.domain or not uses.sole(value):
             return None
-        if producer.op in _ANCHORS:
+        if producer.op in AFFINE_FOLDERS:
             break
         if producer.op in ("Relu", "LeakyRelu"):
             if np.any(scale < 0) or np.any(np.isnan(scale)):

@@ -66,7 +66,7 @@ def fold_affine_into_producer(graph: Graph, x: Value, scale: np.ndarray,
     producer = x.producer
     if producer is None or producer.domain or not (uses or Uses(graph)).sole(x):
         return None
-    fold = _FOLDERS.get(producer.op)
+    fold = AFFINE_FOLDERS.get(producer.op)
     return fold(graph, producer, np.asarray(scale, np.float64),
                 None if shift is None else np.asarray(shift, np.float64)) if fold else None
 
@@ -137,4 +137,5 @@ def _fold_into_matmul(graph: Graph, matmul: Node, scale, shift) -> Value | None:
     return add.outputs[0]
 
 
-_FOLDERS = {"Conv": _fold_into_conv, "Gemm": _fold_into_gemm, "MatMul": _fold_into_matmul}
+#: ops whose weights can absorb a per-output-channel scale and shift (also fold-scale-axis's anchors)
+AFFINE_FOLDERS = {"Conv": _fold_into_conv, "Gemm": _fold_into_gemm, "MatMul": _fold_into_matmul}

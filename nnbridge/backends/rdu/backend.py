@@ -101,12 +101,15 @@ def _check_plan(sections: list[Section], samples: int, where: str) -> None:
     if samples < 1 or not sections:
         raise FormatError(f"{where}: plan.json needs at least one section and one sample per call")
     for section in sections:
-        if section.depth < 1 or not section.kernels:
+        if not isinstance(section.depth, int) or section.depth < 1 or not section.kernels:
             raise FormatError(f"{where}: section {section.index} of plan.json has no kernels or a depth below 1")
         for k in section.kernels:
+            if not (isinstance(k.inputs, dict) and isinstance(k.outputs, dict) and isinstance(k.buffer_bytes, list)):
+                raise FormatError(f"{where}: kernel '{k.name}' of plan.json has malformed inputs, outputs or buffers")
             counts = (k.pcus, k.max_pcus)
             sizes = (k.flops, k.weight_bytes, k.pmus, *k.inputs.values(), *k.outputs.values(), *k.buffer_bytes)
-            if min(counts) < 1 or not all(isinstance(v, (int, float)) and 0 <= v < float("inf") for v in sizes):
+            numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (*counts, *sizes))
+            if not numbers or min(counts) < 1 or not all(0 <= v < float("inf") for v in sizes):
                 raise FormatError(f"{where}: kernel '{k.name}' of plan.json has a count or size out of range")
 
 
