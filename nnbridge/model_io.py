@@ -19,6 +19,10 @@ def as_graph(model: Any, **load_options: Any) -> Graph:
 
         return load_onnx(model)
     if isinstance(model, (str, os.PathLike)):
+        if _is_program(model) and not load_options.get("fmt"):  # a compiled RDU program: its graph
+            from .backends.rdu import load_pef
+
+            return load_pef(model).graph
         from .converters import load_model
 
         return load_model(model, **load_options)
@@ -35,3 +39,14 @@ def warn_if_synthetic(graph: Graph, path: str | os.PathLike) -> None:
         warnings.warn(NNBridgeWarning(
             f"'{graph.name}' was loaded from a topology without its params file: the weights (and network "
             f"inputs) written to {os.fspath(path)} are SMAUG's random-data recipe, not trained values"), stacklevel=3)
+
+
+def _is_program(path: str | os.PathLike) -> bool:
+    """A ``.pef`` by name, or any zip archive (the reader then checks it is one)."""
+    if os.fspath(path).lower().endswith(".pef"):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False

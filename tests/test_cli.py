@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -84,3 +85,39 @@ def test_an_unexpected_exception_is_one_internal_error_line_with_the_way_to_the_
     monkeypatch.setenv("NNBRIDGE_TRACEBACK", "1")
     with pytest.raises(KeyError):
         cli("summary", "model.onnx")
+
+
+def test_the_format_is_read_from_the_content_when_the_name_does_not_tell(tmp_path, cli):
+    """A valid ONNX named .bin, a SMAUG topology named .pbtxt (its params beside it as
+    <stem>_params.pb), a .pef and an LBANN prototext named .txt are summarised like the same
+    models under their usual names; --format names the format; unknown content says how to."""
+    import re
+    import shutil
+
+    import nnbridge
+    from nnbridge.zoo import build
+
+    smaug = Path(__file__).resolve().parents[2] / "shared" / "data" / "smaug" / "minerva"
+    onnx.save(build("lenet5"), tmp_path / "lenet5.onnx")
+    nnbridge.save(nnbridge.load(build("mlp")), tmp_path / "mlp.prototext")
+    nnbridge.compile(build("mlp"), "rdu").save(tmp_path / "mlp.pef")
+    renamed = {"model.bin": tmp_path / "lenet5.onnx", "minerva.pbtxt": smaug / "minerva_ref_topo.pbtxt",
+               "minerva_params.pb": smaug / "minerva_ref_params.pb", "mlp.txt": tmp_path / "mlp.prototext",
+               "weights.dat": tmp_path / "lenet5.onnx"}
+    for name, source in renamed.items():
+        shutil.copy(source, tmp_path / name)
+
+    def parameters(*argv) -> str:
+        code, text = cli("summary", *argv)
+        assert code == 0, text
+        return re.search(r"total parameters: ([\d,]+)", text).group(1)
+
+    assert parameters(tmp_path / "model.bin") == parameters(tmp_path / "lenet5.onnx") == "600,810"
+    assert parameters(tmp_path / "minerva.pbtxt") == parameters(smaug / "minerva_ref_topo.pbtxt")
+    assert nnbridge.load(tmp_path / "minerva.pbtxt").metadata.get("nnbridge.synthetic_params") != "true"
+    assert parameters(tmp_path / "mlp.txt") == parameters(tmp_path / "mlp.prototext")
+    assert parameters(tmp_path / "mlp.pef") == parameters(tmp_path / "mlp.prototext")
+    assert parameters(tmp_path / "weights.dat", "--format", "onnx") == "600,810"
+    (tmp_path / "notes.dat").write_text("hello")
+    code, text = cli("summary", tmp_path / "notes.dat")
+    assert code == 1 and "--format" in text and text.count("\n") == 1

@@ -62,7 +62,9 @@ def parse_passes(text: str | None) -> list[str] | None:
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="model file: .onnx, SMAUG <name>_topo.pbtxt, LBANN .prototext")
+    p.add_argument("model", help="model file: .onnx, SMAUG <name>_topo.pbtxt, LBANN .prototext (other names: "
+                                 "the format is read from the content, or given with --format)")
+    p.add_argument("--format", choices=["onnx", "smaug", "lbann"], help="the model's format, whatever its name")
     p.add_argument("--input-shape", action="append", metavar="NAME=D1xD2…",
                    help="per-sample input dims without the batch dim, for formats that do not store "
                         "them (LBANN), e.g. image=1x28x28; repeatable")
@@ -156,7 +158,8 @@ def load_options(args: argparse.Namespace) -> dict:
 def load_model_from_args(args: argparse.Namespace):
     from ..model_io import as_graph
 
-    return as_graph(args.model, **load_options(args))
+    fmt = getattr(args, "format", None)
+    return as_graph(args.model, **load_options(args), **({"fmt": fmt} if fmt else {}))
 
 
 def styled(*parts: str | tuple[str, str]) -> Text:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,9 +61,38 @@ def format_for(path: str | os.PathLike, fmt: str | None = None) -> Format:
     name = Path(path).name.lower()
     matches = [f for f in table.values() for s in f.suffixes if name.endswith(s)]
     if not matches:
+        sniffed = sniff_format(path)
+        if sniffed is not None:
+            return table[sniffed]
         known = ", ".join(s for f in table.values() for s in f.suffixes)
-        raise FormatError(f"{path}: cannot tell the model format from the file name (known: {known})")
+        raise FormatError(f"{path}: cannot tell the model format from the file name (known: {known}) or its "
+                          f"content; name it so, or pass --format {'|'.join(sorted(table))}")
     return max(matches, key=lambda f: max(len(s) for s in f.suffixes if name.endswith(s)))
+
+
+_LBANN_TOP = re.compile(r"^\s*(model|trainer|optimizer|data_reader)\s*\{", re.M)
+_SMAUG_TOP = re.compile(r"^\s*nodes\s*\{", re.M)
+
+
+def sniff_format(path: str | os.PathLike) -> str | None:
+    """The format of an existing file from its first bytes when its name does not tell: LBANN and
+    SMAUG by their top-level prototext fields, ONNX by a ModelProto's first field (ir_version)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 16)
+    except OSError:
+        return None
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and _LBANN_TOP.search(text):
+        return "lbann"
+    if text is not None and _SMAUG_TOP.search(text) and re.search(r"^\s*(backend|name)\s*:", text, re.M):
+        return "smaug"
+    if head[:1] == b"\x08":  # field 1 (ir_version), varint: how every ONNX file starts
+        return "onnx"
+    return None
 
 
 def load_model(path: str | os.PathLike, fmt: str | None = None, **options) -> Graph:

@@ -30,6 +30,9 @@ def model_paths(path: str | os.PathLike) -> tuple[Path, Path]:
         if name.endswith(suffix):
             name = name[: -len(suffix)]
             break
+    else:
+        if path.is_file():  # a topology named otherwise (found by its content): params beside it as <stem>_params.pb
+            return path, path.with_name(path.stem + PARAMS_SUFFIX)
     return path.with_name(name + TOPO_SUFFIX), path.with_name(name + PARAMS_SUFFIX)
 
 
