@@ -121,3 +121,21 @@ def test_the_format_is_read_from_the_content_when_the_name_does_not_tell(tmp_pat
     (tmp_path / "notes.dat").write_text("hello")
     code, text = cli("summary", tmp_path / "notes.dat")
     assert code == 1 and "--format" in text and text.count("\n") == 1
+
+
+@pytest.mark.parametrize("kind", ["onnx", "smaug", "lbann"])
+def test_summary_starts_with_inputs_outputs_ops_parameters_and_flop(tmp_path, cli, kind):
+    import nnbridge
+    from nnbridge.zoo import build
+
+    path = {"onnx": tmp_path / "lenet5.onnx", "smaug": tmp_path / "lenet5_topo.pbtxt",
+            "lbann": tmp_path / "lenet5.prototext"}[kind]
+    nnbridge.save(nnbridge.load(build("lenet5")), path)
+    code, text = cli("summary", path)
+    assert code == 0 and text.index("inputs and outputs") < text.index("nodes")
+    assert "input " in text and "ops (" in text and "parameters" in text and "MFLOP per run" in text
+    code, text = cli("summary", path, "--json", "-")
+    header = json.loads(text)
+    assert code == 0 and len(header["inputs"]) == 1 and header["outputs"]
+    assert header["parameters"] >= 600_810 and header["flop"] > 12e6 and header["ops"]
+    assert header["inputs"][0]["shape"][-2:] in ([28, 28], [28, 1])  # NCHW, or NHWC for SMAUG's SMV files

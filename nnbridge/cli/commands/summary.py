@@ -1,4 +1,4 @@
-"""nnbridge summary MODEL — per-node table with shapes, layouts and parameter counts."""
+"""nnbridge summary MODEL — inputs and outputs, op histogram, parameters, FLOPs, and a per-node table."""
 
 from __future__ import annotations
 
@@ -12,12 +12,17 @@ def register(sub) -> None:
   nnbridge summary model.onnx --passes fold,simplify,fuse     # after passes
   nnbridge summary model.onnx --opt-level 2                   # after the reference pipeline
   nnbridge summary lenet5_smv_topo.pbtxt --style smaug        # SMAUG's own print_summary() text
-The footer lists the fused groups (kernels) and the planned peak activation memory.
+  nnbridge summary model.onnx --json - | jq .inputs            # the header as JSON on stdout
+The header lists the inputs and outputs (name, dtype, shape, layout), the op histogram, the
+parameters and the FLOP of one run (2 per multiply-accumulate). The footer lists the fused
+groups (kernels) and the planned peak activation memory.
 """)
     add_model_args(p)
     p.add_argument("--backend", "-b", help="run this backend's pipeline first (with --opt-level)")
     p.add_argument("--style", choices=["table", "smaug"], default="table",
                    help="smaug: the text SMAUG's frontend print_summary() prints (SMAUG files only)")
+    p.add_argument("--json", metavar="FILE", help="write the header (inputs, outputs, ops, parameters, FLOP) as "
+                                                 "JSON to FILE ('-': standard output) instead of the tables")
     add_pass_args(p)
     p.set_defaults(func=run)
 
@@ -42,6 +47,20 @@ def run(args) -> int:
     passes = chosen_passes(args, args.backend)
     if passes:
         run_passes(graph, passes)
+    header = model_header(graph)
+    if args.json:
+        import json
+
+        from ...fileio import atomic_write
+
+        text = json.dumps(header, indent=1) + "\n"
+        if args.json == "-":
+            console.file.write(text)
+        else:
+            with atomic_write(args.json, "w") as fh:
+                fh.write(text)
+        return 0
+    _print_header(header, console)
     table = Table(title=f"{graph.name}: {len(graph)} nodes")
     for col in ("name", "op", "inputs", "outputs", "params"):
         table.add_column(col, justify="right" if col == "params" else "left")
@@ -84,3 +103,47 @@ def _print_kernels_and_memory(graph, console) -> None:
         console.print(f"peak activation memory: {plan.total_bytes:,} bytes in {len(plan.storage_bytes)} buffers "
                       f"(unshared {plan.unshared_bytes:,}; live lower bound {plan.live_peak_bytes:,}; "
                       f"{len(plan.inplace)} in place)")
+
+
+def model_header(graph) -> dict:
+    """What users look for first: the model's inputs and outputs, its ops, its size and its work."""
+    from collections import Counter
+
+    from ...backends.rdu.costs import op_cost
+
+    def value(v) -> dict:
+        t = v.type
+        return {"name": v.name, "dtype": t.dtype.short if t.dtype else None,
+                "shape": list(t.shape) if t.shape is not None else None, "layout": t.layout.value}
+
+    flops, unknown = 0.0, 0
+    for node in graph.nodes:
+        cost = op_cost(node, 4)
+        flops += cost.flops
+        unknown += cost.unknown_shapes
+    return {"model": graph.name, "inputs": [value(v) for v in graph.inputs],
+            "outputs": [value(v) for v in graph.outputs],
+            "ops": dict(Counter(n.op for n in graph.nodes).most_common()), "nodes": len(graph),
+            "parameters": int(sum(a.size for a in graph.initializers.values())),
+            "parameter_bytes": int(sum(a.nbytes for a in graph.initializers.values())),
+            "flop": flops, "values_of_unknown_shape": unknown}
+
+
+def _print_header(header: dict, console) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{header['model']}: inputs and outputs")
+    for col in ("", "name", "dtype", "shape", "layout"):
+        table.add_column(col)
+    for kind in ("inputs", "outputs"):
+        for v in header[kind]:
+            dims = v["shape"]
+            shape = "?" if dims is None else "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+            table.add_row(kind[:-1], v["name"], v["dtype"] or "?", shape, v["layout"])
+    console.print(table)
+    ops = ", ".join(f"{op} {n}" for op, n in header["ops"].items())
+    console.print(f"ops ({header['nodes']} nodes): {ops}")
+    flop = f"{header['flop'] / 1e6:,.1f} MFLOP per run (2 per multiply-accumulate)"
+    if header["values_of_unknown_shape"]:
+        flop += f"; {header['values_of_unknown_shape']} values of unknown shape not counted"
+    console.print(f"{header['parameters']:,} parameters, {header['parameter_bytes'] / 2**20:,.2f} MiB; {flop}")
