@@ -34,8 +34,24 @@ class Report:
         return {"backend": self.backend, "model": self.model, "rows": self.rows,
                 "totals": self.totals, "notes": self.notes}
 
-    def to_json(self, path: str | os.PathLike | None = None) -> str:
-        text = json.dumps(self.to_dict(), indent=2, default=_jsonable)
+    def top(self, measure: str, n: int) -> Report:
+        """The ``n`` rows with the largest ``measure``, largest first (totals and notes kept)."""
+        rows = sorted(self.rows, key=lambda r: -float(r.get(measure) or 0.0))[:n]
+        return Report(self.backend, self.model, rows, dict(self.totals), list(self.notes))
+
+    def rollup(self, group: Any, measure: str) -> list[tuple[str, int, float]]:
+        """(group, rows, sum of ``measure``) for each value of ``group`` (a column name or a function
+        of a row), largest sum first: where the time goes, by op type or by reason."""
+        sums: dict[str, list] = {}
+        for row in self.rows:
+            key = str(group(row) if callable(group) else row.get(group))
+            entry = sums.setdefault(key, [0, 0.0])
+            entry[0] += 1
+            entry[1] += float(row.get(measure) or 0.0)
+        return sorted(((k, n, v) for k, (n, v) in sums.items()), key=lambda item: -item[2])
+
+    def to_json(self, path: str | os.PathLike | None = None, extra: dict[str, Any] | None = None) -> str:
+        text = json.dumps({**self.to_dict(), **(extra or {})}, indent=2, default=_jsonable)
         if path is not None:
             from .fileio import atomic_write
 

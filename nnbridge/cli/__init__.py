@@ -26,7 +26,9 @@ from ..threads import cpu_threads
 
 #: markup off: names, paths and messages come from models and users, so "[...]" must print as
 #: written (styled parts are ``rich.text.Text`` pieces, see ``common.styled``)
-console = Console(highlight=False, markup=False)
+#: piped output is not wrapped at 80 columns: tables keep whole names and numbers
+_WIDTH = None if sys.stdout.isatty() else 250
+console = Console(highlight=False, markup=False, width=_WIDTH)
 err_console = Console(stderr=True, highlight=False)
 
 #: the order commands appear in `nnbridge --help`

@@ -69,7 +69,7 @@ def test_simulate_writes_table_json_and_plot(tmp_path, shared_data, cli):
 
 def test_simulate_perf_only_and_show_config(shared_data, cli):
     topo = shared_data / "smaug" / "imagenet-resnet" / "resnet_smv_topo.pbtxt"
-    code, text = cli("simulate", topo, "--perf-only", "--show-config", "--rows", "5", "--set",
+    code, text = cli("simulate", topo, "--perf-only", "--show-config", "--top", "5", "--set",
                       "tiling_threads=8")
     assert code == 0 and "provenance" in text and "latency_ms" in text
 
@@ -118,3 +118,26 @@ def test_config_object_and_report_available_before_run():
     exe = nnbridge.compile(build("mlp"), backend="smv", config=SmvConfig(num_accels=2, mem_policy=MemPolicy.ACP))
     assert exe.report.totals["accels"] == 2 and exe.report.totals["mem_policy"] == "acp"
     assert "energy" in exe.report.notes[0]
+
+
+def test_simulate_prints_the_top_layers_and_roll_ups_that_add_up_to_the_total(tmp_path, cli):
+    """On a ~300-layer model: the 10 most expensive layers, the rest summed, and the time by op
+    type and by where it runs (accelerator, or the CPU and why) — each adding up to the total."""
+    import json
+
+    import onnx
+
+    from nnbridge.zoo.generated import generated_model
+
+    onnx.save(generated_model(300), tmp_path / "big.onnx")
+    code, text = cli("simulate", tmp_path / "big.onnx", "--perf-only", "--top", "10", "--json", tmp_path / "r.json")
+    assert code == 0 and "the 10 layers with the most latency time" in text and "more layers:" in text
+    assert "latency by op type" in text and "latency by where it runs" in text and "CPU: " in text
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert len(report["rows"]) >= 250
+    total_us = report["totals"]["latency_ms"] * 1e3
+    for groups in report["rollups"].values():
+        assert abs(sum(g["latency_us"] for g in groups) - total_us) <= 1e-3 * total_us
+    latencies = sorted((r["latency_us"] for r in report["rows"]), reverse=True)
+    top_text = text[:text.index("more layers:")]
+    assert f"{latencies[0]:.4g}"[:4] in top_text  # the most expensive layer is in the top table

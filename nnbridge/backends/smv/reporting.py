@@ -13,8 +13,8 @@ from .tiling import TilingPlan
 #: columns stacked in the PNG (SMAUG's breakdown, spec §8.1)
 STACK = ["compute_us", "transfer_us", "cpu_us"]
 #: columns of the printed table (the JSON has them all)
-DISPLAY = ["name", "op", "where", "invocations", "tiles", "compute_us", "transfer_us", "cpu_us", "accel_cycles",
-           "macc_util_%"]
+DISPLAY = ["name", "op", "where", "invocations", "tiles", "latency_us", "compute_us", "transfer_us", "cpu_us",
+           "accel_cycles", "macc_util_%"]
 
 
 def display_view(report: Report) -> Report:

@@ -21,6 +21,7 @@ def register(sub) -> None:
   nnbridge simulate resnet_smv_topo.pbtxt --perf-only         # timing only, large models in well under 1 s
   nnbridge simulate model.onnx --accels 8 --mem-policy acp --set tiling_threads=8
   nnbridge simulate model.onnx --json report.json --plot layers.png
+  nnbridge simulate model.onnx --perf-only --top 10 --sort transfer   # the 10 most transfer-bound layers
   nnbridge simulate model.onnx --config smv.toml --set dma_setup_cycles=50
 """)
     add_model_args(p)
@@ -36,7 +37,10 @@ def register(sub) -> None:
     p.add_argument("--show-config", action="store_true", help="print every setting with its provenance")
     p.add_argument("--json", metavar="FILE", help="write the report as JSON")
     p.add_argument("--plot", metavar="FILE.png", help="draw per-layer stacked bars (compute/transfer/CPU)")
-    p.add_argument("--rows", type=int, help="print at most this many rows")
+    p.add_argument("--top", type=int, default=20, metavar="N",
+                   help="print the N most expensive layers (default 20; 0: every layer in graph order)")
+    p.add_argument("--sort", choices=["latency", "compute", "transfer", "cpu", "tiling"], default="latency",
+                   help="what --top ranks by (default latency)")
     p.add_argument("--passes", help="comma-separated pass list instead of the SMV pipeline")
     p.add_argument("--opt-level", type=int, default=1, choices=[0, 1, 2, 3], help="pass pipeline level (default 1)")
     add_input_args(p)
@@ -79,13 +83,42 @@ def run(args) -> int:
                                config=config, progress=progress)
         exe.run(feeds) if not config.perf_only else None
     report = exe.report
-    console.print(display_view(report).to_table(max_rows=args.rows))
+    measure = f"{args.sort}_us"
+    if args.top and args.top < len(report.rows):
+        console.print(display_view(report.top(measure, args.top)).to_table(
+            title=f"smv report: {report.model} — the {args.top} layers with the most {args.sort} time"))
+        rest = sorted((float(r.get(measure) or 0.0) for r in report.rows), reverse=True)[args.top:]
+        console.print(f"… and {len(rest)} more layers: {sum(rest):,.1f} µs of {args.sort} "
+                      f"({_share(sum(rest), report.rows, measure)})")
+    else:
+        console.print(display_view(report).to_table())
+    rollups = {"by_op": report.rollup("op", measure), "by_where": report.rollup(_where, measure)}
+    for title, groups in (("op type", rollups["by_op"]), ("where it runs", rollups["by_where"])):
+        table = Table(title=f"{args.sort} by {title}")
+        for col, justify in ((title, "left"), ("layers", "right"), (f"{args.sort} µs", "right"), ("share", "right")):
+            table.add_column(col, justify=justify)
+        for key, n, value in groups[:15]:
+            table.add_row(key, str(n), f"{value:,.1f}", _share(value, report.rows, measure))
+        console.print(table)
     for note in report.notes:
         console.print(styled((note, "dim")))
     if args.json:
-        report.to_json(args.json)
+        report.to_json(args.json, {"rollups": {k: [{"group": g, "layers": n, measure: v} for g, n, v in groups]
+                                               for k, groups in rollups.items()}})
         console.print(f"report written to {args.json}")
     if args.plot:
         report.plot(args.plot, STACK, ylabel="latency (µs)")
         console.print(f"plot written to {args.plot}")
     return 0
+
+
+def _where(row: dict) -> str:
+    """Accelerated, or on the CPU and why."""
+    if row.get("where") != "cpu":
+        return "SMV accelerator"
+    return f"CPU: {row['note']}" if row.get("note") else "CPU"
+
+
+def _share(value: float, rows: list[dict], measure: str) -> str:
+    total = sum(float(r.get(measure) or 0.0) for r in rows)
+    return f"{100 * value / total:.1f} %" if total else "—"
