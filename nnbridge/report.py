@@ -52,7 +52,11 @@ class Report:
 
     def to_json(self, path: str | os.PathLike | None = None, extra: dict[str, Any] | None = None) -> str:
         text = json.dumps({**self.to_dict(), **(extra or {})}, indent=2, default=_jsonable)
-        if path is not None:
+        if path is not None and os.fspath(path) == "-":  # standard output, not a file named "-"
+            import sys
+
+            sys.stdout.write(text + "\n")
+        elif path is not None:
             from .fileio import atomic_write
 
             with atomic_write(path, "w") as fh:

@@ -141,3 +141,18 @@ def test_simulate_prints_the_top_layers_and_roll_ups_that_add_up_to_the_total(tm
     latencies = sorted((r["latency_us"] for r in report["rows"]), reverse=True)
     top_text = text[:text.index("more layers:")]
     assert f"{latencies[0]:.4g}"[:4] in top_text  # the most expensive layer is in the top table
+
+
+def test_simulate_json_dash_is_standard_output_not_a_file(tmp_path, cli, monkeypatch):
+    import json
+
+    import onnx
+
+    from nnbridge.zoo import build
+
+    onnx.save(build("lenet5"), tmp_path / "lenet5.onnx")
+    monkeypatch.chdir(tmp_path)
+    code, text = cli("simulate", "lenet5.onnx", "--perf-only", "--json", "-")
+    assert code == 0 and not (tmp_path / "-").exists()
+    report = json.loads(text)
+    assert report["rollups"]["by_op"] and report["totals"]["latency_ms"] > 0

@@ -35,7 +35,7 @@ def register(sub) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override one setting; repeatable "
                    "(see the settings table with --show-config)")
     p.add_argument("--show-config", action="store_true", help="print every setting with its provenance")
-    p.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    p.add_argument("--json", metavar="FILE", help="write the report as JSON ('-': standard output)")
     p.add_argument("--plot", metavar="FILE.png", help="draw per-layer stacked bars (compute/transfer/CPU)")
     p.add_argument("--top", type=int, default=20, metavar="N",
                    help="print the N most expensive layers (default 20; 0: every layer in graph order)")
@@ -84,6 +84,14 @@ def run(args) -> int:
         exe.run(feeds) if not config.perf_only else None
     report = exe.report
     measure = f"{args.sort}_us"
+    rollups = {"by_op": report.rollup("op", measure), "by_where": report.rollup(_where, measure)}
+    if args.json:
+        report.to_json(args.json, {"rollups": {k: [{"group": g, "layers": n, measure: v} for g, n, v in groups]
+                                               for k, groups in rollups.items()}})
+        if args.json == "-":  # standard output carries the JSON alone
+            if args.plot:
+                report.plot(args.plot, STACK, ylabel="latency (µs)")
+            return 0
     if args.top and args.top < len(report.rows):
         console.print(display_view(report.top(measure, args.top)).to_table(
             title=f"smv report: {report.model} — the {args.top} layers with the most {args.sort} time"))
@@ -92,7 +100,6 @@ def run(args) -> int:
                       f"({_share(sum(rest), report.rows, measure)})")
     else:
         console.print(display_view(report).to_table())
-    rollups = {"by_op": report.rollup("op", measure), "by_where": report.rollup(_where, measure)}
     for title, groups in (("op type", rollups["by_op"]), ("where it runs", rollups["by_where"])):
         table = Table(title=f"{args.sort} by {title}")
         for col, justify in ((title, "left"), ("layers", "right"), (f"{args.sort} µs", "right"), ("share", "right")):
@@ -103,8 +110,6 @@ def run(args) -> int:
     for note in report.notes:
         console.print(styled((note, "dim")))
     if args.json:
-        report.to_json(args.json, {"rollups": {k: [{"group": g, "layers": n, measure: v} for g, n, v in groups]
-                                               for k, groups in rollups.items()}})
         console.print(f"report written to {args.json}")
     if args.plot:
         report.plot(args.plot, STACK, ylabel="latency (µs)")
