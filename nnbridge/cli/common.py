@@ -165,3 +165,10 @@ def load_model_from_args(args: argparse.Namespace):
 def styled(*parts: str | tuple[str, str]) -> Text:
     """A line with styled pieces: plain strings print verbatim, ("text", "style") pieces styled."""
     return Text.assemble(*parts)
+
+
+def working(console, text: str):
+    """A spinner with what is being done, on a terminal only (a sign of life on long work)."""
+    import contextlib
+
+    return console.status(text) if console.is_terminal else contextlib.nullcontext()

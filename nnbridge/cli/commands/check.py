@@ -19,6 +19,7 @@ from ..common import (
     parse_assignments,
     parse_dims,
     styled,
+    working,
 )
 
 #: layerwise tables longer than this show only the nodes that matter
@@ -89,21 +90,22 @@ def run(args) -> int:
         raise InputError(f"{args.model} is a compiled RDU program; it runs on rdu, not --backend {args.backend}")
     backend = "rdu" if program else args.backend
     allowed = args.allow_nonfinite or []
-    result = nnbridge.check(
-        args.model, backend=backend, inputs=load_inputs(args.input), rtol=args.rtol, atol=args.atol,
-        seed=args.seed, dims=parse_dims(args.dim), input_ranges=parse_ranges(args.input_range),
-        stored_inputs=not args.no_stored_inputs, nonfinite=True if "*" in allowed else allowed,
-        layerwise=args.layerwise, load_options=load_options(args),
-        **({} if program else {"passes": chosen_passes(args, backend), "opt_level": args.opt_level,
-                               **backend_options(args)}))
+    from .. import console
+
+    with working(console, f"checking {args.model} on {backend} against the oracle"):
+        result = nnbridge.check(
+            args.model, backend=backend, inputs=load_inputs(args.input), rtol=args.rtol, atol=args.atol,
+            seed=args.seed, dims=parse_dims(args.dim), input_ranges=parse_ranges(args.input_range),
+            stored_inputs=not args.no_stored_inputs, nonfinite=True if "*" in allowed else allowed,
+            layerwise=args.layerwise, load_options=load_options(args),
+            **({} if program else {"passes": chosen_passes(args, backend), "opt_level": args.opt_level,
+                                   **backend_options(args)}))
     saved = {}
     if args.save_inputs:
         from ...inputs import save_inputs
 
         saved = save_inputs(result.inputs, args.save_inputs)
     if args.json:
-        from .. import console
-
         data = result.to_dict()
         data["saved_inputs"] = {k: str(v) for k, v in saved.items()}
         console.print_json(json.dumps(data))

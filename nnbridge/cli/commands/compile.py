@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import InputError
-from ..common import add_backend_args, add_model_args, add_parser, backend_options, parse_passes
+from ..common import add_backend_args, add_model_args, add_parser, backend_options, parse_passes, working
 
 
 def register(sub) -> None:
@@ -66,7 +66,8 @@ def run(args) -> int:
 
     if args.model.lower().endswith(".pef"):
         raise InputError(f"'{args.model}' is already compiled")
-    exe = compile_from_args(args)
+    with working(console, f"compiling {args.model} for the RDU"):
+        exe = compile_from_args(args)
     out = Path(args.output) if args.output else Path(args.model).with_suffix(".pef")
     warn_if_synthetic(exe.graph, out)
     exe.save(out)

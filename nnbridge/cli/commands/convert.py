@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..common import add_parser, load_options, parse_assignments
+from ..common import add_parser, load_options, parse_assignments, working
 
 
 def register(sub) -> None:
@@ -45,7 +45,8 @@ def run(args) -> int:
         options["batch_size"] = args.batch_size
     if args.smaug_backend:
         options["smaug_backend"] = args.smaug_backend
-    graph = nnbridge.convert(args.src, args.dst, **options)
+    with working(console, f"converting {args.src} → {args.dst}"):
+        graph = nnbridge.convert(args.src, args.dst, **options)
     console.print(f"wrote {args.dst}  ({len(graph)} nodes, "
                   f"{sum(a.size for a in graph.initializers.values()):,} parameters)")
     return 0

@@ -17,6 +17,7 @@ from ..common import (
     load_inputs,
     load_model_from_args,
     parse_dims,
+    working,
 )
 
 #: outputs with at most this many values are printed in full
@@ -63,7 +64,8 @@ def run(args) -> int:
                                opt_level=args.opt_level, **config)
     given = {**graph.input_values, **load_inputs(args.input)}  # a SMAUG file runs its stored input
     feeds = random_inputs(graph, seed=args.seed, dims=parse_dims(args.dim), given=given)
-    outputs = exe.run(feeds)
+    with working(console, f"running {graph.name} on {exe.backend}"):
+        outputs = exe.run(feeds)
     for name, value in outputs.items():
         arr = np.asarray(value)
         shown = ""
