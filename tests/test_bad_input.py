@@ -348,3 +348,15 @@ def test_a_smaug_params_file_that_could_not_be_read_back_is_refused_before_writi
     with pytest.raises(FormatError, match="exceed protobuf's 2 GiB limit"):
         nnbridge.save(graph, tmp_path / "big" / "l5_topo.pbtxt", smaug_backend="SMV")
     assert not (tmp_path / "big").exists() or list((tmp_path / "big").iterdir()) == []
+
+
+def test_a_name_that_is_not_utf8_is_refused_in_one_line(tmp_path, cli):
+    model = _model([helper.make_node("Relu", ["x"], ["y"], name="RELUNAME")],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "names.onnx"
+    path.write_bytes(model.SerializeToString().replace(b"RELUNAME", b"RELU\xff\xfeME"))
+    for argv in (["summary", path], ["convert", path, tmp_path / "out_topo.pbtxt"]):
+        code, text = cli(*argv)
+        assert code == 1 and "not valid UTF-8" in text and text.count("\n") == 1, text
+    assert not (tmp_path / "out_topo.pbtxt").exists()

@@ -21,7 +21,15 @@ from ...fileio import check_numel
 from ...ir import DType, Graph, Layout, Node, TensorType, TypeKind
 from ...ir.graph import paused_gc
 from . import opset
-from .vetting import has_external, load_external, vet_attributes, vet_declared_shapes, vet_element_types, vet_tensors
+from .vetting import (
+    has_external,
+    load_external,
+    vet_attributes,
+    vet_declared_shapes,
+    vet_element_types,
+    vet_names,
+    vet_tensors,
+)
 
 
 def load_onnx(source: str | os.PathLike | ModelProto | bytes, *, infer_shapes: bool = True) -> Graph:
@@ -30,6 +38,7 @@ def load_onnx(source: str | os.PathLike | ModelProto | bytes, *, infer_shapes: b
     vet_tensors(model, name, base_dir)
     if base_dir is not None and has_external(model):
         load_external(model, base_dir)
+    vet_names(model, name)
     vet_declared_shapes(model, name)
     vet_attributes(model, name)
     _densify_sparse_initializers(model, name)

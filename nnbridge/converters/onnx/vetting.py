@@ -149,6 +149,19 @@ def vet_attributes(model: ModelProto, name: str) -> None:
                 raise FormatError(f"{where}: {attr.name}={values} must be {limit}")
 
 
+def vet_names(model: ModelProto, name: str) -> None:
+    """Names are text: protobuf hands names that are not valid UTF-8 over as bytes, refused here."""
+    for graph in _graphs(model.graph):
+        texts = [graph.name, *(t.name for t in graph.initializer),
+                 *(v.name for v in (*graph.input, *graph.output, *graph.value_info))]
+        for node in graph.node:
+            texts += [node.name, node.op_type, node.domain, *node.input, *node.output,
+                      *(a.name for a in node.attribute)]
+        bad = next((t for t in texts if isinstance(t, bytes)), None)
+        if bad is not None:
+            raise FormatError(f"{name}: the name {bad!r} in graph {graph.name!r} is not valid UTF-8 text")
+
+
 def vet_declared_shapes(model: ModelProto, name: str) -> None:
     """Declared tensor shapes (inputs, outputs, value_info, in every subgraph) within the size limit."""
     for graph in _graphs(model.graph):
