@@ -139,3 +139,20 @@ def test_summary_starts_with_inputs_outputs_ops_parameters_and_flop(tmp_path, cl
     assert code == 0 and len(header["inputs"]) == 1 and header["outputs"]
     assert header["parameters"] >= 600_810 and header["flop"] > 12e6 and header["ops"]
     assert header["inputs"][0]["shape"][-2:] in ([28, 28], [28, 1])  # NCHW, or NHWC for SMAUG's SMV files
+
+
+def test_run_out_writes_every_output_or_nothing(tmp_path, cli):
+    """A sequence output cannot be a .npy: refused before the first file, the folder not created."""
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])
+    nodes = [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("SplitToSequence", ["x"], ["s"])]
+    graph = helper.make_graph(nodes, "seq", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                                                  helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "seq.onnx")
+    code, text = cli("run", tmp_path / "seq.onnx", "--out", tmp_path / "out")
+    assert code == 1 and "output 's' is not a tensor" in text and not (tmp_path / "out").exists()
+    onnx.save(helper.make_model(helper.make_graph(nodes[:1], "one", [x], [helper.make_tensor_value_info(
+        "y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "one.onnx")
+    code, text = cli("run", tmp_path / "one.onnx", "--out", tmp_path / "out")
+    assert code == 0 and np.load(tmp_path / "out" / "y.npy").shape == (3,)

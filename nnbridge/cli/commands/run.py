@@ -46,7 +46,7 @@ def register(sub) -> None:
 def run(args) -> int:
     import nnbridge
 
-    from ...inputs import npy_name, random_inputs
+    from ...inputs import random_inputs
     from ...report import Report
     from .. import console
 
@@ -73,11 +73,29 @@ def run(args) -> int:
             shown = " [" + " ".join(f"{v:.6g}" for v in arr.reshape(-1).tolist()) + "]"
         console.print(f"{name}: {arr.dtype}{list(arr.shape)}{shown}", markup=False, soft_wrap=True)
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        for name, value in outputs.items():
-            np.save(out / npy_name(name), np.asarray(value), allow_pickle=False)
-        console.print(f"outputs written to {out}/")
+        _save_outputs(outputs, Path(args.out))
+        console.print(f"outputs written to {args.out}/")
     if args.profile and isinstance(exe.report, Report):
         console.print(exe.report.to_table())
     return 0
+
+
+def _save_outputs(outputs: dict, out: Path) -> None:
+    """One .npy per output, each written atomically, after every output was found writable (no
+    partial result: a sequence output is refused before the first file)."""
+    from ...errors import InputError
+    from ...fileio import atomic_write
+    from ...inputs import npy_name
+
+    arrays = {}
+    for name, value in outputs.items():
+        array = np.asarray(value) if not isinstance(value, (list, tuple, dict)) else None
+        if array is not None and array.dtype == object and all(isinstance(v, str) for v in array.reshape(-1)):
+            array = array.astype(str)  # string tensors as fixed-width unicode, which .npy stores
+        if array is None or array.dtype == object:
+            raise InputError(f"output '{name}' is not a tensor (a sequence or a map); --out writes tensors as .npy")
+        arrays[name] = array
+    out.mkdir(parents=True, exist_ok=True)
+    for name, array in arrays.items():
+        with atomic_write(out / npy_name(name), "wb") as fh:
+            np.save(fh, array, allow_pickle=False)
