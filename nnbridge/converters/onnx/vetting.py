@@ -157,6 +157,9 @@ def vet_names(model: ModelProto, name: str) -> None:
         for node in graph.node:
             texts += [node.name, node.op_type, node.domain, *node.input, *node.output,
                       *(a.name for a in node.attribute)]
+        texts += [o.domain for o in model.opset_import]
+        texts += [t for f in model.functions for n in f.node
+                  for t in (n.name, n.op_type, n.domain, *n.input, *n.output)]
         bad = next((t for t in texts if isinstance(t, bytes)), None)
         if bad is not None:
             raise FormatError(f"{name}: the name {bad!r} in graph {graph.name!r} is not valid UTF-8 text")
@@ -181,7 +184,7 @@ def _declared_attribute_types(op: str, domain: str, version: int) -> dict[str, i
     it (Cast-1 took ``to`` as a string); {} for unknown ops and versions."""
     try:
         schema = onnx.defs.get_schema(op, version, domain) if version > 0 else onnx.defs.get_schema(op, domain)
-    except onnx.defs.SchemaError:
+    except (onnx.defs.SchemaError, TypeError):  # TypeError: a name protobuf handed over as bytes
         return {}
     return {name: int(a.type) for name, a in schema.attributes.items()}
 
