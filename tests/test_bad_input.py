@@ -103,11 +103,7 @@ def test_huge_declared_tensor(tmp_path, cli):
 
 
 def test_external_data_cannot_escape_model_dir(tmp_path):
-    tensor = helper.make_tensor("w", TensorProto.FLOAT, [4], np.zeros(4, np.float32))
-    tensor.ClearField("float_data")
-    tensor.data_location = TensorProto.EXTERNAL
-    for key, value in {"location": "../../etc/passwd", "offset": "0", "length": "16"}.items():
-        tensor.external_data.add(key=key, value=value)
+    tensor = _external("w", "../../etc/passwd")
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
     model = _model([helper.make_node("Add", ["x", "w"], ["y"])], [x], [y], [tensor])

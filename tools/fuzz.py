@@ -30,6 +30,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -267,7 +268,7 @@ def run_input(fmt: str, files: dict[str, bytes], index: int, work: Path) -> tupl
         outcome, detail = "oversized", f"{step}: {written} bytes written"
     elif outcome == "clean" and step == "convert" and written:
         outcome, detail = "partial", f"{step}: a failed convert left {written} bytes"
-    _remove(folder)
+    shutil.rmtree(folder, ignore_errors=True)
     return outcome, detail
 
 
@@ -315,12 +316,6 @@ def _with_alarm(fn, seconds: int) -> None:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
-
-
-def _remove(folder: Path) -> None:
-    for path in sorted(folder.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-        path.unlink() if path.is_file() or path.is_symlink() else path.rmdir()
-    folder.rmdir()
 
 
 # -- the worker and the driver ---------------------------------------------------------------

@@ -85,6 +85,7 @@ def run(args) -> int:
     report = exe.report
     measure = f"{args.sort}_us"
     rollups = {"by_op": report.rollup("op", measure), "by_where": report.rollup(_where, measure)}
+    total = sum(value for _, _, value in rollups["by_op"])
     if args.json:
         report.to_json(args.json, {"rollups": {k: [{"group": g, "layers": n, measure: v} for g, n, v in groups]
                                                for k, groups in rollups.items()}})
@@ -97,7 +98,7 @@ def run(args) -> int:
             title=f"smv report: {report.model} — the {args.top} layers with the most {args.sort} time"))
         rest = sorted((float(r.get(measure) or 0.0) for r in report.rows), reverse=True)[args.top:]
         console.print(f"… and {len(rest)} more layers: {sum(rest):,.1f} µs of {args.sort} "
-                      f"({_share(sum(rest), report.rows, measure)})")
+                      f"({_share(sum(rest), total)})")
     else:
         console.print(display_view(report).to_table())
     for title, groups in (("op type", rollups["by_op"]), ("where it runs", rollups["by_where"])):
@@ -105,7 +106,7 @@ def run(args) -> int:
         for col, justify in ((title, "left"), ("layers", "right"), (f"{args.sort} µs", "right"), ("share", "right")):
             table.add_column(col, justify=justify)
         for key, n, value in groups[:15]:
-            table.add_row(key, str(n), f"{value:,.1f}", _share(value, report.rows, measure))
+            table.add_row(key, str(n), f"{value:,.1f}", _share(value, total))
         console.print(table)
     for note in report.notes:
         console.print(styled((note, "dim")))
@@ -124,6 +125,5 @@ def _where(row: dict) -> str:
     return f"CPU: {row['note']}" if row.get("note") else "CPU"
 
 
-def _share(value: float, rows: list[dict], measure: str) -> str:
-    total = sum(float(r.get(measure) or 0.0) for r in rows)
+def _share(value: float, total: float) -> str:
     return f"{100 * value / total:.1f} %" if total else "—"
