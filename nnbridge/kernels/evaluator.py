@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections import ChainMap
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,7 +116,10 @@ class Plan:
             self.timings.append((step.ctx.node, time.perf_counter() - start))
         return result if isinstance(result, tuple) else (result,)  # a list is one sequence value
 
-    def execute(self, feeds: Mapping[str, Any], outer: Mapping[str, Any] | None = None) -> list[Any]:
+    def execute(self, feeds: Mapping[str, Any], outer: Mapping[str, Any] | None = None,
+                observe: Callable[[Node, tuple], None] | None = None) -> list[Any]:
+        """The graph's outputs; ``observe(node, outputs)`` sees every node's results as they are made
+        (to measure intermediates without keeping them alive)."""
         local: dict[str, Any] = dict(self.graph.initializers)
         local.update(feeds)
         env: MutableMapping[str, Any] = ChainMap(local, outer) if outer is not None else local
@@ -127,6 +130,8 @@ class Plan:
                 result = self._compute(step, env)
                 if step.constant:
                     step.kept = result
+            if observe is not None:
+                observe(step.ctx.node, result)
             for name, value in zip(step.outputs, result):
                 local[name] = value
             for name in step.release:

@@ -46,12 +46,12 @@ def build(name: str) -> onnx.ModelProto:
     return nnbridge.zoo.build(name)
 
 
-def write(model: onnx.ModelProto, backend: str, folder: Path) -> Path:
+def write(model: onnx.ModelProto, backend: str, folder: Path, **options) -> Path:
     """Convert as a user does (``nnbridge.save``), storing a standard-normal network input."""
     graph = nnbridge.load(model)
     rng = np.random.default_rng(0)
     inputs = {v.name: rng.standard_normal(v.type.shape).astype(np.float32) for v in graph.inputs}
-    topo, _ = nnbridge.save(graph, folder / "m_topo.pbtxt", smaug_backend=backend, smaug_inputs=inputs)
+    topo, _ = nnbridge.save(graph, folder / "m_topo.pbtxt", smaug_backend=backend, smaug_inputs=inputs, **options)
     return Path(topo)
 
 
@@ -118,11 +118,18 @@ def test_light_models_on_reference(tmp_path, name, monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["light_squeezenet", "light_resnet50"])
-def test_light_models_whose_activations_exceed_fp16_run_on_smv(tmp_path, name):
+def test_light_models_whose_activations_exceed_fp16_are_refused_for_smv(tmp_path, name):
     """With every weight 0.02 these models' activations leave fp16's range (65504) on the way:
-    real SMV computes inf/NaN — no crash — and onnxruntime's fp32 values show why."""
+    the SMV files are refused at convert time, naming the first node that overflows. Written
+    anyway, the real runtime confirms the rule: it computes inf/NaN (no crash), the simulator
+    reproduces it bit for bit, and onnxruntime's fp32 values show why."""
     model = build(name)
-    topo = write(model, "SMV", tmp_path)
+    with pytest.raises(UnsupportedOpError) as info:
+        write(model, "SMV", tmp_path)
+    [item] = info.value.items
+    assert "beyond fp16's largest finite 65504" in item.reason and "--smaug-input" in item.reason
+    assert not any(tmp_path.iterdir())
+    topo = write(model, "SMV", tmp_path, smaug_allow_overflow=True)
     run = run_smaug(topo)
     assert run.ok, run.message
     assert not np.isfinite(run.output.astype(np.float32)).all()

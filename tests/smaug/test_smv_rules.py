@@ -237,3 +237,45 @@ def test_a_new_user_converting_what_smv_cannot_run_reads_one_line_per_reason(tmp
     assert [line.split(" (")[0].strip() for line in lines[1:]] == ["Concat", "InnerProduct"]
     assert "overruns" in lines[1] and "uninitialised" in lines[2]
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def _scaled_conv(scale: float) -> onnx.ModelProto:
+    b = OnnxBuilder("loud_conv")
+    x = b.input("x", [1, 8, 6, 6])
+    w = b.const("w", np.full((8, 8, 3, 3), scale, np.float32))
+    b.output(b.op("Relu", [b.op("Conv", [x, w], "conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1])]))
+    return b.model()
+
+
+def test_values_beyond_fp16_range_are_refused_and_the_runtime_confirms_it(tmp_path, cli):
+    """A conv whose output on the stored input passes 65504 gives inf in real SMV; the same conv
+    within fp16's range is right. The writer refuses the first, naming the node; a user who
+    stores another input (``--smaug-input``) or writes it anyway (``--allow-fp16-overflow``) can."""
+    ones = np.ones((1, 8, 6, 6), np.float32)
+    with pytest.raises(UnsupportedOpError) as info:
+        nnbridge.save(nnbridge.load(_scaled_conv(1000.0)), tmp_path / "no" / "m_topo.pbtxt",
+                      smaug_inputs={"x": ones})
+    [item] = info.value.items
+    assert item.node == "conv" and "reaches 7.2e+04" in item.reason
+    assert not (tmp_path / "no").exists() or not any((tmp_path / "no").iterdir())
+    for scale, finite in ((1000.0, False), (100.0, True)):
+        folder = tmp_path / str(scale)
+        topo, _ = nnbridge.save(nnbridge.load(_scaled_conv(scale)), folder / "m_topo.pbtxt",
+                                smaug_inputs={"x": ones}, smaug_allow_overflow=True)
+        run = run_smaug(topo)
+        assert run.ok, run.message
+        assert np.isfinite(run.output.astype(np.float32)).all() == finite
+
+    source = tmp_path / "loud.onnx"
+    onnx.save(_scaled_conv(1000.0), source)
+    np.save(tmp_path / "ones.npy", ones)
+    code, text = cli("convert", source, tmp_path / "cli" / "m_topo.pbtxt", "--smaug-input", f"x={tmp_path / 'ones.npy'}")
+    lines = text.strip().splitlines()
+    assert code == 1 and len(lines) == 2 and lines[1].strip().startswith("Conv (node 'conv'): its output")
+    np.save(tmp_path / "small.npy", ones / 10)
+    code, text = cli("convert", source, tmp_path / "cli" / "m_topo.pbtxt", "--smaug-input", f"x={tmp_path / 'small.npy'}")
+    assert code == 0, text
+    assert nnbridge.load(tmp_path / "cli" / "m_topo.pbtxt").input_values["x"].max() == np.float16(0.1)
+    code, text = cli("convert", source, tmp_path / "cli2" / "m_topo.pbtxt", "--allow-fp16-overflow",
+                     "--smaug-input", f"x={tmp_path / 'ones.npy'}")
+    assert code == 0, text

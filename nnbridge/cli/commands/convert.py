@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..common import add_parser, load_options, parse_assignments, working
+from ..common import add_parser, load_inputs, load_options, parse_assignments, working
 
 
 def register(sub) -> None:
@@ -11,6 +11,7 @@ def register(sub) -> None:
   nnbridge convert model.onnx out/lenet_topo.pbtxt       # ONNX → SMAUG (+ lenet_params.pb)
   nnbridge convert model.onnx lenet.prototext --lbann-weights npy
   nnbridge convert lenet.prototext lenet.onnx --input-shape input=1x28x28
+  nnbridge convert model.onnx out/m_topo.pbtxt --smaug-input data=image.npy   # the input SMAUG runs
 """)
     p.add_argument("src", help="source model (.onnx, _topo.pbtxt, .prototext)")
     p.add_argument("dst", help="destination file; its name picks the format")
@@ -27,6 +28,12 @@ def register(sub) -> None:
                    help="LBANN: the schema era to write for (default 0.104)")
     p.add_argument("--smaug-backend", choices=["Reference", "SMV"],
                    help="SMAUG: the backend the files are written for (default SMV)")
+    p.add_argument("--smaug-input", action="append", metavar="NAME=FILE.npy",
+                   help="SMAUG: the network input stored in the params file, which SMAUG's runtime "
+                        "runs (default: SMAUG's random-data recipe); repeatable")
+    p.add_argument("--allow-fp16-overflow", action="store_true",
+                   help="SMAUG SMV: write files whose stored input drives a value past fp16's range "
+                        "(refused by default: the real runtime computes inf/NaN)")
     p.set_defaults(func=run)
 
 
@@ -45,6 +52,10 @@ def run(args) -> int:
         options["batch_size"] = args.batch_size
     if args.smaug_backend:
         options["smaug_backend"] = args.smaug_backend
+    if args.smaug_input:
+        options["smaug_inputs"] = load_inputs(args.smaug_input)
+    if args.allow_fp16_overflow:
+        options["smaug_allow_overflow"] = True
     with working(console, f"converting {args.src} → {args.dst}"):
         graph = nnbridge.convert(args.src, args.dst, **options)
     console.print(f"wrote {args.dst}  ({len(graph)} nodes, "

@@ -76,6 +76,7 @@ class Exporter:
         self.absorbed: set[int] = set()  # nodes emitted as part of another (fused activations)
         self.unsupported: list[Unsupported] = []
         self.pending: list[tuple[str, np.ndarray, int]] = []
+        self.stored_inputs: dict[str, np.ndarray] = {}  # network inputs as the params file holds them
         self.input_layouts = {v.name: lay for v in graph.inputs
                               if (lay := stored_input_layout(graph, v)) is not None}
 
@@ -275,6 +276,11 @@ class Exporter:
     def input_array(self, value: Value) -> np.ndarray:
         """The network input's stored values: ``smaug_inputs``, else the values the graph came with
         (a SMAUG file's own), else SMAUG's random-data recipe."""
+        if value.name not in self.stored_inputs:
+            self.stored_inputs[value.name] = self._input_array(value)
+        return self.stored_inputs[value.name]
+
+    def _input_array(self, value: Value) -> np.ndarray:
         for source, given in (("smaug_inputs", self.input_values), ("the graph's input values",
                                                                      self.graph.input_values)):
             if value.name in given:

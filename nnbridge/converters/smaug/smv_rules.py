@@ -18,11 +18,22 @@ Kernels, too: the softmax and post-FC batch-norm kernels compute whole 8-value v
 row only, the post-FC batch norm addresses rows after the first wrongly, Padding aborts and
 depthwise convolution is an empty function. nnbridge's writer never emits these forms; the
 reader records them in files it loads, so the SMV simulator reproduces them.
+
+Values, last: SMV stores every tensor in fp16, so a file whose stored input drives a value past
+fp16's largest finite number (65504) makes the real runtime compute inf and then NaN
+(:func:`fp16_overflow`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
 from ...errors import Unsupported
+from ...ir import Graph, Node
+from ...kernels import Plan
+from ...passes import run_passes
 from ...protos.smaug import smaug_graph_pb2 as gpb
 from ...protos.smaug import smaug_node_pb2 as npb
 from ...protos.smaug import smaug_types_pb2 as pb
@@ -113,3 +124,48 @@ def _writes_padding(node: npb.NodeProto, out: npb.TensorProto, inputs_clean: lis
     if node.op in (pb.Convolution3d, pb.InnerProduct, pb.Data):
         return True
     return all(inputs_clean)
+
+
+FP16_MAX = float(np.finfo(np.float16).max)
+
+
+def fp16_overflow(graph: Graph, stored: Mapping[str, np.ndarray],
+                  data: Iterable[tuple[str, np.ndarray]]) -> list[Unsupported]:
+    """The first value that leaves fp16's range: among the ``data`` the params file stores, else
+    when ``graph`` runs (in float32, ONNX's layouts) on the network inputs the file stores. Its
+    consumers only inherit the inf/NaN, so one entry is enough."""
+    for name, array in data:
+        peak = _peak(array)
+        if peak > FP16_MAX:
+            return [Unsupported("Data", name, f"it holds {peak:.3g}, beyond fp16's largest finite {FP16_MAX:.0f}")]
+    found: list[Unsupported] = []
+
+    def watch(node: Node, outputs: tuple) -> None:
+        if found:
+            return
+        for value, array in zip(node.outputs, outputs):
+            peak = _peak(array)
+            if peak > FP16_MAX:
+                found.append(Unsupported(node.op, node.name, (
+                    f"its output '{value.name}' reaches {peak:.3g} on the stored input, beyond fp16's largest "
+                    f"finite {FP16_MAX:.0f}: SMV stores fp16, so the real runtime computes inf/NaN from here "
+                    f"(write for --smaug-backend Reference, which stores fp32, or store another input with "
+                    f"--smaug-input)")))
+                return
+
+    if any(v.name not in stored for v in graph.inputs):
+        return []
+    runnable = graph.copy()  # the kernels compute ONNX's (NCHW) layouts
+    run_passes(runnable, ["layout-nchw", "cancel-transposes", "eliminate", "infer-shapes"])
+    feeds = {v.name: np.asarray(stored[v.name]).astype(v.type.dtype.numpy if v.type.dtype else np.float32)
+             for v in runnable.inputs}
+    Plan(runnable).execute(feeds, observe=watch)
+    return found
+
+
+def _peak(array: object) -> float:
+    """The largest finite-or-not magnitude of a float array (0 for anything else)."""
+    if not isinstance(array, np.ndarray) or array.dtype.kind != "f" or not array.size:
+        return 0.0
+    with np.errstate(invalid="ignore"):
+        return float(np.nanmax(np.abs(array))) if not np.isnan(array).all() else 0.0

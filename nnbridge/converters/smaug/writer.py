@@ -28,12 +28,20 @@ MEM_POLICIES = {"AllDma": pb.AllDma, "AllAcp": pb.AllAcp, "AllAcpWithDmaForWeigh
 
 
 def graph_to_smaug(graph: Graph, backend: str = "SMV", *, mem_policy: str = "AllDma",
-                   inputs: dict[str, np.ndarray] | None = None) -> tuple[gpb.GraphProto, tpb.TensorDataArray]:
-    """The two SMAUG messages for ``graph``; raises one error listing every inexpressible node."""
+                   inputs: dict[str, np.ndarray] | None = None,
+                   check_range: bool = True) -> tuple[gpb.GraphProto, tpb.TensorDataArray]:
+    """The two SMAUG messages for ``graph``; raises one error listing every inexpressible node.
+
+    On SMV the graph is run once on the stored input to refuse values beyond fp16's range
+    (``check_range=False`` writes such files anyway: SMAUG then computes inf/NaN)."""
     if backend not in layouts.BACKENDS:
         raise FormatError(f"smaug_backend must be 'Reference' or 'SMV', not '{backend}'")
     if mem_policy not in MEM_POLICIES:
         raise FormatError(f"smaug_mem_policy must be one of {', '.join(MEM_POLICIES)}, not '{mem_policy}'")
+    unknown = sorted(set(inputs or {}) - {v.name for v in graph.inputs})
+    if unknown:
+        raise FormatError(f"a stored input is given for {', '.join(map(repr, unknown))}, not an input of "
+                          f"'{graph.name}' (its inputs: {', '.join(v.name for v in graph.inputs)})")
     ex = Exporter(graph, backend, MEM_POLICIES[mem_policy], dict(inputs or {}))
     ex.run(EXPORTERS)
     if backend == "SMV":
@@ -41,6 +49,8 @@ def graph_to_smaug(graph: Graph, backend: str = "SMV", *, mem_policy: str = "All
     if backend == "SMV" and SMV_TILER:
         seen = {(u.op, u.node) for u in ex.unsupported}
         ex.unsupported += [u for u in SMV_TILER[0].refusals(graph) if (u.op, u.node) not in seen]
+    if backend == "SMV" and not ex.unsupported and check_range:
+        ex.unsupported += smv_rules.fp16_overflow(graph, ex.stored_inputs, ((n, a) for n, a, _ in ex.pending))
     if ex.unsupported:
         raise UnsupportedOpError(f"SMAUG ({backend})", ex.unsupported)
     if NODE_ORDER_KEY in graph.metadata:
@@ -111,15 +121,17 @@ def prepare(graph: Graph) -> Graph:
 
 def save_smaug(graph: Graph, path: str | os.PathLike, *, smaug_backend: str | None = None,
                smaug_mem_policy: str | None = None, smaug_inputs: dict[str, np.ndarray] | None = None,
-               **_other_formats_options) -> tuple[str, str]:
+               smaug_allow_overflow: bool = False, **_other_formats_options) -> tuple[str, str]:
     """Write ``<name>_topo.pbtxt`` and ``<name>_params.pb`` (both or neither).
 
     The backend defaults to the one the graph was loaded from (metadata ``smaug.backend``),
     else SMV. Network inputs are stored with ``smaug_inputs`` or SMAUG's random-data recipe.
+    SMV files whose stored input overflows fp16 are refused unless ``smaug_allow_overflow``.
     """
     backend = smaug_backend or graph.metadata.get("smaug.backend") or "SMV"
     policy = smaug_mem_policy or graph.metadata.get("smaug.mem_policy") or "AllDma"
     graph = prepare(graph)
-    proto, array = graph_to_smaug(graph, backend, mem_policy=policy, inputs=smaug_inputs)
+    proto, array = graph_to_smaug(graph, backend, mem_policy=policy, inputs=smaug_inputs,
+                                  check_range=not smaug_allow_overflow)
     topo, par = write_model(proto, array, path)
     return str(topo), str(par)
