@@ -269,13 +269,14 @@ def test_values_beyond_fp16_range_are_refused_and_the_runtime_confirms_it(tmp_pa
     source = tmp_path / "loud.onnx"
     onnx.save(_scaled_conv(1000.0), source)
     np.save(tmp_path / "ones.npy", ones)
-    code, text = cli("convert", source, tmp_path / "cli" / "m_topo.pbtxt", "--smaug-input", f"x={tmp_path / 'ones.npy'}")
+    dst = tmp_path / "cli" / "m_topo.pbtxt"
+    code, text = cli("convert", source, dst, "--smaug-input", f"x={tmp_path / 'ones.npy'}")
     lines = text.strip().splitlines()
     assert code == 1 and len(lines) == 2 and lines[1].strip().startswith("Conv (node 'conv'): its output")
     np.save(tmp_path / "small.npy", ones / 10)
-    code, text = cli("convert", source, tmp_path / "cli" / "m_topo.pbtxt", "--smaug-input", f"x={tmp_path / 'small.npy'}")
+    code, text = cli("convert", source, dst, "--smaug-input", f"x={tmp_path / 'small.npy'}")
     assert code == 0, text
-    assert nnbridge.load(tmp_path / "cli" / "m_topo.pbtxt").input_values["x"].max() == np.float16(0.1)
+    assert nnbridge.load(dst).input_values["x"].max() == np.float16(0.1)
     code, text = cli("convert", source, tmp_path / "cli2" / "m_topo.pbtxt", "--allow-fp16-overflow",
                      "--smaug-input", f"x={tmp_path / 'ones.npy'}")
     assert code == 0, text
