@@ -19,12 +19,27 @@ def test_a_compiled_light_squeezenet_agrees_like_its_model_on_rdu(cli, tmp_path,
     assert code == code_model == 0 and program["ok"] is on_model["ok"] is True
     assert program["oracle"] == "reference" and program["backend"] == "rdu (program)"
     assert program["rule"]["name"] == on_model["rule"]["name"] == "bf16"
-    assert any("compiled for batch 4" in n for n in program["notes"])
+    assert any("compiled for batch 4" in n and "ran 4 calls" in n for n in program["notes"])
     (out,) = program["outputs"]
-    assert out["name"] == "softmaxout_1" and out["shape"][1:] == [1000, 1, 1] and out["outside"] == 0
-    assert out["shape"][0] == program["inputs"][0]["shape"][0]  # the batch the program runs
+    assert out["name"] == "softmaxout_1" and out["shape"] == [4, 1000, 1, 1] and out["outside"] == 0
+    assert program["inputs"][0]["shape"][0] == 4  # the program's own batch: 4 batch-1 calls
+    assert "seed 0+k" in program["inputs"][0]["distribution"]
     code, text = cli("check", pef)
     assert code == 0 and "rdu (program) vs reference" in text
+
+
+def test_a_program_is_checked_on_given_inputs_of_its_whole_batch(cli, tmp_path, onnx_data):
+    """--save-inputs writes the whole batch; fed back with --input, the same 4 calls run."""
+    model = onnx_data / "light" / "light_squeezenet.onnx"
+    pef = tmp_path / "squeezenet.pef"
+    assert cli("compile", model, "--batch-size", "4", "-o", pef)[0] == 0
+    code, text = cli("check", pef, "--save-inputs", tmp_path / "in", "--json")
+    first = json.loads(text)
+    (saved,) = (tmp_path / "in").iterdir()
+    code2, text2 = cli("check", pef, "--input", f"data_0={saved}", "--json")
+    again = json.loads(text2)
+    assert code == code2 == 0 and again["inputs"][0]["shape"][0] == 4
+    assert again["outputs"][0]["max_abs_err"] == first["outputs"][0]["max_abs_err"]
 
 
 def test_the_program_comparison_is_real(cli, tmp_path):
