@@ -40,7 +40,8 @@ __all__ = [
 
 
 def load(model: Any, **options: Any) -> Graph:
-    """Load a model file (format from its name) or an onnx.ModelProto into the IR."""
+    """Load a model file (format from its name) or an onnx.ModelProto into the IR; ``input_shapes``
+    and ``dims`` pin dynamic input dimensions (``nnbridge.passes.pin_shapes``)."""
     from .model_io import as_graph
 
     return as_graph(model, **options)
@@ -60,7 +61,8 @@ def convert(src: Any, dst: str | os.PathLike, **options: Any) -> Graph:
     from .converters import format_for
 
     format_for(dst)  # fail on an unknown destination before any work
-    takes = format_for(src).load_options if not isinstance(src, (Graph, ModelProto)) else frozenset()
+    pins = {"input_shapes", "dims"}  # every loader pins input shapes
+    takes = format_for(src).load_options | pins if not isinstance(src, (Graph, ModelProto)) else pins
     graph = load(src, **{k: v for k, v in options.items() if k in takes})
     save(graph, dst, **{k: v for k, v in options.items() if k not in takes})
     return graph

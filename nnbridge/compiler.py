@@ -8,19 +8,32 @@ from typing import Any
 import numpy as np
 
 from .backends import Executable, get_backend
+from .errors import InputError
 from .ir import Graph
 from .ir.graph import paused_gc
 from .model_io import as_graph
 from .passes import Step, run_passes
+from .passes.pin_shapes import describe_dynamic, dynamic_inputs, pin_shapes, pinning_hint
 
 
 def compile(model: Any, backend: str = "reference", *, passes: Sequence[Step] | None = None,
-            opt_level: int = 1, verify: bool = True, **config: Any) -> Executable:
-    """Compile a model for a backend: run its pass pipeline (or ``passes``), then build."""
+            opt_level: int = 1, verify: bool = True, input_shapes: Mapping[str, Sequence[int]] | None = None,
+            **config: Any) -> Executable:
+    """Compile a model for a backend: run its pass pipeline (or ``passes``), then build.
+
+    Simulators need static shapes: dynamic inputs are pinned to ``input_shapes`` (``run`` passes
+    its inputs' shapes), else refused in one line that says how to pin them."""
     b = get_backend(backend)
     graph = as_graph(model)
     if isinstance(model, Graph):
         graph = graph.copy()  # never mutate the caller's graph
+    if b.static_shapes and dynamic_inputs(graph):
+        if input_shapes:
+            pin_shapes(graph, {k: v for k, v in input_shapes.items() if k in {i.name for i in graph.inputs}})
+        dynamic = dynamic_inputs(graph)
+        if dynamic:
+            raise InputError(f"'{graph.name}' has dynamic inputs {describe_dynamic(dynamic)}: the {backend} simulator "
+                             f"prices static shapes only; pin them with {pinning_hint(dynamic)}")
     names = list(passes) if passes is not None else b.pipeline(opt_level)
     if names:
         run_passes(graph, names, verify=verify)
@@ -30,4 +43,5 @@ def compile(model: Any, backend: str = "reference", *, passes: Sequence[Step] | 
 
 def run(model: Any, inputs: Mapping[str, Any], backend: str = "reference", **config: Any) -> dict[str, np.ndarray]:
     """Compile and run once; outputs by name."""
-    return compile(model, backend=backend, **config).run(inputs)
+    shapes = {name: np.shape(value) for name, value in inputs.items()}
+    return compile(model, backend=backend, input_shapes=shapes, **config).run(inputs)

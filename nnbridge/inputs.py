@@ -42,20 +42,23 @@ class InputInfo:
         return asdict(self)
 
 
-def concrete_shape(name: str, shape, dims: Mapping[str, int]) -> tuple[int, ...]:
+def concrete_shape(shape, dims: Mapping[str, int]) -> tuple[int, ...] | None:
+    """``shape`` with its symbols taken from ``dims``; None while any dim stays unknown."""
     if shape is None:
-        raise InputError(f"input '{name}' has no declared shape; pass it with --input")
-    out = []
-    for d in shape:
-        if isinstance(d, int):
-            out.append(d)
-        elif isinstance(d, str) and d in dims:
-            out.append(int(dims[d]))
-        else:
-            raise InputError(
-                f"input '{name}' has symbolic dim '{d}' in {list(shape)}; set it with --dim {d}=VALUE"
-            )
-    return tuple(out)
+        return None
+    out = tuple(d if isinstance(d, int) else dims.get(d) if isinstance(d, str) else None for d in shape)
+    return None if any(d is None for d in out) else tuple(int(d) for d in out)
+
+
+def _unpinned(graph: Graph, dims: Mapping[str, int], given: Mapping[str, Any]) -> None:
+    """One error naming every input whose shape is still unknown, and the flags that pin them all."""
+    from .passes.pin_shapes import describe_dynamic, pinning_hint
+
+    missing = [v for v in graph.inputs if v.name not in given and v.type.kind is TypeKind.TENSOR
+               and concrete_shape(v.type.shape, dims) is None]
+    if missing:
+        raise InputError(f"dynamic input dims: {describe_dynamic(missing)}; pin them with "
+                         f"{pinning_hint(missing, dims)} (or pass the inputs with --input)")
 
 
 def random_inputs(graph: Graph, seed: int = 0, dims: Mapping[str, int] | None = None,
@@ -77,6 +80,7 @@ def generate_inputs(graph: Graph, seed: int = 0, dims: Mapping[str, int] | None 
     if unknown:
         raise InputError(f"--input-range names unknown input(s) {unknown}; the model takes {sorted(names)}")
     indices = index_ranges(graph)
+    _unpinned(graph, dims, given or {})
     feeds, infos = {}, []
     for v in graph.inputs:
         if given and v.name in given:
@@ -85,7 +89,8 @@ def generate_inputs(graph: Graph, seed: int = 0, dims: Mapping[str, int] | None 
             continue
         if v.type.kind is not TypeKind.TENSOR:
             raise InputError(f"input '{v.name}' is a {v.type.kind.value}; pass it explicitly")
-        shape = concrete_shape(v.name, v.type.shape, dims)
+        shape = concrete_shape(v.type.shape, dims)
+        assert shape is not None  # _unpinned said otherwise
         check_numel(shape, f"input '{v.name}'")
         dtype = v.type.dtype or DType.FLOAT32
         value, how = _draw(rng, v.name, shape, dtype, ranges.get(v.name), indices.get(v.name))

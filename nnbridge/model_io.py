@@ -12,12 +12,21 @@ from .ir import Graph
 
 
 def as_graph(model: Any, **load_options: Any) -> Graph:
-    if isinstance(model, Graph):
-        return model
-    if isinstance(model, ModelProto):
-        from .converters.onnx import load_onnx
+    if isinstance(model, (Graph, ModelProto)):
+        shapes, dims = load_options.get("input_shapes"), load_options.get("dims")
+        if isinstance(model, Graph) and not (shapes or dims):
+            return model
+        if isinstance(model, Graph):
+            graph = model.copy()  # pinning never changes the caller's graph
+        else:
+            from .converters.onnx import load_onnx
 
-        return load_onnx(model)
+            graph = load_onnx(model)
+        if shapes or dims:
+            from .passes.pin_shapes import pin_shapes
+
+            pin_shapes(graph, shapes, dims)
+        return graph
     if isinstance(model, (str, os.PathLike)):
         if _is_program(model) and not load_options.get("fmt"):  # a compiled RDU program: its graph
             from .backends.rdu import load_pef

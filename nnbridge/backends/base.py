@@ -62,6 +62,8 @@ class Backend(abc.ABC):
     #: the float format the backend stores tensors in (None: the model's own types); `check`
     #: picks its verdict rule from this and the model's precision (docs/check.md)
     precision: DType | None = None
+    #: a simulator prices tensors by their sizes: it compiles statically shaped graphs only
+    static_shapes: bool = False
 
     def unsupported_reason(self, node: Node) -> str | None:
         """None if the backend can run ``node``, else why not."""

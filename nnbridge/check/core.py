@@ -49,7 +49,8 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     feeds, infos = _feeds(model, graph, inputs, seed, dims, input_ranges, stored_inputs)
     proto, expected = _oracle(model, graph, feeds)
     chosen = get_backend(backend)
-    exe = compile_model(graph.copy(), backend=backend, passes=passes, **config)
+    shapes = {name: np.shape(value) for name, value in feeds.items()}
+    exe = compile_model(graph.copy(), backend=backend, passes=passes, input_shapes=shapes, **config)
     actual = exe.run(feeds)
     precision = model_precision(graph)
     rule = rule_for(precision, chosen.precision, rtol, atol)
@@ -61,7 +62,7 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
             result.outputs.append(compare(name, actual[name], expected[name], rule, allowed(name)))
 
     def run_exposed(exposed: Graph) -> dict[str, Any]:
-        return compile_model(exposed, backend=backend, passes=passes, **config).run(feeds)
+        return compile_model(exposed, backend=backend, passes=passes, input_shapes=shapes, **config).run(feeds)
 
     if layerwise or _unexpected_nonfinite(result.outputs):
         # NaN/inf a model declares for an output are legitimate in the nodes that make them

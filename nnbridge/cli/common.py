@@ -65,9 +65,15 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="model file: .onnx, SMAUG <name>_topo.pbtxt, LBANN .prototext (other names: "
                                  "the format is read from the content, or given with --format)")
     p.add_argument("--format", choices=["onnx", "smaug", "lbann"], help="the model's format, whatever its name")
+    add_shape_args(p)
+
+
+def add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-shape", action="append", metavar="NAME=D1xD2…",
-                   help="per-sample input dims without the batch dim, for formats that do not store "
-                        "them (LBANN), e.g. image=1x28x28; repeatable")
+                   help="an input's shape, pinning its dynamic dims: the whole shape for ONNX/SMAUG "
+                        "(x=1x3x224x224), per sample without the batch for LBANN (image=1x28x28); repeatable")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="value of a symbolic input dimension, e.g. --dim batch=1; repeatable")
 
 
 def add_pass_args(p: argparse.ArgumentParser) -> None:
@@ -138,21 +144,24 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", "-i", action="append", metavar="NAME=FILE.npy",
                    help="an input tensor from a .npy file; repeatable")
     p.add_argument("--seed", type=int, default=0, help="seed for generated inputs (default 0)")
-    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
-                   help="value of a symbolic input dimension, e.g. --dim batch=1; repeatable")
 
 
 def load_options(args: argparse.Namespace) -> dict:
+    """--input-shape and --dim as loader options (``input_shapes``, ``dims``)."""
+    options = {}
+    dims = parse_dims(getattr(args, "dim", None))
+    if dims:
+        options["dims"] = dims
     shapes = parse_assignments(getattr(args, "input_shape", None), "--input-shape")
     if not shapes:
-        return {}
+        return options
     parsed = {}
     for name, text in shapes.items():
         try:
             parsed[name] = tuple(int(d) for d in text.lower().split("x"))
         except ValueError:
             raise InputError(f"--input-shape {name}={text}: write dimensions like 1x28x28") from None
-    return {"input_shapes": parsed}
+    return {**options, "input_shapes": parsed}
 
 
 def load_model_from_args(args: argparse.Namespace):

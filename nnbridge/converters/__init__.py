@@ -9,12 +9,12 @@ from __future__ import annotations
 import importlib
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import FormatError
+from ..errors import FormatError, InputError
 from ..ir import Graph
 from ..registry import Registry
 
@@ -30,6 +30,9 @@ class Format:
     supported_ops: Callable[[], set[str]] | None = None
     #: option names its loader takes (``convert`` routes the others to the writer)
     load_options: frozenset[str] = frozenset()
+    #: its files store concrete tensor sizes: dynamic input dims must be pinned before writing
+    #: ("all", or "per-sample" where the batch is the file's own mini-batch size)
+    static_shapes: str = ""
 
 
 FORMATS: Registry[str, Format] = Registry("formats")
@@ -95,15 +98,31 @@ def sniff_format(path: str | os.PathLike) -> str | None:
     return None
 
 
-def load_model(path: str | os.PathLike, fmt: str | None = None, **options) -> Graph:
+def load_model(path: str | os.PathLike, fmt: str | None = None, *, dims: Mapping[str, int] | None = None,
+               **options) -> Graph:
+    """The file's graph. ``input_shapes`` are whole input shapes that pin dynamic dims (a format that
+    does not store shapes, LBANN, takes them per sample itself); ``dims`` pin symbolic dims."""
     f = format_for(path, fmt)
     if f.load is None:
         raise FormatError(f"{path}: nnbridge can write {f.name} files but not read them")
-    return f.load(path, **options)
+    shapes = None if "input_shapes" in f.load_options else options.pop("input_shapes", None)
+    graph = f.load(path, **options)
+    if shapes or dims:
+        from ..passes.pin_shapes import pin_shapes
+
+        pin_shapes(graph, shapes, dims)
+    return graph
 
 
 def save_model(graph: Graph, path: str | os.PathLike, fmt: str | None = None, **options) -> Any:
     f = format_for(path, fmt)
     if f.save is None:
         raise FormatError(f"{path}: nnbridge can read {f.name} files but not write them")
+    if f.static_shapes:
+        from ..passes.pin_shapes import describe_dynamic, dynamic_inputs, pinning_hint
+
+        dynamic = dynamic_inputs(graph, per_sample=f.static_shapes == "per-sample")
+        if dynamic:
+            raise InputError(f"{f.name} files store static shapes; '{graph.name}' has dynamic inputs "
+                             f"{describe_dynamic(dynamic)}: pin them with {pinning_hint(dynamic)}")
     return f.save(graph, path, **options)

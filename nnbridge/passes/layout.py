@@ -232,4 +232,7 @@ def _weight_slot(user: Node, value: Value) -> bool:
     w = user.input(1)
     if w is None or w.const is None or w.const.ndim != 2 or user.inputs.count(value) != 1:
         return False
-    return not (user.op == "Gemm" and user.attr("transA", 0))
+    if user.op == "Gemm" and user.attr("transA", 0):
+        return False
+    features = w.const.shape[1] if user.op == "Gemm" and user.attr("transB", 0) else w.const.shape[0]
+    return value.type.shape is not None and features == value.type.shape[-1]  # else the model is wrong

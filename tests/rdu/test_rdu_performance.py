@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import onnx
 import pytest
 
 import nnbridge
@@ -101,18 +102,25 @@ def test_measure_performance_rescales_with_batch_on_a_fixed_placement():
     assert micro.micro_batch == 10 and micro.totals["latency_us"] > 0
 
 
-def test_symbolic_shapes_are_reported_not_silently_costed():
+def test_symbolic_shapes_are_pinned_or_refused_never_silently_costed():
     from onnx import TensorProto, helper
 
+    from nnbridge.errors import InputError
     from nnbridge.ir import IR_OPSET
 
-    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "dyn",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", IR_OPSET)])
-    exe = nnbridge.compile(model, backend="rdu")
-    assert exe.estimate.totals["unknown_shape_values"] == 2
-    assert any("no static shape" in note for note in exe.section_report().notes)
+    def relu(dims) -> onnx.ModelProto:
+        graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "dyn",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", IR_OPSET)])
+
+    with pytest.raises(InputError, match=r"dynamic inputs 'x' \[N, 4\].*--dim N=1"):
+        nnbridge.compile(relu(["N", 4]), backend="rdu")
+    with pytest.raises(InputError, match=r"--input-shape x=Nx4"):
+        nnbridge.compile(relu([-1, 4]), backend="smv")
+    static = nnbridge.compile(relu([8, 4]), backend="rdu").estimate.to_dict()
+    assert nnbridge.compile(relu(["N", 4]), backend="rdu", input_shapes={"x": (8, 4)}).estimate.to_dict() == static
+    assert nnbridge.compile(nnbridge.load(relu(["N", 4]), dims={"N": 8}), backend="rdu").estimate.to_dict() == static
 
 
 @pytest.mark.parametrize("preset", ["plasticine", "sn10", "sn40l"])

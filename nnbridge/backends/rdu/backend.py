@@ -117,6 +117,7 @@ class RduBackend(Backend):
     name = "rdu"
     description = "SambaNova-style RDU simulator: sections on a PCU/PMU grid, bf16 numerics, throughput model"
     precision = DType.BFLOAT16  # PMUs and section boundaries store bf16 (spec §4)
+    static_shapes = True
 
     def unsupported_reason(self, node: Node) -> str | None:
         spec = get_kernel(node.op, node.domain)

@@ -196,6 +196,7 @@ class SmvBackend(Backend):
     name = "smv"
     description = "SMAUG's SMV accelerator: fp16 functional simulation + tiling-level performance model"
     precision = DType.FLOAT16  # host memory and scratchpads hold fp16 (spec §4)
+    static_shapes = True
 
     def unsupported_reason(self, node: Node) -> str | None:
         if node.domain == "" and node.op in LOWERERS:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..common import add_parser, load_inputs, load_options, parse_assignments, working
+from ..common import add_parser, add_shape_args, load_inputs, load_options, parse_assignments, working
 
 
 def register(sub) -> None:
@@ -11,13 +11,12 @@ def register(sub) -> None:
   nnbridge convert model.onnx out/lenet_topo.pbtxt       # ONNX → SMAUG (+ lenet_params.pb)
   nnbridge convert model.onnx lenet.prototext --lbann-weights npy
   nnbridge convert lenet.prototext lenet.onnx --input-shape input=1x28x28
+  nnbridge convert det.onnx det.prototext --dim batch=1 --dim height=640 --dim width=640
   nnbridge convert model.onnx out/m_topo.pbtxt --smaug-input data=image.npy   # the input SMAUG runs
 """)
     p.add_argument("src", help="source model (.onnx, _topo.pbtxt, .prototext)")
     p.add_argument("dst", help="destination file; its name picks the format")
-    p.add_argument("--input-shape", action="append", metavar="NAME=D1xD2…",
-                   help="per-sample input dims without the batch dim, for sources that do not store "
-                        "them (LBANN), e.g. image=1x28x28; repeatable")
+    add_shape_args(p)
     p.add_argument("--batch-size", type=int,
                    help="LBANN source: batch of the imported graph (default: the file's mini_batch_size)")
     p.add_argument("--option", "-o", action="append", metavar="KEY=VALUE",

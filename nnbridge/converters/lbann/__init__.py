@@ -27,4 +27,5 @@ register_format(Format(
     description="LBANN model prototext (Era C; legacy Era A read); weights inline or as .npy",
     supported_ops=lambda: set(EXPORTERS),
     load_options=frozenset({"input_shapes", "batch_size"}),
+    static_shapes="per-sample",
 ))

@@ -139,6 +139,8 @@ def _split_sizes(node: NodeProto, ctx: AdaptContext) -> str | None:
 @adapter("Tile", 1, 1)
 def _tile_repeats(node: NodeProto, ctx: AdaptContext) -> str | None:
     """Tile-1 repeated one axis (``tiles`` times along ``axis``); now ``repeats`` names every axis."""
+    if len(node.input) != 3:
+        return f"Tile-1 takes 3 inputs (input, tiles, axis), not {len(node.input)}"
     tiles, axis = ctx.constant(node.input[1]), ctx.constant(node.input[2])
     rank = ctx.ranks.get(node.input[0])
     if tiles is None or axis is None or rank is None or np.size(tiles) != 1 or np.size(axis) != 1:

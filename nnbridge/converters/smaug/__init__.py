@@ -23,4 +23,5 @@ register_format(Format(
     description="SMAUG model: <name>_topo.pbtxt + <name>_params.pb (Reference or SMV backend)",
     supported_ops=export_ops.supported_ops,
     load_options=frozenset({"inputs", "compute_dtype", "synthetic_scale", "lrelu"}),
+    static_shapes="all",
 ))
