@@ -71,6 +71,8 @@ def read_pef(path: str | os.PathLike) -> tuple[Graph, dict[str, Any]]:
         raise FormatError(f"{where} is not a valid artifact (not a readable zip archive: {exc})") from None
     except (zlib.error, EOFError, OSError) as exc:
         raise FormatError(f"{where} is corrupt ({type(exc).__name__}: {exc})") from None
+    except (NotImplementedError, RuntimeError) as exc:  # compression methods, versions, encryption
+        raise FormatError(f"{where} uses a zip feature nnbridge does not write ({exc})") from None
     arrays = {}
     for name, data in members.items():
         if name.startswith("weights/"):

@@ -23,6 +23,7 @@ from .config import CompileOptions, Machine
 from .functional import FunctionalSim
 from .partition import Section, partition
 from .pipeline_model import Estimate, estimate, samples_per_call
+from .plan_schema import decode
 from .presets import DEFAULT_PRESET, machine_for
 from .unfuse import inline_fused
 
@@ -85,14 +86,18 @@ class RduExecutable(Executable):
 def load_pef(path: str | os.PathLike) -> RduExecutable:
     """An executable from a PEF artifact; its placement is used as stored."""
     graph, plan = read_pef(path)
-    try:
-        machine = Machine.from_dict(plan["machine"])
-        options = CompileOptions(**plan["options"]).validated()
-        sections = [Section.from_dict(s) for s in plan["sections"]]
-        samples = int(plan["samples_per_call"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise FormatError(f"PEF '{os.fspath(path)}': plan.json is malformed ({type(exc).__name__}: {exc})") from None
-    _check_plan(sections, samples, f"PEF '{os.fspath(path)}'")
+    where = f"PEF '{os.fspath(path)}'"
+    if not isinstance(plan, dict) or not {"machine", "options", "sections", "samples_per_call"} <= set(plan):
+        raise FormatError(f"{where}: plan.json needs machine, options, sections and samples_per_call")
+    machine = decode(Machine, plan["machine"], where, "machine").validated()
+    options = decode(CompileOptions, plan["options"], where, "options").validated()
+    if not isinstance(plan["sections"], list):
+        raise FormatError(f"{where}: plan.json sections should be a list")
+    sections = [decode(Section, s, where, f"sections[{i}]") for i, s in enumerate(plan["sections"])]
+    samples = plan["samples_per_call"]
+    if not isinstance(samples, int) or isinstance(samples, bool):
+        raise FormatError(f"{where}: plan.json samples_per_call should be an integer")
+    _check_plan(sections, samples, where)
     return RduExecutable(graph, machine, options, sections, samples, placed=True)
 
 

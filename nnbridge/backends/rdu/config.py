@@ -88,9 +88,9 @@ class Machine:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Machine:
-        data = dict(data)
-        data["tiers"] = tuple(Tier(**t) for t in data.get("tiers", ()))
-        return cls(**data).validated()
+        from .plan_schema import decode
+
+        return decode(cls, data, f"RDU machine '{data.get('name', '?')}'", "machine").validated()
 
 
 @dataclass(frozen=True)

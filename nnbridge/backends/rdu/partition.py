@@ -62,17 +62,6 @@ class Section:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Section:
-        data = dict(data)
-        kernels = []
-        for k in data.pop("kernels"):
-            k = dict(k)
-            k["pcu_range"] = tuple(k["pcu_range"])
-            k["pmu_range"] = tuple(k["pmu_range"])
-            kernels.append(Kernel(**k))
-        return cls(kernels=kernels, **data)
-
 
 def build_kernels(graph: Graph, machine: Machine, groups: list[list[Node]] | None) -> list[Kernel]:
     """One kernel per group of ops (topologically ordered); ``None``: every op alone."""

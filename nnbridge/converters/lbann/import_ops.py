@@ -148,6 +148,10 @@ def _conv_geometry(ctx, params, x: Tensor):
     stride = _spread(params.stride, nd, 1, ctx, "stride")
     pads = _spread(params.padding, nd, 0, ctx, "padding")
     dilation = _spread(params.dilation, nd, 1, ctx, "dilation")
+    for name, values, low in (("kernel_size", kernel, 1), ("stride", stride, 1), ("dilation", dilation, 1),
+                              ("padding", pads, 0)):
+        if min(values) < low:
+            raise FormatError(f"{ctx.where()}: {name} {values} must be >= {low}")
     groups = int(params.groups.value) if params.HasField("groups") else 1
     has_bias = params.has_bias.value if params.HasField("has_bias") else True
     return spatial, kernel, stride, pads, dilation, max(groups, 1), has_bias

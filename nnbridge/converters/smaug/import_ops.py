@@ -186,16 +186,19 @@ def weights_absorb_order(imp: Importer, flatten: npb.NodeProto) -> bool:
 def _inner_product(imp: Importer, node: npb.NodeProto) -> None:
     x = imp.view(node, 0, Layout.NC)
     w = imp.view(node, 1, Layout.CN)  # ONNX MatMul wants [in, out]
+    if x.type.shape[1] != w.type.shape[0]:
+        raise FormatError(f"{imp.what}: node '{node.name}': input has {x.type.shape[1]} features, "
+                          f"weights expect {w.type.shape[0]}")
     order = imp.feature_order.get(f"{node.parents[0]}:{node.src_tensors_indices[0]}")
+    if order is not None and len(order) != w.type.shape[0]:
+        raise FormatError(f"{imp.what}: node '{node.name}': its input was flattened from {len(order)} values, "
+                          f"its weights expect {w.type.shape[0]}")
     if order is not None:  # the input was flattened in another order: permute the weight rows
         rows = np.empty_like(w.const)
         rows[order] = w.const
         data_name = node.parents[1]
         w = imp.constant(f"{data_name}/{node.name}", rows, Layout.CN)
         imp.renames[w.name] = data_name
-    if x.type.shape[1] != w.type.shape[0]:
-        raise FormatError(f"{imp.what}: node '{node.name}': input has {x.type.shape[1]} features, "
-                          f"weights expect {w.type.shape[0]}")
     finish(imp, node, "MatMul", [x, w], {}, x.type.with_shape([x.type.shape[0], w.type.shape[1]]))
 
 
