@@ -76,8 +76,9 @@ class UnsupportedOpError(NNBridgeError):
         lines = []
         for (op, domain, reason), nodes in list(groups.items())[:limit]:
             label = f"{domain}::{op}" if domain not in ("", "ai.onnx") else op
-            names = "', '".join(nodes[:10]) + ("', …" if len(nodes) > 10 else "")
-            lines.append(f"{label} (node{'s' if len(nodes) > 1 else ''} '{names}')" + (f": {reason}" if reason else ""))
+            names = ", ".join(f"'{n}'" for n in nodes[:3]) + (", …" if len(nodes) > 3 else "")
+            where = f"node {names}" if len(nodes) == 1 else f"{len(nodes)} nodes: {names}"
+            lines.append(f"{label} ({where})" + (f": {reason}" if reason else ""))
         if len(groups) > limit:
             lines.append(f"… and {len(groups) - limit} more reasons")
         return lines

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import resource
+import shutil
 import tempfile
 import tomllib
 from collections.abc import Iterator, Sequence
@@ -13,9 +15,29 @@ from typing import Any
 
 from .errors import FormatError, InputError, SecurityError, ShapeError
 
-#: Largest tensor (in elements) nnbridge will allocate from a file's declaration.
-#: Overridable with NNBRIDGE_MAX_ELEMENTS for users with very large models.
-MAX_ELEMENTS = int(os.environ.get("NNBRIDGE_MAX_ELEMENTS", 4 * 1024**3))
+#: Limits a user sets (``nnbridge --max-memory/--max-output-bytes``, or the environment
+#: variables NNBRIDGE_MAX_MEMORY, NNBRIDGE_MAX_OUTPUT_BYTES, NNBRIDGE_MAX_ELEMENTS).
+LIMITS: dict[str, int] = {}
+#: one tensor may take this share of the memory budget (a kernel holds its inputs and output)
+TENSOR_SHARE = 4
+
+
+def memory_budget() -> int:
+    """Bytes nnbridge plans for: the user's limit, else the smaller of physical memory and this
+    process's address-space limit."""
+    given = LIMITS.get("max_memory") or os.environ.get("NNBRIDGE_MAX_MEMORY")
+    if given:
+        return parse_size(str(given), "--max-memory")
+    budget = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return min(budget, soft) if soft != resource.RLIM_INFINITY else budget
+
+
+def max_elements() -> int:
+    """Largest tensor (in elements) nnbridge will allocate from a file's declaration: a quarter of
+    the memory budget in float32, unless NNBRIDGE_MAX_ELEMENTS says otherwise."""
+    given = os.environ.get("NNBRIDGE_MAX_ELEMENTS")
+    return int(given) if given else memory_budget() // (TENSOR_SHARE * 4)
 
 
 def check_numel(dims: Sequence[int], what: str) -> int:
@@ -23,12 +45,43 @@ def check_numel(dims: Sequence[int], what: str) -> int:
     if any(d < 0 for d in dims):
         raise ShapeError(f"{what}: negative dimension in shape {list(dims)}")
     n = math.prod(dims)
-    if n > MAX_ELEMENTS:
+    limit = max_elements()
+    if n > limit:
         raise ShapeError(
-            f"{what}: declared shape {list(dims)} has {n:.3g} elements, over the limit "
-            f"of {MAX_ELEMENTS:.3g} (set NNBRIDGE_MAX_ELEMENTS to raise it)"
+            f"{what}: declared shape {list(dims)} has {n:.3g} elements, over the limit of {limit:.3g} "
+            f"(a quarter of the {memory_budget() / 2**30:.1f} GiB memory budget; raise it with --max-memory)"
         )
     return n
+
+
+def parse_size(text: str, what: str) -> int:
+    """'512M', '8G', '1.5T' or a number of bytes."""
+    units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    body = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = body[-1] if body and body[-1] in units else ""
+    try:
+        value = float(body[: len(body) - len(unit)])
+    except ValueError:
+        raise InputError(f"{what} {text}: write a size like 512M, 8G or 1.5T") from None
+    if not value > 0 or not math.isfinite(value):
+        raise InputError(f"{what} {text}: a size must be positive")
+    return int(value * units[unit])
+
+
+def check_output_size(nbytes: int, path: str | os.PathLike, what: str) -> None:
+    """Refuse to start writing ``nbytes`` to ``path`` beyond the user's --max-output-bytes, or beyond
+    the free space of the disk it goes to (a full disk harms every file on it)."""
+    given = LIMITS.get("max_output_bytes") or os.environ.get("NNBRIDGE_MAX_OUTPUT_BYTES")
+    if given:
+        limit, why = parse_size(str(given), "--max-output-bytes"), "the --max-output-bytes limit"
+    else:
+        existing = Path(path).resolve().parent
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        limit, why = shutil.disk_usage(existing).free, f"the free space on {existing}"
+    if nbytes > limit:
+        raise InputError(f"{what} needs about {nbytes / 2**20:,.1f} MiB, over {why} "
+                         f"({limit / 2**20:,.1f} MiB); nothing was written")
 
 
 def resolve_inside(base_dir: str | Path, relative: str, what: str) -> Path:

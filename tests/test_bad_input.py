@@ -356,3 +356,32 @@ def test_a_name_that_is_not_utf8_is_refused_in_one_line(tmp_path, cli):
         code, text = cli(*argv)
         assert code == 1 and "not valid UTF-8" in text and text.count("\n") == 1, text
     assert not (tmp_path / "out_topo.pbtxt").exists()
+
+
+def test_the_memory_budget_bounds_declared_tensors_and_is_set_with_max_memory(tmp_path, cli):
+    """A [1, 3, 2048, 2048] input (48 MiB of float32) fits the default budget, not a 64 MiB one
+    (a tensor may take a quarter of it)."""
+    from nnbridge.fileio import memory_budget
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 2048, 2048])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 2048, 2048])
+    path = tmp_path / "big.onnx"
+    onnx.save(_model([helper.make_node("Relu", ["x"], ["y"])], [x], [y]), path)
+    assert memory_budget() >= 2**30
+    assert cli("run", path)[0] == 0
+    code, text = cli("--max-memory", "64M", "run", path)
+    assert code == 1 and len(text.strip().splitlines()) == 1
+    assert "1.26e+07 elements, over the limit of 4.19e+06" in text and "--max-memory" in text
+    assert cli("run", path)[0] == 0  # the limit lasts one command
+    code, text = cli("--max-memory", "lots", "run", path)
+    assert code == 1 and "write a size like 512M" in text
+
+
+def test_nothing_is_written_beyond_max_output_bytes(tmp_path, cli):
+    path = tmp_path / "lenet.onnx"
+    onnx.save(build("lenet5"), path)
+    for target in ("out.onnx", "out_topo.pbtxt", "out.prototext"):
+        code, text = cli("--max-output-bytes", "100K", "convert", path, tmp_path / "dst" / target)
+        assert code == 1 and "over the --max-output-bytes limit (0.1 MiB); nothing was written" in text
+    assert not (tmp_path / "dst").exists()
+    assert cli("--max-output-bytes", "10M", "convert", path, tmp_path / "dst" / "out.onnx")[0] == 0

@@ -27,7 +27,6 @@ import collections
 import hashlib
 import io
 import json
-import os
 import re
 import resource
 import shutil
@@ -415,5 +414,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("NNBRIDGE_MAX_ELEMENTS", str(1 << 28))  # 1 GB of float32 per tensor at most
     sys.exit(main())

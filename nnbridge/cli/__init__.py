@@ -47,6 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run 'nnbridge COMMAND --help' for the options and examples of each command.",
     )
     parser.add_argument("--version", action="version", version=f"nnbridge {__version__}")
+    parser.add_argument("--max-memory", metavar="SIZE",
+                        help="memory budget, e.g. 8G: no tensor a file declares may take more than a quarter "
+                             "of it (default: physical memory or the process's address-space limit)")
+    parser.add_argument("--max-output-bytes", metavar="SIZE",
+                        help="refuse to write more than this, e.g. 2G (default: the free space of the "
+                             "destination's disk)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     from . import commands
 
@@ -64,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        _set_limits(args)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", NNBridgeWarning)
             with cpu_threads(getattr(args, "threads", None)):
@@ -104,3 +111,14 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _set_limits(args: argparse.Namespace) -> None:
+    from ..fileio import LIMITS, parse_size
+
+    for key, flag in (("max_memory", "--max-memory"), ("max_output_bytes", "--max-output-bytes")):
+        text = getattr(args, key, None)
+        if text:
+            LIMITS[key] = parse_size(text, flag)
+        else:
+            LIMITS.pop(key, None)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FormatError, InputError
+from ..fileio import check_output_size
 from ..ir import Graph
 from ..registry import Registry
 
@@ -125,4 +126,6 @@ def save_model(graph: Graph, path: str | os.PathLike, fmt: str | None = None, **
         if dynamic:
             raise InputError(f"{f.name} files store static shapes; '{graph.name}' has dynamic inputs "
                              f"{describe_dynamic(dynamic)}: pin them with {pinning_hint(dynamic)}")
+    weights = sum(int(getattr(a, "nbytes", 0)) for a in graph.initializers.values())
+    check_output_size(weights, path, f"writing '{os.fspath(path)}'")
     return f.save(graph, path, **options)

@@ -25,13 +25,12 @@ from typing import Any
 import numpy as np
 
 from ...errors import FormatError
-from ...fileio import MAX_ELEMENTS, atomic_write, read_npy
+from ...fileio import atomic_write, max_elements, read_npy
 from ...ir import Graph
 from .graph_codec import decode_graph, encode_graph
 
 FORMAT = "nnbridge-pef"
 VERSION = 1
-MAX_MEMBER_BYTES = MAX_ELEMENTS * 8
 
 
 def write_pef(path: str | os.PathLike, graph: Graph, plan: dict[str, Any]) -> None:
@@ -106,7 +105,7 @@ def _verified_members(zf: zipfile.ZipFile, where: str) -> dict[str, bytes]:
     members = {}
     for name, entry in listed.items():
         info = zf.getinfo(name)
-        if info.file_size > MAX_MEMBER_BYTES or info.file_size != entry.get("size"):
+        if info.file_size > max_elements() * 8 or info.file_size != entry.get("size"):
             raise FormatError(f"{where} failed its integrity check: member '{name}' has size "
                               f"{info.file_size}, the manifest says {entry.get('size')}")
         data = zf.read(name)

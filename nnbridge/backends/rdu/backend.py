@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import FormatError
+from ...fileio import check_output_size
 from ...ir import DType, Graph, Node
 from ...kernels import get_kernel, kernel_op_names
 from ...report import Report
@@ -80,6 +81,8 @@ class RduExecutable(Executable):
         }
 
     def save(self, path: str | os.PathLike) -> None:
+        weights = sum(int(getattr(a, "nbytes", 0)) for a in self.graph.initializers.values())
+        check_output_size(weights, path, f"writing '{os.fspath(path)}'")
         write_pef(path, self.graph, self.plan())
 
 
