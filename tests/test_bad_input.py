@@ -162,8 +162,7 @@ def test_a_small_file_whose_constant_expands_to_gigabytes_is_never_materialised(
 
 
 def _external(name: str, location: str, dims=(4,), data_type=TensorProto.FLOAT) -> onnx.TensorProto:
-    tensor = helper.make_tensor(name, data_type, list(dims), np.zeros(int(np.prod(dims)), np.float32))
-    tensor.ClearField("float_data")
+    tensor = onnx.TensorProto(name=name, data_type=data_type, dims=list(dims))
     tensor.data_location = TensorProto.EXTERNAL
     for key, value in {"location": location, "offset": "0", "length": str(4 * int(np.prod(dims)))}.items():
         tensor.external_data.add(key=key, value=value)
@@ -385,3 +384,34 @@ def test_nothing_is_written_beyond_max_output_bytes(tmp_path, cli):
         assert code == 1 and "over the --max-output-bytes limit (0.1 MiB); nothing was written" in text
     assert not (tmp_path / "dst").exists()
     assert cli("--max-output-bytes", "10M", "convert", path, tmp_path / "dst" / "out.onnx")[0] == 0
+
+
+@pytest.mark.slow
+def test_a_model_over_2_gb_runs_checks_and_converts(tmp_path):
+    """Protobuf cannot hold 2 GiB: the weight is external data (a sparse file, so the test writes
+    only a few bytes); nnbridge runs it, onnxruntime checks it, and ONNX output keeps it external."""
+    count = 560_000_000  # 2.24 GB of float32
+    data = tmp_path / "big.onnx.data"
+    with open(data, "wb") as fh:
+        fh.truncate(count * 4)
+        for index, value in ((0, 1.0), (count - 1, 2.0)):
+            fh.seek(index * 4)
+            fh.write(np.float32(value).tobytes())
+    w = _external("w", "big.onnx.data", dims=(count,))
+    model = _model([helper.make_node("ReduceSum", ["w"], ["s"], keepdims=0),
+                    helper.make_node("Add", ["x", "s"], ["y"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])], [w])
+    path = tmp_path / "big.onnx"
+    onnx.save(model, path)
+    try:
+        x = {"x": np.array([0.5], np.float32)}
+        assert nnbridge.run(path, x)["y"].tolist() == [3.5]
+        result = nnbridge.check(path, inputs=x)
+        assert result.ok and result.outputs[0].max_abs_err == 0
+        nnbridge.convert(path, tmp_path / "out" / "copy.onnx")
+        assert (tmp_path / "out" / "copy.onnx.data").stat().st_size >= count * 4
+        assert nnbridge.run(tmp_path / "out" / "copy.onnx", x)["y"].tolist() == [3.5]
+    finally:
+        for written in tmp_path.rglob("*.data"):
+            written.unlink()

@@ -48,9 +48,8 @@ def ort_session(model: ModelProto, level: str = "ORT_DISABLE_ALL", optimized_pat
         options.inter_op_num_threads = 1
     if optimized_path:
         options.optimized_model_filepath = optimized_path
-    data = model.SerializeToString()
     try:
-        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+        return _session(model, options)
     except Exception as exc:
         found = re.search(r"max supported IR version: (\d+)", str(exc))
         if not found:
@@ -58,7 +57,35 @@ def ort_session(model: ModelProto, level: str = "ORT_DISABLE_ALL", optimized_pat
         relabelled = ModelProto()
         relabelled.CopyFrom(model)
         relabelled.ir_version = int(found.group(1))
-        return ort.InferenceSession(relabelled.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return _session(relabelled, options)
+
+
+#: protobuf cannot serialise a message of 2 GiB or more
+_PROTO_LIMIT = 2**31 - 2**20
+
+
+def _session(model: ModelProto, options: Any):
+    """A session from the model's bytes, or, at 2 GiB and over, from a temporary copy whose
+    weights are external data (onnxruntime reads them while the session is built)."""
+    import shutil
+    import tempfile
+
+    import onnx
+    import onnxruntime as ort
+
+    weights = sum(len(t.raw_data) for t in model.graph.initializer)
+    if weights < _PROTO_LIMIT:
+        return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    folder = tempfile.mkdtemp(prefix="nnbridge-oracle-")
+    try:
+        path = f"{folder}/model.onnx"
+        copy = ModelProto()
+        copy.CopyFrom(model)
+        onnx.save_model(copy, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                        location="model.onnx.data", size_threshold=1024)
+        return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def run_onnxruntime(model: ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

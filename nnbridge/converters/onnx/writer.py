@@ -60,12 +60,36 @@ def array_to_tensor(array: np.ndarray, name: str = "") -> TensorProto:
     return numpy_helper.from_array(array, name)
 
 
+class ExternalData:
+    """Writes initializers of ``threshold`` bytes or more into one data file as the model is built,
+    so a model over protobuf's 2 GiB limit never exists as one message (nor twice in memory)."""
+
+    def __init__(self, fh: Any, location: str, threshold: int = 1024):
+        self.fh, self.location, self.threshold, self.offset = fh, location, threshold, 0
+
+    def __call__(self, array: np.ndarray, name: str) -> TensorProto:
+        array = np.asarray(array)
+        if array.dtype == object or array.nbytes < self.threshold:
+            return array_to_tensor(array, name)
+        tensor = numpy_helper.from_array(array.reshape(-1)[:0], name)  # its data type
+        del tensor.dims[:]
+        tensor.dims.extend(array.shape)
+        tensor.ClearField("raw_data")
+        self.fh.write(np.ascontiguousarray(array).reshape(-1).view(np.uint8).data)
+        tensor.data_location = TensorProto.EXTERNAL
+        for key, value in (("location", self.location), ("offset", str(self.offset)), ("length", str(array.nbytes))):
+            tensor.external_data.add(key=key, value=value)
+        self.offset += array.nbytes
+        return tensor
+
+
 class ProtoBuilder:
     """Accumulates the protos of one graph; exporters use it for fresh names."""
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, tensor_for: Callable[[np.ndarray, str], TensorProto] = array_to_tensor):
         self.graph = graph
         self.domains: set[str] = set()
+        self.tensor_for = tensor_for  # how initializers are stored (inline, or ExternalData)
 
     def fresh(self, hint: str) -> str:
         return self.graph.unique_name(hint)
@@ -79,8 +103,7 @@ class ProtoBuilder:
                 nodes.extend(exporter(node, self))
             else:
                 nodes.append(self.node_proto(node))
-        inits = [array_to_tensor(arr, name) for name, arr in g.initializers.items()
-                 if name in g.values]
+        inits = [self.tensor_for(arr, name) for name, arr in g.initializers.items() if name in g.values]
         inputs = [helper.make_value_info(v.name, type_to_proto(v.type)) for v in g.inputs]
         outputs = [helper.make_value_info(v.name, type_to_proto(v.type)) for v in g.outputs]
         listed = {v.name for v in g.inputs} | {v.name for v in g.outputs} | set(g.initializers)
@@ -149,9 +172,9 @@ def _schema_attr_types(op: str, domain: str) -> dict[str, int]:
     return {name: int(a.type) for name, a in schema.attributes.items()}
 
 
-def graph_to_model(graph: Graph) -> ModelProto:
+def graph_to_model(graph: Graph, tensor_for: Callable[[np.ndarray, str], TensorProto] = array_to_tensor) -> ModelProto:
     """Build a ModelProto at the IR opset (plus any custom domains used)."""
-    builder = ProtoBuilder(graph)
+    builder = ProtoBuilder(graph, tensor_for)
     gp = builder.build()
     opsets = {"": IR_OPSET}
     for domain, version in graph.opset.items():
@@ -175,18 +198,17 @@ def save_onnx(graph: Graph, path: str | os.PathLike, *, check: bool = True,
     """Write ``graph`` as an ONNX file atomically; weights go to ``<name>.data`` beside it
     when they total ``external_threshold`` bytes or more (protobuf's 2 GB limit)."""
     path = Path(path)
-    model = graph_to_model(graph)
     big = sum(int(np.asarray(a).nbytes) for a in graph.initializers.values()) >= external_threshold
     path.parent.mkdir(parents=True, exist_ok=True)
     tmpdir = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
         tmp = tmpdir / path.name
         if big:
-            onnx.save_model(model, str(tmp), save_as_external_data=True,
-                            all_tensors_to_one_file=True, location=f"{path.name}.data",
-                            size_threshold=1024)
+            with open(tmpdir / f"{path.name}.data", "wb") as fh:
+                model = graph_to_model(graph, ExternalData(fh, f"{path.name}.data"))
         else:
-            onnx.save_model(model, str(tmp))
+            model = graph_to_model(graph)
+        onnx.save_model(model, str(tmp))
         if check:
             try:
                 onnx.checker.check_model(str(tmp) if big else model)
