@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -52,7 +53,9 @@ def test_params_missing_a_tensor(minerva):
 
 def test_dims_disagree_with_params(minerva):
     def grow(graph):
-        node(graph, "data_1").input_tensors[0].shape.dims[0] = 255
+        for t in (node(graph, "data_1").input_tensors[0], node(graph, "data_1").output_tensors[0],
+                  node(graph, "mat_mul").input_tensors[1]):
+            t.shape.dims[0] = 255
 
     edit_topology(minerva, grow)
     with pytest.raises(FormatError, match="params entry 'data_1/input0' holds 200704 fp16 values, expected 199920"):
@@ -60,11 +63,27 @@ def test_dims_disagree_with_params(minerva):
 
 
 def test_declared_output_dims_are_checked(minerva):
-    def wrong(graph):
+    def wrong(graph):  # the producer and its reader agree, but not with what the op computes
         node(graph, "mat_mul").output_tensors[0].shape.dims[1] = 100
+        node(graph, "mat_mul_1").input_tensors[0].shape.dims[1] = 100
 
     edit_topology(minerva, wrong)
     with pytest.raises(FormatError, match="node 'mat_mul' .* declares output dims \\[1, 100\\]"):
+        load_smaug(minerva)
+
+
+@pytest.mark.parametrize("where, message", [
+    ("data output", "node 'data_1' outputs [255, 784], but its input tensor is [256, 784]"),
+    ("reader", "node 'mat_mul' reads output 0 of 'data_1' as [255, 784], but 'data_1' declares [256, 784]"),
+])
+def test_dims_written_twice_must_agree(minerva, where, message):
+    def edit(graph):
+        tensor = (node(graph, "data_1").output_tensors[0] if where == "data output"
+                  else node(graph, "mat_mul").input_tensors[1])
+        tensor.shape.dims[0] = 255
+
+    edit_topology(minerva, edit)
+    with pytest.raises(FormatError, match=re.escape(message) + ": the file contradicts itself"):
         load_smaug(minerva)
 
 

@@ -122,6 +122,8 @@ class Importer:
                                       f"'{parent}', which has {len(self.nodes[parent].output_tensors)}")
                 users.setdefault(parent, []).append(node.name)
             missing[node.name] = len(set(node.parents))
+        for node in self.proto.nodes:
+            self._check_dims(node)
         ready = [(order[n], n) for n, k in missing.items() if k == 0]
         heapq.heapify(ready)
         result = []
@@ -137,6 +139,21 @@ class Importer:
             raise FormatError(f"{self.what}: the nodes form a cycle (through {', '.join(stuck)})")
         self.users = users
         return result
+
+    def _check_dims(self, node: gpb.NodeProto) -> None:
+        """A tensor's dims are written twice, by its producer and by each reader (and a Data node
+        declares its input and its output): a file where they differ contradicts itself."""
+        pairs = [(f"reads output {index} of '{parent}' as", list(self.nodes[parent].output_tensors[index].shape.dims),
+                  list(read.shape.dims), f"'{parent}' declares")
+                 for parent, index, read in zip(node.parents, node.src_tensors_indices, node.input_tensors)
+                 if index < len(self.nodes[parent].output_tensors)]
+        if node.op == pb.Data and node.input_tensors and node.output_tensors:
+            pairs.append(("outputs", list(node.input_tensors[0].shape.dims), list(node.output_tensors[0].shape.dims),
+                          "its input tensor is"))
+        for how, declared, used, who in pairs:
+            if declared != used:
+                raise FormatError(f"{self.what}: node '{node.name}' {how} {used}, but {who} {declared}: "
+                                  f"the file contradicts itself")
 
     def is_parameter(self, name: str, seen: set[str] | None = None) -> bool:
         """Is this Data node a constant? It is when it reaches a parameter slot (through Reorders)
