@@ -46,7 +46,7 @@ def test_check_table_and_json(model_path, cli):
 
 def test_summary_ir_ops_convert(tmp_path, model_path, cli):
     code, text = cli("summary", model_path)
-    assert code == 0 and "Gemm" in text and "total parameters: 2,410" in text
+    assert code == 0 and "Gemm" in text and "2,410 parameters" in text
     code, text = cli("ir", model_path)
     assert code == 0 and "Softmax(" in text
     code, text = cli("ops", "--filter", "Conv")
@@ -110,7 +110,7 @@ def test_the_format_is_read_from_the_content_when_the_name_does_not_tell(tmp_pat
     def parameters(*argv) -> str:
         code, text = cli("summary", *argv)
         assert code == 0, text
-        return re.search(r"total parameters: ([\d,]+)", text).group(1)
+        return re.search(r"([\d,]+) parameters, ", text).group(1)
 
     assert parameters(tmp_path / "model.bin") == parameters(tmp_path / "lenet5.onnx") == "600,810"
     assert parameters(tmp_path / "minerva.pbtxt") == parameters(smaug / "minerva_ref_topo.pbtxt")
@@ -156,3 +156,20 @@ def test_run_out_writes_every_output_or_nothing(tmp_path, cli):
         "y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "one.onnx")
     code, text = cli("run", tmp_path / "one.onnx", "--out", tmp_path / "out")
     assert code == 0 and np.load(tmp_path / "out" / "y.npy").shape == (3,)
+
+
+def test_parameters_are_counted_after_folding_and_convert_lists_its_files_and_changes(tmp_path, cli, onnx_data):
+    """VGG-19's weights are ConstantOfShape recipes (217 initializer values): its 143.7 M parameters
+    count as folding would store them; convert names every file written and the fp16 change."""
+    code, text = cli("summary", onnx_data / "light" / "light_vgg19.onnx", "--json", "-")
+    header = json.loads(text)
+    assert code == 0 and header["parameters"] == 143_667_242 and header["parameter_bytes"] == 4 * 143_667_242
+    source = tmp_path / "lenet.onnx"
+    onnx.save(build("lenet5"), source)
+    code, text = cli("convert", source, tmp_path / "out" / "le_topo.pbtxt")
+    first, *notes = text.strip().splitlines()
+    assert code == 0 and f"{tmp_path / 'out' / 'le_topo.pbtxt'}, {tmp_path / 'out' / 'le_params.pb'}" in first
+    assert "600,810 parameters" in first
+    assert any("SMV stores float16" in n for n in notes) and any("random-data recipe" in n for n in notes)
+    code, text = cli("convert", source, tmp_path / "out" / "le.prototext", "--lbann-weights", "npy")
+    assert code == 0 and "+ 7 files in" in text and "became mini_batch_size" in text

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from ...ir.stats import parameters
 from ..common import add_parser, add_shape_args, load_inputs, load_options, parse_assignments, working
 
 
@@ -57,6 +60,43 @@ def run(args) -> int:
         options["smaug_allow_overflow"] = True
     with working(console, f"converting {args.src} → {args.dst}"):
         graph = nnbridge.convert(args.src, args.dst, **options)
-    console.print(f"wrote {args.dst}  ({len(graph)} nodes, "
-                  f"{sum(a.size for a in graph.initializers.values()):,} parameters)")
+    files = written_files(Path(args.dst))
+    count, nbytes = parameters(graph)
+    shown = ", ".join(str(f) for f in files[:2]) + (f" + {len(files) - 2} files in {files[2].parent}/"
+                                                     if len(files) > 2 else "")
+    console.print(f"wrote {shown} ({sum(f.stat().st_size for f in files) / 2**20:,.2f} MiB): "
+                  f"{len(graph)} source nodes, {count:,} parameters ({nbytes / 2**20:,.2f} MiB as loaded)")
+    for note in conversion_notes(graph, Path(args.dst), options):
+        console.print(f"  note: {note}")
     return 0
+
+
+def written_files(dst: Path) -> list[Path]:
+    """The destination and the side files its format writes beside it."""
+    side = [dst.with_name(dst.name.replace("_topo.pbtxt", "_params.pb")) if dst.name.endswith("_topo.pbtxt") else None,
+            dst.with_name(dst.name + ".data")]
+    weights = dst.with_name(f"{dst.stem}_weights")
+    found = [dst, *(p for p in side if p is not None and p.is_file())]
+    return found + (sorted(weights.glob("*.npy")) if dst.suffix == ".prototext" and weights.is_dir() else [])
+
+
+def conversion_notes(graph, dst: Path, options: dict) -> list[str]:
+    """What changed on the way that the numbers alone do not say."""
+    from ...converters import format_for
+
+    notes = []
+    fmt = format_for(dst).name
+    if fmt == "smaug":
+        backend = options.get("smaug_backend") or graph.metadata.get("smaug.backend") or "SMV"
+        if backend == "SMV" and any(v.type.dtype is not None and v.type.dtype.short == "float32"
+                                    for v in graph.values.values()):
+            notes.append("SMV stores float16: float32 weights, inputs and activations were converted "
+                         "(--smaug-backend Reference keeps float32)")
+        if "smaug_inputs" not in options and not graph.input_values:
+            notes.append("the network input stored in the params file is SMAUG's random-data recipe "
+                         "(--smaug-input NAME=FILE.npy stores yours)")
+    if fmt == "lbann":
+        batch = sorted({str(v.type.shape[0]) for v in graph.inputs if v.type.shape})
+        notes.append(f"LBANN files hold per-sample shapes: the source's batch ({', '.join(batch)}) became "
+                     f"mini_batch_size")
+    return notes

@@ -64,10 +64,12 @@ def run(args) -> int:
     table = Table(title=f"{graph.name}: {len(graph)} nodes")
     for col in ("name", "op", "inputs", "outputs", "params"):
         table.add_column(col, justify="right" if col == "params" else "left")
-    total = 0
+    from ...ir.stats import parameter_values
+
+    sizes = parameter_values(graph)
     for node in graph.nodes:
-        params = sum(int(v.const.size) for v in node.inputs if v is not None and v.const is not None)
-        total += params
+        read = {v.name for v in node.inputs if v is not None}
+        params = sum(sizes[name][0] for name in read if name in sizes)
         ins = ", ".join(v.name if v is not None else "_" for v in node.inputs if v is None or v.const is None)
         outs = ", ".join(str(o.type) for o in node.outputs)
         table.add_row(node.name, node.op, ins, outs, f"{params:,}" if params else "")
@@ -75,8 +77,6 @@ def run(args) -> int:
         if key.startswith("nnbridge."):
             table.caption = (table.caption or "") + f"  {key[9:]}: {value}"
     console.print(table)
-    console.print(f"total parameters: {sum(a.size for a in graph.initializers.values()):,}  "
-                  f"(used by nodes: {total:,})")
     _print_kernels_and_memory(graph, console)
     return 0
 
@@ -116,7 +116,10 @@ def model_header(graph) -> dict:
         return {"name": v.name, "dtype": t.dtype.short if t.dtype else None,
                 "shape": list(t.shape) if t.shape is not None else None, "layout": t.layout.value}
 
+    from ...ir.stats import parameters
+
     flops, unknown = 0.0, 0
+    count, nbytes = parameters(graph)
     for node in graph.nodes:
         cost = op_cost(node, 4)
         flops += cost.flops
@@ -124,8 +127,7 @@ def model_header(graph) -> dict:
     return {"model": graph.name, "inputs": [value(v) for v in graph.inputs],
             "outputs": [value(v) for v in graph.outputs],
             "ops": dict(Counter(n.op for n in graph.nodes).most_common()), "nodes": len(graph),
-            "parameters": int(sum(a.size for a in graph.initializers.values())),
-            "parameter_bytes": int(sum(a.nbytes for a in graph.initializers.values())),
+            "parameters": count, "parameter_bytes": nbytes,
             "flop": flops, "values_of_unknown_shape": unknown}
 
 
