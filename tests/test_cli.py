@@ -173,3 +173,22 @@ def test_parameters_are_counted_after_folding_and_convert_lists_its_files_and_ch
     assert any("SMV stores float16" in n for n in notes) and any("random-data recipe" in n for n in notes)
     code, text = cli("convert", source, tmp_path / "out" / "le.prototext", "--lbann-weights", "npy")
     assert code == 0 and "+ 7 files in" in text and "became mini_batch_size" in text
+
+
+def test_every_command_that_produces_data_writes_json_to_a_file_or_alone_to_stdout(tmp_path, model_path, cli):
+    runs = {
+        "run": (["run", model_path], lambda d: d["outputs"][0]["shape"] == [1, 10] and d["inputs"][0]["name"]),
+        "convert": (["convert", model_path, tmp_path / "m_topo.pbtxt"],
+                    lambda d: [Path(f["path"]).name for f in d["files"]] == ["m_topo.pbtxt", "m_params.pb"]
+                    and d["parameters"] == 2410),
+        "ir": (["ir", model_path, "--passes", "fuse"], lambda d: any(n["op"] == "Fused" for n in d["nodes"])),
+        "ops": (["ops", "--filter", "Conv"], lambda d: d["ops"]["Conv"]["reference"] is True),
+        "summary": (["summary", model_path], lambda d: d["parameters"] == 2410),
+    }
+    for name, (argv, holds) in runs.items():
+        code, text = cli(*argv, "--json", "-")
+        assert code == 0, text
+        assert holds(json.loads(text)), name  # stdout carries the JSON alone: it parses whole
+        target = tmp_path / f"{name}.json"
+        code, _ = cli(*argv, "--json", target)
+        assert code == 0 and holds(json.loads(target.read_text())), name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.text import Text
@@ -181,3 +182,45 @@ def working(console, text: str):
     import contextlib
 
     return console.status(text) if console.is_terminal else contextlib.nullcontext()
+
+
+def value_json(v: Any) -> dict:
+    """A graph value's name and type as JSON."""
+    t = v.type
+    return {"name": v.name, "dtype": t.dtype.short if t.dtype else None,
+            "shape": list(t.shape) if t.shape is not None else None, "layout": t.layout.value}
+
+
+def add_json_arg(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--json", metavar="FILE", help=f"write {what} as JSON to FILE ('-': standard output, alone)")
+
+
+def write_json(data: Any, target: str) -> None:
+    """``data`` as JSON to a file (atomically) or, for '-', to standard output. NumPy values become
+    lists and numbers; non-finite floats the strings "nan", "inf", "-inf" (JSON has neither)."""
+    import json
+    import math
+
+    from ..fileio import atomic_write
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        if hasattr(value, "tolist"):
+            return plain(value.tolist())
+        if isinstance(value, float) and not math.isfinite(value):
+            return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        return str(value)
+
+    text = json.dumps(plain(data), indent=1) + "\n"
+    if target == "-":
+        from . import console
+
+        console.file.write(text)
+    else:
+        with atomic_write(target, "w") as fh:
+            fh.write(text)

@@ -5,7 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...ir.stats import parameters
-from ..common import add_parser, add_shape_args, load_inputs, load_options, parse_assignments, working
+from ..common import (
+    add_json_arg,
+    add_parser,
+    add_shape_args,
+    load_inputs,
+    load_options,
+    parse_assignments,
+    working,
+    write_json,
+)
 
 
 def register(sub) -> None:
@@ -36,6 +45,7 @@ def register(sub) -> None:
     p.add_argument("--allow-fp16-overflow", action="store_true",
                    help="SMAUG SMV: write files whose stored input drives a value past fp16's range "
                         "(refused by default: the real runtime computes inf/NaN)")
+    add_json_arg(p, "what was written: files and sizes, nodes, parameters, notes")
     p.set_defaults(func=run)
 
 
@@ -62,11 +72,19 @@ def run(args) -> int:
         graph = nnbridge.convert(args.src, args.dst, **options)
     files = written_files(Path(args.dst))
     count, nbytes = parameters(graph)
+    notes = conversion_notes(graph, Path(args.dst), options)
+    if args.json:
+        write_json({"source": args.src, "destination": args.dst,
+                    "files": [{"path": str(f), "bytes": f.stat().st_size} for f in files],
+                    "source_nodes": len(graph), "parameters": count, "parameter_bytes": nbytes, "notes": notes},
+                   args.json)
+        if args.json == "-":
+            return 0
     shown = ", ".join(str(f) for f in files[:2]) + (f" + {len(files) - 2} files in {files[2].parent}/"
                                                      if len(files) > 2 else "")
     console.print(f"wrote {shown} ({sum(f.stat().st_size for f in files) / 2**20:,.2f} MiB): "
                   f"{len(graph)} source nodes, {count:,} parameters ({nbytes / 2**20:,.2f} MiB as loaded)")
-    for note in conversion_notes(graph, Path(args.dst), options):
+    for note in notes:
         console.print(f"  note: {note}")
     return 0
 

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from ..common import add_model_args, add_parser, add_pass_args, chosen_passes, load_model_from_args
+from ..common import (
+    add_json_arg,
+    add_model_args,
+    add_parser,
+    add_pass_args,
+    chosen_passes,
+    load_model_from_args,
+    value_json,
+    write_json,
+)
 
 
 def register(sub) -> None:
@@ -17,6 +26,7 @@ def register(sub) -> None:
     add_pass_args(p)
     p.add_argument("--print-after", action="store_true", help="print the IR after every pass")
     p.add_argument("--list-passes", action="store_true", help="list the available passes and exit")
+    add_json_arg(p, "the graph (inputs, outputs, nodes with attributes and output types) after the passes")
     p.set_defaults(func=run)
 
 
@@ -31,7 +41,33 @@ def run(args) -> int:
     graph = load_model_from_args(args)
     passes = chosen_passes(args, args.backend)
     if passes:
-        PassManager(passes, print_after=args.print_after, printer=lambda s: console.print(s, markup=False)).run(graph)
+        quiet = args.json == "-"
+        PassManager(passes, print_after=args.print_after and not quiet,
+                    printer=lambda s: console.print(s, markup=False)).run(graph)
+    if args.json:
+        write_json(graph_json(graph), args.json)
+        if args.json == "-":
+            return 0
     if not args.print_after or not passes:
         console.print(str(graph), markup=False, soft_wrap=True)
     return 0
+
+
+def graph_json(graph) -> dict:
+    """The IR as data: what ``str(graph)`` prints, structured (constants by shape and dtype only)."""
+    def attr(a):
+        if hasattr(a, "shape") and hasattr(a, "dtype"):
+            return {"tensor": {"shape": list(a.shape), "dtype": str(a.dtype)}}
+        if hasattr(a, "nodes") and hasattr(a, "inputs"):
+            return graph_json(a)
+        if isinstance(a, list) and a and hasattr(a[0], "nodes"):
+            return [graph_json(g) for g in a]
+        return a
+
+    constants = {name: {"shape": list(a.shape), "dtype": str(a.dtype)} for name, a in graph.initializers.items()}
+    return {"name": graph.name, "inputs": [value_json(v) for v in graph.inputs],
+            "outputs": [value_json(v) for v in graph.outputs], "initializers": constants,
+            "nodes": [{"name": n.name, "op": n.op, "domain": n.domain,
+                       "inputs": [v.name if v is not None else None for v in n.inputs],
+                       "outputs": [value_json(o) for o in n.outputs],
+                       "attrs": {k: attr(a) for k, a in n.attrs.items()}} for n in graph.nodes]}

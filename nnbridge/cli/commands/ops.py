@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..common import add_parser, styled
+from ..common import add_json_arg, add_parser, styled, write_json
 
 
 def register(sub) -> None:
@@ -13,6 +13,7 @@ def register(sub) -> None:
 """)
     p.add_argument("--filter", help="show only ops whose name contains this text")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    add_json_arg(p, "the support matrix ({op: {backend or format: supported}})")
     p.set_defaults(func=run)
 
 
@@ -37,6 +38,10 @@ def run(args) -> int:
 
     cols, matrix = support_matrix()
     ops = [op for op in matrix if not args.filter or args.filter.lower() in op.lower()]
+    if args.json:
+        write_json({"columns": cols, "ops": {op: matrix[op] for op in ops}}, args.json)
+        if args.json == "-":
+            return 0
     if args.markdown:
         print("| op | " + " | ".join(cols) + " |")
         print("|---|" + "---|" * len(cols))

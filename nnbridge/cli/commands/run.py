@@ -9,6 +9,7 @@ import numpy as np
 from ..common import (
     add_backend_args,
     add_input_args,
+    add_json_arg,
     add_model_args,
     add_parser,
     add_threads_arg,
@@ -18,6 +19,7 @@ from ..common import (
     load_model_from_args,
     parse_dims,
     working,
+    write_json,
 )
 
 #: outputs with at most this many values are printed in full
@@ -33,6 +35,7 @@ def register(sub) -> None:
   nnbridge run model.onnx --backend smv --profile           # per-layer simulator report
   nnbridge run model.onnx --backend smv --set accels=4 --set mem_policy=acp
   nnbridge run model.pef                                    # an RDU compiled artifact
+  nnbridge run model.onnx --json - | jq '.outputs[0].max'
 """)
     add_model_args(p)
     add_backend_args(p)
@@ -40,6 +43,7 @@ def register(sub) -> None:
     add_threads_arg(p)
     p.add_argument("--out", "-o", help="directory for the outputs (<name>.npy each)")
     p.add_argument("--profile", action="store_true", help="print the per-node report of the run")
+    add_json_arg(p, "the inputs used and each output's dtype, shape and statistics (values when small)")
     p.set_defaults(func=run)
 
 
@@ -66,6 +70,16 @@ def run(args) -> int:
     feeds = random_inputs(graph, seed=args.seed, dims=parse_dims(args.dim), given=given)
     with working(console, f"running {graph.name} on {exe.backend}"):
         outputs = exe.run(feeds)
+    if args.out:
+        _save_outputs(outputs, Path(args.out))
+    if args.json:
+        write_json({"model": graph.name, "backend": exe.backend,
+                    "inputs": [_stats(name, value) for name, value in feeds.items()],
+                    "outputs": [_stats(name, value) for name, value in outputs.items()],
+                    "report": exe.report.to_dict() if args.profile and isinstance(exe.report, Report) else None},
+                   args.json)
+        if args.json == "-":
+            return 0
     for name, value in outputs.items():
         arr = np.asarray(value)
         shown = ""
@@ -73,11 +87,26 @@ def run(args) -> int:
             shown = " [" + " ".join(f"{v:.6g}" for v in arr.reshape(-1).tolist()) + "]"
         console.print(f"{name}: {arr.dtype}{list(arr.shape)}{shown}", markup=False, soft_wrap=True)
     if args.out:
-        _save_outputs(outputs, Path(args.out))
         console.print(f"outputs written to {args.out}/")
     if args.profile and isinstance(exe.report, Report):
         console.print(exe.report.to_table())
     return 0
+
+
+def _stats(name: str, value) -> dict:
+    arr = np.asarray(value) if not isinstance(value, (list, tuple, dict)) else None
+    if arr is None or arr.dtype == object:
+        return {"name": name, "kind": type(value).__name__}
+    out = {"name": name, "dtype": str(arr.dtype), "shape": list(arr.shape)}
+    if arr.size and arr.dtype.kind in "fiub" or arr.dtype.kind == "V":
+        wide = arr.astype(np.float64)
+        finite = wide[np.isfinite(wide)]
+        out.update(min=float(finite.min()) if finite.size else None, max=float(finite.max()) if finite.size else None,
+                   mean=float(finite.mean()) if finite.size else None, nan=int(np.isnan(wide).sum()),
+                   inf=int(np.isinf(wide).sum()))
+        if arr.size <= SHOWN:
+            out["values"] = wide.reshape(-1).tolist()
+    return out
 
 
 def _save_outputs(outputs: dict, out: Path) -> None:

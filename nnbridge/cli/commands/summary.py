@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from ..common import add_model_args, add_parser, add_pass_args, chosen_passes, load_model_from_args
+from ..common import (
+    add_model_args,
+    add_parser,
+    add_pass_args,
+    chosen_passes,
+    load_model_from_args,
+    value_json,
+    write_json,
+)
 
 
 def register(sub) -> None:
@@ -49,16 +57,7 @@ def run(args) -> int:
         run_passes(graph, passes)
     header = model_header(graph)
     if args.json:
-        import json
-
-        from ...fileio import atomic_write
-
-        text = json.dumps(header, indent=1) + "\n"
-        if args.json == "-":
-            console.file.write(text)
-        else:
-            with atomic_write(args.json, "w") as fh:
-                fh.write(text)
+        write_json(header, args.json)
         return 0
     _print_header(header, console)
     table = Table(title=f"{graph.name}: {len(graph)} nodes")
@@ -110,12 +109,6 @@ def model_header(graph) -> dict:
     from collections import Counter
 
     from ...backends.rdu.costs import op_cost
-
-    def value(v) -> dict:
-        t = v.type
-        return {"name": v.name, "dtype": t.dtype.short if t.dtype else None,
-                "shape": list(t.shape) if t.shape is not None else None, "layout": t.layout.value}
-
     from ...ir.stats import parameters
 
     flops, unknown = 0.0, 0
@@ -124,8 +117,8 @@ def model_header(graph) -> dict:
         cost = op_cost(node, 4)
         flops += cost.flops
         unknown += cost.unknown_shapes
-    return {"model": graph.name, "inputs": [value(v) for v in graph.inputs],
-            "outputs": [value(v) for v in graph.outputs],
+    return {"model": graph.name, "inputs": [value_json(v) for v in graph.inputs],
+            "outputs": [value_json(v) for v in graph.outputs],
             "ops": dict(Counter(n.op for n in graph.nodes).most_common()), "nodes": len(graph),
             "parameters": count, "parameter_bytes": nbytes,
             "flop": flops, "values_of_unknown_shape": unknown}
