@@ -224,3 +224,24 @@ def write_json(data: Any, target: str) -> None:
     else:
         with atomic_write(target, "w") as fh:
             fh.write(text)
+
+
+def share(value: float, total: float) -> str:
+    return f"{100 * value / total:.1f} %" if total else "—"
+
+
+def rollup_table(title: str, key: str, groups: list[tuple[str, int, float]], total: float, count: str = "layers",
+                 unit: str = "µs", limit: int = 15) -> Any:
+    """A roll-up (group, rows, sum) as a table with each group's share of ``total``."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col, justify in ((key, "left"), (count, "right"), (unit, "right"), ("share", "right")):
+        table.add_column(col, justify=justify)
+    for name, n, value in groups[:limit]:
+        table.add_row(name, str(n), f"{value:,.1f}", share(value, total))
+    if len(groups) > limit:
+        rest = groups[limit:]
+        table.add_row(f"… {len(rest)} more", str(sum(n for _, n, _ in rest)), f"{sum(v for _, _, v in rest):,.1f}",
+                      share(sum(v for _, _, v in rest), total))
+    return table

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
-from ..common import add_backend_args, add_model_args, add_parser, styled
+from ..common import add_backend_args, add_model_args, add_parser, rollup_table, styled, write_json
 from .compile import add_rdu_args, compile_from_args
+
+#: a section's time besides its pipelined batch, by cause
+OVERHEADS = {"reconfig_us": "reconfiguration", "weight_load_us": "weight loads", "spill_us": "spills and fills"}
 
 
 def register(sub) -> None:
@@ -13,12 +14,17 @@ def register(sub) -> None:
   nnbridge measure-performance model.onnx --batch-size 64
   nnbridge measure-performance model.pef --batch-size 256 --json
   nnbridge measure-performance model.onnx --preset plasticine --set n_pmu=none --plot sections.png
+  nnbridge measure-performance model.onnx --top 5 --trace rdu.json   # slowest stages; a Perfetto timeline
 """)
     add_model_args(p)
     add_backend_args(p, default="rdu")
     add_rdu_args(p)
-    p.add_argument("--json", action="store_true", help="print the full estimate as JSON")
+    p.add_argument("--json", nargs="?", const="-", metavar="FILE",
+                   help="write the full estimate and its roll-ups as JSON (no FILE or '-': standard output, alone)")
     p.add_argument("--plot", metavar="PNG", help="write a bar chart of per-section time")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="print the N slowest pipeline stages (default 10)")
+    p.add_argument("--trace", metavar="FILE.json", help="write a Chrome trace of the sections and their stages "
+                   "(open it in Perfetto or chrome://tracing)")
     p.set_defaults(func=run)
 
 
@@ -30,9 +36,17 @@ def run(args) -> int:
     if args.plot:
         exe.section_report(est).plot(args.plot, stack=["pipeline_us", "reconfig_us", "spill_us", "weight_load_us"],
                                      label="index", ylabel="µs for the batch")
+    data = est.to_dict()
+    rollups = {"by_cause": by_cause(data), "by_op": by_op(data)}
+    if args.trace:
+        from ...trace import rdu_trace, write_trace
+
+        write_trace(rdu_trace(data, exe.graph.name), args.trace)
     if args.json:
-        console.print_json(json.dumps(est.to_dict()))
-        return 0
+        write_json({**data, "rollups": {k: [{"group": g, "sections": n, "us": v} for g, n, v in groups]
+                                        for k, groups in rollups.items()}}, args.json)
+        if args.json == "-":
+            return 0
     t = est.totals
     lines = [
         f"model: {exe.graph.name}   machine: {est.machine}   mode: {est.mode}   "
@@ -53,6 +67,59 @@ def run(args) -> int:
         lines.append(styled(("warning:", "yellow"), " " + UNKNOWN_SHAPES.format(n=t["unknown_shape_values"])))
     for line in lines:
         console.print(line)
-    if args.plot:
-        console.print(f"plot written to {args.plot}")
+    total = sum(v for _, _, v in rollups["by_cause"])
+    if args.top:
+        console.print(_slowest_stages(data, args.top, total))
+    console.print(rollup_table("batch latency by what bounds it", "bound", rollups["by_cause"], total, "sections"))
+    console.print(rollup_table("batch latency by the slowest stage's op", "op", rollups["by_op"], total, "sections"))
+    for path, what in ((args.plot, "plot"), (args.trace, "trace"), (args.json, "JSON")):
+        if path:
+            console.print(f"{what} written to {path}")
     return 0
+
+
+def by_cause(estimate: dict) -> list[tuple[str, int, float]]:
+    """Batch latency by cause: each section's pipelined time goes to the bound of its slowest
+    stage (compute, on-chip memory, network, off-chip); its other time to reconfiguration,
+    weight loads and spills. The groups sum to the batch latency."""
+    return _group(estimate, lambda s: f"stage bound: {_bound(s['bottleneck'])}")
+
+
+def by_op(estimate: dict) -> list[tuple[str, int, float]]:
+    """Batch latency by the anchor op of each section's slowest stage (overheads as in by_cause)."""
+    anchors = {(st["section"], st["kernel"]): st["anchor"] for st in estimate["stages"]}
+    def op(section: dict) -> str:
+        kernel = section["bottleneck"].split(" (")[0]
+        return anchors.get((section["index"], kernel)) or kernel
+
+    return _group(estimate, op)
+
+
+def _bound(bottleneck: str) -> str:
+    return bottleneck.rsplit("(", 1)[-1].rstrip(")") if "(" in bottleneck else bottleneck or "?"
+
+
+def _group(estimate: dict, key) -> list[tuple[str, int, float]]:
+    sums: dict[str, list] = {}
+    for section in estimate["sections"]:
+        parts = {key(section): section["pipeline_us"], **{name: section[k] for k, name in OVERHEADS.items()}}
+        for name, value in parts.items():
+            if value > 0:
+                entry = sums.setdefault(name, [0, 0.0])
+                entry[0] += 1
+                entry[1] += value
+    return sorted(((k, n, v) for k, (n, v) in sums.items()), key=lambda item: -item[2])
+
+
+def _slowest_stages(estimate: dict, n: int, total: float):
+    from rich.table import Table
+
+    stages = sorted(estimate["stages"], key=lambda s: -s["stage_us"])
+    table = Table(title=f"the {min(n, len(stages))} slowest of {len(stages)} pipeline stages (µs per token)")
+    for col in ("section", "stage", "anchor", "PCUs", "compute", "on-chip", "network", "off-chip", "stage", "bound"):
+        table.add_column(col, justify="left" if col in ("stage", "anchor", "bound") else "right")
+    for s in stages[:n]:
+        table.add_row(str(s["section"]), s["kernel"], s["anchor"], str(s["pcus"]),
+                      *(f"{s[k]:,.2f}" for k in ("compute_us", "pmu_us", "network_us", "offchip_us", "stage_us")),
+                      s["bottleneck"])
+    return table

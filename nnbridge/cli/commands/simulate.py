@@ -11,6 +11,8 @@ from ..common import (
     parse_assignments,
     parse_dims,
     parse_passes,
+    rollup_table,
+    share,
     styled,
 )
 
@@ -37,6 +39,8 @@ def register(sub) -> None:
     p.add_argument("--show-config", action="store_true", help="print every setting with its provenance")
     p.add_argument("--json", metavar="FILE", help="write the report as JSON ('-': standard output)")
     p.add_argument("--plot", metavar="FILE.png", help="draw per-layer stacked bars (compute/transfer/CPU)")
+    p.add_argument("--trace", metavar="FILE.json", help="write a Chrome trace of the layers on the host CPU and "
+                   "on each accelerator (open it in Perfetto or chrome://tracing)")
     p.add_argument("--top", type=int, default=20, metavar="N",
                    help="print the N most expensive layers (default 20; 0: every layer in graph order)")
     p.add_argument("--sort", choices=["latency", "compute", "transfer", "cpu", "tiling"], default="latency",
@@ -83,6 +87,10 @@ def run(args) -> int:
                                config=config, progress=progress)
         exe.run(feeds) if not config.perf_only else None
     report = exe.report
+    if args.trace:
+        from ...trace import smv_trace, write_trace
+
+        write_trace(smv_trace(report.rows, exe.config.num_accels, report.model), args.trace)
     measure = f"{args.sort}_us"
     rollups = {"by_op": report.rollup("op", measure), "by_where": report.rollup(_where, measure)}
     total = sum(value for _, _, value in rollups["by_op"])
@@ -98,16 +106,11 @@ def run(args) -> int:
             title=f"smv report: {report.model} — the {args.top} layers with the most {args.sort} time"))
         rest = sorted((float(r.get(measure) or 0.0) for r in report.rows), reverse=True)[args.top:]
         console.print(f"… and {len(rest)} more layers: {sum(rest):,.1f} µs of {args.sort} "
-                      f"({_share(sum(rest), total)})")
+                      f"({share(sum(rest), total)})")
     else:
         console.print(display_view(report).to_table())
     for title, groups in (("op type", rollups["by_op"]), ("where it runs", rollups["by_where"])):
-        table = Table(title=f"{args.sort} by {title}")
-        for col, justify in ((title, "left"), ("layers", "right"), (f"{args.sort} µs", "right"), ("share", "right")):
-            table.add_column(col, justify=justify)
-        for key, n, value in groups[:15]:
-            table.add_row(key, str(n), f"{value:,.1f}", _share(value, total))
-        console.print(table)
+        console.print(rollup_table(f"{args.sort} by {title}", title, groups, total, unit=f"{args.sort} µs"))
     for note in report.notes:
         console.print(styled((note, "dim")))
     if args.json:
@@ -124,6 +127,3 @@ def _where(row: dict) -> str:
         return "SMV accelerator"
     return f"CPU: {row['note']}" if row.get("note") else "CPU"
 
-
-def _share(value: float, total: float) -> str:
-    return f"{100 * value / total:.1f} %" if total else "—"

@@ -1,0 +1,58 @@
+"""Where the time goes: Chrome traces of both simulators and the RDU roll-ups, checked against
+the totals the simulators report (a trace that does not add up would mislead)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+
+
+def _tracks(trace: dict) -> dict[tuple[int, int], list[dict]]:
+    tracks = defaultdict(list)
+    for event in trace["traceEvents"]:
+        assert event["ph"] in ("X", "M")
+        if event["ph"] == "X":
+            assert event["dur"] > 0 and event["ts"] >= 0
+            tracks[(event["pid"], event["tid"])].append(event)
+    for events in tracks.values():  # a resource does one thing at a time
+        events.sort(key=lambda e: e["ts"])
+        for a, b in zip(events, events[1:]):
+            assert a["ts"] + a["dur"] <= b["ts"] + 1e-6 * max(1.0, b["ts"]), (a["name"], b["name"])
+    return tracks
+
+
+@pytest.mark.parametrize("accels", [1, 4])
+def test_the_smv_trace_lays_every_layer_on_the_host_and_each_accelerator(cli, tmp_path, onnx_data, accels):
+    path = tmp_path / "trace.json"
+    code, text = cli("simulate", onnx_data / "light" / "light_resnet50.onnx", "--perf-only", "--accels", accels,
+                     "--trace", path, "--json", tmp_path / "report.json")
+    assert code == 0, text
+    trace, report = json.loads(path.read_text()), json.loads((tmp_path / "report.json").read_text())
+    tracks = _tracks(trace)
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
+    assert names == {"host CPU", *(f"accelerator {a}" for a in range(accels))}
+    end = max(e["ts"] + e["dur"] for events in tracks.values() for e in events)
+    assert end == pytest.approx(report["totals"]["latency_ms"] * 1e3, rel=1e-9)
+    busy = sum(e["dur"] for e in tracks[(1, 0)]) + sum(e["dur"] for e in tracks[(1, 1)])
+    assert busy == pytest.approx(end, rel=1e-9)  # the host and accelerator 0 together are the whole run
+
+
+def test_the_rdu_trace_and_roll_ups_add_up_to_the_batch_latency(cli, tmp_path, onnx_data):
+    path = tmp_path / "trace.json"
+    model = onnx_data / "light" / "light_resnet50.onnx"
+    code, text = cli("measure-performance", model, "--batch-size", "8", "--trace", path, "--json", tmp_path / "e.json")
+    assert code == 0, text
+    estimate = json.loads((tmp_path / "e.json").read_text())
+    latency = estimate["totals"]["latency_us"]
+    tracks = _tracks(json.loads(path.read_text()))
+    assert sum(e["dur"] for e in tracks[(1, 0)]) == pytest.approx(latency, rel=1e-9)
+    stage_tracks = [events for (pid, tid), events in tracks.items() if tid > 0]
+    assert stage_tracks and all(e["ts"] + e["dur"] <= latency * (1 + 1e-9) for t in stage_tracks for e in t)
+    for groups in estimate["rollups"].values():
+        assert sum(g["us"] for g in groups) == pytest.approx(latency, rel=1e-3)
+    code, text = cli("measure-performance", model, "--batch-size", "8", "--top", "5")
+    slowest = max(s["stage_us"] for s in estimate["stages"])
+    assert code == 0 and "the 5 slowest of" in text and f"{slowest:,.2f}" in text
+    assert "batch latency by what bounds it" in text and "stage bound: compute" in text
