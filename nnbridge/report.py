@@ -78,29 +78,54 @@ class Report:
             table.caption = "  ".join(f"{k}: {_fmt(v)}" for k, v in self.totals.items())
         return table
 
-    def plot(self, path: str | os.PathLike, stack: list[str], label: str = "name",
-             ylabel: str = "") -> None:
-        """Stacked bars per row of the columns in ``stack`` (e.g. compute/transfer/cpu)."""
+    def plot(self, path: str | os.PathLike, stack: list[str], label: str = "name", ylabel: str = "",
+             top: int = 25, note: str | None = None) -> None:
+        """A PNG of :meth:`figure`."""
+        import matplotlib.pyplot as plt
+
+        fig = self.figure(stack, label, ylabel, top, note)
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+
+    def figure(self, stack: list[str], label: str = "name", xlabel: str = "", top: int = 25,
+               note: str | None = None) -> Any:
+        """Horizontal stacked bars of the ``top`` rows with the most time (the columns in ``stack``),
+        largest first, full names, the other rows summed in one bar, and the totals in the title: it
+        reads the same at 10 rows or 10,000. ``note`` names a column shown after each label (e.g.
+        the bound of an RDU section)."""
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         import numpy as np
 
-        names = [str(r.get(label, i)) for i, r in enumerate(self.rows)]
-        fig, ax = plt.subplots(figsize=(min(28, max(6, 0.35 * len(names) + 2)), 4.5))
-        bottom = np.zeros(len(names))
-        for col in stack:
-            vals = np.array([float(r.get(col) or 0) for r in self.rows])
-            ax.bar(names, vals, bottom=bottom, label=col)
-            bottom += vals
-        ax.set_ylabel(ylabel)
-        ax.set_title(f"{self.backend}: {self.model}")
-        ax.legend()
-        plt.xticks(rotation=90, fontsize=7)
+        def total(row: dict) -> float:
+            return sum(float(row.get(col) or 0) for col in stack)
+
+        ranked = sorted(self.rows, key=lambda r: -total(r))
+        shown, rest = ranked[:top], ranked[top:]
+        labels = [str(r.get(label, i)) + (f" ({r[note]})" if note and r.get(note) else "") for i, r in enumerate(shown)]
+        values = [[float(r.get(col) or 0) for col in stack] for r in shown]
+        grand = sum(total(r) for r in self.rows)
+        if rest:  # summed in its label, not drawn: one long bar would flatten every other
+            others = sum(total(r) for r in rest)
+            labels.append(f"… {len(rest)} more: {others:,.1f} ({100 * others / grand if grand else 0:.0f} %)")
+            values.append([0.0] * len(stack))
+        height = 1.6 + 0.3 * len(labels)
+        fig, ax = plt.subplots(figsize=(11, height))
+        y = np.arange(len(labels))[::-1]
+        left = np.zeros(len(labels))
+        for k, col in enumerate(stack):
+            widths = np.array([v[k] for v in values])
+            ax.barh(y, widths, left=left, label=col.removesuffix("_us"), height=0.7)
+            left += widths
+        ax.set_yticks(y, labels, fontsize=8)
+        ax.set_xlabel(xlabel)
+        ax.set_title(f"{self.backend}: {self.model} — {len(self.rows)} rows, total {grand:,.1f}"
+                     + (f"; the top {len(shown)} shown" if rest else ""), fontsize=10)
+        ax.legend(fontsize=8, loc="lower right")
         fig.tight_layout()
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
+        return fig
 
 
 def _numeric(rows: list[dict[str, Any]], col: str) -> bool:

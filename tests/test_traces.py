@@ -56,3 +56,32 @@ def test_the_rdu_trace_and_roll_ups_add_up_to_the_batch_latency(cli, tmp_path, o
     slowest = max(s["stage_us"] for s in estimate["stages"])
     assert code == 0 and "the 5 slowest of" in text and f"{slowest:,.2f}" in text
     assert "batch latency by what bounds it" in text and "stage bound: compute" in text
+
+
+def test_plots_stay_readable_at_any_size(tmp_path):
+    """300 layers with long names: the top 25 and one bar for the rest, full names that neither
+    overlap nor leave the picture, in a PNG of bounded size."""
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from nnbridge.report import Report
+
+    report = Report("smv", "ocr_detector")
+    for i in range(300):
+        report.add_row(name=f"backbone.stage{i // 50}.block{i % 50}.hardswish/Mul_{i}", op="Mul",
+                       compute_us=float(i % 17), transfer_us=float(i % 5), cpu_us=float(i % 7))
+    fig = report.figure(["compute_us", "transfer_us", "cpu_us"])
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    labels = [t for t in ax.get_yticklabels() if t.get_text()]
+    assert len(labels) == 26 and labels[-1].get_text().startswith("… 275 more: ")
+    assert {t.get_text() for t in labels[:-1]} <= {r["name"] for r in report.rows}
+    boxes = sorted((t.get_window_extent(renderer) for t in labels), key=lambda b: b.y0)
+    assert all(a.y1 <= b.y0 for a, b in zip(boxes, boxes[1:]))  # no two labels overlap
+    frame = fig.bbox
+    assert all(b.x0 >= frame.x0 and b.x1 <= frame.x1 and b.y0 >= frame.y0 and b.y1 <= frame.y1 for b in boxes)
+    plt.close(fig)
+    report.plot(tmp_path / "layers.png", ["compute_us", "transfer_us", "cpu_us"])
+    width, height = Image.open(tmp_path / "layers.png").size
+    assert width <= 1400 and height <= 1200

@@ -99,7 +99,7 @@ def run(args) -> int:
                                                for k, groups in rollups.items()}})
         if args.json == "-":  # standard output carries the JSON alone
             if args.plot:
-                report.plot(args.plot, STACK, ylabel="latency (µs)")
+                report.plot(args.plot, STACK, ylabel="latency (µs)", note="op")
             return 0
     if args.top and args.top < len(report.rows):
         console.print(display_view(report.top(measure, args.top)).to_table(
@@ -116,7 +116,7 @@ def run(args) -> int:
     if args.json:
         console.print(f"report written to {args.json}")
     if args.plot:
-        report.plot(args.plot, STACK, ylabel="latency (µs)")
+        report.plot(args.plot, STACK, ylabel="latency (µs)", note="op")
         console.print(f"plot written to {args.plot}")
     return 0
 
