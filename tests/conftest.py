@@ -36,3 +36,13 @@ def cli(capsys):
         return code, captured.out + captured.err
 
     return run
+
+
+@pytest.fixture
+def chromium() -> str:
+    """A headless browser for the HTML reports' tests (Debian package chromium)."""
+    found = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
+                  if os.path.exists(p)), None)
+    if found is None:
+        pytest.skip("needs a headless Chromium (Debian package chromium)")
+    return found

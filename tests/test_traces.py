@@ -85,3 +85,50 @@ def test_plots_stay_readable_at_any_size(tmp_path):
     report.plot(tmp_path / "layers.png", ["compute_us", "transfer_us", "cpu_us"])
     width, height = Image.open(tmp_path / "layers.png").size
     assert width <= 1400 and height <= 1200
+
+
+def test_the_html_report_renders_in_headless_chromium_with_the_graph_coloured_by_time(cli, tmp_path, onnx_data,
+                                                                                      chromium):
+    """The page opens in a real browser: its script sorts the layer table, the graph has one box
+    per node of the compiled graph (the slowest one red), and a screenshot is not blank."""
+    import html
+    import re
+    import subprocess
+
+    from PIL import Image
+
+    page = tmp_path / "report.html"
+    code, text = cli("simulate", onnx_data / "light" / "light_resnet50.onnx", "--perf-only", "--html", page,
+                     "--json", tmp_path / "r.json")
+    assert code == 0, text
+    rows = json.loads((tmp_path / "r.json").read_text())["rows"]
+    probe = """<script>
+window.addEventListener('load', function () {
+  var tables = document.querySelectorAll('table.sortable');
+  var table = tables[tables.length - 1];
+  var heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
+  var column = heads.findIndex(function (h) { return h.textContent === 'latency_us'; });
+  heads[column].click();
+  var values = Array.prototype.map.call(table.tBodies[0].rows, function (r) { return r.cells[column].textContent; });
+  var reds = Array.prototype.filter.call(document.querySelectorAll('g.node rect'),
+    function (r) { return r.getAttribute('fill') === 'rgb(255,0,0)'; }).length;
+  var out = document.createElement('pre'); out.id = 'probe';
+  out.textContent = JSON.stringify({values: values, nodes: document.querySelectorAll('g.node').length, reds: reds});
+  document.body.appendChild(out);
+});
+</script></body>"""
+    probed = tmp_path / "probed.html"
+    probed.write_text(page.read_text().replace("</body>", probe))
+    done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", probed.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    found = re.search(r'<pre id="probe">(.*?)</pre>', done.stdout, re.S)
+    assert found, "the page's script did not run:\n" + done.stdout[-2000:]
+    probe_out = json.loads(html.unescape(found.group(1)))
+    values = [float(v) for v in probe_out["values"]]
+    assert len(values) == len(rows) and values == sorted(values)
+    assert probe_out["nodes"] >= len(rows) and probe_out["reds"] >= 1
+    shot = tmp_path / "shot.png"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
+                    "--window-size=1200,1600", page.as_uri()], capture_output=True, timeout=120, check=True)
+    image = Image.open(shot).convert("L")
+    assert image.size == (1200, 1600) and len(set(image.getdata())) > 50  # text, bars and tables, not a blank page

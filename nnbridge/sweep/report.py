@@ -9,13 +9,13 @@ points and of every row, so it is one file to open or mail.
 
 from __future__ import annotations
 
-import base64
 import html
 import math
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..html_page import SORT_SCRIPT, STYLE, png_figure, sortable_table
 from .engine import read_results
 from .targets import TARGETS
 
@@ -110,58 +110,25 @@ def write_report(out_dir: str | Path, cost_fields: list[str] | None = None, late
     return [*written, page]
 
 
-_SORT_SCRIPT = """
-document.querySelectorAll('table.sortable th').forEach(function (th) {
-  th.addEventListener('click', function () {
-    var column = th.cellIndex;
-    var body = th.closest('table').tBodies[0];
-    var rows = Array.prototype.slice.call(body.rows);
-    var up = th.dataset.order !== 'up';
-    th.dataset.order = up ? 'up' : 'down';
-    rows.sort(function (a, b) {
-      var x = a.cells[column].textContent, y = b.cells[column].textContent;
-      var nx = parseFloat(x), ny = parseFloat(y);
-      var c = (isNaN(nx) || isNaN(ny)) ? x.localeCompare(y) : nx - ny;
-      return up ? c : -c;
-    });
-    rows.forEach(function (r) { body.appendChild(r); });
-  });
-});
-"""
-
-
-def _table(header: list[str], rows: list[list[Any]]) -> str:
-    def cell(v: Any) -> str:
-        return f"{v:.6g}" if isinstance(v, float) else html.escape(str(v))
-
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in r) + "</tr>" for r in rows)
-    return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
 def _html(recorded: dict[str, Any], rows: list[dict[str, Any]], fronts: dict[str, list], cost_fields: list[str],
           images: list[Path]) -> str:
     fields, metrics = list(recorded["space"]), recorded["metrics"]
     failed = [r for r in rows if r["error"]]
     pareto_rows = [[Path(m).stem, cost, *[p[f] for f in fields], *[p[k] for k in metrics]]
                    for m, front in fronts.items() for cost, _, p in front]
-    figures = "".join(f'<figure><img alt="{html.escape(p.stem)}" src="data:image/png;base64,'
-                      f'{base64.b64encode(p.read_bytes()).decode()}"><figcaption>{html.escape(p.stem)}</figcaption>'
-                      f"</figure>" for p in images)
+    figures = "".join(png_figure(p.read_bytes(), p.stem) for p in images)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>nnbridge sweep: {html.escape(recorded['source'])}</title>
-<style>body{{font-family:sans-serif;margin:1.5em}} table{{border-collapse:collapse;font-size:13px}}
-td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}} th{{cursor:pointer;background:#eee}}
-figure{{display:inline-block;margin:4px}}</style></head><body>
+<style>{STYLE}</style></head><body>
 <h1>Sweep on {html.escape(recorded['backend'].upper())}: {len(rows)} points, {len(failed)} failed</h1>
 <p>Spec {html.escape(recorded['source'])}; models {html.escape(', '.join(Path(m).stem for m in recorded['models']))};
 cost = {html.escape(' × '.join(cost_fields))}. Click a column to sort.</p>
 <h2>Pareto points (latency against cost, per model)</h2>
-{_table(['model', 'cost', *fields, *metrics], pareto_rows)}
+{sortable_table(['model', 'cost', *fields, *metrics], pareto_rows)}
 <h2>Plots</h2>{figures}
 <h2>Every point</h2>
-{_table(['model', *fields, *metrics, 'error'],
+{sortable_table(['model', *fields, *metrics, 'error'],
         [[Path(r['model']).stem, *[r[f] for f in fields], *[r[k] for k in metrics], r['error']] for r in rows])}
-<script>{_SORT_SCRIPT}</script>
+<script>{SORT_SCRIPT}</script>
 </body></html>
 """

@@ -24,6 +24,7 @@ def register(sub) -> None:
   nnbridge simulate model.onnx --accels 8 --mem-policy acp --set tiling_threads=8
   nnbridge simulate model.onnx --json report.json --plot layers.png
   nnbridge simulate model.onnx --perf-only --top 10 --sort transfer   # the 10 most transfer-bound layers
+  nnbridge simulate model.onnx --perf-only --html report.html --trace timeline.json
   nnbridge simulate model.onnx --config smv.toml --set dma_setup_cycles=50
 """)
     add_model_args(p)
@@ -39,6 +40,8 @@ def register(sub) -> None:
     p.add_argument("--show-config", action="store_true", help="print every setting with its provenance")
     p.add_argument("--json", metavar="FILE", help="write the report as JSON ('-': standard output)")
     p.add_argument("--plot", metavar="FILE.png", help="draw per-layer stacked bars (compute/transfer/CPU)")
+    p.add_argument("--html", metavar="FILE.html", help="write one HTML page: totals, plot, roll-ups, the graph "
+                   "coloured by time and every layer in a sortable table")
     p.add_argument("--trace", metavar="FILE.json", help="write a Chrome trace of the layers on the host CPU and "
                    "on each accelerator (open it in Perfetto or chrome://tracing)")
     p.add_argument("--top", type=int, default=20, metavar="N",
@@ -94,6 +97,11 @@ def run(args) -> int:
     measure = f"{args.sort}_us"
     rollups = {"by_op": report.rollup("op", measure), "by_where": report.rollup(_where, measure)}
     total = sum(value for _, _, value in rollups["by_op"])
+    if args.html:
+        from ...html_report import write_html_report
+
+        write_html_report(args.html, report, STACK, measure, rollups, exe.graph,
+                          {r["name"]: float(r.get(measure) or 0.0) for r in report.rows}, note="op")
     if args.json:
         report.to_json(args.json, {"rollups": {k: [{"group": g, "layers": n, measure: v} for g, n, v in groups]
                                                for k, groups in rollups.items()}})
@@ -113,8 +121,9 @@ def run(args) -> int:
         console.print(rollup_table(f"{args.sort} by {title}", title, groups, total, unit=f"{args.sort} µs"))
     for note in report.notes:
         console.print(styled((note, "dim")))
-    if args.json:
-        console.print(f"report written to {args.json}")
+    for path, what in ((args.json, "report"), (args.html, "HTML report"), (args.trace, "trace")):
+        if path:
+            console.print(f"{what} written to {path}")
     if args.plot:
         report.plot(args.plot, STACK, ylabel="latency (µs)", note="op")
         console.print(f"plot written to {args.plot}")
