@@ -8,6 +8,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import nnbridge
+import nnbridge.zoo
 from nnbridge.converters.onnx import save_onnx
 from nnbridge.errors import FormatError
 from nnbridge.ir import IR_OPSET
@@ -97,3 +98,31 @@ def test_a_sparse_initializer_with_an_index_out_of_range_is_refused():
     model = _vector_model([helper.make_node("Add", ["x", "w"], ["y"])], sparse_initializer=[sparse])
     with pytest.raises(FormatError, match="sparse initializer 'w'"):
         nnbridge.load(model)
+
+
+@pytest.mark.parametrize("name", ["lenet5", "resnet_tiny", "lstm_small"])
+def test_onnx_written_at_an_older_opset_loads_in_onnxruntime_with_the_same_outputs(tmp_path, cli, name):
+    import onnxruntime as ort
+
+    source = tmp_path / "m.onnx"
+    onnx.save(nnbridge.zoo.build(name), source)
+    code, text = cli("convert", source, tmp_path / "m17.onnx", "--opset", "17")
+    assert code == 0, text
+    written = onnx.load(tmp_path / "m17.onnx")
+    assert {o.version for o in written.opset_import if o.domain in ("", "ai.onnx")} == {17}
+    feeds = {i.name: np.random.default_rng(0).standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
+             .astype(np.float32) for i in written.graph.input}
+    runs = [ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]).run(None, feeds)
+            for p in (source, tmp_path / "m17.onnx")]
+    for a, b in zip(*runs):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_an_opset_that_cannot_express_the_model_is_one_line_naming_the_op(tmp_path, cli):
+    source = tmp_path / "t.onnx"
+    onnx.save(nnbridge.zoo.build("transformer_tiny"), source)  # Gelu exists from opset 20
+    code, text = cli("convert", source, tmp_path / "t17.onnx", "--opset", "17")
+    assert code == 1 and "No Previous Version of Gelu" in text and len(text.strip().splitlines()) == 1
+    assert not (tmp_path / "t17.onnx").exists()
+    code, text = cli("convert", source, tmp_path / "t.onnx", "--opset", "99")
+    assert code == 1 and "outside 7..26" in text

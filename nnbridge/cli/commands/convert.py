@@ -20,6 +20,7 @@ from ..common import (
 def register(sub) -> None:
     p = add_parser(sub, "convert", "convert a model between formats (by file name)", """\
   nnbridge convert model.onnx model_copy.onnx            # ONNX → IR → ONNX (opset normalized)
+  nnbridge convert model.onnx model_17.onnx --opset 17   # for runtimes that stop at opset 17
   nnbridge convert model.onnx out/lenet_topo.pbtxt       # ONNX → SMAUG (+ lenet_params.pb)
   nnbridge convert model.onnx lenet.prototext --lbann-weights npy
   nnbridge convert lenet.prototext lenet.onnx --input-shape input=1x28x28
@@ -37,6 +38,8 @@ def register(sub) -> None:
                    help="LBANN: carry weights inline or as .npy files (default: by size)")
     p.add_argument("--lbann-version", choices=["0.103", "0.104", "develop"],
                    help="LBANN: the schema era to write for (default 0.104)")
+    p.add_argument("--opset", type=int, metavar="N",
+                   help="ONNX: write this default-domain opset, e.g. 17 for older runtimes (default: the IR's)")
     p.add_argument("--smaug-backend", choices=["Reference", "SMV"],
                    help="SMAUG: the backend the files are written for (default SMV)")
     p.add_argument("--smaug-input", action="append", metavar="NAME=FILE.npy",
@@ -64,6 +67,8 @@ def run(args) -> int:
         options["batch_size"] = args.batch_size
     if args.smaug_backend:
         options["smaug_backend"] = args.smaug_backend
+    if args.opset is not None:
+        options["onnx_opset"] = args.opset
     if args.smaug_input:
         options["smaug_inputs"] = load_inputs(args.smaug_input)
     if args.allow_fp16_overflow:

@@ -12,6 +12,6 @@ __all__ = ["load_onnx", "model_to_graph", "graph_to_model", "register_exporter",
 register_format(Format(
     "onnx", (".onnx",),
     load=lambda path, **_: load_onnx(path),
-    save=lambda graph, path, **_: save_onnx(graph, path),
+    save=lambda graph, path, onnx_opset=None, **_: save_onnx(graph, path, onnx_opset=onnx_opset),
     description="ONNX model (any opset; normalized to the IR opset)",
 ))

@@ -194,9 +194,10 @@ def graph_to_model(graph: Graph, tensor_for: Callable[[np.ndarray, str], TensorP
 
 
 def save_onnx(graph: Graph, path: str | os.PathLike, *, check: bool = True,
-              external_threshold: int = _TWO_GB) -> Path:
+              external_threshold: int = _TWO_GB, onnx_opset: int | None = None) -> Path:
     """Write ``graph`` as an ONNX file atomically; weights go to ``<name>.data`` beside it
-    when they total ``external_threshold`` bytes or more (protobuf's 2 GB limit)."""
+    when they total ``external_threshold`` bytes or more (protobuf's 2 GB limit). ``onnx_opset``
+    writes that default-domain opset (onnx's version converter) for runtimes older than the IR's."""
     path = Path(path)
     big = sum(int(np.asarray(a).nbytes) for a in graph.initializers.values()) >= external_threshold
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -208,6 +209,8 @@ def save_onnx(graph: Graph, path: str | os.PathLike, *, check: bool = True,
                 model = graph_to_model(graph, ExternalData(fh, f"{path.name}.data"))
         else:
             model = graph_to_model(graph)
+        if onnx_opset is not None:
+            model = at_opset(model, onnx_opset, path)
         onnx.save_model(model, str(tmp))
         if check:
             try:
@@ -220,3 +223,26 @@ def save_onnx(graph: Graph, path: str | os.PathLike, *, check: bool = True,
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     return path
+
+
+#: the oldest opset nnbridge writes (onnx's version converter adapts most ops from here on)
+OLDEST_OPSET = 7
+
+
+def at_opset(model: ModelProto, opset: int, path: Path) -> ModelProto:
+    """``model`` converted to default-domain ``opset``; one line naming the op when it cannot be."""
+    if not OLDEST_OPSET <= opset <= IR_OPSET:
+        raise FormatError(f"{path}: --opset {opset} is outside {OLDEST_OPSET}..{IR_OPSET}")
+    if opset == IR_OPSET:
+        return model
+    from onnx import version_converter
+
+    try:
+        converted = version_converter.convert_version(model, opset)
+        onnx.checker.check_model(converted)
+    except Exception as exc:  # the converter raises plain RuntimeErrors naming the op it cannot adapt
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = text.split("failed: ", 1)[-1][:300]  # past the converter's source location
+        raise FormatError(f"{path}: cannot write the model at opset {opset}: {reason} (onnx's version "
+                          f"converter); try a newer opset") from None
+    return converted
