@@ -53,7 +53,7 @@ def cost_plan(plan: TilingPlan, cfg: SmvConfig, extra_cpu_ns: float = 0.0) -> La
         c_in, f_in = _transfer(inv.in_bytes, act_dma, rate, cfg)
         c_w, f_w = _transfer(inv.w_bytes, w_dma, rate, cfg)
         c_out, f_out = _transfer(inv.out_bytes, act_dma, rate, cfg)
-        comp = compute_cycles(plan.family, inv.work, cfg)
+        comp = compute_cycles(plan.family, inv, cfg)
         xfer = c_in + c_w + c_out
         flush = f_in + f_w + f_out
         groups.append(inv.group)

@@ -1,6 +1,6 @@
 """Accelerator compute cycles of one invocation: the pipelined inner loop (spec §4, §9).
 
-Conv issues one iteration per (8-ofmap block × kernel position × 32-channel
+Conv issues one iteration per (num_pes-ofmap block × kernel position × maccs_per_pe-channel
 block × output pixel) at a calibrated initiation interval (the scratchpad
 read-modify-write limits it well below the 256-MAC peak); FC one iteration per
 (8 neurons × 32 activations); pool/BN/eltwise one 8-wide vector op per cycle.
@@ -9,6 +9,7 @@ read-modify-write limits it well below the 256-MAC peak); FC one iteration per
 from __future__ import annotations
 
 from ..config import SmvConfig
+from ..tiling.plan import Invocation
 
 #: tiling family → (config field of cycles per work unit, config field of DMA cycles per byte)
 FAMILY_RATES = {
@@ -21,8 +22,17 @@ FAMILY_RATES = {
 }
 
 
-def compute_cycles(family: str, work: int, cfg: SmvConfig) -> float:
-    return work * getattr(cfg, FAMILY_RATES[family][0])
+def compute_cycles(family: str, inv: Invocation, cfg: SmvConfig) -> float:
+    """Cycles of one invocation: its inner-loop iterations on this configuration's PE array
+    (``num_pes`` outputs × ``maccs_per_pe`` reduction lanes per iteration) times the family's rate."""
+    return work_units(inv, cfg) * getattr(cfg, FAMILY_RATES[family][0])
+
+
+def work_units(inv: Invocation, cfg: SmvConfig) -> int:
+    if inv.blocks is None:
+        return inv.work
+    outputs, reduction, repeats = inv.blocks
+    return -(-outputs // cfg.num_pes) * -(-reduction // cfg.maccs_per_pe) * repeats
 
 
 def dma_rate(family: str, cfg: SmvConfig) -> float:

@@ -52,9 +52,11 @@ def copy_ns(calls: int, nbytes: int, cfg: SmvConfig) -> float:
     threads = cfg.tiling_threads
     call_ns = cfg.memcpy_call_bytes / cfg.memcpy_gbps
     bandwidth = min(threads, cfg.memcpy_scaling) * cfg.memcpy_gbps
-    return calls * call_ns / threads + nbytes / bandwidth
+    dram = 2 * nbytes / cfg.dram_gbps  # each byte copied is read and written through DRAM
+    return calls * call_ns / threads + max(nbytes / bandwidth, dram)
 
 
 def cpu_op_ns(nbytes_moved: int, macs: int, cfg: SmvConfig) -> float:
     """A CPU-only operator (reorder, flatten, concat, fallback kernels): memory- or compute-bound."""
-    return cfg.op_overhead_ns + max(nbytes_moved / cfg.memcpy_gbps, macs / cfg.cpu_gmacs)
+    bandwidth = min(cfg.memcpy_gbps, cfg.dram_gbps)
+    return cfg.op_overhead_ns + max(nbytes_moved / bandwidth, macs / cfg.cpu_gmacs)

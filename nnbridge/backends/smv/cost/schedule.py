@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 def accel_phase_ns(groups: Sequence[int], cpu_ns: Sequence[float], accel_ns: Sequence[float],
                    num_accels: int, dram_bytes: int, dram_gbps: float) -> float:
-    if num_accels == 1:
-        return float(sum(cpu_ns) + sum(accel_ns))
+    if num_accels == 1:  # serial, and never faster than the DRAM delivers the bytes
+        return max(float(sum(cpu_ns) + sum(accel_ns)), dram_bytes / dram_gbps)
     free = [0.0] * num_accels
     t_cpu = 0.0
     current, accel, count = None, 0, -1

@@ -186,6 +186,7 @@ def _invocations(layer: ConvLayer, t_in: TiledTensor, t_w: TiledTensor, t_out: T
                             fp16_bytes(storage_size(t_in.tile_shape(in_idx), align)) if read_in else 0,
                             fp16_bytes(storage_size(t_w.tile_shape(w_idx[:3] + (ch,)), align)) if read_w else 0,
                             fp16_bytes(storage_size((nsz, out_rows, wo, ofmaps), align)) if send else 0,
-                            work, nsz * out_rows * wo * ofmaps * layer.kh * layer.kw * c_size))
+                            work, nsz * out_rows * wo * ofmaps * layer.kh * layer.kw * c_size,
+                            (ofmaps, c_size, layer.kh * layer.kw * out_rows * wo * nsz)))
                 group += 1
     return calls

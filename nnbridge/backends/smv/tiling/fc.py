@@ -92,6 +92,6 @@ def plan(layer: FCLayer, max_size: int = 16384, align: int = 8, num_accels: int 
                     fp16_bytes(storage_size(t_in.tile_shape((n, ai)), align)) if read_in else 0,
                     fp16_bytes(storage_size((ksz, csz), align)),
                     fp16_bytes(storage_size((nsz, layer.neurons), align)) if last else 0,
-                    nsz * -(-ksz // 8) * -(-csz // 32), nsz * ksz * csz))
+                    nsz * -(-ksz // 8) * -(-csz // 32), nsz * ksz * csz, (ksz, csz, nsz)))
             group += 1
     return result

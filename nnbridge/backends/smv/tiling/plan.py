@@ -21,8 +21,11 @@ class Invocation:
     in_bytes: int  # input bytes loaded (0 when the previous call on that accelerator left it in place)
     w_bytes: int  # weight bytes loaded
     out_bytes: int  # result bytes stored (0 unless send_results)
-    work: int  # pipelined iterations / vector ops of the kernel's inner loop
+    work: int  # pipelined iterations / vector ops of the kernel's inner loop (on spec §2's 8 PEs × 32 MACs)
     macs: int = 0
+    #: conv/FC: (outputs, reduction, repeats) — the inner loop runs ceil(outputs / PEs) ·
+    #: ceil(reduction / MACs per PE) · repeats iterations, so ``work`` follows the PE array's shape
+    blocks: tuple[int, int, int] | None = None
 
 
 @dataclass

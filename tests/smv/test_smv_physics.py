@@ -1,0 +1,86 @@
+"""Physics as property tests over generated layers and SMV configurations (hypothesis, a fixed
+derandomised budget): an invocation never beats the PE array's peak, a layer never beats DRAM,
+utilisation stays ≤ 100 %, and a bigger or faster machine is never slower."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import nnbridge
+from nnbridge.backends.smv.cost.compute import compute_cycles
+from nnbridge.zoo import OnnxBuilder
+
+CASES = settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+
+
+@st.composite
+def layers(draw):
+    """A conv (any channels, kernel, stride, image) or an FC layer, as a one-layer ONNX model."""
+    b = OnnxBuilder("layer", seed=0)
+    if draw(st.booleans()):
+        c_in, c_out = draw(st.integers(1, 96)), draw(st.integers(1, 96))
+        k, hw = draw(st.sampled_from([1, 3, 5])), draw(st.integers(5, 40))
+        x = b.input("x", [1, c_in, hw, hw])
+        b.output(b.conv(x, c_in, c_out, k, stride=draw(st.integers(1, 2)), bias=False))
+    else:
+        n_in, n_out = draw(st.integers(1, 2048)), draw(st.integers(1, 512))
+        b.output(b.dense(b.input("x", [draw(st.integers(1, 4)), n_in]), n_in, n_out))
+    return b.model()
+
+
+configs = st.fixed_dictionaries({
+    "num_pes": st.sampled_from([1, 2, 4, 8, 16, 32]), "maccs_per_pe": st.sampled_from([4, 8, 16, 32, 64]),
+    "num_accels": st.integers(1, 8), "dram_gbps": st.floats(0.05, 200.0), "clock_ghz": st.floats(0.2, 3.0),
+})
+
+
+def simulate(model, cfg: dict):
+    return nnbridge.compile(model, "smv", perf_only=True, **cfg)
+
+
+@CASES
+@given(layers(), configs)
+def test_no_invocation_beats_the_pe_array_and_no_layer_beats_dram(model, cfg):
+    exe = simulate(model, cfg)
+    peak = cfg["num_pes"] * cfg["maccs_per_pe"]
+    for plans in exe.plans:
+        for plan in plans:
+            for inv in plan.invocations:
+                assert compute_cycles(plan.family, inv, exe.config) >= inv.macs / peak - 1e-9
+    totals = exe.report.totals
+    assert totals["latency_ms"] * 1e6 >= totals["dram_mb"] * 2**20 / cfg["dram_gbps"] * (1 - 1e-9)
+    assert 0 <= totals["macc_util_pct"] <= 100 + 1e-9
+    assert all(0 <= (row.get("macc_util_%") or 0) <= 100 + 1e-9 for row in exe.report.rows)
+
+
+@CASES
+@given(layers(), configs, st.sampled_from(["num_pes", "maccs_per_pe", "dram_gbps", "clock_ghz"]))
+def test_a_bigger_or_faster_machine_is_never_slower(model, cfg, field):
+    before = simulate(model, cfg).report.totals["latency_ms"]
+    after = simulate(model, {**cfg, field: cfg[field] * 2}).report.totals["latency_ms"]
+    assert after <= before * (1 + 1e-9), (field, before, after)
+
+
+def test_pes_and_maccs_change_compute_as_the_array_would():
+    """A 64→64-channel 3×3 conv, which SMAUG's tiler splits into 24 + 24 + 16 output channels:
+    8 PEs × 32 MACs is the spec's array (3 + 3 + 2 blocks of output channels); 16 PEs need
+    2 + 2 + 1 (5/8 of the cycles); 4 MACs per PE take 16 reduction steps for 64 channels, not 2."""
+    b = OnnxBuilder("conv", seed=0)
+    b.output(b.conv(b.input("x", [1, 64, 8, 8]), 64, 64, 3, bias=False))
+    compute = {s: simulate(b.model(), {"num_pes": s[0], "maccs_per_pe": s[1]}).costs
+               for s in ((8, 32), (16, 32), (8, 4))}
+    base = sum(c.compute_cycles for c in compute[(8, 32)])
+    assert sum(c.compute_cycles for c in compute[(16, 32)]) == pytest.approx(base * 5 / 8)
+    assert sum(c.compute_cycles for c in compute[(8, 4)]) == pytest.approx(base * 8)
+
+
+def test_dram_bandwidth_binds_a_single_accelerator():
+    b = OnnxBuilder("fc", seed=0)
+    b.output(b.dense(b.input("x", [1, 1024]), 1024, 1024))
+    slow = simulate(b.model(), {"dram_gbps": 0.1}).report.totals
+    assert slow["latency_ms"] * 1e6 >= slow["dram_mb"] * 2**20 / 0.1
+    assert dataclasses.is_dataclass(simulate(b.model(), {}).config)
