@@ -134,8 +134,8 @@ class RduBackend(Backend):
         return spec.unsupported_reason(node)
 
     pipelines = {
-        0: ["simplify", "layout-nchw", "cancel-transposes", *CLEAN],
-        1: ["simplify", "layout-nchw", "cancel-transposes", *CLEAN, "fuse-chains"],
+        0: [*FOLD, "simplify", "layout-nchw", "cancel-transposes", *CLEAN],  # constants are weights, never kernels
+        1: [*FOLD, "simplify", "layout-nchw", "cancel-transposes", *CLEAN, "fuse-chains"],
         2: [*FOLD, "simplify", "layout-nchw", "cancel-transposes", *CLEAN, "fuse-chains"],
         3: [*FOLD, "simplify", *SCALE, "layout-nchw", "cancel-transposes", *CLEAN, "fuse-chains"],
     }
