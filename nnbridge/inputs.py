@@ -99,6 +99,49 @@ def generate_inputs(graph: Graph, seed: int = 0, dims: Mapping[str, int] | None 
     return feeds, infos
 
 
+def calls_per_batch(graph: Graph, batch: int) -> int:
+    """How many calls make up one compiled batch: a graph whose inputs all take a fixed leading dim
+    L that divides the batch runs batch / L times (SambaFlow feeds a batch-1 model sample by sample)."""
+    leading = {v.type.shape[0] for v in graph.inputs if v.type.shape}
+    if len(leading) == 1:
+        (size,) = leading
+        if isinstance(size, int) and 0 < size < batch and batch % size == 0:
+            return batch // size
+    return 1
+
+
+def batch_inputs(graph: Graph, batch: int, seed: int = 0, dims: Mapping[str, int] | None = None,
+                 inputs: Mapping[str, np.ndarray] | None = None,
+                 ranges: Mapping[str, tuple[float, float]] | None = None
+                 ) -> tuple[dict[str, np.ndarray], list[InputInfo], list[dict[str, np.ndarray]]]:
+    """A compiled batch's inputs, their descriptions and the per-call slices
+    (:func:`calls_per_batch`). Generated inputs draw call k with seed + k; given inputs hold the
+    whole batch (or one call's worth)."""
+    calls = calls_per_batch(graph, batch)
+    given = dict(inputs or {})
+    if calls == 1 or any(np.asarray(a).shape[:1] != (graph.inputs[0].type.shape[0] * calls,) for a in given.values()):
+        feeds, infos = generate_inputs(graph, seed, dims, given, ranges)
+        return feeds, infos, [feeds]
+    width = graph.inputs[0].type.shape[0]
+    per_call, first = [], []
+    for k in range(calls):
+        part = {name: np.asarray(a)[k * width:(k + 1) * width] for name, a in given.items()}
+        call_feeds, call_infos = generate_inputs(graph, seed + k, dims, part, ranges)
+        per_call.append(call_feeds)
+        first = first or call_infos
+    feeds = {name: np.concatenate([f[name] for f in per_call]) for name in per_call[0]}
+    infos = [describe(i.name, feeds[i.name], i.distribution if i.name in given else
+                      f"{i.distribution}, call k of {calls} drawn with seed {seed}+k", i.seed) for i in first]
+    return feeds, infos, per_call
+
+
+def joined(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-call outputs joined along the batch axis."""
+    if len(runs) == 1:
+        return runs[0]
+    return {name: np.concatenate([r[name] for r in runs]) for name in runs[0]}
+
+
 def _draw(rng: np.random.Generator, name: str, shape: tuple[int, ...], dtype: DType,
           span: tuple[float, float] | None, index: tuple[int, str] | None) -> tuple[np.ndarray, str]:
     if span is not None:

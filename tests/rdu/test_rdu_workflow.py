@@ -86,3 +86,26 @@ def test_python_api_from_torch(tmp_path):
     np.testing.assert_allclose(out, module(x).detach().numpy(), rtol=2e-2, atol=2e-2)
     with pytest.raises(InputError, match="example inputs"):
         api.compile(module)
+
+
+def test_a_program_runs_the_batch_it_was_compiled_for_and_a_batch_below_one_is_refused(tmp_path, cli):
+    """SambaFlow's semantics: a .pef compiled for batch 16 runs 16 samples (a batch-1 graph call by
+    call), each the reference's answer for its own input."""
+    import nnbridge
+    from nnbridge.inputs import batch_inputs
+    from nnbridge.zoo import build
+
+    source, pef = tmp_path / "lenet.onnx", tmp_path / "lenet.pef"
+    onnx.save(build("lenet5"), source)
+    for bad in ("0", "-3"):
+        code, text = cli("compile", source, "-o", pef, "--batch-size", bad)
+        assert code == 1 and "batch size and micro-batch must be >= 1" in text and not pef.exists()
+    assert cli("compile", source, "-o", pef, "--batch-size", "16")[0] == 0
+    code, text = cli("run", pef, "--out", tmp_path / "out", "--seed", "3")
+    assert code == 0 and "fc1: float32[16, 10]" in text
+    got = np.load(tmp_path / "out" / "fc1.npy")
+    graph = nnbridge.load(pef)
+    _, _, calls = batch_inputs(graph, 16, seed=3)
+    expected = np.concatenate([nnbridge.run(source, call)["fc1"] for call in calls])
+    np.testing.assert_allclose(got, expected, rtol=0.05, atol=0.05)  # bf16 on the RDU
+    assert len({tuple(row) for row in got.round(3)}) == 16  # 16 different samples

@@ -56,7 +56,8 @@ def compile_from_args(args: argparse.Namespace):
     graph = load_model_from_args(args)
     return nnbridge.compile(graph, backend="rdu", passes=parse_passes(getattr(args, "passes", None)),
                             opt_level=getattr(args, "opt_level", 1), mode=args.mode, preset=args.preset,
-                            batch_size=args.batch_size or 1, micro_batch=args.micro_batch or 1,
+                            batch_size=1 if args.batch_size is None else args.batch_size,
+                            micro_batch=1 if args.micro_batch is None else args.micro_batch,
                             **machine_overrides(args))
 
 

@@ -34,7 +34,7 @@ def register(sub) -> None:
   nnbridge run model.onnx --threads 1 --profile             # single-threaded per-node timings
   nnbridge run model.onnx --backend smv --profile           # per-layer simulator report
   nnbridge run model.onnx --backend smv --set accels=4 --set mem_policy=acp
-  nnbridge run model.pef                                    # an RDU compiled artifact
+  nnbridge run model.pef                                    # an RDU compiled artifact, on its compiled batch
   nnbridge run model.onnx --json - | jq '.outputs[0].max'
 """)
     add_model_args(p)
@@ -50,16 +50,17 @@ def register(sub) -> None:
 def run(args) -> int:
     import nnbridge
 
-    from ...inputs import random_inputs
+    from ...inputs import batch_inputs, joined, random_inputs
     from ...report import Report
     from .. import console
 
     if args.model.lower().endswith(".pef"):  # an RDU compiled artifact: run it as stored
         from ...backends.rdu import load_pef
 
-        exe = load_pef(args.model)
+        exe = program = load_pef(args.model)
         graph = exe.graph
     else:
+        program = None
         graph = load_model_from_args(args)
         config = backend_options(args)
         if args.profile and args.backend == "reference":
@@ -67,9 +68,16 @@ def run(args) -> int:
         exe = nnbridge.compile(graph, backend=args.backend, passes=chosen_passes(args, args.backend),
                                opt_level=args.opt_level, **config)
     given = {**graph.input_values, **load_inputs(args.input)}  # a SMAUG file runs its stored input
-    feeds = random_inputs(graph, seed=args.seed, dims=parse_dims(args.dim), given=given)
+    if program is not None:  # the batch it was compiled for (SambaFlow), call by call if need be
+        batch = program.options.batch_size
+        dims = {**{v.type.shape[0]: batch for v in graph.inputs if v.type.shape and isinstance(v.type.shape[0], str)},
+                **parse_dims(args.dim)}
+        feeds, _, calls = batch_inputs(graph, batch, args.seed, dims, given)
+    else:
+        feeds = random_inputs(graph, seed=args.seed, dims=parse_dims(args.dim), given=given)
+        calls = [feeds]
     with working(console, f"running {graph.name} on {exe.backend}"):
-        outputs = exe.run(feeds)
+        outputs = joined([exe.run(f) for f in calls])
     if args.out:
         _save_outputs(outputs, Path(args.out))
     if args.json:
