@@ -190,10 +190,16 @@ def _finish_sections(graph: Graph, groups: list[list[Kernel]]) -> list[Section]:
 
 
 def _depth(kernels: list[Kernel]) -> int:
-    """Stages on the longest path through the section (kernels are in topological order)."""
+    """Stages on the longest path through the section."""
+    return round(longest_path(kernels, [1.0] * len(kernels))) or 1
+
+
+def longest_path(kernels: list[Kernel], weights: list[float]) -> float:
+    """The heaviest chain of stages through a section (kernels are in topological order): with
+    stage times as weights, the time one token takes to cross the pipeline."""
     producer = {name: i for i, k in enumerate(kernels) for name in k.outputs}
-    depth: list[int] = []
-    for k in kernels:
-        preds = [depth[producer[n]] for n in k.inputs if n in producer and producer[n] < len(depth)]
-        depth.append(1 + max(preds, default=0))
-    return max(depth, default=1)
+    reach: list[float] = []
+    for k, weight in zip(kernels, weights):
+        preds = [reach[producer[n]] for n in k.inputs if n in producer and producer[n] < len(reach)]
+        reach.append(weight + max(preds, default=0.0))
+    return max(reach, default=0.0)

@@ -1,10 +1,12 @@
 """The RDU performance model (specs/rdu-architecture.md §5.2 steps 3–8).
 
 Stage time per sample = max(compute, PMU bandwidth, network, off-chip streams); a section
-is a synchronous pipeline: throughput = 1 / slowest stage, latency = (depth + tokens − 1) ×
-slowest stage, a token being one micro-batch. Sections run one after another over the whole
-batch; between two sections the fabric is reconfigured, live tensors are spilled to and
-filled from off-chip memory, and weights are loaded unless all of them stay resident.
+is a pipeline: throughput = 1 / slowest stage; the batch takes the first token's pass along the
+heaviest chain of stages plus (tokens − 1) × slowest stage, a token being one micro-batch (so
+batch 1 costs one pass, not depth × the slowest stage, and a large batch the slowest stage
+each). Sections run one after another over the whole batch; between two sections the fabric
+is reconfigured, live tensors are spilled to and filled from off-chip memory, and weights are
+loaded unless all of them stay resident.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from .allocate import place, water_fill
 from .config import CompileOptions, Machine, Tier
-from .partition import Kernel, Section
+from .partition import Kernel, Section, longest_path
 
 
 @dataclass
@@ -126,9 +128,11 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
                 k.pcus = p
             place(section)
         worst, worst_name, worst_limit = 0.0, "", ""
+        token_times = []
         for k, model in zip(section.kernels, models):
             t, limit = model.time(k.pcus)
             token_s = micro * t + sync_s
+            token_times.append(token_s)
             terms = model.terms(k.pcus)
             stages.append(StageEstimate(
                 section.index, k.name, len(k.ops), k.anchor, k.pcus, k.pmus, k.flops / samples,
@@ -143,7 +147,7 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
             depth=section.depth, pcus=sum(k.pcus for k in section.kernels),
             pmus=sum(k.pmus for k in section.kernels), stage_us=worst * 1e6,
             bottleneck=f"{worst_name} ({worst_limit})",
-            pipeline_us=(section.depth + tokens - 1) * worst * 1e6,
+            pipeline_us=(longest_path(section.kernels, token_times) + (tokens - 1) * worst) * 1e6,
             reconfig_us=machine.reconfig_us if section.index > 0 else 0.0,
             spill_us=spill_bytes / (spill_tier.bw_gbps * 1e9) * 1e6,
             weight_load_us=weights / (machine.tiers[0].bw_gbps * 1e9) * 1e6,
