@@ -158,8 +158,11 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
 
 
 def _weights_resident(sections: list[Section], machine: Machine) -> bool:
-    """All sections' weights stay on chip when they fit beside the largest section's buffers."""
-    weights = sum(k.weight_bytes for s in sections for k in s.kernels if not k.streamed_weights)
+    """All sections' weights stay on chip when none is streamed and together they fit beside the
+    largest section's buffers."""
+    if any(k.streamed_weights for s in sections for k in s.kernels):
+        return False
+    weights = sum(k.weight_bytes for s in sections for k in s.kernels)
     buffers = max((sum(sum(k.buffer_bytes) for k in s.kernels) for s in sections), default=0)
     return weights + buffers <= machine.on_chip_bytes
 
@@ -184,10 +187,13 @@ def _totals(est: Estimate, sections: list[Section], machine: Machine, samples: i
     per_sample_us = sum(s.stage_us / est.micro_batch + s.spill_us / est.batch_size for s in est.sections)
     steady = 1e6 / per_sample_us if per_sample_us > 0 else float("inf")
     throughput = est.batch_size / (latency_us * 1e-6) if latency_us > 0 else float("inf")
-    weights = sum(k.weight_bytes for s in sections for k in s.kernels)
+    def held(s: Section) -> int:  # weights a section keeps on chip (streamed ones pass through)
+        return sum(k.weight_bytes for k in s.kernels if not k.streamed_weights)
+
     buffers = max((sum(sum(k.buffer_bytes) for k in s.kernels) for s in sections), default=0)
     units = max((s.pmus for s in est.sections), default=0)
-    on_chip = (weights if resident else max(sum(k.weight_bytes for k in s.kernels) for s in sections)) + buffers
+    on_chip = (sum(held(s) for s in sections) if resident else max((held(s) for s in sections), default=0)) + buffers
+    capacity = machine.on_chip_bytes if math.isfinite(machine.on_chip_bytes) else units * machine.pmu_bytes
     return {
         "sections": len(sections),
         "kernels": sum(len(s.kernels) for s in sections),
@@ -205,7 +211,7 @@ def _totals(est: Estimate, sections: list[Section], machine: Machine, samples: i
         "compute_units": machine.n_pcu,
         "memory_bytes": on_chip,
         "memory_units": units,
-        "memory_utilization": on_chip / (units * machine.pmu_bytes) if units else 0.0,
+        "memory_utilization": on_chip / capacity if capacity else 0.0,
         "weights_resident": resident,
         "reconfig_us": sum(s.reconfig_us for s in est.sections),
         "spill_us": sum(s.spill_us for s in est.sections),
