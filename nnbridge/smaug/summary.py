@@ -17,11 +17,16 @@ def tensor_line(t: tpb.TensorProto) -> str:
 
 
 def summary_text(graph: gpb.GraphProto) -> str:
-    """The summary of a GraphProto: nodes in creation order, children from the parent lists."""
-    children: dict[str, list[str]] = {}
+    """The summary of a GraphProto: nodes in creation order; a node's children listed as SMAUG's
+    frontend does, output tensor by output tensor, each tensor's readers in creation order."""
+    readers: dict[tuple[str, int], list[str]] = {}
+    outputs: dict[str, int] = {}
     for node in graph.nodes:
-        for parent in node.parents:
-            children.setdefault(parent, []).append(node.name)
+        outputs[node.name] = len(node.output_tensors)
+        for parent, index in zip(node.parents, node.src_tensors_indices):
+            readers.setdefault((parent, index), []).append(node.name)
+    children = {name: [c for k in range(max(count, 1)) for c in readers.get((name, k), [])]
+                for name, count in outputs.items()}
     lines = [RULE_DOUBLE, f"      Summary of the network: {graph.name} ({graph.backend})", RULE_DOUBLE,
              f"Host memory access policy: {pb.HostMemoryAccessPolicy.Name(graph.mem_policy)}.", RULE]
     for node in graph.nodes:

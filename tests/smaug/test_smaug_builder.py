@@ -176,3 +176,21 @@ def test_standalone_activation_parameters_follow_the_runtime():
         x = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float32)), g)
         sg.nn.mat_mul(x, sg.Tensor(data_layout=sg.NC, tensor_data=np.eye(4, dtype=np.float32)), activation="softmax")
     assert [n.op for n in g.to_ir().nodes] == ["Reorder", "MatMul"]  # no Softmax node
+
+
+def test_summary_lists_children_output_by_output_as_smaugs_frontend_does():
+    """SMAUG's Node.get_children walks the node's output tensors in order and each tensor's
+    readers in creation order: the reader of output 1 created first still comes after the
+    reader of output 0."""
+    from nnbridge.protos.smaug import smaug_graph_pb2 as gpb
+    from nnbridge.smaug.summary import summary_text
+
+    graph = gpb.GraphProto(name="g", backend="Reference")
+    split = graph.nodes.add(name="split", op=sg.tensor.pb.Split)
+    split.output_tensors.add(name="split/output0")
+    split.output_tensors.add(name="split/output1")
+    for name, index in (("reads_1", 1), ("reads_0", 0)):
+        node = graph.nodes.add(name=name, op=sg.tensor.pb.ReLU, parents=["split"], src_tensors_indices=[index])
+        node.input_tensors.add(name=f"split/output{index}")
+    text = summary_text(graph)
+    assert "Name: split (Split)\nParents:\nChildren:reads_0 reads_1 \n" in text
