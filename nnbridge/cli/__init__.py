@@ -64,6 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ..fileio import LIMITS
+
+    previous = dict(LIMITS)
+    try:
+        return _main(argv)
+    finally:  # a command's limits end with it (main is also called in-process)
+        LIMITS.clear()
+        LIMITS.update(previous)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -120,5 +131,3 @@ def _set_limits(args: argparse.Namespace) -> None:
         text = getattr(args, key, None)
         if text:
             LIMITS[key] = parse_size(text, flag)
-        else:
-            LIMITS.pop(key, None)
