@@ -132,3 +132,14 @@ window.addEventListener('load', function () {
                     "--window-size=1200,1600", page.as_uri()], capture_output=True, timeout=120, check=True)
     image = Image.open(shot).convert("L")
     assert image.size == (1200, 1600) and len(set(image.getdata())) > 50  # text, bars and tables, not a blank page
+
+
+def test_measure_performance_writes_an_html_page_with_its_stages_and_graph(cli, tmp_path, onnx_data):
+    page = tmp_path / "rdu.html"
+    code, text = cli("measure-performance", onnx_data / "light" / "light_squeezenet.onnx", "--html", page,
+                     "--json", tmp_path / "e.json")
+    assert code == 0, text
+    estimate, html = json.loads((tmp_path / "e.json").read_text()), page.read_text()
+    assert html.count('<g class="node">') >= len(estimate["stages"])  # every op of every stage drawn
+    assert 'fill="rgb(255,0,0)"' in html and "by_cause" not in html and "by cause" in html
+    assert html.count("<tr>") >= len(estimate["stages"])

@@ -25,6 +25,8 @@ def register(sub) -> None:
     p.add_argument("--top", type=int, default=10, metavar="N", help="print the N slowest pipeline stages (default 10)")
     p.add_argument("--trace", metavar="FILE.json", help="write a Chrome trace of the sections and their stages "
                    "(open it in Perfetto or chrome://tracing)")
+    p.add_argument("--html", metavar="FILE.html", help="write one HTML page: totals, the sections plot, roll-ups, the "
+                   "graph coloured by its stages' time and every stage in a sortable table")
     p.set_defaults(func=run)
 
 
@@ -42,6 +44,13 @@ def run(args) -> int:
         from ...trace import rdu_trace, write_trace
 
         write_trace(rdu_trace(data, exe.graph.name), args.trace)
+    if args.html:
+        from ...html_report import write_html_report
+
+        stages = exe.section_report(est, stages=True)
+        ops = {(s.index, k.name): k.ops for s in exe.sections for k in s.kernels}
+        times = {op: st["stage_us"] for st in data["stages"] for op in ops.get((st["section"], st["kernel"]), [])}
+        write_html_report(args.html, stages, ["stage_us"], "stage_us", rollups, exe.graph, times, note="bottleneck")
     if args.json:
         write_json({**data, "rollups": {k: [{"group": g, "sections": n, "us": v} for g, n, v in groups]
                                         for k, groups in rollups.items()}}, args.json)
@@ -72,7 +81,7 @@ def run(args) -> int:
         console.print(_slowest_stages(data, args.top, total))
     console.print(rollup_table("batch latency by what bounds it", "bound", rollups["by_cause"], total, "sections"))
     console.print(rollup_table("batch latency by the slowest stage's op", "op", rollups["by_op"], total, "sections"))
-    for path, what in ((args.plot, "plot"), (args.trace, "trace"), (args.json, "JSON")):
+    for path, what in ((args.plot, "plot"), (args.trace, "trace"), (args.html, "HTML report"), (args.json, "JSON")):
         if path:
             console.print(f"{what} written to {path}")
     return 0
