@@ -192,3 +192,26 @@ def test_every_command_that_produces_data_writes_json_to_a_file_or_alone_to_stdo
         target = tmp_path / f"{name}.json"
         code, _ = cli(*argv, "--json", target)
         assert code == 0 and holds(json.loads(target.read_text())), name
+
+
+def test_long_work_reports_progress_for_the_pass_pipeline_and_each_long_graph_run(onnx_data):
+    """What the terminal's bars (with the time left) are fed: (done, total) of the pipeline's steps and
+    of a long plan's kernel steps, ending at total; nothing is reported unless someone listens."""
+    import nnbridge
+    from nnbridge.kernels.evaluator import STEP_PROGRESS
+    from nnbridge.passes.manager import PASS_PROGRESS
+
+    seen: dict[str, list[tuple[int, int]]] = {"passes": [], "nodes": []}
+    tokens = (PASS_PROGRESS.set(lambda d, t: seen["passes"].append((d, t))),
+              STEP_PROGRESS.set(lambda d, t: seen["nodes"].append((d, t))))
+    try:
+        model = onnx_data / "light" / "light_resnet50.onnx"
+        exe = nnbridge.compile(model, "reference")
+        exe.run({"gpu_0/data_0": np.zeros((1, 3, 224, 224), np.float32)})
+    finally:
+        PASS_PROGRESS.reset(tokens[0])
+        STEP_PROGRESS.reset(tokens[1])
+    for kind, calls in seen.items():
+        total = calls[-1][1]
+        assert calls[0][0] == 0 and calls[-1] == (total, total) and total > 5, kind
+        assert [d for d, _ in calls] == sorted(d for d, _ in calls), kind

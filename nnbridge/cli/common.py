@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -178,10 +179,47 @@ def styled(*parts: str | tuple[str, str]) -> Text:
 
 
 def working(console, text: str):
-    """A spinner with what is being done, on a terminal only (a sign of life on long work)."""
+    """On a terminal: what is being done, with a bar and the time left for the pass pipeline and
+    for each long graph run (the kernel evaluator's steps); quiet when piped."""
     import contextlib
 
-    return console.status(text) if console.is_terminal else contextlib.nullcontext()
+    if not console.is_terminal:
+        return contextlib.nullcontext()
+    return _progress(console, text)
+
+
+@contextlib.contextmanager
+def _progress(console, text: str):
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from ..kernels.evaluator import STEP_PROGRESS
+    from ..passes.manager import PASS_PROGRESS
+
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(kind: str, done: int, total: int) -> None:
+            if kind not in tasks:
+                tasks[kind] = bar.add_task(f"{text}: {kind}", total=total)
+            bar.update(tasks[kind], completed=done, total=total)
+
+        tokens = (PASS_PROGRESS.set(lambda d, t: update("passes", d, t)),
+                  STEP_PROGRESS.set(lambda d, t: update("nodes", d, t)))
+        try:
+            yield
+        finally:
+            PASS_PROGRESS.reset(tokens[0])
+            STEP_PROGRESS.reset(tokens[1])
 
 
 def value_json(v: Any) -> dict:

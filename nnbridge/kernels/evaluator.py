@@ -11,12 +11,19 @@ import time
 import weakref
 from collections import ChainMap
 from collections.abc import Callable, Mapping, MutableMapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import KernelError, NNBridgeError, Unsupported, UnsupportedOpError
 from ..ir import Graph, Node, op_traits
 from .registry import KernelSpec, get_kernel
+
+#: a front end watching long runs sets this: called with (steps done, steps) as a top-level plan
+#: executes (subgraph bodies do not report)
+STEP_PROGRESS: ContextVar[Callable[[int, int], None] | None] = ContextVar("step_progress", default=None)
+#: plans shorter than this run without reporting
+REPORTED_STEPS = 64
 
 
 class KernelContext:
@@ -123,7 +130,10 @@ class Plan:
         local: dict[str, Any] = dict(self.graph.initializers)
         local.update(feeds)
         env: MutableMapping[str, Any] = ChainMap(local, outer) if outer is not None else local
-        for step in self.steps:
+        report = STEP_PROGRESS.get() if outer is None and len(self.steps) >= REPORTED_STEPS else None
+        for done, step in enumerate(self.steps):
+            if report is not None and done % 16 == 0:
+                report(done, len(self.steps))
             if step.kept is not None:
                 result = step.kept
             else:
@@ -136,6 +146,8 @@ class Plan:
                 local[name] = value
             for name in step.release:
                 local.pop(name, None)
+        if report is not None:
+            report(len(self.steps), len(self.steps))
         try:
             return [env[v.name] for v in self.graph.outputs]
         except KeyError as exc:

@@ -10,12 +10,16 @@ no pass in the group changes the graph. Which pipeline runs is the backend's bus
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from ..errors import NNBridgeError
 from ..ir import Graph
 from ..ir.graph import paused_gc
 from ..registry import Registry
+
+#: a front end watching long work sets this: called with (pipeline steps done, steps)
+PASS_PROGRESS: ContextVar[Callable[[int, int], None] | None] = ContextVar("pass_progress", default=None)
 
 PassFn = Callable[[Graph], bool]
 
@@ -85,14 +89,19 @@ class PassManager:
             for required in get_pass(name).requires:
                 get_pass(required)
         self._fresh: set[str] = set()  # passes that ran with no change to the graph since
+        report = PASS_PROGRESS.get()
         with paused_gc():
-            for step in self.names:
+            for done, step in enumerate(self.names):
+                if report is not None:
+                    report(done, len(self.names))
                 if isinstance(step, str):
                     self._run_one(get_pass(step), graph)
                     continue
                 for _ in range(step.limit):
                     if not any([self._run_one(get_pass(n), graph) for n in step.names]):
                         break
+            if report is not None:
+                report(len(self.names), len(self.names))
         return graph
 
     def _run_one(self, info: PassInfo, graph: Graph) -> bool:

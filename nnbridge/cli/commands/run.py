@@ -65,8 +65,9 @@ def run(args) -> int:
         config = backend_options(args)
         if args.profile and args.backend == "reference":
             config["profile"] = True
-        exe = nnbridge.compile(graph, backend=args.backend, passes=chosen_passes(args, args.backend),
-                               opt_level=args.opt_level, **config)
+        with working(console, f"compiling {graph.name} for {args.backend}"):
+            exe = nnbridge.compile(graph, backend=args.backend, passes=chosen_passes(args, args.backend),
+                                   opt_level=args.opt_level, **config)
     given = {**graph.input_values, **load_inputs(args.input)}  # a SMAUG file runs its stored input
     if program is not None:  # the batch it was compiled for (SambaFlow), call by call if need be
         batch = program.options.batch_size
