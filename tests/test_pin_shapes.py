@@ -116,3 +116,26 @@ def test_pins_that_cannot_apply_are_one_line_errors(pins, message):
     with pytest.raises(InputError) as info:
         nnbridge.load(detector(NAMED), **pins)
     assert message in str(info.value)
+
+
+def test_three_hundred_inexpressible_nodes_are_one_line_per_reason_with_counts_root_cause_first(tmp_path, cli):
+    def chain(dims) -> onnx.ModelProto:
+        nodes, prev = [], "x"
+        for i in range(150):
+            nodes += [helper.make_node("Sin", [prev], [f"s{i}"], name=f"sin_{i}"),
+                      helper.make_node("Cos", [f"s{i}"], [f"c{i}"], name=f"cos_{i}")]
+            prev = f"c{i}"
+        graph = helper.make_graph(nodes, "waves", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                                  [helper.make_tensor_value_info(prev, TensorProto.FLOAT, dims)])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+    static, dynamic = tmp_path / "static.onnx", tmp_path / "dynamic.onnx"
+    onnx.save(chain([1, 8]), static)
+    onnx.save(chain(["batch", 8]), dynamic)
+    code, text = cli("convert", static, tmp_path / "out" / "w_topo.pbtxt")
+    lines = text.strip().splitlines()
+    assert code == 1 and len(lines) == 3 and "300 node(s)" in lines[0]
+    assert lines[1].strip().startswith("Sin (150 nodes: 'sin_0', 'sin_1', 'sin_2', …): ")
+    assert lines[2].strip().startswith("Cos (150 nodes: 'cos_0', 'cos_1', 'cos_2', …): ")
+    code, text = cli("convert", dynamic, tmp_path / "out" / "w_topo.pbtxt")  # the root cause, not 300 consequences
+    assert code == 1 and len(text.strip().splitlines()) == 1 and "--dim batch=1" in text
