@@ -147,6 +147,23 @@ def vet_attributes(model: ModelProto, name: str) -> None:
             if bad:
                 limit = f"between {low} and {MAX_PAD}" if attr.name == "pads" else f">= {low}"
                 raise FormatError(f"{where}: {attr.name}={values} must be {limit}")
+        if node.op_type != "Pad":
+            _vet_window_lengths(node, where)
+
+
+def _vet_window_lengths(node, where: str) -> None:
+    """A window's attributes agree on its rank: pads list a begin and an end per spatial axis,
+    strides and dilations one value each (a kernel_shape, when given, fixes the rank)."""
+    lists = {a.name: list(a.ints) for a in node.attribute
+             if a.type == AttributeProto.INTS and a.name in ("kernel_shape", "strides", "dilations", "pads")}
+    rank = len(lists["kernel_shape"]) if "kernel_shape" in lists else None
+    if "pads" in lists and (len(lists["pads"]) % 2 or (rank is not None and len(lists["pads"]) != 2 * rank)):
+        axes = f"the {rank} axes of kernel_shape" if rank is not None else "each spatial axis"
+        raise FormatError(f"{where}: pads={lists['pads']} must list a begin and an end for {axes}")
+    for name in ("strides", "dilations"):
+        if rank is not None and name in lists and len(lists[name]) != rank:
+            raise FormatError(f"{where}: {name}={lists[name]} must have one value per axis of "
+                              f"kernel_shape={lists['kernel_shape']}")
 
 
 def vet_names(model: ModelProto, name: str) -> None:
