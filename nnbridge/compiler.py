@@ -29,7 +29,8 @@ def compile(model: Any, backend: str = "reference", *, passes: Sequence[Step] | 
         graph = graph.copy()  # never mutate the caller's graph
     if b.static_shapes and dynamic_inputs(graph):
         if input_shapes:
-            pin_shapes(graph, {k: v for k, v in input_shapes.items() if k in {i.name for i in graph.inputs}})
+            names = {v.name for v in graph.inputs}
+            pin_shapes(graph, {k: v for k, v in input_shapes.items() if k in names})
         dynamic = dynamic_inputs(graph)
         if dynamic:
             raise InputError(f"'{graph.name}' has dynamic inputs {describe_dynamic(dynamic)}: the {backend} simulator "

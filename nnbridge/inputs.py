@@ -115,14 +115,17 @@ def batch_inputs(graph: Graph, batch: int, seed: int = 0, dims: Mapping[str, int
                  ranges: Mapping[str, tuple[float, float]] | None = None
                  ) -> tuple[dict[str, np.ndarray], list[InputInfo], list[dict[str, np.ndarray]]]:
     """A compiled batch's inputs, their descriptions and the per-call slices
-    (:func:`calls_per_batch`). Generated inputs draw call k with seed + k; given inputs hold the
-    whole batch (or one call's worth)."""
+    (:func:`calls_per_batch`). A symbolic leading dim takes the batch unless ``dims`` says
+    otherwise. Generated inputs draw call k with seed + k; given inputs hold the whole batch (or
+    one call's worth)."""
+    leading = {v.type.shape[0] for v in graph.inputs if v.type.shape}
+    dims = {**{d: batch for d in leading if isinstance(d, str)}, **(dims or {})}
     calls = calls_per_batch(graph, batch)
     given = dict(inputs or {})
-    if calls == 1 or any(np.asarray(a).shape[:1] != (graph.inputs[0].type.shape[0] * calls,) for a in given.values()):
+    width = batch // calls  # the graph's own leading dim when it runs call by call
+    if calls == 1 or any(np.shape(a)[:1] != (batch,) for a in given.values()):
         feeds, infos = generate_inputs(graph, seed, dims, given, ranges)
         return feeds, infos, [feeds]
-    width = graph.inputs[0].type.shape[0]
     per_call, first = [], []
     for k in range(calls):
         part = {name: np.asarray(a)[k * width:(k + 1) * width] for name, a in given.items()}

@@ -4,8 +4,8 @@ SMV: the layers run one after another (spec §8.1's composition: a layer's laten
 time — tiling copies and host operators — then its data transfer, then its compute), so each
 layer is a slice on the host track followed by slices on every accelerator's track. RDU: the
 sections run one after another (reconfiguration, weight loads, the pipelined batch, spills);
-inside a section every stage is a track of its own, busy for the batch at its own speed, each
-starting one slowest-stage time after the one before it (the pipeline's fill).
+inside a section every stage is a track of its own, busy for the batch at its own speed from
+when the first token reaches it (the pipeline's fill along the heaviest chain before it).
 """
 
 from __future__ import annotations
@@ -73,9 +73,9 @@ def rdu_trace(estimate: Mapping[str, Any], model: str) -> dict:
             events.append(_slice(name, phase[:-3], clock, dur, 1, 0, {"bottleneck": section["bottleneck"]}))
             if phase == "pipeline_us":
                 for k, stage in enumerate(stages_by_section.get(index, [])):
-                    busy = min(dur - k * section["stage_us"], tokens * float(stage["stage_us"]))
+                    busy = min(dur - stage["start_us"], tokens * float(stage["stage_us"]))
                     if busy > 0:
-                        events.append(_slice(stage["kernel"], stage["bottleneck"], clock + k * section["stage_us"],
+                        events.append(_slice(stage["kernel"], stage["bottleneck"], clock + stage["start_us"],
                                              busy, 1, 1 + k, {"anchor": stage["anchor"], "pcus": stage["pcus"],
                                                               "bound": stage["bottleneck"]}))
             clock += dur

@@ -50,6 +50,7 @@ def test_the_rdu_trace_and_roll_ups_add_up_to_the_batch_latency(cli, tmp_path, o
     assert sum(e["dur"] for e in tracks[(1, 0)]) == pytest.approx(latency, rel=1e-9)
     stage_tracks = [events for (pid, tid), events in tracks.items() if tid > 0]
     assert stage_tracks and all(e["ts"] + e["dur"] <= latency * (1 + 1e-9) for t in stage_tracks for e in t)
+    assert sum(len(t) for t in stage_tracks) == len(estimate["stages"])  # every stage busy in its section
     for groups in estimate["rollups"].values():
         assert sum(g["us"] for g in groups) == pytest.approx(latency, rel=1e-3)
     code, text = cli("measure-performance", model, "--batch-size", "8", "--top", "5")

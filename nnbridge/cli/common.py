@@ -181,8 +181,6 @@ def styled(*parts: str | tuple[str, str]) -> Text:
 def working(console, text: str):
     """On a terminal: what is being done, with a bar and the time left for the pass pipeline and
     for each long graph run (the kernel evaluator's steps); quiet when piped."""
-    import contextlib
-
     if not console.is_terminal:
         return contextlib.nullcontext()
     return _progress(console, text)

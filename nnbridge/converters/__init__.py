@@ -31,6 +31,8 @@ class Format:
     supported_ops: Callable[[], set[str]] | None = None
     #: option names its loader takes (``convert`` routes the others to the writer)
     load_options: frozenset[str] = frozenset()
+    #: the files a save to this path writes (the destination and its side files), for reports
+    written: Callable[[Path], list[Path]] = lambda path: [path]
     #: its files store concrete tensor sizes: dynamic input dims must be pinned before writing
     #: ("all", or "per-sample" where the batch is the file's own mini-batch size)
     static_shapes: str = ""

@@ -191,15 +191,18 @@ def _finish_sections(graph: Graph, groups: list[list[Kernel]]) -> list[Section]:
 
 def _depth(kernels: list[Kernel]) -> int:
     """Stages on the longest path through the section."""
-    return round(longest_path(kernels, [1.0] * len(kernels))) or 1
+    return round(max((a + 1 for a in arrivals(kernels, [1.0] * len(kernels))), default=1))
 
 
-def longest_path(kernels: list[Kernel], weights: list[float]) -> float:
-    """The heaviest chain of stages through a section (kernels are in topological order): with
-    stage times as weights, the time one token takes to cross the pipeline."""
+def arrivals(kernels: list[Kernel], weights: list[float]) -> list[float]:
+    """When the first token reaches each stage of a section (kernels in topological order): the
+    heaviest chain of the stages before it, with stage times as weights. Plus its own weight, the
+    largest is the time one token takes to cross the pipeline."""
     producer = {name: i for i, k in enumerate(kernels) for name in k.outputs}
-    reach: list[float] = []
+    reach: list[float] = []  # arrival + own weight
+    start: list[float] = []
     for k, weight in zip(kernels, weights):
-        preds = [reach[producer[n]] for n in k.inputs if n in producer and producer[n] < len(reach)]
-        reach.append(weight + max(preds, default=0.0))
-    return max(reach, default=0.0)
+        begin = max((reach[producer[n]] for n in k.inputs if n in producer and producer[n] < len(reach)), default=0.0)
+        start.append(begin)
+        reach.append(begin + weight)
+    return start

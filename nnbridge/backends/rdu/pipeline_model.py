@@ -17,7 +17,7 @@ from typing import Any
 
 from .allocate import place, water_fill
 from .config import CompileOptions, Machine, Tier
-from .partition import Kernel, Section, longest_path
+from .partition import Kernel, Section, arrivals
 
 
 @dataclass
@@ -35,6 +35,7 @@ class StageEstimate:
     offchip_us: float
     stage_us: float  # per micro-batch token, including the synchronisation overhead
     bottleneck: str
+    start_us: float = 0.0  # when the first token reaches the stage, from the section's start
 
 
 @dataclass
@@ -128,18 +129,18 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
                 k.pcus = p
             place(section)
         worst, worst_name, worst_limit = 0.0, "", ""
-        token_times = []
-        for k, model in zip(section.kernels, models):
-            t, limit = model.time(k.pcus)
-            token_s = micro * t + sync_s
-            token_times.append(token_s)
+        timed = [(model, *model.time(k.pcus)) for k, model in zip(section.kernels, models)]
+        token_times = [micro * t + sync_s for _, t, _ in timed]
+        starts = arrivals(section.kernels, token_times)
+        for k, (model, _, limit), token_s, start in zip(section.kernels, timed, token_times, starts):
             terms = model.terms(k.pcus)
             stages.append(StageEstimate(
                 section.index, k.name, len(k.ops), k.anchor, k.pcus, k.pmus, k.flops / samples,
                 terms["compute"] * 1e6, terms["pmu"] * 1e6, terms["network"] * 1e6, terms["offchip"] * 1e6,
-                token_s * 1e6, limit))
+                token_s * 1e6, limit, start * 1e6))
             if token_s > worst:
                 worst, worst_name, worst_limit = token_s, k.name, limit
+        fill = max((s + t for s, t in zip(starts, token_times)), default=0.0)  # one token across the section
         spill_bytes = (sum(section.spills.values()) + sum(section.fills.values())) * batch / samples
         weights = 0 if resident else sum(k.weight_bytes for k in section.kernels if not k.streamed_weights)
         section_estimates.append(SectionEstimate(
@@ -147,7 +148,7 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
             depth=section.depth, pcus=sum(k.pcus for k in section.kernels),
             pmus=sum(k.pmus for k in section.kernels), stage_us=worst * 1e6,
             bottleneck=f"{worst_name} ({worst_limit})",
-            pipeline_us=(longest_path(section.kernels, token_times) + (tokens - 1) * worst) * 1e6,
+            pipeline_us=(fill + (tokens - 1) * worst) * 1e6,
             reconfig_us=machine.reconfig_us if section.index > 0 else 0.0,
             spill_us=spill_bytes / (spill_tier.bw_gbps * 1e9) * 1e6,
             weight_load_us=weights / (machine.tiers[0].bw_gbps * 1e9) * 1e6,

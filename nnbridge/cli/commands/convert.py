@@ -55,6 +55,7 @@ def register(sub) -> None:
 def run(args) -> int:
     import nnbridge
 
+    from ...converters import format_for
     from .. import console
 
     options = dict(load_options(args))
@@ -75,40 +76,30 @@ def run(args) -> int:
         options["smaug_allow_overflow"] = True
     with working(console, f"converting {args.src} → {args.dst}"):
         graph = nnbridge.convert(args.src, args.dst, **options)
-    files = written_files(Path(args.dst))
+    fmt = format_for(args.dst)
+    sizes = {f: f.stat().st_size for f in fmt.written(Path(args.dst))}
+    files = list(sizes)
     count, nbytes = parameters(graph)
-    notes = conversion_notes(graph, Path(args.dst), options)
+    notes = conversion_notes(graph, fmt.name, options)
     if args.json:
         write_json({"source": args.src, "destination": args.dst,
-                    "files": [{"path": str(f), "bytes": f.stat().st_size} for f in files],
+                    "files": [{"path": str(f), "bytes": b} for f, b in sizes.items()],
                     "source_nodes": len(graph), "parameters": count, "parameter_bytes": nbytes, "notes": notes},
                    args.json)
         if args.json == "-":
             return 0
     shown = ", ".join(str(f) for f in files[:2]) + (f" + {len(files) - 2} files in {files[2].parent}/"
                                                      if len(files) > 2 else "")
-    console.print(f"wrote {shown} ({sum(f.stat().st_size for f in files) / 2**20:,.2f} MiB): "
+    console.print(f"wrote {shown} ({sum(sizes.values()) / 2**20:,.2f} MiB): "
                   f"{len(graph)} source nodes, {count:,} parameters ({nbytes / 2**20:,.2f} MiB as loaded)")
     for note in notes:
         console.print(f"  note: {note}")
     return 0
 
 
-def written_files(dst: Path) -> list[Path]:
-    """The destination and the side files its format writes beside it."""
-    side = [dst.with_name(dst.name.replace("_topo.pbtxt", "_params.pb")) if dst.name.endswith("_topo.pbtxt") else None,
-            dst.with_name(dst.name + ".data")]
-    weights = dst.with_name(f"{dst.stem}_weights")
-    found = [dst, *(p for p in side if p is not None and p.is_file())]
-    return found + (sorted(weights.glob("*.npy")) if dst.suffix == ".prototext" and weights.is_dir() else [])
-
-
-def conversion_notes(graph, dst: Path, options: dict) -> list[str]:
-    """What changed on the way that the numbers alone do not say."""
-    from ...converters import format_for
-
+def conversion_notes(graph, fmt: str, options: dict) -> list[str]:
+    """What changed on the way to a file of format ``fmt`` that the numbers alone do not say."""
     notes = []
-    fmt = format_for(dst).name
     if fmt == "smaug":
         backend = options.get("smaug_backend") or graph.metadata.get("smaug.backend") or "SMV"
         if backend == "SMV" and any(v.type.dtype is not None and v.type.dtype.short == "float32"

@@ -70,10 +70,7 @@ def run(args) -> int:
                                    opt_level=args.opt_level, **config)
     given = {**graph.input_values, **load_inputs(args.input)}  # a SMAUG file runs its stored input
     if program is not None:  # the batch it was compiled for (SambaFlow), call by call if need be
-        batch = program.options.batch_size
-        dims = {**{v.type.shape[0]: batch for v in graph.inputs if v.type.shape and isinstance(v.type.shape[0], str)},
-                **parse_dims(args.dim)}
-        feeds, _, calls = batch_inputs(graph, batch, args.seed, dims, given)
+        feeds, _, calls = batch_inputs(graph, program.options.batch_size, args.seed, parse_dims(args.dim), given)
     else:
         feeds = random_inputs(graph, seed=args.seed, dims=parse_dims(args.dim), given=given)
         calls = [feeds]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from .. import Format, register_format
 from .exporting import EXPORTERS
 from .reader import build_graph, read_prototext
-from .writer import graph_to_lbann, save_prototext
+from .writer import graph_to_lbann, save_prototext, written_files
 
 __all__ = ["build_graph", "read_prototext", "graph_to_lbann", "save_prototext"]
 
@@ -28,4 +28,5 @@ register_format(Format(
     supported_ops=lambda: set(EXPORTERS),
     load_options=frozenset({"input_shapes", "batch_size"}),
     static_shapes="per-sample",
+    written=written_files,
 ))

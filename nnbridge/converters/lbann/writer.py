@@ -136,7 +136,7 @@ def save_prototext(graph: Graph, path: str | os.PathLike, *, lbann_weights: str 
         while stem in used:
             stem += "_"
         used.add(stem)
-        relative = f"{path.stem}_weights/{stem}.npy"
+        relative = f"{weights_dir(path).name}/{stem}.npy"
         target = path.parent / relative
         w.initializer.numpy_initializer.file = str(target.resolve()) if lbann_npy_paths == "absolute" else relative
         files.append((target, entry.npy))
@@ -147,3 +147,13 @@ def save_prototext(graph: Graph, path: str | os.PathLike, *, lbann_weights: str 
             with open(tmp, "wb") as fh:
                 np.save(fh, np.ascontiguousarray(array, dtype=np.float32), allow_pickle=False)
     return path
+
+
+def weights_dir(path: Path) -> Path:
+    """Where ``npy`` weights of the prototext ``path`` go: ``<stem>_weights/`` beside it."""
+    return path.with_name(f"{path.stem}_weights")
+
+
+def written_files(path: Path) -> list[Path]:
+    folder = weights_dir(path)
+    return [path, *(sorted(folder.glob("*.npy")) if folder.is_dir() else [])]

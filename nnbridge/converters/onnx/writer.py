@@ -205,8 +205,8 @@ def save_onnx(graph: Graph, path: str | os.PathLike, *, check: bool = True,
     try:
         tmp = tmpdir / path.name
         if big:
-            with open(tmpdir / f"{path.name}.data", "wb") as fh:
-                model = graph_to_model(graph, ExternalData(fh, f"{path.name}.data"))
+            with open(tmpdir / external_data_name(path), "wb") as fh:
+                model = graph_to_model(graph, ExternalData(fh, external_data_name(path)))
         else:
             model = graph_to_model(graph)
         if onnx_opset is not None:
@@ -246,3 +246,13 @@ def at_opset(model: ModelProto, opset: int, path: Path) -> ModelProto:
         raise FormatError(f"{path}: cannot write the model at opset {opset}: {reason} (onnx's version "
                           f"converter); try a newer opset") from None
     return converted
+
+
+def external_data_name(path: Path) -> str:
+    """Where a model too big for one protobuf message keeps its weights, beside it."""
+    return f"{path.name}.data"
+
+
+def written_files(path: Path) -> list[Path]:
+    data = path.with_name(external_data_name(path))
+    return [path, *([data] if data.is_file() else [])]

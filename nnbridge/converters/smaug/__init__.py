@@ -24,4 +24,5 @@ register_format(Format(
     supported_ops=export_ops.supported_ops,
     load_options=frozenset({"inputs", "compute_dtype", "synthetic_scale", "lrelu"}),
     static_shapes="all",
+    written=lambda path: list(model_paths(path)),
 ))
