@@ -3,6 +3,8 @@ cond builds it), batch-norm parameters wider than the channels, and SMAUG's summ
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from real_smaug import matching_output, run_smaug, same_fp16_bits
@@ -84,3 +86,16 @@ def test_summary_in_smaugs_own_style(smaug_dir, cli):
     assert text.startswith("=" * 65 + "\n      Summary of the network: lenet5_smv (SMV)\n")
     code, text = cli("summary", smaug_dir.parent / "smaug" / "lenet5", "--style", "smaug")
     assert code == 1 and "--style smaug" in text
+
+
+GOLDENS = Path(__file__).parent / "print_summary"
+
+
+@pytest.mark.parametrize("golden", sorted(GOLDENS.glob("*.txt")), ids=lambda p: p.stem)
+def test_style_smaug_is_byte_for_byte_what_smaugs_own_print_summary_printed(smaug_dir, cli, golden):
+    """The goldens were printed by SMAUG's frontend while it built the shipped files (README)."""
+    model = golden.stem.removesuffix("_smv").removesuffix("_ref")
+    (topo,) = smaug_dir.glob(f"*/{golden.stem}_topo.pbtxt")
+    assert model in topo.name
+    code, text = cli("summary", topo, "--style", "smaug")
+    assert code == 0 and text == golden.read_text()
