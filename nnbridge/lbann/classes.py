@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protos.lbann import callbacks_pb2, layers_pb2, operators_pb2, optimizers_pb2, weights_pb2
+from ..protos.lbann import lbann_pb2
 from .core import Layer, OperatorLayer, _Message
 
 
@@ -29,7 +29,7 @@ class Input(Layer):
 
 def _layer_classes() -> dict[str, type]:
     found: dict[str, type] = {}
-    oneof = layers_pb2.Layer.DESCRIPTOR.oneofs_by_name["layer_type"]
+    oneof = lbann_pb2.Layer.DESCRIPTOR.oneofs_by_name["layer_type"]
     for field in oneof.fields:
         name = field.message_type.name
         if field.name == "input":
@@ -43,11 +43,11 @@ def _layer_classes() -> dict[str, type]:
 
 def _operator_classes(taken: set[str]) -> dict[str, type]:
     found: dict[str, type] = {}
-    for name in operators_pb2.DESCRIPTOR.message_types_by_name:
+    for name in lbann_pb2.DESCRIPTOR.message_types_by_name:
         short = name.removesuffix("Operator")
         if name.endswith("Operator") and short and short not in taken:
             found[short] = type(short, (OperatorLayer,), {
-                "operator": getattr(operators_pb2, name), "__doc__": f"``operator_layer`` with {name}."})
+                "operator": getattr(lbann_pb2, name), "__doc__": f"``operator_layer`` with {name}."})
     return found
 
 
@@ -62,7 +62,7 @@ def _member_classes(container, oneof: str) -> dict[str, type]:
 
 LAYERS = _layer_classes()
 OPERATORS = _operator_classes(set(LAYERS))
-INITIALIZERS = _member_classes(weights_pb2.Initializer, "initializer_type")
-OPTIMIZERS = _member_classes(optimizers_pb2.Optimizer, "optimizer_type")
-CALLBACKS = _member_classes(callbacks_pb2.Callback, "callback_type")
+INITIALIZERS = _member_classes(lbann_pb2.Initializer, "initializer_type")
+OPTIMIZERS = _member_classes(lbann_pb2.Optimizer, "optimizer_type")
+CALLBACKS = _member_classes(lbann_pb2.Callback, "callback_type")
 ALL = {**LAYERS, **OPERATORS, **INITIALIZERS, **OPTIMIZERS, **CALLBACKS}

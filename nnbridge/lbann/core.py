@@ -21,7 +21,7 @@ import numpy as np
 from google.protobuf.message import Message
 
 from ..errors import InputError
-from ..protos.lbann import layers_pb2, lbann_pb2, model_pb2, trainer_pb2, weights_pb2
+from ..protos.lbann import lbann_pb2
 
 _WRAPPERS = {"google.protobuf.BoolValue", "google.protobuf.Int64Value", "google.protobuf.UInt64Value",
              "google.protobuf.DoubleValue"}
@@ -78,8 +78,8 @@ class Weights:
         self.optimizer = optimizer
         self.datatype = datatype
 
-    def export_proto(self) -> weights_pb2.Weights:
-        proto = weights_pb2.Weights(name=self.name)
+    def export_proto(self) -> lbann_pb2.Weights:
+        proto = lbann_pb2.Weights(name=self.name)
         if self.initializer is not None:
             proto.initializer.CopyFrom(self.initializer.export_proto())
         if self.optimizer is not None:
@@ -109,8 +109,8 @@ class Layer:
         self.fields = fields
         self.order = next(_ids)
 
-    def export_proto(self) -> layers_pb2.Layer:
-        proto = layers_pb2.Layer(name=self.name)
+    def export_proto(self) -> lbann_pb2.Layer:
+        proto = lbann_pb2.Layer(name=self.name)
         proto.parents.extend(p.name for p in self.parents)
         proto.weights.extend(w.name for w in self.weights)
         assign(proto, self.common)
@@ -169,8 +169,8 @@ class ObjectiveFunction:
     def __init__(self, terms: Layer | LayerTerm | L2WeightRegularization | Sequence = ()):
         self.terms = _as_list(terms)
 
-    def export_proto(self) -> model_pb2.ObjectiveFunction:
-        proto = model_pb2.ObjectiveFunction()
+    def export_proto(self) -> lbann_pb2.ObjectiveFunction:
+        proto = lbann_pb2.ObjectiveFunction()
         for term in self.terms:
             if isinstance(term, Layer):
                 term = LayerTerm(term)
@@ -188,8 +188,8 @@ class Metric:
     def __init__(self, layer: Layer, name: str | None = None, unit: str = ""):
         self.layer, self.name, self.unit = layer, name or layer.name, unit
 
-    def export_proto(self) -> model_pb2.Metric:
-        proto = model_pb2.Metric()
+    def export_proto(self) -> lbann_pb2.Metric:
+        proto = lbann_pb2.Metric()
         proto.layer_metric.SetInParent()
         assign(proto.layer_metric, {"layer": self.layer.name, "name": self.name, "unit": self.unit})
         return proto
@@ -235,8 +235,8 @@ class Model:
                 raise InputError(f"two different weights objects are named '{w.name}'")
         self.weights = list(found.values())
 
-    def export_proto(self) -> model_pb2.Model:
-        proto = model_pb2.Model(name=self.name, num_epochs=self.epochs)
+    def export_proto(self) -> lbann_pb2.Model:
+        proto = lbann_pb2.Model(name=self.name, num_epochs=self.epochs)
         if self.objective_function is not None:
             proto.objective_function.CopyFrom(self.objective_function.export_proto())
         proto.metric.extend(m.export_proto() for m in self.metrics)
@@ -275,8 +275,8 @@ class Trainer:
         self.mini_batch_size, self.name = mini_batch_size, name
         self.callbacks, self.random_seed = list(callbacks), random_seed
 
-    def export_proto(self) -> trainer_pb2.Trainer:
-        proto = trainer_pb2.Trainer(mini_batch_size=self.mini_batch_size)
+    def export_proto(self) -> lbann_pb2.Trainer:
+        proto = lbann_pb2.Trainer(mini_batch_size=self.mini_batch_size)
         assign(proto, {"name": self.name, "random_seed": self.random_seed})
         proto.callback.extend(c.export_proto() for c in self.callbacks)
         return proto

@@ -20,7 +20,7 @@ import numpy as np
 from google.protobuf.message import Message
 
 from ...ir import Graph, Node, Value
-from ...protos.lbann import layers_pb2, operators_pb2
+from ...protos.lbann import lbann_pb2
 from ...registry import Registry
 from .mapping import LBANN_VERSIONS, SINCE_V0104
 
@@ -155,7 +155,7 @@ class ExportContext:
     def layer(self, hint: str, parents: Sequence[str], kind: str, output: Value | None = None
               ) -> tuple[Message, Message]:
         """Append a layer of type ``kind``; returns (layer, its type message)."""
-        layer = layers_pb2.Layer(name=self.unique(hint))
+        layer = lbann_pb2.Layer(name=self.unique(hint))
         layer.parents.extend(parents)
         params = getattr(layer, kind)
         params.SetInParent()
@@ -176,7 +176,7 @@ class ExportContext:
         return layer
 
     def operator(self, name: str, **fields) -> Message:
-        return getattr(operators_pb2, name)(**fields)
+        return getattr(lbann_pb2, name)(**fields)
 
     def bind(self, value: Value, layer_name: str) -> None:
         self.layer_of[id(value)] = layer_name

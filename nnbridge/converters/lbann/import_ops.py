@@ -16,7 +16,7 @@ import numpy as np
 
 from ...errors import FormatError, ShapeError, Unsupported, UnsupportedOpError
 from ...ir import DType
-from ...protos.lbann import operators_pb2
+from ...protos.lbann import lbann_pb2
 from ...registry import Registry
 from .import_context import ImportContext, Tensor
 from .mapping import BINARY, COMPOSITE, CONSTANT_OPS, UNARY
@@ -502,7 +502,7 @@ def _operator_layer(ctx, layer, params, inputs):
 
 
 def _apply_operator(ctx, name: str, op, xs: list[Tensor], last: bool) -> Tensor:
-    cls = getattr(operators_pb2, name, None)
+    cls = getattr(lbann_pb2, name, None)
     if cls is None:
         raise FormatError(f"{ctx.where()}: unknown operator type '{op.parameters.type_url}'")
     message = cls()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from google.protobuf.message import Message
 
 from ...errors import FormatError
-from ...protos.lbann import layers_pb2, lbann_pb2, lbann_v099_pb2, operators_pb2, weights_pb2
+from ...protos.lbann import lbann_pb2, lbann_v099_pb2
 
 #: Era A layer kinds that keep their name and have no fields to translate.
 _SAME = {"relu": "relu", "softmax": "softmax", "identity": "identity", "split": "split", "sum": "sum",
@@ -89,7 +89,7 @@ def _kind(layer: Message) -> str:
 
 
 def _upgrade_layer(old: Message, source: str) -> Message:
-    new = layers_pb2.Layer(name=old.name)
+    new = lbann_pb2.Layer(name=old.name)
     new.parents.extend(split_list(old.parents))
     new.children.extend(split_list(old.children))
     new.weights.extend(split_list(old.weights))
@@ -101,7 +101,7 @@ def _upgrade_layer(old: Message, source: str) -> Message:
     if kind in _SAME:
         getattr(new, _SAME[kind]).SetInParent()
     elif kind in _OPERATORS:
-        new.operator_layer.ops.add().parameters.Pack(getattr(operators_pb2, _OPERATORS[kind])())
+        new.operator_layer.ops.add().parameters.Pack(getattr(lbann_pb2, _OPERATORS[kind])())
     elif kind in ("convolution", "deconvolution"):
         _upgrade_conv(params, getattr(new, kind), where)
     elif kind == "pooling":
@@ -118,7 +118,7 @@ def _upgrade_layer(old: Message, source: str) -> Message:
         bn = new.batch_normalization
         bn.decay, bn.epsilon = params.decay, params.epsilon
     elif kind == "local_response_normalization":
-        new.local_response_normalization.CopyFrom(layers_pb2.LocalResponseNormalization(
+        new.local_response_normalization.CopyFrom(lbann_pb2.Layer.LocalResponseNormalization(
             window_width=params.window_width, lrn_alpha=params.lrn_alpha, lrn_beta=params.lrn_beta,
             lrn_k=params.lrn_k))
     elif kind == "dropout":
@@ -160,7 +160,7 @@ def _upgrade_conv(old: Message, new: Message, where: str) -> None:
 
 
 def _upgrade_weights(old: Message, source: str) -> Message:
-    new = weights_pb2.Weights(name=old.name)
+    new = lbann_pb2.Weights(name=old.name)
     if old.HasField("value_initializer"):
         try:
             values = [float(v) for v in old.value_initializer.values.split()]
