@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...converters.lbann.experiment import describe as describe_experiment
 from ...ir.stats import parameters
 from ..common import (
     add_json_arg,
@@ -113,4 +114,6 @@ def conversion_notes(graph, fmt: str, options: dict) -> list[str]:
         batch = sorted({str(v.type.shape[0]) for v in graph.inputs if v.type.shape})
         notes.append(f"LBANN files hold per-sample shapes: the source's batch ({', '.join(batch)}) became "
                      f"mini_batch_size")
+        if kept := describe_experiment(graph):
+            notes.append(kept)
     return notes

@@ -73,10 +73,10 @@ def _conv(ctx: ExportContext, node: Node) -> None:
     params.groups.value = groups
     params.has_bias.value = b_value is not None
     params.dilation.extend(dilations)
-    layer.weights.append(ctx.add_weights(layer.name, "kernel", w.reshape(-1, 1), w))
+    layer.weights.append(ctx.add_weights(layer.name, "kernel", w.reshape(-1, 1), w, source=w_value))
     if b_value is not None:
         b = ctx.need_const(b_value, "the bias")
-        layer.weights.append(ctx.add_weights(layer.name, "bias", b.reshape(-1, 1), b))
+        layer.weights.append(ctx.add_weights(layer.name, "bias", b.reshape(-1, 1), b, source=b_value))
 
 
 @exporter("MaxPool", "AveragePool")
@@ -142,8 +142,10 @@ def _global_pool(ctx: ExportContext, node: Node) -> None:
     _pooling(ctx, node, mode, spatial, [1] * len(spatial), [0] * len(spatial))
 
 
-def _fully_connected(ctx: ExportContext, node: Node, x, linear: np.ndarray, bias: np.ndarray | None, out) -> None:
-    """``linear`` is the (out, in) matrix; written with transpose = true (LBANN's PyTorch frontend style)."""
+def _fully_connected(ctx: ExportContext, node: Node, x, linear: np.ndarray, bias: np.ndarray | None, out,
+                     sources: tuple = (None, None)) -> None:
+    """``linear`` is the (out, in) matrix; written with transpose = true (LBANN's PyTorch frontend style).
+    ``sources``: the constants the matrix and the bias come from (their names name the weights)."""
     dims = ctx.sample(x)
     if len(dims) != 1 or linear.shape[1] != dims[0]:
         raise Inexpressible(f"fully-connected input {list(dims)} does not match weights {list(linear.shape)}")
@@ -152,9 +154,10 @@ def _fully_connected(ctx: ExportContext, node: Node, x, linear: np.ndarray, bias
     params.num_neurons = int(linear.shape[0])
     params.has_bias = bias is not None
     params.transpose = True
-    layer.weights.append(ctx.add_weights(layer.name, "linearity", linear.T))
+    layer.weights.append(ctx.add_weights(layer.name, "linearity", linear.T, source=sources[0]))
     if bias is not None:
-        layer.weights.append(ctx.add_weights(layer.name, "bias", bias.reshape(-1, 1), bias.reshape(-1)))
+        layer.weights.append(ctx.add_weights(layer.name, "bias", bias.reshape(-1, 1), bias.reshape(-1),
+                                             source=sources[1]))
 
 
 def _bias_vector(array: np.ndarray, n: int) -> np.ndarray | None:
@@ -178,7 +181,7 @@ def _gemm(ctx: ExportContext, node: Node) -> None:
         if bias is None:
             raise Inexpressible(f"C of shape {list(c.shape)} is not one bias vector for every sample")
         bias = bias * np.float32(node.attr("beta", 1.0))
-    _fully_connected(ctx, node, node.inputs[0], linear, bias, node.outputs[0])
+    _fully_connected(ctx, node, node.inputs[0], linear, bias, node.outputs[0], (node.input(1), node.input(2)))
 
 
 @exporter("MatMul")
@@ -191,7 +194,7 @@ def _matmul(ctx: ExportContext, node: Node) -> None:
         return _matmul_activations(ctx, node)
     if rhs.ndim != 2:
         raise Inexpressible(f"a constant right operand of rank {rhs.ndim}; LBANN takes a matrix")
-    out, bias = node.outputs[0], None
+    out, bias, bias_source = node.outputs[0], None, None
     add = ctx.sole_consumer(out)
     if add is not None and add.op == "Add" and not add.domain:
         other = add.inputs[1] if add.inputs[0] is out else add.inputs[0]
@@ -199,14 +202,15 @@ def _matmul(ctx: ExportContext, node: Node) -> None:
         bias = None if c is None or c.ndim > len(out.type.shape or ()) else _bias_vector(c, rhs.shape[1])
         if bias is not None:
             ctx.absorbed.add(id(add))
-            out = add.outputs[0]
+            out, bias_source = add.outputs[0], other
     dims = ctx.sample(a)
     if len(dims) == 1:
-        return _fully_connected(ctx, node, a, rhs.T, bias, out)
-    _channelwise_fully_connected(ctx, a, dims, rhs, bias, out)
+        return _fully_connected(ctx, node, a, rhs.T, bias, out, (b, bias_source))
+    _channelwise_fully_connected(ctx, a, dims, rhs, bias, out, (b, bias_source))
 
 
-def _channelwise_fully_connected(ctx: ExportContext, a, dims, rhs: np.ndarray, bias, out) -> None:
+def _channelwise_fully_connected(ctx: ExportContext, a, dims, rhs: np.ndarray, bias, out,
+                                 sources: tuple = (None, None)) -> None:
     """Rank ≥ 2 samples: the same affine map on every row (viewed as [rows, in])."""
     parent = ctx.parent(a)
     rows = math.prod(dims[:-1])
@@ -220,9 +224,9 @@ def _channelwise_fully_connected(ctx: ExportContext, a, dims, rhs: np.ndarray, b
     params.output_channel_dims.append(int(rhs.shape[1]))
     params.bias.value = bias is not None
     params.transpose.value = False
-    layer.weights.append(ctx.add_weights(layer.name, "linearity", rhs.T))  # out × in
+    layer.weights.append(ctx.add_weights(layer.name, "linearity", rhs.T, source=sources[0]))  # out × in
     if bias is not None:
-        layer.weights.append(ctx.add_weights(layer.name, "bias", bias.reshape(-1, 1), bias))
+        layer.weights.append(ctx.add_weights(layer.name, "bias", bias.reshape(-1, 1), bias, source=sources[1]))
     if not final:
         _, shape = ctx.layer(out.name, [layer.name], "reshape", out)
         shape.dims.extend(ctx.sample(out))
@@ -251,9 +255,10 @@ def _batch_normalization(ctx: ExportContext, node: Node) -> None:
     params.epsilon = float(node.attr("epsilon", 1e-5))
     if ctx.at_least("0.104"):
         params.no_bessel_correction = True
-    for (suffix, frozen), array in zip((("scale", False), ("bias", False), ("running_mean", True),
-                                        ("running_variance", True)), stats):
-        layer.weights.append(ctx.add_weights(layer.name, suffix, array.reshape(-1, 1), array, frozen=frozen))
+    for i, ((suffix, frozen), array) in enumerate(zip((("scale", False), ("bias", False), ("running_mean", True),
+                                                       ("running_variance", True)), stats), start=1):
+        layer.weights.append(ctx.add_weights(layer.name, suffix, array.reshape(-1, 1), array, frozen=frozen,
+                                             source=node.input(i)))
 
 
 @exporter("LayerNormalization")
@@ -283,8 +288,8 @@ def _layer_norm(ctx: ExportContext, node: Node) -> None:
         params.start_dim = start - len(dims)
     if affine:
         params.scale = params.bias = True
-        layer.weights.append(ctx.add_weights(layer.name, "scale", scale.reshape(-1, 1), scale))
-        layer.weights.append(ctx.add_weights(layer.name, "bias", bias.reshape(-1, 1), bias))
+        layer.weights.append(ctx.add_weights(layer.name, "scale", scale.reshape(-1, 1), scale, source=node.input(1)))
+        layer.weights.append(ctx.add_weights(layer.name, "bias", bias.reshape(-1, 1), bias, source=node.input(2)))
         return
     sb, _ = ctx.layer(out.name, [layer.name], "entrywise_scale_bias", out)
     sb.weights.append(ctx.add_weights(sb.name, "weights", np.stack([scale.reshape(-1), bias.reshape(-1)], 1)))
@@ -352,4 +357,4 @@ def _gather(ctx: ExportContext, node: Node) -> None:
     ctx.sample(out)
     layer, params = ctx.layer(out.name, [ctx.parent(node.inputs[1])], "embedding", out)
     params.num_embeddings, params.embedding_dim = int(table.shape[0]), int(table.shape[1])
-    layer.weights.append(ctx.add_weights(layer.name, "weights", table.T))  # embedding_dim × num_embeddings
+    layer.weights.append(ctx.add_weights(layer.name, "weights", table.T, source=node.inputs[0]))  # D × N

@@ -182,12 +182,15 @@ class ExportContext:
         self.layer_of[id(value)] = layer_name
 
     def add_weights(self, layer: str, suffix: str, matrix: np.ndarray, npy: np.ndarray | None = None,
-                    frozen: bool = False) -> str:
-        """Register a weights object (matrix in LBANN's Height × Width layout); returns its name."""
+                    frozen: bool = False, source: Value | None = None) -> str:
+        """Register a weights object (matrix in LBANN's Height × Width layout); returns its name:
+        that of the graph constant ``source`` it comes from (what an LBANN source called it), else
+        ``<layer>_<suffix>``."""
         matrix = np.asarray(matrix, dtype=np.float32)
         if matrix.ndim != 2:
             matrix = matrix.reshape(-1, 1)
-        name = self.unique(f"{layer}_{suffix}")
+        named = source is not None and source.name in self.graph.initializers
+        name = self.unique(source.name if named else f"{layer}_{suffix}")
         array = matrix if npy is None or matrix.shape[1] != 1 else np.asarray(npy, dtype=np.float32)
         self.weights.append(WeightsEntry(name, matrix, np.ascontiguousarray(array), frozen))
         return name

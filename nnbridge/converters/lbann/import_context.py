@@ -3,6 +3,7 @@ nodes and reads the layer's weights; :class:`Tensor` is one layer output with pe
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import FormatError
+from ...errors import FormatError, ShapeError
 from ...ir import DType, Graph, Layout, TensorType, Value
 from .weights import WeightSpec, read_matrix
 
@@ -33,6 +34,7 @@ class ImportContext:
         self.base_dir = base_dir
         self.source = source
         self.layer: Any = None  # the layer being imported
+        self.hint: tuple[int, ...] | None = None  # dims of the layer's hint_layer, if it names one
 
     def type_of(self, dims: Sequence[int], dtype: DType = DType.FLOAT32) -> TensorType:
         shape = (self.batch, *dims)
@@ -48,8 +50,31 @@ class ImportContext:
         self.graph.add_node(op, ins, [out], attrs or {}, name=name)
         return Tensor(out, tuple(int(d) for d in dims))
 
-    def const(self, array: np.ndarray, hint: str) -> Value:
-        return self.graph.add_initializer(f"{self.layer.name}_{hint}", np.asarray(array))
+    def follow_hint(self, outputs: list[Tensor]) -> list[Tensor]:
+        """LBANN gives a layer with a ``hint_layer`` that layer's output dims (Layer::setup_dims).
+        Layers that size themselves from the hint took it already; any other output of the same
+        size is viewed with the hint's dims, and a different size is a contradiction."""
+        if self.hint is None:
+            return outputs
+        result = []
+        for out in outputs:
+            if out.dims != self.hint:
+                if math.prod(out.dims) != math.prod(self.hint):
+                    raise ShapeError(f"{self.where()}: its output has {list(out.dims)} but its hint_layer "
+                                     f"'{self.layer.hint_layer}' gives {list(self.hint)}")
+                shape = self.graph.add_initializer(f"{self.layer.name}_hint_shape",
+                                                   np.array((self.batch, *self.hint), np.int64))
+                out = self.emit("Reshape", [out, shape], self.hint)
+            result.append(out)
+        return result
+
+    def const(self, array: np.ndarray, hint: str, *, slot: int | None = None) -> Value:
+        """A constant of the current layer; ``slot`` k marks it as the layer's k-th weights object,
+        named after it when the layer names one (so an LBANN → LBANN round trip keeps the names
+        that objective functions and callbacks refer to)."""
+        names = list(self.layer.weights)
+        name = names[slot] if slot is not None and slot < len(names) else f"{self.layer.name}_{hint}"
+        return self.graph.add_initializer(name, np.asarray(array))
 
     def ints(self, values: Sequence[int], hint: str) -> Value:
         return self.const(np.asarray(values, dtype=np.int64), hint)

@@ -10,6 +10,7 @@ in LBANN's matrix layouts. The last node of a layer is emitted with
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -18,6 +19,7 @@ from ...errors import FormatError, ShapeError, Unsupported, UnsupportedOpError
 from ...ir import DType
 from ...protos.lbann import lbann_pb2
 from ...registry import Registry
+from .import_composed import COMPOSED, Builder
 from .import_context import ImportContext, Tensor
 from .mapping import BINARY, COMPOSITE, CONSTANT_OPS, UNARY
 
@@ -125,14 +127,15 @@ def _channelwise_softmax(ctx, layer, params, inputs):
 @importer("fully_connected")
 def _fully_connected(ctx, layer, params, inputs):
     (x,) = _inputs(ctx, inputs)
-    n_in, n_out = math.prod(x.dims), int(params.num_neurons)
+    n_in = math.prod(x.dims)
+    n_out = math.prod(ctx.hint) if ctx.hint is not None else int(params.num_neurons)
     if len(x.dims) > 1:  # LBANN flattens the input implicitly
         x = ctx.emit("Flatten", [x], (n_in,), {"axis": 1})
     shape = (n_in, n_out) if params.transpose else (n_out, n_in)
     matrix = ctx.weights(0, "linearity_weights", *shape, fans=(n_in, n_out))
-    ins = [x, ctx.const(matrix, "linearity")]
+    ins = [x, ctx.const(matrix, "linearity", slot=0)]
     if params.has_bias:
-        ins.append(ctx.const(ctx.weights(1, "bias_weights", n_out, default="zeros").reshape(n_out), "bias"))
+        ins.append(ctx.const(ctx.weights(1, "bias_weights", n_out, default="zeros").reshape(n_out), "bias", slot=1))
     return [ctx.emit("Gemm", ins, (n_out,), {"transB": 0 if params.transpose else 1}, final=True)]
 
 
@@ -166,9 +169,9 @@ def _convolution(ctx, layer, params, inputs):
         raise ShapeError(f"{ctx.where()}: {c_in} input / {c_out} output channels do not split into {groups} groups")
     k = math.prod(kernel)
     w = ctx.weights(0, "kernel", c_out * c_in // groups * k, fans=(c_in // groups * k, c_out // groups * k))
-    ins = [x, ctx.const(w.reshape(c_out, c_in // groups, *kernel), "kernel")]
+    ins = [x, ctx.const(w.reshape(c_out, c_in // groups, *kernel), "kernel", slot=0)]
     if has_bias:
-        ins.append(ctx.const(ctx.weights(1, "bias", c_out, default="zeros").reshape(c_out), "bias"))
+        ins.append(ctx.const(ctx.weights(1, "bias", c_out, default="zeros").reshape(c_out), "bias", slot=1))
     out = [(i + 2 * p - d * (kk - 1) - 1) // s + 1 for i, kk, s, p, d in zip(spatial, kernel, stride, pads, dilation)]
     attrs = {"kernel_shape": kernel, "strides": stride, "pads": pads + pads, "dilations": dilation, "group": groups}
     return [ctx.emit("Conv", ins, _positive(ctx, (c_out, *out)), attrs, final=True)]
@@ -184,9 +187,9 @@ def _deconvolution(ctx, layer, params, inputs):
         raise ShapeError(f"{ctx.where()}: {c_in} input / {c_out} output channels do not split into {groups} groups")
     k = math.prod(kernel)
     w = ctx.weights(0, "kernel", c_in * c_out // groups * k, fans=(c_in * k, c_out // groups * k))
-    ins = [x, ctx.const(w.reshape(c_in, c_out // groups, *kernel), "kernel")]
+    ins = [x, ctx.const(w.reshape(c_in, c_out // groups, *kernel), "kernel", slot=0)]
     if has_bias:
-        ins.append(ctx.const(ctx.weights(1, "bias", c_out, default="zeros").reshape(c_out), "bias"))
+        ins.append(ctx.const(ctx.weights(1, "bias", c_out, default="zeros").reshape(c_out), "bias", slot=1))
     out = [(i - 1) * s - 2 * p + d * (kk - 1) + 1 + e
            for i, kk, s, p, d, e in zip(spatial, kernel, stride, pads, dilation, extra)]
     attrs = {"kernel_shape": kernel, "strides": stride, "pads": pads + pads, "dilations": dilation,
@@ -225,7 +228,7 @@ def _embedding(ctx, layer, params, inputs):
     table = ctx.weights(0, "weights", d, n, fans=(n, d), default="he_normal").T  # stored D × N
     index = x if x.value.type.dtype is DType.INT64 else \
         ctx.emit("Cast", [x], x.dims, {"to": DType.INT64.onnx}, dtype=DType.INT64)
-    return [ctx.emit("Gather", [ctx.const(np.ascontiguousarray(table), "table"), index], (*x.dims, d),
+    return [ctx.emit("Gather", [ctx.const(np.ascontiguousarray(table), "table", slot=0), index], (*x.dims, d),
                      {"axis": 0}, final=True)]
 
 
@@ -244,11 +247,11 @@ def _channelwise_fully_connected(ctx, layer, params, inputs):
         x = ctx.emit("Reshape", [x, ctx.ints((ctx.batch, channels, n_in), "view")], (channels, n_in))
     has_bias = params.bias.value if params.HasField("bias") else True
     final_shape = len(out_dims) == 1
-    y = ctx.emit("MatMul", [x, ctx.const(np.ascontiguousarray(rhs), "linearity")], (channels, n_out),
+    y = ctx.emit("MatMul", [x, ctx.const(np.ascontiguousarray(rhs), "linearity", slot=0)], (channels, n_out),
                  final=final_shape and not has_bias)
     if has_bias:
         bias = ctx.weights(1, "bias_weights", n_out, default="zeros").reshape(n_out)
-        y = ctx.emit("Add", [y, ctx.const(bias, "bias")], (channels, n_out), final=final_shape)
+        y = ctx.emit("Add", [y, ctx.const(bias, "bias", slot=1)], (channels, n_out), final=final_shape)
     if not final_shape:
         y = ctx.emit("Reshape", [y, ctx.ints((ctx.batch, channels, *out_dims), "shape")], (channels, *out_dims),
                      final=True)
@@ -286,7 +289,8 @@ def _batch_normalization(ctx, layer, params, inputs):
     (x,) = _inputs(ctx, inputs)
     c = x.dims[0]
     slots = [("scale", "ones"), ("bias", "zeros"), ("running_mean", "zeros"), ("running_variance", "ones")]
-    stats = [ctx.const(ctx.weights(i, name, c, default=fill).reshape(c), name) for i, (name, fill) in enumerate(slots)]
+    stats = [ctx.const(ctx.weights(i, name, c, default=fill).reshape(c), name, slot=i)
+             for i, (name, fill) in enumerate(slots)]
     attrs = {"epsilon": params.epsilon or 1e-5, "momentum": params.decay or 0.9}
     return [ctx.emit("BatchNormalization", [x, *stats], x.dims, attrs, final=True)]
 
@@ -308,7 +312,8 @@ def _layer_norm(ctx, layer, params, inputs):
     if params.bias:
         bias = ctx.weights(slot, "bias_weights", size, default="zeros").reshape(size)
     epsilon = params.epsilon.value if params.HasField("epsilon") else 1e-5
-    ins = [x, ctx.const(scale.reshape(norm_dims), "scale"), ctx.const(bias.reshape(norm_dims), "bias")]
+    ins = [x, ctx.const(scale.reshape(norm_dims), "scale", slot=0 if params.scale else None),
+           ctx.const(bias.reshape(norm_dims), "bias", slot=slot if params.bias else None)]
     return [ctx.emit("LayerNormalization", ins, x.dims, {"axis": start + 1, "epsilon": epsilon}, final=True)]
 
 
@@ -430,6 +435,37 @@ def _constant(ctx, layer, params, inputs):
     return _broadcast_constant(ctx, np.full(dims, params.value, np.float32), dims)
 
 
+def _noise_dims(ctx, params) -> tuple[int, ...]:
+    return ctx.hint if ctx.hint is not None else _positive(ctx, [int(d) for d in params.neuron_dims])
+
+
+def _seed(ctx) -> float:
+    """A fixed seed per layer, so that runs repeat (LBANN seeds its generators per trainer)."""
+    return float(zlib.crc32(ctx.layer.name.encode()) % 2**24)
+
+
+@importer("gaussian", "uniform")
+def _noise(ctx, layer, params, inputs):
+    """Random per sample; with ``training_only``, inference gives the mean (LBANN's fp_compute)."""
+    _inputs(ctx, inputs, 0)
+    dims = _noise_dims(ctx, params)
+    gaussian = layer.WhichOneof("layer_type") == "gaussian"
+    mean = params.mean if gaussian else (params.min + params.max) / 2
+    if params.training_only:
+        return _broadcast_constant(ctx, np.full(dims, mean, np.float32), dims)
+    attrs = {"shape": [ctx.batch, *dims], "seed": _seed(ctx), "dtype": DType.FLOAT32.onnx}
+    attrs.update({"mean": params.mean, "scale": params.stdev} if gaussian else {"low": params.min, "high": params.max})
+    return [ctx.emit("RandomNormal" if gaussian else "RandomUniform", [], dims, attrs, final=True)]
+
+
+@importer("bernoulli")
+def _bernoulli(ctx, layer, params, inputs):
+    """LBANN draws Bernoulli noise only while training; inference gives zeros."""
+    _inputs(ctx, inputs, 0)
+    dims = _noise_dims(ctx, params)
+    return _broadcast_constant(ctx, np.zeros(dims, np.float32), dims)
+
+
 @importer("weights_layer")
 def _weights_layer(ctx, layer, params, inputs):
     _inputs(ctx, inputs, 0)
@@ -507,6 +543,13 @@ def _apply_operator(ctx, name: str, op, xs: list[Tensor], last: bool) -> Tensor:
         raise FormatError(f"{ctx.where()}: unknown operator type '{op.parameters.type_url}'")
     message = cls()
     op.parameters.Unpack(message)
+    if name in COMPOSED:
+        arity, build = COMPOSED[name]
+        if arity is None:  # SelectOperator: constants replace inputs
+            arity = 3 - bool(message.constant_if_true) - bool(message.constant_if_false)
+        xs = _inputs(ctx, xs, arity)
+        xs = _same_shapes(ctx, xs) if arity > 1 else xs
+        return build(Builder(ctx, xs[0].dims, last), xs, message)
     if name in _BINARY_OF:
         a, b = _same_shapes(ctx, _inputs(ctx, xs, 2))
         return ctx.emit(_BINARY_OF[name], [a, b], a.dims, final=last)

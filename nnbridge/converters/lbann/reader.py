@@ -24,7 +24,7 @@ from ...errors import FormatError, InputError, ShapeError, Unsupported, Unsuppor
 from ...fileio import check_numel
 from ...ir import DType, Graph
 from ...protos.lbann import lbann_pb2
-from . import legacy, textio
+from . import experiment, legacy, textio
 from .import_context import ImportContext, Tensor
 from .import_ops import IMPORTERS
 from .mapping import TRAINING_ONLY
@@ -90,13 +90,15 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
             outputs[layer.name] = [Tensor(value, tuple(dims))]
             continue
         inputs = [_parent_output(layer, p, outputs, children, source) for p in layer.parents]
+        ctx.hint = _hint_dims(layer, outputs, source)
         try:
-            outputs[layer.name] = IMPORTERS[kind](ctx, layer, getattr(layer, kind), inputs)
+            outputs[layer.name] = ctx.follow_hint(IMPORTERS[kind](ctx, layer, getattr(layer, kind), inputs))
         except ShapeError as exc:
             given = ", ".join(f"{n}={'x'.join(map(str, shapes[n][0]))}" for n in input_names)
             raise ShapeError(f"{exc} (input shapes: {given}; per sample, without the batch dim)") from None
     _set_outputs(graph, kept, children, outputs, header, dropped)
     graph.metadata["lbann_mini_batch_size"] = str(batch)
+    experiment.keep(graph, pb, dropped)
     return graph
 
 
@@ -118,6 +120,9 @@ def _check_names(layers, source: str) -> dict[str, Any]:
         for parent in layer.parents:
             if parent not in by_name:
                 raise FormatError(f"{source}: layer '{layer.name}' lists parent '{parent}', which does not exist")
+        if layer.hint_layer and layer.hint_layer not in by_name:
+            raise FormatError(f"{source}: layer '{layer.name}' names hint_layer '{layer.hint_layer}', "
+                              f"which does not exist")
     return by_name
 
 
@@ -136,10 +141,10 @@ def _children(layers) -> dict[str, list[str]]:
 
 def _topological(layers, by_name, source: str) -> list:
     position = {layer.name: i for i, layer in enumerate(layers)}
-    pending = {layer.name: len(set(layer.parents)) for layer in layers}
+    pending = {layer.name: len(_needs(layer)) for layer in layers}
     users: dict[str, list[str]] = {}
     for layer in layers:
-        for parent in set(layer.parents):
+        for parent in _needs(layer):
             users.setdefault(parent, []).append(layer.name)
     ready = [(position[n], n) for n, count in pending.items() if count == 0]
     heapq.heapify(ready)
@@ -157,6 +162,11 @@ def _topological(layers, by_name, source: str) -> list:
     return order
 
 
+def _needs(layer) -> set[str]:
+    """Layers that must be set up first: the parents and the hint layer (its dims are copied)."""
+    return {*layer.parents, *([layer.hint_layer] if layer.hint_layer else [])}
+
+
 def _dropped(order, children, by_name) -> set[str]:
     """Training-only layers and every layer downstream of one."""
     dropped: set[str] = set()
@@ -167,6 +177,16 @@ def _dropped(order, children, by_name) -> set[str]:
         if layer.WhichOneof("layer_type") == "input" and all(c in dropped for c in children[layer.name]):
             dropped.add(layer.name)
     return dropped
+
+
+def _hint_dims(layer, outputs, source: str) -> tuple[int, ...] | None:
+    if not layer.hint_layer:
+        return None
+    if layer.hint_layer not in outputs:
+        raise UnsupportedOpError(f"LBANN import of {source}", [Unsupported(
+            layer.WhichOneof("layer_type") or "?", layer.name,
+            f"its hint_layer '{layer.hint_layer}' is a training-only layer")])
+    return outputs[layer.hint_layer][0].dims
 
 
 def _parent_output(layer, parent: str, outputs, children, source: str) -> Tensor:

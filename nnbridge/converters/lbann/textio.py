@@ -147,8 +147,8 @@ def to_text(message: Message, values: list[np.ndarray] | None = None) -> str:
 
     def fill(match: re.Match) -> str:
         indent = match.group(1)
-        array = next(queue)
-        if not array.size:
+        array = next(queue, None)
+        if array is None or not array.size:
             return match.group(0)
         body = f"\n{indent}  values: ".join(f"{v:.9g}" for v in np.asarray(array, np.float32).tolist())
         return f"{indent}value_initializer {{\n{indent}  values: {body}\n{indent}}}"

@@ -27,7 +27,7 @@ from ...ir import Graph
 from ...passes import run_passes
 from ...passes.fold_constants import oversized_constant
 from ...protos.lbann import lbann_pb2
-from . import export_nn, export_tensor, textio  # noqa: F401 - register the exporters
+from . import experiment, export_nn, export_tensor, textio  # noqa: F401 - register the exporters
 from .exporting import EXPORTERS, ExportContext, Inexpressible, WeightsEntry
 from .mapping import LBANN_VERSIONS
 from .weights import NPY_THRESHOLD, column_major
@@ -140,6 +140,7 @@ def save_prototext(graph: Graph, path: str | os.PathLike, *, lbann_weights: str 
         target = path.parent / relative
         w.initializer.numpy_initializer.file = str(target.resolve()) if lbann_npy_paths == "absolute" else relative
         files.append((target, entry.npy))
+    experiment.restore(message, graph)
     text = textio.format_header(lbann_version, header) + textio.to_text(message, inline)
     with atomic_outputs([path, *(f for f, _ in files)]) as temps:
         temps[0].write_text(text, encoding="utf-8")

@@ -1,0 +1,169 @@
+"""LBANN operators without a one-op ONNX twin, built from several ONNX ops on import.
+
+Semantics follow LBANN's own operator implementations (src/operators/math, src/operators/loss):
+comparisons and logical ops give 1.0/0.0 in the data type; a value is "true" when it is neither
+zero nor NaN; Boolean metrics threshold both inputs at 0.5; SafeDivide/SafeReciprocal give 0
+where the quotient is not finite; Mod is C's fmod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ...ir import DType
+from .import_context import ImportContext, Tensor
+
+
+class Builder:
+    """Emits the ONNX nodes of one operator; the last node carries the layer's name."""
+
+    def __init__(self, ctx: ImportContext, dims: tuple[int, ...], last: bool):
+        self.ctx, self.dims, self.last = ctx, dims, last
+
+    def op(self, name: str, *inputs, attrs: dict | None = None, dtype: DType = DType.FLOAT32) -> Tensor:
+        return self.ctx.emit(name, list(inputs), self.dims, attrs, dtype=dtype)
+
+    def const(self, value: float) -> Tensor:
+        return Tensor(self.ctx.const(np.float32(value), "constant"), ())
+
+    def truth(self, x: Tensor) -> Tensor:
+        """LBANN's truth of a value: not zero and not NaN (bool)."""
+        zero = self.op("Equal", x, self.const(0.0), dtype=DType.BOOL)
+        return self.op("Not", self.op("Or", zero, self.op("IsNaN", x, dtype=DType.BOOL), dtype=DType.BOOL),
+                       dtype=DType.BOOL)
+
+    def at_least_half(self, x: Tensor) -> Tensor:
+        return self.op("GreaterOrEqual", x, self.const(0.5), dtype=DType.BOOL)
+
+    def finite_or_zero(self, y: Tensor) -> Tensor:
+        bad = self.op("Or", self.op("IsNaN", y, dtype=DType.BOOL), self.op("IsInf", y, dtype=DType.BOOL),
+                      dtype=DType.BOOL)
+        return self.done("Where", bad, self.const(0.0), y)
+
+    def done(self, name: str, *inputs, attrs: dict | None = None) -> Tensor:
+        """The operator's float result (the layer's output when it is the layer's last operator)."""
+        return self.ctx.emit(name, list(inputs), self.dims, attrs, final=self.last)
+
+    def as_float(self, flag: Tensor) -> Tensor:
+        return self.done("Cast", flag, attrs={"to": DType.FLOAT32.onnx})
+
+
+Composed = Callable[[Builder, list[Tensor], object], Tensor]
+
+
+def _compare(onnx_op: str, swap: bool = False, negate: bool = False) -> Composed:
+    def build(b: Builder, xs: list[Tensor], _message) -> Tensor:
+        x, y = (xs[1], xs[0]) if swap else xs
+        flag = b.op(onnx_op, x, y, dtype=DType.BOOL)
+        return b.as_float(b.op("Not", flag, dtype=DType.BOOL) if negate else flag)
+    return build
+
+
+def _compare_constant(onnx_op: str, negate: bool = False) -> Composed:
+    def build(b: Builder, xs: list[Tensor], message) -> Tensor:
+        flag = b.op(onnx_op, xs[0], b.const(message.constant), dtype=DType.BOOL)
+        return b.as_float(b.op("Not", flag, dtype=DType.BOOL) if negate else flag)
+    return build
+
+
+def _logical(onnx_op: str) -> Composed:
+    def build(b: Builder, xs: list[Tensor], _message) -> Tensor:
+        return b.as_float(b.op(onnx_op, b.truth(xs[0]), b.truth(xs[1]), dtype=DType.BOOL))
+    return build
+
+
+def _boolean_metric(kind: str) -> Composed:
+    def build(b: Builder, xs: list[Tensor], _message) -> Tensor:
+        p, t = b.at_least_half(xs[0]), b.at_least_half(xs[1])
+        if kind == "accuracy":
+            flag = b.op("Equal", p, t, dtype=DType.BOOL)
+        elif kind == "false_negative":
+            flag = b.op("And", b.op("Not", p, dtype=DType.BOOL), t, dtype=DType.BOOL)
+        else:
+            flag = b.op("And", p, b.op("Not", t, dtype=DType.BOOL), dtype=DType.BOOL)
+        return b.as_float(flag)
+    return build
+
+
+def _squared_difference(b: Builder, xs: list[Tensor], _message) -> Tensor:
+    d = b.op("Sub", *xs)
+    return b.done("Mul", d, d)
+
+
+def _safe_divide(b: Builder, xs: list[Tensor], _message) -> Tensor:
+    return b.finite_or_zero(b.op("Div", *xs))
+
+
+def _safe_reciprocal(b: Builder, xs: list[Tensor], _message) -> Tensor:
+    return b.finite_or_zero(b.op("Reciprocal", xs[0]))
+
+
+def _mod(b: Builder, xs: list[Tensor], _message) -> Tensor:
+    return b.done("Mod", *xs, attrs={"fmod": 1})
+
+
+def _logical_not(b: Builder, xs: list[Tensor], _message) -> Tensor:
+    return b.as_float(b.op("Not", b.truth(xs[0]), dtype=DType.BOOL))
+
+
+def _binary_cross_entropy(b: Builder, xs: list[Tensor], _message) -> Tensor:
+    """-y log(p) where y > 0, plus -(1 - y) log(1 - p) where y < 1 (p prediction, y label)."""
+    p, y = xs
+    zero, one = b.const(0.0), b.const(1.0)
+    first = b.op("Where", b.op("Greater", y, zero, dtype=DType.BOOL), b.op("Neg", b.op("Mul", y, b.op("Log", p))),
+                 zero)
+    rest = b.op("Mul", b.op("Sub", one, y), b.op("Log", b.op("Sub", one, p)))
+    second = b.op("Where", b.op("Less", y, one, dtype=DType.BOOL), b.op("Neg", rest), zero)
+    return b.done("Add", first, second)
+
+
+def _sigmoid_binary_cross_entropy(b: Builder, xs: list[Tensor], _message) -> Tensor:
+    """On logits x with label z clipped to [0, 1]: max(x, 0) − x·z + log(1 + e^−|x|)."""
+    x, y = xs
+    z = b.op("Clip", y, b.const(0.0), b.const(1.0))
+    tail = b.op("Softplus", b.op("Neg", b.op("Abs", x)))
+    return b.done("Add", b.op("Sub", b.op("Relu", x), b.op("Mul", x, z)), tail)
+
+
+def _select(b: Builder, xs: list[Tensor], message) -> Tensor:
+    """``|predicate − value| < epsilon`` picks the true input (or constant), else the false one."""
+    predicate, *rest = xs
+    close = b.op("Less", b.op("Abs", b.op("Sub", predicate, b.const(message.value))), b.const(message.epsilon),
+                 dtype=DType.BOOL)
+    rest = list(rest)
+    if_true = b.const(message.value_if_true) if message.constant_if_true else rest.pop(0)
+    if_false = b.const(message.value_if_false) if message.constant_if_false else rest.pop(0)
+    return b.done("Where", close, if_true, if_false)
+
+
+#: LBANN operator → (number of inputs, builder)
+COMPOSED: dict[str, tuple[int | None, Composed]] = {
+    "SquaredDifferenceOperator": (2, _squared_difference),
+    "SafeDivideOperator": (2, _safe_divide),
+    "SafeReciprocalOperator": (1, _safe_reciprocal),
+    "ModOperator": (2, _mod),
+    "EqualOperator": (2, _compare("Equal")),
+    "NotEqualOperator": (2, _compare("Equal", negate=True)),
+    "LessOperator": (2, _compare("Less")),
+    "LessEqualOperator": (2, _compare("LessOrEqual")),
+    "GreaterOperator": (2, _compare("Greater")),
+    "GreaterEqualOperator": (2, _compare("GreaterOrEqual")),
+    "EqualConstantOperator": (1, _compare_constant("Equal")),
+    "NotEqualConstantOperator": (1, _compare_constant("Equal", negate=True)),
+    "LessConstantOperator": (1, _compare_constant("Less")),
+    "LessEqualConstantOperator": (1, _compare_constant("LessOrEqual")),
+    "GreaterConstantOperator": (1, _compare_constant("Greater")),
+    "GreaterEqualConstantOperator": (1, _compare_constant("GreaterOrEqual")),
+    "LogicalAndOperator": (2, _logical("And")),
+    "LogicalOrOperator": (2, _logical("Or")),
+    "LogicalXorOperator": (2, _logical("Xor")),
+    "LogicalNotOperator": (1, _logical_not),
+    "BinaryCrossEntropyOperator": (2, _binary_cross_entropy),
+    "SigmoidBinaryCrossEntropyOperator": (2, _sigmoid_binary_cross_entropy),
+    "BooleanAccuracyOperator": (2, _boolean_metric("accuracy")),
+    "BooleanFalseNegativeOperator": (2, _boolean_metric("false_negative")),
+    "BooleanFalsePositiveOperator": (2, _boolean_metric("false_positive")),
+    "SelectOperator": (None, _select),
+}
