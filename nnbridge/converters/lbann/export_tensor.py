@@ -280,3 +280,56 @@ def _slice(ctx: ExportContext, node: Node) -> None:
         params.axis = axis
         params.slice_points.extend([lo, hi])
         parent = layer.name
+
+
+def _reduced_axes(ctx: ExportContext, node: Node, rank: int) -> list[int] | None:
+    """The constant axes a Reduce* node reduces (all of them when none are given), or None."""
+    axes = ctx.const(node.input(1)) if len(node.inputs) > 1 else node.attr("axes")
+    if axes is None:
+        return None if node.attr("noop_with_empty_axes", 0) else list(range(rank))
+    return sorted(int(a) % rank for a in np.asarray(axes).reshape(-1))
+
+
+@exporter("ReduceSum", "ReduceMean")
+def _reduce(ctx: ExportContext, node: Node) -> None:
+    """Every per-sample dim → ``reduction`` (one value per sample); a mean over the spatial dims
+    of a channels-first sample → ``channelwise_mean`` (LBANN's global average pool)."""
+    x, out = node.inputs[0], node.outputs[0]
+    dims = ctx.sample(x)
+    rank = len(dims) + 1
+    axes = _reduced_axes(ctx, node, rank)
+    if axes is None or 0 in axes:
+        raise Inexpressible("reduces over the batch dimension or over axes that are not constant")
+    out_dims = ctx.sample(out)
+    if axes == list(range(1, rank)):
+        reduced, params = ctx.layer(out.name if out_dims == (1,) else f"{out.name}_reduce", [ctx.parent(x)],
+                                    "reduction", out if out_dims == (1,) else None)
+        params.mode = "sum" if node.op == "ReduceSum" else "mean"
+        parent = reduced.name
+    elif node.op == "ReduceMean" and len(dims) >= 2 and axes == list(range(2, rank)):
+        final = out_dims == (dims[0],)
+        layer, _ = ctx.layer(out.name if final else f"{out.name}_mean", [ctx.parent(x)], "channelwise_mean",
+                             out if final else None)
+        parent = layer.name
+    else:
+        raise Inexpressible(f"reduces axes {axes} of a rank-{rank} tensor; LBANN reduces whole samples "
+                            f"(reduction) or the spatial dims of each channel (channelwise_mean)")
+    if ctx.layer_of.get(id(out)) is None:
+        _, params = ctx.layer(out.name, [parent], "reshape", out)
+        params.dims.extend(out_dims)
+
+
+@exporter("RandomNormal", "RandomUniform")
+def _noise(ctx: ExportContext, node: Node) -> None:
+    """A fresh draw per sample → ``gaussian`` / ``uniform`` (LBANN seeds its own generators)."""
+    out = node.outputs[0]
+    dims = ctx.sample(out)
+    if DType(int(node.attr("dtype", DType.FLOAT32.onnx))) is not DType.FLOAT32:
+        raise Inexpressible("LBANN draws noise in the layer's floating-point type; only float32 maps")
+    if node.op == "RandomNormal":
+        _, params = ctx.layer(out.name, [], "gaussian", out)
+        params.mean, params.stdev = float(node.attr("mean", 0.0)), float(node.attr("scale", 1.0))
+    else:
+        _, params = ctx.layer(out.name, [], "uniform", out)
+        params.min, params.max = float(node.attr("low", 0.0)), float(node.attr("high", 1.0))
+    params.neuron_dims.extend(dims)
