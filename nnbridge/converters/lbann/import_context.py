@@ -16,6 +16,33 @@ from ...ir import DType, Graph, Layout, TensorType, Value
 from .weights import WeightSpec, read_matrix
 
 
+class UsedFields:
+    """A layer's parameter message that records which fields the importer reads, so that a set
+    field no importer looks at is reported rather than silently ignored."""
+
+    __slots__ = ("message", "read")
+
+    def __init__(self, message: Any):
+        object.__setattr__(self, "message", message)
+        object.__setattr__(self, "read", set())
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self.message.DESCRIPTOR.fields_by_name:
+            self.read.add(name)
+        return getattr(self.message, name)
+
+    def HasField(self, name: str) -> bool:  # noqa: N802 - protobuf's name
+        self.read.add(name)
+        return self.message.HasField(name)
+
+    def WhichOneof(self, oneof: str) -> str | None:  # noqa: N802 - protobuf's name
+        self.read.update(f.name for f in self.message.DESCRIPTOR.oneofs_by_name[oneof].fields)
+        return self.message.WhichOneof(oneof)
+
+    def unread(self) -> list[str]:
+        return [field.name for field, _ in self.message.ListFields() if field.name not in self.read]
+
+
 @dataclass
 class Tensor:
     """A layer output during import: its IR value and its per-sample dims."""

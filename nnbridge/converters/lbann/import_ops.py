@@ -226,6 +226,10 @@ def _embedding(ctx, layer, params, inputs):
     (x,) = _inputs(ctx, inputs)
     n, d = int(params.num_embeddings), int(params.embedding_dim)
     table = ctx.weights(0, "weights", d, n, fans=(n, d), default="he_normal").T  # stored D × N
+    pad = params.padding_idx.value if params.HasField("padding_idx") else -1
+    if 0 <= pad < min(d, n):  # LBANN zeroes that embedding at setup when 0 <= padding_idx < embedding_dim
+        table = table.copy()
+        table[pad] = 0.0
     index = x if x.value.type.dtype is DType.INT64 else \
         ctx.emit("Cast", [x], x.dims, {"to": DType.INT64.onnx}, dtype=DType.INT64)
     return [ctx.emit("Gather", [ctx.const(np.ascontiguousarray(table), "table", slot=0), index], (*x.dims, d),
@@ -476,11 +480,16 @@ def _weights_layer(ctx, layer, params, inputs):
 @importer("tessellate")
 def _tessellate(ctx, layer, params, inputs):
     (x,) = _inputs(ctx, inputs)
-    dims = tuple(int(d) for d in params.dims)
-    if len(dims) != len(x.dims) or any(o % i for o, i in zip(dims, x.dims)):
+    dims = ctx.hint if ctx.hint is not None else tuple(int(d) for d in params.dims)
+    if len(dims) != len(x.dims) or not all(dims):
         raise ShapeError(f"{ctx.where()}: cannot tile {list(x.dims)} to {list(dims)}")
-    repeats = [1] + [o // i for o, i in zip(dims, x.dims)]
-    return [ctx.emit("Tile", [x, ctx.ints(repeats, "repeats")], dims, final=True)]
+    repeats = [1] + [-(-o // i) for o, i in zip(dims, x.dims)]
+    if all(o % i == 0 for o, i in zip(dims, x.dims)):
+        return [ctx.emit("Tile", [x, ctx.ints(repeats, "repeats")], dims, final=True)]
+    # output[i] = input[i mod n] per dim: tile past the target, then cut it
+    tiled = ctx.emit("Tile", [x, ctx.ints(repeats, "repeats")], tuple(r * i for r, i in zip(repeats[1:], x.dims)))
+    ends = ctx.ints([ctx.batch, *dims], "ends")
+    return [ctx.emit("Slice", [tiled, ctx.ints([0] * (len(dims) + 1), "starts"), ends], dims, final=True)]
 
 
 @importer("channelwise_mean")

@@ -59,4 +59,18 @@ SINCE_V0104 = {"GeluOperator", "SelectOperator"}
 TRAINING_ONLY = {"cross_entropy", "mean_squared_error", "mean_absolute_error", "categorical_accuracy",
                  "top_k_categorical_accuracy", "l2_norm2", "l1_norm", "evaluation", "dummy", "in_top_k"}
 
+#: Layer fields that do not change what a layer computes at inference, so import may pass them
+#: by; any other set field an importer does not read is reported by name.
+NO_EFFECT: dict[str, set[str]] = {
+    # training statistics and LBANN's own unused initial values (no LBANN builder reads them)
+    "batch_normalization": {"decay", "statistics_group_size", "stats_aggregation", "no_bessel_correction",
+                            "scale_init", "bias_init"},
+    "dropout": {"keep_prob"},  # identity at inference
+    "bernoulli": {"prob"},  # zeros at inference
+    "selu_dropout": {"keep_prob", "alpha", "scale"},
+    "pooling": {"num_dims"},  # the window lists say it
+    "convolution": {"conv_tensor_op_mode"},  # cuDNN math mode
+    "deconvolution": {"conv_tensor_op_mode"},
+}
+
 LBANN_VERSIONS = ("0.103", "0.104", "develop")

@@ -25,9 +25,9 @@ from ...fileio import check_numel
 from ...ir import DType, Graph
 from ...protos.lbann import lbann_pb2
 from . import experiment, legacy, textio
-from .import_context import ImportContext, Tensor
+from .import_context import ImportContext, Tensor, UsedFields
 from .import_ops import IMPORTERS
-from .mapping import TRAINING_ONLY
+from .mapping import NO_EFFECT, TRAINING_ONLY
 
 
 def read_prototext(path: str | os.PathLike, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
@@ -80,6 +80,7 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
         graph.reserve_name(layer.name)
     ctx = ImportContext(graph, batch, {w.name: w for w in pb.model.weights}, base_dir or Path.cwd(), source)
     outputs: dict[str, list[Tensor]] = {}
+    ignored: list[Unsupported] = []
     for layer in kept:
         ctx.layer = layer
         kind = layer.WhichOneof("layer_type")
@@ -91,11 +92,16 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
             continue
         inputs = [_parent_output(layer, p, outputs, children, source) for p in layer.parents]
         ctx.hint = _hint_dims(layer, outputs, source)
+        params = UsedFields(getattr(layer, kind))
         try:
-            outputs[layer.name] = ctx.follow_hint(IMPORTERS[kind](ctx, layer, getattr(layer, kind), inputs))
+            outputs[layer.name] = ctx.follow_hint(IMPORTERS[kind](ctx, layer, params, inputs))
         except ShapeError as exc:
             given = ", ".join(f"{n}={'x'.join(map(str, shapes[n][0]))}" for n in input_names)
             raise ShapeError(f"{exc} (input shapes: {given}; per sample, without the batch dim)") from None
+        ignored += [Unsupported(kind, layer.name, f"sets '{field}', which nnbridge does not read")
+                    for field in params.unread() if field not in NO_EFFECT.get(kind, ())]
+    if ignored:
+        raise UnsupportedOpError(f"LBANN import of {source}", ignored)
     _set_outputs(graph, kept, children, outputs, header, dropped)
     graph.metadata["lbann_mini_batch_size"] = str(batch)
     experiment.keep(graph, pb, dropped)
@@ -173,8 +179,10 @@ def _dropped(order, children, by_name) -> set[str]:
     for layer in order:
         if layer.WhichOneof("layer_type") in TRAINING_ONLY or any(p in dropped for p in layer.parents):
             dropped.add(layer.name)
+    hinted = {layer.hint_layer for layer in order if layer.name not in dropped}
     for layer in reversed(order):  # inputs that feed nothing but dropped layers
-        if layer.WhichOneof("layer_type") == "input" and all(c in dropped for c in children[layer.name]):
+        if layer.WhichOneof("layer_type") == "input" and layer.name not in hinted and \
+                all(c in dropped for c in children[layer.name]):
             dropped.add(layer.name)
     return dropped
 
@@ -185,7 +193,7 @@ def _hint_dims(layer, outputs, source: str) -> tuple[int, ...] | None:
     if layer.hint_layer not in outputs:
         raise UnsupportedOpError(f"LBANN import of {source}", [Unsupported(
             layer.WhichOneof("layer_type") or "?", layer.name,
-            f"its hint_layer '{layer.hint_layer}' is a training-only layer")])
+            f"its hint_layer '{layer.hint_layer}' is a training-only layer, which import leaves out")])
     return outputs[layer.hint_layer][0].dims
 
 

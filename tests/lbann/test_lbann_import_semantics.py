@@ -1,0 +1,164 @@
+"""LBANN layer semantics that import must reproduce, each against values computed here with numpy
+from LBANN's own definitions (src/layers, src/operators): padding_idx, hint_layer, tessellate to
+any size, the composed binary operators and losses, noise layers; and the diagnostics for what
+import does not handle."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nnbridge
+from nnbridge.errors import ShapeError, UnsupportedOpError
+
+
+def _file(tmp_path: Path, inputs: dict[str, tuple[int, ...]], body: str, weights: str = "") -> Path:
+    header = "".join(f"# nnbridge-input: {n} {'x'.join(map(str, d))} float32\n" for n, d in inputs.items())
+    layers = "".join(f'  layer {{ name: "{n}" input {{ data_field: "{n}" }} }}\n' for n in inputs)
+    path = tmp_path / "m.prototext"
+    path.write_text(f"{header}model {{\n{layers}{body}\n{weights}\n}}\n")
+    return path
+
+
+def _run(path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    graph = nnbridge.load(path)
+    return nnbridge.run(graph, {k: np.asarray(v, np.float32) for k, v in feeds.items()})
+
+
+def _values(array: np.ndarray) -> str:
+    return " ".join(f"values: {v!r}" for v in np.asarray(array, np.float64).reshape(-1).tolist())
+
+
+def test_embedding_padding_idx_reads_zeros_for_that_index(tmp_path):
+    table = np.arange(15, dtype=np.float32).reshape(5, 3) + 1  # 5 embeddings of dim 3
+    body = ('  layer { name: "e" parents: "x" weights: "t" embedding { num_embeddings: 5 embedding_dim: 3 '
+            'padding_idx { value: 2 } } }')
+    # LBANN stores the D × N matrix column-major: embedding j's values are contiguous
+    weights = f'  weights {{ name: "t" initializer {{ value_initializer {{ {_values(table)} }} }} }}'
+    index = np.array([[0, 2, 4, 2]], np.float32)
+    want = table.copy()
+    want[2] = 0
+    got = _run(_file(tmp_path, {"x": (4,)}, body, weights), {"x": index})["e"]
+    np.testing.assert_array_equal(got, want[index.astype(int)])
+
+
+def test_hint_layer_sizes_a_fully_connected_layer_and_shapes_its_output(tmp_path):
+    rng = np.random.default_rng(0)
+    w, b = rng.normal(size=(6, 4)).astype(np.float32), rng.normal(size=6).astype(np.float32)
+    body = ('  layer { name: "r" parents: "h" reshape { dims: 2 dims: 3 } }\n'
+            '  layer { name: "fc" parents: "x" hint_layer: "r" weights: "w" weights: "b" '
+            'fully_connected { has_bias: true } }')
+    weights = (f'  weights {{ name: "w" initializer {{ value_initializer {{ {_values(w.T)} }} }} }}\n'
+               f'  weights {{ name: "b" initializer {{ value_initializer {{ {_values(b)} }} }} }}')
+    x = rng.normal(size=(1, 4)).astype(np.float32)
+    out = _run(_file(tmp_path, {"x": (4,), "h": (6,)}, body, weights), {"x": x, "h": np.zeros((1, 6))})
+    (fc,) = [v for k, v in out.items() if k.startswith("fc")]
+    np.testing.assert_allclose(fc, (x @ w.T + b).reshape(1, 2, 3), rtol=1e-5)
+
+
+def test_hint_layer_gives_noise_its_dims_and_a_size_contradiction_is_refused(tmp_path):
+    body = ('  layer { name: "n" hint_layer: "x" gaussian { mean: 3.0 stdev: 2.0 } }\n'
+            '  layer { name: "s" parents: "n" parents: "x" sum {} }')
+    out = _run(_file(tmp_path, {"x": (100, 100)}, body), {"x": np.zeros((1, 100, 100))})
+    assert out["s"].shape == (1, 100, 100)
+    assert abs(out["s"].mean() - 3.0) < 0.1 and abs(out["s"].std() - 2.0) < 0.1
+    np.testing.assert_array_equal(out["s"], _run(_file(tmp_path, {"x": (100, 100)}, body),
+                                                 {"x": np.zeros((1, 100, 100))})["s"])  # seeded
+    bad = '  layer { name: "r" parents: "x" hint_layer: "y" relu {} }'
+    with pytest.raises(ShapeError, match="hint_layer 'y' gives \\[5\\]"):
+        nnbridge.load(_file(tmp_path, {"x": (4,), "y": (5,)}, bad))
+
+
+def test_noise_layers_at_inference_follow_lbann(tmp_path):
+    body = ('  layer { name: "u" uniform { min: 2.0 max: 4.0 neuron_dims: 3 training_only: true } }\n'
+            '  layer { name: "b" bernoulli { prob: 0.5 neuron_dims: 3 } }\n'
+            '  layer { name: "s" parents: "u" parents: "b" parents: "x" sum {} }')
+    out = _run(_file(tmp_path, {"x": (3,)}, body), {"x": np.ones((1, 3))})
+    np.testing.assert_array_equal(out["s"], np.full((1, 3), 3.0 + 0.0 + 1.0))  # mean, zeros (not training)
+
+
+def test_tessellate_repeats_to_a_size_that_is_no_multiple(tmp_path):
+    x = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
+    body = '  layer { name: "t" parents: "x" tessellate { dims: 3 dims: 5 } }'
+    got = _run(_file(tmp_path, {"x": (2, 3)}, body), {"x": x})["t"]
+    np.testing.assert_array_equal(got, x[:, np.arange(3) % 2][:, :, np.arange(5) % 3])
+
+
+A = np.array([[-2.5, -1.0, 0.0, 0.0, 0.4, 0.5, 1.0, 3.0, 7.5, 0.2]], np.float32)
+B = np.array([[2.0, -1.0, 0.0, 2.0, 0.6, 0.5, 0.0, 0.0, -2.0, 0.9]], np.float32)
+TRUE = lambda v: (v != 0) & ~np.isnan(v)  # noqa: E731 - LBANN's truth of a value
+
+
+def _sigmoid_bce(x, y):
+    z = np.clip(y, 0, 1)
+    return np.where(x > 0, (1 - z) * x + np.log1p(np.exp(-x)), -x * z + np.log1p(np.exp(x)))
+
+
+def _bce(p, y):
+    with np.errstate(all="ignore"):
+        return np.where(y > 0, -y * np.log(p), 0) + np.where(y < 1, -(1 - y) * np.log(1 - p), 0)
+
+
+BINARY_CASES = {
+    "SquaredDifferenceOperator": lambda a, b: (a - b) ** 2,
+    "SafeDivideOperator": lambda a, b: np.where(np.isfinite(q := np.divide(a, b, where=b != 0,
+                                                                          out=np.full_like(a, np.inf))), q, 0),
+    "ModOperator": lambda a, b: np.fmod(a, np.where(b == 0, 1, b)) * (b != 0) + np.where(b == 0, np.nan, 0),
+    "EqualOperator": lambda a, b: (a == b) * 1.0, "NotEqualOperator": lambda a, b: (a != b) * 1.0,
+    "LessOperator": lambda a, b: (a < b) * 1.0, "LessEqualOperator": lambda a, b: (a <= b) * 1.0,
+    "GreaterOperator": lambda a, b: (a > b) * 1.0, "GreaterEqualOperator": lambda a, b: (a >= b) * 1.0,
+    "LogicalAndOperator": lambda a, b: (TRUE(a) & TRUE(b)) * 1.0,
+    "LogicalOrOperator": lambda a, b: (TRUE(a) | TRUE(b)) * 1.0,
+    "LogicalXorOperator": lambda a, b: (TRUE(a) ^ TRUE(b)) * 1.0,
+    "BooleanAccuracyOperator": lambda a, b: ((a >= 0.5) == (b >= 0.5)) * 1.0,
+    "BooleanFalseNegativeOperator": lambda a, b: (~(a >= 0.5) & (b >= 0.5)) * 1.0,
+    "BooleanFalsePositiveOperator": lambda a, b: ((a >= 0.5) & ~(b >= 0.5)) * 1.0,
+    "SigmoidBinaryCrossEntropyOperator": _sigmoid_bce,
+    "BinaryCrossEntropyOperator": _bce,
+}
+
+
+@pytest.mark.parametrize("operator", sorted(BINARY_CASES))
+def test_binary_operators_compute_what_lbann_defines(tmp_path, operator):
+    a, b = A, B
+    if operator == "BinaryCrossEntropyOperator":  # a probability and a label
+        a, b = np.clip(np.abs(A) / 8, 1e-3, 1 - 1e-3), np.clip(B, 0, 1)
+    body = (f'  layer {{ name: "o" parents: "a" parents: "b" operator_layer {{ ops {{ parameters {{ '
+            f'[type.googleapis.com/lbann_data.{operator}] {{}} }} }} }} }}')
+    got = _run(_file(tmp_path, {"a": (10,), "b": (10,)}, body), {"a": a, "b": b})["o"]
+    with np.errstate(all="ignore"):
+        want = BINARY_CASES[operator](a, b)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize(("operator", "fn"), [("LessConstantOperator", np.less), ("GreaterEqualConstantOperator",
+                                                                                   np.greater_equal),
+                                               ("EqualConstantOperator", np.equal)])
+def test_comparisons_with_a_constant(tmp_path, operator, fn):
+    body = (f'  layer {{ name: "o" parents: "a" operator_layer {{ ops {{ parameters {{ '
+            f'[type.googleapis.com/lbann_data.{operator}] {{ constant: 0.5 }} }} }} }} }}')
+    got = _run(_file(tmp_path, {"a": (10,)}, body), {"a": A})["o"]
+    np.testing.assert_array_equal(got, fn(A, np.float32(0.5)) * 1.0)
+
+
+def test_select_picks_by_closeness_to_value(tmp_path):
+    body = ('  layer { name: "o" parents: "a" parents: "b" operator_layer { ops { parameters { '
+            '[type.googleapis.com/lbann_data.SelectOperator] { value: 0.5 epsilon: 0.2 constant_if_true: true '
+            'value_if_true: 9.0 } } } } }')
+    got = _run(_file(tmp_path, {"a": (10,), "b": (10,)}, body), {"a": A, "b": B})["o"]
+    np.testing.assert_array_equal(got, np.where(np.abs(A - 0.5) < 0.2, 9.0, B))
+
+
+def test_a_layer_type_without_an_equivalent_is_unsupported_not_malformed(tmp_path):
+    body = '  layer { name: "d" parents: "x" dist_embedding { num_embeddings: 4 embedding_dim: 2 } }'
+    with pytest.raises(UnsupportedOpError, match="dist_embedding"):
+        nnbridge.load(_file(tmp_path, {"x": (4,)}, body))
+
+
+def test_a_set_field_import_does_not_read_is_named(tmp_path):
+    body = ('  layer { name: "s" parents: "x" slice { axis: 0 slice_points: 0 slice_points: 4 '
+            'get_slice_points_from_reader: "responses" } }')
+    with pytest.raises(UnsupportedOpError, match="sets 'get_slice_points_from_reader', which nnbridge does not read"):
+        nnbridge.load(_file(tmp_path, {"x": (4,)}, body))
