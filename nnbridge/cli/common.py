@@ -76,6 +76,9 @@ def add_shape_args(p: argparse.ArgumentParser) -> None:
                         "(x=1x3x224x224), per sample without the batch for LBANN (image=1x28x28); repeatable")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
                    help="value of a symbolic input dimension, e.g. --dim batch=1; repeatable")
+    p.add_argument("--lbann-training-layers", action="store_true",
+                   help="LBANN sources: import the loss and metric layers (and the labels feeding them) as "
+                        "graph outputs, to evaluate them; by default they are kept aside for LBANN writes")
 
 
 def add_pass_args(p: argparse.ArgumentParser) -> None:
@@ -149,8 +152,8 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
 
 
 def load_options(args: argparse.Namespace) -> dict:
-    """--input-shape and --dim as loader options (``input_shapes``, ``dims``)."""
-    options = {}
+    """--input-shape, --dim and --lbann-training-layers as loader options."""
+    options = {"lbann_training_layers": True} if getattr(args, "lbann_training_layers", False) else {}
     dims = parse_dims(getattr(args, "dim", None))
     if dims:
         options["dims"] = dims

@@ -22,8 +22,8 @@ def _file(tmp_path: Path, inputs: dict[str, tuple[int, ...]], body: str, weights
     return path
 
 
-def _run(path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    graph = nnbridge.load(path)
+def _run(path: Path, feeds: dict[str, np.ndarray], **options) -> dict[str, np.ndarray]:
+    graph = nnbridge.load(path, batch_size=len(next(iter(feeds.values()))), **options)
     return nnbridge.run(graph, {k: np.asarray(v, np.float32) for k, v in feeds.items()})
 
 
@@ -162,3 +162,95 @@ def test_a_set_field_import_does_not_read_is_named(tmp_path):
             'get_slice_points_from_reader: "responses" } }')
     with pytest.raises(UnsupportedOpError, match="sets 'get_slice_points_from_reader', which nnbridge does not read"):
         nnbridge.load(_file(tmp_path, {"x": (4,)}, body))
+
+
+def _run_training(path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return _run(path, feeds, lbann_training_layers=True)
+
+
+P = np.array([[0.1, 0.6, 0.3, 0.0], [0.25, 0.25, 0.4, 0.1], [0.7, 0.1, 0.1, 0.1]], np.float32)
+Y = np.array([[0, 1, 0, 0], [0, 0, 0, 1], [0.5, 0.5, 0, 0]], np.float32)
+
+
+@pytest.mark.parametrize(("layer", "want"), [
+    ("cross_entropy {}", lambda p, y: np.where(y > 0, -y * np.log(np.where(p > 0, p, 1)), 0).sum(1)),
+    ("mean_squared_error {}", lambda p, y: ((p - y) ** 2).mean(1)),
+    ("mean_absolute_error {}", lambda p, y: np.abs(p - y).mean(1)),
+    ("categorical_accuracy {}", lambda p, y: (p.argmax(1) == y.argmax(1)) * 1.0),
+    ("top_k_categorical_accuracy { k: 2 }",  # the label's class is its last positive entry
+     lambda p, y: np.array([(y.shape[1] - 1 - y[i, ::-1].argmax()) in np.argsort(-p[i], kind="stable")[:2]
+                            for i in range(len(p))]) * 1.0),
+])
+def test_loss_and_metric_layers_give_one_value_per_sample(tmp_path, layer, want):
+    body = f'  layer {{ name: "l" parents: "p" parents: "y" {layer} }}'
+    got = _run_training(_file(tmp_path, {"p": (4,), "y": (4,)}, body), {"p": P, "y": Y})["l"]
+    np.testing.assert_allclose(got, want(P, Y).reshape(-1, 1), rtol=1e-6)
+
+
+def test_cross_entropy_with_labels_reads_class_indices(tmp_path):
+    body = '  layer { name: "l" parents: "p" parents: "y" cross_entropy { use_labels: true } }'
+    labels = np.array([[1], [3], [0]], np.float32)
+    got = _run_training(_file(tmp_path, {"p": (4,), "y": (1,)}, body), {"p": P, "y": labels})["l"]
+    np.testing.assert_allclose(got.reshape(-1), -np.log(P[np.arange(3), labels.reshape(-1).astype(int)]), rtol=1e-6)
+
+
+@pytest.mark.parametrize(("layer", "want"), [
+    ("l2_norm2 {}", lambda x: (x ** 2).sum(1)), ("l1_norm {}", lambda x: np.abs(x).sum(1)),
+    ("variance {}", lambda x: x.var(1, ddof=1)), ("variance { biased: true }", lambda x: x.var(1)),
+    ("argmax {}", lambda x: x.argmax(1)), ("argmin {}", lambda x: x.argmin(1)),
+])
+def test_statistics_layers(tmp_path, layer, want):
+    body = f'  layer {{ name: "l" parents: "x" {layer} }}'
+    got = _run_training(_file(tmp_path, {"x": (4,)}, body), {"x": P - 0.2})["l"]
+    np.testing.assert_allclose(got, want(P - 0.2).reshape(-1, 1), rtol=1e-5, atol=1e-7)
+
+
+def test_mini_batch_layers(tmp_path):
+    body = '  layer { name: "i" mini_batch_index {} }\n  layer { name: "n" mini_batch_size {} }'
+    out = nnbridge.run(nnbridge.load(_file(tmp_path, {}, body), batch_size=3), {})
+    np.testing.assert_array_equal(out["i"], [[0], [1], [2]])
+    np.testing.assert_array_equal(out["n"], [[3], [3], [3]])
+
+
+def test_covariance_of_two_inputs(tmp_path):
+    body = '  layer { name: "c" parents: "a" parents: "b" covariance { biased: false } }'
+    got = _run(_file(tmp_path, {"a": (4,), "b": (4,)}, body), {"a": P, "b": Y})["c"]
+    want = [np.cov(P[i], Y[i])[0, 1] for i in range(3)]
+    np.testing.assert_allclose(got.reshape(-1), want, rtol=1e-5)
+
+
+def test_one_hot_floors_and_zeroes_out_of_range(tmp_path):
+    x = np.array([[2.7], [-0.5], [5.0], [0.0]], np.float32)
+    got = _run(_file(tmp_path, {"x": (1,)}, '  layer { name: "h" parents: "x" one_hot { size: 5 } }'), {"x": x})["h"]
+    want = np.zeros((4, 5), np.float32)
+    want[0, 2] = want[3, 0] = 1  # floor(2.7) = 2; -0.5 floors to -1 and 5 is past the end: zeros
+    np.testing.assert_array_equal(got, want)
+
+
+def test_gather_and_scatter_follow_lbann_indexing(tmp_path):
+    values = np.array([[10, 11, 12, 13, 14]], np.float32)
+    index = np.array([[4.9, -1, 0, 7, 2]], np.float32)
+    body = '  layer { name: "g" parents: "v" parents: "i" gather {} }'
+    got = _run(_file(tmp_path, {"v": (5,), "i": (5,)}, body), {"v": values, "i": index})["g"]
+    np.testing.assert_array_equal(got, [[14, 0, 10, 0, 12]])
+    body = '  layer { name: "s" parents: "v" parents: "i" scatter { dims: 6 } }'
+    got = _run(_file(tmp_path, {"v": (5,), "i": (5,)}, body), {"v": values, "i": np.array([[1, 1, 9, -2, 5.5]])})["s"]
+    np.testing.assert_array_equal(got, [[0, 21, 0, 0, 0, 14]])  # repeated indices add up, others are skipped
+
+
+def test_gather_rows_of_a_matrix_with_axis_0(tmp_path):
+    values = np.arange(12, dtype=np.float32).reshape(1, 4, 3)
+    body = '  layer { name: "g" parents: "v" parents: "i" gather { axis { value: 0 } } }'
+    got = _run(_file(tmp_path, {"v": (4, 3), "i": (2,)}, body), {"v": values, "i": np.array([[3, 1]])})["g"]
+    np.testing.assert_array_equal(got, values[:, [3, 1], :])
+
+
+def test_batchwise_reduce_sum_and_upsample(tmp_path):
+    x = np.arange(8, dtype=np.float32).reshape(2, 1, 2, 2)
+    body = ('  layer { name: "b" parents: "x" batchwise_reduce_sum {} }\n'
+            '  layer { name: "u" parents: "x" upsample { num_dims: 2 has_vectors: true scale_factors: 2 '
+            'scale_factors: 3 upsample_mode: "nearest" } }')
+    graph = nnbridge.load(_file(tmp_path, {"x": (1, 2, 2)}, body), batch_size=2)
+    out = nnbridge.run(graph, {"x": x})
+    np.testing.assert_array_equal(out["b"], np.broadcast_to(x.sum(0, keepdims=True), x.shape))
+    np.testing.assert_array_equal(out["u"], x.repeat(2, axis=2).repeat(3, axis=3))

@@ -16,8 +16,9 @@ from .writer import graph_to_lbann, save_prototext, written_files
 __all__ = ["build_graph", "read_prototext", "graph_to_lbann", "save_prototext"]
 
 
-def _load(path, *, input_shapes=None, batch_size=None, **_):
-    return read_prototext(path, input_shapes=input_shapes, batch_size=batch_size)
+def _load(path, *, input_shapes=None, batch_size=None, lbann_training_layers=False, **_):
+    return read_prototext(path, input_shapes=input_shapes, batch_size=batch_size,
+                          training_layers=lbann_training_layers)
 
 
 register_format(Format(
@@ -26,7 +27,7 @@ register_format(Format(
     save=save_prototext,
     description="LBANN model prototext (Era C; legacy Era A read); weights inline or as .npy",
     supported_ops=lambda: set(EXPORTERS),
-    load_options=frozenset({"input_shapes", "batch_size"}),
+    load_options=frozenset({"input_shapes", "batch_size", "lbann_training_layers"}),
     static_shapes="per-sample",
     written=written_files,
 ))

@@ -95,6 +95,16 @@ class ImportContext:
             result.append(out)
         return result
 
+    def emit_many(self, op: str, inputs: Sequence[Tensor | Value | None],
+                  outputs: Sequence[tuple[Sequence[int], DType]], attrs: dict[str, Any] | None = None
+                  ) -> list[Tensor]:
+        """One IR node with several outputs (per-sample dims and type of each)."""
+        name = self.layer.name
+        outs = [self.graph.add_value(f"{name}_{op.lower()}", self.type_of(dims, dtype)) for dims, dtype in outputs]
+        ins = [i.value if isinstance(i, Tensor) else i for i in inputs]
+        self.graph.add_node(op, ins, outs, attrs or {}, name=name)
+        return [Tensor(out, tuple(int(d) for d in dims)) for out, (dims, _) in zip(outs, outputs)]
+
     def const(self, array: np.ndarray, hint: str, *, slot: int | None = None) -> Value:
         """A constant of the current layer; ``slot`` k marks it as the layer's k-th weights object,
         named after it when the layer names one (so an LBANN → LBANN round trip keeps the names

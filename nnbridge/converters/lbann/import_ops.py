@@ -36,7 +36,7 @@ def importer(*kinds: str) -> Callable[[Importer], Importer]:
     return wrap
 
 
-def _inputs(ctx: ImportContext, inputs: list[Tensor], count: int | None = 1) -> list[Tensor]:
+def layer_inputs(ctx: ImportContext, inputs: list[Tensor], count: int | None = 1) -> list[Tensor]:
     if count is not None and len(inputs) != count:
         raise FormatError(f"{ctx.where()} needs {count} parent(s), has {len(inputs)}")
     if count is None and not inputs:
@@ -66,25 +66,25 @@ def _positive(ctx: ImportContext, dims: Sequence[int]) -> tuple[int, ...]:
 
 @importer("identity", "split", "dropout", "selu_dropout", "stop_gradient")
 def _identity(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     return [ctx.emit("Identity", [x], x.dims, final=True)]
 
 
 @importer("relu")
 def _relu(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     return [ctx.emit("Relu", [x], x.dims, final=True)]
 
 
 @importer("leaky_relu")
 def _leaky_relu(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     return [ctx.emit("LeakyRelu", [x], x.dims, {"alpha": params.negative_slope or 0.01}, final=True)]
 
 
 @importer("elu")
 def _elu(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     return [ctx.emit("Elu", [x], x.dims, {"alpha": params.alpha or 1.0}, final=True)]
 
 
@@ -100,20 +100,20 @@ def _over_groups(ctx, x: Tensor, op: str, groups: int) -> Tensor:
 
 @importer("softmax")
 def _softmax(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     channel = params.softmax_mode == "channel" and len(x.dims) > 1
     return [_over_groups(ctx, x, "Softmax", x.dims[0] if channel else 1)]
 
 
 @importer("log_softmax")
 def _log_softmax(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     return [_over_groups(ctx, x, "LogSoftmax", 1)]
 
 
 @importer("channelwise_softmax")
 def _channelwise_softmax(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     if params.single_dim_mode:
         axis = params.dim if params.dim >= 0 else len(x.dims) + params.dim
         if not 0 <= axis < len(x.dims):
@@ -126,7 +126,7 @@ def _channelwise_softmax(ctx, layer, params, inputs):
 
 @importer("fully_connected")
 def _fully_connected(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     n_in = math.prod(x.dims)
     n_out = math.prod(ctx.hint) if ctx.hint is not None else int(params.num_neurons)
     if len(x.dims) > 1:  # LBANN flattens the input implicitly
@@ -162,7 +162,7 @@ def _conv_geometry(ctx, params, x: Tensor):
 
 @importer("convolution")
 def _convolution(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     spatial, kernel, stride, pads, dilation, groups, has_bias = _conv_geometry(ctx, params, x)
     c_in, c_out = x.dims[0], int(params.out_channels)
     if c_in % groups or c_out % groups:
@@ -179,7 +179,7 @@ def _convolution(ctx, layer, params, inputs):
 
 @importer("deconvolution")
 def _deconvolution(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     spatial, kernel, stride, pads, dilation, groups, has_bias = _conv_geometry(ctx, params, x)
     extra = _spread(params.output_padding, len(spatial), 0, ctx, "output_padding")
     c_in, c_out = x.dims[0], int(params.out_channels)
@@ -199,7 +199,7 @@ def _deconvolution(ctx, layer, params, inputs):
 
 @importer("pooling")
 def _pooling(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     spatial = x.dims[1:]
     nd = len(spatial)
     if params.has_vectors:
@@ -223,7 +223,7 @@ def _pooling(ctx, layer, params, inputs):
 
 @importer("embedding")
 def _embedding(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     n, d = int(params.num_embeddings), int(params.embedding_dim)
     table = ctx.weights(0, "weights", d, n, fans=(n, d), default="he_normal").T  # stored D × N
     pad = params.padding_idx.value if params.HasField("padding_idx") else -1
@@ -238,7 +238,7 @@ def _embedding(ctx, layer, params, inputs):
 
 @importer("channelwise_fully_connected")
 def _channelwise_fully_connected(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     if len(x.dims) < 2:
         raise ShapeError(f"{ctx.where()}: needs an input of at least 2 dims, got {list(x.dims)}")
     channels, n_in = x.dims[0], math.prod(x.dims[1:])
@@ -269,7 +269,7 @@ def _scale_bias(ctx, x: Tensor, matrix: np.ndarray, shape: tuple[int, ...]) -> T
 
 @importer("channelwise_scale_bias")
 def _channelwise_scale_bias(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     c = x.dims[0]
     matrix = ctx.weights(0, "weights", c, 2, default="ones")
     if not list(layer.weights):
@@ -279,7 +279,7 @@ def _channelwise_scale_bias(ctx, layer, params, inputs):
 
 @importer("entrywise_scale_bias")
 def _entrywise_scale_bias(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     matrix = ctx.weights(0, "weights", math.prod(x.dims), 2, default="ones")
     if not list(layer.weights):
         matrix[:, 1] = 0.0
@@ -290,7 +290,7 @@ def _entrywise_scale_bias(ctx, layer, params, inputs):
 
 @importer("batch_normalization")
 def _batch_normalization(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     c = x.dims[0]
     slots = [("scale", "ones"), ("bias", "zeros"), ("running_mean", "zeros"), ("running_variance", "ones")]
     stats = [ctx.const(ctx.weights(i, name, c, default=fill).reshape(c), name, slot=i)
@@ -301,7 +301,7 @@ def _batch_normalization(ctx, layer, params, inputs):
 
 @importer("layer_norm")
 def _layer_norm(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     start = int(params.start_dim)
     start = start if start >= 0 else len(x.dims) + start
     if not 0 <= start < len(x.dims):
@@ -323,7 +323,7 @@ def _layer_norm(ctx, layer, params, inputs):
 
 @importer("instance_norm")
 def _instance_norm(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     c = x.dims[0]
     epsilon = params.epsilon.value if params.HasField("epsilon") else 1e-5
     ins = [x, ctx.const(np.ones(c, np.float32), "scale"), ctx.const(np.zeros(c, np.float32), "bias")]
@@ -332,7 +332,7 @@ def _instance_norm(ctx, layer, params, inputs):
 
 @importer("local_response_normalization")
 def _lrn(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     attrs = {"size": int(params.window_width), "alpha": params.lrn_alpha, "beta": params.lrn_beta,
              "bias": params.lrn_k}
     return [ctx.emit("LRN", [x], x.dims, attrs, final=True)]
@@ -342,7 +342,7 @@ def _lrn(ctx, layer, params, inputs):
 
 @importer("reshape")
 def _reshape(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     dims = [int(d) for d in params.dims]
     total = math.prod(x.dims)
     if dims.count(-1) > 1 or any(d == 0 or d < -1 for d in dims):
@@ -357,7 +357,7 @@ def _reshape(ctx, layer, params, inputs):
 
 @importer("permute")
 def _permute(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     axes = [int(a) for a in params.axes]
     if sorted(axes) != list(range(len(x.dims))):
         raise FormatError(f"{ctx.where()}: axes {axes} are not a permutation of {len(x.dims)} dims")
@@ -367,7 +367,7 @@ def _permute(ctx, layer, params, inputs):
 
 @importer("concatenation")
 def _concatenation(ctx, layer, params, inputs):
-    xs = _inputs(ctx, inputs, None)
+    xs = layer_inputs(ctx, inputs, None)
     axis = int(params.axis)
     rank = len(xs[0].dims)
     if not 0 <= axis < rank or any(len(x.dims) != rank or x.dims[:axis] + x.dims[axis + 1:] !=
@@ -380,7 +380,7 @@ def _concatenation(ctx, layer, params, inputs):
 
 @importer("slice")
 def _slice(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     axis, points = int(params.axis), [int(p) for p in params.slice_points]
     if not 0 <= axis < len(x.dims) or len(points) < 2 or points != sorted(points) or points[-1] > x.dims[axis] \
             or points[0] < 0:
@@ -396,13 +396,13 @@ def _slice(ctx, layer, params, inputs):
 
 @importer("sum")
 def _sum(ctx, layer, params, inputs):
-    xs = _same_shapes(ctx, _inputs(ctx, inputs, None))
+    xs = same_shapes(ctx, layer_inputs(ctx, inputs, None))
     return [ctx.emit("Sum", xs, xs[0].dims, final=True)]
 
 
 @importer("hadamard")
 def _hadamard(ctx, layer, params, inputs):
-    xs = _same_shapes(ctx, _inputs(ctx, inputs, None))
+    xs = same_shapes(ctx, layer_inputs(ctx, inputs, None))
     y = xs[0]
     for i, x in enumerate(xs[1:], 2):
         y = ctx.emit("Mul", [y, x], y.dims, final=i == len(xs))
@@ -411,7 +411,7 @@ def _hadamard(ctx, layer, params, inputs):
 
 @importer("weighted_sum")
 def _weighted_sum(ctx, layer, params, inputs):
-    xs = _same_shapes(ctx, _inputs(ctx, inputs, None))
+    xs = same_shapes(ctx, layer_inputs(ctx, inputs, None))
     factors = list(params.scaling_factors)
     if len(factors) != len(xs):
         raise FormatError(f"{ctx.where()}: {len(factors)} scaling_factors for {len(xs)} parents")
@@ -419,7 +419,7 @@ def _weighted_sum(ctx, layer, params, inputs):
     return [ctx.emit("Sum", terms, xs[0].dims, final=True)]
 
 
-def _same_shapes(ctx, xs: list[Tensor]) -> list[Tensor]:
+def same_shapes(ctx, xs: list[Tensor]) -> list[Tensor]:
     if any(x.dims != xs[0].dims for x in xs):
         raise ShapeError(f"{ctx.where()}: parents have different shapes {[list(x.dims) for x in xs]} "
                          f"(LBANN does not broadcast)")
@@ -434,7 +434,7 @@ def _broadcast_constant(ctx, values: np.ndarray, dims: tuple[int, ...]) -> list[
 
 @importer("constant")
 def _constant(ctx, layer, params, inputs):
-    _inputs(ctx, inputs, 0)
+    layer_inputs(ctx, inputs, 0)
     dims = tuple(int(d) for d in params.num_neurons)
     return _broadcast_constant(ctx, np.full(dims, params.value, np.float32), dims)
 
@@ -451,7 +451,7 @@ def _seed(ctx) -> float:
 @importer("gaussian", "uniform")
 def _noise(ctx, layer, params, inputs):
     """Random per sample; with ``training_only``, inference gives the mean (LBANN's fp_compute)."""
-    _inputs(ctx, inputs, 0)
+    layer_inputs(ctx, inputs, 0)
     dims = _noise_dims(ctx, params)
     gaussian = layer.WhichOneof("layer_type") == "gaussian"
     mean = params.mean if gaussian else (params.min + params.max) / 2
@@ -465,21 +465,21 @@ def _noise(ctx, layer, params, inputs):
 @importer("bernoulli")
 def _bernoulli(ctx, layer, params, inputs):
     """LBANN draws Bernoulli noise only while training; inference gives zeros."""
-    _inputs(ctx, inputs, 0)
+    layer_inputs(ctx, inputs, 0)
     dims = _noise_dims(ctx, params)
     return _broadcast_constant(ctx, np.zeros(dims, np.float32), dims)
 
 
 @importer("weights_layer")
 def _weights_layer(ctx, layer, params, inputs):
-    _inputs(ctx, inputs, 0)
+    layer_inputs(ctx, inputs, 0)
     dims = tuple(int(d) for d in params.dims)
     return _broadcast_constant(ctx, ctx.weights(0, "weights", math.prod(dims), default="zeros"), dims)
 
 
 @importer("tessellate")
 def _tessellate(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     dims = ctx.hint if ctx.hint is not None else tuple(int(d) for d in params.dims)
     if len(dims) != len(x.dims) or not all(dims):
         raise ShapeError(f"{ctx.where()}: cannot tile {list(x.dims)} to {list(dims)}")
@@ -494,7 +494,7 @@ def _tessellate(ctx, layer, params, inputs):
 
 @importer("channelwise_mean")
 def _channelwise_mean(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     axes = list(range(2, len(x.dims) + 1))
     if not axes:
         return [ctx.emit("Identity", [x], x.dims, final=True)]
@@ -503,7 +503,7 @@ def _channelwise_mean(ctx, layer, params, inputs):
 
 @importer("reduction")
 def _reduction(ctx, layer, params, inputs):
-    (x,) = _inputs(ctx, inputs)
+    (x,) = layer_inputs(ctx, inputs)
     ops = {"sum": "ReduceSum", "mean": "ReduceMean", "": "ReduceSum"}
     if params.mode not in ops:
         raise FormatError(f"{ctx.where()}: unknown reduction mode '{params.mode}' (sum, mean)")
@@ -513,7 +513,7 @@ def _reduction(ctx, layer, params, inputs):
 
 @importer("matmul")
 def _matmul(ctx, layer, params, inputs):
-    a, b = _inputs(ctx, inputs, 2)
+    a, b = layer_inputs(ctx, inputs, 2)
     if len(a.dims) not in (2, 3) or len(b.dims) != len(a.dims):
         raise ShapeError(f"{ctx.where()}: matmul takes two 2-D or two 3-D inputs, got {list(a.dims)}, {list(b.dims)}")
     a, b = (_swap_last(ctx, t) if flag else t for t, flag in ((a, params.transpose_a), (b, params.transpose_b)))
@@ -538,7 +538,7 @@ _BINARY_OF = {v: k for k, v in BINARY.items()}
 def _operator_layer(ctx, layer, params, inputs):
     if not params.ops:
         raise FormatError(f"{ctx.where()}: operator_layer has no ops")
-    current = _inputs(ctx, inputs, None)
+    current = layer_inputs(ctx, inputs, None)
     for i, op in enumerate(params.ops):
         name = op.parameters.type_url.rsplit("/", 1)[-1].removeprefix("lbann_data.")
         last = i == len(params.ops) - 1
@@ -556,13 +556,13 @@ def _apply_operator(ctx, name: str, op, xs: list[Tensor], last: bool) -> Tensor:
         arity, build = COMPOSED[name]
         if arity is None:  # SelectOperator: constants replace inputs
             arity = 3 - bool(message.constant_if_true) - bool(message.constant_if_false)
-        xs = _inputs(ctx, xs, arity)
-        xs = _same_shapes(ctx, xs) if arity > 1 else xs
+        xs = layer_inputs(ctx, xs, arity)
+        xs = same_shapes(ctx, xs) if arity > 1 else xs
         return build(Builder(ctx, xs[0].dims, last), xs, message)
     if name in _BINARY_OF:
-        a, b = _same_shapes(ctx, _inputs(ctx, xs, 2))
+        a, b = same_shapes(ctx, layer_inputs(ctx, xs, 2))
         return ctx.emit(_BINARY_OF[name], [a, b], a.dims, final=last)
-    (x,) = _inputs(ctx, xs)
+    (x,) = layer_inputs(ctx, xs)
     if name in _ONNX_OF:
         return ctx.emit(_ONNX_OF[name], [x], x.dims, final=last)
     if name in CONSTANT_OPS:

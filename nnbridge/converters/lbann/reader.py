@@ -24,34 +24,36 @@ from ...errors import FormatError, InputError, ShapeError, Unsupported, Unsuppor
 from ...fileio import check_numel
 from ...ir import DType, Graph
 from ...protos.lbann import lbann_pb2
-from . import experiment, legacy, textio
+from . import experiment, import_misc, legacy, textio  # noqa: F401 - import_misc registers importers
 from .import_context import ImportContext, Tensor, UsedFields
 from .import_ops import IMPORTERS
 from .mapping import NO_EFFECT, TRAINING_ONLY
 
 
 def read_prototext(path: str | os.PathLike, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
-                   batch_size: int | None = None) -> Graph:
-    """Load an LBANN ``.prototext`` (Era C, or legacy Era A) into the IR."""
+                   batch_size: int | None = None, training_layers: bool = False) -> Graph:
+    """Load an LBANN ``.prototext`` (Era C, or legacy Era A) into the IR; ``training_layers``
+    imports the loss and metric layers (and the labels feeding them) as graph nodes too."""
     path = Path(path)
     text = textio.read_text(path)
     message, era = textio.parse(text, str(path))
     if era == textio.ERA_A:
         message = legacy.upgrade(message, str(path))
     return build_graph(message, source=str(path), base_dir=path.parent, input_shapes=input_shapes,
-                       batch_size=batch_size, header=textio.parse_header(text), name=path.stem)
+                       batch_size=batch_size, header=textio.parse_header(text), name=path.stem,
+                       training_layers=training_layers)
 
 
 def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Path | None = None,
                 input_shapes: Mapping[str, Sequence[int]] | None = None, batch_size: int | None = None,
-                header: textio.Header | None = None, name: str = "lbann") -> Graph:
+                header: textio.Header | None = None, name: str = "lbann", training_layers: bool = False) -> Graph:
     """An Era C ``LbannPB`` message → IR graph (also used by ``nnbridge.lbann``)."""
     header = header or textio.Header()
     layers = list(pb.model.layer)
     by_name = _check_names(layers, source)
     children = _children(layers)
     order = _topological(layers, by_name, source)
-    dropped = _dropped(order, children, by_name)
+    dropped = set() if training_layers else _dropped(order, children, by_name)
     kept = [layer for layer in order if layer.name not in dropped]
 
     shapes = {n: (tuple(d), t) for n, (d, t) in header.inputs.items()}

@@ -1,0 +1,262 @@
+"""Importers for LBANN's index, statistics, mini-batch and loss layers (src/layers/misc, transform,
+loss), each built from ONNX ops with LBANN's semantics: indices are floor()ed float values and
+out-of-range ones give zeros (gather, one_hot) or are skipped (scatter); argmax/argmin and the
+accuracy layers take the first extreme; losses and statistics give one value per sample.
+
+Loss and metric layers are only imported when asked for (``lbann_training_layers``): by default
+import leaves them, with the labels that feed them, to the experiment kept for LBANN writes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from ...errors import ShapeError
+from ...ir import DType
+from .import_context import ImportContext, Tensor
+from .import_ops import importer, layer_inputs, same_shapes
+
+FLOAT, INT, BOOL = DType.FLOAT32, DType.INT64, DType.BOOL
+
+
+def _flat(ctx: ImportContext, x: Tensor) -> Tensor:
+    return x if len(x.dims) == 1 else ctx.emit("Flatten", [x], (math.prod(x.dims),), {"axis": 1})
+
+
+def _per_sample(ctx: ImportContext, op: str, x: Tensor) -> Tensor:
+    """``op`` (ReduceSum/ReduceMean/ReduceMax) over every entry of each sample → dims (1,)."""
+    return ctx.emit(op, [_flat(ctx, x), ctx.ints([1], "axes")], (1,), {"keepdims": 1}, final=True)
+
+
+def _float(ctx: ImportContext, flag: Tensor, final: bool = True) -> Tensor:
+    return ctx.emit("Cast", [flag], flag.dims, {"to": FLOAT.onnx}, final=final)
+
+
+def _index_in_range(ctx: ImportContext, x: Tensor, size: int) -> tuple[Tensor, Tensor]:
+    """(floor(x) as int64 with out-of-range entries replaced by 0, the in-range mask)."""
+    index = ctx.emit("Floor", [x], x.dims)
+    zero, bound = ctx.const(np.float32(0), "zero"), ctx.const(np.float32(size), "bound")
+    valid = ctx.emit("And", [ctx.emit("GreaterOrEqual", [index, zero], x.dims, dtype=BOOL),
+                             ctx.emit("Less", [index, bound], x.dims, dtype=BOOL)], x.dims, dtype=BOOL)
+    safe = ctx.emit("Where", [valid, index, zero], x.dims)
+    return ctx.emit("Cast", [safe], x.dims, {"to": INT.onnx}, dtype=INT), valid
+
+
+def _spread(ctx: ImportContext, index: Tensor, dims: tuple[int, ...], axis: int, dtype: DType) -> Tensor:
+    """A per-sample index vector (K,) broadcast along the other axis of a 2-D sample ``dims``."""
+    other = 2 if axis == 1 else 1
+    column = ctx.emit("Unsqueeze", [index, ctx.ints([other], "axes")],
+                      (index.dims[0], 1) if axis == 1 else (1, index.dims[0]), dtype=dtype)
+    return ctx.emit("Expand", [column, ctx.ints((ctx.batch, *dims), "shape")], dims, dtype=dtype)
+
+
+def _axis(params) -> int:
+    return int(params.axis.value) if params.HasField("axis") else 1
+
+
+@importer("gather")
+def _gather(ctx, layer, params, inputs):
+    values, indices = layer_inputs(ctx, inputs, 2)
+    if len(indices.dims) != 1 or len(values.dims) not in (1, 2):
+        raise ShapeError(f"{ctx.where()}: gathers {list(indices.dims)} indices from {list(values.dims)} values; "
+                         f"LBANN takes a vector of indices and 1-D or 2-D values")
+    k = indices.dims[0]
+    axis0 = len(values.dims) == 2 and _axis(params) == 0
+    bound = values.dims[0] if axis0 else values.dims[-1]
+    index, valid = _index_in_range(ctx, indices, bound)
+    if len(values.dims) == 1:
+        out_dims, gather_axis = (k,), 1
+    else:
+        out_dims = (k, values.dims[1]) if axis0 else (values.dims[0], k)
+        gather_axis = 1 if axis0 else 2
+        index, valid = _spread(ctx, index, out_dims, gather_axis, INT), _spread(ctx, valid, out_dims, gather_axis,
+                                                                               BOOL)
+    picked = ctx.emit("GatherElements", [values, index], out_dims, {"axis": gather_axis})
+    return [ctx.emit("Where", [valid, picked, ctx.const(np.float32(0), "zero")], out_dims, final=True)]
+
+
+@importer("scatter")
+def _scatter(ctx, layer, params, inputs):
+    values, indices = layer_inputs(ctx, inputs, 2)
+    out_dims = tuple(int(d) for d in params.dims)
+    if len(values.dims) not in (1, 2) or len(out_dims) != len(values.dims):
+        raise ShapeError(f"{ctx.where()}: scatters {list(values.dims)} values into {list(out_dims)}; LBANN "
+                         f"scatters 1-D or 2-D values into a tensor of the same rank")
+    axis0 = len(values.dims) == 2 and _axis(params) == 0
+    bound = out_dims[0] if axis0 else out_dims[-1]
+    index, valid = _index_in_range(ctx, indices, bound)
+    if len(values.dims) == 2:
+        scatter_axis = 1 if axis0 else 2
+        index = _spread(ctx, index, values.dims, scatter_axis, INT)
+        valid = _spread(ctx, valid, values.dims, scatter_axis, BOOL)
+    else:
+        scatter_axis = 1
+    kept = ctx.emit("Where", [valid, values, ctx.const(np.float32(0), "zero")], values.dims)  # skipped: + 0
+    zeros = ctx.emit("ConstantOfShape", [ctx.ints((ctx.batch, *out_dims), "shape")], out_dims,
+                     {"value": np.zeros(1, np.float32)})
+    return [ctx.emit("ScatterElements", [zeros, index, kept], out_dims,
+                     {"axis": scatter_axis, "reduction": "add"}, final=True)]
+
+
+@importer("one_hot")
+def _one_hot(ctx, layer, params, inputs):
+    (x,) = layer_inputs(ctx, inputs)
+    size = int(params.size)
+    if math.prod(x.dims) != 1 or size < 1:
+        raise ShapeError(f"{ctx.where()}: one_hot takes one value per sample and size ≥ 1, got {list(x.dims)}, "
+                         f"size {size}")
+    index, valid = _index_in_range(ctx, x, size)
+    hot = ctx.emit("OneHot", [index, ctx.ints([size], "depth"), ctx.const(np.array([0, 1], np.float32), "values")],
+                   (*x.dims, size), {"axis": -1})
+    mask = _float(ctx, valid, final=False)
+    masked = ctx.emit("Mul", [hot, ctx.emit("Unsqueeze", [mask, ctx.ints([-1], "axes")], (*x.dims, 1))],
+                      (*x.dims, size))
+    return [ctx.emit("Reshape", [masked, ctx.ints((ctx.batch, size), "shape")], (size,), final=True)]
+
+
+@importer("argmax", "argmin")
+def _arg_extreme(ctx, layer, params, inputs):
+    (x,) = layer_inputs(ctx, inputs)
+    if len(x.dims) != 1:
+        raise ShapeError(f"{ctx.where()}: {layer.WhichOneof('layer_type')} takes a 1-D sample, got {list(x.dims)}")
+    op = "ArgMax" if layer.WhichOneof("layer_type") == "argmax" else "ArgMin"
+    index = ctx.emit(op, [x], (1,), {"axis": 1, "keepdims": 1}, dtype=INT)
+    return [_float(ctx, index)]
+
+
+def _centred(ctx: ImportContext, x: Tensor) -> Tensor:
+    flat = _flat(ctx, x)
+    mean = ctx.emit("ReduceMean", [flat, ctx.ints([1], "axes")], (1,), {"keepdims": 1})
+    return ctx.emit("Sub", [flat, mean], flat.dims)
+
+
+def _moment(ctx: ImportContext, a: Tensor, b: Tensor, biased: bool) -> list[Tensor]:
+    """Σ (a − mean a)(b − mean b) / (n if biased else n − 1), per sample."""
+    n = math.prod(a.dims)
+    total = ctx.emit("ReduceSum", [ctx.emit("Mul", [_centred(ctx, a), _centred(ctx, b)], (n,)),
+                                   ctx.ints([1], "axes")], (1,), {"keepdims": 1})
+    divisor = ctx.const(np.float32(n if biased else n - 1), "divisor")
+    return [ctx.emit("Div", [total, divisor], (1,), final=True)]
+
+
+@importer("covariance")
+def _covariance(ctx, layer, params, inputs):
+    a, b = same_shapes(ctx, layer_inputs(ctx, inputs, 2))
+    return _moment(ctx, a, b, params.biased)
+
+
+@importer("variance")
+def _variance(ctx, layer, params, inputs):
+    (x,) = layer_inputs(ctx, inputs)
+    return _moment(ctx, x, x, params.biased)
+
+
+@importer("batchwise_reduce_sum")
+def _batchwise_reduce_sum(ctx, layer, params, inputs):
+    """The sum over the mini-batch, given to every sample."""
+    (x,) = layer_inputs(ctx, inputs)
+    total = ctx.emit("ReduceSum", [x, ctx.ints([0], "axes")], x.dims, {"keepdims": 1})
+    total.value.type = replace(total.value.type, shape=(1, *x.dims))  # one row, not a mini-batch
+    return [ctx.emit("Expand", [total, ctx.ints((ctx.batch, *x.dims), "shape")], x.dims, final=True)]
+
+
+@importer("mini_batch_index", "mini_batch_size")
+def _mini_batch(ctx, layer, params, inputs):
+    layer_inputs(ctx, inputs, 0)
+    if layer.WhichOneof("layer_type") == "mini_batch_index":
+        values = np.arange(ctx.batch, dtype=np.float32).reshape(ctx.batch, 1)
+    else:
+        values = np.full((ctx.batch, 1), ctx.batch, np.float32)
+    return [ctx.emit("Identity", [ctx.const(values, "values")], (1,), final=True)]
+
+
+@importer("upsample")
+def _upsample(ctx, layer, params, inputs):
+    (x,) = layer_inputs(ctx, inputs)
+    if params.upsample_mode not in ("nearest", ""):
+        raise ShapeError(f"{ctx.where()}: upsample mode '{params.upsample_mode}' (LBANN knows 'nearest')")
+    n = len(x.dims) - 1
+    if params.num_dims and params.num_dims != n:
+        raise ShapeError(f"{ctx.where()}: num_dims {params.num_dims} for a sample of {n} spatial dims")
+    factors = [int(f) for f in params.scale_factors] if params.has_vectors or len(params.scale_factors) else \
+        [int(params.scale_factors_i)] * n
+    factors = factors * n if len(factors) == 1 else factors
+    if len(factors) != n or min(factors, default=0) < 1:
+        raise ShapeError(f"{ctx.where()}: scale factors {factors} for {n} spatial dims")
+    dims = (x.dims[0], *(d * f for d, f in zip(x.dims[1:], factors)))
+    scales = ctx.const(np.array([1, 1, *factors], np.float32), "scales")
+    attrs = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+    return [ctx.emit("Resize", [x, None, scales], dims, attrs, final=True)]
+
+
+# -- losses and metrics (imported with lbann_training_layers) ------------------------------------
+
+@importer("cross_entropy")
+def _cross_entropy(ctx, layer, params, inputs):
+    """−Σ ŷ log p over the entries with ŷ > 0; with ``use_labels`` ŷ is one-hot of an index per
+    position (the label input holds class indices, one channel fewer)."""
+    p, truth = layer_inputs(ctx, inputs, 2)
+    if params.use_labels:
+        channels = p.dims[0]
+        index = ctx.emit("Cast", [truth], truth.dims, {"to": INT.onnx}, dtype=INT)
+        spatial = p.dims[1:]
+        index = ctx.emit("Reshape", [index, ctx.ints((ctx.batch, *spatial), "shape")], spatial, dtype=INT)
+        truth = ctx.emit("OneHot", [index, ctx.ints([channels], "depth"),
+                                    ctx.const(np.array([0, 1], np.float32), "values")], p.dims, {"axis": 1})
+    else:
+        p, truth = same_shapes(ctx, [p, truth])
+    zero = ctx.const(np.float32(0), "zero")
+    terms = ctx.emit("Where", [ctx.emit("Greater", [truth, zero], p.dims, dtype=BOOL),
+                               ctx.emit("Neg", [ctx.emit("Mul", [truth, ctx.emit("Log", [p], p.dims)], p.dims)],
+                                        p.dims), zero], p.dims)
+    return [_per_sample(ctx, "ReduceSum", terms)]
+
+
+@importer("mean_squared_error", "mean_absolute_error")
+def _mean_error(ctx, layer, params, inputs):
+    p, truth = same_shapes(ctx, layer_inputs(ctx, inputs, 2))
+    diff = ctx.emit("Sub", [p, truth], p.dims)
+    error = ctx.emit("Mul", [diff, diff], p.dims) if layer.WhichOneof("layer_type") == "mean_squared_error" \
+        else ctx.emit("Abs", [diff], p.dims)
+    return [_per_sample(ctx, "ReduceMean", error)]
+
+
+@importer("l2_norm2", "l1_norm")
+def _norm(ctx, layer, params, inputs):
+    (x,) = layer_inputs(ctx, inputs)
+    terms = ctx.emit("Mul", [x, x], x.dims) if layer.WhichOneof("layer_type") == "l2_norm2" else \
+        ctx.emit("Abs", [x], x.dims)
+    return [_per_sample(ctx, "ReduceSum", terms)]
+
+
+@importer("categorical_accuracy")
+def _categorical_accuracy(ctx, layer, params, inputs):
+    """1 where the first largest prediction and the first largest label entry agree."""
+    p, truth = same_shapes(ctx, layer_inputs(ctx, inputs, 2))
+    picks = [ctx.emit("ArgMax", [_flat(ctx, t), ], (1,), {"axis": 1, "keepdims": 1}, dtype=INT) for t in (p, truth)]
+    return [_float(ctx, ctx.emit("Equal", picks, (1,), dtype=BOOL))]
+
+
+@importer("top_k_categorical_accuracy")
+def _top_k_accuracy(ctx, layer, params, inputs):
+    """1 where the label's class (its last positive entry) is among the k largest predictions
+    (ties to the lower index); k < 1 gives 0, k ≥ classes gives 1 (LBANN's rules)."""
+    p, truth = same_shapes(ctx, layer_inputs(ctx, inputs, 2))
+    n, k = math.prod(p.dims), int(params.k)
+    if k < 1 or k >= n:
+        values = np.full((ctx.batch, 1), 0.0 if k < 1 else 1.0, np.float32)
+        return [ctx.emit("Identity", [ctx.const(values, "values")], (1,), final=True)]
+    positive = ctx.emit("Greater", [_flat(ctx, truth), ctx.const(np.float32(0), "zero")], (n,), dtype=BOOL)
+    label = ctx.emit("ArgMax", [ctx.emit("Cast", [positive], (n,), {"to": INT.onnx}, dtype=INT)], (1,),
+                     {"axis": 1, "keepdims": 1, "select_last_index": 1}, dtype=INT)
+    _, top = ctx.emit_many("TopK", [_flat(ctx, p), ctx.ints([k], "k")], [((k,), FLOAT), ((k,), INT)],
+                           {"axis": 1, "largest": 1, "sorted": 1})
+    hit = ctx.emit("Equal", [top, label], (k,), dtype=BOOL)
+    found = ctx.emit("ReduceMax", [ctx.emit("Cast", [hit], (k,), {"to": INT.onnx}, dtype=INT),
+                                   ctx.ints([1], "axes")], (1,), {"keepdims": 1}, dtype=INT)
+    any_label = ctx.emit("ReduceMax", [ctx.emit("Cast", [positive], (n,), {"to": INT.onnx}, dtype=INT),
+                                       ctx.ints([1], "axes")], (1,), {"keepdims": 1}, dtype=INT)
+    return [_float(ctx, ctx.emit("Mul", [found, any_label], (1,), dtype=INT))]
