@@ -5,12 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import onnx
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = Path(os.environ.get("NNBRIDGE_SHARED_DATA", REPO.parent / "shared" / "data"))
-ONNX_DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"
+from shared_paths import ONNX_DATA, SHARED_DATA
 
 
 @pytest.fixture(scope="session")

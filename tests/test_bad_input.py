@@ -134,7 +134,7 @@ _MEASURED_CLI = ("import re, sys\n"
                  "sys.exit(code)\n")
 
 
-@pytest.mark.parametrize("side", [100_000, 16_384])  # 40 GB, and 1 GB (over the 256 MB default fold limit)
+@pytest.mark.parametrize("side", [100_000, 16_384])  # 40 GB, and 1 GB (over the 512 MB default fold limit)
 @pytest.mark.parametrize("target", ["out.onnx", "out_topo.pbtxt", "out.prototext"])
 def test_a_small_file_whose_constant_expands_to_gigabytes_is_never_materialised(tmp_path, side, target):
     model = _model([helper.make_node("Expand", ["one", "shape"], ["big"]),

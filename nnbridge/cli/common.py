@@ -79,6 +79,9 @@ def add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lbann-training-layers", action="store_true",
                    help="LBANN sources: import the loss and metric layers (and the labels feeding them) as "
                         "graph outputs, to evaluate them; by default they are kept aside for LBANN writes")
+    p.add_argument("--lbann-trust-paths", action="store_true",
+                   help="LBANN sources you trust: weights .npy files may lie anywhere (by default only inside "
+                        "the model's directory)")
 
 
 def add_pass_args(p: argparse.ArgumentParser) -> None:
@@ -152,8 +155,9 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
 
 
 def load_options(args: argparse.Namespace) -> dict:
-    """--input-shape, --dim and --lbann-training-layers as loader options."""
-    options = {"lbann_training_layers": True} if getattr(args, "lbann_training_layers", False) else {}
+    """--input-shape, --dim and the --lbann-* switches as loader options."""
+    options = {option: True for option in ("lbann_training_layers", "lbann_trust_paths")
+               if getattr(args, option, False)}
     dims = parse_dims(getattr(args, "dim", None))
     if dims:
         options["dims"] = dims

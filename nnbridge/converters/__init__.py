@@ -33,6 +33,8 @@ class Format:
     load_options: frozenset[str] = frozenset()
     #: the files a save to this path writes (the destination and its side files), for reports
     written: Callable[[Path], list[Path]] = lambda path: [path]
+    #: what a user of a file it wrote must know (e.g. the runtime builds that can run it)
+    notes: Callable[[Path], list[str]] = lambda path: []
     #: its files store concrete tensor sizes: dynamic input dims must be pinned before writing
     #: ("all", or "per-sample" where the batch is the file's own mini-batch size)
     static_shapes: str = ""

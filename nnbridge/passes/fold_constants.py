@@ -25,7 +25,7 @@ from .rewrite import remove_dead, replace_all, resolve
 #: Folded outputs larger than this (bytes) stay a node, so that no small file (an Expand to
 #: [1e5, 1e5]) makes a conversion allocate or write gigabytes. Overridable with
 #: NNBRIDGE_FOLD_LIMIT_MB; read per call so that a test or a long-lived process can change it.
-DEFAULT_FOLD_LIMIT_MB = 256
+DEFAULT_FOLD_LIMIT_MB = 512
 #: and all folded outputs of one run together at most this many times the limit (ten 200 MB
 #: Expands in a small file must not add up to gigabytes either)
 TOTAL_LIMITS = 4

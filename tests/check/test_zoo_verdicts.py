@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import ONNX_DATA, REPO, SHARED_DATA
+from shared_paths import ONNX_DATA, REPO, SHARED_DATA
 
 import nnbridge
 from nnbridge.check import RULES

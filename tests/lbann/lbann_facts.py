@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from functools import cache
 
-from conftest import SHARED_DATA
+from shared_paths import SHARED_SPECS
 
-FACTS_DIR = SHARED_DATA.parent / "specs" / "lbann-schema"
+FACTS_DIR = SHARED_SPECS / "lbann-schema"
 FACT_FILES = {"develop": "lbann-develop.json", "0.104": "lbann-v0.104.json", "0.99": "lbann-v0.99.json"}
 PACKAGE = "lbann_data."
 

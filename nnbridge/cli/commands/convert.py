@@ -81,7 +81,7 @@ def run(args) -> int:
     sizes = {f: f.stat().st_size for f in fmt.written(Path(args.dst))}
     files = list(sizes)
     count, nbytes = parameters(graph)
-    notes = conversion_notes(graph, fmt.name, options)
+    notes = conversion_notes(graph, fmt.name, options) + fmt.notes(Path(args.dst))
     if args.json:
         write_json({"source": args.src, "destination": args.dst,
                     "files": [{"path": str(f), "bytes": b} for f, b in sizes.items()],

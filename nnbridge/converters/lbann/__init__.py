@@ -11,14 +11,14 @@ from __future__ import annotations
 from .. import Format, register_format
 from .exporting import EXPORTERS
 from .reader import build_graph, read_prototext
-from .writer import graph_to_lbann, save_prototext, written_files
+from .writer import graph_to_lbann, notes, save_prototext, written_files
 
 __all__ = ["build_graph", "read_prototext", "graph_to_lbann", "save_prototext"]
 
 
-def _load(path, *, input_shapes=None, batch_size=None, lbann_training_layers=False, **_):
+def _load(path, *, input_shapes=None, batch_size=None, lbann_training_layers=False, lbann_trust_paths=False, **_):
     return read_prototext(path, input_shapes=input_shapes, batch_size=batch_size,
-                          training_layers=lbann_training_layers)
+                          training_layers=lbann_training_layers, trust_paths=lbann_trust_paths)
 
 
 register_format(Format(
@@ -27,7 +27,8 @@ register_format(Format(
     save=save_prototext,
     description="LBANN model prototext (Era C; legacy Era A read); weights inline or as .npy",
     supported_ops=lambda: set(EXPORTERS),
-    load_options=frozenset({"input_shapes", "batch_size", "lbann_training_layers"}),
+    load_options=frozenset({"input_shapes", "batch_size", "lbann_training_layers", "lbann_trust_paths"}),
     static_shapes="per-sample",
     written=written_files,
+    notes=notes,
 ))

@@ -90,6 +90,8 @@ def _pool(ctx: ExportContext, node: Node) -> None:
     if any(d != 1 for d in dilations):
         raise Inexpressible("dilated pooling; LBANN pooling has no dilation")
     mode = "max" if node.op == "MaxPool" else ("average" if node.attr("count_include_pad", 0) else "average_no_pad")
+    if mode == "average_no_pad" and not any(begin + end):
+        mode = "average"  # the same without pads, and LBANN's CPU pooling aborts on average_no_pad
     parent = ctx.parent(node.inputs[0])
     if begin != end:
         if mode == "average_no_pad":
@@ -311,13 +313,36 @@ def _instance_norm(ctx: ExportContext, node: Node) -> None:
 
 @exporter("LRN")
 def _lrn(ctx: ExportContext, node: Node) -> None:
-    out = node.outputs[0]
+    """LBANN's local_response_normalization computes k + alpha·Σx² on CPUs but k + alpha/n·Σx² on
+    GPUs (cuDNN), and even windows differ too; written instead as layers both builds compute
+    alike: x² → its sum over the channel window (a frozen 1×…×1 convolution with a band of ones)
+    → (k + alpha/n·sum)^−beta (operators) → × x."""
+    x, out = node.inputs[0], node.outputs[0]
+    dims = ctx.sample(x)
     ctx.sample(out)
-    _, params = ctx.layer(out.name, [ctx.parent(node.inputs[0])], "local_response_normalization", out)
-    params.window_width = int(node.attr("size"))
-    params.lrn_alpha = float(node.attr("alpha", 1e-4))
-    params.lrn_beta = float(node.attr("beta", 0.75))
-    params.lrn_k = float(node.attr("bias", 1.0))
+    if len(dims) < 2:
+        raise Inexpressible("LRN of a sample without spatial dims")
+    size, channels, spatial = int(node.attr("size")), dims[0], len(dims) - 1
+    alpha, beta, k = (float(node.attr(a, d)) for a, d in (("alpha", 1e-4), ("beta", 0.75), ("bias", 1.0)))
+    below = (size - 1) // 2  # ONNX's window: channels c − ⌊(size−1)/2⌋ … c + ⌈(size−1)/2⌉
+    band = np.zeros((channels, channels), np.float32)
+    for c in range(channels):
+        band[c, max(c - below, 0):min(c - below + size, channels)] = 1.0
+    kernel = band.reshape(channels, channels, *([1] * spatial))
+    parent = ctx.parent(x)
+    square = ctx.operator_layer(f"{out.name}_square", [parent], [ctx.operator("SquareOperator")])
+    window, params = ctx.layer(f"{out.name}_window", [square.name], "convolution")
+    params.num_dims, params.out_channels = spatial, channels
+    params.kernel_size.extend([1] * spatial)
+    params.stride.extend([1] * spatial)
+    params.padding.extend([0] * spatial)
+    params.dilation.extend([1] * spatial)
+    params.groups.value, params.has_bias.value = 1, False
+    window.weights.append(ctx.add_weights(window.name, "band", kernel.reshape(-1, 1), kernel, frozen=True))
+    scale = ctx.operator_layer(f"{out.name}_scale", [window.name], [
+        ctx.operator("ScaleOperator", constant=alpha / size), ctx.operator("AddConstantOperator", constant=k),
+        ctx.operator("LogOperator"), ctx.operator("ScaleOperator", constant=-beta), ctx.operator("ExpOperator")])
+    ctx.operator_layer(out.name, [parent, scale.name], [ctx.operator("MultiplyOperator")], out)
 
 
 @exporter("Softmax", "LogSoftmax")

@@ -54,11 +54,13 @@ class Tensor:
 class ImportContext:
     """What a layer importer may use: node emission, constants, the layer's weights."""
 
-    def __init__(self, graph: Graph, batch: int, weights: dict[str, Any], base_dir: Path, source: str):
+    def __init__(self, graph: Graph, batch: int, weights: dict[str, Any], base_dir: Path, source: str,
+                 any_path: bool = False):
         self.graph = graph
         self.batch = batch
         self._weights = weights
         self.base_dir = base_dir
+        self.any_path = any_path  # numpy_initializer files may lie outside base_dir (trusted file)
         self.source = source
         self.layer: Any = None  # the layer being imported
         self.hint: tuple[int, ...] | None = None  # dims of the layer's hint_layer, if it names one
@@ -130,4 +132,4 @@ class ImportContext:
         else:
             name = f"{self.layer.name}_{suffix}"
         spec = WeightSpec(name, int(height), int(width), fans, default)
-        return read_matrix(self._weights.get(name), spec, self.base_dir, self.source)
+        return read_matrix(self._weights.get(name), spec, self.base_dir, self.source, any_path=self.any_path)

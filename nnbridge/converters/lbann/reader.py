@@ -31,9 +31,11 @@ from .mapping import NO_EFFECT, TRAINING_ONLY
 
 
 def read_prototext(path: str | os.PathLike, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
-                   batch_size: int | None = None, training_layers: bool = False) -> Graph:
+                   batch_size: int | None = None, training_layers: bool = False, trust_paths: bool = False
+                   ) -> Graph:
     """Load an LBANN ``.prototext`` (Era C, or legacy Era A) into the IR; ``training_layers``
-    imports the loss and metric layers (and the labels feeding them) as graph nodes too."""
+    imports the loss and metric layers (and the labels feeding them) as graph nodes too;
+    ``trust_paths`` lets weights files lie outside the model's directory."""
     path = Path(path)
     text = textio.read_text(path)
     message, era = textio.parse(text, str(path))
@@ -41,12 +43,13 @@ def read_prototext(path: str | os.PathLike, *, input_shapes: Mapping[str, Sequen
         message = legacy.upgrade(message, str(path))
     return build_graph(message, source=str(path), base_dir=path.parent, input_shapes=input_shapes,
                        batch_size=batch_size, header=textio.parse_header(text), name=path.stem,
-                       training_layers=training_layers)
+                       training_layers=training_layers, trust_paths=trust_paths)
 
 
 def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Path | None = None,
                 input_shapes: Mapping[str, Sequence[int]] | None = None, batch_size: int | None = None,
-                header: textio.Header | None = None, name: str = "lbann", training_layers: bool = False) -> Graph:
+                header: textio.Header | None = None, name: str = "lbann", training_layers: bool = False,
+                trust_paths: bool = False) -> Graph:
     """An Era C ``LbannPB`` message → IR graph (also used by ``nnbridge.lbann``)."""
     header = header or textio.Header()
     layers = list(pb.model.layer)
@@ -80,7 +83,8 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
     graph = Graph(pb.model.name or name)
     for layer in layers:
         graph.reserve_name(layer.name)
-    ctx = ImportContext(graph, batch, {w.name: w for w in pb.model.weights}, base_dir or Path.cwd(), source)
+    ctx = ImportContext(graph, batch, {w.name: w for w in pb.model.weights}, base_dir or Path.cwd(), source,
+                        any_path=trust_paths)
     outputs: dict[str, list[Tensor]] = {}
     ignored: list[Unsupported] = []
     for layer in kept:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import FormatError
+from ...errors import FormatError, SecurityError
 from ...fileio import read_npy, resolve_inside
 
 #: Above this many parameters the writer defaults to .npy files (spec §6.3).
@@ -40,8 +40,9 @@ class WeightSpec:
     default: str = "he_normal"  # he_normal | zeros | ones
 
 
-def read_matrix(weights, spec: WeightSpec, base_dir: Path, where: str) -> np.ndarray:
-    """The (Height, Width) float32 matrix of a weights message (None: LBANN's default fill)."""
+def read_matrix(weights, spec: WeightSpec, base_dir: Path, where: str, *, any_path: bool = False) -> np.ndarray:
+    """The (Height, Width) float32 matrix of a weights message (None: LBANN's default fill);
+    ``any_path`` lets ``numpy_initializer`` name files outside the model's directory."""
     shape = (spec.height, spec.width)
     init = weights.initializer if weights is not None and weights.HasField("initializer") else None
     kind = init.WhichOneof("initializer_type") if init is not None else None
@@ -58,7 +59,7 @@ def read_matrix(weights, spec: WeightSpec, base_dir: Path, where: str) -> np.nda
     if kind == "constant_initializer":
         return np.full(shape, params.value, dtype=np.float32)
     if kind == "numpy_initializer":
-        array = load_npy(params.file, base_dir, what)
+        array = load_npy(params.file, base_dir, what, any_path=any_path)
         if spec.width == 1:
             if array.size != spec.height:
                 raise FormatError(f"{what}: '{params.file}' holds {array.size} values; the layer needs "
@@ -89,12 +90,19 @@ def _random(kind: str, spec: WeightSpec, shape: tuple[int, int], params=None) ->
     return rng.normal(0.0, np.sqrt(scale), shape).astype(np.float32)
 
 
-def load_npy(file: str, base_dir: Path, what: str) -> np.ndarray:
-    """A float .npy beside the model: no pickles, no escaping paths, size checked first."""
+def load_npy(file: str, base_dir: Path, what: str, *, any_path: bool = False) -> np.ndarray:
+    """A float .npy: no pickles, size checked first, and (unless ``any_path``, for trusted files)
+    inside the model's directory — absolute paths included, as nnbridge writes them."""
     relative = file
-    if os.path.isabs(file):  # LBANN runs prefer absolute paths; accept those inside the model dir
-        relative = os.path.relpath(file, Path(base_dir).resolve())
-    path = resolve_inside(base_dir, relative, what)
+    if any_path:
+        path = Path(file) if os.path.isabs(file) else Path(base_dir) / file
+    else:
+        if os.path.isabs(file):
+            relative = os.path.relpath(file, Path(base_dir).resolve())
+        try:
+            path = resolve_inside(base_dir, relative, what)
+        except SecurityError as exc:
+            raise SecurityError(f"{exc} (for a file you trust: --lbann-trust-paths)") from None
     if not path.is_file():
         raise FormatError(f"{what}: numpy file '{file}' is missing")
     array = read_npy(path, f"{what}: '{file}'")

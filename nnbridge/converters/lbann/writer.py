@@ -33,6 +33,11 @@ from .mapping import LBANN_VERSIONS
 from .weights import NPY_THRESHOLD, column_major
 
 DEFAULT_VERSION = "0.104"
+#: the data fields LBANN's stock data readers provide, given to the graph inputs in order
+STOCK_FIELDS = ("samples", "labels", "responses")
+#: inline weights above this many values make text files LBANN and nnbridge read back slowly or
+#: not at all (VGG-19: 4.2 GB); such weights go to .npy files
+INLINE_LIMIT = 1 << 24
 
 
 def graph_to_lbann(graph: Graph, version: str = DEFAULT_VERSION
@@ -50,7 +55,7 @@ def graph_to_lbann(graph: Graph, version: str = DEFAULT_VERSION
         except Inexpressible as exc:
             raise FormatError(f"graph input {exc}") from None
         layer, params = ctx.layer(value.name, [], "input", value)
-        params.data_field = "samples" if i == 0 else layer.name
+        params.data_field = STOCK_FIELDS[i] if i < len(STOCK_FIELDS) else layer.name
         header.inputs[layer.name] = (dims, value.type.dtype.short if value.type.dtype else "float32")
     bad: list[Unsupported] = []
     for node in graph.nodes:
@@ -111,8 +116,10 @@ _FILE_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def save_prototext(graph: Graph, path: str | os.PathLike, *, lbann_weights: str | None = None,
-                   lbann_version: str = DEFAULT_VERSION, lbann_npy_paths: str = "relative", **_options) -> Path:
-    """Write ``graph`` as an LBANN prototext; weights ``inline``, ``npy`` or by size (None)."""
+                   lbann_version: str = DEFAULT_VERSION, lbann_npy_paths: str = "absolute", **_options) -> Path:
+    """Write ``graph`` as an LBANN prototext; weights ``inline``, ``npy`` or by size (None).
+    ``.npy`` paths are absolute by default: LBANN resolves relative ones against its working
+    directory, not the prototext's."""
     path = Path(path)
     if lbann_weights not in (None, "inline", "npy"):
         raise InputError(f"lbann_weights must be 'inline' or 'npy', not '{lbann_weights}'")
@@ -120,6 +127,10 @@ def save_prototext(graph: Graph, path: str | os.PathLike, *, lbann_weights: str 
         raise InputError(f"lbann_npy_paths must be 'relative' or 'absolute', not '{lbann_npy_paths}'")
     message, entries, header = graph_to_lbann(graph, lbann_version)
     total = sum(e.matrix.size for e in entries)
+    if lbann_weights == "inline" and total > INLINE_LIMIT:
+        raise InputError(f"inline weights: {total:,} values would make a text file of about {total * 14 / 2**30:.1f} "
+                         f"GiB that LBANN and nnbridge read back slowly or not at all; above {INLINE_LIMIT:,} "
+                         f"values write them as .npy (--lbann-weights npy, the default at this size)")
     mode = lbann_weights or ("npy" if total > NPY_THRESHOLD else "inline")
     files: list[tuple[Path, np.ndarray]] = []
     used: set[str] = set()
@@ -153,6 +164,17 @@ def save_prototext(graph: Graph, path: str | os.PathLike, *, lbann_weights: str 
 def weights_dir(path: Path) -> Path:
     """Where ``npy`` weights of the prototext ``path`` go: ``<stem>_weights/`` beside it."""
     return path.with_name(f"{path.stem}_weights")
+
+
+def notes(path: Path) -> list[str]:
+    """What a user of the written file must know about running it on LBANN."""
+    found = []
+    with open(path, encoding="utf-8") as fh:
+        permutes = sum(1 for line in fh if line.strip() == "permute {")
+    if permutes:
+        found.append(f"{permutes} permute layer{'s' if permutes > 1 else ''} (transposes): LBANN builds permute "
+                     f"only with GPUs and cuTENSOR; a CPU build refuses this file")
+    return found
 
 
 def written_files(path: Path) -> list[Path]:
