@@ -17,6 +17,7 @@ initializers (``ValueInitializer`` …), optimizers (``SGD`` …) and callbacks
 (``CallbackPrint`` …) wrap their messages the same way.
 """
 
+from . import modules
 from .classes import ALL
 from .core import (
     L2WeightRegularization,
@@ -33,5 +34,5 @@ from .core import (
 
 globals().update(ALL)
 
-__all__ = ["L2WeightRegularization", "Layer", "LayerTerm", "Metric", "Model", "ObjectiveFunction", "Trainer",
+__all__ = ["modules", "L2WeightRegularization", "Layer", "LayerTerm", "Metric", "Model", "ObjectiveFunction", "Trainer",
            "Weights", "save_prototext", "traverse_layer_graph", *ALL]

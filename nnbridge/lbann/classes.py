@@ -23,7 +23,7 @@ class Input(Layer):
     kind = "input"
 
     def __init__(self, data_field: str = "samples", *, dims: Any = None, name: str | None = None, **fields: Any):
-        super().__init__((), name=name, data_field=data_field, **fields)
+        super().__init__(name=name, data_field=data_field, **fields)
         self.dims = None if dims is None else tuple(int(d) for d in dims)
 
 

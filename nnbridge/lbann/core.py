@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +42,9 @@ def assign(message: Message, fields: Mapping[str, Any]) -> Message:
         target = getattr(message, key)
         if field.message_type is not None and field.message_type.full_name in _WRAPPERS:
             target.value = value
-        elif field.is_repeated:
-            values = value if isinstance(value, (list, tuple)) else [value]
+        elif field.is_repeated:  # any iterable (a generator, a range, numpy values), or one value
+            values = [value] if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable) \
+                else list(value)
             if field.message_type is not None:
                 for item in values:
                     target.add().CopyFrom(_as_message(item))
@@ -63,9 +64,15 @@ def _as_message(value: Any) -> Message:
 
 
 def _as_list(value: Any) -> list:
+    """One item or any iterable of them (a list, a generator, dict values) as a list."""
     if value is None:
         return []
-    return list(value) if isinstance(value, (list, tuple)) else [value]
+    return list(value) if isinstance(value, Iterable) and not isinstance(value, (str, bytes, Mapping)) else [value]
+
+
+def _kept(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Field values as given, one-shot iterators (generators) read once into lists."""
+    return {k: list(v) if isinstance(v, Iterator) else v for k, v in fields.items()}
 
 
 class Weights:
@@ -90,28 +97,42 @@ class Weights:
 
 
 class Layer:
-    """Base of every layer class; subclasses set ``kind`` (the ``layer_type`` member)."""
+    """Base of every layer class; subclasses set ``kind`` (the ``layer_type`` member).
+
+    As in LBANN's frontend, parents come first (``Add(x, y)``, or a list, or ``parents=``),
+    ``weights=`` takes weights objects, ``device=`` / ``hint_layer=`` / ``data_layout=`` /
+    ``datatype=`` / ``parallel_strategy=`` are the common layer fields, and every other keyword is
+    a field of the layer's own message (scalars are accepted for repeated fields)."""
 
     kind = ""
-    _common = ("data_layout", "device_allocation", "datatype", "hint_layer")
+    _common = ("data_layout", "device_allocation", "datatype", "parallel_strategy")
 
-    def __init__(self, parents: Layer | Sequence[Layer] = (), *, name: str | None = None,
-                 weights: Weights | Sequence[Weights] = (), **fields: Any):
+    def __init__(self, *parents: Layer | Sequence[Layer], name: str | None = None,
+                 weights: Weights | Sequence[Weights] = (), device: str | None = None,
+                 hint_layer: Layer | str | None = None, **fields: Any):
         self.name = name or f"{type(self).__name__.lower()}{next(_ids)}"
-        self.parents: list[Layer] = _as_list(parents)
+        given = [*parents, *_as_list(fields.pop("parents", None))]
+        self.parents: list[Layer] = [p for item in given for p in _as_list(item)]
         self.children: list[Layer] = []
         for parent in self.parents:
             if not isinstance(parent, Layer):
                 raise InputError(f"layer '{self.name}': parents must be layers, got {type(parent).__name__}")
             parent.children.append(self)
         self.weights: list[Weights] = _as_list(weights)
+        fields = _kept(fields)
         self.common = {k: fields.pop(k) for k in self._common if k in fields}
+        if device is not None:
+            self.common["device_allocation"] = device
+        if hint_layer is not None:
+            self.common["hint_layer"] = hint_layer.name if isinstance(hint_layer, Layer) else hint_layer
         self.fields = fields
         self.order = next(_ids)
 
-    def export_proto(self) -> lbann_pb2.Layer:
+    def export_proto(self, within: set[int] | None = None) -> lbann_pb2.Layer:
+        """The layer message; ``within`` (ids of the model's layers) limits the children listed."""
         proto = lbann_pb2.Layer(name=self.name)
         proto.parents.extend(p.name for p in self.parents)
+        proto.children.extend(c.name for c in self.children if within is None or id(c) in within)
         proto.weights.extend(w.name for w in self.weights)
         assign(proto, self.common)
         self._fill(getattr(proto, self.kind))
@@ -143,7 +164,7 @@ class _Message:
     member = ""
 
     def __init__(self, **fields: Any):
-        self.fields = fields
+        self.fields = _kept(fields)
 
     def export_proto(self) -> Message:
         proto = self.container()
@@ -159,8 +180,13 @@ class LayerTerm:
 
 
 class L2WeightRegularization:
-    def __init__(self, scale_factor: float = 1.0, weights: Sequence[Weights] = ()):
-        self.scale_factor, self.weights = scale_factor, list(weights)
+    """``L2WeightRegularization(weights=…, scale=…)`` (LBANN's frontend) or ``scale_factor=``;
+    no weights means every weights object of the model."""
+
+    def __init__(self, scale_factor: float | None = None, weights: Weights | Sequence[Weights] = (), *,
+                 scale: float | None = None):
+        self.scale_factor = scale if scale is not None else (1.0 if scale_factor is None else scale_factor)
+        self.weights = _as_list(weights)
 
 
 class ObjectiveFunction:
@@ -196,39 +222,51 @@ class Metric:
 
 
 def traverse_layer_graph(layers: Layer | Iterable[Layer]) -> list[Layer]:
-    """Every layer connected to ``layers``, in topological order (ties: creation order)."""
-    seen: dict[int, Layer] = {}
-    stack = _as_list(layers)
-    while stack:
-        layer = stack.pop()
+    """Every layer connected to ``layers``, parents before children, in the order LBANN's frontend
+    lists them (a depth-first walk from the roots, which a first depth-first search finds), so a
+    model written here lists its layers as LBANN's own files do."""
+    roots: list[Layer] = []
+    seen: set[int] = set()
+    todo = _as_list(layers)
+    while todo:
+        layer = todo.pop()
         if id(layer) not in seen:
-            seen[id(layer)] = layer
-            stack.extend(layer.parents + layer.children)
-    placed: set[int] = set()
+            seen.add(id(layer))
+            todo += layer.parents + layer.children
+            if not layer.parents:
+                roots.append(layer)
     order: list[Layer] = []
-    pending = sorted(seen.values(), key=lambda layer: layer.order)
-    while pending:
-        ready = [layer for layer in pending if all(id(p) in placed for p in layer.parents)]
-        if not ready:
-            raise InputError(f"the layer graph has a cycle through {[layer.name for layer in pending][:8]}")
-        order.append(ready[0])
-        placed.add(id(ready[0]))
-        pending.remove(ready[0])
+    placed: set[int] = set()
+    while roots:  # a layer is taken once its last parent is placed (that parent pushes it again)
+        layer = roots.pop()
+        if id(layer) not in placed and all(id(p) in placed for p in layer.parents):
+            placed.add(id(layer))
+            order.append(layer)
+            roots += layer.children
+    if len(order) != len(seen):
+        raise InputError("the layer graph has a cycle (a layer is its own ancestor)")
     return order
 
 
 class Model:
-    """``Model(layers, objective_function, metrics, callbacks)`` as in LBANN's frontend."""
+    """``Model(epochs, layers=…, objective_function=…, metrics=…, callbacks=…)`` as in LBANN's
+    frontend (``Model(layers, …)`` works too); ``layers`` reaches every connected layer."""
 
-    def __init__(self, layers: Layer | Iterable[Layer], objective_function: Any = None,
-                 metrics: Sequence[Metric] = (), callbacks: Sequence[Any] = (), *, name: str = "model",
-                 epochs: int = 0, weights: Sequence[Weights] = ()):
+    def __init__(self, epochs: int | Layer | Iterable[Layer] | None = None, layers: Any = None,
+                 objective_function: Any = None, metrics: Sequence[Metric] = (), callbacks: Sequence[Any] = (),
+                 *, name: str | None = None, weights: Sequence[Weights] = (), summary_dir: str | None = None):
+        if epochs is not None and not isinstance(epochs, int):  # Model(layers, …)
+            if layers is not None:
+                raise InputError("Model takes the epochs first: Model(epochs, layers=…, objective_function=…)")
+            epochs, layers = 0, epochs
+        if layers is None:
+            raise InputError("Model needs its layers: Model(epochs, layers=traverse_layer_graph(inputs))")
         self.layers = traverse_layer_graph(layers)
         if objective_function is not None and not isinstance(objective_function, ObjectiveFunction):
             objective_function = ObjectiveFunction(objective_function)
         self.objective_function = objective_function
         self.metrics, self.callbacks = list(metrics), list(callbacks)
-        self.name, self.epochs = name, epochs
+        self.name, self.epochs, self.summary_dir = name, epochs or 0, summary_dir
         found: dict[str, Weights] = {}
         for w in [*weights, *(w for layer in self.layers for w in layer.weights)]:
             if found.setdefault(w.name, w) is not w:
@@ -236,11 +274,15 @@ class Model:
         self.weights = list(found.values())
 
     def export_proto(self) -> lbann_pb2.Model:
-        proto = lbann_pb2.Model(name=self.name, num_epochs=self.epochs)
+        proto = lbann_pb2.Model(num_epochs=self.epochs)
+        assign(proto, {"name": self.name})
+        if self.summary_dir:
+            proto.summarizer.dir = self.summary_dir
         if self.objective_function is not None:
             proto.objective_function.CopyFrom(self.objective_function.export_proto())
         proto.metric.extend(m.export_proto() for m in self.metrics)
-        proto.layer.extend(layer.export_proto() for layer in self.layers)
+        within = {id(layer) for layer in self.layers}
+        proto.layer.extend(layer.export_proto(within) for layer in self.layers)
         proto.weights.extend(w.export_proto() for w in self.weights)
         proto.callback.extend(c.export_proto() for c in self.callbacks)
         return proto
@@ -256,9 +298,10 @@ class Model:
         from ..converters.lbann.textio import Header
 
         pb = lbann_pb2.LbannPB(model=self.export_proto())
-        return build_graph(pb, source=f"model '{self.name}'", base_dir=Path(base_dir or Path.cwd()),
+        name = self.name or "model"
+        return build_graph(pb, source=f"model '{name}'", base_dir=Path(base_dir or Path.cwd()),
                            input_shapes=input_shapes, batch_size=batch_size,
-                           header=Header(inputs=self.input_dims()), name=self.name)
+                           header=Header(inputs=self.input_dims()), name=name)
 
     def save(self, path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]] | None = None, *,
              batch_size: int = 1, **options: Any) -> Path:
@@ -283,8 +326,9 @@ class Trainer:
 
 
 def save_prototext(filename: str | os.PathLike, *, model: Model, trainer: Trainer | None = None,
-                   optimizer: Any = None, lbann_version: str = "0.104") -> Path:
-    """Write an experiment prototext (LBANN's ``lbann.proto.save_prototext``), atomically."""
+                   optimizer: Any = None, data_reader: Any = None, lbann_version: str = "0.104") -> Path:
+    """Write an experiment prototext (LBANN's ``lbann.proto.save_prototext``), atomically;
+    ``data_reader`` is an ``lbann_pb2.DataReader`` message (or has ``export_proto``)."""
     from ..converters.lbann import textio
     from ..fileio import atomic_write
 
@@ -293,6 +337,8 @@ def save_prototext(filename: str | os.PathLike, *, model: Model, trainer: Traine
         pb.optimizer.CopyFrom(optimizer.export_proto())
     else:
         pb.optimizer.no_optimizer.SetInParent()
+    if data_reader is not None:
+        pb.data_reader.CopyFrom(_as_message(data_reader))
     header = textio.Header(inputs=model.input_dims())
     with atomic_write(filename, "w") as fh:
         fh.write(textio.format_header(lbann_version, header) + textio.to_text(pb))

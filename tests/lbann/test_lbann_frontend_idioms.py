@@ -1,0 +1,121 @@
+"""``nnbridge.lbann`` takes LBANN's frontend idioms, judged by LBANN's own frontend: models written
+here with them are message-equal to the files LBANN's Python frontend wrote for the same models
+(../shared/data/lbann/frontend), up to LBANN's generated layer names and set-ordered lists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from google.protobuf import text_format
+
+import nnbridge
+import nnbridge.lbann as lbann
+from nnbridge.errors import InputError
+from nnbridge.protos.lbann import lbann_pb2
+
+
+def _read(path: Path) -> lbann_pb2.LbannPB:
+    return text_format.Parse(path.read_text(), lbann_pb2.LbannPB())
+
+
+def _canonical(pb: lbann_pb2.LbannPB, rename: bool) -> lbann_pb2.LbannPB:
+    """Without the data reader; layers renamed by position when ``rename`` (LBANN's frontend
+    names unnamed layers 'layer<global count>'); set-ordered lists (weights, regularized weights) sorted."""
+    out = lbann_pb2.LbannPB()
+    out.CopyFrom(pb)
+    out.ClearField("data_reader")
+    names = {layer.name: (f"L{i}" if rename else layer.name) for i, layer in enumerate(pb.model.layer)}
+    for layer in out.model.layer:
+        layer.name = names[layer.name]
+        for field in ("parents", "children"):
+            renamed = [names[n] for n in getattr(layer, field)]
+            layer.ClearField(field)
+            getattr(layer, field).extend(renamed)
+    for term in out.model.objective_function.layer_term:
+        term.layer = names[term.layer]
+    for metric in out.model.metric:
+        metric.layer_metric.layer = names[metric.layer_metric.layer]
+    for reg in out.model.objective_function.l2_weight_regularization:
+        reg.weights.sort()
+    weights = sorted(out.model.weights, key=lambda w: w.name)
+    out.model.ClearField("weights")
+    out.model.weights.extend(weights)
+    return out
+
+
+def test_the_lenet_of_lbanns_vision_application_written_with_its_idioms(shared_data, tmp_path):
+    """As applications/vision/lenet.py builds it: parents positional, scalars for repeated fields,
+    Model(epochs, layers=traverse_layer_graph(…), objective_function=…, metrics=…, callbacks=…)."""
+    images = lbann.Input(data_field="samples")
+    labels = lbann.Input(data_field="labels")
+    x = images
+    for channels in (6, 16):
+        x = lbann.Convolution(x, num_dims=2, out_channels=channels, groups=1, kernel_size=5, stride=1, dilation=1,
+                              has_bias=True)
+        x = lbann.Pooling(lbann.Relu(x), num_dims=2, pool_dims_i=2, pool_strides_i=2, pool_mode="max")
+    for width in (120, 84):
+        x = lbann.Relu(lbann.FullyConnected(x, num_neurons=width, has_bias=True))
+    probs = lbann.Softmax(lbann.FullyConnected(x, num_neurons=10, has_bias=True))
+    loss = lbann.CrossEntropy(probs, labels)
+    acc = lbann.CategoricalAccuracy(probs, labels)
+    model = lbann.Model(20, layers=lbann.traverse_layer_graph([images, labels]), objective_function=loss,
+                        metrics=[lbann.Metric(acc, name="accuracy", unit="%")],
+                        callbacks=[lbann.CallbackPrintModelDescription(), lbann.CallbackPrint(),
+                                   lbann.CallbackTimer()])
+    path = lbann.save_prototext(tmp_path / "lenet.prototext", model=model,
+                                optimizer=lbann.SGD(learn_rate=0.01, momentum=0.9),
+                                trainer=lbann.Trainer(mini_batch_size=64))
+    theirs = _read(shared_data / "lbann" / "frontend" / "apps__vision_lenet.prototext")
+    assert _canonical(_read(path), rename=True) == _canonical(theirs, rename=True)
+
+
+def test_the_model_zoo_lenet_built_from_modules_matches_names_and_all(shared_data, tmp_path):
+    """lbann.models.LeNet is made of Convolution2dModule / FullyConnectedModule: layer and weights
+    names come out exactly as LBANN's frontend makes them; L2WeightRegularization(weights=, scale=)."""
+    conv, fc = lbann.modules.Convolution2dModule, lbann.modules.FullyConnectedModule
+    prefix = "lenet_module1"
+    blocks = [conv(6, 5, activation=lbann.Relu, name=f"{prefix}_conv1"),
+              conv(16, 5, activation=lbann.Relu, name=f"{prefix}_conv2")]
+    images = lbann.Input(data_field="samples", name="images")
+    labels = lbann.Input(data_field="labels", name="labels")
+    x = images
+    for i, block in enumerate(blocks, start=1):
+        x = lbann.Pooling(block(x), num_dims=2, has_vectors=False, pool_dims_i=2, pool_pads_i=0, pool_strides_i=2,
+                          pool_mode="max", name=f"{prefix}_pool{i}_instance1")
+    for width, name, activation in ((120, "fc1", lbann.Relu), (84, "fc2", lbann.Relu), (10, "fc3", None)):
+        x = fc(width, activation=activation, name=f"{prefix}_{name}")(x)
+    probs = lbann.Softmax(x, name="probs")
+    loss = lbann.CrossEntropy(probs, labels, name="cross_entropy")
+    acc = lbann.CategoricalAccuracy(probs, labels, name="accuracy")
+    layers = lbann.traverse_layer_graph(images)
+    weights = {w.name: w for layer in layers for w in layer.weights}
+    model = lbann.Model(10, layers=layers, objective_function=[
+        loss, lbann.L2WeightRegularization(weights=weights.values(), scale=1e-4)],
+        metrics=[lbann.Metric(acc, name="accuracy", unit="%")],
+        callbacks=[lbann.CallbackPrint(), lbann.CallbackTimer()])
+    path = lbann.save_prototext(tmp_path / "lenet.prototext", model=model,
+                                optimizer=lbann.SGD(learn_rate=0.01, momentum=0.9),
+                                trainer=lbann.Trainer(mini_batch_size=64))
+    theirs = _read(shared_data / "lbann" / "frontend" / "models__lenet.prototext")
+    assert _canonical(_read(path), rename=False) == _canonical(theirs, rename=False)
+
+
+def test_frontend_idioms_that_take_any_form(tmp_path):
+    x = lbann.Input(data_field="samples", dims=(4,), name="x")
+    w = lbann.Weights(initializer=lbann.ValueInitializer(values=(v / 10 for v in range(8))), name="w")
+    y = lbann.FullyConnected(x, weights=[w], num_neurons=2, has_bias=False, device="CPU", name="y")
+    z = lbann.Sum(y, y, name="z")  # parents as positional arguments
+    model = lbann.Model(1, layers=lbann.traverse_layer_graph(x))
+    pb = model.export_proto()
+    by_name = {layer.name: layer for layer in pb.layer}
+    assert list(by_name["z"].parents) == ["y", "y"] and by_name["y"].device_allocation == "CPU"
+    assert list(pb.weights[0].initializer.value_initializer.values) == pytest.approx([v / 10 for v in range(8)])
+    out = nnbridge.run(model.to_graph(), {"x": np.ones((1, 4), np.float32)})
+    matrix = np.arange(8, dtype=np.float32).reshape(4, 2).T / 10  # 2 × 4, listed column-major
+    np.testing.assert_allclose(out["z"], 2 * matrix.sum(1, keepdims=True).T, rtol=1e-6)
+    with pytest.raises(InputError, match="epochs first"):
+        lbann.Model([z], [z])
+    every_callback = {f.message_type.name for f in lbann_pb2.Callback.DESCRIPTOR.oneofs_by_name["callback_type"].fields}
+    assert every_callback <= set(dir(lbann))
