@@ -132,3 +132,41 @@ def test_writer_leaves_no_partial_output(tmp_path):
     with pytest.raises(UnsupportedOpError):
         nnbridge.convert(nnbridge.zoo.build("lstm_small"), out, lbann_weights="npy")
     assert list(tmp_path.iterdir()) == []
+
+
+ERA_B = """trainer { mini_batch_size: 64 }
+model {
+  layer { name: "data" children: "conv" input { target_mode: "classification" } }
+  layer { name: "conv" parents: "data" convolution { num_dims: 2 num_output_channels: 8 conv_dims_i: 3 } }
+  layer { name: "s" parents: "conv" sigmoid {} }
+}
+"""
+
+
+def test_an_era_b_file_is_named_era_b_with_the_construct_that_shows_it(tmp_path):
+    path = tmp_path / "b.prototext"
+    path.write_text(ERA_B)
+    with pytest.raises(FormatError, match=r"an Era B LBANN file \(v0.100–v0.102: convolution fields "
+                                          r"num_output_channels.*LBANN v0.103 or later"):
+        nnbridge.load(path)
+    path.write_text(ERA_B.replace("num_output_channels: 8 conv_dims_i: 3", "out_channels: 8 kernel_size: 3"))
+    with pytest.raises(FormatError, match="Era B .*'sigmoid' as a layer type"):
+        nnbridge.load(path)
+
+
+def test_a_stale_file_keeps_the_diagnosis_of_both_eras(tmp_path):
+    """Files even LBANN v0.99 rejected (its own repository kept a few): not Era B, both parses named."""
+    path = tmp_path / "stale.prototext"
+    path.write_text('model {\n  mini_batch_size: 64\n  layer { name: "x" input {} }\n}\n'
+                    'optimizer { sgd { learn_rate: 0.1 decay_rate: 0.5 } }\n')
+    with pytest.raises(FormatError) as info:
+        nnbridge.load(path)
+    message = str(info.value)
+    assert "Era B" not in message and "not an LBANN model of any supported schema era" in message
+    assert 'as Era C (LBANN v0.103 and later): line 2' in message and '"decay_rate"' in message
+
+
+def test_space_separated_parents_in_an_era_c_file_are_explained(tmp_path):
+    path = _model(tmp_path, '  layer { name: "y" parents: "x x" relu {} }')
+    with pytest.raises(FormatError, match="space-separated lists are Era A/B syntax"):
+        nnbridge.load(path)

@@ -131,7 +131,10 @@ def _check_names(layers, source: str) -> dict[str, Any]:
     for layer in layers:
         for parent in layer.parents:
             if parent not in by_name:
-                raise FormatError(f"{source}: layer '{layer.name}' lists parent '{parent}', which does not exist")
+                hint = " (space-separated lists are Era A/B syntax; Era C lists one parent per line)" \
+                    if any(c.isspace() for c in parent) else ""
+                raise FormatError(f"{source}: layer '{layer.name}' lists parent '{parent}', which does not "
+                                  f"exist{hint}")
         if layer.hint_layer and layer.hint_layer not in by_name:
             raise FormatError(f"{source}: layer '{layer.name}' names hint_layer '{layer.hint_layer}', "
                               f"which does not exist")

@@ -62,8 +62,34 @@ def parse(text: str, source: str) -> tuple[Message, str]:
         except text_format.ParseError as exc:
             errors[label] = _describe(exc)
     listing = "; ".join(f"as {label}: {msg}" for label, msg in errors.items())
+    if mark := era_b_mark(text):
+        raise FormatError(f"{source}: an Era B LBANN file (v0.100–v0.102: {mark}); nnbridge reads Era C "
+                          f"(v0.103 and later) and Era A (≤ v0.99) — write it again with LBANN v0.103 or later, "
+                          f"whose frontend writes Era C ({listing})")
     raise FormatError(f"{source}: not an LBANN model of any supported schema era (stale or unknown "
                       f"era, or not LBANN) — {listing}")
+
+
+#: What only Era B files (LBANN v0.100–v0.102) write (specs/lbann-format.md §11.1), as (pattern, what)
+_ERA_B = [
+    (re.compile(r"^\s*trainer\s*\{", re.M), None),  # Era B and C have a trainer, Era A none
+    (re.compile(r"\b(num_output_channels|conv_dims_i|conv_pads_i|conv_strides_i)\s*:"),
+     "convolution fields {0} (Era C: out_channels, kernel_size, padding, stride)"),
+    (re.compile(r"(?<![\w.])(sigmoid|tanh|add|multiply|subtract|exp|log|square|sqrt|abs)\s*\{"),
+     "element-wise '{0}' as a layer type (Era C: operator_layer)"),
+    (re.compile(r"^\s*parents\s*:\s*\"[^\"]*\s[^\"]*\"", re.M), "space-separated parents (Era C: one per line)"),
+]
+
+
+def era_b_mark(text: str) -> str | None:
+    """The first Era B construct in a file that has a trainer, else None."""
+    trainer, *marks = _ERA_B
+    if not trainer[0].search(text):
+        return None
+    for pattern, what in marks:
+        if found := pattern.search(text):
+            return what.format(found.group(1) if found.groups() else "")
+    return None
 
 
 # Inline weights are long runs of "values: <number>" lines, which protobuf's pure-Python
