@@ -16,7 +16,8 @@ from onnx import TensorProto, helper
 
 import nnbridge
 import nnbridge.zoo
-from nnbridge.converters.lbann import graph_to_lbann
+from nnbridge.converters.lbann import graph_to_lbann, textio
+from nnbridge.converters.lbann.writer import text_notes
 from nnbridge.errors import InputError, SecurityError, UnsupportedOpError
 
 LIGHT = ["light_bvlc_alexnet", "light_densenet121", "light_inception_v1", "light_inception_v2", "light_resnet50",
@@ -28,12 +29,15 @@ def _layers(graph):
         message, _, _ = graph_to_lbann(graph)
     except UnsupportedOpError:
         return []  # refused as a whole: nothing is written
+    permutes = [layer for layer in message.model.layer if layer.WhichOneof("layer_type") == "permute"]
+    notes = text_notes(textio.to_text(message).splitlines())
+    assert bool(permutes) == bool(notes)  # a permute never goes without the note on GPU builds
     return list(message.model.layer)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", LIGHT + [f"zoo:{m}" for m in nnbridge.zoo.names()])
-def test_no_average_no_pad_without_pads_and_no_lrn_layer(onnx_data, name):
+def test_no_average_no_pad_without_pads_no_lrn_layer_and_no_unnoted_permute(onnx_data, name):
     graph = nnbridge.load(nnbridge.zoo.build(name[4:]) if name.startswith("zoo:") else
                           onnx_data / "light" / f"{name}.onnx")
     for layer in _layers(graph):

@@ -168,13 +168,17 @@ def weights_dir(path: Path) -> Path:
 
 def notes(path: Path) -> list[str]:
     """What a user of the written file must know about running it on LBANN."""
-    found = []
     with open(path, encoding="utf-8") as fh:
-        permutes = sum(1 for line in fh if line.strip() == "permute {")
-    if permutes:
-        found.append(f"{permutes} permute layer{'s' if permutes > 1 else ''} (transposes): LBANN builds permute "
-                     f"only with GPUs and cuTENSOR; a CPU build refuses this file")
-    return found
+        return text_notes(fh)
+
+
+def text_notes(lines) -> list[str]:
+    """The notes of a prototext given as lines (a file or a string's lines)."""
+    permutes = sum(1 for line in lines if line.strip() == "permute {")
+    if not permutes:
+        return []
+    return [f"{permutes} permute layer{'s' if permutes > 1 else ''} (transposes): LBANN builds permute only with "
+            f"GPUs and cuTENSOR; a CPU build refuses this file"]
 
 
 def written_files(path: Path) -> list[Path]:
