@@ -1,0 +1,493 @@
+"""Reverse-mode rules, one per op, filed into the op-traits table's ``gradient`` slot.
+
+A rule is ``rule(b, node, grads) -> [input gradient or None, ...]``: ``grads`` holds the gradient
+of the loss with respect to each output of ``node`` (None where no gradient flows), and ``b`` (the
+autodiff pass's builder, ``passes/autodiff.py``) emits the ONNX ops that compute the input
+gradients into the training graph. Shapes are static in a training graph, so broadcasting is
+undone with sums over axes known when the graph is built. None means "no gradient" (indices,
+shapes, labels). A rule may refuse an attribute it does not cover by raising
+``b.unsupported(reason)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+Rule = Callable[[Any, Any, list], list]
+RULES: dict[str, Rule] = {}
+
+
+def rule(*ops: str) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        for op in ops:
+            RULES[op] = fn
+        return fn
+    return register
+
+
+def _axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+# -- element-wise arithmetic (with broadcasting) ----------------------------------------------------
+
+@rule("Add")
+def _add(b, node, grads):
+    g = grads[0]
+    return [b.unbroadcast(g, x) for x in node.inputs]
+
+
+@rule("Sub")
+def _sub(b, node, grads):
+    g = grads[0]
+    return [b.unbroadcast(g, node.inputs[0]), b.unbroadcast(b.op("Neg", g), node.inputs[1])]
+
+
+@rule("Mul")
+def _mul(b, node, grads):
+    g, (x, y) = grads[0], node.inputs
+    return [b.unbroadcast(b.op("Mul", g, y, like=g), x), b.unbroadcast(b.op("Mul", g, x, like=g), y)]
+
+
+@rule("Div")
+def _div(b, node, grads):
+    g, (x, y), out = grads[0], node.inputs, node.outputs[0]
+    gx = b.op("Div", g, y, like=g)
+    gy = b.op("Neg", b.op("Mul", gx, out, like=g))  # −g·x/y² = −(g/y)·(x/y)
+    return [b.unbroadcast(gx, x), b.unbroadcast(gy, y)]
+
+
+@rule("Pow")
+def _pow(b, node, grads):
+    g, (x, p), out = grads[0], node.inputs, node.outputs[0]
+    one = b.scalar(1.0, p)
+    gx = b.op("Mul", g, b.op("Mul", p, b.op("Pow", x, b.op("Sub", p, one)), like=out), like=g)
+    gp = None if b.is_constant(p) else \
+        b.unbroadcast(b.op("Mul", g, b.op("Mul", out, b.op("Log", x)), like=g), p)
+    return [b.unbroadcast(gx, x), gp]
+
+
+@rule("Neg")
+def _neg(b, node, grads):
+    return [b.op("Neg", grads[0])]
+
+
+@rule("Identity", "Cast")
+def _identity(b, node, grads):
+    x = node.inputs[0]
+    if node.op == "Cast" and not (x.type.dtype and x.type.dtype.is_float):
+        return [None]
+    g = grads[0]
+    return [g if g.type.dtype == x.type.dtype else b.op("Cast", g, attrs={"to": x.type.dtype.onnx}, like=x)]
+
+
+@rule("Sqrt")
+def _sqrt(b, node, grads):
+    return [b.op("Div", b.op("Mul", grads[0], b.scalar(0.5, grads[0])), node.outputs[0])]
+
+
+@rule("Exp")
+def _exp(b, node, grads):
+    return [b.op("Mul", grads[0], node.outputs[0])]
+
+
+@rule("Log")
+def _log(b, node, grads):
+    return [b.op("Div", grads[0], node.inputs[0])]
+
+
+@rule("Reciprocal")
+def _reciprocal(b, node, grads):
+    y = node.outputs[0]
+    return [b.op("Neg", b.op("Mul", grads[0], b.op("Mul", y, y)))]
+
+
+@rule("Abs")
+def _abs(b, node, grads):
+    return [b.op("Mul", grads[0], b.op("Sign", node.inputs[0]))]
+
+
+# -- activations ----------------------------------------------------------------------------------
+
+def _where_positive(b, x, then, otherwise):
+    return b.op("Where", b.op("Greater", x, b.scalar(0.0, x), like=x, dtype="bool"), then, otherwise, like=then)
+
+
+@rule("Relu")
+def _relu(b, node, grads):
+    g = grads[0]
+    return [_where_positive(b, node.inputs[0], g, b.zeros_like(g))]
+
+
+@rule("LeakyRelu")
+def _leaky_relu(b, node, grads):
+    g = grads[0]
+    return [_where_positive(b, node.inputs[0], g, b.op("Mul", g, b.scalar(node.attr("alpha", 0.01), g)))]
+
+
+@rule("Sigmoid")
+def _sigmoid(b, node, grads):
+    y = node.outputs[0]
+    return [b.op("Mul", grads[0], b.op("Mul", y, b.op("Sub", b.scalar(1.0, y), y)))]
+
+
+@rule("Tanh")
+def _tanh(b, node, grads):
+    y = node.outputs[0]
+    return [b.op("Mul", grads[0], b.op("Sub", b.scalar(1.0, y), b.op("Mul", y, y)))]
+
+
+@rule("Gelu")
+def _gelu(b, node, grads):
+    """erf form: Φ(x) + x·φ(x); tanh form: the derivative of 0.5x(1 + tanh(√(2/π)(x + 0.044715x³)))."""
+    g, x = grads[0], node.inputs[0]
+    c = b.scalar
+    if node.attr("approximate", "none") == "tanh":
+        k = math.sqrt(2 / math.pi)
+        x2 = b.op("Mul", x, x)
+        t = b.op("Tanh", b.op("Mul", c(k, x), b.op("Add", x, b.op("Mul", c(0.044715, x), b.op("Mul", x2, x)))))
+        dt = b.op("Mul", b.op("Sub", c(1.0, x), b.op("Mul", t, t)),
+                  b.op("Mul", c(k, x), b.op("Add", c(1.0, x), b.op("Mul", c(3 * 0.044715, x), x2))))
+        d = b.op("Add", b.op("Mul", c(0.5, x), b.op("Add", c(1.0, x), t)), b.op("Mul", c(0.5, x), b.op("Mul", x, dt)))
+    else:
+        cdf = b.op("Mul", c(0.5, x), b.op("Add", c(1.0, x), b.op("Erf", b.op("Mul", x, c(1 / math.sqrt(2), x)))))
+        pdf = b.op("Mul", c(1 / math.sqrt(2 * math.pi), x), b.op("Exp", b.op("Mul", c(-0.5, x), b.op("Mul", x, x))))
+        d = b.op("Add", cdf, b.op("Mul", x, pdf))
+    return [b.op("Mul", g, d)]
+
+
+@rule("Softmax")
+def _softmax(b, node, grads):
+    g, y = grads[0], node.outputs[0]
+    axes = b.ints([_axis(node.attr("axis", -1), y.type.rank)])
+    dot = b.op("ReduceSum", b.op("Mul", g, y), axes, attrs={"keepdims": 1}, shape=b.kept(y, axes))
+    return [b.op("Mul", y, b.op("Sub", g, dot, like=g))]
+
+
+@rule("LogSoftmax")
+def _log_softmax(b, node, grads):
+    g, y = grads[0], node.outputs[0]
+    axes = b.ints([_axis(node.attr("axis", -1), y.type.rank)])
+    total = b.op("ReduceSum", g, axes, attrs={"keepdims": 1}, shape=b.kept(y, axes))
+    return [b.op("Sub", g, b.op("Mul", b.op("Exp", y), total, like=g))]
+
+
+# -- contractions ---------------------------------------------------------------------------------
+
+def _swap_last(b, x):
+    rank = x.type.rank
+    perm = [*range(rank - 2), rank - 1, rank - 2]
+    return b.op("Transpose", x, attrs={"perm": perm}, shape=tuple(x.type.shape[p] for p in perm), like=x)
+
+
+@rule("MatMul")
+def _matmul(b, node, grads):
+    g, (x, y) = grads[0], node.inputs
+    if x.type.rank < 2 or y.type.rank < 2:
+        b.unsupported("MatMul of a vector (rank 1)")
+    gx = b.op("MatMul", g, _swap_last(b, y), shape=b.matmul_shape(g, _swap_last(b, y)), like=g)
+    gy = b.op("MatMul", _swap_last(b, x), g, shape=b.matmul_shape(_swap_last(b, x), g), like=g)
+    return [b.unbroadcast(gx, x), b.unbroadcast(gy, y)]
+
+
+@rule("Gemm")
+def _gemm(b, node, grads):
+    g, a, w = grads[0], node.inputs[0], node.inputs[1]
+    alpha, beta = node.attr("alpha", 1.0), node.attr("beta", 1.0)
+    ta, tb = node.attr("transA", 0), node.attr("transB", 0)
+    a_ = _swap_last(b, a) if ta else a
+    w_ = _swap_last(b, w) if tb else w
+    ga_ = b.op("MatMul", g, _swap_last(b, w_), shape=(g.type.shape[0], a_.type.shape[1]), like=g)
+    gw_ = b.op("MatMul", _swap_last(b, a_), g, shape=(w_.type.shape[0], g.type.shape[1]), like=g)
+    ga, gw = (_swap_last(b, ga_) if ta else ga_), (_swap_last(b, gw_) if tb else gw_)
+    if alpha != 1.0:
+        ga, gw = b.op("Mul", ga, b.scalar(alpha, ga)), b.op("Mul", gw, b.scalar(alpha, gw))
+    gc = None
+    if node.input(2) is not None:
+        gc = b.unbroadcast(g if beta == 1.0 else b.op("Mul", g, b.scalar(beta, g)), node.inputs[2])
+    return [ga, gw, gc]
+
+
+def _conv_geometry(b, node, x, w):
+    spatial = x.type.rank - 2
+    if node.attr("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        b.unsupported(f"auto_pad {node.attr('auto_pad')} (give explicit pads)")
+    strides = list(node.attr("strides", [1] * spatial))
+    dilations = list(node.attr("dilations", [1] * spatial))
+    pads = list(node.attr("pads", [0] * 2 * spatial))
+    return spatial, strides, dilations, pads
+
+
+@rule("Conv")
+def _conv(b, node, grads):
+    """dx: the transposed convolution of dy with the same kernel (output padding restores x's size);
+    dw: per group, x and dy correlated over the batch — a convolution of x (batch and channels
+    swapped) with dy as its kernel, strides and dilations exchanged, cut to the kernel size."""
+    g, x, w = grads[0], node.inputs[0], node.inputs[1]
+    spatial, strides, dilations, pads = _conv_geometry(b, node, x, w)
+    groups = node.attr("group", 1)
+    xs, ws, gs = x.type.shape, w.type.shape, g.type.shape
+    kernel = ws[2:]
+    extra = [xs[2 + i] - ((gs[2 + i] - 1) * strides[i] - pads[i] - pads[spatial + i]
+                          + dilations[i] * (kernel[i] - 1) + 1) for i in range(spatial)]
+    gx = b.op("ConvTranspose", g, w, attrs={"strides": strides, "dilations": dilations, "pads": pads,
+                                            "group": groups, "output_padding": extra}, shape=xs, like=g)
+    per_in, per_out = xs[1] // groups, ws[0] // groups
+    parts = []
+    for k in range(groups):
+        xk = b.slice(x, 1, k * per_in, (k + 1) * per_in) if groups > 1 else x
+        gk = b.slice(g, 1, k * per_out, (k + 1) * per_out) if groups > 1 else g
+        xt = b.op("Transpose", xk, attrs={"perm": [1, 0, *range(2, 2 + spatial)]},
+                  shape=(per_in, xs[0], *xs[2:]), like=g)
+        gt = b.op("Transpose", gk, attrs={"perm": [1, 0, *range(2, 2 + spatial)]},
+                  shape=(per_out, gs[0], *gs[2:]), like=g)
+        full = [(xs[2 + i] + pads[i] + pads[spatial + i] - strides[i] * (gs[2 + i] - 1) - 1) // dilations[i] + 1
+                for i in range(spatial)]
+        corr = b.op("Conv", xt, gt, attrs={"strides": dilations, "dilations": strides, "pads": pads},
+                    shape=(per_in, per_out, *full), like=g)
+        if list(full) != list(kernel):
+            corr = b.op("Slice", corr, b.ints([0] * spatial), b.ints(kernel), b.ints(range(2, 2 + spatial)),
+                        shape=(per_in, per_out, *kernel), like=g)
+        parts.append(b.op("Transpose", corr, attrs={"perm": [1, 0, *range(2, 2 + spatial)]},
+                          shape=(per_out, per_in, *kernel), like=g))
+    gw = parts[0] if groups == 1 else b.op("Concat", *parts, attrs={"axis": 0}, shape=ws, like=g)
+    gb = None
+    if node.input(2) is not None:
+        gb = b.op("ReduceSum", g, b.ints([0, *range(2, 2 + spatial)]), attrs={"keepdims": 0}, shape=(ws[0],),
+                  like=g)
+    return [gx, gw, gb]
+
+
+# -- pooling --------------------------------------------------------------------------------------
+
+def _pool_geometry(b, node, x):
+    spatial = x.type.rank - 2
+    if node.attr("auto_pad", "NOTSET") not in ("NOTSET", "VALID") or node.attr("ceil_mode", 0):
+        b.unsupported("auto_pad or ceil_mode pooling (give explicit pads)")
+    kernel = list(node.attr("kernel_shape"))
+    strides = list(node.attr("strides", [1] * spatial))
+    pads = list(node.attr("pads", [0] * 2 * spatial))
+    if any(d != 1 for d in node.attr("dilations", [1] * spatial)):
+        b.unsupported("dilated pooling")
+    return spatial, kernel, strides, pads
+
+
+@rule("AveragePool")
+def _average_pool(b, node, grads):
+    """Each output spreads its gradient evenly over its window: a transposed depthwise convolution
+    of dy / (window counts) with a kernel of ones."""
+    g, x = grads[0], node.inputs[0]
+    spatial, kernel, strides, pads = _pool_geometry(b, node, x)
+    xs, gs = x.type.shape, g.type.shape
+    channels = xs[1]
+    if node.attr("count_include_pad", 0):
+        counts = np.full(gs[2:], float(math.prod(kernel)))
+    else:
+        inside = np.zeros([xs[2 + i] + pads[i] + pads[spatial + i] for i in range(spatial)])
+        inside[tuple(slice(pads[i], pads[i] + xs[2 + i]) for i in range(spatial))] = 1
+        counts = np.zeros(gs[2:])
+        for index in np.ndindex(*gs[2:]):
+            window = tuple(slice(index[i] * strides[i], index[i] * strides[i] + kernel[i]) for i in range(spatial))
+            counts[index] = inside[window].sum()
+    scaled = b.op("Div", g, b.const(counts.astype(b.numpy_dtype(g))))
+    ones = b.const(np.ones((channels, 1, *kernel), b.numpy_dtype(g)))
+    extra = [xs[2 + i] - ((gs[2 + i] - 1) * strides[i] - pads[i] - pads[spatial + i] + kernel[i])
+             for i in range(spatial)]
+    return [b.op("ConvTranspose", scaled, ones, attrs={"strides": strides, "pads": pads, "group": channels,
+                                                       "output_padding": extra}, shape=xs, like=g)]
+
+
+@rule("MaxPool")
+def _max_pool(b, node, grads):
+    """Each output's gradient goes to the input element it took (MaxPool's Indices output)."""
+    g, x = grads[0], node.inputs[0]
+    _pool_geometry(b, node, x)
+    if node.attr("storage_order", 0):
+        b.unsupported("column-major storage_order")
+    attrs = {k: v for k, v in node.attrs.items()}
+    _, indices = b.op("MaxPool", x, attrs=attrs, outputs=[(g.type.shape, None), (g.type.shape, "int64")])
+    numel = math.prod(x.type.shape)
+    flat_g = b.op("Reshape", g, b.ints([-1]), shape=(math.prod(g.type.shape),), like=g)
+    flat_i = b.op("Reshape", indices, b.ints([-1]), shape=(math.prod(g.type.shape),), like=indices)
+    zeros = b.const(np.zeros(numel, b.numpy_dtype(g)))
+    spread = b.op("ScatterElements", zeros, flat_i, flat_g, attrs={"axis": 0, "reduction": "add"},
+                  shape=(numel,), like=g)
+    return [b.op("Reshape", spread, b.ints(x.type.shape), shape=x.type.shape, like=g)]
+
+
+@rule("GlobalAveragePool")
+def _global_average_pool(b, node, grads):
+    g, x = grads[0], node.inputs[0]
+    n = math.prod(x.type.shape[2:])
+    return [b.op("Expand", b.op("Div", g, b.scalar(float(n), g)), b.ints(x.type.shape), shape=x.type.shape, like=g)]
+
+
+@rule("GlobalMaxPool")
+def _global_max_pool(b, node, grads):
+    g, x, y = grads[0], node.inputs[0], node.outputs[0]
+    hit = b.op("Equal", x, y, like=x, dtype="bool")
+    return [b.op("Where", hit, b.op("Expand", g, b.ints(x.type.shape), shape=x.type.shape, like=g),
+                 b.zeros_like(x), like=x)]
+
+
+# -- reductions -----------------------------------------------------------------------------------
+
+def _reduced_axes(b, node) -> list[int]:
+    x = node.inputs[0]
+    rank = x.type.rank
+    given = b.constant(node.input(1)) if len(node.inputs) > 1 else node.attr("axes")
+    if given is None or len(np.asarray(given).reshape(-1)) == 0:
+        if node.attr("noop_with_empty_axes", 0):
+            return []
+        return list(range(rank))
+    return sorted(_axis(int(a), rank) for a in np.asarray(given).reshape(-1))
+
+
+@rule("ReduceSum", "ReduceMean")
+def _reduce(b, node, grads):
+    g, x = grads[0], node.inputs[0]
+    axes = _reduced_axes(b, node)
+    kept = tuple(1 if i in axes else d for i, d in enumerate(x.type.shape))
+    g = b.op("Reshape", g, b.ints(kept), shape=kept, like=g)
+    if node.op == "ReduceMean":
+        g = b.op("Div", g, b.scalar(float(math.prod(x.type.shape[a] for a in axes)), g))
+    return [b.op("Expand", g, b.ints(x.type.shape), shape=x.type.shape, like=g), None]
+
+
+# -- tensor shuffles ------------------------------------------------------------------------------
+
+@rule("Reshape", "Flatten", "Squeeze", "Unsqueeze")
+def _reshape(b, node, grads):
+    x = node.inputs[0]
+    return [b.op("Reshape", grads[0], b.ints(x.type.shape), shape=x.type.shape, like=grads[0]),
+            *([None] * (len(node.inputs) - 1))]
+
+
+@rule("Transpose")
+def _transpose(b, node, grads):
+    x = node.inputs[0]
+    perm = list(node.attr("perm", list(range(x.type.rank))[::-1]))
+    inverse = [perm.index(i) for i in range(len(perm))]
+    return [b.op("Transpose", grads[0], attrs={"perm": inverse}, shape=x.type.shape, like=grads[0])]
+
+
+@rule("Concat")
+def _concat(b, node, grads):
+    g = grads[0]
+    axis = _axis(node.attr("axis"), g.type.rank)
+    start, result = 0, []
+    for x in node.inputs:
+        size = x.type.shape[axis]
+        result.append(b.slice(g, axis, start, start + size))
+        start += size
+    return result
+
+
+@rule("Split")
+def _split(b, node, grads):
+    x = node.inputs[0]
+    axis = _axis(node.attr("axis", 0), x.type.rank)
+    parts = [g if g is not None else b.zeros_like(out) for g, out in zip(grads, node.outputs)]
+    return [b.op("Concat", *parts, attrs={"axis": axis}, shape=x.type.shape, like=x), None]
+
+
+@rule("Slice")
+def _slice(b, node, grads):
+    """Steps of 1: the gradient padded back to the input's size with zeros."""
+    g, x = grads[0], node.inputs[0]
+    rank = x.type.rank
+    starts, ends = b.constant(node.input(1)), b.constant(node.input(2))
+    axes = b.constant(node.input(3)) if node.input(3) is not None else np.arange(len(starts))
+    steps = b.constant(node.input(4)) if node.input(4) is not None else np.ones(len(starts), np.int64)
+    if starts is None or ends is None or axes is None or steps is None:
+        b.unsupported("Slice with computed starts/ends")
+    if any(int(s) != 1 for s in steps):
+        b.unsupported("Slice with steps other than 1")
+    before, after = [0] * rank, [0] * rank
+    for start, end, axis in zip(starts, ends, axes):
+        axis, size = _axis(int(axis), rank), x.type.shape[_axis(int(axis), rank)]
+        start = min(max(int(start) + size if int(start) < 0 else int(start), 0), size)
+        end = min(max(int(end) + size if int(end) < 0 else int(end), 0), size)
+        before[axis], after[axis] = start, size - max(end, start)
+    return [b.op("Pad", g, b.ints(before + after), shape=x.type.shape, like=g), *([None] * (len(node.inputs) - 1))]
+
+
+@rule("Gather")
+def _gather(b, node, grads):
+    """Axis 0 (an embedding lookup): the rows' gradients added into a zero table."""
+    g, (table, index) = grads[0], node.inputs
+    if _axis(node.attr("axis", 0), table.type.rank) != 0:
+        b.unsupported("Gather along an axis other than 0")
+    count = math.prod(index.type.shape)
+    rows = b.op("Reshape", index, b.ints([count, 1]), shape=(count, 1), like=index)
+    rows = b.op("Cast", rows, attrs={"to": 7}, shape=(count, 1), dtype="int64")  # int64 indices
+    flat = b.op("Reshape", g, b.ints([count, *table.type.shape[1:]]), shape=(count, *table.type.shape[1:]), like=g)
+    zeros = b.const(np.zeros(table.type.shape, b.numpy_dtype(g)))
+    return [b.op("ScatterND", zeros, rows, flat, attrs={"reduction": "add"}, shape=table.type.shape, like=g), None]
+
+
+@rule("Expand")
+def _expand(b, node, grads):
+    return [b.unbroadcast(grads[0], node.inputs[0]), None]
+
+
+@rule("Where")
+def _where(b, node, grads):
+    g, (cond, x, y) = grads[0], node.inputs
+    zeros = b.zeros_like(g)
+    return [None, b.unbroadcast(b.op("Where", cond, g, zeros, like=g), x),
+            b.unbroadcast(b.op("Where", cond, zeros, g, like=g), y)]
+
+
+# -- losses ---------------------------------------------------------------------------------------
+
+def _one_hot(b, labels, scores):
+    classes = scores.type.shape[1]
+    hot = b.op("OneHot", labels, b.ints([classes]), b.const(np.array([0, 1], b.numpy_dtype(scores))),
+               attrs={"axis": 1}, shape=scores.type.shape, like=scores)
+    return hot
+
+
+def _loss_scale(b, node, g, scores):
+    """dL/d(each sample's loss): the output gradient spread over the samples (mean: divided by N)."""
+    reduction = node.attr("reduction", "mean")
+    per_sample = tuple(d for i, d in enumerate(scores.type.shape) if i != 1)
+    if node.input(2) is not None or node.attr("ignore_index") is not None:
+        b.unsupported("class weights or ignore_index")
+    if reduction == "none":
+        return b.op("Unsqueeze", g, b.ints([1]), shape=(per_sample[0], 1, *per_sample[1:]), like=g)
+    if reduction == "mean":
+        g = b.op("Div", g, b.scalar(float(math.prod(per_sample)), g))
+    shape = (1,) * scores.type.rank
+    return b.op("Reshape", g, b.ints(shape), shape=shape, like=g)
+
+
+@rule("SoftmaxCrossEntropyLoss")
+def _softmax_cross_entropy(b, node, grads):
+    """d(scores) = (softmax(scores) − onehot(labels)) · dL/d(sample loss)."""
+    g, scores, labels = grads[0], node.inputs[0], node.inputs[1]
+    probs = b.op("Softmax", scores, attrs={"axis": 1}, like=scores)
+    diff = b.op("Sub", probs, _one_hot(b, labels, scores), like=scores)
+    return [b.op("Mul", diff, _loss_scale(b, node, g, scores), like=scores), None, *([None] * (len(node.inputs) - 2))]
+
+
+@rule("NegativeLogLikelihoodLoss")
+def _nll(b, node, grads):
+    """d(log-probabilities) = −onehot(labels) · dL/d(sample loss)."""
+    g, scores, labels = grads[0], node.inputs[0], node.inputs[1]
+    picked = b.op("Neg", _one_hot(b, labels, scores), like=scores)
+    return [b.op("Mul", picked, _loss_scale(b, node, g, scores), like=scores), None,
+            *([None] * (len(node.inputs) - 2))]
+
+
+# -- no gradient through these ------------------------------------------------------------------
+
+@rule("Shape", "Size", "ArgMax", "ArgMin", "Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Not",
+      "And", "Or", "Floor", "Ceil", "Round", "Sign", "ConstantOfShape", "RandomUniformLike", "RandomNormalLike",
+      "OneHot", "NonZero", "Range")
+def _constant_result(b, node, grads):
+    return [None] * len(node.inputs)

@@ -1,0 +1,246 @@
+"""Reverse-mode autodiff on the IR: the gradient of a scalar loss with respect to chosen values,
+built node by node from the rules in the op-traits table (``ir/gradients.py``), as NNVM's Gradient
+pass does. The backward graph is ordinary IR — ONNX ops every backend runs.
+
+``training_form`` first rewrites what behaves differently in training: BatchNormalization uses the
+batch's statistics (and yields the updated running statistics), LayerNormalization is spelled out
+in primitive ops, Dropout multiplies by a mask the caller feeds each step (so a seeded loop repeats
+exactly). Shapes must be static: a training graph is built for one batch size.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InputError, Unsupported, UnsupportedOpError
+from ..ir import DType, Graph, Node, TensorType, Value, op_traits
+
+
+class _NoRule(Exception):
+    """A rule met an attribute it does not cover (the reason names it)."""
+
+
+class Builder:
+    """What a gradient rule emits nodes with (see ``ir/gradients.py``)."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+
+    # -- constants and types --------------------------------------------------------------------
+    def unsupported(self, reason: str) -> None:
+        raise _NoRule(reason)
+
+    @staticmethod
+    def numpy_dtype(value: Value) -> np.dtype:
+        return value.type.dtype.numpy
+
+    @staticmethod
+    def constant(value: Value | None) -> np.ndarray | None:
+        return None if value is None else value.const
+
+    def is_constant(self, value: Value) -> bool:
+        return value.const is not None
+
+    def const(self, array: np.ndarray) -> Value:
+        return self.graph.add_initializer("grad_const", np.asarray(array))
+
+    def ints(self, values) -> Value:
+        return self.const(np.asarray([int(v) for v in values], np.int64))
+
+    def scalar(self, value: float, like: Value) -> Value:
+        return self.const(np.asarray(value, dtype=self.numpy_dtype(like)))
+
+    def zeros_like(self, value: Value) -> Value:
+        return self.const(np.zeros(value.type.shape, self.numpy_dtype(value)))
+
+    # -- nodes ----------------------------------------------------------------------------------
+    def op(self, op: str, *inputs: Value | None, attrs: dict | None = None, like: Value | None = None,
+           shape: tuple | None = None, dtype: str | None = None, outputs: list | None = None):
+        """One node; its output type is ``dtype`` (or ``like``'s, or the first input's) with
+        ``shape`` (or ``like``'s, or the broadcast of the inputs'). ``outputs`` lists (shape,
+        dtype) per output for a node with several; then a list of values is returned."""
+        first = like or next(v for v in inputs if v is not None)
+        specs = outputs or [(shape, dtype)]
+        values = []
+        for out_shape, out_dtype in specs:
+            if out_shape is None:
+                out_shape = like.type.shape if like is not None else \
+                    tuple(np.broadcast_shapes(*(tuple(v.type.shape) for v in inputs if v is not None)))
+            kind = DType.from_numpy(np.dtype(out_dtype)) if out_dtype else first.type.dtype
+            values.append(self.graph.add_value(f"{op.lower()}_grad", TensorType(kind, tuple(out_shape))))
+        self.graph.add_node(op, list(inputs), values, attrs or {}, name=f"{op.lower()}_grad")
+        return values if outputs else values[0]
+
+    def kept(self, value: Value, axes: Value) -> tuple[int, ...]:
+        reduced = {int(a) % value.type.rank for a in axes.const}
+        return tuple(1 if i in reduced else d for i, d in enumerate(value.type.shape))
+
+    @staticmethod
+    def matmul_shape(a: Value, b: Value) -> tuple[int, ...]:
+        batch = np.broadcast_shapes(tuple(a.type.shape[:-2]), tuple(b.type.shape[:-2]))
+        return (*batch, a.type.shape[-2], b.type.shape[-1])
+
+    def slice(self, value: Value, axis: int, start: int, end: int) -> Value:
+        shape = list(value.type.shape)
+        shape[axis] = end - start
+        return self.op("Slice", value, self.ints([start]), self.ints([end]), self.ints([axis]), shape=tuple(shape),
+                       like=value)
+
+    def unbroadcast(self, grad: Value | None, target: Value) -> Value | None:
+        """``grad`` summed over the axes along which ``target`` was broadcast, in its shape."""
+        if grad is None:
+            return None
+        gs, ts = tuple(grad.type.shape), tuple(target.type.shape)
+        if gs == ts:
+            return grad
+        lead = len(gs) - len(ts)
+        axes = [*range(lead), *(lead + i for i, d in enumerate(ts) if d == 1 and gs[lead + i] != 1)]
+        if axes:
+            kept = tuple(1 if i in axes else d for i, d in enumerate(gs))
+            grad = self.op("ReduceSum", grad, self.ints(axes), attrs={"keepdims": 1}, shape=kept, like=grad)
+        return self.op("Reshape", grad, self.ints(ts), shape=ts, like=grad)
+
+
+def _needs_static(graph: Graph) -> None:
+    loose = [v.name for v in graph.values.values() if v.type.shape is not None and not v.type.is_static]
+    if loose or any(v.type.shape is None for v in graph.inputs):
+        raise InputError(f"graph '{graph.name}': gradients need static shapes; pin the inputs (--input-shape, "
+                         f"--dim) — dynamic: {', '.join(loose[:5]) or 'inputs'}")
+
+
+def gradients(graph: Graph, loss: Value, wrt: list[Value]) -> dict[str, Value]:
+    """Add to ``graph`` the gradient of the scalar ``loss`` with respect to each of ``wrt``;
+    returns {name: gradient value}. Every node on the way without a rule is reported at once."""
+    _needs_static(graph)
+    if math.prod(loss.type.shape) != 1:
+        raise InputError(f"the loss '{loss.name}' has shape {list(loss.type.shape)}; it must be one number")
+    wanted = {id(v) for v in wrt}
+    reaches = set(wanted)  # values that depend on some wrt value
+    path: list[Node] = []
+    for node in graph.nodes:
+        if any(v is not None and id(v) in reaches for v in node.inputs):
+            reaches.update(id(o) for o in node.outputs)
+            path.append(node)
+    needed = {id(loss)}  # values the loss depends on
+    on_path = []
+    for node in reversed(path):
+        if any(id(o) in needed for o in node.outputs):
+            needed.update(id(v) for v in node.inputs if v is not None)
+            on_path.append(node)
+    b = Builder(graph)
+    grads: dict[int, Value] = {id(loss): b.const(np.ones(loss.type.shape, b.numpy_dtype(loss)))}
+    missing: list[Unsupported] = []
+    for node in on_path:  # already in reverse topological order
+        out_grads = [grads.get(id(o)) for o in node.outputs]
+        if all(g is None for g in out_grads):
+            continue
+        rule = op_traits(node.op, node.domain).gradient
+        try:
+            if rule is None:
+                raise _NoRule("")
+            in_grads = rule(b, node, out_grads)
+        except _NoRule as exc:
+            reason = f"no gradient for {exc}" if str(exc) else "no gradient rule"
+            missing.append(Unsupported(node.op, node.name, reason, node.domain))
+            # stand-ins so that the nodes before it are visited (and reported) too
+            in_grads = [b.zeros_like(v) if v is not None and v.type.is_static else None for v in node.inputs]
+        for value, grad in zip(node.inputs, in_grads):
+            if value is None or grad is None or id(value) not in reaches:
+                continue
+            previous = grads.get(id(value))
+            grads[id(value)] = grad if previous is None else b.op("Add", previous, grad, like=value)
+    if missing:
+        raise UnsupportedOpError("gradients", missing)
+    result = {}
+    for value in wrt:
+        grad = grads.get(id(value)) or b.zeros_like(value)
+        result[value.name] = b.op("Identity", grad, like=value)
+    return result
+
+
+@dataclass
+class TrainingForm:
+    """What ``training_form`` changed: Dropout mask inputs (name → drop ratio) and the running
+    statistics BatchNormalization updates (state name → its new value)."""
+
+    masks: dict[str, float] = field(default_factory=dict)
+    updates: dict[str, Value] = field(default_factory=dict)
+
+
+def training_form(graph: Graph, *, momentum_of_running_stats: bool = True) -> TrainingForm:
+    """Rewrite ``graph`` in place for training (see the module docstring)."""
+    form = TrainingForm()
+    for node in list(graph.nodes):
+        if node.op == "BatchNormalization" and not node.domain:
+            _batch_norm_for_training(graph, node, form)
+        elif node.op == "LayerNormalization" and not node.domain:
+            _layer_norm_spelled_out(graph, node)
+        elif node.op == "Dropout" and not node.domain:
+            _dropout_with_mask(graph, node, form)
+    return form
+
+
+def _replace(graph: Graph, node: Node, result: Value) -> None:
+    old = node.outputs[0]
+    graph.remove_node(node)
+    graph.replace_uses(old, result)
+    if graph.is_output(old):
+        graph.outputs[:] = [result if v is old else v for v in graph.outputs]
+
+
+def _normalize(b: Builder, x: Value, axes: list[int], epsilon: float) -> tuple[Value, Value, Value]:
+    """(x − mean) / sqrt(var + eps) over ``axes``, with the mean and the (biased) variance."""
+    kept = tuple(1 if i in axes else d for i, d in enumerate(x.type.shape))
+    ax = b.ints(axes)
+    mean = b.op("ReduceMean", x, ax, attrs={"keepdims": 1}, shape=kept, like=x)
+    centred = b.op("Sub", x, mean, like=x)
+    var = b.op("ReduceMean", b.op("Mul", centred, centred, like=x), ax, attrs={"keepdims": 1}, shape=kept, like=x)
+    std = b.op("Sqrt", b.op("Add", var, b.scalar(epsilon, x), like=var), like=var)
+    return b.op("Div", centred, std, like=x), mean, var
+
+
+def _batch_norm_for_training(graph: Graph, node: Node, form: TrainingForm) -> None:
+    b = Builder(graph)
+    x, scale, bias, mean, var = node.inputs[:5]
+    rank, channels = x.type.rank, x.type.shape[1]
+    normed, batch_mean, batch_var = _normalize(b, x, [0, *range(2, rank)], node.attr("epsilon", 1e-5))
+    shape = (1, channels, *([1] * (rank - 2)))
+    per_channel = [b.op("Reshape", v, b.ints(shape), shape=shape, like=v) for v in (scale, bias)]
+    y = b.op("Add", b.op("Mul", normed, per_channel[0], like=x), per_channel[1], like=x)
+    momentum = node.attr("momentum", 0.9)
+    for state, batch in ((mean, batch_mean), (var, batch_var)):
+        flat = b.op("Reshape", batch, b.ints([channels]), shape=(channels,), like=state)
+        form.updates[state.name] = b.op("Add", b.op("Mul", state, b.scalar(momentum, state)),
+                                        b.op("Mul", flat, b.scalar(1 - momentum, state)), like=state)
+    _replace(graph, node, y)
+
+
+def _layer_norm_spelled_out(graph: Graph, node: Node) -> None:
+    b = Builder(graph)
+    x, scale = node.inputs[0], node.inputs[1]
+    rank = x.type.rank
+    axis = node.attr("axis", -1) % rank
+    normed, _, _ = _normalize(b, x, list(range(axis, rank)), node.attr("epsilon", 1e-5))
+    y = b.op("Mul", normed, scale, like=x)
+    if node.input(2) is not None:
+        y = b.op("Add", y, node.inputs[2], like=x)
+    if any(graph.consumers(o) or graph.is_output(o) for o in node.outputs[1:]):
+        raise InputError(f"LayerNormalization '{node.name}': its Mean/InvStdDev outputs are not trainable")
+    _replace(graph, node, y)
+
+
+def _dropout_with_mask(graph: Graph, node: Node, form: TrainingForm) -> None:
+    b = Builder(graph)
+    x = node.inputs[0]
+    ratio = b.constant(node.input(1))
+    ratio = 0.5 if ratio is None else float(np.asarray(ratio).reshape(-1)[0])
+    if ratio == 0.0:
+        _replace(graph, node, x)
+        return
+    mask = graph.add_input(graph.unique_name(f"{node.name}_mask"), TensorType(x.type.dtype, x.type.shape))
+    form.masks[mask.name] = ratio
+    kept = b.op("Mul", x, mask, like=x)
+    _replace(graph, node, b.op("Mul", kept, b.scalar(1.0 / (1.0 - ratio), x), like=x))

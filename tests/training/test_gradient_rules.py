@@ -1,0 +1,209 @@
+"""Every gradient rule against float64 central differences (relative error ≤ 1e-6): a one-op
+graph, the loss Σ w·op(x) with random w, the autodiff gradient versus (L(x+ε) − L(x−ε)) / 2ε."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import nnbridge
+from nnbridge.errors import UnsupportedOpError
+from nnbridge.passes import run_passes
+from nnbridge.passes.autodiff import gradients, training_form
+
+D = TensorProto.DOUBLE
+
+
+def _model(nodes, inputs, out_shape, extra_inits=(), seed=0):
+    rng = np.random.default_rng(seed + 1000)  # unlike any input (_normal seeds 0–9)
+    weights = numpy_helper.from_array(rng.normal(size=out_shape), "loss_weights")
+    nodes = [*nodes, helper.make_node("Mul", ["y", "loss_weights"], ["m"]),
+             helper.make_node("ReduceSum", ["m"], ["loss"], keepdims=0)]
+    infos = [helper.make_tensor_value_info(n, D if a.dtype == np.float64 else TensorProto.INT64, list(a.shape))
+             for n, a in inputs.items()]
+    graph = helper.make_graph(nodes, "rule", infos, [helper.make_tensor_value_info("loss", D, [])],
+                              [weights, *extra_inits])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def _worst_error(model, feeds, wrt, training=False, masks=None, eps=1e-6):
+    graph = nnbridge.load(model)
+    run_passes(graph, ["infer-shapes"])
+    form = training_form(graph) if training else None
+    extra = {name: masks for name in form.masks} if form and masks is not None else {}
+    grads = gradients(graph, graph.outputs[0], [graph.get(n) for n in wrt])
+    graph.outputs[:] = [graph.outputs[0], *grads.values()]
+    exe = nnbridge.compile(graph, backend="reference", passes=[])
+    result = exe.run({**feeds, **extra})
+    got = {n: result[grads[n].name] for n in wrt}
+    reference = graph.copy()
+    reference.outputs[:] = [reference.get(graph.outputs[0].name)]
+    loss = nnbridge.compile(reference, backend="reference", passes=[])
+    worst = 0.0
+    for n in wrt:
+        numeric = np.zeros_like(feeds[n])
+        for index in np.ndindex(*feeds[n].shape):
+            values = []
+            for sign in (1, -1):
+                moved = feeds[n].copy()
+                moved[index] += sign * eps
+                values.append(float(loss.run({**feeds, **extra, n: moved})["loss"]))
+            numeric[index] = (values[0] - values[1]) / (2 * eps)
+        worst = max(worst, float(np.abs(got[n] - numeric).max() / max(np.abs(numeric).max(), 1e-12)))
+    return worst
+
+
+def _normal(shape, seed=0, positive=False):
+    x = np.random.default_rng(seed).normal(size=shape)
+    return np.abs(x) + 0.5 if positive else x
+
+
+UNARY = ["Neg", "Exp", "Relu", "Sigmoid", "Tanh", "Abs", "Identity"]
+POSITIVE = ["Sqrt", "Log", "Reciprocal"]
+
+
+@pytest.mark.parametrize("op", UNARY + POSITIVE)
+def test_unary_rules(op):
+    x = _normal((3, 4), positive=op in POSITIVE)
+    assert _worst_error(_model([helper.make_node(op, ["x"], ["y"])], {"x": x}, (3, 4)), {"x": x}, ["x"]) <= 1e-6
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Pow"])
+def test_binary_rules_with_broadcasting(op):
+    a, b = _normal((2, 3, 4), 1, positive=op == "Pow"), _normal((3, 1), 2, positive=op in ("Div", "Pow"))
+    model = _model([helper.make_node(op, ["a", "b"], ["y"])], {"a": a, "b": b}, (2, 3, 4))
+    assert _worst_error(model, {"a": a, "b": b}, ["a", "b"]) <= 1e-6
+
+
+@pytest.mark.parametrize(("op", "attrs"), [("LeakyRelu", {"alpha": 0.2}), ("Gelu", {}),
+                                           ("Gelu", {"approximate": "tanh"}), ("Softmax", {"axis": 1}),
+                                           ("LogSoftmax", {"axis": -1})])
+def test_activation_rules(op, attrs):
+    x = _normal((3, 5))
+    model = _model([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": x}, (3, 5))
+    model.opset_import[0].version = 21
+    assert _worst_error(model, {"x": x}, ["x"]) <= 1e-6
+
+
+def test_batched_matmul_with_broadcast_batch():
+    a, b = _normal((2, 3, 4), 1), _normal((4, 5), 2)
+    model = _model([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": a, "b": b}, (2, 3, 5))
+    assert _worst_error(model, {"a": a, "b": b}, ["a", "b"]) <= 1e-6
+
+
+@pytest.mark.parametrize(("ta", "tb"), [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_gemm_with_transposes_alpha_beta(ta, tb):
+    a, w, c = _normal((4, 3) if ta else (3, 4), 1), _normal((5, 4) if tb else (4, 5), 2), _normal((1, 5), 3)
+    node = helper.make_node("Gemm", ["a", "w", "c"], ["y"], transA=ta, transB=tb, alpha=0.7, beta=1.3)
+    assert _worst_error(_model([node], {"a": a, "w": w, "c": c}, (3, 5)), {"a": a, "w": w, "c": c},
+                        ["a", "w", "c"]) <= 1e-6
+
+
+@pytest.mark.parametrize(("group", "strides", "pads", "dilations"), [
+    (1, [1, 1], [0, 0, 0, 0], [1, 1]), (2, [2, 1], [1, 0, 1, 1], [1, 2]), (4, [2, 2], [1, 1, 1, 1], [1, 1])])
+def test_conv_with_groups_strides_pads_dilations(group, strides, pads, dilations):
+    x, w, bias = _normal((2, 4, 7, 6), 1), _normal((4, 4 // group, 3, 2), 2), _normal((4,), 3)
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=group, strides=strides, pads=pads,
+                            dilations=dilations)
+    out = [(n + p0 + p1 - d * (k - 1) - 1) // s + 1
+           for n, p0, p1, d, k, s in zip((7, 6), pads[:2], pads[2:], dilations, (3, 2), strides)]
+    model = _model([node], {"x": x, "w": w, "b": bias}, (2, 4, *out))
+    assert _worst_error(model, {"x": x, "w": w, "b": bias}, ["x", "w", "b"]) <= 1e-6
+
+
+@pytest.mark.parametrize(("op", "attrs", "out"), [
+    ("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2]}, (2, 3, 3, 2)),
+    ("MaxPool", {"kernel_shape": [3, 2], "strides": [1, 2], "pads": [1, 0, 1, 0]}, (2, 3, 6, 2)),
+    ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, (2, 3, 3, 3)),
+    ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "count_include_pad": 1},
+     (2, 3, 3, 3)),
+    ("GlobalAveragePool", {}, (2, 3, 1, 1)), ("GlobalMaxPool", {}, (2, 3, 1, 1))])
+def test_pooling_rules(op, attrs, out):
+    x = _normal((2, 3, 6, 5))
+    model = _model([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": x}, out)
+    assert _worst_error(model, {"x": x}, ["x"]) <= 1e-6
+
+
+@pytest.mark.parametrize(("op", "keepdims"), [("ReduceSum", 0), ("ReduceMean", 1)])
+def test_reductions(op, keepdims):
+    x = _normal((2, 3, 4))
+    axes = numpy_helper.from_array(np.array([0, 2], np.int64), "axes")
+    model = _model([helper.make_node(op, ["x", "axes"], ["y"], keepdims=keepdims)], {"x": x},
+                   (1, 3, 1) if keepdims else (3,), [axes])
+    assert _worst_error(model, {"x": x}, ["x"]) <= 1e-6
+
+
+def test_shape_ops_reshape_transpose_concat_split_slice_expand_where():
+    x, z = _normal((2, 3, 4), 1), _normal((2, 3, 2), 2)
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+             (("split", [2, 4]), ("starts", [1, 0]), ("ends", [2, 5]), ("axes", [0, 2]), ("big", [3, 2, 5]),
+              ("shape", [6, 5]))]
+    cond = numpy_helper.from_array(np.array([True, False, True]).reshape(3, 1, 1), "cond")
+    nodes = [helper.make_node("Concat", ["x", "z"], ["c"], axis=2),                   # (2, 3, 6)
+             helper.make_node("Transpose", ["c"], ["t"], perm=[1, 0, 2]),             # (3, 2, 6)
+             helper.make_node("Split", ["t", "split"], ["s0", "s1"], axis=2),          # (3, 2, 2), (3, 2, 4)
+             helper.make_node("Mul", ["s0", "s0"], ["sq"]),
+             helper.make_node("Concat", ["sq", "s1"], ["j"], axis=2),                 # (3, 2, 6)
+             helper.make_node("Slice", ["j", "starts", "ends", "axes"], ["sl"]),      # (1, 2, 5)
+             helper.make_node("Expand", ["sl", "big"], ["e"]),                        # (3, 2, 5)
+             helper.make_node("Where", ["cond", "e", "j5"], ["w"]),
+             helper.make_node("Reshape", ["w", "shape"], ["y"])]                      # (6, 5)
+    j5 = [helper.make_node("Slice", ["j", "zero3", "five3"], ["j5"])]
+    bounds = [numpy_helper.from_array(np.array([0, 0, 0], np.int64), "zero3"),
+              numpy_helper.from_array(np.array([3, 2, 5], np.int64), "five3")]
+    model = _model(j5 + nodes, {"x": x, "z": z}, (6, 5), [*inits, cond, *bounds])
+    assert _worst_error(model, {"x": x, "z": z}, ["x", "z"]) <= 1e-6
+
+
+def test_flatten_squeeze_unsqueeze_and_gather_as_an_embedding():
+    table, index = _normal((5, 3), 1), np.array([[0, 4, 4], [2, 0, 1]], np.int64)
+    axes = numpy_helper.from_array(np.array([0], np.int64), "axes")
+    nodes = [helper.make_node("Gather", ["table", "index"], ["g"], axis=0),  # (2, 3, 3)
+             helper.make_node("Unsqueeze", ["g", "axes"], ["u"]),
+             helper.make_node("Squeeze", ["u", "axes"], ["q"]),
+             helper.make_node("Flatten", ["q"], ["y"], axis=1)]
+    model = _model(nodes, {"table": table, "index": index}, (2, 9), [axes])
+    assert _worst_error(model, {"table": table, "index": index}, ["table"]) <= 1e-6
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_softmax_cross_entropy_and_nll(reduction):
+    scores, labels = _normal((4, 5), 1), np.array([0, 3, 4, 1], np.int64)
+    out = (4,) if reduction == "none" else ()
+    for op, first in (("SoftmaxCrossEntropyLoss", "s"), ("NegativeLogLikelihoodLoss", "ls")):
+        pre = [helper.make_node("LogSoftmax", ["s"], ["ls"], axis=1)] if first == "ls" else []
+        model = _model([*pre, helper.make_node(op, [first, "labels"], ["y"], reduction=reduction)],
+                       {"s": scores, "labels": labels}, out)
+        assert _worst_error(model, {"s": scores, "labels": labels}, ["s"]) <= 1e-6, op
+
+
+def test_batch_norm_and_layer_norm_in_training_form():
+    x, scale, bias = _normal((4, 3, 2, 2), 1), _normal((3,), 2), _normal((3,), 3)
+    stats = [numpy_helper.from_array(np.zeros(3), "mean"), numpy_helper.from_array(np.ones(3), "var")]
+    g, h = _normal((3, 2, 2), 4), _normal((3, 2, 2), 5)
+    nodes = [helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["bn"]),
+             helper.make_node("LayerNormalization", ["bn", "g", "h"], ["y"], axis=1)]
+    feeds = {"x": x, "scale": scale, "bias": bias, "g": g, "h": h}
+    model = _model(nodes, feeds, (4, 3, 2, 2), stats)
+    assert _worst_error(model, feeds, list(feeds), training=True) <= 1e-6
+
+
+def test_dropout_in_training_form_uses_the_fed_mask():
+    x = _normal((3, 4))
+    ratio = numpy_helper.from_array(np.array(0.25), "ratio")
+    model = _model([helper.make_node("Dropout", ["x", "ratio"], ["y"])], {"x": x}, (3, 4), [ratio])
+    mask = (np.random.default_rng(9).random((3, 4)) > 0.25).astype(np.float64)
+    assert _worst_error(model, {"x": x}, ["x"], training=True, masks=mask) <= 1e-6
+
+
+def test_ops_without_a_rule_are_listed_together():
+    x = _normal((3, 4))
+    nodes = [helper.make_node("Cos", ["x"], ["c"]), helper.make_node("Sin", ["c"], ["s"]),
+             helper.make_node("Cos", ["s"], ["y"])]
+    graph = nnbridge.load(_model(nodes, {"x": x}, (3, 4)))
+    run_passes(graph, ["infer-shapes"])
+    with pytest.raises(UnsupportedOpError) as info:
+        gradients(graph, graph.outputs[0], [graph.get("x")])
+    assert sorted(i.op for i in info.value.items) == ["Cos", "Cos", "Sin"]
+    assert "no gradient rule" in str(info.value)
