@@ -30,10 +30,12 @@ from .errors import (
 )
 from .ir import Graph
 from .threads import cpu_threads
+from .training import train
 from .version import __version__
 
 __all__ = [
-    "__version__", "load", "save", "convert", "compile", "run", "check", "from_torch", "cpu_threads", "Graph",
+    "__version__", "load", "save", "convert", "compile", "run", "check", "train", "from_torch", "cpu_threads",
+    "Graph",
     "CheckResult",
     "NNBridgeError", "UnsupportedOpError", "FormatError", "ShapeError", "InputError", "SecurityError",
 ]
@@ -68,11 +70,12 @@ def convert(src: Any, dst: str | os.PathLike, **options: Any) -> Graph:
     return graph
 
 
-def from_torch(module: Any, example_inputs: Sequence[Any]) -> Graph:
-    """Trace a ``torch.nn.Module`` with example inputs (needs ``nnbridge[torch]``) into the IR."""
+def from_torch(module: Any, example_inputs: Sequence[Any], *, for_training: bool = False) -> Graph:
+    """Trace a ``torch.nn.Module`` with example inputs (needs ``nnbridge[torch]``) into the IR;
+    ``for_training`` keeps every parameter under the module's name (nothing folded into another)."""
     from .converters.pytorch import from_torch as trace
 
-    return load(trace(module, example_inputs))
+    return load(trace(module, example_inputs, for_training=for_training))
 
 
 def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarray] | None = None,

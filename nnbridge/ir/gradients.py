@@ -106,6 +106,13 @@ def _reciprocal(b, node, grads):
     return [b.op("Neg", b.op("Mul", grads[0], b.op("Mul", y, y)))]
 
 
+@rule("Erf")
+def _erf(b, node, grads):
+    x = node.inputs[0]
+    bell = b.op("Exp", b.op("Neg", b.op("Mul", x, x)))
+    return [b.op("Mul", grads[0], b.op("Mul", bell, b.scalar(2 / math.sqrt(math.pi), x)))]
+
+
 @rule("Abs")
 def _abs(b, node, grads):
     return [b.op("Mul", grads[0], b.op("Sign", node.inputs[0]))]

@@ -66,6 +66,19 @@ def mlp(batch: int) -> onnx.ModelProto:
     return b.model()
 
 
+@_register("digits_cnn", "CNN for 8×8 digits: conv16 3×3 + BN + ReLU → pool → conv32 3×3 + ReLU → pool → FC64 → FC10")
+def digits_cnn(batch: int) -> onnx.ModelProto:
+    """The training demo's model (scikit-learn's digits: nnbridge train --data digits)."""
+    b = OnnxBuilder("digits_cnn", seed=7)
+    x = b.input("image", [batch, 1, 8, 8])
+    x = b.op("Relu", [b.batchnorm(b.conv(x, 1, 16, 3, hint="conv0"), 16, "bn0")])
+    x = b.op("Relu", [b.conv(b.maxpool(x, hint="pool0"), 16, 32, 3, hint="conv1")])
+    x = b.op("Flatten", [b.maxpool(x, hint="pool1")], "flatten", axis=1)
+    x = b.op("Relu", [b.dense(x, 32 * 2 * 2, 64, "fc0")])
+    b.output(b.dense(x, 64, 10, "fc1"))
+    return b.model()
+
+
 @_register("minerva", "SMAUG's Minerva: flatten 784 → FC256 ×3 (ReLU) → FC10")
 def minerva(batch: int) -> onnx.ModelProto:
     b = OnnxBuilder("minerva", seed=2)

@@ -59,7 +59,7 @@ def _normal(shape, seed=0, positive=False):
     return np.abs(x) + 0.5 if positive else x
 
 
-UNARY = ["Neg", "Exp", "Relu", "Sigmoid", "Tanh", "Abs", "Identity"]
+UNARY = ["Neg", "Exp", "Relu", "Sigmoid", "Tanh", "Abs", "Identity", "Erf"]
 POSITIVE = ["Sqrt", "Log", "Reciprocal"]
 
 

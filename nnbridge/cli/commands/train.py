@@ -1,0 +1,94 @@
+"""nnbridge train MODEL — train on the reference backend (loss, gradients, optimizer in the IR)."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from ..common import add_json_arg, add_model_args, add_parser, add_threads_arg, load_model_from_args, write_json
+
+
+def register(sub) -> None:
+    p = add_parser(sub, "train", "train a model on .npz data (or scikit-learn's digits) and save it", """\
+  nnbridge train digits_cnn.onnx --data digits --epochs 10 --out trained.onnx --plot curve.png
+  nnbridge train model.onnx --data train.npz --loss cross-entropy --optimizer adam --lr 1e-3
+  nnbridge train model.onnx --data pairs.npz --loss mse --epochs 50 --batch-size 64 --out fit.prototext
+  nnbridge train model.onnx --data train.npz --json history.json          # per-epoch figures
+""")
+    add_model_args(p)
+    p.add_argument("--data", required=True, metavar="FILE.npz|digits",
+                   help="an .npz with x (samples) and y (class labels, or float targets for mse); 'digits': "
+                        "scikit-learn's 8×8 handwritten digits, x as (N, 1, 8, 8)")
+    p.add_argument("--loss", default="cross-entropy", choices=["cross-entropy", "mse"],
+                   help="cross-entropy on the model's scores (a final Softmax is folded into the loss), or "
+                        "mean squared error (default: cross-entropy)")
+    p.add_argument("--optimizer", default="sgd", choices=["sgd", "adam", "adamw"],
+                   help="ONNX's Momentum op (SGD with momentum) or Adam op; adamw decays weights after the "
+                        "step (default: sgd)")
+    p.add_argument("--lr", type=float, default=0.05, help="learning rate (default: 0.05)")
+    p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default: 0.9)")
+    p.add_argument("--weight-decay", type=float, default=0.0, help="L2 weight decay (default: 0)")
+    p.add_argument("--epochs", type=int, default=10, help="passes over the training data (default: 10)")
+    p.add_argument("--batch-size", type=int, default=32, help="samples per step (default: 32)")
+    p.add_argument("--val-split", type=float, default=0.2,
+                   help="fraction held out for validation after each epoch (default: 0.2)")
+    p.add_argument("--seed", type=int, default=0, help="shuffling and dropout seed: a seed repeats a run exactly")
+    p.add_argument("--out", "-o", help="write the trained model (format from the name: .onnx, .prototext, "
+                                       "_topo.pbtxt)")
+    p.add_argument("--plot", metavar="FILE.png", help="loss and accuracy per epoch as a PNG")
+    add_threads_arg(p)
+    add_json_arg(p, "the settings and the per-epoch figures")
+    p.set_defaults(func=train)
+
+
+def train(args) -> int:
+    from ...training import digits, load_data, plot_history
+    from ...training import train as run_training
+    from .. import console
+
+    x, y = digits() if args.data == "digits" else load_data(args.data)
+    graph = load_model_from_args(args)
+    bar = _bar(console, args.epochs)
+    with bar if bar is not None else contextlib.nullcontext():
+        task = bar.add_task("training", total=args.epochs, figures="") if bar is not None else None
+
+        def progress(epoch, step, steps, figures):
+            if bar is not None:
+                shown = "  ".join(f"{k} {v:.4f}" if k == "loss" else f"{k} {100 * v:.1f}%" for k, v in figures.items())
+                bar.update(task, completed=epoch - 1 + step / steps, description=f"epoch {epoch}/{args.epochs}",
+                           figures=shown)
+
+        result = run_training(graph, x, y, loss=args.loss, optimizer=args.optimizer, lr=args.lr,
+                              momentum=args.momentum, weight_decay=args.weight_decay, epochs=args.epochs,
+                              batch_size=args.batch_size, val_split=args.val_split, seed=args.seed,
+                              progress=progress)
+    if args.out:
+        result.save(args.out)
+    if args.plot:
+        plot_history(result.history, args.plot, title=Path(args.model).stem)
+    if args.json:
+        write_json({"model": args.model, "data": args.data, "loss": args.loss, "optimizer": args.optimizer,
+                    "lr": args.lr, "batch_size": args.batch_size, "seed": args.seed,
+                    "epochs": [vars(e) for e in result.history]}, args.json)
+        if args.json == "-":
+            return 0
+    for e in result.history:
+        line = f"epoch {e.epoch:3d}  loss {e.loss:.4f}"
+        line += f"  accuracy {100 * e.accuracy:5.1f}%" if e.accuracy is not None else ""
+        line += f"  val loss {e.val_loss:.4f}" if e.val_loss is not None else ""
+        line += f"  val accuracy {100 * e.val_accuracy:5.1f}%" if e.val_accuracy is not None else ""
+        console.print(f"{line}  ({e.seconds:.2f} s)", highlight=False)
+    for what, path in (("trained model", args.out), ("curves", args.plot)):
+        if path:
+            console.print(f"wrote {what}: {path}", highlight=False)
+    return 0
+
+
+def _bar(console, epochs: int):
+    """A progress bar with ETA and the running figures, on a terminal only."""
+    if not console.is_terminal:
+        return None
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(),
+                    TextColumn("{task.fields[figures]}"), console=console, transient=True)

@@ -1,0 +1,358 @@
+"""Training on the reference backend: the model's training graph (forward, loss, gradients from
+``passes/autodiff``) and an optimizer graph of ONNX's training ops (``Momentum`` for SGD, ``Adam``
+for Adam/AdamW, run by the shared kernels) are compiled once and stepped over seeded, shuffled
+mini-batches; the same seed gives the same weights.
+
+    result = nnbridge.train("cnn.onnx", x, y, loss="cross-entropy", optimizer="sgd", lr=0.05, epochs=10)
+    result.save("trained.onnx")          # or .prototext / _topo.pbtxt: the trained weights go along
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import FormatError, InputError
+from .ir import DType, Graph, TensorType, Value
+
+LOSSES = ("cross-entropy", "mse")
+OPTIMIZERS = ("sgd", "adam", "adamw")
+TRAINING_DOMAIN = "ai.onnx.preview.training"
+
+
+@dataclass
+class Epoch:
+    """One epoch's figures: mean training loss/accuracy over its steps, validation after it."""
+
+    epoch: int
+    loss: float
+    accuracy: float | None
+    val_loss: float | None = None
+    val_accuracy: float | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class TrainResult:
+    graph: Graph  # the model with its trained weights (inference form)
+    history: list[Epoch] = field(default_factory=list)
+
+    def save(self, path: str | os.PathLike, **options: Any) -> Path:
+        from .converters import save_model
+
+        save_model(self.graph, path, **options)
+        return Path(path)
+
+
+def load_data(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` and ``y`` of an ``.npz`` file (no pickles)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            missing = [k for k in ("x", "y") if k not in data.files]
+            if missing:
+                raise FormatError(f"{path}: has no array {' or '.join(map(repr, missing))}; training data is an "
+                                  f".npz with x (samples) and y (labels or targets), e.g. np.savez(path, x=x, y=y)")
+            return data["x"], data["y"]
+    except (OSError, ValueError) as exc:
+        raise FormatError(f"{path}: not a readable .npz file ({exc})") from None
+
+
+def digits() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's handwritten digits (1,797 8×8 images, 10 classes) as x (N,1,8,8) in [0, 1], y."""
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise InputError("the digits data comes with scikit-learn: pip install scikit-learn") from None
+    data = load_digits()
+    return (data.images[:, None] / 16.0).astype(np.float32), data.target.astype(np.int64)
+
+
+def train(model: Any, x: np.ndarray, y: np.ndarray, *, loss: str = "cross-entropy", optimizer: str = "sgd",
+          lr: float = 0.05, momentum: float = 0.9, weight_decay: float = 0.0, epochs: int = 10, batch_size: int = 32,
+          val_split: float = 0.2, seed: int = 0,
+          progress: Callable[[int, int, int, dict[str, float]], None] | None = None) -> TrainResult:
+    """Train ``model`` (a file, ModelProto or Graph with one input and one output) on ``x``/``y``.
+    ``progress(epoch, step, steps, figures)`` is called after every step."""
+    from .model_io import as_graph
+
+    _check_settings(loss, optimizer, lr, momentum, weight_decay, epochs, batch_size, val_split)
+    graph = as_graph(model).copy()
+    x, y = _check_data(graph, x, y, loss)
+    order = np.random.default_rng(seed).permutation(len(x))
+    n_val = int(round(len(x) * val_split))
+    train_idx, val_idx = order[n_val:], order[:n_val]
+    if len(train_idx) < batch_size:
+        raise InputError(f"{len(train_idx)} training samples are fewer than one batch of {batch_size}")
+    step = _TrainingStep(graph, x.shape[1:], y, batch_size, loss)
+    update = _Optimizer(step.params, optimizer, momentum, weight_decay, lr)
+    evaluate = _Evaluation(graph, x.shape[1:], len(val_idx), step) if n_val else None
+    rng = np.random.default_rng(seed + 1)
+    history, t = [], 0
+    steps = len(train_idx) // batch_size
+    for epoch in range(1, epochs + 1):
+        start, losses, hits = time.perf_counter(), [], 0
+        shuffled = rng.permutation(train_idx)
+        for k in range(steps):
+            batch = shuffled[k * batch_size:(k + 1) * batch_size]
+            value, scores, grads = step.run(x[batch], y[batch], rng)
+            update.apply(step.params, grads, t)
+            t += 1
+            losses.append(value)
+            hits += _correct(scores, y[batch], loss)
+            figures = {"loss": float(np.mean(losses))}
+            if loss == "cross-entropy":
+                figures["accuracy"] = hits / ((k + 1) * batch_size)
+            if progress:
+                progress(epoch, k + 1, steps, figures)
+        record = Epoch(epoch, float(np.mean(losses)), hits / (steps * batch_size) if loss == "cross-entropy" else None)
+        if evaluate is not None:
+            record.val_loss, record.val_accuracy = evaluate.run(x[val_idx], y[val_idx], loss)
+        record.seconds = time.perf_counter() - start
+        history.append(record)
+    trained = graph.copy()
+    for name, array in {**step.params, **step.states}.items():
+        _set_tensor(trained, name, array)
+    return TrainResult(trained, history)
+
+
+def _set_tensor(graph: Graph, name: str, array: np.ndarray) -> None:
+    """Store a trained tensor; one the exporter had aliased to another (an Identity of it) becomes
+    a tensor of its own, as it was in training."""
+    value = graph.get(name)
+    if name not in graph.initializers:
+        graph.remove_node(value.producer)
+        own = graph.add_initializer(name, array, exact=True)
+        graph.replace_uses(value, own)
+        return
+    graph.set_initializer(value, array)
+
+
+def _check_settings(loss, optimizer, lr, momentum, weight_decay, epochs, batch_size, val_split) -> None:
+    if loss not in LOSSES:
+        raise InputError(f"loss '{loss}': choose from {', '.join(LOSSES)}")
+    if optimizer not in OPTIMIZERS:
+        raise InputError(f"optimizer '{optimizer}': choose from {', '.join(OPTIMIZERS)}")
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise InputError(f"learning rate {lr}: it must be a finite number above 0")
+    for name, value in (("momentum", momentum), ("weight decay", weight_decay)):
+        if not (math.isfinite(value) and 0 <= value < (1 if name == "momentum" else math.inf)):
+            raise InputError(f"{name} {value}: it must be finite, ≥ 0{' and below 1' if name == 'momentum' else ''}")
+    if epochs < 1 or batch_size < 1:
+        raise InputError(f"epochs ({epochs}) and batch size ({batch_size}) must be at least 1")
+    if not 0 <= val_split < 1:
+        raise InputError(f"validation split {val_split}: it must be in [0, 1)")
+
+
+def _check_data(graph: Graph, x: np.ndarray, y: np.ndarray, loss: str) -> tuple[np.ndarray, np.ndarray]:
+    if len(graph.inputs) != 1 or len(graph.outputs) != 1:
+        raise InputError(f"graph '{graph.name}' has {len(graph.inputs)} inputs and {len(graph.outputs)} outputs; "
+                         f"training takes a model with one input and one output")
+    x = np.asarray(x)
+    if x.dtype.kind != "f" or x.ndim < 1 or len(x) == 0:
+        raise InputError(f"x has dtype {x.dtype} and shape {list(x.shape)}; it must hold float samples")
+    declared = graph.inputs[0].type.shape
+    if declared is not None and (len(declared) != x.ndim or any(
+            isinstance(d, int) and d != s for d, s in zip(declared[1:], x.shape[1:]))):
+        raise InputError(f"x has samples of shape {list(x.shape[1:])}; the model's input "
+                         f"'{graph.inputs[0].name}' takes {list(declared[1:])}")
+    y = np.asarray(y)
+    if len(y) != len(x):
+        raise InputError(f"y has {len(y)} entries for {len(x)} samples")
+    if loss == "cross-entropy":
+        if y.ndim != 1 or y.dtype.kind not in "iu":
+            raise InputError(f"y has dtype {y.dtype} and shape {list(y.shape)}; cross-entropy takes one integer "
+                             f"class label per sample")
+        y = y.astype(np.int64)
+    elif y.dtype.kind != "f":
+        raise InputError(f"y has dtype {y.dtype}; mse takes float targets shaped like the model's output")
+    return x.astype(graph.inputs[0].type.dtype.numpy if graph.inputs[0].type.dtype else np.float32), y
+
+
+def _correct(scores: np.ndarray, labels: np.ndarray, loss: str) -> int:
+    return int((scores.argmax(1) == labels).sum()) if loss == "cross-entropy" else 0
+
+
+def _pinned(graph: Graph, sample: tuple, batch: int) -> tuple[Graph, dict[str, np.ndarray]]:
+    """A copy for one batch size whose float tensors are inputs (fed each step, so nothing derived
+    from a weight is precomputed), shape arithmetic folded and every shape inferred again; returns
+    it and the tensors' values."""
+    from .passes import run_passes
+    from .passes.manager import Fixpoint
+
+    graph = graph.copy()
+    x = graph.inputs[0]
+    x.type = TensorType(x.type.dtype, (batch, *sample), x.type.layout)
+    for value in graph.values.values():
+        if value is not x and value.name not in graph.initializers:
+            value.type = TensorType(value.type.dtype, None, value.type.layout)
+    weights = {n: np.array(a) for n, a in graph.initializers.items() if np.asarray(a).dtype.kind == "f" and a.ndim}
+    for name in weights:
+        graph.initializers.pop(name)
+        graph.inputs.append(graph.get(name))
+    for node in list(graph.nodes):  # exporters alias equal initial values (torch: every LayerNorm's
+        source = node.inputs[0] if node.op == "Identity" and node.inputs else None  # ones): apart again
+        if source is not None and source.name in weights and not node.domain:
+            alias = node.outputs[0]
+            graph.remove_node(node)
+            own = graph.add_input(alias.name, TensorType(source.type.dtype, tuple(weights[source.name].shape)))
+            graph.replace_uses(alias, own)
+            weights[own.name] = weights[source.name].copy()
+    run_passes(graph, [Fixpoint("infer-shapes", "fold")])  # shape arithmetic on static shapes → constants
+    return graph, weights
+
+
+def _logits(graph: Graph) -> Value:
+    """The scores a classifier's loss starts from: the input of a final Softmax (a stable loss)."""
+    out = graph.outputs[0]
+    node = out.producer
+    return node.inputs[0] if node is not None and node.op == "Softmax" and not node.domain else out
+
+
+class _TrainingStep:
+    """The compiled training graph: feeds a batch and the current weights, returns the loss, the
+    scores and every weight's gradient; keeps batch-norm running statistics up to date."""
+
+    def __init__(self, graph: Graph, sample: tuple, y: np.ndarray, batch: int, loss: str):
+        import nnbridge
+
+        from .passes.autodiff import gradients, training_form
+
+        tg, weights = _pinned(graph, sample, batch)
+        form = training_form(tg)
+        scores = _logits(tg)
+        trainable = [n for n in weights if n not in form.updates and tg.consumers(tg.get(n))]
+        self.params = {n: weights[n] for n in trainable}
+        self.states = {n: weights[n] for n in form.updates}
+        self.fixed = {n: a for n, a in weights.items() if n not in self.params and n not in self.states}
+        if loss == "cross-entropy":
+            labels = tg.add_input("labels", TensorType(DType.INT64, (batch,)))
+            value = tg.add_node("SoftmaxCrossEntropyLoss", [scores, labels], ["loss"],
+                                {"reduction": "mean"}).outputs[0]
+            value.type = TensorType(scores.type.dtype, ())
+        else:
+            targets = tg.add_input("targets", TensorType(scores.type.dtype, (batch, *y.shape[1:])))
+            diff = tg.add_node("Sub", [scores, targets], ["diff"]).outputs[0]
+            diff.type = scores.type
+            square = tg.add_node("Mul", [diff, diff], ["square"]).outputs[0]
+            square.type = scores.type
+            value = tg.add_node("ReduceMean", [square], ["loss"], {"keepdims": 0}).outputs[0]
+            value.type = TensorType(scores.type.dtype, ())
+        grads = gradients(tg, value, [tg.get(n) for n in trainable])
+        self.masks = {name: (tuple(tg.get(name).type.shape), ratio) for name, ratio in form.masks.items()}
+        tg.outputs[:] = [value, scores, *grads.values(), *form.updates.values()]
+        self.names = (value.name, scores.name, [g.name for g in grads.values()],
+                      [u.name for u in form.updates.values()])
+        self.input, self.target = tg.inputs[0].name, "labels" if loss == "cross-entropy" else "targets"
+        self.exe = nnbridge.compile(tg, backend="reference")
+
+    def run(self, xb: np.ndarray, yb: np.ndarray, rng: np.random.Generator):
+        feeds = {self.input: xb, self.target: yb, **self.params, **self.states, **self.fixed}
+        for name, (shape, ratio) in self.masks.items():
+            feeds[name] = (rng.random(shape) >= ratio).astype(xb.dtype)
+        out = self.exe.run(feeds)
+        loss_name, score_name, grad_names, update_names = self.names
+        for state, name in zip(self.states, update_names):
+            self.states[state] = out[name]
+        return float(out[loss_name]), out[score_name], [out[n] for n in grad_names]
+
+
+class _Optimizer:
+    """One step of ONNX's Momentum (SGD) or Adam op over all weights at once, compiled once."""
+
+    def __init__(self, params: dict[str, np.ndarray], kind: str, momentum: float, weight_decay: float, lr: float):
+        import nnbridge
+
+        self.lr, self.kind = lr, kind
+        g = Graph("optimizer")
+        rate = g.add_input("R", TensorType(DType.FLOAT32, ()))
+        step = g.add_input("T", TensorType(DType.INT64, ()))
+        roles = ["X", "G", "V"] + (["H"] if kind != "sgd" else [])
+        values = {r: [g.add_input(f"{r}{i}", TensorType(DType.from_numpy(a.dtype), a.shape))
+                      for i, a in enumerate(params.values())] for r in roles}
+        if kind == "sgd":
+            op, attrs = "Momentum", {"alpha": momentum, "beta": 1.0, "norm_coefficient": weight_decay,
+                                     "mode": "standard"}
+        else:
+            decay = {"norm_coefficient": weight_decay} if kind == "adam" else \
+                {"norm_coefficient_post": lr * weight_decay}
+            op, attrs = "Adam", {"alpha": 0.9, "beta": 0.999, "epsilon": 1e-8, **decay}
+        outs = [f"{r}{i}_new" for r in ["X", *roles[2:]] for i in range(len(params))]
+        node = g.add_node(op, [rate, step, *(v for r in roles for v in values[r])], outs, attrs,
+                          domain=TRAINING_DOMAIN)
+        for out, source in zip(node.outputs, [v for r in ["X", *roles[2:]] for v in values[r]]):
+            out.type = source.type
+        g.outputs[:] = list(node.outputs)
+        self.state = {r: [np.zeros_like(a) for a in params.values()] for r in roles[2:]}
+        self.exe = nnbridge.compile(g, backend="reference", passes=[])
+
+    def apply(self, params: dict[str, np.ndarray], grads: list[np.ndarray], t: int) -> None:
+        feeds = {"R": np.float32(self.lr), "T": np.int64(t)}
+        for i, (array, grad) in enumerate(zip(params.values(), grads)):
+            feeds[f"X{i}"], feeds[f"G{i}"] = array, grad
+        for role, arrays in self.state.items():
+            feeds.update({f"{role}{i}": a for i, a in enumerate(arrays)})
+        out = self.exe.run(feeds)
+        for i, name in enumerate(params):
+            params[name] = out[f"X{i}_new"]
+        for role, arrays in self.state.items():
+            self.state[role] = [out[f"{role}{i}_new"] for i in range(len(arrays))]
+
+
+class _Evaluation:
+    """The model in inference form over the whole validation set, fed the current weights."""
+
+    def __init__(self, graph: Graph, sample: tuple, count: int, step: _TrainingStep):
+        import nnbridge
+
+        eg, _ = _pinned(graph, sample, count)
+        self.scores = _logits(eg)
+        eg.outputs[:] = [self.scores]
+        self.step, self.input = step, eg.inputs[0].name
+        self.exe = nnbridge.compile(eg, backend="reference")
+
+    def run(self, x: np.ndarray, y: np.ndarray, loss: str) -> tuple[float, float | None]:
+        feeds = {self.input: x, **self.step.params, **self.step.states, **self.step.fixed}
+        scores = self.exe.run(feeds)[self.scores.name]
+        scores = scores.astype(np.float64)
+        if loss == "mse":
+            return float(((scores - y) ** 2).mean()), None
+        shifted = scores - scores.max(1, keepdims=True)
+        log_probs = shifted - np.log(np.exp(shifted).sum(1, keepdims=True))
+        return float(-log_probs[np.arange(len(y)), y].mean()), float((scores.argmax(1) == y).mean())
+
+
+def plot_history(history: list[Epoch], path: str | os.PathLike, title: str = "training") -> Path:
+    """Loss (left) and accuracy (right) per epoch, training and validation, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    epochs = [e.epoch for e in history]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
+    left.plot(epochs, [e.loss for e in history], "o-", label="training")
+    if any(e.val_loss is not None for e in history):
+        left.plot(epochs, [e.val_loss for e in history], "s-", label="validation")
+    left.set(xlabel="epoch", ylabel="loss", title=f"{title}: loss")
+    left.legend()
+    if any(e.accuracy is not None for e in history):
+        right.plot(epochs, [100 * e.accuracy for e in history], "o-", label="training")
+        if any(e.val_accuracy is not None for e in history):
+            right.plot(epochs, [100 * e.val_accuracy for e in history], "s-", label="validation")
+        right.set(xlabel="epoch", ylabel="accuracy (%)", title=f"{title}: accuracy", ylim=(0, 100))
+        right.legend()
+    else:
+        right.axis("off")
+    from .fileio import atomic_write
+
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=110)
+    plt.close(fig)
+    return Path(path)
