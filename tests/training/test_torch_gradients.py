@@ -46,7 +46,8 @@ def _mlp():
 
 def _cnn():
     return torch.nn.Sequential(
-        torch.nn.Conv2d(3, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(3, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
         torch.nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=2), torch.nn.ReLU(), torch.nn.AvgPool2d(2),
         torch.nn.Flatten(), torch.nn.Linear(16 * 2 * 2, 5)), (8, 3, 16, 16)
 
