@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     np.seterr(all="ignore")
     model = zoo.build(args.model)
+    onnx.save(zoo.build("digits_cnn", batch=32), out / "digits_cnn.onnx")  # the training tour's model
     console.rule(f"nnbridge demo: {args.model} — {zoo.describe(args.model)}")
     try:
         conv_rows, final = _convert_chain(model, out, args.model)
