@@ -43,12 +43,33 @@ class Epoch:
 class TrainResult:
     graph: Graph  # the model with its trained weights (inference form)
     history: list[Epoch] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)  # how it was trained (loss, optimizer, …)
+    data: tuple[np.ndarray, np.ndarray] | None = None  # what it was trained on
 
     def save(self, path: str | os.PathLike, **options: Any) -> Path:
-        from .converters import save_model
+        """The trained model in the format ``path`` names. An LBANN file also describes the
+        training run — objective, metric, optimizer, mini-batch size and a ``numpy_npz`` reader of
+        ``<stem>_data.npz`` (written beside it: ``data`` and ``labels`` or ``responses``) — so
+        that LBANN trains it as nnbridge did."""
+        from .converters import format_for, save_model
 
-        save_model(self.graph, path, **options)
-        return Path(path)
+        path = Path(path)
+        if format_for(path).name != "lbann" or self.data is None:
+            save_model(self.graph, path, **options)
+            return path
+        from .converters.lbann.experiment import training_setup
+        from .fileio import atomic_write
+
+        x, y = self.data
+        graph = _redeclared(self.graph, x.shape[1:], self.settings["batch_size"])
+        data_file = path.with_name(f"{path.stem}_data.npz")
+        training_setup(graph, **self.settings, data_file=str(data_file),
+                       classes=int(y.max()) + 1 if self.settings["loss"] == "cross-entropy" else 0)
+        save_model(graph, path, **options)
+        target = {"labels": y.astype(np.int32)} if self.settings["loss"] == "cross-entropy" else {"responses": y}
+        with atomic_write(data_file, "wb") as fh:
+            np.savez(fh, data=x.astype(np.float32), **target)
+        return path
 
 
 def load_data(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
@@ -119,7 +140,9 @@ def train(model: Any, x: np.ndarray, y: np.ndarray, *, loss: str = "cross-entrop
     trained = graph.copy()
     for name, array in {**step.params, **step.states}.items():
         _set_tensor(trained, name, array)
-    return TrainResult(trained, history)
+    settings = {"loss": loss, "optimizer": optimizer, "lr": lr, "momentum": momentum, "weight_decay": weight_decay,
+                "epochs": epochs, "batch_size": batch_size, "val_split": val_split}
+    return TrainResult(trained, history, settings, (x, y))
 
 
 def _set_tensor(graph: Graph, name: str, array: np.ndarray) -> None:
@@ -179,19 +202,32 @@ def _correct(scores: np.ndarray, labels: np.ndarray, loss: str) -> int:
     return int((scores.argmax(1) == labels).sum()) if loss == "cross-entropy" else 0
 
 
-def _pinned(graph: Graph, sample: tuple, batch: int) -> tuple[Graph, dict[str, np.ndarray]]:
-    """A copy for one batch size whose float tensors are inputs (fed each step, so nothing derived
-    from a weight is precomputed), shape arithmetic folded and every shape inferred again; returns
-    it and the tensors' values."""
-    from .passes import run_passes
-    from .passes.manager import Fixpoint
-
+def _redeclared(graph: Graph, sample: tuple, batch: int, infer: bool = True) -> Graph:
+    """A copy whose input takes batches of ``batch`` (a fixed batch dim too), every other
+    activation's shape inferred again (``infer``) with shape arithmetic folded."""
     graph = graph.copy()
     x = graph.inputs[0]
     x.type = TensorType(x.type.dtype, (batch, *sample), x.type.layout)
     for value in graph.values.values():
         if value is not x and value.name not in graph.initializers:
             value.type = TensorType(value.type.dtype, None, value.type.layout)
+    if infer:
+        _infer(graph)
+    return graph
+
+
+def _infer(graph: Graph) -> None:
+    from .passes import run_passes
+    from .passes.manager import Fixpoint
+
+    run_passes(graph, [Fixpoint("infer-shapes", "fold")])  # shape arithmetic on static shapes → constants
+
+
+def _pinned(graph: Graph, sample: tuple, batch: int) -> tuple[Graph, dict[str, np.ndarray]]:
+    """A copy for one batch size whose float tensors are inputs (fed each step, so nothing derived
+    from a weight is precomputed), shape arithmetic folded and every shape inferred again; returns
+    it and the tensors' values."""
+    graph = _redeclared(graph, sample, batch, infer=False)
     weights = {n: np.array(a) for n, a in graph.initializers.items() if np.asarray(a).dtype.kind == "f" and a.ndim}
     for name in weights:
         graph.initializers.pop(name)
@@ -204,7 +240,7 @@ def _pinned(graph: Graph, sample: tuple, batch: int) -> tuple[Graph, dict[str, n
             own = graph.add_input(alias.name, TensorType(source.type.dtype, tuple(weights[source.name].shape)))
             graph.replace_uses(alias, own)
             weights[own.name] = weights[source.name].copy()
-    run_passes(graph, [Fixpoint("infer-shapes", "fold")])  # shape arithmetic on static shapes → constants
+    _infer(graph)
     return graph, weights
 
 

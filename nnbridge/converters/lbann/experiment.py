@@ -7,6 +7,8 @@ the written network — an LBANN → LBANN conversion gives LBANN the same exper
 
 from __future__ import annotations
 
+import os
+
 from google.protobuf import text_format
 
 from ...errors import FormatError
@@ -91,3 +93,50 @@ def restore(message: lbann_pb2.LbannPB, graph: Graph) -> None:
     if not shell.HasField("optimizer"):
         full.optimizer.CopyFrom(message.optimizer)
     message.CopyFrom(full)
+
+
+def training_setup(graph: Graph, *, loss: str, optimizer: str, lr: float, momentum: float, weight_decay: float,
+                   epochs: int, batch_size: int, val_split: float, data_file: str, classes: int) -> None:
+    """Record the experiment that trains ``graph`` as nnbridge trained it, for the LBANN writer:
+    the labels (or responses) input, softmax and the loss layer on the model's output, the objective,
+    a metric (categorical accuracy for classifiers), the optimizer with its hyper-parameters and a
+    ``numpy_npz`` data reader for ``data_file`` (arrays ``data`` and ``labels``/``responses``)."""
+    out = graph.outputs[0]
+    producer = out.producer
+    model = lbann_pb2.Model(num_epochs=epochs)
+    if loss == "cross-entropy":
+        probs = out.name
+        if producer is None or producer.op != "Softmax":
+            probs = f"{out.name}_probs"
+            model.layer.add(name=probs, parents=[out.name]).softmax.SetInParent()
+        model.layer.add(name="labels").input.data_field = "labels"
+        model.layer.add(name="cross_entropy", parents=[probs, "labels"]).cross_entropy.SetInParent()
+        model.layer.add(name="accuracy", parents=[probs, "labels"]).categorical_accuracy.SetInParent()
+        model.metric.add().layer_metric.CopyFrom(lbann_pb2.Metric.LayerMetric(layer="accuracy", name="accuracy",
+                                                                              unit="%"))
+        term = "cross_entropy"
+    else:
+        model.layer.add(name="responses").input.data_field = "responses"
+        model.layer.add(name="mean_squared_error", parents=[out.name, "responses"]).mean_squared_error.SetInParent()
+        term = "mean_squared_error"
+    model.objective_function.layer_term.add(scale_factor=1.0, layer=term)
+    shell = lbann_pb2.LbannPB(model=model)
+    if optimizer == "sgd":
+        shell.optimizer.sgd.CopyFrom(lbann_pb2.Optimizer.SGD(learn_rate=lr, momentum=momentum))
+    else:
+        shell.optimizer.adam.CopyFrom(lbann_pb2.Optimizer.Adam(
+            learn_rate=lr, beta1=0.9, beta2=0.999, eps=1e-8,
+            adamw_weight_decay=weight_decay if optimizer == "adamw" else 0.0))
+    if weight_decay and optimizer != "adamw":
+        model = shell.model
+        model.objective_function.l2_weight_regularization.add(scale_factor=weight_decay / 2)
+    folder, name = os.path.split(os.path.abspath(data_file))
+    reader = shell.data_reader.reader.add(name="numpy_npz", role="train", shuffle=True,
+                                          data_filedir=folder + os.sep, data_filename=name,
+                                          validation_fraction=val_split, fraction_of_data_to_use=1.0)
+    if loss == "cross-entropy":
+        reader.disable_responses, reader.num_labels = True, classes
+    else:
+        reader.disable_labels = True
+    shell.trainer.mini_batch_size = batch_size
+    graph.metadata[KEY] = text_format.MessageToString(shell)

@@ -218,11 +218,12 @@ def _parent_output(layer, parent: str, outputs, children, source: str) -> Tensor
 
 
 def _set_outputs(graph: Graph, kept, children, outputs, header: textio.Header, dropped: set[str]) -> None:
+    by_kind = {layer.name: layer.WhichOneof("layer_type") for layer in kept}
+    leaves = [layer.name for layer in kept if by_kind[layer.name] != "input"
+              and not [c for c in children[layer.name] if c not in dropped]]
     names = [n for n in header.outputs if n in outputs]
-    if not names:
-        names = [layer.name for layer in kept
-                 if layer.WhichOneof("layer_type") != "input"
-                 and not [c for c in children[layer.name] if c not in dropped]]
+    # the recorded outputs, and the loss and metric layers when those are imported
+    names = [*names, *(n for n in leaves if n not in names and by_kind[n] in TRAINING_ONLY)] if names else leaves
     for n in names:
         graph.outputs.extend(t.value for t in outputs[n])
     if not graph.outputs:
