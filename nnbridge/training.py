@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .compiler import compile as compile_graph
 from .errors import FormatError, InputError
 from .ir import DType, Graph, TensorType, Value
 
@@ -256,8 +257,6 @@ class _TrainingStep:
     scores and every weight's gradient; keeps batch-norm running statistics up to date."""
 
     def __init__(self, graph: Graph, sample: tuple, y: np.ndarray, batch: int, loss: str):
-        import nnbridge
-
         from .passes.autodiff import gradients, training_form
 
         tg, weights = _pinned(graph, sample, batch)
@@ -286,7 +285,7 @@ class _TrainingStep:
         self.names = (value.name, scores.name, [g.name for g in grads.values()],
                       [u.name for u in form.updates.values()])
         self.input, self.target = tg.inputs[0].name, "labels" if loss == "cross-entropy" else "targets"
-        self.exe = nnbridge.compile(tg, backend="reference")
+        self.exe = compile_graph(tg, backend="reference")
 
     def run(self, xb: np.ndarray, yb: np.ndarray, rng: np.random.Generator):
         feeds = {self.input: xb, self.target: yb, **self.params, **self.states, **self.fixed}
@@ -303,8 +302,6 @@ class _Optimizer:
     """One step of ONNX's Momentum (SGD) or Adam op over all weights at once, compiled once."""
 
     def __init__(self, params: dict[str, np.ndarray], kind: str, momentum: float, weight_decay: float, lr: float):
-        import nnbridge
-
         self.lr, self.kind = lr, kind
         g = Graph("optimizer")
         rate = g.add_input("R", TensorType(DType.FLOAT32, ()))
@@ -326,7 +323,7 @@ class _Optimizer:
             out.type = source.type
         g.outputs[:] = list(node.outputs)
         self.state = {r: [np.zeros_like(a) for a in params.values()] for r in roles[2:]}
-        self.exe = nnbridge.compile(g, backend="reference", passes=[])
+        self.exe = compile_graph(g, backend="reference", passes=[])
 
     def apply(self, params: dict[str, np.ndarray], grads: list[np.ndarray], t: int) -> None:
         feeds = {"R": np.float32(self.lr), "T": np.int64(t)}
@@ -345,13 +342,11 @@ class _Evaluation:
     """The model in inference form over the whole validation set, fed the current weights."""
 
     def __init__(self, graph: Graph, sample: tuple, count: int, step: _TrainingStep):
-        import nnbridge
-
         eg, _ = _pinned(graph, sample, count)
         self.scores = _logits(eg)
         eg.outputs[:] = [self.scores]
         self.step, self.input = step, eg.inputs[0].name
-        self.exe = nnbridge.compile(eg, backend="reference")
+        self.exe = compile_graph(eg, backend="reference")
 
     def run(self, x: np.ndarray, y: np.ndarray, loss: str) -> tuple[float, float | None]:
         feeds = {self.input: x, **self.step.params, **self.step.states, **self.step.fixed}
