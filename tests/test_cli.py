@@ -215,3 +215,15 @@ def test_long_work_reports_progress_for_the_pass_pipeline_and_each_long_graph_ru
         total = calls[-1][1]
         assert calls[0][0] == 0 and calls[-1] == (total, total) and total > 5, kind
         assert [d for d, _ in calls] == sorted(d for d, _ in calls), kind
+
+
+def test_convert_dry_run_reports_per_op_type_and_writes_nothing(tmp_path, cli):
+    onnx.save(build("lstm_small"), tmp_path / "lstm.onnx")
+    onnx.save(build("lenet5"), tmp_path / "lenet.onnx")
+    code, text = cli("convert", tmp_path / "lstm.onnx", tmp_path / "lstm.prototext", "--dry-run")
+    assert code == 1 and "nothing written" in text
+    assert "LSTM                             1  refused: LBANN has no equivalent layer or operator (1)" in text
+    code, text = cli("convert", tmp_path / "lenet.onnx", tmp_path / "lenet_topo.pbtxt", "--dry-run")
+    assert code == 0 and "Conv                             2  converts" in text
+    assert "would write" in text and "lenet_params.pb" in text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lenet.onnx", "lstm.onnx"]

@@ -27,6 +27,7 @@ def register(sub) -> None:
   nnbridge convert lenet.prototext lenet.onnx --input-shape input=1x28x28
   nnbridge convert det.onnx det.prototext --dim batch=1 --dim height=640 --dim width=640
   nnbridge convert model.onnx out/m_topo.pbtxt --smaug-input data=image.npy   # the input SMAUG runs
+  nnbridge convert model.onnx model.prototext --dry-run  # what converts, what is refused, nothing written
 """)
     p.add_argument("src", help="source model (.onnx, _topo.pbtxt, .prototext)")
     p.add_argument("dst", help="destination file; its name picks the format")
@@ -49,6 +50,9 @@ def register(sub) -> None:
     p.add_argument("--allow-fp16-overflow", action="store_true",
                    help="SMAUG SMV: write files whose stored input drives a value past fp16's range "
                         "(refused by default: the real runtime computes inf/NaN)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="write nothing: say per op type what converts and what is refused (and why), and "
+                        "which files the conversion would write, with their sizes")
     add_json_arg(p, "what was written: files and sizes, nodes, parameters, notes")
     p.set_defaults(func=run)
 
@@ -75,6 +79,8 @@ def run(args) -> int:
         options["smaug_inputs"] = load_inputs(args.smaug_input)
     if args.allow_fp16_overflow:
         options["smaug_allow_overflow"] = True
+    if args.dry_run:
+        return dry_run(args, options)
     with working(console, f"converting {args.src} → {args.dst}"):
         graph = nnbridge.convert(args.src, args.dst, **options)
     fmt = format_for(args.dst)
@@ -117,3 +123,54 @@ def conversion_notes(graph, fmt: str, options: dict) -> list[str]:
         if kept := describe_experiment(graph):
             notes.append(kept)
     return notes
+
+
+def dry_run(args, options: dict) -> int:
+    """Convert into a scratch directory and report per op type; nothing is left behind. A
+    conversion that would be refused lists every reason (with counts) and exits 1 as convert would."""
+    import tempfile
+
+    import nnbridge
+
+    from ...converters import format_for
+    from ...errors import UnsupportedOpError
+    from .. import console
+
+    fmt = format_for(args.dst)
+    graph = nnbridge.load(args.src, **{k: v for k, v in options.items() if k in _LOAD_KEYS})
+    counts: dict[str, int] = {}
+    for node in graph.nodes:
+        label = f"{node.domain}::{node.op}" if node.domain else node.op
+        counts[label] = counts.get(label, 0) + 1
+    refused: dict[str, list[str]] = {}
+    sizes: dict[str, int] = {}
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        target = Path(scratch) / Path(args.dst).name
+        try:
+            nnbridge.convert(args.src, target, **options)
+            sizes = {f.name: f.stat().st_size for f in fmt.written(target) if f.is_file()}
+            notes = fmt.notes(target)
+        except UnsupportedOpError as exc:
+            for item in exc.items:
+                label = f"{item.domain}::{item.op}" if item.domain else item.op
+                refused.setdefault(label, []).append(item.reason)
+    console.print(f"{args.src} → {args.dst} ({fmt.name}), dry run: {len(graph)} nodes, nothing written",
+                  highlight=False)
+    for label, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        reasons = refused.pop(label, [])
+        fate = "converts" if not reasons else \
+            "refused: " + "; ".join(f"{r} ({reasons.count(r)})" for r in dict.fromkeys(reasons))
+        console.print(f"  {label:<28} {count:>5}  {fate}", highlight=False)
+    for label, reasons in refused.items():  # nodes the writer met after folding or rewriting
+        console.print(f"  {label:<28} {len(reasons):>5}  refused: {'; '.join(dict.fromkeys(reasons))}",
+                      highlight=False)
+    for name, size in sizes.items():
+        console.print(f"  would write {Path(args.dst).with_name(name)} ({size / 2**20:,.2f} MiB)", highlight=False)
+    for note in notes:
+        console.print(f"  note: {note}", highlight=False)
+    return 0 if sizes else 1
+
+
+#: the loader's options among convert's (the writer's go to the scratch conversion only)
+_LOAD_KEYS = {"input_shapes", "dims", "batch_size", "lbann_training_layers", "lbann_trust_paths"}
