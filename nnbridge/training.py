@@ -252,40 +252,110 @@ def _logits(graph: Graph) -> Value:
     return node.inputs[0] if node is not None and node.op == "Softmax" and not node.domain else out
 
 
+@dataclass
+class TrainingGraph:
+    """One training step as a graph: inputs the batch, its labels (or targets), the weights, the
+    batch-norm states, the other float tensors and the dropout masks; outputs the loss, the scores,
+    each weight's gradient and each state's update. ``forward`` holds the ids of the nodes that
+    compute the loss (the rest is the backward pass)."""
+
+    graph: Graph
+    params: dict[str, np.ndarray]
+    states: dict[str, np.ndarray]
+    fixed: dict[str, np.ndarray]
+    masks: dict[str, tuple[tuple[int, ...], float]]
+    loss: Value
+    scores: Value
+    grads: dict[str, Value]
+    updates: dict[str, Value]
+    target: str
+    forward: set[int]
+
+
+def training_graph(graph: Graph, sample: tuple, target_shape: tuple, batch: int, loss: str) -> TrainingGraph:
+    from .passes.autodiff import gradients, training_form
+
+    tg, weights = _pinned(graph, sample, batch)
+    form = training_form(tg)
+    scores = _logits(tg)
+    trainable = [n for n in weights if n not in form.updates and tg.consumers(tg.get(n))]
+    params = {n: weights[n] for n in trainable}
+    states = {n: weights[n] for n in form.updates}
+    fixed = {n: a for n, a in weights.items() if n not in params and n not in states}
+    if loss == "cross-entropy":
+        labels = tg.add_input("labels", TensorType(DType.INT64, (batch,)))
+        value = tg.add_node("SoftmaxCrossEntropyLoss", [scores, labels], ["loss"], {"reduction": "mean"}).outputs[0]
+        value.type = TensorType(scores.type.dtype, ())
+    else:
+        targets = tg.add_input("targets", TensorType(scores.type.dtype, (batch, *target_shape)))
+        diff = tg.add_node("Sub", [scores, targets], ["diff"]).outputs[0]
+        diff.type = scores.type
+        square = tg.add_node("Mul", [diff, diff], ["square"]).outputs[0]
+        square.type = scores.type
+        value = tg.add_node("ReduceMean", [square], ["loss"], {"keepdims": 0}).outputs[0]
+        value.type = TensorType(scores.type.dtype, ())
+    forward = {id(n) for n in tg.nodes}
+    grads = gradients(tg, value, [tg.get(n) for n in trainable])
+    masks = {name: (tuple(tg.get(name).type.shape), ratio) for name, ratio in form.masks.items()}
+    tg.outputs[:] = [value, scores, *grads.values(), *form.updates.values()]
+    return TrainingGraph(tg, params, states, fixed, masks, value, scores, grads, dict(form.updates),
+                         "labels" if loss == "cross-entropy" else "targets", forward)
+
+
+def training_program(model: Any, *, batch_size: int, loss: str = "cross-entropy", optimizer: str = "sgd",
+                     lr: float = 0.05, momentum: float = 0.9, weight_decay: float = 0.0) -> Graph:
+    """One whole training step as one graph, for a compiler that runs it as SambaFlow does in
+    sections typed fwd, bwd and opt: the forward pass and loss, the backward pass, and the
+    optimizer op updating every weight and its states. Inputs: the batch, its labels (or targets),
+    the step count ``T`` and dropout masks; the weights, optimizer states and batch-norm states are
+    the graph's tensors (on chip); outputs: the loss, the scores, the new weights, the new optimizer
+    states and the new batch-norm states. The learning rate is fixed at compile time, as
+    SambaFlow's is."""
+    import json
+
+    from .model_io import as_graph
+    from .passes.autodiff import PHASES_KEY
+
+    _check_settings(loss, optimizer, lr, momentum, weight_decay, 1, batch_size, 0.0)
+    graph = as_graph(model)
+    shape = graph.inputs[0].type.shape if len(graph.inputs) == 1 else None
+    if shape is None or not all(isinstance(d, int) for d in shape[1:]):
+        raise InputError(f"graph '{graph.name}': a training program needs one input with static per-sample dims")
+    out_shape = graph.outputs[0].type.shape or ()
+    built = training_graph(graph, tuple(shape[1:]), tuple(out_shape[1:]), batch_size, loss)
+    g = built.graph
+    rate = g.add_initializer("learning_rate", np.asarray(lr, np.float32))
+    step = g.add_input("T", TensorType(DType.INT64, ()))
+    weights = [g.get(n) for n in built.params]
+    tensors = {"X": weights, "G": list(built.grads.values())}
+    for role in _roles(optimizer)[2:]:
+        tensors[role] = [g.add_input(f"{w.name}.{role}", w.type) for w in weights]
+    node = _optimizer_node(g, rate, step, tensors, optimizer, momentum, weight_decay, lr)
+    g.outputs[:] = [built.loss, built.scores, *node.outputs, *built.updates.values()]
+    phases = {o.name: ("opt" if n is node else "bwd") for n in g.nodes if id(n) not in built.forward
+              for o in n.outputs}
+    g.metadata[PHASES_KEY] = json.dumps(phases)
+    for name, array in {**built.params, **built.states, **built.fixed}.items():  # weights live on chip
+        g.inputs.remove(g.get(name))
+        g.initializers[name] = array
+    for role in _roles(optimizer)[2:]:
+        for w in weights:
+            g.inputs.remove(g.get(f"{w.name}.{role}"))
+            g.initializers[f"{w.name}.{role}"] = np.zeros(w.type.shape, np.float32)
+    return g
+
+
 class _TrainingStep:
     """The compiled training graph: feeds a batch and the current weights, returns the loss, the
     scores and every weight's gradient; keeps batch-norm running statistics up to date."""
 
     def __init__(self, graph: Graph, sample: tuple, y: np.ndarray, batch: int, loss: str):
-        from .passes.autodiff import gradients, training_form
-
-        tg, weights = _pinned(graph, sample, batch)
-        form = training_form(tg)
-        scores = _logits(tg)
-        trainable = [n for n in weights if n not in form.updates and tg.consumers(tg.get(n))]
-        self.params = {n: weights[n] for n in trainable}
-        self.states = {n: weights[n] for n in form.updates}
-        self.fixed = {n: a for n, a in weights.items() if n not in self.params and n not in self.states}
-        if loss == "cross-entropy":
-            labels = tg.add_input("labels", TensorType(DType.INT64, (batch,)))
-            value = tg.add_node("SoftmaxCrossEntropyLoss", [scores, labels], ["loss"],
-                                {"reduction": "mean"}).outputs[0]
-            value.type = TensorType(scores.type.dtype, ())
-        else:
-            targets = tg.add_input("targets", TensorType(scores.type.dtype, (batch, *y.shape[1:])))
-            diff = tg.add_node("Sub", [scores, targets], ["diff"]).outputs[0]
-            diff.type = scores.type
-            square = tg.add_node("Mul", [diff, diff], ["square"]).outputs[0]
-            square.type = scores.type
-            value = tg.add_node("ReduceMean", [square], ["loss"], {"keepdims": 0}).outputs[0]
-            value.type = TensorType(scores.type.dtype, ())
-        grads = gradients(tg, value, [tg.get(n) for n in trainable])
-        self.masks = {name: (tuple(tg.get(name).type.shape), ratio) for name, ratio in form.masks.items()}
-        tg.outputs[:] = [value, scores, *grads.values(), *form.updates.values()]
-        self.names = (value.name, scores.name, [g.name for g in grads.values()],
-                      [u.name for u in form.updates.values()])
-        self.input, self.target = tg.inputs[0].name, "labels" if loss == "cross-entropy" else "targets"
-        self.exe = compile_graph(tg, backend="reference")
+        built = training_graph(graph, sample, tuple(y.shape[1:]), batch, loss)
+        self.params, self.states, self.fixed, self.masks = built.params, built.states, built.fixed, built.masks
+        self.names = (built.loss.name, built.scores.name, [g.name for g in built.grads.values()],
+                      [u.name for u in built.updates.values()])
+        self.input, self.target = built.graph.inputs[0].name, built.target
+        self.exe = compile_graph(built.graph, backend="reference")
 
     def run(self, xb: np.ndarray, yb: np.ndarray, rng: np.random.Generator):
         feeds = {self.input: xb, self.target: yb, **self.params, **self.states, **self.fixed}
@@ -298,6 +368,31 @@ class _TrainingStep:
         return float(out[loss_name]), out[score_name], [out[n] for n in grad_names]
 
 
+def _roles(kind: str) -> list[str]:
+    """The tensor roles of the optimizer op: weights, gradients, then its states."""
+    return ["X", "G", "V"] + (["H"] if kind != "sgd" else [])
+
+
+def _optimizer_node(g: Graph, rate: Value, step: Value, tensors: dict[str, list[Value]], kind: str, momentum: float,
+                    weight_decay: float, lr: float):
+    """ONNX's Momentum (sgd) or Adam (adam, adamw) op over every weight; outputs the new weights,
+    then the new states, typed like them."""
+    if kind == "sgd":
+        op, attrs = "Momentum", {"alpha": momentum, "beta": 1.0, "norm_coefficient": weight_decay,
+                                 "mode": "standard"}
+    else:
+        decay = {"norm_coefficient": weight_decay} if kind == "adam" else {"norm_coefficient_post": lr * weight_decay}
+        op, attrs = "Adam", {"alpha": 0.9, "beta": 0.999, "epsilon": 1e-8, **decay}
+    roles = _roles(kind)
+    count = len(tensors["X"])
+    kept = ["X", *roles[2:]]
+    outs = [f"{r}{i}_new" for r in kept for i in range(count)]
+    node = g.add_node(op, [rate, step, *(v for r in roles for v in tensors[r])], outs, attrs, domain=TRAINING_DOMAIN)
+    for out, source in zip(node.outputs, [v for r in kept for v in tensors[r]]):
+        out.type = source.type
+    return node
+
+
 class _Optimizer:
     """One step of ONNX's Momentum (SGD) or Adam op over all weights at once, compiled once."""
 
@@ -306,23 +401,10 @@ class _Optimizer:
         g = Graph("optimizer")
         rate = g.add_input("R", TensorType(DType.FLOAT32, ()))
         step = g.add_input("T", TensorType(DType.INT64, ()))
-        roles = ["X", "G", "V"] + (["H"] if kind != "sgd" else [])
-        values = {r: [g.add_input(f"{r}{i}", TensorType(DType.from_numpy(a.dtype), a.shape))
-                      for i, a in enumerate(params.values())] for r in roles}
-        if kind == "sgd":
-            op, attrs = "Momentum", {"alpha": momentum, "beta": 1.0, "norm_coefficient": weight_decay,
-                                     "mode": "standard"}
-        else:
-            decay = {"norm_coefficient": weight_decay} if kind == "adam" else \
-                {"norm_coefficient_post": lr * weight_decay}
-            op, attrs = "Adam", {"alpha": 0.9, "beta": 0.999, "epsilon": 1e-8, **decay}
-        outs = [f"{r}{i}_new" for r in ["X", *roles[2:]] for i in range(len(params))]
-        node = g.add_node(op, [rate, step, *(v for r in roles for v in values[r])], outs, attrs,
-                          domain=TRAINING_DOMAIN)
-        for out, source in zip(node.outputs, [v for r in ["X", *roles[2:]] for v in values[r]]):
-            out.type = source.type
-        g.outputs[:] = list(node.outputs)
-        self.state = {r: [np.zeros_like(a) for a in params.values()] for r in roles[2:]}
+        tensors = {r: [g.add_input(f"{r}{i}", TensorType(DType.from_numpy(a.dtype), a.shape))
+                       for i, a in enumerate(params.values())] for r in _roles(kind)}
+        g.outputs[:] = list(_optimizer_node(g, rate, step, tensors, kind, momentum, weight_decay, lr).outputs)
+        self.state = {r: [np.zeros_like(a) for a in params.values()] for r in _roles(kind)[2:]}
         self.exe = compile_graph(g, backend="reference", passes=[])
 
     def apply(self, params: dict[str, np.ndarray], grads: list[np.ndarray], t: int) -> None:

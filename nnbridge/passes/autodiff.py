@@ -18,6 +18,10 @@ import numpy as np
 from ..errors import InputError, Unsupported, UnsupportedOpError
 from ..ir import DType, Graph, Node, TensorType, Value, op_traits
 
+#: graph metadata: JSON {value name: "bwd" | "opt"} for the values a training program's backward
+#: pass and optimizer compute (the others are forward) — how a compiler types its sections
+PHASES_KEY = "training.phases"
+
 
 class _NoRule(Exception):
     """A rule met an attribute it does not cover (the reason names it)."""

@@ -11,11 +11,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ...ir import Graph, Node, PatternKind, pattern_kind
+from ...passes.autodiff import PHASES_KEY
 from .config import Machine
 from .costs import op_cost
 
@@ -58,6 +60,7 @@ class Section:
     host_in: dict[str, int] = field(default_factory=dict)  # graph inputs streamed in
     host_out: dict[str, int] = field(default_factory=dict)  # graph outputs streamed out
     depth: int = 1
+    kind: str = "fwd"  # SambaFlow's section types: fwd, bwd, opt (a training program has all three)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,17 +114,43 @@ def partition(graph: Graph, machine: Machine, mode: str, groups: list[list[Node]
         for name in k.inputs:
             consumers_of[name] = consumers_of.get(name, 0) + 1
     graph_outputs = {v.name for v in graph.outputs}
+    phases = json.loads(graph.metadata.get(PHASES_KEY, "{}"))
+    produced: dict[str, str] = {}  # value → kind of the kernel that computes it
+    kind_of = {id(k): _kind(k, phases, produced) for k in kernels}
+    # a training program's sections in SambaFlow's order, fwd → bwd → opt: a kernel never reads a
+    # later phase, so the stable sort keeps the order topological (a backward mask computed from
+    # forward values alone no longer splits the forward sections)
+    kernels.sort(key=lambda k: _ORDER.index(kind_of[id(k)]))
     groups: list[list[Kernel]] = []
+    kinds: list[str] = []
     builder: _SectionBuilder | None = None
     for k in kernels:
         k.streamed_weights = k.weight_bytes > machine.on_chip_bytes
         k.pmus = k.pmu_count(machine)
-        if mode != "o0" and builder is not None and builder.try_add(k):
+        kind = kind_of[id(k)]
+        if mode != "o0" and builder is not None and kind == kinds[-1] and builder.try_add(k):
             continue
         builder = _SectionBuilder(machine, consumers_of, graph_outputs)
         builder.try_add(k, force=True)
         groups.append(builder.kernels)
-    return _finish_sections(graph, groups)
+        kinds.append(kind)
+    sections = _finish_sections(graph, groups)
+    for section, kind in zip(sections, kinds):
+        section.kind = kind
+    return sections
+
+
+_ORDER = ("fwd", "bwd", "opt")
+
+
+def _kind(kernel: Kernel, phases: dict[str, str], produced: dict[str, str]) -> str:
+    """The phase of a training program a kernel belongs to: the latest of the phases of the values
+    it computes and of the kernels it reads from (passes rename values; phases only move forward)."""
+    found = [phases.get(name, "fwd") for name in kernel.outputs]
+    found += [produced[name] for name in kernel.inputs if name in produced]
+    kind = max(found, key=_ORDER.index, default="fwd")
+    produced.update((name, kind) for name in kernel.outputs)
+    return kind
 
 
 class _SectionBuilder:

@@ -52,6 +52,7 @@ class SectionEstimate:
     reconfig_us: float
     spill_us: float
     weight_load_us: float
+    kind: str = "fwd"
 
     @property
     def total_us(self) -> float:
@@ -151,7 +152,7 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
             pipeline_us=(fill + (tokens - 1) * worst) * 1e6,
             reconfig_us=machine.reconfig_us if section.index > 0 else 0.0,
             spill_us=spill_bytes / (spill_tier.bw_gbps * 1e9) * 1e6,
-            weight_load_us=weights / (machine.tiers[0].bw_gbps * 1e9) * 1e6,
+            weight_load_us=weights / (machine.tiers[0].bw_gbps * 1e9) * 1e6, kind=section.kind,
         ))
     result = Estimate(machine.name, options.mode, batch, micro, section_estimates, stages)
     result.totals = _totals(result, sections, machine, samples, resident)
@@ -218,4 +219,6 @@ def _totals(est: Estimate, sections: list[Section], machine: Machine, samples: i
         "spill_us": sum(s.spill_us for s in est.sections),
         "weight_load_us": sum(s.weight_load_us for s in est.sections),
         "unknown_shape_values": sum(k.unknown_shapes for s in sections for k in s.kernels),
+        "latency_us_by_kind": {kind: sum(s.total_us for s in est.sections if s.kind == kind)
+                               for kind in dict.fromkeys(s.kind for s in est.sections)},
     }

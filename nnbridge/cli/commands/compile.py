@@ -15,6 +15,8 @@ def register(sub) -> None:
   nnbridge compile model.onnx --backend rdu                      # writes model.pef (sn40l, o1)
   nnbridge compile model.onnx --backend rdu -o out/model.pef --mode o0 --preset plasticine
   nnbridge compile model.onnx --backend rdu --batch-size 16 --set reconfig_us=5
+  nnbridge compile digits_cnn.onnx --backend rdu --optimizer sgd --lr 0.05 --batch-size 32   # a training step
+  nnbridge measure-performance digits_cnn.pef      # training throughput, fwd / bwd / opt split
 """)
     add_model_args(p)
     add_backend_args(p, default="rdu")
@@ -31,6 +33,16 @@ def add_rdu_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", "-B", type=int,
                    help="samples per run (default 1, or the batch a .pef was compiled for)")
     p.add_argument("--micro-batch", type=int, help="samples per pipeline token (default 1)")
+    training = p.add_argument_group("training (SambaFlow's fwd, bwd and opt sections)")
+    training.add_argument("--optimizer", choices=["sgd", "adam", "adamw"],
+                          help="compile one training step: forward and loss, backward, and this optimizer "
+                               "(default: --inference, the forward pass only)")
+    training.add_argument("--inference", action="store_true", help="compile the forward pass only (the default)")
+    training.add_argument("--loss", default="cross-entropy", choices=["cross-entropy", "mse"],
+                          help="the training loss (default: cross-entropy on the model's scores)")
+    training.add_argument("--lr", type=float, default=0.05, help="learning rate, fixed at compile time (0.05)")
+    training.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (0.9)")
+    training.add_argument("--weight-decay", type=float, default=0.0, help="L2 weight decay (0)")
 
 
 def machine_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -54,6 +66,14 @@ def compile_from_args(args: argparse.Namespace):
     if getattr(args, "backend", "rdu") != "rdu":
         raise InputError(f"only the rdu backend has compiled artifacts (got --backend {args.backend})")
     graph = load_model_from_args(args)
+    if getattr(args, "optimizer", None):
+        from ...training import training_program
+
+        if args.inference:
+            raise InputError("--inference and --optimizer exclude each other: a program is one or the other")
+        graph = training_program(graph, batch_size=1 if args.batch_size is None else args.batch_size,
+                                 loss=args.loss, optimizer=args.optimizer, lr=args.lr, momentum=args.momentum,
+                                 weight_decay=args.weight_decay)
     return nnbridge.compile(graph, backend="rdu", passes=parse_passes(getattr(args, "passes", None)),
                             opt_level=getattr(args, "opt_level", 1), mode=args.mode, preset=args.preset,
                             batch_size=1 if args.batch_size is None else args.batch_size,
@@ -73,6 +93,8 @@ def run(args) -> int:
     warn_if_synthetic(exe.graph, out)
     exe.save(out)
     t = exe.estimate.totals
-    console.print(f"wrote {out}: {t['sections']} section(s), {t['kernels']} kernel(s) from {t['ops']} op(s); "
+    kinds = [s.kind for s in exe.sections]
+    split = " (" + ", ".join(f"{kinds.count(k)} {k}" for k in dict.fromkeys(kinds)) + ")" if len(set(kinds)) > 1 else ""
+    console.print(f"wrote {out}: {t['sections']} section(s){split}, {t['kernels']} kernel(s) from {t['ops']} op(s); "
                   f"{exe.machine.name} {exe.options.mode}, batch {exe.options.batch_size}")
     return 0

@@ -70,6 +70,11 @@ def run(args) -> int:
         f"memory: {t['memory_bytes'] / 2**20:,.2f} MiB in {t['memory_units']} units "
         f"({100 * t['memory_utilization']:.1f} %)",
     ]
+    kinds = t.get("latency_us_by_kind", {})
+    if len(kinds) > 1:  # a training program (compile --optimizer): SambaFlow's section types
+        split = ", ".join(f"{kind} {us / 1e3:,.3f} ms ({100 * us / t['latency_us']:.0f} %)"
+                          for kind, us in kinds.items())
+        lines.insert(1, f"training: {t['throughput_samples_per_s']:,.1f} samples/s per step; {split}")
     if t["unknown_shape_values"]:
         from ...backends.rdu.backend import UNKNOWN_SHAPES
 
