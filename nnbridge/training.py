@@ -314,7 +314,7 @@ def training_program(model: Any, *, batch_size: int, loss: str = "cross-entropy"
     import json
 
     from .model_io import as_graph
-    from .passes.autodiff import PHASES_KEY
+    from .passes.autodiff import PHASES_KEY, UPDATES_KEY
 
     _check_settings(loss, optimizer, lr, momentum, weight_decay, 1, batch_size, 0.0)
     graph = as_graph(model)
@@ -335,6 +335,10 @@ def training_program(model: Any, *, batch_size: int, loss: str = "cross-entropy"
     phases = {o.name: ("opt" if n is node else "bwd") for n in g.nodes if id(n) not in built.forward
               for o in n.outputs}
     g.metadata[PHASES_KEY] = json.dumps(phases)
+    kept = [t for role in ["X", *_roles(optimizer)[2:]] for t in tensors[role]]
+    updates = {out.name: tensor.name for out, tensor in zip(node.outputs, kept)}
+    updates.update({value.name: state for state, value in built.updates.items()})
+    g.metadata[UPDATES_KEY] = json.dumps(updates)
     for name, array in {**built.params, **built.states, **built.fixed}.items():  # weights live on chip
         g.inputs.remove(g.get(name))
         g.initializers[name] = array
@@ -343,6 +347,68 @@ def training_program(model: Any, *, batch_size: int, loss: str = "cross-entropy"
             g.inputs.remove(g.get(f"{w.name}.{role}"))
             g.initializers[f"{w.name}.{role}"] = np.zeros(w.type.shape, np.float32)
     return g
+
+
+def compile_training(model: Any, *, batch_size: int, loss: str = "cross-entropy", optimizer: str = "sgd",
+                     lr: float = 0.05, momentum: float = 0.9, weight_decay: float = 0.0, opt_level: int = 1,
+                     **rdu_options: Any):
+    """A training program compiled for the RDU (SambaFlow's ``compile`` with an optimizer): its
+    sections typed fwd, bwd and opt. Weights change every step, so nothing computed from them is
+    folded into a constant at compile time."""
+    from .backends import get_backend
+
+    program = training_program(model, batch_size=batch_size, loss=loss, optimizer=optimizer, lr=lr,
+                               momentum=momentum, weight_decay=weight_decay)
+    passes = [p for p in get_backend("rdu").pipeline(opt_level) if p != "fold"]
+    return compile_graph(program, backend="rdu", passes=passes, batch_size=batch_size, **rdu_options)
+
+
+def train_compiled(exe: Any, x: np.ndarray, y: np.ndarray, *, epochs: int = 1, val_split: float = 0.2, seed: int = 0,
+                   progress: Callable[[int, int, int, dict[str, float]], None] | None = None) -> list[Epoch]:
+    """Train with a compiled training program (an RDU executable or a loaded ``.pef``): its batch,
+    its optimizer, bf16 forward and backward with fp32 master weights. Validation runs the program's
+    forward on the held-out samples (batch statistics, no update)."""
+    graph = exe.graph
+    batch = graph.inputs[0].type.shape[0]
+    target = graph.inputs[1].name
+    loss = "cross-entropy" if target == "labels" else "mse"
+    _check_settings(loss, "sgd", 1.0, 0.0, 0.0, epochs, batch, val_split)
+    order = np.random.default_rng(seed).permutation(len(x))
+    n_val = int(round(len(x) * val_split))
+    train_idx, val_idx = order[n_val:], order[:n_val]
+    if len(train_idx) < batch:
+        raise InputError(f"{len(train_idx)} training samples are fewer than the program's batch of {batch}")
+    rng, history, t = np.random.default_rng(seed + 1), [], 0
+    steps = len(train_idx) // batch
+    names = [v.name for v in graph.inputs]
+    scores_name = graph.outputs[1].name
+    for epoch in range(1, epochs + 1):
+        start, losses, hits = time.perf_counter(), [], 0
+        shuffled = rng.permutation(train_idx)
+        for k in range(steps):
+            chosen = shuffled[k * batch:(k + 1) * batch]
+            out = exe.train_step({names[0]: x[chosen], target: y[chosen], "T": np.int64(t)})
+            t += 1
+            losses.append(float(out[graph.outputs[0].name]))
+            hits += _correct(out[scores_name], y[chosen], loss)
+            if progress:
+                figures = {"loss": float(np.mean(losses))}
+                if loss == "cross-entropy":
+                    figures["accuracy"] = hits / ((k + 1) * batch)
+                progress(epoch, k + 1, steps, figures)
+        record = Epoch(epoch, float(np.mean(losses)), hits / (steps * batch) if loss == "cross-entropy" else None)
+        if len(val_idx) >= batch:
+            val_losses, val_hits, count = [], 0, len(val_idx) // batch * batch
+            for k in range(0, count, batch):
+                chosen = val_idx[k:k + batch]
+                out = exe.run({names[0]: x[chosen], target: y[chosen], "T": np.int64(t)})
+                val_losses.append(float(out[graph.outputs[0].name]))
+                val_hits += _correct(out[scores_name], y[chosen], loss)
+            record.val_loss = float(np.mean(val_losses))
+            record.val_accuracy = val_hits / count if loss == "cross-entropy" else None
+        record.seconds = time.perf_counter() - start
+        history.append(record)
+    return history
 
 
 class _TrainingStep:

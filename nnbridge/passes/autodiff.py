@@ -21,6 +21,9 @@ from ..ir import DType, Graph, Node, TensorType, Value, op_traits
 #: graph metadata: JSON {value name: "bwd" | "opt"} for the values a training program's backward
 #: pass and optimizer compute (the others are forward) — how a compiler types its sections
 PHASES_KEY = "training.phases"
+#: graph metadata: JSON {output name: tensor name} — after a step of a training program, each of
+#: these outputs is the new value of that tensor (weights, optimizer states, batch-norm statistics)
+UPDATES_KEY = "training.updates"
 
 
 class _NoRule(Exception):

@@ -8,6 +8,7 @@ holds the performance estimate; ``save`` writes the PEF artifact and ``load_pef`
 from __future__ import annotations
 
 import copy
+import json
 import os
 from typing import Any
 
@@ -17,6 +18,7 @@ from ...errors import FormatError
 from ...fileio import check_output_size
 from ...ir import DType, Graph, Node
 from ...kernels import get_kernel, kernel_op_names
+from ...passes.autodiff import UPDATES_KEY
 from ...report import Report
 from ..base import CLEAN, FOLD, SCALE, Backend, Executable
 from .artifact import read_pef, write_pef
@@ -48,6 +50,22 @@ class RduExecutable(Executable):
             stored = {name for s in self.sections for k in s.kernels for name in k.outputs}
             self._sim = FunctionalSim(self.graph, stored)
         return self._sim.run(feeds), self.section_report()
+
+    @property
+    def training(self) -> bool:
+        """A training program (forward, backward and optimizer sections)."""
+        return UPDATES_KEY in self.graph.metadata
+
+    def train_step(self, feeds: dict[str, Any]) -> dict[str, np.ndarray]:
+        """One step of a training program: run it, then make its updates (new weights, optimizer
+        and batch-norm states) the program's tensors for the next step."""
+        if not self.training:
+            raise FormatError(f"'{self.graph.name}' is not a training program (compile it with --optimizer)")
+        outputs = self.run(feeds)
+        updates = {tensor: outputs[out] for out, tensor in json.loads(self.graph.metadata[UPDATES_KEY]).items()}
+        self.graph.initializers.update(updates)
+        self._sim.set_tensors(updates)
+        return outputs
 
     def measure_performance(self, batch_size: int | None = None, micro_batch: int | None = None) -> Estimate:
         """Re-estimate for another batch on the same placement (an analytical model: no rerun)."""

@@ -10,10 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
+
 from ...errors import KernelError, NNBridgeError, Unsupported, UnsupportedOpError
 from ...ir import NNBRIDGE_DOMAIN, Graph, Node
 from ...kernels import KernelContext, get_kernel, unsupported_nodes
 from .numerics import round_bf16
+
+#: the domain of ONNX's optimizer ops: the update of a training program, computed in fp32
+TRAINING_DOMAIN = "ai.onnx.preview.training"
 
 
 def unsupported(graph: Graph) -> list[Unsupported]:
@@ -32,6 +37,10 @@ class FunctionalSim:
         self.stored = frozenset(stored)  # values rounded to bf16 when produced
         self.steps = [(node, KernelContext(node), get_kernel(node.op, node.domain)) for node in graph.nodes]
         self.weights = {name: round_bf16(array) for name, array in graph.initializers.items()}
+        # fp32 master copies: the optimizer op of a training program reads and writes these (mixed
+        # precision as SambaFlow trains: bf16 forward and backward, fp32 weight update)
+        self.master = {name: np.asarray(array, np.float32) for name, array in graph.initializers.items()
+                       if np.asarray(array).dtype.kind == "f"}
         self.keep = {v.name for v in graph.outputs}
         last_use: dict[str, int] = {}
         for i, node in enumerate(graph.nodes):
@@ -43,11 +52,20 @@ class FunctionalSim:
         if bad:
             raise UnsupportedOpError("the rdu backend (functional simulation)", bad)
 
+    def set_tensors(self, tensors: Mapping[str, np.ndarray]) -> None:
+        """New values for the graph's tensors (a training step's updates): fp32 kept as masters,
+        bf16 where the RDU stores them."""
+        for name, array in tensors.items():
+            self.master[name] = np.asarray(array, np.float32)
+            self.weights[name] = round_bf16(array)
+
     def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
         env: dict[str, Any] = dict(self.weights)
         env.update({name: round_bf16(value) for name, value in feeds.items()})
         for i, (node, ctx, spec) in enumerate(self.steps):
-            args = [env[v.name] if v is not None else None for v in node.inputs]
+            update = node.domain == TRAINING_DOMAIN
+            args = [(self.master.get(v.name, env[v.name]) if update else env[v.name]) if v is not None else None
+                    for v in node.inputs]
             ctx.env = env
             try:
                 result = self._call(node, ctx, spec, args)
@@ -58,7 +76,7 @@ class FunctionalSim:
             if not isinstance(result, tuple):
                 result = (result,)
             for out, value in zip(node.outputs, result):
-                env[out.name] = round_bf16(value) if out.name in self.stored else value
+                env[out.name] = round_bf16(value) if out.name in self.stored and not update else value
             for v in node.inputs:
                 if v is not None and self.last_use.get(v.name) == i and v.name not in self.keep \
                         and v.name not in self.weights:

@@ -67,13 +67,16 @@ def compile_from_args(args: argparse.Namespace):
         raise InputError(f"only the rdu backend has compiled artifacts (got --backend {args.backend})")
     graph = load_model_from_args(args)
     if getattr(args, "optimizer", None):
-        from ...training import training_program
+        from ...training import compile_training
 
         if args.inference:
             raise InputError("--inference and --optimizer exclude each other: a program is one or the other")
-        graph = training_program(graph, batch_size=1 if args.batch_size is None else args.batch_size,
-                                 loss=args.loss, optimizer=args.optimizer, lr=args.lr, momentum=args.momentum,
-                                 weight_decay=args.weight_decay)
+        return compile_training(graph, batch_size=1 if args.batch_size is None else args.batch_size,
+                                loss=args.loss, optimizer=args.optimizer, lr=args.lr, momentum=args.momentum,
+                                weight_decay=args.weight_decay, opt_level=getattr(args, "opt_level", 1),
+                                mode=args.mode, preset=args.preset,
+                                micro_batch=1 if args.micro_batch is None else args.micro_batch,
+                                **machine_overrides(args))
     return nnbridge.compile(graph, backend="rdu", passes=parse_passes(getattr(args, "passes", None)),
                             opt_level=getattr(args, "opt_level", 1), mode=args.mode, preset=args.preset,
                             batch_size=1 if args.batch_size is None else args.batch_size,

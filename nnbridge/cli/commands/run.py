@@ -35,6 +35,7 @@ def register(sub) -> None:
   nnbridge run model.onnx --backend smv --profile           # per-layer simulator report
   nnbridge run model.onnx --backend smv --set accels=4 --set mem_policy=acp
   nnbridge run model.pef                                    # an RDU compiled artifact, on its compiled batch
+  nnbridge run step.pef --data digits --epochs 5            # a training program (compile --optimizer) trains
   nnbridge run model.onnx --json - | jq '.outputs[0].max'
 """)
     add_model_args(p)
@@ -43,6 +44,10 @@ def register(sub) -> None:
     add_threads_arg(p)
     p.add_argument("--out", "-o", help="directory for the outputs (<name>.npy each)")
     p.add_argument("--profile", action="store_true", help="print the per-node report of the run")
+    training = p.add_argument_group("a compiled training program (compile --optimizer): run trains, as SambaFlow's")
+    training.add_argument("--data", metavar="FILE.npz|digits", help="training data: an .npz with x and y, or digits")
+    training.add_argument("--epochs", type=int, default=1, help="passes over the data (default 1)")
+    training.add_argument("--val-split", type=float, default=0.2, help="held out, evaluated after each epoch (0.2)")
     add_json_arg(p, "the inputs used and each output's dtype, shape and statistics (values when small)")
     p.set_defaults(func=run)
 
@@ -59,6 +64,8 @@ def run(args) -> int:
 
         exe = program = load_pef(args.model)
         graph = exe.graph
+        if exe.training or args.data:
+            return _train(args, exe)
     else:
         program = None
         graph = load_model_from_args(args)
@@ -96,6 +103,30 @@ def run(args) -> int:
         console.print(f"outputs written to {args.out}/")
     if args.profile and isinstance(exe.report, Report):
         console.print(exe.report.to_table())
+    return 0
+
+
+def _train(args, exe) -> int:
+    """SambaFlow's run of a training PEF: steps over the data in bf16 with fp32 master weights."""
+    from ...errors import InputError
+    from ...training import digits, load_data, train_compiled
+    from .. import console
+    from .train import print_history, progress_bar
+
+    if not exe.training:
+        raise InputError(f"'{args.model}' is an inference program; compile it with --optimizer to train it")
+    if not args.data:
+        raise InputError(f"'{args.model}' is a training program: give --data FILE.npz (or digits) to train it")
+    x, y = digits() if args.data == "digits" else load_data(args.data)
+    bar, progress = progress_bar(console, args.epochs)
+    with bar:
+        history = train_compiled(exe, x, y, epochs=args.epochs, val_split=args.val_split, seed=args.seed,
+                                 progress=progress)
+    if args.json:
+        write_json({"model": args.model, "data": args.data, "epochs": [vars(e) for e in history]}, args.json)
+        if args.json == "-":
+            return 0
+    print_history(console, history)
     return 0
 
 

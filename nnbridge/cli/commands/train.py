@@ -48,16 +48,8 @@ def train(args) -> int:
 
     x, y = digits() if args.data == "digits" else load_data(args.data)
     graph = load_model_from_args(args)
-    bar = _bar(console, args.epochs)
-    with bar if bar is not None else contextlib.nullcontext():
-        task = bar.add_task("training", total=args.epochs, figures="") if bar is not None else None
-
-        def progress(epoch, step, steps, figures):
-            if bar is not None:
-                shown = "  ".join(f"{k} {v:.4f}" if k == "loss" else f"{k} {100 * v:.1f}%" for k, v in figures.items())
-                bar.update(task, completed=epoch - 1 + step / steps, description=f"epoch {epoch}/{args.epochs}",
-                           figures=shown)
-
+    bar, progress = progress_bar(console, args.epochs)
+    with bar:
         result = run_training(graph, x, y, loss=args.loss, optimizer=args.optimizer, lr=args.lr,
                               momentum=args.momentum, weight_decay=args.weight_decay, epochs=args.epochs,
                               batch_size=args.batch_size, val_split=args.val_split, seed=args.seed,
@@ -72,16 +64,35 @@ def train(args) -> int:
                     "epochs": [vars(e) for e in result.history]}, args.json)
         if args.json == "-":
             return 0
-    for e in result.history:
+    print_history(console, result.history)
+    for what, path in (("trained model", args.out), ("curves", args.plot)):
+        if path:
+            console.print(f"wrote {what}: {path}", highlight=False)
+    return 0
+
+
+def print_history(console, history) -> None:
+    """One line per epoch: loss and accuracy, then the validation figures."""
+    for e in history:
         line = f"epoch {e.epoch:3d}  loss {e.loss:.4f}"
         line += f"  accuracy {100 * e.accuracy:5.1f}%" if e.accuracy is not None else ""
         line += f"  val loss {e.val_loss:.4f}" if e.val_loss is not None else ""
         line += f"  val accuracy {100 * e.val_accuracy:5.1f}%" if e.val_accuracy is not None else ""
         console.print(f"{line}  ({e.seconds:.2f} s)", highlight=False)
-    for what, path in (("trained model", args.out), ("curves", args.plot)):
-        if path:
-            console.print(f"wrote {what}: {path}", highlight=False)
-    return 0
+
+
+def progress_bar(console, epochs: int):
+    """A progress bar and the ``progress`` callback of the training loops (None off a terminal)."""
+    bar = _bar(console, epochs)
+    if bar is None:
+        return contextlib.nullcontext(), None
+    task = bar.add_task("training", total=epochs, figures="")
+
+    def progress(epoch, step, steps, figures):
+        shown = "  ".join(f"{k} {v:.4f}" if k == "loss" else f"{k} {100 * v:.1f}%" for k, v in figures.items())
+        bar.update(task, completed=epoch - 1 + step / steps, description=f"epoch {epoch}/{epochs}", figures=shown)
+
+    return bar, progress
 
 
 def _bar(console, epochs: int):
