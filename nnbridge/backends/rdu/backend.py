@@ -44,6 +44,7 @@ class RduExecutable(Executable):
         self.samples = samples
         self.estimate = estimate(sections, machine, options, samples, allocate=not placed)
         self._sim: FunctionalSim | None = None
+        self.steps = 0  # training steps taken through the SambaFlow-style API
 
     def _run(self, feeds: dict[str, Any]) -> tuple[dict[str, np.ndarray], Report]:
         if self._sim is None:  # built on first run: estimating performance needs no kernels
