@@ -103,3 +103,16 @@ def test_run_trains_a_training_pef_and_refuses_to_train_an_inference_one(tmp_pat
     done = subprocess.run([*run, "run", str(tmp_path / "infer.pef"), "--data", "digits"], capture_output=True,
                           text=True)
     assert done.returncode == 1 and "compile it with --optimizer" in done.stderr
+
+
+def test_check_compares_one_training_step_with_the_reference(tmp_path):
+    """SambaFlow's test on a training .pef: loss, scores and the new weights and batch-norm
+    statistics of one bf16 step agree with the fp32 reference by the bf16 rule."""
+    from nnbridge.training import compile_training
+
+    compile_training(nnbridge.zoo.build("digits_cnn", batch=16), batch_size=16).save(tmp_path / "step.pef")
+    result = nnbridge.check(tmp_path / "step.pef")
+    assert result.ok, [o.name for o in result.outputs if not o.ok]
+    names = {o.name for o in result.outputs}
+    assert "loss" in names and "X0_new" in names and not any(n.startswith("V") for n in names)
+    assert any("optimizer state" in note for note in result.notes)
