@@ -35,7 +35,7 @@ def _axis(axis: int, rank: int) -> int:
 
 # -- element-wise arithmetic (with broadcasting) ----------------------------------------------------
 
-@rule("Add")
+@rule("Add", "Sum")
 def _add(b, node, grads):
     g = grads[0]
     return [b.unbroadcast(g, x) for x in node.inputs]

@@ -69,7 +69,7 @@ def test_unary_rules(op):
     assert _worst_error(_model([helper.make_node(op, ["x"], ["y"])], {"x": x}, (3, 4)), {"x": x}, ["x"]) <= 1e-6
 
 
-@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Pow"])
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Pow", "Sum"])
 def test_binary_rules_with_broadcasting(op):
     a, b = _normal((2, 3, 4), 1, positive=op == "Pow"), _normal((3, 1), 2, positive=op in ("Div", "Pow"))
     model = _model([helper.make_node(op, ["a", "b"], ["y"])], {"a": a, "b": b}, (2, 3, 4))
