@@ -71,9 +71,10 @@ def test_cli_compiles_a_training_step_and_reports_the_split(tmp_path):
 
 
 def test_training_from_the_pef_in_bf16_tracks_the_reference_and_learns(tmp_path):
-    """bf16 forward and backward with fp32 master weights: the running loss of the first epoch stays
-    within 2 % of the fp32 reference loop on the same batches (bf16 keeps 8 mantissa bits, ~0.4 %
-    per rounding), and five epochs reach 93 % validation accuracy."""
+    """bf16 forward and backward with fp32 master weights, on the same batches as the fp32 reference
+    loop: each of the first 10 steps' losses within 5 % and the running loss of the whole first
+    epoch within 2 % (bf16 keeps 8 mantissa bits, ~0.4 % per rounding; later single steps part as the
+    two trajectories do); five epochs reach 93 % validation accuracy."""
     from nnbridge.training import compile_training, digits, train, train_compiled
 
     pytest.importorskip("sklearn")
@@ -86,6 +87,13 @@ def test_training_from_the_pef_in_bf16_tracks_the_reference_and_learns(tmp_path)
     history = train_compiled(exe, x, y, epochs=5,
                              progress=lambda epoch, step, steps, figures: epoch == 1 and ours.append(figures["loss"]))
     assert np.max(np.abs(np.array(ours) - reference) / np.array(reference)) <= 0.02
+
+    def per_step(running):
+        totals = np.array(running) * np.arange(1, len(running) + 1)
+        return np.diff(totals, prepend=0.0)
+
+    steps, reference_steps = per_step(ours)[:10], per_step(reference)[:10]
+    assert np.max(np.abs(steps - reference_steps) / reference_steps) <= 0.05
     assert history[-1].val_accuracy >= 0.93
 
 
