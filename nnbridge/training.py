@@ -178,6 +178,10 @@ def _check_data(graph: Graph, x: np.ndarray, y: np.ndarray, loss: str) -> tuple[
     if len(graph.inputs) != 1 or len(graph.outputs) != 1:
         raise InputError(f"graph '{graph.name}' has {len(graph.inputs)} inputs and {len(graph.outputs)} outputs; "
                          f"training takes a model with one input and one output")
+    scores = graph.outputs[0]
+    if scores.type.dtype is not None and not scores.type.dtype.is_float:
+        raise InputError(f"the model's output '{scores.name}' is {scores.type.dtype.short}; the loss takes float "
+                         f"scores (train the model before its ArgMax or Cast)")
     x = np.asarray(x)
     if x.dtype.kind != "f" or x.ndim < 1 or len(x) == 0:
         raise InputError(f"x has dtype {x.dtype} and shape {list(x.shape)}; it must hold float samples")

@@ -63,10 +63,11 @@ UNARY = ["Neg", "Exp", "Relu", "Sigmoid", "Tanh", "Abs", "Identity", "Erf"]
 POSITIVE = ["Sqrt", "Log", "Reciprocal"]
 
 
-@pytest.mark.parametrize("op", UNARY + POSITIVE)
+@pytest.mark.parametrize("op", [*UNARY, *POSITIVE, "Cast"])
 def test_unary_rules(op):
     x = _normal((3, 4), positive=op in POSITIVE)
-    assert _worst_error(_model([helper.make_node(op, ["x"], ["y"])], {"x": x}, (3, 4)), {"x": x}, ["x"]) <= 1e-6
+    node = helper.make_node(op, ["x"], ["y"], **({"to": D} if op == "Cast" else {}))
+    assert _worst_error(_model([node], {"x": x}, (3, 4)), {"x": x}, ["x"]) <= 1e-6
 
 
 @pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Pow", "Sum"])

@@ -128,6 +128,19 @@ def test_bad_input_is_one_line_and_writes_nothing(data, tmp_path):
         load_data(tmp_path / "junk.npz")
 
 
+def test_a_model_without_scores_for_the_loss_is_refused(data):
+    x, y = data
+    nodes = [helper.make_node("Flatten", ["x"], ["f"]), helper.make_node("ArgMax", ["f"], ["y"], axis=1)]
+    graph = helper.make_graph(nodes, "picks", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 1, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, [16, 1])])
+    with pytest.raises(InputError, match="output 'y' is int64; the loss takes float scores"):
+        train(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), x[:64], y[:64], batch_size=16)
+    no_output = helper.make_graph([], "empty", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 64])], [])
+    with pytest.raises(nnbridge.NNBridgeError):
+        train(helper.make_model(no_output, opset_imports=[helper.make_opsetid("", 21)]), x[:64].reshape(64, 64),
+              y[:64], batch_size=16)
+
+
 def test_a_model_with_ops_without_gradients_lists_them_all(data):
     x, y = data
     nodes = [helper.make_node("Flatten", ["x"], ["f"]), helper.make_node("Cos", ["f"], ["c"]),
