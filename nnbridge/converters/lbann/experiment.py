@@ -127,9 +127,8 @@ def training_setup(graph: Graph, *, loss: str, optimizer: str, lr: float, moment
         shell.optimizer.adam.CopyFrom(lbann_pb2.Optimizer.Adam(
             learn_rate=lr, beta1=0.9, beta2=0.999, eps=1e-8,
             adamw_weight_decay=weight_decay if optimizer == "adamw" else 0.0))
-    if weight_decay and optimizer != "adamw":
-        model = shell.model
-        model.objective_function.l2_weight_regularization.add(scale_factor=weight_decay / 2)
+    if weight_decay and optimizer != "adamw":  # LBANN's L2 term scale·Σw²/2 adds scale·w to the gradient
+        shell.model.objective_function.l2_weight_regularization.add(scale_factor=weight_decay)
     folder, name = os.path.split(os.path.abspath(data_file))
     reader = shell.data_reader.reader.add(name="numpy_npz", role="train", shuffle=True,
                                           data_filedir=folder + os.sep, data_filename=name,
