@@ -87,9 +87,13 @@ def test_water_fill_gives_pcus_in_proportion_to_work():
     assert pcus == [6, 2]
 
 
-def test_water_fill_stops_when_the_slowest_stage_cannot_speed_up():
+def test_water_fill_gives_what_the_stuck_slowest_stage_cannot_use_to_the_others():
+    """Throughput is the slowest stage's (stuck at 5 here); the PCUs left shorten the other stage,
+    which every token also passes (the latency of a small batch)."""
     times = [lambda p: (5.0, "pmu"), lambda p: (1.0 / p, "compute")]
-    assert water_fill(2, 10, [100, 100], lambda i, p: times[i](p)) == [1, 1]
+    assert water_fill(2, 10, [100, 100], lambda i, p: times[i](p)) == [1, 9]
+    plateau = [lambda p: (5.0, "pmu"), lambda p: (max(1.0 / p, 0.25), "compute")]
+    assert water_fill(2, 10, [100, 100], lambda i, p: plateau[i](p)) == [1, 4]  # up to its plateau only
 
 
 def test_water_fill_respects_parallelism():

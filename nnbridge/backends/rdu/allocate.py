@@ -3,8 +3,9 @@
 Water-filling: every stage starts with one PCU; the slowest stage receives one more PCU
 while that makes it faster (it is limited by compute, by its output links, or by the
 PMU bandwidth of the PMUs beside its PCUs) and it still has parallelism to use. When the
-slowest stage cannot be sped up, further PCUs would not raise throughput, so they stay
-free (reported as unused).
+slowest stage cannot be sped up, further PCUs would not raise throughput; those still free
+go to the other stages (slowest first, each up to its plateau), shortening a token's way
+through the pipeline — the latency of a small batch. The rest stay free (reported as unused).
 """
 
 from __future__ import annotations
@@ -45,6 +46,22 @@ def water_fill(n_stages: int, budget: int, max_pcus: list[int], stage_time: Stag
         spare -= lo - pcus[i]
         pcus[i] = lo
         heapq.heappush(heap, (-stage_time(i, lo)[0], i))
+    # throughput is set; PCUs still free shorten the other stages, which a token passes through
+    # one after another (the latency of a small batch), slowest stage first, each to its plateau
+    for i in sorted(range(n_stages), key=lambda j: -stage_time(j, pcus[j])[0]):
+        top = min(max_pcus[i], pcus[i] + spare)
+        if spare <= 0 or top <= pcus[i] or stage_time(i, top)[0] >= stage_time(i, pcus[i])[0]:
+            continue
+        plateau = stage_time(i, top)[0]
+        lo, hi = pcus[i] + 1, top
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if stage_time(i, mid)[0] <= plateau:
+                hi = mid
+            else:
+                lo = mid + 1
+        spare -= lo - pcus[i]
+        pcus[i] = lo
     return pcus
 
 

@@ -8,6 +8,7 @@ holds the performance estimate; ``save`` writes the PEF artifact and ``load_pef`
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 from typing import Any
@@ -105,6 +106,28 @@ class RduExecutable(Executable):
         write_pef(path, self.graph, self.plan())
 
 
+#: smaller variants of the machine whose plans are also tried: a greedy partition (or PCU
+#: allocation) made for more SRAM per PMU (or faster PCUs) can be worse than one made for less,
+#: and a plan that fits a smaller machine fits this one — so a bigger or faster machine is never
+#: priced slower than the smaller one it contains
+PLAN_VARIANTS = (("pmu_bytes", 0.5), ("pmu_bytes", 0.25), ("flop_per_pcu_per_cycle", 0.5),
+                 ("flop_per_pcu_per_cycle", 0.25))
+
+
+def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups, samples: int) -> list[Section]:
+    """Sections and PCU placement: the fastest, on ``machine``, of the plans made for it and for
+    its smaller variants."""
+    best: tuple[float, list[Section]] | None = None
+    for planned_for in (machine, *(dataclasses.replace(machine, **{f: getattr(machine, f) * scale})
+                                   for f, scale in PLAN_VARIANTS)):
+        sections = partition(graph, planned_for, options.mode, groups)
+        estimate(sections, planned_for, options, samples, allocate=True)  # places the kernels
+        latency = estimate(copy.deepcopy(sections), machine, options, samples, allocate=False).totals["latency_us"]
+        if best is None or latency < best[0] * (1 - 1e-12):
+            best = (latency, sections)
+    return best[1]
+
+
 def load_pef(path: str | os.PathLike) -> RduExecutable:
     """An executable from a PEF artifact; its placement is used as stored."""
     graph, plan = read_pef(path)
@@ -164,8 +187,9 @@ class RduBackend(Backend):
         machine = machine_for(preset, **machine_overrides)
         options = CompileOptions(mode, batch_size, micro_batch).validated()
         groups = inline_fused(graph)
-        sections = partition(graph, machine, options.mode, groups)
-        return RduExecutable(graph, machine, options, sections, samples_per_call(graph))
+        samples = samples_per_call(graph)
+        return RduExecutable(graph, machine, options, _best_plan(graph, machine, options, groups, samples), samples,
+                             placed=True)
 
     def supported_ops(self) -> set[str]:
         return kernel_op_names()
