@@ -107,37 +107,18 @@ def train(model: Any, x: np.ndarray, y: np.ndarray, *, loss: str = "cross-entrop
     _check_settings(loss, optimizer, lr, momentum, weight_decay, epochs, batch_size, val_split)
     graph = as_graph(model).copy()
     x, y = _check_data(graph, x, y, loss)
-    order = np.random.default_rng(seed).permutation(len(x))
-    n_val = int(round(len(x) * val_split))
-    train_idx, val_idx = order[n_val:], order[:n_val]
-    if len(train_idx) < batch_size:
-        raise InputError(f"{len(train_idx)} training samples are fewer than one batch of {batch_size}")
+    train_idx, val_idx = _split(len(x), val_split, seed, batch_size, "one batch")
     step = _TrainingStep(graph, x.shape[1:], y, batch_size, loss)
     update = _Optimizer(step.params, optimizer, momentum, weight_decay, lr)
-    evaluate = _Evaluation(graph, x.shape[1:], len(val_idx), step) if n_val else None
-    rng = np.random.default_rng(seed + 1)
-    history, t = [], 0
-    steps = len(train_idx) // batch_size
-    for epoch in range(1, epochs + 1):
-        start, losses, hits = time.perf_counter(), [], 0
-        shuffled = rng.permutation(train_idx)
-        for k in range(steps):
-            batch = shuffled[k * batch_size:(k + 1) * batch_size]
-            value, scores, grads = step.run(x[batch], y[batch], rng)
-            update.apply(step.params, grads, t)
-            t += 1
-            losses.append(value)
-            hits += _correct(scores, y[batch], loss)
-            figures = {"loss": float(np.mean(losses))}
-            if loss == "cross-entropy":
-                figures["accuracy"] = hits / ((k + 1) * batch_size)
-            if progress:
-                progress(epoch, k + 1, steps, figures)
-        record = Epoch(epoch, float(np.mean(losses)), hits / (steps * batch_size) if loss == "cross-entropy" else None)
-        if evaluate is not None:
-            record.val_loss, record.val_accuracy = evaluate.run(x[val_idx], y[val_idx], loss)
-        record.seconds = time.perf_counter() - start
-        history.append(record)
+    evaluate = _Evaluation(graph, x.shape[1:], len(val_idx), step) if len(val_idx) else None
+
+    def one_step(xb, yb, t, rng):
+        value, scores, grads = step.run(xb, yb, rng)
+        update.apply(step.params, grads, t)
+        return value, scores
+
+    history = _epochs(x, y, train_idx, batch_size, epochs, loss, seed, one_step, progress,
+                      validate=(lambda: evaluate.run(x[val_idx], y[val_idx], loss)) if evaluate else None)
     trained = graph.copy()
     for name, array in {**step.params, **step.states}.items():
         _set_tensor(trained, name, array)
@@ -373,43 +354,62 @@ def train_compiled(exe: Any, x: np.ndarray, y: np.ndarray, *, epochs: int = 1, v
     its optimizer, bf16 forward and backward with fp32 master weights. Validation runs the program's
     forward on the held-out samples (batch statistics, no update)."""
     graph = exe.graph
-    batch = graph.inputs[0].type.shape[0]
-    target = graph.inputs[1].name
+    batch, target = graph.inputs[0].type.shape[0], graph.inputs[1].name
     loss = "cross-entropy" if target == "labels" else "mse"
     _check_settings(loss, "sgd", 1.0, 0.0, 0.0, epochs, batch, val_split)
-    order = np.random.default_rng(seed).permutation(len(x))
-    n_val = int(round(len(x) * val_split))
-    train_idx, val_idx = order[n_val:], order[:n_val]
-    if len(train_idx) < batch:
-        raise InputError(f"{len(train_idx)} training samples are fewer than the program's batch of {batch}")
+    train_idx, val_idx = _split(len(x), val_split, seed, batch, "the program's batch")
+    feed, loss_name, scores_name = graph.inputs[0].name, graph.outputs[0].name, graph.outputs[1].name
+
+    def one_step(xb, yb, t, rng):
+        out = exe.train_step({feed: xb, target: yb, "T": np.int64(t)})
+        return float(out[loss_name]), out[scores_name]
+
+    def validate():
+        losses, hits, count = [], 0, len(val_idx) // batch * batch
+        for k in range(0, count, batch):
+            chosen = val_idx[k:k + batch]
+            out = exe.run({feed: x[chosen], target: y[chosen], "T": np.int64(0)})
+            losses.append(float(out[loss_name]))
+            hits += _correct(out[scores_name], y[chosen], loss)
+        return float(np.mean(losses)), hits / count if loss == "cross-entropy" else None
+
+    return _epochs(x, y, train_idx, batch, epochs, loss, seed, one_step, progress,
+                   validate=validate if len(val_idx) >= batch else None)
+
+
+def _split(count: int, val_split: float, seed: int, batch: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Training and validation indices: a seeded shuffle, the validation share held out."""
+    order = np.random.default_rng(seed).permutation(count)
+    n_val = int(round(count * val_split))
+    if count - n_val < batch:
+        raise InputError(f"{count - n_val} training samples are fewer than {what} of {batch}")
+    return order[n_val:], order[:n_val]
+
+
+def _epochs(x: np.ndarray, y: np.ndarray, train_idx: np.ndarray, batch: int, epochs: int, loss: str, seed: int,
+            one_step: Callable, progress: Callable | None, validate: Callable | None) -> list[Epoch]:
+    """The loop both trainers share: each epoch a seeded reshuffle, full batches only (the graph
+    has one batch size), ``one_step(x, y, step count, rng) -> (loss, scores)`` per batch, running
+    figures to ``progress``, then ``validate() -> (loss, accuracy)``."""
     rng, history, t = np.random.default_rng(seed + 1), [], 0
     steps = len(train_idx) // batch
-    names = [v.name for v in graph.inputs]
-    scores_name = graph.outputs[1].name
     for epoch in range(1, epochs + 1):
         start, losses, hits = time.perf_counter(), [], 0
         shuffled = rng.permutation(train_idx)
         for k in range(steps):
             chosen = shuffled[k * batch:(k + 1) * batch]
-            out = exe.train_step({names[0]: x[chosen], target: y[chosen], "T": np.int64(t)})
+            value, scores = one_step(x[chosen], y[chosen], t, rng)
             t += 1
-            losses.append(float(out[graph.outputs[0].name]))
-            hits += _correct(out[scores_name], y[chosen], loss)
+            losses.append(value)
+            hits += _correct(scores, y[chosen], loss)
             if progress:
                 figures = {"loss": float(np.mean(losses))}
                 if loss == "cross-entropy":
                     figures["accuracy"] = hits / ((k + 1) * batch)
                 progress(epoch, k + 1, steps, figures)
         record = Epoch(epoch, float(np.mean(losses)), hits / (steps * batch) if loss == "cross-entropy" else None)
-        if len(val_idx) >= batch:
-            val_losses, val_hits, count = [], 0, len(val_idx) // batch * batch
-            for k in range(0, count, batch):
-                chosen = val_idx[k:k + batch]
-                out = exe.run({names[0]: x[chosen], target: y[chosen], "T": np.int64(t)})
-                val_losses.append(float(out[graph.outputs[0].name]))
-                val_hits += _correct(out[scores_name], y[chosen], loss)
-            record.val_loss = float(np.mean(val_losses))
-            record.val_accuracy = val_hits / count if loss == "cross-entropy" else None
+        if validate is not None:
+            record.val_loss, record.val_accuracy = validate()
         record.seconds = time.perf_counter() - start
         history.append(record)
     return history

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from .dtypes import DType
+
 Rule = Callable[[Any, Any, list], list]
 RULES: dict[str, Rule] = {}
 
@@ -127,7 +129,7 @@ def _where_positive(b, x, then, otherwise):
 @rule("Relu")
 def _relu(b, node, grads):
     g = grads[0]
-    return [_where_positive(b, node.inputs[0], g, b.zeros_like(g))]
+    return [_where_positive(b, node.inputs[0], g, b.scalar(0.0, g))]
 
 
 @rule("LeakyRelu")
@@ -338,7 +340,7 @@ def _global_max_pool(b, node, grads):
     g, x, y = grads[0], node.inputs[0], node.outputs[0]
     hit = b.op("Equal", x, y, like=x, dtype="bool")
     return [b.op("Where", hit, b.op("Expand", g, b.ints(x.type.shape), shape=x.type.shape, like=g),
-                 b.zeros_like(x), like=x)]
+                 b.scalar(0.0, x), like=x)]
 
 
 # -- reductions -----------------------------------------------------------------------------------
@@ -431,7 +433,7 @@ def _gather(b, node, grads):
         b.unsupported("Gather along an axis other than 0")
     count = math.prod(index.type.shape)
     rows = b.op("Reshape", index, b.ints([count, 1]), shape=(count, 1), like=index)
-    rows = b.op("Cast", rows, attrs={"to": 7}, shape=(count, 1), dtype="int64")  # int64 indices
+    rows = b.op("Cast", rows, attrs={"to": DType.INT64.onnx}, shape=(count, 1), dtype="int64")
     flat = b.op("Reshape", g, b.ints([count, *table.type.shape[1:]]), shape=(count, *table.type.shape[1:]), like=g)
     zeros = b.const(np.zeros(table.type.shape, b.numpy_dtype(g)))
     return [b.op("ScatterND", zeros, rows, flat, attrs={"reduction": "add"}, shape=table.type.shape, like=g), None]
@@ -445,7 +447,7 @@ def _expand(b, node, grads):
 @rule("Where")
 def _where(b, node, grads):
     g, (cond, x, y) = grads[0], node.inputs
-    zeros = b.zeros_like(g)
+    zeros = b.scalar(0.0, g)  # Where broadcasts it
     return [None, b.unbroadcast(b.op("Where", cond, g, zeros, like=g), x),
             b.unbroadcast(b.op("Where", cond, zeros, g, like=g), y)]
 

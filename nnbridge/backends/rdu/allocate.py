@@ -35,14 +35,7 @@ def water_fill(n_stages: int, budget: int, max_pcus: list[int], stage_time: Stag
         if top <= pcus[i] or stage_time(i, pcus[i] + 1)[0] >= -neg_now:
             break  # the slowest stage is stuck: more PCUs elsewhere cannot help throughput
         runner_up = -heap[0][0] if heap else 0.0
-        floor = max(runner_up, stage_time(i, top)[0])
-        lo, hi = pcus[i] + 1, top
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if stage_time(i, mid)[0] <= floor:
-                hi = mid
-            else:
-                lo = mid + 1
+        lo = _fewest(stage_time, i, pcus[i] + 1, top, max(runner_up, stage_time(i, top)[0]))
         spare -= lo - pcus[i]
         pcus[i] = lo
         heapq.heappush(heap, (-stage_time(i, lo)[0], i))
@@ -52,17 +45,22 @@ def water_fill(n_stages: int, budget: int, max_pcus: list[int], stage_time: Stag
         top = min(max_pcus[i], pcus[i] + spare)
         if spare <= 0 or top <= pcus[i] or stage_time(i, top)[0] >= stage_time(i, pcus[i])[0]:
             continue
-        plateau = stage_time(i, top)[0]
-        lo, hi = pcus[i] + 1, top
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if stage_time(i, mid)[0] <= plateau:
-                hi = mid
-            else:
-                lo = mid + 1
+        lo = _fewest(stage_time, i, pcus[i] + 1, top, stage_time(i, top)[0])
         spare -= lo - pcus[i]
         pcus[i] = lo
     return pcus
+
+
+def _fewest(stage_time: StageTime, i: int, lo: int, hi: int, bound: float) -> int:
+    """The fewest PCUs in [lo, hi] that bring stage ``i`` down to ``bound`` (bisection: stage time
+    never grows with more PCUs; ``hi`` reaches it)."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if stage_time(i, mid)[0] <= bound:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def place(section: Section) -> None:
