@@ -21,11 +21,10 @@ import numpy as np
 
 from .compiler import compile as compile_graph
 from .errors import FormatError, InputError
-from .ir import DType, Graph, TensorType, Value
+from .ir import TRAINING_DOMAIN, DType, Graph, TensorType, Value
 
 LOSSES = ("cross-entropy", "mse")
 OPTIMIZERS = ("sgd", "adam", "adamw")
-TRAINING_DOMAIN = "ai.onnx.preview.training"
 
 
 @dataclass

@@ -64,13 +64,16 @@ def check_program(path: str | os.PathLike, inputs: Mapping[str, np.ndarray] | No
 
 
 def _optimizer_states(program: Any) -> set[str]:
-    """Outputs of a training program that are the optimizer's new states (``<weight>.V`` / ``.H``)."""
-    import json
+    """Outputs of a training program's optimizer op that are its new states, not new weights: the
+    op takes R, T, then n weights, n gradients and its states, and returns n new weights first."""
+    from ..ir import TRAINING_DOMAIN
 
-    from ..passes.autodiff import UPDATES_KEY
-
-    updates = json.loads(program.graph.metadata.get(UPDATES_KEY, "{}"))
-    return {out for out, tensor in updates.items() if tensor.rsplit(".", 1)[-1] in ("V", "H")}
+    found: set[str] = set()
+    for node in program.graph.nodes:
+        if node.domain == TRAINING_DOMAIN:
+            weights = len(node.inputs) - 2 - len(node.outputs)
+            found.update(o.name for o in node.outputs[weights:])
+    return found
 
 
 def _training_feeds(program: Any, seed: int) -> dict[str, np.ndarray]:

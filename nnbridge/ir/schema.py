@@ -31,6 +31,8 @@ IR_OPSET = 26
 
 #: Domain of nnbridge's own ops.
 NNBRIDGE_DOMAIN = "nnbridge"
+#: ONNX's optimizer ops (Momentum, Adam, Adagrad): a training step's weight update
+TRAINING_DOMAIN = "ai.onnx.preview.training"
 
 
 class PatternKind(enum.IntEnum):

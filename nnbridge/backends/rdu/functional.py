@@ -13,12 +13,9 @@ from typing import Any
 import numpy as np
 
 from ...errors import KernelError, NNBridgeError, Unsupported, UnsupportedOpError
-from ...ir import NNBRIDGE_DOMAIN, Graph, Node
+from ...ir import NNBRIDGE_DOMAIN, TRAINING_DOMAIN, Graph, Node
 from ...kernels import KernelContext, get_kernel, unsupported_nodes
 from .numerics import round_bf16
-
-#: the domain of ONNX's optimizer ops: the update of a training program, computed in fp32
-TRAINING_DOMAIN = "ai.onnx.preview.training"
 
 
 def unsupported(graph: Graph) -> list[Unsupported]:

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir import TRAINING_DOMAIN
 from ..registry import kernel
 from ._common import FLOATS
-
-TRAINING = "ai.onnx.preview.training"
 
 
 def _groups(tensors, roles: int) -> list[tuple]:
@@ -28,7 +27,7 @@ def _scalar(value) -> float:
     return float(np.asarray(value).reshape(-1)[0])
 
 
-@kernel("Adagrad", domain=TRAINING, dtypes=FLOATS)
+@kernel("Adagrad", domain=TRAINING_DOMAIN, dtypes=FLOATS)
 def adagrad(ctx, rate, step, *tensors):
     r = _scalar(rate) / (1 + _scalar(step) * ctx.attr("decay_factor", 0.0))
     norm, eps = ctx.attr("norm_coefficient", 0.0), ctx.attr("epsilon", 1e-6)
@@ -46,7 +45,7 @@ def _check_momentum(node):
     return None if mode in ("standard", "nesterov") else f"mode {mode!r} is not standard or nesterov"
 
 
-@kernel("Momentum", domain=TRAINING, dtypes=FLOATS, check=_check_momentum)
+@kernel("Momentum", domain=TRAINING_DOMAIN, dtypes=FLOATS, check=_check_momentum)
 def momentum(ctx, rate, step, *tensors):
     r = _scalar(rate)
     alpha, norm = ctx.attr("alpha"), ctx.attr("norm_coefficient")
@@ -61,7 +60,7 @@ def momentum(ctx, rate, step, *tensors):
     return _outputs(results)
 
 
-@kernel("Adam", domain=TRAINING, dtypes=FLOATS)
+@kernel("Adam", domain=TRAINING_DOMAIN, dtypes=FLOATS)
 def adam(ctx, rate, step, *tensors):
     alpha, beta = ctx.attr("alpha", 0.9), ctx.attr("beta", 0.999)
     norm, norm_post, eps = ctx.attr("norm_coefficient", 0.0), ctx.attr("norm_coefficient_post", 0.0), \
