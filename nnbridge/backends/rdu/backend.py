@@ -121,8 +121,10 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups, 
     for planned_for in (machine, *(dataclasses.replace(machine, **{f: getattr(machine, f) * scale})
                                    for f, scale in PLAN_VARIANTS)):
         sections = partition(graph, planned_for, options.mode, groups)
-        estimate(sections, planned_for, options, samples, allocate=True)  # places the kernels
-        latency = estimate(copy.deepcopy(sections), machine, options, samples, allocate=False).totals["latency_us"]
+        est = estimate(sections, planned_for, options, samples, allocate=True)  # places the kernels
+        if planned_for is not machine:
+            est = estimate(copy.deepcopy(sections), machine, options, samples, allocate=False)
+        latency = est.totals["latency_us"]
         if best is None or latency < best[0] * (1 - 1e-12):
             best = (latency, sections)
     return best[1]

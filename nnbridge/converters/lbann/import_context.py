@@ -91,9 +91,7 @@ class ImportContext:
                 if math.prod(out.dims) != math.prod(self.hint):
                     raise ShapeError(f"{self.where()}: its output has {list(out.dims)} but its hint_layer "
                                      f"'{self.layer.hint_layer}' gives {list(self.hint)}")
-                shape = self.graph.add_initializer(f"{self.layer.name}_hint_shape",
-                                                   np.array((self.batch, *self.hint), np.int64))
-                out = self.emit("Reshape", [out, shape], self.hint)
+                out = self.emit("Reshape", [out, self.ints((self.batch, *self.hint), "hint_shape")], self.hint)
             result.append(out)
         return result
 
