@@ -8,7 +8,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 export PYTHONDONTWRITEBYTECODE := 1
 export MPLBACKEND := Agg
 
-.PHONY: demo test bench conformance fuzz protos lint clean setup
+.PHONY: demo test bench conformance fuzz fixtures protos lint clean setup
 
 setup: $(STAMP)
 
@@ -37,6 +37,10 @@ test: $(TEST_STAMP)
 
 bench: $(BENCH_STAMP)
 	$(PY) -m bench
+
+# the real-architecture test fixtures (tests/fixtures/architectures), exported with torch and HF transformers
+fixtures: $(BENCH_STAMP)
+	$(PY) -m tools.architecture_fixtures
 
 conformance: $(STAMP)
 	$(PY) -m bench.conformance

@@ -22,6 +22,14 @@ class Architecture:
     name: str
     build: Callable[[], tuple[object, tuple]]  # () -> (torch module, example inputs)
     full_size: bool = False  # a full-size model (BERT-base, ResNet-50): slow to export, left out of quick runs
+    input_names: tuple[str, ...] = ()  # default: input0, input1, …
+    dynamic: dict[str, dict[int, str]] | None = None  # named dynamic dims (torch's dynamic_axes)
+    # after export, dims declared as real models declare them: -1 or unnamed (None)
+    declare: dict[str, dict[int, int | None]] | None = None
+    about: str = ""
+
+    def names(self, count: int) -> list[str]:
+        return list(self.input_names) or [f"input{i}" for i in range(count)]
 
 
 def _torch():
@@ -107,39 +115,48 @@ def _inverted_residual(torch, cin, cout, expand, k, stride, act, se_gate):
     return Block()
 
 
-def _mobilenet_v3():
+def _mobilenet_v3(tiny: bool = False):
     """MobileNetV3-Small-shaped: depthwise convs, SE with HardSigmoid, HardSwish."""
     torch = _torch()
     nn = torch.nn
     hs, re, hsig = nn.Hardswish, nn.ReLU, nn.Hardsigmoid
-    spec = [(16, 16, 1, 3, 2, re, hsig), (16, 24, 4, 3, 2, re, None), (24, 24, 3, 3, 1, re, None),
-            (24, 40, 4, 5, 2, hs, hsig), (40, 40, 6, 5, 1, hs, hsig), (40, 48, 3, 5, 1, hs, hsig),
-            (48, 96, 6, 5, 2, hs, hsig), (96, 96, 6, 5, 1, hs, hsig)]
+    stem, head, classes, image = (8, 32, 10, 32) if tiny else (16, 576, 1000, 224)
+    if tiny:
+        spec = [(8, 8, 1, 3, 2, re, hsig), (8, 16, 4, 3, 2, re, None), (16, 16, 3, 5, 1, hs, hsig)]
+    else:
+        spec = [(16, 16, 1, 3, 2, re, hsig), (16, 24, 4, 3, 2, re, None), (24, 24, 3, 3, 1, re, None),
+                (24, 40, 4, 5, 2, hs, hsig), (40, 40, 6, 5, 1, hs, hsig), (40, 48, 3, 5, 1, hs, hsig),
+                (48, 96, 6, 5, 2, hs, hsig), (96, 96, 6, 5, 1, hs, hsig)]
     blocks = [_inverted_residual(torch, *s) for s in spec]
-    model = nn.Sequential(_conv_bn(torch, 3, 16, 3, 2, act=hs), *blocks, _conv_bn(torch, 96, 576, 1, act=hs),
-                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(576, 1000))
-    return model, (torch.randn(1, 3, 224, 224),)
+    model = nn.Sequential(_conv_bn(torch, 3, stem, 3, 2, act=hs), *blocks,
+                          _conv_bn(torch, spec[-1][1], head, 1, act=hs),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(head, classes))
+    return model, (torch.randn(1, 3, image, image),)
 
 
-def _efficientnet_b0():
+def _efficientnet_b0(tiny: bool = False):
     """EfficientNet-B0-shaped MBConv stages with SiLU and SE (sigmoid gate)."""
     torch = _torch()
     nn = torch.nn
-    stages = [(1, 16, 1, 1, 3), (6, 24, 2, 2, 3), (6, 40, 2, 2, 5), (6, 80, 3, 2, 3), (6, 112, 3, 1, 5),
-              (6, 192, 4, 2, 5), (6, 320, 1, 1, 3)]
-    blocks, cin = [], 32
+    if tiny:
+        stages, stem, head, classes, image = [(1, 8, 1, 1, 3), (6, 16, 2, 2, 3), (6, 24, 1, 2, 5)], 8, 64, 10, 32
+    else:
+        stages = [(1, 16, 1, 1, 3), (6, 24, 2, 2, 3), (6, 40, 2, 2, 5), (6, 80, 3, 2, 3), (6, 112, 3, 1, 5),
+                  (6, 192, 4, 2, 5), (6, 320, 1, 1, 3)]
+        stem, head, classes, image = 32, 1280, 1000, 224
+    blocks, cin = [], stem
     for expand, cout, repeats, stride, k in stages:
         for i in range(repeats):
             blocks.append(_inverted_residual(torch, cin, cout, expand, k, stride if i == 0 else 1, nn.SiLU,
                                              nn.Sigmoid))
             cin = cout
-    model = nn.Sequential(_conv_bn(torch, 3, 32, 3, 2, act=nn.SiLU), *blocks,
-                          _conv_bn(torch, 320, 1280, 1, act=nn.SiLU),
-                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(1280, 1000))
-    return model, (torch.randn(1, 3, 224, 224),)
+    model = nn.Sequential(_conv_bn(torch, 3, stem, 3, 2, act=nn.SiLU), *blocks,
+                          _conv_bn(torch, cin, head, 1, act=nn.SiLU),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(head, classes))
+    return model, (torch.randn(1, 3, image, image),)
 
 
-def _convnext(depths=(3, 3, 9, 3), dims=(96, 192, 384, 768)):
+def _convnext(depths=(3, 3, 9, 3), dims=(96, 192, 384, 768), classes=1000, image=224):
     """ConvNeXt: 7×7 depthwise conv, channels-last LayerNorm, MLP with GELU, layer scale."""
     torch = _torch()
     nn = torch.nn
@@ -167,17 +184,17 @@ def _convnext(depths=(3, 3, 9, 3), dims=(96, 192, 384, 768)):
             layers += [LayerNorm2d(dims[i - 1]), nn.Conv2d(dims[i - 1], dim, 2, 2)]
         layers += [Block(dim) for _ in range(depth)]
     model = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.LayerNorm(dims[-1]),
-                          nn.Linear(dims[-1], 1000))
-    return model, (torch.randn(1, 3, 224, 224),)
+                          nn.Linear(dims[-1], classes))
+    return model, (torch.randn(1, 3, image, image),)
 
 
-def _regnet():
+def _regnet(stages=((32, 1), (64, 2), (160, 7), (384, 12)), group_width=16, classes=1000, image=224):
     """RegNetX-400MF-shaped: grouped 3×3 convs (group width 16) in bottleneck blocks."""
     torch = _torch()
     nn = torch.nn
 
     class Block(nn.Module):
-        def __init__(self, cin, cout, stride, group_width=16):
+        def __init__(self, cin, cout, stride):
             super().__init__()
             self.body = nn.Sequential(_conv_bn(torch, cin, cout, 1, act=nn.ReLU),
                                       _conv_bn(torch, cout, cout, 3, stride, groups=cout // group_width, act=nn.ReLU),
@@ -187,17 +204,18 @@ def _regnet():
         def forward(self, x):
             return torch.relu(self.body(x) + self.skip(x))
 
-    blocks, cin = [], 32
-    for cout, depth in ((32, 1), (64, 2), (160, 7), (384, 12)):
+    stem = stages[0][0]
+    blocks, cin = [], stem
+    for cout, depth in stages:
         for i in range(depth):
             blocks.append(Block(cin, cout, 2 if i == 0 else 1))
             cin = cout
-    model = nn.Sequential(_conv_bn(torch, 3, 32, 3, 2, act=nn.ReLU), *blocks, nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                          nn.Linear(384, 1000))
-    return model, (torch.randn(1, 3, 224, 224),)
+    model = nn.Sequential(_conv_bn(torch, 3, stem, 3, 2, act=nn.ReLU), *blocks, nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(cin, classes))
+    return model, (torch.randn(1, 3, image, image),)
 
 
-def _poolformer():
+def _poolformer(dims=(64, 128, 320, 512), depths=(2, 2, 6, 2), classes=1000, image=224):
     """PoolFormer-S12-shaped: 3×3 average-pool token mixer, GroupNorm(1), MLP with GELU."""
     torch = _torch()
     nn = torch.nn
@@ -214,15 +232,14 @@ def _poolformer():
             x = x + (self.pool(y) - y)
             return x + self.mlp(self.norm2(x))
 
-    dims, depths = (64, 128, 320, 512), (2, 2, 6, 2)
     layers = [nn.Conv2d(3, dims[0], 7, 4, 2)]
     for i, (depth, dim) in enumerate(zip(depths, dims)):
         if i:
             layers.append(nn.Conv2d(dims[i - 1], dim, 3, 2, 1))
         layers += [Block(dim) for _ in range(depth)]
     model = nn.Sequential(*layers, nn.GroupNorm(1, dims[-1]), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                          nn.Linear(dims[-1], 1000))
-    return model, (torch.randn(1, 3, 224, 224),)
+                          nn.Linear(dims[-1], classes))
+    return model, (torch.randn(1, 3, image, image),)
 
 
 def _recurrent(kind: str):
@@ -286,6 +303,9 @@ def _hf(model_cls_name: str, config_cls_name: str, input_kind: str, shape: tuple
     torch = _torch()
     import transformers
 
+    if "vocab_size" in config:  # special tokens inside a small vocabulary
+        config = {"bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0} | config
+
     model_cls = getattr(transformers, model_cls_name, None)
     if model_cls is None:  # a part of a model (WhisperEncoder) lives in its model's module only
         module = model_cls_name.removesuffix("Encoder").lower()
@@ -308,9 +328,36 @@ def _hf(model_cls_name: str, config_cls_name: str, input_kind: str, shape: tuple
     return Wrapped(), (example,)
 
 
-def _bert(layers: int, hidden: int, heads: int, seq: int = 128):
+def _bert(layers: int, hidden: int, heads: int, seq: int = 128, vocab: int = 30522):
     return _hf("BertModel", "BertConfig", "input_ids", (1, seq), hidden_size=hidden, num_hidden_layers=layers,
-               num_attention_heads=heads, intermediate_size=4 * hidden, vocab_size=30522)
+               num_attention_heads=heads, intermediate_size=4 * hidden, vocab_size=vocab,
+               max_position_embeddings=max(seq, 64) if vocab < 30522 else 512)
+
+
+def _gpt2_decode_step(layers: int = 2, hidden: int = 32, heads: int = 2, past: int = 7, vocab: int = 128):
+    """One GPT-2 decode step with past keys and values as inputs and the grown cache as outputs."""
+    torch = _torch()
+    import transformers
+
+    config = transformers.GPT2Config(n_layer=layers, n_embd=hidden, n_head=heads, vocab_size=vocab, n_positions=64,
+                                     bos_token_id=0, eos_token_id=0, attn_implementation="eager")
+    model = transformers.GPT2Model(config).eval()
+
+    class DecodeStep(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = model
+
+        def forward(self, input_ids, *past_kv):
+            cache = transformers.DynamicCache(config=config)
+            for layer in range(layers):
+                cache.update(past_kv[2 * layer], past_kv[2 * layer + 1], layer)
+            out = self.inner(input_ids=input_ids, cache=cache, use_cache=True)
+            grown = [t for layer in out.past_key_values.layers for t in (layer.keys, layer.values)]
+            return (out.last_hidden_state, *grown)
+
+    kv = [torch.randn(1, heads, past, hidden // heads) for _ in range(2 * layers)]
+    return DecodeStep(), (torch.randint(0, vocab, (1, 1)), *kv)
 
 
 ARCHITECTURES: list[Architecture] = [
@@ -341,15 +388,77 @@ ARCHITECTURES: list[Architecture] = [
 ]
 
 
-def export(arch: Architecture, directory: Path, opset: int = 18) -> tuple[Path, dict[str, np.ndarray]]:
+# Small configurations of the same families, committed as test fixtures (tests/fixtures/architectures,
+# regenerated by `make fixtures`): a few hundred kB each, inputs that declare static, named, -1 and
+# unnamed dims.
+_TINY_LLM = dict(num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=128,
+                 max_position_embeddings=64)
+FIXTURES: list[Architecture] = [
+    Architecture("bert", lambda: _bert(2, 32, 2, seq=16, vocab=128), input_names=("input_ids",),
+                 about="HF BertModel: 2 layers, hidden 32, 2 heads, vocabulary 128, 16 tokens"),
+    Architecture("bert-dynamic", lambda: _bert(2, 32, 2, seq=16, vocab=128), input_names=("input_ids",),
+                 dynamic={"input_ids": {0: "batch", 1: "sequence"}},
+                 about="the BERT fixture with named dynamic batch and sequence dims"),
+    Architecture("gpt2", lambda: _hf("GPT2Model", "GPT2Config", "input_ids", (1, 16), n_layer=2, n_embd=32,
+                                     n_head=2, vocab_size=128, n_positions=64), input_names=("input_ids",),
+                 about="HF GPT2Model: 2 layers, hidden 32, 2 heads, 16 tokens"),
+    Architecture("gpt2-past", _gpt2_decode_step,
+                 input_names=("input_ids", "past_key0", "past_value0", "past_key1", "past_value1"),
+                 about="one GPT-2 decode step with 7 cached positions as inputs (past key values)"),
+    Architecture("t5-encoder", lambda: _hf("T5EncoderModel", "T5Config", "input_ids", (1, 16), d_model=32,
+                                           d_ff=64, num_layers=2, num_heads=2, d_kv=16, vocab_size=128),
+                 input_names=("input_ids",), about="HF T5EncoderModel: 2 layers, d_model 32, relative positions"),
+    Architecture("vit", lambda: _hf("ViTModel", "ViTConfig", "pixel_values", (1, 3, 32, 32), hidden_size=32,
+                                    num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                    image_size=32, patch_size=8), input_names=("pixel_values",),
+                 about="HF ViTModel: 32×32 image, 8×8 patches, 2 layers, hidden 32"),
+    Architecture("llama-gqa", lambda: _hf("LlamaModel", "LlamaConfig", "input_ids", (1, 16), hidden_size=32,
+                                          num_key_value_heads=2, **_TINY_LLM), input_names=("input_ids",),
+                 about="HF LlamaModel: 2 layers, 4 query heads sharing 2 key/value heads (GQA), RoPE, RMSNorm"),
+    Architecture("whisper-encoder", lambda: _hf("WhisperEncoder", "WhisperConfig", "input_features", (1, 16, 64),
+                                                d_model=32, encoder_layers=2, encoder_attention_heads=2,
+                                                encoder_ffn_dim=64, num_mel_bins=16, max_source_positions=32),
+                 input_names=("input_features",), about="HF Whisper encoder: 16 mel bins, 64 frames, 2 layers"),
+    Architecture("mobilenetv3", lambda: _mobilenet_v3(tiny=True), input_names=("image",),
+                 about="MobileNetV3 blocks: depthwise convs, squeeze-and-excite with HardSigmoid, HardSwish"),
+    Architecture("mobilenetv3-dynamic", lambda: _mobilenet_v3(tiny=True), input_names=("image",),
+                 dynamic={"image": {0: "batch", 2: "height", 3: "width"}},
+                 about="the MobileNetV3 fixture with named dynamic batch, height and width"),
+    Architecture("efficientnet", lambda: _efficientnet_b0(tiny=True), input_names=("image",),
+                 declare={"image": {0: -1}},
+                 about="EfficientNet MBConv blocks with SiLU and SE; the batch dim declared -1 (as PaddleOCR's)"),
+    Architecture("convnext", lambda: _convnext(depths=(1, 1), dims=(16, 32), classes=10, image=32),
+                 input_names=("image",), about="ConvNeXt blocks: 7×7 depthwise conv, LayerNorm, GELU MLP"),
+    Architecture("convnext-unnamed", lambda: _convnext(depths=(1, 1), dims=(16, 32), classes=10, image=32),
+                 input_names=("image",), declare={"image": {0: None}},
+                 about="the ConvNeXt fixture with an unnamed batch dim"),
+    Architecture("regnet", lambda: _regnet(stages=((16, 1), (32, 2)), group_width=8, classes=10, image=32),
+                 input_names=("image",), about="RegNetX blocks: grouped 3×3 convs (group width 8)"),
+    Architecture("poolformer", lambda: _poolformer(dims=(16, 32), depths=(1, 1), classes=10, image=32),
+                 input_names=("image",), about="PoolFormer blocks: average-pool token mixer, GroupNorm, GELU MLP"),
+]
+
+
+def export(arch: Architecture, directory: Path, opset: int = 18, *,
+           overwrite: bool = False) -> tuple[Path, dict[str, np.ndarray]]:
     """Export ``arch`` to ``directory/<name>.onnx``; returns the path and its example feeds."""
+    import onnx
     import torch
 
     path = directory / f"{arch.name}.onnx"
     model, example = arch.build()
-    names = [f"input{i}" for i in range(len(example))]
-    if not path.exists():
+    names = arch.names(len(example))
+    if overwrite or not path.exists():
         with torch.no_grad():
             torch.onnx.export(model.eval(), example, str(path), input_names=names, opset_version=opset,
-                              dynamo=False)
+                              dynamic_axes=arch.dynamic, dynamo=False)
+        if arch.declare:
+            exported = onnx.load(str(path))
+            for value in exported.graph.input:
+                for axis, dim in arch.declare.get(value.name, {}).items():
+                    entry = value.type.tensor_type.shape.dim[axis]
+                    entry.Clear()
+                    if dim is not None:
+                        entry.dim_value = dim
+            onnx.save(exported, str(path))
     return path, {n: t.numpy() for n, t in zip(names, example)}

@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import FormatError, InputError
 from ..fileio import check_output_size
 from ..ir import Graph
+from ..ir.decompositions import Target
 from ..registry import Registry
 
 
@@ -38,6 +39,9 @@ class Format:
     #: its files store concrete tensor sizes: dynamic input dims must be pinned before writing
     #: ("all", or "per-sample" where the batch is the file's own mini-batch size)
     static_shapes: str = ""
+    #: the target whose decompositions (ir/decompositions.py) its writer applies, given the
+    #: writer's options; None: the writer rewrites nothing
+    decomposition_target: Callable[[Mapping[str, Any]], Target] | None = None
 
 
 FORMATS: Registry[str, Format] = Registry("formats")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..registry import Registry
+from .decompositions import DECOMPOSITIONS
 from .gradients import RULES
 from .schema import OpSchema, PatternKind, register_schema
 
@@ -227,8 +228,9 @@ Scan                    opaque       -          1      no-fold
 
 
 def _load_table() -> None:
-    """The rows above, each with its reverse-mode rule (``gradients.RULES``); an op that has a rule
-    but no row (a loss) gets a default row to carry it."""
+    """The rows above, each with its reverse-mode rule (``gradients.RULES``) and its per-target
+    decompositions (``decompositions.DECOMPOSITIONS``); an op that has a rule but no row (a loss)
+    gets a default row to carry it."""
     listed = set()
     for line in _TABLE.strip().splitlines():
         op, pattern, shape, flops, *flags = line.split()
@@ -236,8 +238,10 @@ def _load_table() -> None:
         flags = [f for f in flags if not f.startswith("spatial=")]
         listed.add(op)
         OP_TRAITS.register(("", op), OpTraits(op, "", _PATTERNS[pattern], ShapeRule(shape), float(flops),
-                                              frozenset(Flag(f) for f in flags), slots, gradient=RULES.get(op)),
+                                              frozenset(Flag(f) for f in flags), slots, gradient=RULES.get(op),
+                                              decompositions=DECOMPOSITIONS.get(op, {})),
                            origin=f"{__name__}._TABLE")
+    assert set(DECOMPOSITIONS) <= listed, sorted(set(DECOMPOSITIONS) - listed)
     for op in sorted(set(RULES) - listed):
         OP_TRAITS.register(("", op), OpTraits(op, gradient=RULES[op]), origin=f"{__name__}._TABLE")
 

@@ -31,10 +31,21 @@ class _NoRule(Exception):
 
 
 class Builder:
-    """What a gradient rule emits nodes with (see ``ir/gradients.py``)."""
+    """What a gradient rule (``ir/gradients.py``) or a decomposition (``ir/decompositions.py``)
+    emits nodes with; ``tag`` ends the names of what it adds."""
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, tag: str = "grad"):
         self.graph = graph
+        self.tag = tag
+        self._consumers: dict[int, list] | None = None
+
+    def used(self, value: Value | None) -> bool:
+        """Does a node or a graph output read ``value``?"""
+        if value is None:
+            return False
+        if self._consumers is None:
+            self._consumers = self.graph.consumer_map()
+        return bool(self._consumers.get(id(value))) or self.graph.is_output(value)
 
     # -- constants and types --------------------------------------------------------------------
     def unsupported(self, reason: str) -> None:
@@ -52,7 +63,7 @@ class Builder:
         return value.const is not None
 
     def const(self, array: np.ndarray) -> Value:
-        return self.graph.add_initializer("grad_const", np.asarray(array))
+        return self.graph.add_initializer(f"{self.tag}_const", np.asarray(array))
 
     def ints(self, values) -> Value:
         return self.const(np.asarray([int(v) for v in values], np.int64))
@@ -77,8 +88,8 @@ class Builder:
                 out_shape = like.type.shape if like is not None else \
                     tuple(np.broadcast_shapes(*(tuple(v.type.shape) for v in inputs if v is not None)))
             kind = DType.from_numpy(np.dtype(out_dtype)) if out_dtype else first.type.dtype
-            values.append(self.graph.add_value(f"{op.lower()}_grad", TensorType(kind, tuple(out_shape))))
-        self.graph.add_node(op, list(inputs), values, attrs or {}, name=f"{op.lower()}_grad")
+            values.append(self.graph.add_value(f"{op.lower()}_{self.tag}", TensorType(kind, tuple(out_shape))))
+        self.graph.add_node(op, list(inputs), values, attrs or {}, name=f"{op.lower()}_{self.tag}")
         return values if outputs else values[0]
 
     def kept(self, value: Value, axes: Value) -> tuple[int, ...]:

@@ -83,6 +83,8 @@ def _evaluate(node: Node, graph: Graph, twins: dict[int, Value], budget: int) ->
     inputs = [resolve(twins, v) for v in node.inputs]
     if any(v is not None and v.const is None for v in inputs):
         return None
+    if inputs != node.inputs:  # read a twin's constant: shape inference below sees the inputs as constants
+        node.inputs = inputs
     if any(o.type.kind is not TypeKind.TENSOR for o in node.outputs):
         return None
     if not _small_enough(node, budget):

@@ -15,8 +15,10 @@ from ..errors import InputError
 from ..ir import Graph, TypeKind, Value
 from .manager import run_passes
 
-#: what runs once the inputs are pinned
+#: what runs once the inputs are pinned, while it makes progress: a folded Shape chain lets
+#: inference make more values static, whose Shape chains fold in the next round
 AFTER_PINNING = ["infer-shapes", "fold", "eliminate", "infer-shapes"]
+MAX_ROUNDS = 8
 
 
 def pin_shapes(graph: Graph, shapes: Mapping[str, Sequence[int]] | None = None,
@@ -43,8 +45,16 @@ def pin_shapes(graph: Graph, shapes: Mapping[str, Sequence[int]] | None = None,
             v.type = v.type.with_shape(shape)
             changed = True
     if changed:
-        run_passes(graph, AFTER_PINNING)
+        for _ in range(MAX_ROUNDS):
+            before = _dynamic_count(graph)
+            run_passes(graph, AFTER_PINNING)
+            if _dynamic_count(graph) in (0, before):
+                break
     return changed
+
+
+def _dynamic_count(graph: Graph) -> int:
+    return sum(1 for v in graph.values.values() if v.type.kind is TypeKind.TENSOR and not v.type.is_static)
 
 
 def _pinned(value: Value, given: Sequence[int] | None, dims: Mapping[str, int]) -> tuple | None:
@@ -68,9 +78,12 @@ def _pinned(value: Value, given: Sequence[int] | None, dims: Mapping[str, int]) 
 
 
 def dynamic_inputs(graph: Graph, per_sample: bool = False) -> list[Value]:
-    """Tensor inputs whose shape is unknown or not fully static (``per_sample``: but for the batch)."""
+    """Tensor inputs whose shape is unknown or not fully static (``per_sample``: but for a batch
+    dim that has a name, the file's own mini-batch size; an unnamed or -1 batch must be pinned)."""
     def static(shape) -> bool:
-        return shape is not None and all(isinstance(d, int) for d in shape[1 if per_sample else 0:])
+        if shape is None or (per_sample and shape and shape[0] is None):
+            return False
+        return all(isinstance(d, int) for d in shape[1 if per_sample else 0:])
 
     return [v for v in graph.inputs if v.type.kind is TypeKind.TENSOR and not static(v.type.shape)]
 

@@ -48,11 +48,18 @@ def test_inexpressible_zoo_models_list_every_offending_node(tmp_path):
         nnbridge.convert(nnbridge.zoo.build("lstm_small"), tmp_path / "lstm.prototext")
     assert {i.op for i in info.value.items} >= {"LSTM"}
     assert any("batch" in i.reason for i in info.value.items)  # [seq, batch, …] tensors
-    with pytest.raises(UnsupportedOpError) as info:
-        nnbridge.convert(nnbridge.zoo.build("transformer_tiny"), tmp_path / "t.prototext", lbann_version="0.104")
-    assert len(info.value.items) == 4 and {i.op for i in info.value.items} == {"LayerNormalization"}
-    assert "develop" in str(info.value)
     assert not list(tmp_path.iterdir())  # no partial output
+
+
+def test_layer_norm_over_the_last_axis_is_instance_norm_then_scale_and_bias_before_develop(tmp_path):
+    """LBANN 0.104's layer_norm normalizes whole samples; a transformer's LayerNorm over the
+    hidden axis is written as instance_norm over [tokens, hidden] rows (ir/decompositions.py)."""
+    roundtrip_vs_onnxruntime(nnbridge.zoo.build("transformer_tiny"), tmp_path / "t.prototext", lbann_version="0.104")
+    text = (tmp_path / "t.prototext").read_text()
+    assert "instance_norm" in text and "layer_norm" not in text
+    roundtrip_vs_onnxruntime(nnbridge.zoo.build("transformer_tiny"), tmp_path / "d.prototext",
+                             lbann_version="develop")
+    assert "layer_norm" in (tmp_path / "d.prototext").read_text()
 
 
 LIGHT = ["light_squeezenet", "light_shufflenet",

@@ -142,6 +142,7 @@ def dry_run(args, options: dict) -> int:
     for node in graph.nodes:
         label = f"{node.domain}::{node.op}" if node.domain else node.op
         counts[label] = counts.get(label, 0) + 1
+    decomposed = _decomposed(graph, fmt, options)
     refused: dict[str, list[str]] = {}
     sizes: dict[str, int] = {}
     notes: list[str] = []
@@ -161,6 +162,8 @@ def dry_run(args, options: dict) -> int:
         reasons = refused.pop(label, [])
         fate = "converts" if not reasons else \
             "refused: " + "; ".join(f"{r} ({reasons.count(r)})" for r in dict.fromkeys(reasons))
+        if decomposed.get(label) and not reasons:
+            fate += f" ({decomposed[label]} rewritten into ops {fmt.name} has)"
         console.print(f"  {label:<28} {count:>5}  {fate}", highlight=False)
     for label, reasons in refused.items():  # nodes the writer met after folding or rewriting
         console.print(f"  {label:<28} {len(reasons):>5}  refused: {'; '.join(dict.fromkeys(reasons))}",
@@ -170,6 +173,18 @@ def dry_run(args, options: dict) -> int:
     for note in notes:
         console.print(f"  note: {note}", highlight=False)
     return 0 if sizes else 1
+
+
+def _decomposed(graph, fmt, options: dict) -> dict[str, int]:
+    """How many nodes of each op the writer's decompositions (ir/decompositions.py) rewrite."""
+    if fmt.decomposition_target is None:
+        return {}
+    from ...passes import run_passes
+    from ...passes.decompose import decompose
+
+    copy = graph.copy()
+    run_passes(copy, ["fold", "infer-shapes"])
+    return dict(decompose(copy, fmt.decomposition_target(options)))
 
 
 #: the loader's options among convert's (the writer's go to the scratch conversion only)

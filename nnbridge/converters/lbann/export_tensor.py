@@ -189,6 +189,23 @@ def _reshape(ctx: ExportContext, node: Node) -> None:
     params.dims.extend(dims)
 
 
+@exporter("Expand", "Tile")
+def _tessellate(ctx: ExportContext, node: Node) -> None:
+    """Broadcasting (Expand) and tiling (Tile) within a sample: LBANN's tessellate repeats the
+    input along each dim (output[i] = input[i mod n]), which is a broadcast where n = 1."""
+    x, out = node.inputs[0], node.outputs[0]
+    dims, have = ctx.sample(out), ctx.sample(x)
+    if ctx.const(node.input(1)) is None:
+        raise Inexpressible(f"{node.op} needs a constant {'shape' if node.op == 'Expand' else 'repeats'}")
+    if len(have) != len(dims) or any(o % i for o, i in zip(dims, have)):
+        raise Inexpressible(f"tiling a {list(have)} sample to {list(dims)}; tessellate repeats whole dims "
+                            f"of a sample of the same rank")
+    if node.op == "Expand" and any(i not in (1, o) for o, i in zip(dims, have)):
+        raise Inexpressible(f"Expand {list(have)} → {list(dims)} broadcasts only dims of size 1")
+    _, params = ctx.layer(out.name, [ctx.parent(x)], "tessellate", out)
+    params.dims.extend(dims)
+
+
 @exporter("Transpose", "nnbridge.Reorder")  # a Reorder is a transpose that changes layout
 def _transpose(ctx: ExportContext, node: Node) -> None:
     x, out = node.inputs[0], node.outputs[0]

@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ...errors import FormatError, InputError, Unsupported, UnsupportedOpError
 from ...fileio import atomic_outputs
 from ...ir import Graph
+from ...ir.decompositions import LAYER_NORM_START_DIM, Target
 from ...passes import run_passes
+from ...passes.decompose import decompose
 from ...passes.fold_constants import oversized_constant
 from ...protos.lbann import lbann_pb2
 from . import experiment, export_nn, export_tensor, textio  # noqa: F401 - register the exporters
@@ -45,7 +49,7 @@ def graph_to_lbann(graph: Graph, version: str = DEFAULT_VERSION
     """The LbannPB message (weights not yet attached), the weights, and the header metadata."""
     if version not in LBANN_VERSIONS:
         raise InputError(f"unknown LBANN version '{version}'; choose from {', '.join(LBANN_VERSIONS)}")
-    graph = _prepared(graph)
+    graph = _prepared(graph, version)
     batch = _batch(graph)
     ctx = ExportContext(graph, version, batch)
     header = textio.Header()
@@ -95,11 +99,20 @@ def graph_to_lbann(graph: Graph, version: str = DEFAULT_VERSION
 PREPARE_PASSES = ["fold", "infer-shapes"]
 
 
-def _prepared(graph: Graph) -> Graph:
-    """A folded copy with inferred shapes (the caller's graph is never changed)."""
+def _prepared(graph: Graph, version: str) -> Graph:
+    """A folded copy with inferred shapes, rewritten into what ``version`` expresses (the
+    caller's graph is never changed)."""
     graph = graph.copy()
     run_passes(graph, PREPARE_PASSES)
+    decompose(graph, decomposition_target({"lbann_version": version}))
     return graph
+
+
+def decomposition_target(options: Mapping[str, Any]) -> Target:
+    """What the LBANN version the options ask for expresses natively, for ir/decompositions.py."""
+    version = options.get("lbann_version") or DEFAULT_VERSION
+    develop = version in LBANN_VERSIONS and LBANN_VERSIONS.index(version) >= LBANN_VERSIONS.index("develop")
+    return Target("lbann", frozenset({LAYER_NORM_START_DIM} if develop else ()))
 
 
 def _batch(graph: Graph) -> int | str:

@@ -40,6 +40,11 @@ _ADAPTED_DOMAIN = "ai.nnbridge.adapted"
 _DETACH_BYTES = 1024
 
 
+#: graph metadata: the default-domain opset of the ONNX file a graph was read from (the ONNX
+#: writer's default opset; not written into files)
+SOURCE_OPSET_KEY = "onnx.source_opset"
+
+
 def default_opset(model: ModelProto) -> int:
     for o in model.opset_import:
         if o.domain in ("", "ai.onnx"):

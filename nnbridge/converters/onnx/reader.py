@@ -21,6 +21,7 @@ from ...fileio import check_numel
 from ...ir import DType, Graph, Layout, Node, TensorType, TypeKind
 from ...ir.graph import paused_gc
 from . import opset
+from .opset import SOURCE_OPSET_KEY
 from .vetting import (
     has_external,
     load_external,
@@ -44,6 +45,7 @@ def load_onnx(source: str | os.PathLike | ModelProto | bytes, *, infer_shapes: b
     _densify_sparse_initializers(model, name)
     if model.functions:
         model = inliner.inline_local_functions(model)
+    source_opset = opset.default_opset(model)
     model = opset.normalize(model, name)
     if infer_shapes:
         model = _infer_shapes(model)
@@ -54,6 +56,8 @@ def load_onnx(source: str | os.PathLike | ModelProto | bytes, *, infer_shapes: b
         graph.verify()
     except NNBridgeError as exc:
         raise FormatError(f"{name}: not a valid model: {exc}") from None
+    if source_opset:
+        graph.metadata[SOURCE_OPSET_KEY] = str(source_opset)
     return graph
 
 

@@ -24,6 +24,7 @@ from onnx import AttributeProto, ModelProto, TensorProto, helper, numpy_helper
 from ...errors import FormatError
 from ...ir import IR_OPSET, NNBRIDGE_DOMAIN, Graph, Node, TensorType, TypeKind
 from ...registry import Registry
+from .opset import SOURCE_OPSET_KEY, _detach_large_tensors, _reattach
 
 #: ONNX IR version written: the newest that onnxruntime 1.31 reads.
 ONNX_IR_VERSION = 10
@@ -189,7 +190,8 @@ def graph_to_model(graph: Graph, tensor_for: Callable[[np.ndarray, str], TensorP
         producer_name="nnbridge",
     )
     for key, value in graph.metadata.items():
-        model.metadata_props.add(key=key, value=value)
+        if key != SOURCE_OPSET_KEY:
+            model.metadata_props.add(key=key, value=value)
     return model
 
 
@@ -209,8 +211,8 @@ def save_onnx(graph: Graph, path: str | os.PathLike, *, check: bool = True,
                 model = graph_to_model(graph, ExternalData(fh, external_data_name(path)))
         else:
             model = graph_to_model(graph)
-        if onnx_opset is not None:
-            model = at_opset(model, onnx_opset, path)
+        model = at_opset(model, onnx_opset, path) if onnx_opset is not None else \
+            at_default_opset(model, graph)
         onnx.save_model(model, str(tmp))
         if check:
             try:
@@ -233,19 +235,89 @@ def at_opset(model: ModelProto, opset: int, path: Path) -> ModelProto:
     """``model`` converted to default-domain ``opset``; one line naming the op when it cannot be."""
     if not OLDEST_OPSET <= opset <= IR_OPSET:
         raise FormatError(f"{path}: --opset {opset} is outside {OLDEST_OPSET}..{IR_OPSET}")
-    if opset == IR_OPSET:
-        return model
-    from onnx import version_converter
-
     try:
-        converted = version_converter.convert_version(model, opset)
-        onnx.checker.check_model(converted)
+        return _converted(model, opset)
     except Exception as exc:  # the converter raises plain RuntimeErrors naming the op it cannot adapt
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         reason = text.split("failed: ", 1)[-1][:300]  # past the converter's source location
         raise FormatError(f"{path}: cannot write the model at opset {opset}: {reason} (onnx's version "
                           f"converter); try a newer opset") from None
+
+
+#: opsets deployed runtimes load (onnxruntime 1.8+, 1.14+, 1.20+): a model from a file without an
+#: ONNX opset (SMAUG, LBANN) is written at the first of these that expresses it
+RUNTIME_OPSETS = (13, 17, 21)
+
+
+def at_default_opset(model: ModelProto, graph: Graph) -> ModelProto:
+    """The opset a writer without ``--opset`` uses: the source ONNX file's where onnx's version
+    converter takes the model there (an op the source did not have may need a newer one), else
+    the first of ``RUNTIME_OPSETS`` that does; the IR's when none does."""
+    source = int(graph.metadata.get(SOURCE_OPSET_KEY, 0))
+    for opset in [source] if source else RUNTIME_OPSETS:
+        if OLDEST_OPSET <= opset < IR_OPSET:
+            try:
+                return _converted(model, opset)
+            except Exception:  # an op the converter cannot adapt to that opset
+                continue
+    return model
+
+
+#: hides nodes from onnx's version converter while it adapts the rest (it has no down-adapter
+#: for many ops whose newer versions only accept more element types)
+_HIDDEN_DOMAIN = "ai.nnbridge.unchanged"
+#: ops whose attribute values changed meaning without a change of signature (GridSample-20's modes)
+_SAME_SIGNATURE_NEW_MEANING = {"GridSample"}
+
+
+def _converted(model: ModelProto, opset: int) -> ModelProto:
+    """onnx's version converter on ``model`` without its large tensors (it serializes the model
+    and never needs their values); nodes whose op has the same signature at ``opset`` as at the
+    IR's (a type-only change) pass through it hidden. Checked by onnx's checker."""
+    if opset == IR_OPSET:
+        return model
+    from onnx import version_converter
+
+    detached = _detach_large_tensors(model)
+    work = ModelProto()
+    work.CopyFrom(model)
+    _reattach(model, detached)
+    hidden = [node for node in work.graph.node
+              if node.domain in ("", "ai.onnx") and _same_signature(node.op_type, opset)]
+    for node in hidden:
+        node.domain = _HIDDEN_DOMAIN
+    if hidden:
+        work.opset_import.append(helper.make_opsetid(_HIDDEN_DOMAIN, 1))
+    converted = version_converter.convert_version(work, opset)
+    for node in converted.graph.node:
+        if node.domain == _HIDDEN_DOMAIN:
+            node.domain = ""
+    kept = [o for o in converted.opset_import if o.domain != _HIDDEN_DOMAIN]
+    del converted.opset_import[:]
+    converted.opset_import.extend(kept)
+    _reattach(converted, detached)
+    onnx.checker.check_model(converted)
     return converted
+
+
+def _same_signature(op: str, opset: int) -> bool:
+    """Is ``op``'s definition at ``opset`` the IR opset's up to element types (same inputs,
+    outputs, attributes and defaults)?"""
+    try:
+        old, new = onnx.defs.get_schema(op, opset, ""), onnx.defs.get_schema(op, IR_OPSET, "")
+    except onnx.defs.SchemaError:
+        return False
+    if old.since_version == new.since_version:
+        return False  # unchanged: the converter relabels it
+    if op in _SAME_SIGNATURE_NEW_MEANING:
+        return False
+
+    def signature(schema):
+        attributes = {name: (a.type, a.required, a.default_value.SerializeToString())
+                      for name, a in schema.attributes.items()}
+        return [(f.name, f.option) for f in schema.inputs], [(f.name, f.option) for f in schema.outputs], attributes
+
+    return signature(old) == signature(new)
 
 
 def external_data_name(path: Path) -> str:

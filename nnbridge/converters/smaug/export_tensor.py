@@ -136,9 +136,12 @@ def _split(ex: Exporter, node: Node) -> None:
         define(ex, value, ref)
 
 
-@exporter("Tile")
+@exporter("Tile", "Expand")
 def _tile(ex: Exporter, node: Node) -> None:
+    """Tile, and Expand within one rank (a broadcast is a tiling of size-1 dims): SMAUG's Repeat."""
     x_value, y = node.inputs[0], node.outputs[0]
+    if node.op == "Expand" and (x_value.type.rank != y.type.rank or not y.type.is_static):
+        raise Inexpressible("Expand to another rank has no SMAUG equivalent")
     have = ex.layout_of(x_value)
     x = ex.need(x_value, have)
     _, refs = ex.emit(pb.Repeat, node.name, [x], [(list(y.type.shape), have)])

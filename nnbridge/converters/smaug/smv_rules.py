@@ -97,7 +97,7 @@ def _corrupts(node: npb.NodeProto) -> str:
                         f"output row")
     if node.op == pb.Reshape:
         x, y = node.input_tensors[0].shape.dims, node.output_tensors[0].shape.dims
-        if x[-1] != y[-1] and padded(x[-1]) - x[-1] == padded(y[-1]) - y[-1] != 0:
+        if x and y and x[-1] != y[-1] and padded(x[-1]) - x[-1] == padded(y[-1]) - y[-1] != 0:
             return (f"on SMV a Reshape between tensors with the same padding copies the raw storage: "
                     f"{list(x)} → {list(y)} would scramble the values")
     return ""
@@ -111,6 +111,8 @@ def _writes_padding(node: npb.NodeProto, out: npb.TensorProto, inputs_clean: lis
         return False
     if node.op == pb.Reshape:
         x = node.input_tensors[0].shape.dims
+        if not x or not out.shape.dims:  # a scalar has no rows to pad
+            return all(inputs_clean)
         same = padded(x[-1]) - x[-1] == padded(out.shape.dims[-1]) - out.shape.dims[-1]
         return same and all(inputs_clean)
     if node.op == pb.Concat:

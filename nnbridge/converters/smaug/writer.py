@@ -13,7 +13,8 @@ import os
 import numpy as np
 
 from ...errors import FormatError, UnsupportedOpError
-from ...ir import Graph
+from ...ir import Graph, op_traits
+from ...ir.decompositions import Target
 from ...protos.smaug import smaug_graph_pb2 as gpb
 from ...protos.smaug import smaug_node_pb2 as npb
 from ...protos.smaug import smaug_tensor_pb2 as tpb
@@ -106,16 +107,24 @@ def keep_file_order(proto: gpb.GraphProto, order: list[str]) -> None:
 PREPARE_PASSES = ["fold", "eliminate", "infer-shapes"]
 
 
+#: SMAUG's rows of the decompositions table (ir/decompositions.py)
+TARGET = Target("smaug")
+
+
 def prepare(graph: Graph) -> Graph:
-    """A folded copy of ``graph`` (the caller's graph is never changed)."""
+    """A folded copy of ``graph`` rewritten into ops SMAUG has (the caller's graph is never changed)."""
     from ... import passes  # noqa: F401 - registers the passes
     from ...passes import run_passes
+    from ...passes.decompose import decompose
 
-    if not any(n.op in ("ConstantOfShape", "Shape", "Constant", "Identity", "Dropout", "Unsqueeze",
-                        "Squeeze", "Cast") for n in graph.nodes):
+    foldable = any(n.op in ("ConstantOfShape", "Shape", "Constant", "Identity", "Dropout", "Unsqueeze",
+                            "Squeeze", "Cast") for n in graph.nodes)
+    if not foldable and not any(TARGET.name in op_traits(n.op, n.domain).decompositions for n in graph.nodes):
         return graph
     graph = graph.copy()
-    run_passes(graph, PREPARE_PASSES)
+    if foldable:
+        run_passes(graph, PREPARE_PASSES)
+    decompose(graph, TARGET)
     return graph
 
 

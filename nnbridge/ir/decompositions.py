@@ -1,0 +1,135 @@
+"""Per-target decompositions, filed into the op-traits table's ``decompositions`` slot.
+
+A rule is ``rule(b, node, target) -> [output values] | None``. It rewrites ``node`` into ONNX ops
+the target's exporter expresses, emitted with ``b`` (the builder of ``passes/autodiff.py``), and
+returns the values that replace the node's outputs; or None when the target takes the node as it
+is (or the rule does not cover it: the exporter then refuses it with its own reason). Each rule
+computes exactly what the node does (tests check every rule against onnxruntime and the converted
+files against the source model). The ``decompose`` pass applies the rows for one target before
+that target's exporter runs; ``convert --dry-run`` lists what it rewrote.
+
+Targets are named by format (``smaug``, ``lbann``); ``Target.features`` says what a target's
+version can express natively (e.g. LBANN develop's ``layer_norm`` with ``start_dim``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    features: frozenset[str] = field(default_factory=frozenset)
+
+
+#: LBANN's layer_norm normalizes a trailing part of the sample (develop's ``start_dim``)
+LAYER_NORM_START_DIM = "layer_norm_start_dim"
+
+Rule = Callable[[Any, Any, Target], list | None]
+DECOMPOSITIONS: dict[str, dict[str, Rule]] = {}
+
+
+def decomposes(op: str, *targets: str) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        for target in targets:
+            DECOMPOSITIONS.setdefault(op, {})[target] = fn
+        return fn
+    return register
+
+
+def _scalar(b, value: float, like) -> Any:
+    return b.scalar(value, like)
+
+
+def _affine_then_unit_clip(b, x, alpha: float, beta: float, target: Target):
+    """clip(alpha·x + beta, 0, 1): scalar operators on LBANN; on SMAUG a per-channel BatchNorm
+    (mean 0, variance 1 − ε) whose fused HardTanh(0, 1) SMAUG writes with its parameters."""
+    if target.name == "smaug":
+        if x.type.rank not in (2, 4):
+            return None
+        channels = x.type.shape[1]
+        eps = 1e-5
+        dtype = b.numpy_dtype(x)
+        stats = [np.full(channels, v, dtype) for v in (alpha, beta, 0.0, 1.0 - eps)]
+        t = b.op("BatchNormalization", x, *(b.const(s) for s in stats), attrs={"epsilon": eps}, like=x)
+    else:
+        t = b.op("Add", b.op("Mul", x, _scalar(b, alpha, x), like=x), _scalar(b, beta, x), like=x)
+    return b.op("Clip", t, _scalar(b, 0.0, x), _scalar(b, 1.0, x), like=x)
+
+
+@decomposes("HardSigmoid", "smaug", "lbann")
+def _hard_sigmoid(b, node, target):
+    x = node.inputs[0]
+    y = _affine_then_unit_clip(b, x, float(node.attr("alpha", 0.2)), float(node.attr("beta", 0.5)), target)
+    return None if y is None else [y]
+
+
+@decomposes("HardSwish", "smaug", "lbann")
+def _hard_swish(b, node, target):
+    x = node.inputs[0]
+    gate = _affine_then_unit_clip(b, x, 1.0 / 6.0, 0.5, target)
+    return None if gate is None else [b.op("Mul", x, gate, like=x)]
+
+
+@decomposes("ReduceMean", "smaug")
+def _spatial_mean(b, node, target):
+    """A mean over all spatial axes of an NCHW tensor (squeeze-and-excite) is a global average pool."""
+    x = node.inputs[0]
+    axes = node.attr("axes") if node.input(1) is None else b.constant(node.input(1))
+    if x.type.rank != 4 or axes is None or sorted(int(a) % 4 for a in np.reshape(axes, -1)) != [2, 3]:
+        return None
+    n, c = x.type.shape[:2]
+    pooled = b.op("GlobalAveragePool", x, shape=(n, c, 1, 1), like=x)
+    if int(node.attr("keepdims", 1)):
+        return [pooled]
+    return [b.op("Reshape", pooled, b.ints([n, c]), shape=(n, c), like=x)]
+
+
+@decomposes("LayerNormalization", "lbann")
+def _layer_norm_over_trailing_dims(b, node, target):
+    """Normalizing the trailing dims of a sample: the sample seen as [rows, normalized] is
+    instance-normalized per row (LBANN's instance_norm), then scaled and shifted."""
+    x = node.inputs[0]
+    if LAYER_NORM_START_DIM in target.features or any(b.used(o) for o in node.outputs[1:]):
+        return None
+    shape = tuple(x.type.shape)
+    axis = int(node.attr("axis", -1)) % len(shape)
+    if axis <= 1 or not all(isinstance(d, int) for d in shape):
+        return None  # the whole sample: LBANN's layer_norm as it is
+    rows, width = math.prod(shape[1:axis]), math.prod(shape[axis:])
+    eps = float(node.attr("epsilon", 1e-5))
+    dtype = b.numpy_dtype(x)
+    table = b.op("Reshape", x, b.ints([shape[0], rows, width]), shape=(shape[0], rows, width), like=x)
+    norm = b.op("InstanceNormalization", table, b.const(np.ones(rows, dtype)), b.const(np.zeros(rows, dtype)),
+                attrs={"epsilon": eps}, like=table)
+    y = b.op("Mul", b.op("Reshape", norm, b.ints(shape), shape=shape, like=x), node.inputs[1], like=x)
+    return [y if node.input(2) is None else b.op("Add", y, node.inputs[2], like=x)]
+
+
+@decomposes("Add", "lbann")
+@decomposes("Sub", "lbann")
+@decomposes("Mul", "lbann")
+@decomposes("Div", "lbann")
+def _broadcast_between_activations(b, node, target):
+    """LBANN's operators take same-shape operands: a computed operand that broadcasts is tiled to
+    the output's shape first (LBANN's tessellate)."""
+    out = node.outputs[0]
+    shape = tuple(out.type.shape or ())
+    if len(node.inputs) != 2 or any(b.is_constant(v) for v in node.inputs) or \
+            not all(isinstance(d, int) for d in shape) or all(tuple(v.type.shape) == shape for v in node.inputs):
+        return None
+    operands = []
+    for v in node.inputs:
+        if tuple(v.type.shape) != shape:
+            if v.type.rank < len(shape):
+                lifted = (1,) * (len(shape) - v.type.rank) + tuple(v.type.shape)
+                v = b.op("Reshape", v, b.ints(lifted), shape=lifted, like=v)
+            v = b.op("Expand", v, b.ints(shape), shape=shape, like=v)
+        operands.append(v)
+    return [b.op(node.op, *operands, like=out)]
