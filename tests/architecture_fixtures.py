@@ -15,16 +15,18 @@ TRANSFORMERS = ["bert", "bert-dynamic", "gpt2", "gpt2-past", "llama-gqa", "t5-en
 
 #: the fixtures each target expresses; every other fixture must be refused
 CONVERTS = {
-    # GPT-2's Conv1D flattens the batch into its rows ([1, 16, 32] → [16, 32]) and its position
-    # ids are int64 arithmetic: LBANN tensors exclude the batch and compute in floating point
-    "lbann": set(NAMES) - {"gpt2", "gpt2-past"},
+    # 0.104 and develop: transformers (GPT-2's Conv1D rows, LayerNorm over the hidden axis, GQA's
+    # repeated heads, RMSNorm's broadcasts) and CNN blocks through the decompositions table
+    "lbann": set(NAMES),
+    "lbann-develop": set(NAMES),
     # depthwise convolutions and squeeze-and-excite via Repeat/HardSwish decompositions; SMV
     # leaves depthwise outputs unwritten (quirk Q10), so only the Reference backend takes them
     "smaug-Reference": {"mobilenetv3", "mobilenetv3-dynamic", "efficientnet"},
     "smaug-SMV": set(),
 }
 
-SUFFIX = {"lbann": ".prototext", "smaug-Reference": "_topo.pbtxt", "smaug-SMV": "_topo.pbtxt"}
+SUFFIX = {"lbann": ".prototext", "lbann-develop": ".prototext", "smaug-Reference": "_topo.pbtxt",
+          "smaug-SMV": "_topo.pbtxt"}
 
 
 def load(name: str) -> tuple[Path, dict[str, np.ndarray]]:

@@ -2,8 +2,9 @@
 
 A rule is ``rule(b, node, target) -> [output values] | None``. It rewrites ``node`` into ONNX ops
 the target's exporter expresses, emitted with ``b`` (the builder of ``passes/autodiff.py``), and
-returns the values that replace the node's outputs; or None when the target takes the node as it
-is (or the rule does not cover it: the exporter then refuses it with its own reason). Each rule
+returns the values that replace the node's outputs (new ones, or values the graph already has);
+or None when the target takes the node as it is (or the rule does not cover it: the exporter then
+refuses it with its own reason). Nodes a rewrite leaves unread are removed. Each rule
 computes exactly what the node does (tests check every rule against onnxruntime and the converted
 files against the source model). The ``decompose`` pass applies the rows for one target before
 that target's exporter runs; ``convert --dry-run`` lists what it rewrote.
@@ -48,19 +49,57 @@ def _scalar(b, value: float, like) -> Any:
 
 
 def _affine_then_unit_clip(b, x, alpha: float, beta: float, target: Target):
-    """clip(alpha·x + beta, 0, 1): scalar operators on LBANN; on SMAUG a per-channel BatchNorm
-    (mean 0, variance 1 − ε) whose fused HardTanh(0, 1) SMAUG writes with its parameters."""
+    """clip(alpha·x + beta, 0, 1): scalar operators on LBANN; on SMAUG a BatchNorm whose fused
+    HardTanh(0, 1) SMAUG writes with its parameters."""
     if target.name == "smaug":
-        if x.type.rank not in (2, 4):
+        t = _channel_affine(b, x, alpha, beta)
+        if t is None:
             return None
-        channels = x.type.shape[1]
-        eps = 1e-5
-        dtype = b.numpy_dtype(x)
-        stats = [np.full(channels, v, dtype) for v in (alpha, beta, 0.0, 1.0 - eps)]
-        t = b.op("BatchNormalization", x, *(b.const(s) for s in stats), attrs={"epsilon": eps}, like=x)
     else:
         t = b.op("Add", b.op("Mul", x, _scalar(b, alpha, x), like=x), _scalar(b, beta, x), like=x)
     return b.op("Clip", t, _scalar(b, 0.0, x), _scalar(b, 1.0, x), like=x)
+
+
+def _channel_affine(b, x, scale: float, shift: float):
+    """x·scale + shift as a BatchNormalization (mean 0, variance 1, ε 0: exact), which SMAUG has
+    for 2-D and 4-D tensors; None for other ranks."""
+    if x.type.rank not in (2, 4) or not isinstance(x.type.shape[1], int):
+        return None
+    dtype, channels = b.numpy_dtype(x), x.type.shape[1]
+    stats = [np.full(channels, v, dtype) for v in (scale, shift, 0.0, 1.0)]
+    return b.op("BatchNormalization", x, *(b.const(s) for s in stats), attrs={"epsilon": 0.0}, like=x)
+
+
+#: SMAUG writes an activation's parameters only when it is fused into these (quirks Q1, Q2, Q4)
+_SMAUG_FUSES_INTO = ("Conv", "Gemm", "MatMul", "BatchNormalization")
+#: what a standalone SMAUG activation computes whatever its parameters say
+_SMAUG_STANDALONE = {"Clip": (-1.0, 1.0), "LeakyRelu": (0.1,), "Elu": (0.1,)}
+
+
+@decomposes("Clip", "smaug")
+@decomposes("LeakyRelu", "smaug")
+@decomposes("Elu", "smaug")
+def _standalone_activation(b, node, target):
+    """An activation SMAUG cannot fuse (after an Add, a pool, …) runs with SMAUG's default
+    parameters: with others (ReLU6's Clip(0, 6)), it follows an identity BatchNorm it fuses into."""
+    x = node.inputs[0]
+    producer = x.producer
+    if producer is not None and producer.op in _SMAUG_FUSES_INTO and b.uses(x) == 1:
+        return None
+    if node.op == "Clip":
+        bounds = [b.constant(v) for v in node.inputs[1:3]]
+        if any(v is not None and bound is None for v, bound in zip(node.inputs[1:3], bounds)):
+            return None
+        params = tuple(float(np.reshape(v, -1)[0]) if v is not None else d for v, d in
+                       zip(bounds + [None] * (2 - len(bounds)), (-np.inf, np.inf)))
+    else:
+        params = (float(node.attr("alpha", 0.01 if node.op == "LeakyRelu" else 1.0)),)
+    if np.allclose(params, _SMAUG_STANDALONE[node.op], rtol=1e-3):
+        return None
+    t = _channel_affine(b, x, 1.0, 0.0)
+    if t is None:
+        return None
+    return [b.op(node.op, t, *node.inputs[1:], attrs=dict(node.attrs), like=x)]
 
 
 @decomposes("HardSigmoid", "smaug", "lbann")
@@ -96,7 +135,7 @@ def _layer_norm_over_trailing_dims(b, node, target):
     """Normalizing the trailing dims of a sample: the sample seen as [rows, normalized] is
     instance-normalized per row (LBANN's instance_norm), then scaled and shifted."""
     x = node.inputs[0]
-    if LAYER_NORM_START_DIM in target.features or any(b.used(o) for o in node.outputs[1:]):
+    if LAYER_NORM_START_DIM in target.features or any(b.uses(o) for o in node.outputs[1:]):
         return None
     shape = tuple(x.type.shape)
     axis = int(node.attr("axis", -1)) % len(shape)
@@ -133,3 +172,34 @@ def _broadcast_between_activations(b, node, target):
             v = b.op("Expand", v, b.ints(shape), shape=shape, like=v)
         operands.append(v)
     return [b.op(node.op, *operands, like=out)]
+
+
+@decomposes("Reshape", "lbann")
+def _rows_of_the_batch(b, node, target):
+    """A same-shape Reshape is nothing (GPT-2 reshapes its int64 token ids to their own shape,
+    which LBANN cannot hold); torch's ``x.view(-1, k) @ W + c`` then ``.view(*x.shape[:-1], n)``
+    (HF's Conv1D) merges the batch into rows, which LBANN tensors cannot: it is a MatMul over the
+    last axis of ``x``, which keeps the batch first."""
+    y, flat_y = node.outputs[0], node.inputs[0]
+    if not (y.type.is_static and flat_y.type.is_static):
+        return None
+    if tuple(y.type.shape) == tuple(flat_y.type.shape):
+        return [flat_y]
+    gemm = flat_y.producer
+    if gemm is None or gemm.op != "Gemm" or b.uses(flat_y) != 1 or int(gemm.attr("transA", 0)):
+        return None
+    flat_x, weight, bias = gemm.inputs[0], b.constant(gemm.input(1)), b.constant(gemm.input(2))
+    inner = flat_x.producer
+    if inner is None or inner.op != "Reshape" or b.uses(flat_x) != 1 or weight is None or \
+            (gemm.input(2) is not None and bias is None):
+        return None
+    x = inner.inputs[0]
+    xs, ys = tuple(x.type.shape or ()), tuple(y.type.shape)
+    if not x.type.is_static or len(xs) < 3 or xs[:-1] != ys[:-1] or \
+            tuple(flat_x.type.shape) != (math.prod(xs[:-1]), xs[-1]):
+        return None
+    weight = (weight.T if int(gemm.attr("transB", 0)) else weight) * float(gemm.attr("alpha", 1.0))
+    out = b.op("MatMul", x, b.const(weight.astype(weight.dtype)), shape=ys, like=y)
+    if bias is not None:
+        out = b.op("Add", out, b.const((bias * float(gemm.attr("beta", 1.0))).astype(bias.dtype)), like=y)
+    return [out]

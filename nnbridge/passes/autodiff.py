@@ -37,15 +37,16 @@ class Builder:
     def __init__(self, graph: Graph, tag: str = "grad"):
         self.graph = graph
         self.tag = tag
+        self.created: list = []  # the nodes emitted, in order
         self._consumers: dict[int, list] | None = None
 
-    def used(self, value: Value | None) -> bool:
-        """Does a node or a graph output read ``value``?"""
+    def uses(self, value: Value | None) -> int:
+        """How many nodes (and graph outputs) read ``value`` in the graph as it was first asked."""
         if value is None:
-            return False
+            return 0
         if self._consumers is None:
             self._consumers = self.graph.consumer_map()
-        return bool(self._consumers.get(id(value))) or self.graph.is_output(value)
+        return len(self._consumers.get(id(value), ())) + sum(v is value for v in self.graph.outputs)
 
     # -- constants and types --------------------------------------------------------------------
     def unsupported(self, reason: str) -> None:
@@ -89,7 +90,7 @@ class Builder:
                     tuple(np.broadcast_shapes(*(tuple(v.type.shape) for v in inputs if v is not None)))
             kind = DType.from_numpy(np.dtype(out_dtype)) if out_dtype else first.type.dtype
             values.append(self.graph.add_value(f"{op.lower()}_{self.tag}", TensorType(kind, tuple(out_shape))))
-        self.graph.add_node(op, list(inputs), values, attrs or {}, name=f"{op.lower()}_{self.tag}")
+        self.created.append(self.graph.add_node(op, list(inputs), values, attrs or {}, name=f"{op.lower()}_{self.tag}"))
         return values if outputs else values[0]
 
     def kept(self, value: Value, axes: Value) -> tuple[int, ...]:

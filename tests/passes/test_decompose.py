@@ -96,3 +96,31 @@ def test_the_table_is_filed_in_the_op_traits():
     for op, rows in DECOMPOSITIONS.items():
         assert op_traits(op).decompositions == rows
     assert set(op_traits("HardSwish").decompositions) == {"smaug", "lbann"}
+
+
+def test_rows_merged_from_the_batch_through_a_gemm_become_a_matmul_over_the_last_axis():
+    """HF's Conv1D: x.view(-1, k) → Gemm → .view(*x.shape[:-1], n), with transB, alpha and beta."""
+    w = RNG.standard_normal((6, 4)).astype(np.float32)
+    c = RNG.standard_normal(6).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(c, "c"),
+             numpy_helper.from_array(np.array([-1, 4], np.int64), "rows"),
+             numpy_helper.from_array(np.array([2, 3, 6], np.int64), "back")]
+    nodes = [helper.make_node("Reshape", ["x", "rows"], ["flat"]),
+             helper.make_node("Gemm", ["flat", "w", "c"], ["g"], transB=1, alpha=0.5, beta=2.0),
+             helper.make_node("Reshape", ["g", "back"], ["y"])]
+    graph = helper.make_graph(nodes, "conv1d", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 3, 4))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (2, 3, 6))], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
+    x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    g = nnbridge.load(m)
+    assert decompose(g, Target("lbann")) == {"Reshape": 1}
+    assert sorted(n.op for n in g.nodes) == ["Add", "MatMul"]
+    np.testing.assert_allclose(nnbridge.run(g, {"x": x})["y"], want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_same_shape_reshape_is_nothing_for_lbann():
+    m = model("Reshape", [(2, 5)], (2, 5), {"s": np.array([2, 5], np.int64)})
+    g = nnbridge.load(m)
+    assert decompose(g, Target("lbann")) == {"Reshape": 1}
+    assert not g.nodes and [v.name for v in g.outputs] == ["x0"]

@@ -197,7 +197,7 @@ def _tessellate(ctx: ExportContext, node: Node) -> None:
     dims, have = ctx.sample(out), ctx.sample(x)
     if ctx.const(node.input(1)) is None:
         raise Inexpressible(f"{node.op} needs a constant {'shape' if node.op == 'Expand' else 'repeats'}")
-    if len(have) != len(dims) or any(o % i for o, i in zip(dims, have)):
+    if len(have) != len(dims) or any(i < 1 or o % i for o, i in zip(dims, have)):
         raise Inexpressible(f"tiling a {list(have)} sample to {list(dims)}; tessellate repeats whole dims "
                             f"of a sample of the same rank")
     if node.op == "Expand" and any(i not in (1, o) for o, i in zip(dims, have)):
