@@ -157,3 +157,21 @@ def test_the_fixture_script_regenerates_the_committed_cnn_fixtures(tmp_path):
             np.testing.assert_array_equal(onnx.numpy_helper.to_array(tensor), weights[tensor.name])
         for key, array in load(arch.name)[1].items():
             np.testing.assert_array_equal(feeds[key], array)
+
+
+def price(graph, backend: str) -> dict:
+    exe = nnbridge.compile(graph, backend, opt_level=2, **({"perf_only": True} if backend == "smv" else {}))
+    report = exe.report if backend == "smv" else exe.section_report()
+    return {"rows": report.rows, "totals": report.totals}
+
+
+@pytest.mark.parametrize("dynamic, static", [("bert-dynamic", "bert"), ("mobilenetv3-dynamic", "mobilenetv3"),
+                                             ("convnext-unnamed", "convnext")])
+def test_a_pinned_dynamic_fixture_prices_like_its_static_export(dynamic, static):
+    """The same model exported with named or unnamed dims: once pinned, the SMV and RDU estimates
+    (every row and total) equal the static export's."""
+    _, feeds = load(static)
+    pinned = nnbridge.load(str(FIXTURES / f"{dynamic}.onnx"), input_shapes=pins(feeds))
+    fixed = nnbridge.load(str(FIXTURES / f"{static}.onnx"))
+    for backend in ("smv", "rdu"):
+        assert price(pinned, backend) == price(fixed, backend)

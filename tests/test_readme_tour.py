@@ -1,5 +1,6 @@
 """Every command of the README's tour runs as written after `make demo` and exits 0: the demo
-is run in a fresh directory laid out like the repository (../shared beside it), then each line
+is run in a fresh directory laid out like the repository (../shared beside it, the test fixtures
+in it), then each line
 of the tour's code block, in order."""
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def test_every_tour_command_runs_after_make_demo(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
     (tmp_path / "shared").symlink_to(SHARED)
+    (repo / "tests").mkdir()
+    (repo / "tests" / "fixtures").symlink_to(ROOT / "tests" / "fixtures")  # the repository's own fixtures
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
     demo = subprocess.run([sys.executable, "-m", "nnbridge.demo"], cwd=repo, env=env, capture_output=True,
                           text=True, stdin=subprocess.DEVNULL, timeout=600)
