@@ -1,12 +1,14 @@
 """Machine description and compile options of the RDU simulator (JSON round-trippable).
 
-Every machine field is configurable (``--set reconfig_us=5`` style overrides) because most
-per-unit numbers of SambaNova parts are derived or assumed (see ``presets.py``).
+Every machine field is configurable (``--set reconfig_us=5`` style overrides; an off-chip tier's
+as ``--set hbm_bw_gbps=800`` / ``hbm_capacity_bytes=8e9``) because most per-unit numbers of
+SambaNova parts are derived or assumed (see ``presets.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,14 +60,29 @@ class Machine:
                   float(self.n_pmu * self.pmu_bytes) if self.n_pmu is not None else float("inf")]
         return min(limits)
 
+    def tier_fields(self) -> dict[str, tuple[int, str]]:
+        """``<tier>_bw_gbps`` / ``<tier>_capacity_bytes`` → (tier index, Tier field)."""
+        return {f"{t.name}_{f}": (i, f) for i, t in enumerate(self.tiers) for f in ("bw_gbps", "capacity_bytes")}
+
     def with_overrides(self, **overrides: Any) -> Machine:
         names = {f.name for f in dataclasses.fields(self)} - {"provenance", "tiers", "name"}
-        unknown = sorted(set(overrides) - names)
+        tier_fields = self.tier_fields()
+        unknown = sorted(set(overrides) - names - set(tier_fields))
         if unknown:
-            raise InputError(f"unknown RDU machine parameter(s) {unknown}; choose from {sorted(names)}")
+            raise InputError(f"unknown RDU machine parameter(s) {unknown}; choose from "
+                             f"{sorted(names | set(tier_fields))}")
         provenance = dict(self.provenance)
+        tiers = list(self.tiers)
+        for key in [k for k in overrides if k in tier_fields]:
+            i, field_name = tier_fields[key]
+            value = overrides.pop(key)
+            provenance[key] = f"user override (preset value {getattr(tiers[i], field_name)!r})"
+            if value is None or not math.isfinite(float(value)):
+                raise InputError(f"RDU machine '{self.name}': {key} needs a finite number")
+            tiers[i] = dataclasses.replace(tiers[i], **{field_name: int(value) if field_name == "capacity_bytes"
+                                                         else float(value)})
         provenance.update({k: f"user override (preset value {getattr(self, k)!r})" for k in overrides})
-        return dataclasses.replace(self, provenance=provenance, **overrides).validated()
+        return dataclasses.replace(self, provenance=provenance, tiers=tuple(tiers), **overrides).validated()
 
     def validated(self) -> Machine:
         if self.n_pcu < 1 or (self.n_pmu is not None and self.n_pmu < 1):
@@ -77,8 +94,12 @@ class Machine:
                 raise InputError(f"RDU machine '{self.name}': {name} must be > 0")
         if not (self.reconfig_us >= 0 and self.stage_sync_cycles >= 0):  # NaN fails too
             raise InputError(f"RDU machine '{self.name}': reconfig_us and stage_sync_cycles must be >= 0")
-        if not self.tiers or any(not (t.bw_gbps > 0 and t.capacity_bytes > 0) for t in self.tiers):
+        if not self.tiers:
             raise InputError(f"RDU machine '{self.name}': needs at least one off-chip tier with bandwidth")
+        for t in self.tiers:
+            if not (t.bw_gbps > 0 and t.capacity_bytes > 0):
+                raise InputError(f"RDU machine '{self.name}': off-chip tier '{t.name}' needs {t.name}_bw_gbps > 0 "
+                                 f"and {t.name}_capacity_bytes > 0 (got {t.bw_gbps:g} and {t.capacity_bytes})")
         if self.storage not in ("fp32", "bf16"):
             raise InputError(f"RDU machine '{self.name}': storage must be fp32 or bf16")
         return self

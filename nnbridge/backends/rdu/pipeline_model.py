@@ -76,10 +76,47 @@ class Estimate:
                 "stages": [asdict(s) for s in self.stages]}
 
 
+class WeightHomes:
+    """Where each kernel's weights live off chip: the tiers filled in order (HBM, then DDR) by
+    capacity, in program order; reading a kernel's weights takes Σ bytes / bandwidth over the
+    tiers that hold them. Activations spilled between sections use what capacity is left."""
+
+    def __init__(self, sections: list[Section], machine: Machine):
+        self.tiers = machine.tiers
+        free = [t.capacity_bytes for t in machine.tiers]
+        self.of: dict[int, list[tuple[int, int]]] = {}  # id(kernel) → [(tier index, bytes)]
+        for s in sections:
+            for k in s.kernels:
+                left, parts = k.weight_bytes, []
+                for i in range(len(free)):
+                    if left <= 0:
+                        break
+                    # the last tier takes what the others cannot (capacity is a preset's, not a wall)
+                    take = left if i == len(free) - 1 else min(left, free[i])
+                    if take > 0:
+                        parts.append((i, take))
+                        free[i] -= take
+                        left -= take
+                self.of[id(k)] = parts
+        self.free = free
+
+    def read_s(self, k: Kernel, fraction: float = 1.0) -> float:
+        """Seconds to read ``fraction`` of ``k``'s weights from their tiers."""
+        return sum(b * fraction / (self.tiers[i].bw_gbps * 1e9) for i, b in self.of.get(id(k), ()))
+
+    def bytes_by_tier(self, kernels) -> dict[str, int]:
+        totals = {t.name: 0 for t in self.tiers}
+        for k in kernels:
+            for i, b in self.of.get(id(k), ()):
+                totals[self.tiers[i].name] += b
+        return totals
+
+
 class _StageModel:
     """Per-sample stage time of one kernel as a function of its PCU count."""
 
-    def __init__(self, k: Kernel, section: Section, machine: Machine, samples: int, micro: int):
+    def __init__(self, k: Kernel, section: Section, machine: Machine, samples: int, micro: int,
+                 homes: WeightHomes):
         f = machine.clock_ghz * 1e9
         self.compute = k.flops / samples / (machine.flop_per_pcu_per_cycle * f)
         moved = (sum(k.inputs.values()) + sum(k.outputs.values()) + k.weight_bytes) / samples
@@ -87,8 +124,9 @@ class _StageModel:
         self.pmus = k.pmus
         self.network = sum(k.outputs.values()) / samples / (machine.switch_bw_bytes_per_cycle * f)
         host = sum(section.host_in.get(n, 0) for n in k.inputs) + sum(section.host_out.get(n, 0) for n in k.outputs)
-        streamed = k.weight_bytes / micro if k.streamed_weights else 0.0
-        self.offchip = (host / samples + streamed) / (machine.tiers[0].bw_gbps * 1e9)
+        # streamed weights: read from the tiers that hold them once per micro-batch token
+        streamed = homes.read_s(k, 1.0 / micro) if k.streamed_weights else 0.0
+        self.offchip = host / samples / (machine.tiers[0].bw_gbps * 1e9) + streamed
 
     def terms(self, pcus: int) -> dict[str, float]:
         # a stage streams through its own PMUs and the PMU beside each of its PCUs (1:1 checkerboard)
@@ -118,11 +156,12 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
     tokens = math.ceil(batch / micro)
     sync_s = machine.stage_sync_cycles / (machine.clock_ghz * 1e9)
     resident = _weights_resident(sections, machine)
-    spill_tier = _spill_tier(sections, machine, batch)
+    homes = WeightHomes(sections, machine)
+    spill_tier = _spill_tier(sections, machine, batch, homes.free)
     stages: list[StageEstimate] = []
     section_estimates: list[SectionEstimate] = []
     for section in sections:
-        models = [_StageModel(k, section, machine, samples, micro) for k in section.kernels]
+        models = [_StageModel(k, section, machine, samples, micro, homes) for k in section.kernels]
         if allocate:
             pcus = water_fill(len(models), machine.n_pcu, [k.max_pcus for k in section.kernels],
                               lambda i, p, models=models: models[i].time(p))
@@ -143,7 +182,7 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
                 worst, worst_name, worst_limit = token_s, k.name, limit
         fill = max((s + t for s, t in zip(starts, token_times)), default=0.0)  # one token across the section
         spill_bytes = (sum(section.spills.values()) + sum(section.fills.values())) * batch / samples
-        weights = 0 if resident else sum(k.weight_bytes for k in section.kernels if not k.streamed_weights)
+        load_s = 0.0 if resident else sum(homes.read_s(k) for k in section.kernels if not k.streamed_weights)
         section_estimates.append(SectionEstimate(
             index=section.index, kernels=len(section.kernels), ops=sum(len(k.ops) for k in section.kernels),
             depth=section.depth, pcus=sum(k.pcus for k in section.kernels),
@@ -152,11 +191,28 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
             pipeline_us=(fill + (tokens - 1) * worst) * 1e6,
             reconfig_us=machine.reconfig_us if section.index > 0 else 0.0,
             spill_us=spill_bytes / (spill_tier.bw_gbps * 1e9) * 1e6,
-            weight_load_us=weights / (machine.tiers[0].bw_gbps * 1e9) * 1e6, kind=section.kind,
+            weight_load_us=load_s * 1e6, kind=section.kind,
         ))
     result = Estimate(machine.name, options.mode, batch, micro, section_estimates, stages)
     result.totals = _totals(result, sections, machine, samples, resident)
+    result.totals["weights_by_tier"] = homes.bytes_by_tier(k for s in sections for k in s.kernels)
+    result.totals["offchip_bytes_by_tier"] = _offchip_bytes(result, sections, homes, spill_tier, resident, tokens)
     return result
+
+
+def _offchip_bytes(est: Estimate, sections: list[Section], homes: WeightHomes, spill_tier: Tier,
+                   resident: bool, tokens: int) -> dict[str, float]:
+    """Bytes each tier delivers during the batch: weight loads, streamed weights (once per token)
+    and spills/fills (host I/O counted on the first tier)."""
+    moved = {t.name: 0.0 for t in homes.tiers}
+    for s in sections:
+        for k in s.kernels:
+            if k.streamed_weights or not resident:
+                for i, b in homes.of.get(k.name, ()):
+                    moved[homes.tiers[i].name] += b * (tokens if k.streamed_weights else 1)
+    for e in est.sections:
+        moved[spill_tier.name] += e.spill_us * 1e-6 * spill_tier.bw_gbps * 1e9
+    return moved
 
 
 def _weights_resident(sections: list[Section], machine: Machine) -> bool:
@@ -169,15 +225,16 @@ def _weights_resident(sections: list[Section], machine: Machine) -> bool:
     return weights + buffers <= machine.on_chip_bytes
 
 
-def _spill_tier(sections: list[Section], machine: Machine, batch: int) -> Tier:
-    """The fastest tier that holds the largest set of tensors live across a section boundary."""
+def _spill_tier(sections: list[Section], machine: Machine, batch: int, free: list[int]) -> Tier:
+    """The fastest tier whose capacity left beside the weights holds the largest set of tensors
+    live across a section boundary."""
     live = 0
     produced_before: dict[str, int] = {}
     for s in sections:
         produced_before.update(s.spills)
         live = max(live, sum(produced_before.values()))
-    for tier in machine.tiers:
-        if live * batch <= tier.capacity_bytes:
+    for tier, left in zip(machine.tiers, free):
+        if live * batch <= left:
             return tier
     return machine.tiers[-1]
 

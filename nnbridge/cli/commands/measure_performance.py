@@ -70,6 +70,11 @@ def run(args) -> int:
         f"memory: {t['memory_bytes'] / 2**20:,.2f} MiB in {t['memory_units']} units "
         f"({100 * t['memory_utilization']:.1f} %)",
     ]
+    if "weights_by_tier" in t:  # a .pef written before the tiers were modelled has no placement
+        homes = ", ".join(f"{tier} {b / 2**20:,.2f} MiB" for tier, b in t["weights_by_tier"].items())
+        moved = ", ".join(f"{tier} {b / 2**20:,.2f} MiB" for tier, b in t["offchip_bytes_by_tier"].items())
+        kept = "resident on chip once loaded" if t["weights_resident"] else "read every call"
+        lines.append(f"weights off chip: {homes} ({kept}); read from each tier per batch: {moved}")
     kinds = t.get("latency_us_by_kind", {})
     if len(kinds) > 1:  # a training program (compile --optimizer): SambaFlow's section types
         split = ", ".join(f"{kind} {us / 1e3:,.3f} ms ({100 * us / t['latency_us']:.0f} %)"

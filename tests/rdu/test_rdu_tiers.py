@@ -1,0 +1,53 @@
+"""Off-chip memory by capacity: weights live in HBM until it is full, then in DDR, and each byte
+is read at the bandwidth of the tier that holds it; every tier is settable with ``--set``."""
+
+from __future__ import annotations
+
+import pytest
+
+import nnbridge
+from nnbridge.errors import InputError
+from nnbridge.zoo import OnnxBuilder
+
+
+def mlp(layers: int = 4, width: int = 1024):
+    b = OnnxBuilder("mlp", seed=0)
+    x = b.input("x", [1, width])
+    for i in range(layers):
+        x = b.op("Relu", [b.linear(x, width, width, hint=f"l{i}")])
+    b.output(x)
+    return b.model()
+
+
+def estimate(model, **overrides):
+    # 0.5 MB of SRAM: every layer's 2 MB (bf16) of weights is read from off chip
+    return nnbridge.compile(model, "rdu", preset="sn40l", sram_bytes=500_000, **overrides).estimate.totals
+
+
+def test_weights_fill_hbm_then_ddr_and_are_read_at_each_tiers_bandwidth():
+    model = mlp()
+    roomy = estimate(model)
+    assert roomy["weights_by_tier"] == {"hbm": pytest.approx(4 * 2 * 1024 * 1025, rel=0.01), "ddr": 0}
+    cramped = estimate(model, hbm_capacity_bytes=5_000_000)  # 5 MB in HBM, the other 3.4 MB in DDR
+    assert cramped["weights_by_tier"]["hbm"] == 5_000_000 and cramped["weights_by_tier"]["ddr"] > 3_000_000
+    assert cramped["latency_us"] > 5 * roomy["latency_us"]  # DDR is 16× slower than HBM
+    ddr_floor = cramped["offchip_bytes_by_tier"]["ddr"] / 100e9  # the SN40L preset's DDR: 100 GB/s
+    assert cramped["latency_us"] * 1e-6 >= ddr_floor
+    faster = estimate(model, hbm_capacity_bytes=5_000_000, ddr_bw_gbps=400)
+    assert faster["latency_us"] < cramped["latency_us"]
+
+
+def test_tiers_are_set_like_any_machine_field_and_bad_values_are_one_line(cli, tmp_path):
+    import onnx
+
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp(2, 256), path)
+    code, text = cli("measure-performance", path, "--preset", "sn40l", "--set", "hbm_bw_gbps=800",
+                     "--set", "hbm_capacity_bytes=1e5", "--json", "-")
+    assert code == 0, text
+    for bad, message in (("hbm_bw_gbps=-1", "hbm_bw_gbps > 0"), ("tape_bw_gbps=1", "unknown"),
+                         ("hbm_capacity_bytes=nan", "finite")):
+        code, text = cli("measure-performance", path, "--set", bad)
+        assert code != 0 and message in text and len(text.strip().splitlines()) == 1, text
+    with pytest.raises(InputError, match="hbm_bw_gbps"):
+        nnbridge.compile(mlp(1, 64), "rdu", preset="sn40l", hbm_bw_gbps=0)
