@@ -30,3 +30,12 @@ FUSED = register_op(OpTraits(
     schema=OpSchema("Fused", NNBRIDGE_DOMAIN, 0, 2**31, 1, 2**31, {"body": None, "kind": "", "anchor": ""},
                     frozenset({"body"}), "fused group (exports inlined)"),
 )).schema
+
+#: AllReduce(x) {sockets}: the sum of x over the tensor-parallel sockets of a multi-socket model
+#: (zoo/llm.py); one socket's graph computes with its own partial sum (the others are not
+#: simulated), and the RDU model prices the exchange on the inter-socket links. Exports to Identity.
+ALL_REDUCE = register_op(OpTraits(
+    "AllReduce", NNBRIDGE_DOMAIN, PatternKind.OPAQUE, flags=frozenset({Flag.NO_FOLD}),
+    schema=OpSchema("AllReduce", NNBRIDGE_DOMAIN, 1, 1, 1, 1, {"sockets": None}, frozenset({"sockets"}),
+                    "sum over tensor-parallel sockets (exports to Identity)"),
+)).schema

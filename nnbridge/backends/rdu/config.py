@@ -44,6 +44,8 @@ class Machine:
     stage_sync_cycles: int
     storage: str  # "fp32" or "bf16": bytes per stored float element
     provenance: dict[str, str] = field(default_factory=dict, compare=False)
+    link_gbps: float = 100.0  # GB/s one socket sends to the others (multi-socket models)
+    link_latency_us: float = 2.0  # per message step between sockets
 
     @property
     def peak_flops(self) -> float:
@@ -92,6 +94,8 @@ class Machine:
         for name in positive:
             if not getattr(self, name) > 0:
                 raise InputError(f"RDU machine '{self.name}': {name} must be > 0")
+        if not (self.link_gbps > 0 and self.link_latency_us >= 0):
+            raise InputError(f"RDU machine '{self.name}': link_gbps must be > 0 and link_latency_us >= 0")
         if not (self.reconfig_us >= 0 and self.stage_sync_cycles >= 0):  # NaN fails too
             raise InputError(f"RDU machine '{self.name}': reconfig_us and stage_sync_cycles must be >= 0")
         if not self.tiers:

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 from ...ir import Flag, Node, PatternKind, Value, op_traits
+from ...ir.schema import NNBRIDGE_DOMAIN
 
 
 @dataclass
@@ -31,6 +32,8 @@ class OpCost:
     outputs: list[tuple[str, int]] = field(default_factory=list)
     out_elems: int = 0
     unknown_shapes: int = 0
+    link_bytes: float = 0.0  # bytes this socket sends to the others (an AllReduce)
+    link_steps: int = 0  # link latencies on its critical path
 
 
 def numel(value: Value | None) -> int | None:
@@ -90,8 +93,17 @@ def op_cost(node: Node, float_bytes: int) -> OpCost:
             inner_cost = op_cost(inner, float_bytes)
             cost.flops += inner_cost.flops
             cost.weight_bytes += inner_cost.weight_bytes
+            cost.link_bytes += inner_cost.link_bytes
+            cost.link_steps += inner_cost.link_steps
     else:
         cost.flops = _flops(node, cost.out_elems)
+    if node.op == "AllReduce" and node.domain == NNBRIDGE_DOMAIN:
+        # reduce-scatter then all-gather over fully connected sockets: each sends 2(N−1)/N of the
+        # tensor, in two latency steps
+        sockets = int(node.attr("sockets", 1))
+        if sockets > 1:
+            cost.link_bytes = 2 * (sockets - 1) / sockets * sum(b for _, b in cost.outputs)
+            cost.link_steps = 2
     return cost
 
 

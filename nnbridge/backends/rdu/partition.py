@@ -41,6 +41,8 @@ class Kernel:
     unknown_shapes: int = 0  # values without a static shape (their bytes and work are not counted)
     pcu_range: tuple[int, int] = (0, 0)
     pmu_range: tuple[int, int] = (0, 0)
+    link_bytes: float = 0.0  # sent to the other sockets per call (tensor-parallel AllReduce)
+    link_steps: int = 0
 
     def pmu_count(self, machine: Machine) -> int:
         weights = 0 if self.streamed_weights else math.ceil(self.weight_bytes / machine.pmu_bytes)
@@ -102,6 +104,7 @@ def _make_kernel(index: int, ops: list[Node], machine: Machine, consumers: dict[
         inputs=inputs, outputs=outputs, buffer_bytes=buffers,
         max_pcus=max(1, int(result_elems) // machine.pcu_lanes),
         unknown_shapes=sum(c.unknown_shapes for c in costs),
+        link_bytes=sum(c.link_bytes for c in costs), link_steps=sum(c.link_steps for c in costs),
     )
 
 

@@ -36,6 +36,7 @@ class StageEstimate:
     stage_us: float  # per micro-batch token, including the synchronisation overhead
     bottleneck: str
     start_us: float = 0.0  # when the first token reaches the stage, from the section's start
+    sockets_us: float = 0.0  # exchanging partial sums with the other tensor-parallel sockets
 
 
 @dataclass
@@ -51,8 +52,9 @@ class SectionEstimate:
     pipeline_us: float  # the whole batch through this section
     reconfig_us: float
     spill_us: float
-    weight_load_us: float
+    weight_load_us: float  # the part of the weight load the previous section does not hide
     kind: str = "fwd"
+    weight_prefetch_us: float = 0.0  # loaded while the previous section ran (not in total_us)
 
     @property
     def total_us(self) -> float:
@@ -76,6 +78,11 @@ class Estimate:
                 "stages": [asdict(s) for s in self.stages]}
 
 
+def host_bytes(sections: list[Section]) -> int:
+    """Bytes of graph inputs and outputs one call moves between the first tier and the chip."""
+    return sum(sum(s.host_in.values()) + sum(s.host_out.values()) for s in sections)
+
+
 class WeightHomes:
     """Where each kernel's weights live off chip: the tiers filled in order (HBM, then DDR) by
     capacity, in program order; reading a kernel's weights takes Σ bytes / bandwidth over the
@@ -84,6 +91,8 @@ class WeightHomes:
     def __init__(self, sections: list[Section], machine: Machine):
         self.tiers = machine.tiers
         free = [t.capacity_bytes for t in machine.tiers]
+        # the graph's inputs and outputs (an LLM's KV cache) live in the first tier before any weight
+        free[0] = max(0, free[0] - host_bytes(sections))
         self.of: dict[int, list[tuple[int, int]]] = {}  # id(kernel) → [(tier index, bytes)]
         for s in sections:
             for k in s.kernels:
@@ -127,12 +136,15 @@ class _StageModel:
         # streamed weights: read from the tiers that hold them once per micro-batch token
         streamed = homes.read_s(k, 1.0 / micro) if k.streamed_weights else 0.0
         self.offchip = host / samples / (machine.tiers[0].bw_gbps * 1e9) + streamed
+        # tensor-parallel exchange with the other sockets (bandwidth per sample, latency per call)
+        self.link = (k.link_bytes / (machine.link_gbps * 1e9) + k.link_steps * machine.link_latency_us * 1e-6) \
+            / samples
 
     def terms(self, pcus: int) -> dict[str, float]:
         # a stage streams through its own PMUs and the PMU beside each of its PCUs (1:1 checkerboard)
         return {"compute": self.compute / pcus, "pmu": self.pmu / max(self.pmus, pcus, 1),
                 "network": self.network / pcus,
-                "offchip": self.offchip}
+                "offchip": self.offchip, "sockets": self.link}
 
     def time(self, pcus: int) -> tuple[float, str]:
         terms = self.terms(pcus)
@@ -160,6 +172,7 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
     spill_tier = _spill_tier(sections, machine, batch, homes.free)
     stages: list[StageEstimate] = []
     section_estimates: list[SectionEstimate] = []
+    offchip_busy_us: dict[int, float] = {}  # per section: its stages' off-chip reads, for the whole batch
     for section in sections:
         models = [_StageModel(k, section, machine, samples, micro, homes) for k in section.kernels]
         if allocate:
@@ -177,42 +190,69 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
             stages.append(StageEstimate(
                 section.index, k.name, len(k.ops), k.anchor, k.pcus, k.pmus, k.flops / samples,
                 terms["compute"] * 1e6, terms["pmu"] * 1e6, terms["network"] * 1e6, terms["offchip"] * 1e6,
-                token_s * 1e6, limit, start * 1e6))
+                token_s * 1e6, limit, start * 1e6, terms["sockets"] * 1e6))
             if token_s > worst:
                 worst, worst_name, worst_limit = token_s, k.name, limit
         fill = max((s + t for s, t in zip(starts, token_times)), default=0.0)  # one token across the section
+        # the stages stream concurrently through the same off-chip tiers: together no faster than
+        # their bytes over the bandwidth
+        offchip_busy_us[section.index] = sum(micro * m.offchip for m in models) * tokens * 1e6
+        pipelined_us = (fill + (tokens - 1) * worst) * 1e6
         spill_bytes = (sum(section.spills.values()) + sum(section.fills.values())) * batch / samples
         load_s = 0.0 if resident else sum(homes.read_s(k) for k in section.kernels if not k.streamed_weights)
         section_estimates.append(SectionEstimate(
             index=section.index, kernels=len(section.kernels), ops=sum(len(k.ops) for k in section.kernels),
             depth=section.depth, pcus=sum(k.pcus for k in section.kernels),
             pmus=sum(k.pmus for k in section.kernels), stage_us=worst * 1e6,
-            bottleneck=f"{worst_name} ({worst_limit})",
-            pipeline_us=(fill + (tokens - 1) * worst) * 1e6,
+            bottleneck=f"{worst_name} ({worst_limit})" if pipelined_us >= offchip_busy_us[section.index] else
+            "all stages (off-chip bandwidth shared)",
+            pipeline_us=max(pipelined_us, offchip_busy_us[section.index]),
             reconfig_us=machine.reconfig_us if section.index > 0 else 0.0,
             spill_us=spill_bytes / (spill_tier.bw_gbps * 1e9) * 1e6,
             weight_load_us=load_s * 1e6, kind=section.kind,
         ))
+    if not resident:
+        _prefetch(sections, section_estimates, machine, offchip_busy_us)
     result = Estimate(machine.name, options.mode, batch, micro, section_estimates, stages)
     result.totals = _totals(result, sections, machine, samples, resident)
     result.totals["weights_by_tier"] = homes.bytes_by_tier(k for s in sections for k in s.kernels)
-    result.totals["offchip_bytes_by_tier"] = _offchip_bytes(result, sections, homes, spill_tier, resident, tokens)
+    result.totals["offchip_bytes_by_tier"] = _offchip_bytes(result, sections, homes, spill_tier, resident, tokens,
+                                                            samples)
     return result
 
 
 def _offchip_bytes(est: Estimate, sections: list[Section], homes: WeightHomes, spill_tier: Tier,
-                   resident: bool, tokens: int) -> dict[str, float]:
+                   resident: bool, tokens: int, samples: int) -> dict[str, float]:
     """Bytes each tier delivers during the batch: weight loads, streamed weights (once per token)
     and spills/fills (host I/O counted on the first tier)."""
     moved = {t.name: 0.0 for t in homes.tiers}
     for s in sections:
         for k in s.kernels:
             if k.streamed_weights or not resident:
-                for i, b in homes.of.get(k.name, ()):
+                for i, b in homes.of.get(id(k), ()):
                     moved[homes.tiers[i].name] += b * (tokens if k.streamed_weights else 1)
     for e in est.sections:
         moved[spill_tier.name] += e.spill_us * 1e-6 * spill_tier.bw_gbps * 1e9
+    moved[homes.tiers[0].name] += host_bytes(sections) * est.batch_size / max(samples, 1)
     return moved
+
+
+def _prefetch(sections: list[Section], estimates: list[SectionEstimate], machine: Machine,
+              offchip_busy_us: dict[int, float]) -> None:
+    """A section's weights load while the previous section runs when both sections' weights and
+    the larger one's buffers fit on chip at once (double buffering): only what the previous
+    pipeline does not cover stays on the critical path."""
+    def held(s: Section) -> int:
+        return sum(k.weight_bytes for k in s.kernels if not k.streamed_weights)
+
+    for (before, after), (prev, cur) in zip(zip(sections, sections[1:]), zip(estimates, estimates[1:])):
+        buffers = max(sum(sum(k.buffer_bytes) for k in s.kernels) for s in (before, after))
+        if held(before) + held(after) + buffers <= machine.on_chip_bytes:
+            # only while the previous section is not itself reading off-chip memory
+            free_us = max(0.0, prev.pipeline_us - offchip_busy_us.get(prev.index, 0.0))
+            hidden = min(cur.weight_load_us, free_us)
+            cur.weight_load_us -= hidden
+            cur.weight_prefetch_us = hidden
 
 
 def _weights_resident(sections: list[Section], machine: Machine) -> bool:

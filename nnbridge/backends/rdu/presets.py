@@ -39,6 +39,8 @@ PLASTICINE = Machine(
         "max_section_ports": "A: address generators at the DRAM interface usable by one section",
         "stage_sync_cycles": "A: the synchronous analyzer pipeline has no per-token overhead",
         "storage": "P: single precision datapath",
+        "link_gbps": "A: a single-chip design; used only by multi-socket models",
+        "link_latency_us": "A: a single-chip design; used only by multi-socket models",
     },
 )
 
@@ -63,6 +65,8 @@ SN10 = Machine(
         "max_section_ports": "A: AGCU streams usable by one section",
         "stage_sync_cycles": "A: per-token handshake between pipeline stages",
         "storage": "P: BF16 compute with FP32 accumulation",
+        "link_gbps": "A: not public; as SN40L's",
+        "link_latency_us": "A: not public; as SN40L's",
     },
 )
 
@@ -88,6 +92,9 @@ SN40L = Machine(
         "max_section_ports": "A: AGCU streams usable by one section",
         "stage_sync_cycles": "A: per-token handshake between pipeline stages",
         "storage": "P: BF16 compute with FP32 accumulation",
+        "link_gbps": "A: socket-to-socket bandwidth not public; 100 GB/s per socket, sweep it",
+        "link_latency_us": "A: not public; 2 µs per step puts a 16-socket all-reduce of one token's hidden "
+                           "state near 4 µs, consistent with the 8B decode rate SambaNova publishes",
     },
 )
 

@@ -33,6 +33,14 @@ def add_rdu_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", "-B", type=int,
                    help="samples per run (default 1, or the batch a .pef was compiled for)")
     p.add_argument("--micro-batch", type=int, help="samples per pipeline token (default 1)")
+    serving = p.add_argument_group("LLM serving (MODEL = llama-3.1-8b, llama-3.1-70b or llama-3.1-405b: "
+                                   "weights as shapes only)")
+    serving.add_argument("--phase", choices=["decode", "prefill"], default="decode",
+                         help="one decode step over the KV cache, or the prompt's prefill (default decode)")
+    serving.add_argument("--context", type=int, default=4096, help="cached tokens a decode step reads (4096)")
+    serving.add_argument("--prompt", type=int, default=128, help="prompt tokens of a prefill (128)")
+    serving.add_argument("--sockets", type=int, default=1,
+                         help="tensor-parallel sockets; the estimate is one socket's, AllReduce on the links (1)")
     training = p.add_argument_group("training (SambaFlow's fwd, bwd and opt sections)")
     training.add_argument("--optimizer", choices=["sgd", "adam", "adamw"],
                           help="compile one training step: forward and loss, backward, and this optimizer "
@@ -54,6 +62,19 @@ def machine_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def llm_graph_from_args(args: argparse.Namespace):
+    """The zoo's Llama graph when MODEL names one (and no such file exists), else None."""
+    from ...zoo.llm import LLAMA_3_1, llama_config, llama_graph
+
+    names = [c.name for c in LLAMA_3_1.values()]
+    if args.model.lower() not in names or Path(args.model).exists():
+        if getattr(args, "sockets", 1) != 1:
+            raise InputError(f"--sockets applies to the zoo's LLMs ({', '.join(names)}), not to '{args.model}'")
+        return None
+    return llama_graph(llama_config(args.model), phase=args.phase, context=args.context, prompt=args.prompt,
+                       sockets=args.sockets)
+
+
 def compile_from_args(args: argparse.Namespace):
     """The RDU executable for MODEL (compiled) or for a .pef (loaded as stored)."""
     import nnbridge
@@ -65,7 +86,7 @@ def compile_from_args(args: argparse.Namespace):
         return load_pef(args.model)
     if getattr(args, "backend", "rdu") != "rdu":
         raise InputError(f"only the rdu backend has compiled artifacts (got --backend {args.backend})")
-    graph = load_model_from_args(args)
+    graph = llm_graph_from_args(args) or load_model_from_args(args)
     if getattr(args, "optimizer", None):
         from ...training import compile_training
 

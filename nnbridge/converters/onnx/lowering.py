@@ -1,7 +1,8 @@
 """ONNX exporters for nnbridge-domain ops: each lowers to standard ONNX nodes.
 
 ``Reorder`` → ``Transpose`` (same perm); ``Repeat`` → ``Tile`` (multiples as an
-int64 constant); ``Fused`` → its body inlined (body inputs and outputs renamed
+int64 constant); ``AllReduce`` → ``Identity`` (one socket's view); ``Fused`` → its body inlined
+(body inputs and outputs renamed
 to the node's, nested nnbridge ops lowered in turn).
 """
 
@@ -27,6 +28,11 @@ def export_repeat(node: Node, builder: ProtoBuilder) -> list[onnx.NodeProto]:
     const = helper.make_node("Constant", [], [reps], name=builder.fresh(f"{node.name}_const"),
                              value=numpy_helper.from_array(np.asarray(node.attr("multiples"), np.int64)))
     return [const, helper.make_node("Tile", [node.inputs[0].name, reps], [node.outputs[0].name], name=node.name)]
+
+
+@register_exporter("AllReduce")
+def export_all_reduce(node: Node, builder: ProtoBuilder) -> list[onnx.NodeProto]:
+    return [helper.make_node("Identity", [node.inputs[0].name], [node.outputs[0].name], name=node.name)]
 
 
 @register_exporter("Fused")

@@ -56,6 +56,12 @@ def reorder(ctx, x):
     return np.transpose(x, axes_of(ctx.attr("perm"), x.ndim))
 
 
+@kernel("AllReduce", domain="nnbridge")
+def all_reduce(ctx, x):
+    """One socket's view: its own partial sum (the other sockets are not simulated)."""
+    return x
+
+
 @kernel("Squeeze")
 def squeeze(ctx, x, axes=None):
     if axes is None:
