@@ -52,3 +52,26 @@ def test_tiers_are_set_like_any_machine_field_and_bad_values_are_one_line(cli, t
         assert code != 0 and message in text and len(text.strip().splitlines()) == 1, text
     with pytest.raises(InputError, match="hbm_bw_gbps"):
         nnbridge.compile(mlp(1, 64), "rdu", preset="sn40l", hbm_bw_gbps=0)
+
+
+def test_a_toml_file_sets_the_machine_and_set_overrides_it(cli, tmp_path):
+    import json
+
+    import onnx
+
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp(), path)
+    machine = tmp_path / "machine.toml"
+    machine.write_text("[rdu]\nhbm_capacity_bytes = 5e6\nsram_bytes = 500_000\n")
+    code, text = cli("measure-performance", path, "--config", machine, "--json", "-")
+    assert code == 0, text
+    from_file = json.loads(text)["totals"]
+    assert from_file["latency_us"] == pytest.approx(estimate(mlp(), hbm_capacity_bytes=5_000_000)["latency_us"])
+    code, text = cli("measure-performance", path, "--config", machine, "--set", "hbm_capacity_bytes=1e9",
+                     "--json", "-")
+    assert json.loads(text)["totals"]["weights_by_tier"]["ddr"] == 0  # --set wins
+    for content, message in (("[rdu]\nsram_bytes = [1, 2]\n", "must be a number"), ("[rdu\n", "not valid TOML"),
+                             ("rdu = 3\n", "must be a table")):
+        machine.write_text(content)
+        code, text = cli("measure-performance", path, "--config", machine)
+        assert code != 0 and message in text and len(text.strip().splitlines()) == 1, text

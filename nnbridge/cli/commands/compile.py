@@ -33,6 +33,8 @@ def add_rdu_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", "-B", type=int,
                    help="samples per run (default 1, or the batch a .pef was compiled for)")
     p.add_argument("--micro-batch", type=int, help="samples per pipeline token (default 1)")
+    p.add_argument("--config", metavar="FILE.toml", help="machine parameters from a TOML file ([rdu] table or "
+                   "top level; the names --set takes, tiers as hbm_bw_gbps …); --set overrides them")
     serving = p.add_argument_group("LLM serving (MODEL = llama-3.1-8b, llama-3.1-70b or llama-3.1-405b: "
                                    "weights as shapes only)")
     serving.add_argument("--phase", choices=["decode", "prefill"], default="decode",
@@ -55,9 +57,10 @@ def add_rdu_args(p: argparse.ArgumentParser) -> None:
 
 def machine_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """``--set`` machine parameters (e.g. reconfig_us=5, n_pmu=none): numbers, or none for unbounded."""
-    out = backend_options(args)
+    out = _machine_file(args.config) if getattr(args, "config", None) else {}
+    out.update(backend_options(args))
     for key, value in out.items():
-        if value is not None and (isinstance(value, (bool, str))):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise InputError(f"--set {key}={value}: a machine parameter must be a number or 'none'")
     return out
 
@@ -73,6 +76,17 @@ def llm_graph_from_args(args: argparse.Namespace):
         return None
     return llama_graph(llama_config(args.model), phase=args.phase, context=args.context, prompt=args.prompt,
                        sockets=args.sockets)
+
+
+def _machine_file(path: str) -> dict[str, Any]:
+    """The ``[rdu]`` table (or the top level) of a TOML file: machine parameter → number or "none"."""
+    from ...fileio import read_toml
+
+    data = read_toml(path, "RDU machine file")
+    table = data.get("rdu", data)
+    if not isinstance(table, dict):
+        raise InputError(f"RDU machine file '{path}': [rdu] must be a table")
+    return {key: None if value == "none" else value for key, value in table.items()}
 
 
 def compile_from_args(args: argparse.Namespace):
