@@ -7,7 +7,6 @@ holds the performance estimate; ``save`` writes the PEF artifact and ``load_pef`
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import os
@@ -25,7 +24,7 @@ from ..base import CLEAN, FOLD, SCALE, Backend, Executable
 from .artifact import read_pef, write_pef
 from .config import CompileOptions, Machine
 from .functional import FunctionalSim
-from .partition import Section, partition
+from .partition import Section, build_kernels, partition
 from .pipeline_model import Estimate, estimate, samples_per_call
 from .plan_schema import decode
 from .presets import DEFAULT_PRESET, machine_for
@@ -37,13 +36,13 @@ UNKNOWN_SHAPES = ("{n} tensor(s) have no static shape; their bytes and work are 
 
 class RduExecutable(Executable):
     def __init__(self, graph: Graph, machine: Machine, options: CompileOptions, sections: list[Section],
-                 samples: int, placed: bool = False):
+                 samples: int, placed: bool = False, estimated: Estimate | None = None):
         super().__init__(graph, "rdu")
         self.machine = machine
         self.options = options
         self.sections = sections
         self.samples = samples
-        self.estimate = estimate(sections, machine, options, samples, allocate=not placed)
+        self.estimate = estimated or estimate(sections, machine, options, samples, allocate=not placed)
         self._sim: FunctionalSim | None = None
         self.steps = 0  # training steps taken through the SambaFlow-style API
 
@@ -73,7 +72,7 @@ class RduExecutable(Executable):
         """Re-estimate for another batch on the same placement (an analytical model: no rerun)."""
         batch = batch_size or self.options.batch_size
         options = CompileOptions(self.options.mode, batch, micro_batch or min(self.options.micro_batch, batch))
-        return estimate(copy.deepcopy(self.sections), self.machine, options.validated(), self.samples, allocate=False)
+        return estimate(_copy_plan(self.sections), self.machine, options.validated(), self.samples, allocate=False)
 
     def section_report(self, est: Estimate | None = None, stages: bool = False) -> Report:
         est = est or self.estimate
@@ -114,20 +113,29 @@ PLAN_VARIANTS = (("pmu_bytes", 0.5), ("pmu_bytes", 0.25), ("flop_per_pcu_per_cyc
                  ("flop_per_pcu_per_cycle", 0.25))
 
 
-def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups, samples: int) -> list[Section]:
+def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
+               samples: int) -> tuple[list[Section], Estimate]:
     """Sections and PCU placement: the fastest, on ``machine``, of the plans made for it and for
-    its smaller variants."""
-    best: tuple[float, list[Section]] | None = None
+    its smaller variants (with its estimate on ``machine``)."""
+    best: tuple[float, list[Section], Estimate] | None = None
+    # a kernel's work and traffic do not depend on the variants' fields: built once, copied per plan
+    built = build_kernels(graph, machine, groups if options.mode != "o0" else None)
     for planned_for in (machine, *(dataclasses.replace(machine, **{f: getattr(machine, f) * scale})
                                    for f, scale in PLAN_VARIANTS)):
-        sections = partition(graph, planned_for, options.mode, groups)
+        sections = partition(graph, planned_for, options.mode, groups, kernels=[k.clone() for k in built])
         est = estimate(sections, planned_for, options, samples, allocate=True)  # places the kernels
         if planned_for is not machine:
-            est = estimate(copy.deepcopy(sections), machine, options, samples, allocate=False)
+            est = estimate(_copy_plan(sections), machine, options, samples, allocate=False)
         latency = est.totals["latency_us"]
         if best is None or latency < best[0] * (1 - 1e-12):
-            best = (latency, sections)
-    return best[1]
+            best = (latency, sections, est)
+    return best[1], best[2]
+
+
+def _copy_plan(sections: list[Section]) -> list[Section]:
+    """Sections whose kernels an estimate may re-place without touching the originals (their
+    inputs, outputs and buffers are never written, so they are shared)."""
+    return [dataclasses.replace(s, kernels=[k.clone() for k in s.kernels]) for s in sections]
 
 
 def load_pef(path: str | os.PathLike) -> RduExecutable:
@@ -190,8 +198,8 @@ class RduBackend(Backend):
         options = CompileOptions(mode, batch_size, micro_batch).validated()
         groups = inline_fused(graph)
         samples = samples_per_call(graph)
-        return RduExecutable(graph, machine, options, _best_plan(graph, machine, options, groups, samples), samples,
-                             placed=True)
+        sections, estimated = _best_plan(graph, machine, options, groups, samples)
+        return RduExecutable(graph, machine, options, sections, samples, placed=True, estimated=estimated)
 
     def supported_ops(self) -> set[str]:
         return kernel_op_names()

@@ -44,6 +44,12 @@ class Kernel:
     link_bytes: float = 0.0  # sent to the other sockets per call (tensor-parallel AllReduce)
     link_steps: int = 0
 
+    def clone(self) -> Kernel:
+        """A copy whose placement fields can change (the dicts and lists are shared: never written)."""
+        twin = object.__new__(Kernel)
+        twin.__dict__.update(self.__dict__)
+        return twin
+
     def pmu_count(self, machine: Machine) -> int:
         weights = 0 if self.streamed_weights else math.ceil(self.weight_bytes / machine.pmu_bytes)
         staging = sum(math.ceil(b / machine.pmu_bytes) for b in self.buffer_bytes)
@@ -108,10 +114,12 @@ def _make_kernel(index: int, ops: list[Node], machine: Machine, consumers: dict[
     )
 
 
-def partition(graph: Graph, machine: Machine, mode: str, groups: list[list[Node]] | None = None) -> list[Section]:
+def partition(graph: Graph, machine: Machine, mode: str, groups: list[list[Node]] | None = None,
+              kernels: list[Kernel] | None = None) -> list[Section]:
     """Kernels (``groups`` of ops, from the fuse pass; o0 ignores them) grouped into sections under
-    the machine's resource limits."""
-    kernels = build_kernels(graph, machine, groups if mode != "o0" else None)
+    the machine's resource limits; ``kernels`` already built (``build_kernels``) are used as given."""
+    if kernels is None:
+        kernels = build_kernels(graph, machine, groups if mode != "o0" else None)
     consumers_of: dict[str, int] = {}
     for k in kernels:
         for name in k.inputs:
@@ -168,21 +176,18 @@ class _SectionBuilder:
         self.bytes = 0
         self.inputs: set[str] = set()
         self.outside: dict[str, int] = {}  # produced here → consumers (or graph output) not yet inside
+        self.open = 0  # values of ``outside`` still read outside the section (output ports)
 
     def try_add(self, k: Kernel, force: bool = False) -> bool:
+        """Add ``k`` when the section still fits; the port count is updated from ``k``'s own edges
+        (no copy of the section's sets, so building a section is linear in its kernels)."""
         m = self.machine
         pmus = self.pmus + k.pmus
         on_chip = self.bytes + k.on_chip_bytes()
-        inputs = set(self.inputs)
-        outside = dict(self.outside)
-        for name in k.inputs:
-            if name in outside:
-                outside[name] -= 1
-            else:
-                inputs.add(name)
-        for name in k.outputs:
-            outside[name] = self.consumers_of.get(name, 0) + (name in self.graph_outputs)
-        ports = len(inputs) + sum(1 for n in outside.values() if n > 0)
+        new_inputs = [name for name in k.inputs if name not in self.outside and name not in self.inputs]
+        closed = sum(1 for name in k.inputs if self.outside.get(name) == 1)  # its last reader joins
+        produced = {name: self.consumers_of.get(name, 0) + (name in self.graph_outputs) for name in k.outputs}
+        ports = len(self.inputs) + len(new_inputs) + self.open - closed + sum(1 for n in produced.values() if n > 0)
         fits = (len(self.kernels) + 1 <= m.n_pcu
                 and (m.n_pmu is None or pmus <= m.n_pmu)
                 and (m.sram_bytes is None or on_chip <= m.sram_bytes)
@@ -190,7 +195,15 @@ class _SectionBuilder:
         if not (fits or force):
             return False
         self.kernels.append(k)
-        self.pmus, self.bytes, self.inputs, self.outside = pmus, on_chip, inputs, outside
+        self.pmus, self.bytes = pmus, on_chip
+        self.inputs.update(new_inputs)
+        for name in k.inputs:
+            if name in self.outside:
+                self.outside[name] -= 1
+        self.open -= closed
+        for name, readers in produced.items():
+            self.open += (readers > 0) - (self.outside.get(name, 0) > 0)
+            self.outside[name] = readers
         if force and m.n_pmu is not None:
             k.pmus = min(k.pmus, m.n_pmu)
         return True

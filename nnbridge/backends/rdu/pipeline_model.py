@@ -147,9 +147,14 @@ class _StageModel:
                 "offchip": self.offchip, "sockets": self.link}
 
     def time(self, pcus: int) -> tuple[float, str]:
-        terms = self.terms(pcus)
-        limit = max(terms, key=terms.__getitem__)
-        return terms[limit], limit
+        """The stage time and what bounds it (``terms`` without building a dict: the allocation
+        calls this for every PCU count it tries)."""
+        best, limit = self.compute / pcus, "compute"
+        for value, name in ((self.pmu / max(self.pmus, pcus, 1), "pmu"), (self.network / pcus, "network"),
+                            (self.offchip, "offchip"), (self.link, "sockets")):
+            if value > best:
+                best, limit = value, name
+        return best, limit
 
 
 def samples_per_call(graph) -> int:
