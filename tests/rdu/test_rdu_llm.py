@@ -78,3 +78,10 @@ def test_llms_are_estimated_from_the_command_line(cli):
     assert code != 0 and "do not split over 3 sockets" in text and len(text.strip().splitlines()) == 1
     with pytest.raises(InputError, match="context must be a positive integer"):
         llama_graph(llama_config("8b"), context=0)
+
+
+@pytest.mark.parametrize("size", ["8b", "70b"])
+def test_more_sockets_never_decode_slower(size):
+    latencies = [nnbridge.compile(llama_graph(LLAMA_3_1[size], sockets=n), "rdu", preset="sn40l")
+                 .estimate.totals["latency_us"] for n in (1, 2, 4, 8, 16)]
+    assert all(later <= earlier for earlier, later in zip(latencies, latencies[1:])), latencies

@@ -4,6 +4,8 @@ utilisations stay ≤ 100 %, and more batch never lowers throughput."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -11,7 +13,9 @@ from hypothesis import strategies as st
 import nnbridge
 from nnbridge.zoo import OnnxBuilder
 
-CASES = settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+#: 500 generated cases in make test; make bench runs more (NNBRIDGE_PROPERTY_CASES, bench/bench_physics.py)
+CASES = settings(max_examples=int(os.environ.get("NNBRIDGE_PROPERTY_CASES", 500)), deadline=None, derandomize=True,
+                 suppress_health_check=list(HealthCheck))
 
 
 @st.composite

@@ -5,6 +5,7 @@ utilisation stays ≤ 100 %, and a bigger or faster machine is never slower."""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,7 +15,9 @@ import nnbridge
 from nnbridge.backends.smv.cost.compute import compute_cycles
 from nnbridge.zoo import OnnxBuilder
 
-CASES = settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+#: 500 generated cases in make test; make bench runs more (NNBRIDGE_PROPERTY_CASES, bench/bench_physics.py)
+CASES = settings(max_examples=int(os.environ.get("NNBRIDGE_PROPERTY_CASES", 500)), deadline=None, derandomize=True,
+                 suppress_health_check=list(HealthCheck))
 
 
 @st.composite
