@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from ..config import MemPolicy, SmvConfig
 from ..tiling import TilingPlan
-from .compute import compute_cycles, dma_rate
+from .compute import compute_cycles, dma_rate, dma_store_rate
 from .cpu import copy_ns, copy_stats, cpu_op_ns
 from .schedule import accel_phase_ns
 from .transfer import acp_cycles, dma_cycles, flush_ns
@@ -42,7 +42,7 @@ def _transfer(nbytes: int, dma: bool, rate: float, cfg: SmvConfig) -> tuple[floa
 
 def cost_plan(plan: TilingPlan, cfg: SmvConfig, extra_cpu_ns: float = 0.0) -> LayerCost:
     """Latency parts of one accelerated operator (``extra_cpu_ns``: e.g. a Repeat for broadcasting)."""
-    rate = dma_rate(plan.family, cfg)
+    rate, store_rate = dma_rate(plan.family, cfg), dma_store_rate(plan.family, cfg)
     act_dma = cfg.mem_policy.activations_use_dma()
     w_dma = cfg.mem_policy.weights_use_dma()
     ns_per_cycle = 1.0 / cfg.clock_ghz
@@ -52,7 +52,7 @@ def cost_plan(plan: TilingPlan, cfg: SmvConfig, extra_cpu_ns: float = 0.0) -> La
     for inv in plan.invocations:
         c_in, f_in = _transfer(inv.in_bytes, act_dma, rate, cfg)
         c_w, f_w = _transfer(inv.w_bytes, w_dma, rate, cfg)
-        c_out, f_out = _transfer(inv.out_bytes, act_dma, rate, cfg)
+        c_out, f_out = _transfer(inv.out_bytes, act_dma, store_rate, cfg)
         comp = compute_cycles(plan.family, inv, cfg)
         xfer = c_in + c_w + c_out
         flush = f_in + f_w + f_out

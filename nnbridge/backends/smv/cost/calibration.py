@@ -5,7 +5,7 @@ runs of SMAUG's shipped networks, AllDma, one accelerator). The networks are the
 spec's/data README's architectures, as tiling-level layers. ``fit()`` solves, per
 kernel family, a relative-error least-squares problem for
 
-    cycles = dma_setup · requests + α_family · bytes + γ_family · pipelined_work
+    cycles = dma_setup · requests + α_family · loaded + α_store · stored + γ_family · pipelined_work
 
 with ``dma_setup`` fixed by the gem5 config (100 cycles per ≤4 KiB request).
 The fitted α/γ are what ``SmvConfig`` ships (rounded); ``bench/bench_smv.py``
@@ -79,54 +79,64 @@ PAPER_BREAKDOWN = {"minerva": (18, 55, 27), "lenet5": (18, 31, 51), "cnn10": (18
 FAMILY = {ConvLayer: "conv", FCLayer: "fc", PoolLayer: "pool", BNLayer: "bn"}
 
 
-def features(layer: Layer, page: int = 4096, line: int = 32) -> tuple[float, float, float]:
-    """(DMA requests, transferred bytes, pipelined work) summed over the layer's invocations."""
-    requests = nbytes = work = 0
+def features(layer: Layer, page: int = 4096, line: int = 32) -> tuple[float, float, float, float]:
+    """(DMA requests, loaded bytes, stored bytes, pipelined work) summed over the layer's invocations."""
+    requests = loaded = stored = work = 0
     for inv in plan_layer(layer).invocations:
-        for b in (inv.in_bytes, inv.w_bytes, inv.out_bytes):
+        for b, store in ((inv.in_bytes, False), (inv.w_bytes, False), (inv.out_bytes, True)):
             if b:
                 requests += dma_requests(b, page)
-                nbytes += line_bytes(b, line)
+                if store:
+                    stored += line_bytes(b, line)
+                else:
+                    loaded += line_bytes(b, line)
         work += inv.work
-    return requests, nbytes, work
+    return requests, loaded, stored, work
 
 
 #: γ fixed by the spec's pipeline description (§9: one FC iteration / one 8-wide vector op per
 #: cycle); only conv's γ (issue-bound, §8.3 "5.6–7.9 cycles per iteration" incl. transfers) is fitted
 SPEC_GAMMA = {"fc": 1.0, "pool": 1.0, "bn": 1.0}
+#: families whose stores get their own rate (only conv's are identifiable from §8.3, see compute.py)
+OWN_STORE_RATE = {"conv"}
+
+Constants = dict[str, tuple[float, float, float]]  # family → (α load, α store, γ)
 
 
-def fit(dma_setup: float = 100.0, without: str | None = None) -> dict[str, tuple[float, float]]:
-    """Per family (α cycles/byte, γ cycles/work unit), minimising relative error over §8.3 layers
-    (of every network but ``without``, for a held-out estimate)."""
-    rows: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
+def fit(dma_setup: float = 100.0, without: str | None = None) -> Constants:
+    """Per family (α cycles per loaded byte, α per stored byte, γ cycles per work unit),
+    minimising relative error over §8.3 layers (of every network but ``without``, for a held-out
+    estimate)."""
+    rows: dict[str, list[tuple[float, float, float, float]]] = defaultdict(list)
     for model, layers in NETWORKS.items():
         if model == without:
             continue
         for layer in layers:
-            requests, nbytes, work = features(layer)
+            requests, loaded, stored, work = features(layer)
             measured = MEASURED[model][layer.name][1]
-            rows[FAMILY[type(layer)]].append((nbytes / measured, work / measured,
+            rows[FAMILY[type(layer)]].append((loaded / measured, stored / measured, work / measured,
                                               (measured - dma_setup * requests) / measured))
     result = {}
     for family, data in rows.items():
-        a = np.array([[r[0], r[1]] for r in data])
-        b = np.array([r[2] for r in data])
+        a = np.array([r[:3] for r in data])
+        b = np.array([r[3] for r in data])
+        if family not in OWN_STORE_RATE:  # one rate for loads and stores
+            a = np.column_stack([a[:, 0] + a[:, 1], a[:, 2]])
         if family in SPEC_GAMMA:
             gamma = SPEC_GAMMA[family]
-            alpha = np.linalg.lstsq(a[:, :1], b - gamma * a[:, 1], rcond=None)[0][0]
-            result[family] = (float(alpha), gamma)
+            solution = np.linalg.lstsq(a[:, :-1], b - gamma * a[:, -1], rcond=None)[0]
         else:
-            alpha, gamma = np.linalg.lstsq(a, b, rcond=None)[0]
-            result[family] = (float(alpha), float(gamma))
+            *solution, gamma = np.linalg.lstsq(a, b, rcond=None)[0]
+        load, store = (solution[0], solution[1]) if family in OWN_STORE_RATE else (solution[0], solution[0])
+        result[family] = (float(load), float(store), float(gamma))
     return result
 
 
-def predicted_cycles(layer: Layer, constants: dict[str, tuple[float, float]], dma_setup: float = 100.0) -> float:
+def predicted_cycles(layer: Layer, constants: Constants, dma_setup: float = 100.0) -> float:
     """The calibrated model's accelerator cycles for one layer: setup per request + α·bytes + γ·work."""
-    requests, nbytes, work = features(layer)
-    alpha, gamma = constants[FAMILY[type(layer)]]
-    return dma_setup * requests + alpha * nbytes + gamma * work
+    requests, loaded, stored, work = features(layer)
+    load, store, gamma = constants[FAMILY[type(layer)]]
+    return dma_setup * requests + load * loaded + store * stored + gamma * work
 
 
 def held_out_errors(dma_setup: float = 100.0) -> dict[str, tuple[float, float]]:

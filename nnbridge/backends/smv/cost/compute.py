@@ -35,5 +35,14 @@ def work_units(inv: Invocation, cfg: SmvConfig) -> int:
     return -(-outputs // cfg.num_pes) * -(-reduction // cfg.maccs_per_pe) * repeats
 
 
+#: families whose stores have their own rate (identifiable in §8.3 only for conv: FC stores are
+#: 0.3 % of its bytes and pooling's always a quarter of its loads)
+STORE_RATES = {"conv": "dma_store_cycles_per_byte_conv"}
+
+
 def dma_rate(family: str, cfg: SmvConfig) -> float:
     return getattr(cfg, FAMILY_RATES[family][1])
+
+
+def dma_store_rate(family: str, cfg: SmvConfig) -> float:
+    return getattr(cfg, STORE_RATES.get(family, FAMILY_RATES[family][1]))
