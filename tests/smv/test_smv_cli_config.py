@@ -33,7 +33,7 @@ def test_toml_file_and_overrides(tmp_path):
                                           ({"mem_policy": "sram"}, "one of dma"),
                                           ({"clock_ghz": "0"}, "clock_ghz=0.0: must be a finite number > 0"),
                                           ({"dram_gbps": "-1"}, "dram_gbps"), ({"num_pes": "0"}, "num_pes"),
-                                          ({"cpu_ghz": "inf"}, "finite"), ({"flush_ns_per_line": "-1"}, ">= 0"),
+                                          ({"memcpy_gbps": "inf"}, "finite"), ({"flush_ns_per_line": "-1"}, ">= 0"),
                                           ({"spad_bytes": "64"}, "at least 1024 bytes")])
 def test_bad_settings_are_clear_errors(bad, message):
     with pytest.raises(InputError, match=message):

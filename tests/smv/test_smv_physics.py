@@ -37,6 +37,7 @@ def layers(draw):
 
 configs = st.fixed_dictionaries({
     "num_pes": st.sampled_from([1, 2, 4, 8, 16, 32]), "maccs_per_pe": st.sampled_from([4, 8, 16, 32, 64]),
+    "vector_width": st.sampled_from([4, 8, 16]),
     "num_accels": st.integers(1, 8), "dram_gbps": st.floats(0.05, 200.0), "clock_ghz": st.floats(0.2, 3.0),
 })
 
@@ -61,7 +62,7 @@ def test_no_invocation_beats_the_pe_array_and_no_layer_beats_dram(model, cfg):
 
 
 @CASES
-@given(layers(), configs, st.sampled_from(["num_pes", "maccs_per_pe", "dram_gbps", "clock_ghz"]))
+@given(layers(), configs, st.sampled_from(["num_pes", "maccs_per_pe", "dram_gbps", "clock_ghz", "vector_width"]))
 def test_a_bigger_or_faster_machine_is_never_slower(model, cfg, field):
     before = simulate(model, cfg).report.totals["latency_ms"]
     after = simulate(model, {**cfg, field: cfg[field] * 2}).report.totals["latency_ms"]
@@ -79,6 +80,21 @@ def test_pes_and_maccs_change_compute_as_the_array_would():
     base = sum(c.compute_cycles for c in compute[(8, 32)])
     assert sum(c.compute_cycles for c in compute[(16, 32)]) == pytest.approx(base * 5 / 8)
     assert sum(c.compute_cycles for c in compute[(8, 4)]) == pytest.approx(base * 8)
+
+
+def test_the_vector_width_sets_pool_bn_and_eltwise_cycles():
+    """Pooling, batch norm and elementwise ops issue one ``vector_width``-wide op per cycle: twice
+    the lanes, half the vector cycles (64 channels, a multiple of both widths); every config field
+    is used (num_spads and cpu_ghz, which nothing read, are gone)."""
+    b = OnnxBuilder("vector", seed=0)
+    x = b.input("x", [1, 64, 16, 16])
+    pooled = b.op("MaxPool", [b.op("Relu", [x])], kernel_shape=[2, 2], strides=[2, 2])
+    b.output(b.op("Add", [pooled, pooled]))
+    cycles = {w: sum(c.compute_cycles for c in simulate(b.model(), {"vector_width": w}).costs) for w in (8, 16)}
+    assert cycles[8] > 0 and cycles[16] == pytest.approx(cycles[8] / 2)
+    from nnbridge.backends.smv.config import SmvConfig
+
+    assert not {"num_spads", "cpu_ghz"} & {f.name for f in dataclasses.fields(SmvConfig)}
 
 
 def test_dram_bandwidth_binds_a_single_accelerator():

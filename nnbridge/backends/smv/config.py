@@ -47,7 +47,6 @@ class SmvConfig:
     maccs_per_pe: int = _c(32, "spec §2 kNumMaccsPerPE", "MACs per PE per cycle")
     vector_width: int = _c(8, "spec §2 VECTOR_SIZE", "fp16 lanes of pool/BN/eltwise/activation units")
     spad_bytes: int = _c(32 * 1024, "spec §2 kSpadSize", "bytes per scratchpad used by tiling")
-    num_spads: int = _c(3, "spec §2", "inputs, weights, outputs")
     alignment: int = _c(8, "spec §2 SmvBackend::Alignment", "last dim padded to a multiple of this")
     clock_ghz: float = _c(1.0, "spec §2 smv-accel.cfg cycle_time=1ns", "accelerator clock")
     # --- DMA (spec §2 gem5.cfg) -----------------------------------------------
@@ -71,7 +70,6 @@ class SmvConfig:
     acp_hit_cycles: int = _c(20, "spec §2.1 (paper: LLC hit through ACP)", "latency of one cache line")
     acp_outstanding: int = _c(2, "assumed; tuned to spec §8.2 ACP trend", "lines in flight via the ACP")
     # --- host CPU (spec §2, §8.1) ---------------------------------------------
-    cpu_ghz: float = _c(2.5, "spec §2 DerivO3 @ 2.5 GHz", "host clock")
     memcpy_gbps: float = _c(0.5, "assumed; tuned to spec §8.1 CPU shares", "memcpy GB/s per thread")
     memcpy_call_bytes: float = _c(94.0, "derived from spec §8.1 Fig. 5b ratios 1.78x and 6.5x",
                                   "per-memcpy call overhead, as equivalent bytes")
@@ -139,9 +137,9 @@ class SmvConfig:
 
 
 #: settings that divide or count something: zero is meaningless (the others may be 0, e.g. an ideal overhead)
-_POSITIVE = frozenset({"num_pes", "maccs_per_pe", "vector_width", "spad_bytes", "num_spads", "alignment",
+_POSITIVE = frozenset({"num_pes", "maccs_per_pe", "vector_width", "spad_bytes", "alignment",
                        "clock_ghz", "page_bytes", "cacheline_bytes", "conv_cycles_per_iter", "fc_cycles_per_iter",
-                       "vector_cycles_per_op", "acp_outstanding", "cpu_ghz", "memcpy_gbps", "memcpy_call_bytes",
+                       "vector_cycles_per_op", "acp_outstanding", "memcpy_gbps", "memcpy_call_bytes",
                        "dram_gbps", "memcpy_scaling", "cpu_gmacs"})
 _MIN_SPAD_BYTES = 1024
 

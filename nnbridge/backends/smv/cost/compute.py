@@ -3,7 +3,7 @@
 Conv issues one iteration per (num_pes-ofmap block × kernel position × maccs_per_pe-channel
 block × output pixel) at a calibrated initiation interval (the scratchpad
 read-modify-write limits it well below the 256-MAC peak); FC one iteration per
-(8 neurons × 32 activations); pool/BN/eltwise one 8-wide vector op per cycle.
+(8 neurons × 32 activations); pool/BN/eltwise one ``vector_width``-wide vector op per cycle.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ def compute_cycles(family: str, inv: Invocation, cfg: SmvConfig) -> float:
 
 
 def work_units(inv: Invocation, cfg: SmvConfig) -> int:
+    if inv.vector is not None:
+        elements, repeats = inv.vector
+        return -(-elements // cfg.vector_width) * repeats
     if inv.blocks is None:
         return inv.work
     outputs, reduction, repeats = inv.blocks

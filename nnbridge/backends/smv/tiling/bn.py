@@ -69,5 +69,6 @@ def plan(layer: BNLayer, max_size: int = 16384, align: int = 8, num_accels: int 
         w_bytes = fp16_bytes(storage_size(t_w.tile_shape(w_idx), align)) if w_idx != last_w else 0
         last_w = w_idx
         size = storage_size(shape, align)
-        result.invocations.append(Invocation(0, fp16_bytes(size), w_bytes, fp16_bytes(size), size // 8))
+        result.invocations.append(Invocation(0, fp16_bytes(size), w_bytes, fp16_bytes(size), -(-size // 8),
+                                             vector=(size, 1)))
     return result

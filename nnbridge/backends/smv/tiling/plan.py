@@ -26,6 +26,9 @@ class Invocation:
     #: conv/FC: (outputs, reduction, repeats) — the inner loop runs ceil(outputs / PEs) ·
     #: ceil(reduction / MACs per PE) · repeats iterations, so ``work`` follows the PE array's shape
     blocks: tuple[int, int, int] | None = None
+    #: pool/BN/eltwise/softmax: (elements, repeats) — ceil(elements / vector lanes) · repeats vector
+    #: ops, so ``work`` follows the vector units' width
+    vector: tuple[int, int] | None = None
 
 
 @dataclass

@@ -80,7 +80,7 @@ def plan(layer: PoolLayer, max_size: int = 16384, align: int = 8, num_accels: in
         stored = oshape if out_channel_tiled else oshape[:3] + (c,)
         result.invocations.append(Invocation(
             0, fp16_bytes(storage_size((n, h, w, c), align)), 0, fp16_bytes(storage_size(stored, align)),
-            n * rows * cols * -(-c // 8) * window))
+            n * rows * cols * -(-c // 8) * window, vector=(c, n * rows * cols * window)))
     return result
 
 

@@ -23,5 +23,5 @@ def plan(layer: SoftmaxLayer, max_size: int = 16384, align: int = 8, num_accels:
                         {"input": tiled, "output": tiled})
     for n in tiled.sizes[0]:
         result.invocations.append(Invocation(0, fp16_bytes(n * row), 0, fp16_bytes(n * row),
-                                             PASSES * n * row // 8))
+                                             PASSES * -(-(n * row) // 8), vector=(n * row, PASSES)))
     return result

@@ -24,5 +24,5 @@ def plan(layer: VectorLayer, max_size: int = 16384, align: int = 8, num_accels: 
                         {"input": flat, "output": flat})
     for size in sizes:
         result.invocations.append(Invocation(0, fp16_bytes(size) * layer.arity, 0, fp16_bytes(size),
-                                             -(-size // 8) * layer.arity))
+                                             -(-size // 8) * layer.arity, vector=(size, layer.arity)))
     return result
