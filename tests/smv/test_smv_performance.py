@@ -133,7 +133,8 @@ def test_held_out_calibration_error_is_what_the_docs_quote():
     """Constants fitted without a network predict it as docs/smv.md and the README say (the
     in-sample fit is tighter; a network the calibration has not seen gets these errors)."""
     errors = held_out_errors(SmvConfig().dma_setup_cycles)
-    assert set(errors) == {"minerva", "lenet5", "vgg"}  # CNN10 holds the only BN layers
+    assert set(errors) == {"minerva", "lenet5", "cnn10", "vgg"}  # CNN10's BN priced like pooling when held out
     totals = {model: round(abs(total) * 100, 1) for model, (total, _) in errors.items()}
-    assert totals == {"minerva": 1.6, "lenet5": 1.0, "vgg": 5.1}
-    assert round(max(abs(worst) for _, worst in errors.values()) * 100, 1) == 8.4
+    assert totals == {"minerva": 1.6, "lenet5": 1.0, "cnn10": 0.9, "vgg": 5.1}
+    worst = {model: round(abs(layer) * 100, 1) for model, (_, layer) in errors.items()}
+    assert worst == {"minerva": 2.7, "lenet5": 3.8, "cnn10": 19.2, "vgg": 8.4}  # every layer within ±20 %
