@@ -164,6 +164,7 @@ def llama_graph(config: LlamaConfig, *, phase: str = "decode", batch: int = 1, c
                            b.ints("last.axis", [1])], (batch, 1, hidden), "last_position")
     logits = linear(norm(x, "norm"), hidden, vocab, "lm_head")
     b.graph.outputs = [logits, *outputs]
+    b.graph.metadata["llm.tokens"] = str(tokens)  # tokens one sample of the graph produces or reads in
     b.graph.metadata["llm"] = (f"{config.name} {phase}: batch {batch}, "
                                f"{'context ' + str(context) if phase == 'decode' else 'prompt ' + str(prompt)}, "
                                f"one of {sockets} tensor-parallel socket(s)")

@@ -73,7 +73,7 @@ def test_llms_are_estimated_from_the_command_line(cli):
     totals = json.loads(text)["totals"]
     assert totals["weights_by_tier"]["hbm"] > 0 and totals["latency_us"] > 0
     code, text = cli("measure-performance", "llama-3.1-8b", "--phase", "prefill", "--prompt", "64")
-    assert code == 0 and "throughput" in text
+    assert code == 0 and "llama-3.1-8b prefill: batch 1, prompt 64" in text and "tokens/s" in text
     code, text = cli("measure-performance", "llama-3.1-8b", "--sockets", "3")
     assert code != 0 and "do not split over 3 sockets" in text and len(text.strip().splitlines()) == 1
     with pytest.raises(InputError, match="context must be a positive integer"):

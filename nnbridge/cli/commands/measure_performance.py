@@ -15,6 +15,8 @@ def register(sub) -> None:
   nnbridge measure-performance model.pef --batch-size 256 --json
   nnbridge measure-performance model.onnx --preset plasticine --set n_pmu=none --plot sections.png
   nnbridge measure-performance model.onnx --top 5 --trace rdu.json   # slowest stages; a Perfetto timeline
+  nnbridge measure-performance llama-3.1-70b --sockets 16            # an LLM decode step, weights as shapes
+  nnbridge measure-performance model.onnx --config machine.toml --set hbm_capacity_bytes=8e9
 """)
     add_model_args(p)
     add_backend_args(p, default="rdu")
@@ -75,6 +77,10 @@ def run(args) -> int:
         moved = ", ".join(f"{tier} {b / 2**20:,.2f} MiB" for tier, b in t["offchip_bytes_by_tier"].items())
         kept = "resident on chip once loaded" if t["weights_resident"] else "read every call"
         lines.append(f"weights off chip: {homes} ({kept}); read from each tier per batch: {moved}")
+    if "llm" in exe.graph.metadata:  # a zoo LLM: tokens rather than samples
+        tokens = int(exe.graph.metadata.get("llm.tokens", "1")) * est.batch_size
+        lines.insert(1, f"{exe.graph.metadata['llm']}: {tokens / (t['latency_us'] * 1e-6):,.1f} tokens/s "
+                        f"({1e6 / t['latency_us']:,.2f} batches/s)")
     kinds = t.get("latency_us_by_kind", {})
     if len(kinds) > 1:  # a training program (compile --optimizer): SambaFlow's section types
         split = ", ".join(f"{kind} {us / 1e3:,.3f} ms ({100 * us / t['latency_us']:.0f} %)"
