@@ -11,7 +11,6 @@ import numpy as np
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "architectures"
 MANIFEST = json.loads((FIXTURES / "manifest.json").read_text())
 NAMES = sorted(MANIFEST)
-TRANSFORMERS = ["bert", "bert-dynamic", "gpt2", "gpt2-past", "llama-gqa", "t5-encoder", "vit", "whisper-encoder"]
 
 #: the fixtures each target expresses; every other fixture must be refused
 CONVERTS = {

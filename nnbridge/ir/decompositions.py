@@ -44,10 +44,6 @@ def decomposes(op: str, *targets: str) -> Callable[[Rule], Rule]:
     return register
 
 
-def _scalar(b, value: float, like) -> Any:
-    return b.scalar(value, like)
-
-
 def _affine_then_unit_clip(b, x, alpha: float, beta: float, target: Target):
     """clip(alpha·x + beta, 0, 1): scalar operators on LBANN; on SMAUG a BatchNorm whose fused
     HardTanh(0, 1) SMAUG writes with its parameters."""
@@ -56,8 +52,8 @@ def _affine_then_unit_clip(b, x, alpha: float, beta: float, target: Target):
         if t is None:
             return None
     else:
-        t = b.op("Add", b.op("Mul", x, _scalar(b, alpha, x), like=x), _scalar(b, beta, x), like=x)
-    return b.op("Clip", t, _scalar(b, 0.0, x), _scalar(b, 1.0, x), like=x)
+        t = b.op("Add", b.op("Mul", x, b.scalar(alpha, x), like=x), b.scalar(beta, x), like=x)
+    return b.op("Clip", t, b.scalar(0.0, x), b.scalar(1.0, x), like=x)
 
 
 def _channel_affine(b, x, scale: float, shift: float):
