@@ -178,6 +178,10 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
     stages: list[StageEstimate] = []
     section_estimates: list[SectionEstimate] = []
     offchip_busy_us: dict[int, float] = {}  # per section: its stages' off-chip reads, for the whole batch
+    # kernel looping (o1): a section running the same program as the one before it (the next
+    # identical decoder layer) is the same configuration called again — no reconfiguration
+    programs = [program(s) for s in sections] if options.mode == "o1" else []
+    looped = {id(s) for s, before, now in zip(sections[1:], programs, programs[1:]) if before == now}
     for section in sections:
         models = [_StageModel(k, section, machine, samples, micro, homes) for k in section.kernels]
         if allocate:
@@ -212,7 +216,7 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
             bottleneck=f"{worst_name} ({worst_limit})" if pipelined_us >= offchip_busy_us[section.index] else
             "all stages (off-chip bandwidth shared)",
             pipeline_us=max(pipelined_us, offchip_busy_us[section.index]),
-            reconfig_us=machine.reconfig_us if section.index > 0 else 0.0,
+            reconfig_us=0.0 if section.index == 0 or id(section) in looped else machine.reconfig_us,
             spill_us=spill_bytes / (spill_tier.bw_gbps * 1e9) * 1e6,
             weight_load_us=load_s * 1e6, kind=section.kind,
         ))
@@ -240,6 +244,13 @@ def _offchip_bytes(est: Estimate, sections: list[Section], homes: WeightHomes, s
         moved[spill_tier.name] += e.spill_us * 1e-6 * spill_tier.bw_gbps * 1e9
     moved[homes.tiers[0].name] += host_bytes(sections) * est.batch_size / max(samples, 1)
     return moved
+
+
+def program(section: Section) -> tuple:
+    """What configures the fabric for a section: its kernels' ops, work, weights and traffic
+    (not the names of the values or the weights' contents)."""
+    return tuple((len(k.ops), k.anchor, k.flops, k.weight_bytes, k.streamed_weights, tuple(k.inputs.values()),
+                  tuple(k.outputs.values()), tuple(k.buffer_bytes), k.link_bytes) for k in section.kernels)
 
 
 def _prefetch(sections: list[Section], estimates: list[SectionEstimate], machine: Machine,
