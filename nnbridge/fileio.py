@@ -141,14 +141,21 @@ def atomic_outputs(paths: Sequence[str | Path]) -> Iterator[list[Path]]:
         raise
 
 
-def read_toml(path: str | Path, what: str) -> dict:
-    """A TOML file's table, or one InputError line naming ``what`` and the file."""
+def read_toml(path: str | Path, what: str, table: str | None = None) -> dict:
+    """A TOML file's content — its ``[table]`` when it has one, else the top level — or one
+    InputError line naming ``what`` and the file."""
     try:
-        return tomllib.loads(Path(path).read_text())
+        data = tomllib.loads(Path(path).read_text())
     except OSError as exc:
         raise InputError(f"cannot read {what} '{path}': {exc.strerror}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{what} '{path}' is not valid TOML: {exc}") from None
+    if table is None:
+        return data
+    chosen = data.get(table, data)
+    if not isinstance(chosen, dict):
+        raise InputError(f"{what} '{path}': [{table}] must be a table")
+    return chosen
 
 
 def read_npy(source: bytes | Path, what: str) -> Any:

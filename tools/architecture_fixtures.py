@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -57,12 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     warnings.filterwarnings("ignore")  # torch's tracer warnings about HF internals
     for arch in [known[name] for name in args.names] or FIXTURES:
-        with tempfile.TemporaryDirectory() as scratch:
-            path, feeds = export(arch, Path(scratch), OPSET, overwrite=True)
-            model = onnx.load(str(path))
-            onnx.checker.check_model(model)
-            target = args.out / f"{arch.name}.onnx"
-            onnx.save(model, str(target))
+        target, feeds = export(arch, args.out, OPSET, overwrite=True)
+        model = onnx.load(str(target))
+        onnx.checker.check_model(model)
         np.savez(args.out / f"{arch.name}.npz", **feeds)
         manifest[arch.name] = {
             "about": arch.about,

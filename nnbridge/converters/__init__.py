@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,6 @@ from typing import Any
 from ..errors import FormatError, InputError
 from ..fileio import check_output_size
 from ..ir import Graph
-from ..ir.decompositions import Target
 from ..registry import Registry
 
 
@@ -39,9 +39,10 @@ class Format:
     #: its files store concrete tensor sizes: dynamic input dims must be pinned before writing
     #: ("all", or "per-sample" where the batch is the file's own mini-batch size)
     static_shapes: str = ""
-    #: the target whose decompositions (ir/decompositions.py) its writer applies, given the
-    #: writer's options; None: the writer rewrites nothing
-    decomposition_target: Callable[[Mapping[str, Any]], Target] | None = None
+    #: (the copy of a graph its writer maps — folded, shapes inferred, rewritten by the
+    #: decompositions table of ir/decompositions.py — and how many nodes of each op were
+    #: rewritten), given the writer's options; None: the writer maps the graph as it is
+    prepare: Callable[[Graph, Mapping[str, Any]], tuple[Graph, Counter]] | None = None
 
 
 FORMATS: Registry[str, Format] = Registry("formats")

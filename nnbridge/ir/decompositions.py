@@ -83,11 +83,11 @@ def _standalone_activation(b, node, target):
     if producer is not None and producer.op in _SMAUG_FUSES_INTO and b.uses(x) == 1:
         return None
     if node.op == "Clip":
-        bounds = [b.constant(v) for v in node.inputs[1:3]]
-        if any(v is not None and bound is None for v, bound in zip(node.inputs[1:3], bounds)):
-            return None
-        params = tuple(float(np.reshape(v, -1)[0]) if v is not None else d for v, d in
-                       zip(bounds + [None] * (2 - len(bounds)), (-np.inf, np.inf)))
+        bounds = [(node.input(i), b.constant(node.input(i))) for i in (1, 2)]
+        if any(given is not None and value is None for given, value in bounds):
+            return None  # a computed bound
+        params = tuple(default if value is None else float(np.reshape(value, -1)[0])
+                       for (_, value), default in zip(bounds, (-np.inf, np.inf)))
     else:
         params = (float(node.attr("alpha", 0.01 if node.op == "LeakyRelu" else 1.0)),)
     if np.allclose(params, _SMAUG_STANDALONE[node.op], rtol=1e-3):

@@ -253,17 +253,24 @@ def program(section: Section) -> tuple:
                   tuple(k.outputs.values()), tuple(k.buffer_bytes), k.link_bytes) for k in section.kernels)
 
 
+def held_weights(section: Section) -> int:
+    """Weight bytes a section keeps on chip (streamed ones pass through)."""
+    return sum(k.weight_bytes for k in section.kernels if not k.streamed_weights)
+
+
+def staging_bytes(section: Section) -> int:
+    """On-chip buffer bytes a section's stages stage their streamed inputs in."""
+    return sum(sum(k.buffer_bytes) for k in section.kernels)
+
+
 def _prefetch(sections: list[Section], estimates: list[SectionEstimate], machine: Machine,
               offchip_busy_us: dict[int, float]) -> None:
     """A section's weights load while the previous section runs when both sections' weights and
     the larger one's buffers fit on chip at once (double buffering): only what the previous
     pipeline does not cover stays on the critical path."""
-    def held(s: Section) -> int:
-        return sum(k.weight_bytes for k in s.kernels if not k.streamed_weights)
-
     for (before, after), (prev, cur) in zip(zip(sections, sections[1:]), zip(estimates, estimates[1:])):
-        buffers = max(sum(sum(k.buffer_bytes) for k in s.kernels) for s in (before, after))
-        if held(before) + held(after) + buffers <= machine.on_chip_bytes:
+        buffers = max(staging_bytes(before), staging_bytes(after))
+        if held_weights(before) + held_weights(after) + buffers <= machine.on_chip_bytes:
             # only while the previous section is not itself reading off-chip memory
             free_us = max(0.0, prev.pipeline_us - offchip_busy_us.get(prev.index, 0.0))
             hidden = min(cur.weight_load_us, free_us)
@@ -277,7 +284,7 @@ def _weights_resident(sections: list[Section], machine: Machine) -> bool:
     if any(k.streamed_weights for s in sections for k in s.kernels):
         return False
     weights = sum(k.weight_bytes for s in sections for k in s.kernels)
-    buffers = max((sum(sum(k.buffer_bytes) for k in s.kernels) for s in sections), default=0)
+    buffers = max((staging_bytes(s) for s in sections), default=0)
     return weights + buffers <= machine.on_chip_bytes
 
 
@@ -302,12 +309,10 @@ def _totals(est: Estimate, sections: list[Section], machine: Machine, samples: i
     per_sample_us = sum(s.stage_us / est.micro_batch + s.spill_us / est.batch_size for s in est.sections)
     steady = 1e6 / per_sample_us if per_sample_us > 0 else float("inf")
     throughput = est.batch_size / (latency_us * 1e-6) if latency_us > 0 else float("inf")
-    def held(s: Section) -> int:  # weights a section keeps on chip (streamed ones pass through)
-        return sum(k.weight_bytes for k in s.kernels if not k.streamed_weights)
-
-    buffers = max((sum(sum(k.buffer_bytes) for k in s.kernels) for s in sections), default=0)
+    buffers = max((staging_bytes(s) for s in sections), default=0)
     units = max((s.pmus for s in est.sections), default=0)
-    on_chip = (sum(held(s) for s in sections) if resident else max((held(s) for s in sections), default=0)) + buffers
+    on_chip = (sum(held_weights(s) for s in sections) if resident else
+               max((held_weights(s) for s in sections), default=0)) + buffers
     capacity = machine.on_chip_bytes if math.isfinite(machine.on_chip_bytes) else units * machine.pmu_bytes
     return {
         "sections": len(sections),

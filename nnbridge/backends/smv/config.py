@@ -125,11 +125,7 @@ class SmvConfig:
 
     @classmethod
     def from_toml(cls, path: str | Path, base: SmvConfig | None = None) -> SmvConfig:
-        data = read_toml(path, "SMV config")
-        table = data.get("smv", data)
-        if not isinstance(table, dict):
-            raise InputError(f"SMV config '{path}': [smv] must be a table")
-        return (base or cls()).with_overrides(table)
+        return (base or cls()).with_overrides(read_toml(path, "SMV config", "smv"))
 
     def describe(self) -> list[tuple[str, Any, str, str]]:
         """(name, value, provenance, meaning) for every setting."""

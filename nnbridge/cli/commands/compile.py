@@ -82,10 +82,7 @@ def _machine_file(path: str) -> dict[str, Any]:
     """The ``[rdu]`` table (or the top level) of a TOML file: machine parameter → number or "none"."""
     from ...fileio import read_toml
 
-    data = read_toml(path, "RDU machine file")
-    table = data.get("rdu", data)
-    if not isinstance(table, dict):
-        raise InputError(f"RDU machine file '{path}': [rdu] must be a table")
+    table = read_toml(path, "RDU machine file", "rdu")
     return {key: None if value == "none" else value for key, value in table.items()}
 
 

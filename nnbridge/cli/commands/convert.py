@@ -177,14 +177,7 @@ def dry_run(args, options: dict) -> int:
 
 def _decomposed(graph, fmt, options: dict) -> dict[str, int]:
     """How many nodes of each op the writer's decompositions (ir/decompositions.py) rewrite."""
-    if fmt.decomposition_target is None:
-        return {}
-    from ...passes import run_passes
-    from ...passes.decompose import decompose
-
-    copy = graph.copy()
-    run_passes(copy, ["fold", "infer-shapes"])
-    return dict(decompose(copy, fmt.decomposition_target(options)))
+    return {} if fmt.prepare is None else dict(fmt.prepare(graph, options)[1])
 
 
 #: the loader's options among convert's (the writer's go to the scratch conversion only)

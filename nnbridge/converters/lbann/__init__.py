@@ -11,7 +11,7 @@ from __future__ import annotations
 from .. import Format, register_format
 from .exporting import EXPORTERS
 from .reader import build_graph, read_prototext
-from .writer import decomposition_target, graph_to_lbann, notes, save_prototext, written_files
+from .writer import graph_to_lbann, notes, prepared, save_prototext, written_files
 
 __all__ = ["build_graph", "read_prototext", "graph_to_lbann", "save_prototext"]
 
@@ -31,5 +31,5 @@ register_format(Format(
     static_shapes="per-sample",
     written=written_files,
     notes=notes,
-    decomposition_target=decomposition_target,
+    prepare=prepared,
 ))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ def graph_to_lbann(graph: Graph, version: str = DEFAULT_VERSION
     """The LbannPB message (weights not yet attached), the weights, and the header metadata."""
     if version not in LBANN_VERSIONS:
         raise InputError(f"unknown LBANN version '{version}'; choose from {', '.join(LBANN_VERSIONS)}")
-    graph = _prepared(graph, version)
+    graph, _ = prepared(graph, {"lbann_version": version})
     batch = _batch(graph)
     ctx = ExportContext(graph, version, batch)
     header = textio.Header()
@@ -99,20 +100,14 @@ def graph_to_lbann(graph: Graph, version: str = DEFAULT_VERSION
 PREPARE_PASSES = ["fold", "infer-shapes"]
 
 
-def _prepared(graph: Graph, version: str) -> Graph:
-    """A folded copy with inferred shapes, rewritten into what ``version`` expresses (the
-    caller's graph is never changed)."""
-    graph = graph.copy()
-    run_passes(graph, PREPARE_PASSES)
-    decompose(graph, decomposition_target({"lbann_version": version}))
-    return graph
-
-
-def decomposition_target(options: Mapping[str, Any]) -> Target:
-    """What the LBANN version the options ask for expresses natively, for ir/decompositions.py."""
+def prepared(graph: Graph, options: Mapping[str, Any]) -> tuple[Graph, Counter]:
+    """A folded copy with inferred shapes, rewritten into what the LBANN version of ``options``
+    expresses (the caller's graph is never changed), and the rewrites per op."""
     version = options.get("lbann_version") or DEFAULT_VERSION
     develop = version in LBANN_VERSIONS and LBANN_VERSIONS.index(version) >= LBANN_VERSIONS.index("develop")
-    return Target("lbann", frozenset({LAYER_NORM_START_DIM} if develop else ()))
+    graph = graph.copy()
+    run_passes(graph, PREPARE_PASSES)
+    return graph, decompose(graph, Target("lbann", frozenset({LAYER_NORM_START_DIM} if develop else ())))
 
 
 def _batch(graph: Graph) -> int | str:

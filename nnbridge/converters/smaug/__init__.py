@@ -11,7 +11,7 @@ from .. import Format, register_format
 from . import export_ops, export_rnn, export_tensor, import_ops  # noqa: F401 - fill the op tables
 from .files import model_paths, read_params, read_topology, write_model
 from .reader import graph_from_proto, load_inputs, load_smaug
-from .writer import TARGET, graph_to_smaug, save_smaug
+from .writer import graph_to_smaug, prepare, save_smaug
 
 __all__ = ["graph_from_proto", "load_inputs", "load_smaug", "model_paths", "read_params",
            "read_topology", "write_model", "graph_to_smaug", "save_smaug"]
@@ -25,5 +25,5 @@ register_format(Format(
     load_options=frozenset({"inputs", "compute_dtype", "synthetic_scale", "lrelu"}),
     static_shapes="all",
     written=lambda path: list(model_paths(path)),
-    decomposition_target=lambda options: TARGET,
+    prepare=prepare,
 ))

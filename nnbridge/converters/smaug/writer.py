@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import heapq
 import os
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -111,8 +114,9 @@ PREPARE_PASSES = ["fold", "eliminate", "infer-shapes"]
 TARGET = Target("smaug")
 
 
-def prepare(graph: Graph) -> Graph:
-    """A folded copy of ``graph`` rewritten into ops SMAUG has (the caller's graph is never changed)."""
+def prepare(graph: Graph, options: Mapping[str, Any] | None = None) -> tuple[Graph, Counter]:
+    """A folded copy of ``graph`` rewritten into ops SMAUG has (the caller's graph is never
+    changed; returned as it is when nothing applies), and the rewrites per op."""
     from ... import passes  # noqa: F401 - registers the passes
     from ...passes import run_passes
     from ...passes.decompose import decompose
@@ -120,12 +124,11 @@ def prepare(graph: Graph) -> Graph:
     foldable = any(n.op in ("ConstantOfShape", "Shape", "Constant", "Identity", "Dropout", "Unsqueeze",
                             "Squeeze", "Cast") for n in graph.nodes)
     if not foldable and not any(TARGET.name in op_traits(n.op, n.domain).decompositions for n in graph.nodes):
-        return graph
+        return graph, Counter()
     graph = graph.copy()
     if foldable:
         run_passes(graph, PREPARE_PASSES)
-    decompose(graph, TARGET)
-    return graph
+    return graph, decompose(graph, TARGET)
 
 
 def save_smaug(graph: Graph, path: str | os.PathLike, *, smaug_backend: str | None = None,
@@ -139,7 +142,7 @@ def save_smaug(graph: Graph, path: str | os.PathLike, *, smaug_backend: str | No
     """
     backend = smaug_backend or graph.metadata.get("smaug.backend") or "SMV"
     policy = smaug_mem_policy or graph.metadata.get("smaug.mem_policy") or "AllDma"
-    graph = prepare(graph)
+    graph, _ = prepare(graph)
     proto, array = graph_to_smaug(graph, backend, mem_policy=policy, inputs=smaug_inputs,
                                   check_range=not smaug_allow_overflow)
     topo, par = write_model(proto, array, path)
