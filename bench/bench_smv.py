@@ -26,6 +26,8 @@ from nnbridge.backends.smv.cost.calibration import (
     PAPER_ACP,
     PAPER_BREAKDOWN,
     fit,
+    fit_conversion,
+    held_out_breakdowns,
     held_out_errors,
 )
 from nnbridge.inputs import random_inputs
@@ -66,13 +68,16 @@ def cycles(graphs) -> bool:
 
 def calibration() -> None:
     cfg = SmvConfig()
+    convert = fit_conversion(cfg.dma_setup_cycles)
     print("\nCalibration (relative least squares on §8.3; γ fixed by the spec for FC/pool/BN; conv stores "
-          "with their own rate)")
+          "with their own rate; α is the DMA's own cost)")
+    print(f"  fp16<->fp32 conversion, cycles per vector (fit to the paper's split, §8.1): {convert:.3f}   "
+          f"shipped {cfg.fp16_convert_cycles_per_vector:.3f}")
     shipped = {"conv": (cfg.dma_cycles_per_byte_conv, cfg.dma_store_cycles_per_byte_conv, cfg.conv_cycles_per_iter),
                "fc": (cfg.dma_cycles_per_byte_fc, cfg.dma_cycles_per_byte_fc, cfg.fc_cycles_per_iter),
                "pool": (cfg.dma_cycles_per_byte_pool, cfg.dma_cycles_per_byte_pool, cfg.vector_cycles_per_op),
                "bn": (cfg.dma_cycles_per_byte_bn, cfg.dma_cycles_per_byte_bn, cfg.vector_cycles_per_op)}
-    for family, (load, store, gamma) in sorted(fit(cfg.dma_setup_cycles).items()):
+    for family, (load, store, gamma) in sorted(fit(cfg.dma_setup_cycles, convert=convert).items()):
         mine = shipped[family]
         print(f"  {family:5s} fit α load={load:.3f} store={store:.3f} cycles/B γ={gamma:.3f}   "
               f"shipped {mine[0]:.3f} / {mine[1]:.3f} / {mine[2]:.3f}")
@@ -80,6 +85,11 @@ def calibration() -> None:
     for model, (total, worst) in held_out_errors(cfg.dma_setup_cycles).items():
         print(f"    {model:8s} {total:+7.1%} {worst:+7.1%}")
     print("    (cnn10 held out: its batch norms priced like pooling, the nearest family)")
+    print("  held out: % compute / transfer / CPU of the network's layers, paper")
+    for model, split in held_out_breakdowns(cfg.dma_setup_cycles).items():
+        worst = max(abs(o - p) for o, p in zip(split, PAPER_BREAKDOWN[model]))
+        print(f"    {model:8s} " + " ".join(f"{v:4.0f}" for v in split) + "    paper "
+              + " ".join(f"{v:4d}" for v in PAPER_BREAKDOWN[model]) + f"   worst {worst:.0f} points")
 
 
 def trends(graphs) -> None:

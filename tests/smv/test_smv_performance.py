@@ -7,7 +7,17 @@ import pytest
 import nnbridge
 from nnbridge.backends.smv import SmvConfig
 from nnbridge.backends.smv.cost import cost_plan
-from nnbridge.backends.smv.cost.calibration import MEASURED, NETWORKS, PAPER_ACCELS, PAPER_ACP, held_out_errors
+from nnbridge.backends.smv.cost.calibration import (
+    MEASURED,
+    NETWORKS,
+    PAPER_ACCELS,
+    PAPER_ACP,
+    PAPER_BREAKDOWN,
+    fit,
+    fit_conversion,
+    held_out_breakdowns,
+    held_out_errors,
+)
 from nnbridge.backends.smv.cost.schedule import accel_phase_ns
 from nnbridge.backends.smv.tiling import plan_layer
 
@@ -138,3 +148,35 @@ def test_held_out_calibration_error_is_what_the_docs_quote():
     assert totals == {"minerva": 1.6, "lenet5": 1.0, "cnn10": 0.9, "vgg": 5.1}
     worst = {model: round(abs(layer) * 100, 1) for model, (_, layer) in errors.items()}
     assert worst == {"minerva": 2.7, "lenet5": 3.8, "cnn10": 19.2, "vgg": 8.4}  # every layer within ±20 %
+
+
+@pytest.mark.parametrize("model", list(PAPER_BREAKDOWN))
+def test_the_compute_transfer_cpu_split_is_within_8_points_of_the_papers(smaug_graphs, model):
+    """SMAUG's Fig. 1 split, on SMAUG's shipped topologies: the kernels' fp16<->fp32 conversion of
+    every loaded and stored tile (host_load_fp16/host_store_fp16) runs on the accelerator and counts
+    as compute; before it was priced as transfer, the split was 11-19 points off."""
+    totals = report(smaug_graphs[model]).totals
+    ours = (totals["compute_pct"], totals["transfer_pct"], totals["cpu_pct"])
+    assert all(abs(o - p) <= 8 for o, p in zip(ours, PAPER_BREAKDOWN[model])), (ours, PAPER_BREAKDOWN[model])
+
+
+def test_the_split_holds_for_a_network_the_conversion_fit_has_not_seen():
+    """Every constant, the conversion cost included, fitted without the network: still within 8
+    points of the paper (VGG's compute share is the farthest, 7 points low)."""
+    for model, ours in held_out_breakdowns(SmvConfig().dma_setup_cycles).items():
+        assert all(abs(o - p) <= 8 for o, p in zip(ours, PAPER_BREAKDOWN[model])), (model, ours)
+
+
+def test_the_shipped_constants_are_the_calibrations_fit():
+    cfg = SmvConfig()
+    convert = fit_conversion(cfg.dma_setup_cycles)
+    assert cfg.fp16_convert_cycles_per_vector == pytest.approx(convert, abs=0.005)
+    constants = fit(cfg.dma_setup_cycles, convert=convert)
+    shipped = {"conv": (cfg.dma_cycles_per_byte_conv, cfg.dma_store_cycles_per_byte_conv, cfg.conv_cycles_per_iter),
+               "fc": (cfg.dma_cycles_per_byte_fc, cfg.dma_cycles_per_byte_fc, cfg.fc_cycles_per_iter),
+               "pool": (cfg.dma_cycles_per_byte_pool, cfg.dma_cycles_per_byte_pool, cfg.vector_cycles_per_op),
+               "bn": (cfg.dma_cycles_per_byte_bn, cfg.dma_cycles_per_byte_bn, cfg.vector_cycles_per_op)}
+    for family, values in constants.items():
+        assert shipped[family] == pytest.approx(values, abs=0.0006), family
+    # no DMA is left faster than the DRAM delivers bytes
+    assert min(min(load, store) for load, store, _ in constants.values()) >= cfg.clock_ghz / cfg.dram_gbps

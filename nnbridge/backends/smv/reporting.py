@@ -47,8 +47,8 @@ def build_report(model: str, steps: Sequence[Step], plans: Sequence[Sequence[Til
         if step.deviation:
             row["deviation"] = step.deviation
         report.add_row(**row)
-        for attr in ("compute_ns", "transfer_ns", "cpu_ns", "tiling_ns", "accel_cycles", "compute_cycles", "dram_bytes",
-                     "invocations", "macs"):
+        for attr in ("compute_ns", "transfer_ns", "cpu_ns", "tiling_ns", "accel_cycles", "compute_cycles",
+                     "convert_cycles", "dram_bytes", "invocations", "macs"):
             setattr(total, attr, getattr(total, attr) + getattr(cost, attr))
     latency = total.latency_ns or 1.0
     report.totals.update(

@@ -13,7 +13,7 @@ from ..tiling import TilingPlan
 from .compute import compute_cycles, dma_rate, dma_store_rate
 from .cpu import copy_ns, copy_stats, cpu_op_ns
 from .schedule import accel_phase_ns
-from .transfer import acp_cycles, dma_cycles, flush_ns
+from .transfer import acp_cycles, convert_cycles, dma_cycles, flush_ns
 
 
 @dataclass
@@ -23,7 +23,8 @@ class LayerCost:
     cpu_ns: float = 0.0
     tiling_ns: float = 0.0  # the data preparation/finalization part of cpu_ns (tile copies)
     accel_cycles: float = 0.0  # Σ per-invocation accelerator cycles (what gem5-Aladdin reports)
-    compute_cycles: float = 0.0
+    compute_cycles: float = 0.0  # the kernels' loops: the PE array/vector units plus the fp16 conversions
+    convert_cycles: float = 0.0  # of which the fp16<->fp32 conversions of loaded and stored tiles
     dram_bytes: int = 0
     invocations: int = 0
     macs: int = 0
@@ -53,7 +54,9 @@ def cost_plan(plan: TilingPlan, cfg: SmvConfig, extra_cpu_ns: float = 0.0) -> La
         c_in, f_in = _transfer(inv.in_bytes, act_dma, rate, cfg)
         c_w, f_w = _transfer(inv.w_bytes, w_dma, rate, cfg)
         c_out, f_out = _transfer(inv.out_bytes, act_dma, store_rate, cfg)
-        comp = compute_cycles(plan.family, inv, cfg)
+        convert = sum(convert_cycles(b, cfg) for b in (inv.in_bytes, inv.w_bytes, inv.out_bytes))
+        comp = compute_cycles(plan.family, inv, cfg) + convert
+        total.convert_cycles += convert
         xfer = c_in + c_w + c_out
         flush = f_in + f_w + f_out
         groups.append(inv.group)

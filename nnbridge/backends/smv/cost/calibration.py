@@ -16,11 +16,14 @@ stays reproducible.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 
+from ..config import SmvConfig
 from ..layers import BNLayer, ConvLayer, FCLayer, Layer, PoolLayer
 from ..tiling import plan_layer
+from . import cost_plan
 from .transfer import dma_requests, line_bytes
 
 
@@ -79,19 +82,22 @@ PAPER_BREAKDOWN = {"minerva": (18, 55, 27), "lenet5": (18, 31, 51), "cnn10": (18
 FAMILY = {ConvLayer: "conv", FCLayer: "fc", PoolLayer: "pool", BNLayer: "bn"}
 
 
-def features(layer: Layer, page: int = 4096, line: int = 32) -> tuple[float, float, float, float]:
-    """(DMA requests, loaded bytes, stored bytes, pipelined work) summed over the layer's invocations."""
-    requests = loaded = stored = work = 0
+def features(layer: Layer, page: int = 4096, line: int = 32,
+             lanes: int = 8) -> tuple[float, float, float, float, float]:
+    """(DMA requests, loaded bytes, stored bytes, pipelined work, fp16↔fp32 conversion vectors)
+    summed over the layer's invocations."""
+    requests = loaded = stored = work = conversions = 0
     for inv in plan_layer(layer).invocations:
         for b, store in ((inv.in_bytes, False), (inv.w_bytes, False), (inv.out_bytes, True)):
             if b:
                 requests += dma_requests(b, page)
+                conversions += -(-line_bytes(b, line) // (2 * lanes))
                 if store:
                     stored += line_bytes(b, line)
                 else:
                     loaded += line_bytes(b, line)
         work += inv.work
-    return requests, loaded, stored, work
+    return requests, loaded, stored, work, conversions
 
 
 #: γ fixed by the spec's pipeline description (§9: one FC iteration / one 8-wide vector op per
@@ -103,19 +109,21 @@ OWN_STORE_RATE = {"conv"}
 Constants = dict[str, tuple[float, float, float]]  # family → (α load, α store, γ)
 
 
-def fit(dma_setup: float = 100.0, without: str | None = None) -> Constants:
+def fit(dma_setup: float = 100.0, without: str | None = None, convert: float = 0.0) -> Constants:
     """Per family (α cycles per loaded byte, α per stored byte, γ cycles per work unit),
     minimising relative error over §8.3 layers (of every network but ``without``, for a held-out
-    estimate)."""
+    estimate). ``convert`` cycles per fp16↔fp32 conversion vector are taken out of the measured
+    cycles first: α is then the DMA's own cost (the conversion shifts α by exactly convert/16,
+    so the predicted cycles do not depend on it — only the compute/transfer split does)."""
     rows: dict[str, list[tuple[float, float, float, float]]] = defaultdict(list)
     for model, layers in NETWORKS.items():
         if model == without:
             continue
         for layer in layers:
-            requests, loaded, stored, work = features(layer)
+            requests, loaded, stored, work, conversions = features(layer)
             measured = MEASURED[model][layer.name][1]
             rows[FAMILY[type(layer)]].append((loaded / measured, stored / measured, work / measured,
-                                              (measured - dma_setup * requests) / measured))
+                                              (measured - dma_setup * requests - convert * conversions) / measured))
     result = {}
     for family, data in rows.items():
         a = np.array([r[:3] for r in data])
@@ -132,11 +140,12 @@ def fit(dma_setup: float = 100.0, without: str | None = None) -> Constants:
     return result
 
 
-def predicted_cycles(layer: Layer, constants: Constants, dma_setup: float = 100.0) -> float:
-    """The calibrated model's accelerator cycles for one layer: setup per request + α·bytes + γ·work."""
-    requests, loaded, stored, work = features(layer)
+def predicted_cycles(layer: Layer, constants: Constants, dma_setup: float = 100.0, convert: float = 0.0) -> float:
+    """The calibrated model's accelerator cycles for one layer: setup per request + α·bytes + γ·work
+    + the conversion vectors."""
+    requests, loaded, stored, work, conversions = features(layer)
     load, store, gamma = constants[FAMILY[type(layer)]]
-    return dma_setup * requests + load * loaded + store * stored + gamma * work
+    return dma_setup * requests + load * loaded + store * stored + gamma * work + convert * conversions
 
 
 #: a family only the held-out network has is priced like its nearest kin: batch norm (CNN10's
@@ -149,12 +158,74 @@ def held_out_errors(dma_setup: float = 100.0) -> dict[str, tuple[float, float]]:
     the error to expect on a network the calibration has not seen."""
     result = {}
     for model, layers in NETWORKS.items():
-        constants = fit(dma_setup, without=model)
-        for family, kin in NEAREST_FAMILY.items():
-            constants.setdefault(family, constants[kin])
+        constants = _with_family_defaults(fit(dma_setup, without=model))
         errors = [predicted_cycles(layer, constants, dma_setup) / MEASURED[model][layer.name][1] - 1
                   for layer in layers]
         total = sum(predicted_cycles(layer, constants, dma_setup) for layer in layers)
         result[model] = (total / sum(MEASURED[model][layer.name][1] for layer in layers) - 1,
                          max(errors, key=abs))
+    return result
+
+
+def _with_family_defaults(constants: Constants) -> Constants:
+    for family, kin in NEAREST_FAMILY.items():
+        constants.setdefault(family, constants[kin])
+    return constants
+
+
+def config_with(constants: Constants, convert: float, base: SmvConfig | None = None) -> SmvConfig:
+    """``base`` (the shipped config) with fitted constants in place of the shipped ones."""
+    conv, fc, pool, bn = (constants[f] for f in ("conv", "fc", "pool", "bn"))
+    return replace(base or SmvConfig(), dma_cycles_per_byte_conv=conv[0], dma_store_cycles_per_byte_conv=conv[1],
+                   conv_cycles_per_iter=conv[2], dma_cycles_per_byte_fc=fc[0], dma_cycles_per_byte_pool=pool[0],
+                   dma_cycles_per_byte_bn=bn[0], dma_cycles_per_byte_vector=bn[0],
+                   fp16_convert_cycles_per_vector=convert)
+
+
+def breakdown(model: str, cfg: SmvConfig) -> tuple[float, float, float]:
+    """(compute, transfer, CPU) percent of one network's latency (its accelerated layers)."""
+    parts = [0.0, 0.0, 0.0]
+    for layer in NETWORKS[model]:
+        cost = cost_plan(plan_layer(layer), cfg)
+        for i, value in enumerate((cost.compute_ns, cost.transfer_ns, cost.cpu_ns)):
+            parts[i] += value
+    total = sum(parts)
+    return tuple(100 * p / total for p in parts)
+
+
+def fit_conversion(dma_setup: float = 100.0, without: str | None = None) -> float:
+    """Cycles per fp16↔fp32 conversion vector from the paper's latency breakdown (§8.1).
+
+    The per-layer cycles of §8.3 fix only each transfer's *total* (DMA + the accelerator's
+    widening/narrowing loop); the paper's Fig. 1 tells the two apart. Moving ``c`` cycles per
+    vector from transfer to compute leaves every total unchanged, so compute% and transfer% are
+    linear in ``c``: least squares over both, on every network but ``without`` — bounded so that
+    no DMA is left faster than the DRAM can deliver."""
+    constants = _with_family_defaults(fit(dma_setup, without))
+    cfg = config_with(constants, 0.0)
+    dram_cycles_per_byte = cfg.clock_ghz / cfg.dram_gbps
+    bytes_per_conversion = 2 * cfg.vector_width
+    ceiling = bytes_per_conversion * (min(min(load, store) for load, store, _ in constants.values())
+                                      - dram_cycles_per_byte)
+    numerator = denominator = 0.0
+    for model in NETWORKS:
+        if model == without:
+            continue
+        compute, transfer, _ = breakdown(model, cfg)
+        total_ns = sum(cost_plan(plan_layer(layer), cfg).latency_ns for layer in NETWORKS[model])
+        slope = 100 * sum(features(layer)[4] for layer in NETWORKS[model]) / cfg.clock_ghz / total_ns
+        paper_compute, paper_transfer, _ = PAPER_BREAKDOWN[model]
+        numerator += slope * (paper_compute - compute) + slope * (transfer - paper_transfer)
+        denominator += 2 * slope * slope
+    return min(numerator / denominator, ceiling)
+
+
+def held_out_breakdowns(dma_setup: float = 100.0) -> dict[str, tuple[float, float, float]]:
+    """Per network, its (compute, transfer, CPU) percent with every constant — the conversion
+    cost included — fitted without it."""
+    result = {}
+    for model in NETWORKS:
+        convert = fit_conversion(dma_setup, without=model)
+        cfg = config_with(_with_family_defaults(fit(dma_setup, without=model, convert=convert)), convert)
+        result[model] = breakdown(model, cfg)
     return result
