@@ -99,15 +99,9 @@ def _never_slower(model, cfg, field):
     assert bigger.estimate.totals["latency_us"] <= base.estimate.totals["latency_us"] * (1 + 1e-6), field
 
 
-OPEN = ("open (#18): a stage streams through the PMUs its data needs for capacity, so bigger PMUs mean fewer "
-        "ports and less bandwidth for the same plan")
-
-
 @pytest.mark.parametrize("field", [
-    "n_pcu", "clock_ghz",
-    pytest.param("pmu_bytes", marks=pytest.mark.xfail(strict=True, reason=OPEN + " (plasticine o0: 20.107 → "
-                                                                               "20.151 µs)")),
-    "flop_per_pcu_per_cycle", "hbm_bw_gbps", "ddr_bw_gbps", "hbm_capacity_bytes",
+    "n_pcu", "n_pmu", "sram_bytes", "clock_ghz", "pmu_bytes", "flop_per_pcu_per_cycle", "hbm_bw_gbps", "ddr_bw_gbps",
+    "hbm_capacity_bytes", "link_gbps",
 ])
 def test_a_bigger_or_faster_machine_is_never_slower(field):
     @CASES

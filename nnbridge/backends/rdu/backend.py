@@ -107,10 +107,23 @@ class RduExecutable(Executable):
 
 #: smaller variants of the machine whose plans are also tried: a greedy partition (or PCU
 #: allocation) made for more SRAM per PMU (or faster PCUs) can be worse than one made for less,
-#: and a plan that fits a smaller machine fits this one — so a bigger or faster machine is never
-#: priced slower than the smaller one it contains
-PLAN_VARIANTS = (("pmu_bytes", 0.5), ("pmu_bytes", 0.25), ("flop_per_pcu_per_cycle", 0.5),
-                 ("flop_per_pcu_per_cycle", 0.25))
+#: and a plan that fits a smaller machine fits this one (a plan made for smaller PMUs spreads its
+#: data over more of them, for more bandwidth). PMU sizes halve down to a fixed floor, so the
+#: plans tried for a machine include every plan tried for one with half its PMU size (from 128 KiB
+#: up): a bigger machine is never priced slower than the smaller one it contains.
+PMU_PLAN_FLOOR = 64 * 1024
+FLOP_PLAN_SCALES = (0.5, 0.25)
+
+
+def _plan_machines(machine: Machine) -> list[Machine]:
+    variants = [machine]
+    pmu_bytes = machine.pmu_bytes / 2
+    while pmu_bytes >= PMU_PLAN_FLOOR:
+        variants.append(dataclasses.replace(machine, pmu_bytes=pmu_bytes))
+        pmu_bytes /= 2
+    variants += [dataclasses.replace(machine, flop_per_pcu_per_cycle=machine.flop_per_pcu_per_cycle * scale)
+                 for scale in FLOP_PLAN_SCALES]
+    return variants
 
 
 def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
@@ -120,8 +133,15 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
     best: tuple[float, list[Section], Estimate] | None = None
     # a kernel's work and traffic do not depend on the variants' fields: built once, copied per plan
     built = build_kernels(graph, machine, groups if options.mode != "o0" else None)
-    for planned_for in (machine, *(dataclasses.replace(machine, **{f: getattr(machine, f) * scale})
-                                   for f, scale in PLAN_VARIANTS)):
+    tried: set[tuple] = set()
+    for planned_for in _plan_machines(machine):
+        # the partition sees a machine only through its on-chip capacity and the kernels' PMU
+        # counts: a PMU size giving the same ones gives the same sections
+        key = (planned_for.on_chip_bytes, planned_for.flop_per_pcu_per_cycle,
+               tuple(k.pmu_count(planned_for) for k in built))
+        if key in tried:
+            continue
+        tried.add(key)
         sections = partition(graph, planned_for, options.mode, groups, kernels=[k.clone() for k in built])
         est = estimate(sections, planned_for, options, samples, allocate=True)  # places the kernels
         if planned_for is not machine:
