@@ -1,12 +1,14 @@
 """Reference backend latency against onnxruntime on real architectures, 1 thread and all threads.
 
-The set: architectures exported by ``torch.onnx.export`` (``bench/architectures.py``: HF
-transformers with random weights, CNN families in plain torch, BERT-base and ResNet-50 at full
-size) and onnx's nine light CNNs. Both runtimes run in this process on the same inputs with the
-same thread count (``nnbridge.cpu_threads``: numpy's BLAS and onnxruntime's intra-op pool);
-onnxruntime keeps its default graph optimisations. Each latency is the median of several runs
-after a warm-up. A ratio counts only when the outputs agree (max error ≤ 1e-3 of the output's
-scale). Results go to stdout and to ``docs/benchmarks.md``.
+The set: the real-architecture test fixtures (``tests/fixtures/architectures``: small
+configurations, where per-operator overhead counts), architectures exported by
+``torch.onnx.export`` (``bench/architectures.py``: HF transformers with random weights, CNN
+families in plain torch, BERT-base and ResNet-50 at full size) and onnx's nine light CNNs.
+Both runtimes run in this process on the same inputs with the same thread count
+(``nnbridge.cpu_threads``: numpy's BLAS and onnxruntime's intra-op pool); onnxruntime keeps its
+default graph optimisations. Each latency is the median of several runs after a warm-up. A ratio
+counts only when the outputs agree (max error ≤ 1e-3 of the output's scale). Results go to
+stdout and to ``docs/benchmarks.md``.
 
 Targets (issue 17): geometric mean ≤ 1.5 at 1 thread and at all threads, no model above 3×,
 the light models ≤ 1.3.
@@ -27,6 +29,7 @@ import numpy as np
 from bench.timing import median_time
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "architectures"
 CACHE = Path(os.environ.get("NNBRIDGE_BENCH_CACHE", Path(tempfile.gettempdir()) / "nnbridge-bench-architectures"))
 BUDGET_S = float(os.environ.get("NNBRIDGE_BENCH_BUDGET", 1.5))  # measuring time per model and runtime
 TARGET_GEOMEAN, TARGET_MAX, TARGET_LIGHT = 1.5, 3.0, 1.3
@@ -71,6 +74,9 @@ def _cases() -> list[tuple[str, str, Path, dict]]:
     from nnbridge.corpus import LIGHT_MODELS, light_case
 
     cases = []
+    for path in sorted(FIXTURES.glob("*.onnx")):  # the pretrained-models issue's fixtures, as the tests run them
+        with np.load(path.with_suffix(".npz")) as data:
+            cases.append(("fixtures", path.stem, path, {k: data[k] for k in data.files}))
     try:
         from bench.architectures import ARCHITECTURES, export
 
@@ -143,9 +149,11 @@ def main() -> int:
         "# Benchmarks\n\n"
         "Written by `make bench` (`bench/bench_architectures.py`): the reference backend's latency against\n"
         "onnxruntime's (default graph optimisations) in one process, on the same inputs, with the same\n"
-        "thread count on both sides (`nnbridge.cpu_threads` / `--threads`). Architectures are exported by\n"
-        "`torch.onnx.export` from `bench/architectures.py` (random weights); `light` are onnx's nine light\n"
-        "CNNs. Ratio = nnbridge / onnxruntime, the median of several runs each.\n\n"
+        "thread count on both sides (`nnbridge.cpu_threads` / `--threads`). `fixtures` are the test\n"
+        "fixtures of real architectures (`tests/fixtures/architectures`, small configurations); `architectures`\n"
+        "are exported by `torch.onnx.export` from `bench/architectures.py` (random weights, BERT-base and\n"
+        "ResNet-50 at full size); `light` are onnx's nine light CNNs. Ratio = nnbridge / onnxruntime, the\n"
+        "median of several runs each.\n\n"
         f"Machine: {machine}.\n\n" + "\n".join(f"- {line}" for line in summary) + "\n\n" + "\n".join(lines) + "\n")
     print(f"\nwrote {DOC}")
     return 0 if ok and not disagree else 1
