@@ -174,8 +174,10 @@ def _bias_vector(array: np.ndarray, n: int) -> np.ndarray | None:
 def _gemm(ctx: ExportContext, node: Node) -> None:
     if node.attr("transA", 0):
         raise Inexpressible("transA = 1 transposes across the batch dimension")
-    b = ctx.need_const(node.input(1), "the B matrix").astype(np.float32)
-    linear = (b if node.attr("transB", 0) else b.T) * np.float32(node.attr("alpha", 1.0))
+    b = np.asarray(ctx.need_const(node.input(1), "the B matrix"), dtype=np.float32)  # no copy of a float32 matrix
+    linear = b if node.attr("transB", 0) else b.T
+    if node.attr("alpha", 1.0) != 1.0:
+        linear = linear * np.float32(node.attr("alpha", 1.0))
     bias = None
     if node.input(2) is not None:
         c = ctx.need_const(node.input(2), "the C bias")

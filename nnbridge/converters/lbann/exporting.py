@@ -192,5 +192,5 @@ class ExportContext:
         named = source is not None and source.name in self.graph.initializers
         name = self.unique(source.name if named else f"{layer}_{suffix}")
         array = matrix if npy is None or matrix.shape[1] != 1 else np.asarray(npy, dtype=np.float32)
-        self.weights.append(WeightsEntry(name, matrix, np.ascontiguousarray(array), frozen))
+        self.weights.append(WeightsEntry(name, matrix, array, frozen))  # laid out as the .npy is written
         return name

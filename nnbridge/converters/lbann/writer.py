@@ -165,8 +165,23 @@ def save_prototext(graph: Graph, path: str | os.PathLike, *, lbann_weights: str 
         temps[0].write_text(text, encoding="utf-8")
         for tmp, (_, array) in zip(temps[1:], files):
             with open(tmp, "wb") as fh:
-                np.save(fh, np.ascontiguousarray(array, dtype=np.float32), allow_pickle=False)
+                write_npy(fh, array)
     return path
+
+
+#: bytes of a weights array laid out (transposed, cast) at a time while it is written
+NPY_BLOCK_BYTES = 16 << 20
+
+
+def write_npy(fh, array: np.ndarray) -> None:
+    """``array`` as a C-order float32 ``.npy`` (what LBANN's reader takes), laid out block by
+    block: a transposed view of a 400 MB matrix never exists as a whole second copy."""
+    np.lib.format.write_array_header_1_0(fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)),
+                                              "fortran_order": False, "shape": array.shape})
+    rows = array.reshape(array.shape[0], -1) if array.ndim > 1 else array.reshape(-1, 1)
+    step = max(1, NPY_BLOCK_BYTES // max(1, rows.shape[1] * 4))
+    for start in range(0, rows.shape[0], step):
+        fh.write(np.ascontiguousarray(rows[start:start + step], dtype=np.float32).data)
 
 
 def weights_dir(path: Path) -> Path:

@@ -168,10 +168,11 @@ def _detach_large_tensors(model: ModelProto) -> dict[str, bytes]:
     return detached
 
 
-def _reattach(model: ModelProto, detached: dict[str, bytes]) -> None:
+def _reattach(model: ModelProto, detached: dict[str, bytes], move: bool = False) -> None:
+    """``move``: each tensor's bytes leave ``detached`` as they enter ``model`` (never twice in memory)."""
     for t in model.graph.initializer:
         if t.name in detached:
-            t.raw_data = detached[t.name]
+            t.raw_data = detached.pop(t.name) if move else detached[t.name]
 
 
 def _all_graphs(graph: onnx.GraphProto):

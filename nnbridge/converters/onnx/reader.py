@@ -8,18 +8,21 @@ then translate protos into IR objects.
 
 from __future__ import annotations
 
+import mmap
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import AttributeProto, ModelProto, TensorProto, inliner, numpy_helper
+from onnx import AttributeProto, ModelProto, TensorProto, helper, inliner, numpy_helper
 
 from ...errors import FormatError, NNBridgeError
 from ...fileio import check_numel
 from ...ir import DType, Graph, Layout, Node, TensorType, TypeKind
 from ...ir.graph import paused_gc
+from ..wire import ONNX_GRAPH, ONNX_INITIALIZER, ONNX_RAW_DATA, WireError, cut_field, split_nested
 from . import opset
 from .opset import SOURCE_OPSET_KEY
 from .vetting import (
@@ -35,7 +38,7 @@ from .vetting import (
 
 def load_onnx(source: str | os.PathLike | ModelProto | bytes, *, infer_shapes: bool = True) -> Graph:
     """Load an ONNX model into the IR (opset normalized, shapes inferred)."""
-    model, name, base_dir = _read(source)
+    model, name, base_dir, arrays = _read(source)
     vet_tensors(model, name, base_dir)
     if base_dir is not None and has_external(model):
         load_external(model, base_dir)
@@ -51,7 +54,7 @@ def load_onnx(source: str | os.PathLike | ModelProto | bytes, *, infer_shapes: b
         model = _infer_shapes(model)
     vet_element_types(model, name)
     with paused_gc():
-        graph = model_to_graph(model, name)
+        graph = model_to_graph(model, name, arrays)
     try:  # SSA, definitions before use, arity and required attributes of every known op
         graph.verify()
     except NNBridgeError as exc:
@@ -61,17 +64,77 @@ def load_onnx(source: str | os.PathLike | ModelProto | bytes, *, infer_shapes: b
     return graph
 
 
-def _read(source) -> tuple[ModelProto, str, Path | None]:
+def _read(source) -> tuple[ModelProto, str, Path | None, dict[str, np.ndarray]]:
+    """The model, its name, the directory of its file and the initializers already read as arrays."""
     if isinstance(source, ModelProto):
         model = ModelProto()
         model.CopyFrom(source)
-        return model, model.graph.name or "<model>", None
+        return model, model.graph.name or "<model>", None, {}
     if isinstance(source, (bytes, bytearray)):
-        return _parse(bytes(source), "<bytes>"), "<bytes>", None
+        return _parse(bytes(source), "<bytes>"), "<bytes>", None, {}
     path = Path(source)
     if not path.is_file():
         raise FormatError(f"{path}: no such file")
-    return _parse(path.read_bytes(), str(path)), str(path), path.parent
+    model, arrays = _parse_file(path)
+    return model, str(path), path.parent, arrays
+
+
+#: files from this size on are parsed tensor by tensor (``_parse_file``)
+STREAM_FILE_BYTES = 64 << 20
+STREAM_TENSOR_BYTES = 1 << 20
+
+
+def _parse_file(path: Path) -> tuple[ModelProto, dict[str, np.ndarray]]:
+    """The model in ``path`` and, for a large file, its large initializers as read-only arrays
+    over a memory map of the file (the model keeps their type and dims, not their bytes): the
+    weights are neither copied nor held twice, as ``np.load(mmap_mode="r")`` would read them.
+    A file the wire walker cannot split is parsed whole, which names what is wrong with it."""
+    name = str(path)
+    if path.stat().st_size < STREAM_FILE_BYTES:
+        return _parse(path.read_bytes(), name), {}
+    with open(path, "rb") as fh:
+        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        rest, spans = split_nested(mapped, ONNX_GRAPH, ONNX_INITIALIZER, STREAM_TENSOR_BYTES)
+    except WireError:
+        return _parse(path.read_bytes(), name), {}
+    model = _parse(rest, name)
+    arrays: dict[str, np.ndarray] = {}
+    for start, end in spans:
+        tensor = model.graph.initializer.add()
+        try:
+            meta, raw = cut_field(mapped, start, end, ONNX_RAW_DATA)
+            tensor.ParseFromString(meta)
+            dtype = _raw_numpy_dtype(tensor, raw)
+            if dtype is None:  # packed, typed or malformed data: the ordinary decoder judges it
+                tensor.ParseFromString(mapped[start:end])
+                continue
+        except (WireError, DecodeError, RuntimeError, ValueError) as exc:
+            raise FormatError(f"{name}: not a valid ONNX model (an initializer is corrupt: {exc})") from None
+        arrays[tensor.name] = np.frombuffer(mapped, dtype, (raw[1] - raw[0]) // dtype.itemsize, raw[0]).reshape(
+            tuple(tensor.dims))
+    return model, arrays
+
+
+def _raw_numpy_dtype(tensor: TensorProto, raw: tuple[int, int] | None) -> np.dtype | None:
+    """The numpy dtype whose bytes ``tensor``'s raw data are (little-endian host, one element per
+    itemsize bytes, exactly dims' worth of them); ``None`` otherwise."""
+    if raw is None or tensor.data_location == TensorProto.EXTERNAL or sys.byteorder != "little":
+        return None
+    try:
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))
+    except (KeyError, TypeError, ValueError):
+        return None
+    packed = tensor.data_type in _PACKED_TYPES
+    count = int(np.prod(tensor.dims, dtype=np.int64)) if tensor.dims else 1
+    if packed or dtype.kind in "OUS" or count * dtype.itemsize != (raw[1] - raw[0]):
+        return None
+    return dtype
+
+
+#: element types whose raw data packs several elements per byte
+_PACKED_TYPES = frozenset({TensorProto.INT4, TensorProto.UINT4, TensorProto.FLOAT4E2M1, TensorProto.INT2,
+                           TensorProto.UINT2, TensorProto.FLOAT6E2M3, TensorProto.FLOAT6E3M2})
 
 
 def _parse(data: bytes, name: str) -> ModelProto:
@@ -121,7 +184,7 @@ def _infer_shapes(model: ModelProto) -> ModelProto:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
     except Exception:  # inference is a help, not a requirement: keep the declared types
         inferred = model
-    opset._reattach(inferred, detached)
+    opset._reattach(inferred, detached, move=True)
     return inferred
 
 
@@ -158,20 +221,24 @@ def tensor_to_array(t: TensorProto, where: str) -> np.ndarray:
     return array
 
 
-def model_to_graph(model: ModelProto, source: str = "<model>") -> Graph:
+def model_to_graph(model: ModelProto, source: str = "<model>", arrays: dict[str, np.ndarray] | None = None) -> Graph:
+    """The IR of ``model``; ``arrays``: initializers the loader already holds as arrays (the model
+    keeps only their type and dims)."""
     graph = Graph(model.graph.name or Path(source).stem or "graph")
     graph.opset = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
     graph.metadata = {p.key: p.value for p in model.metadata_props}
     graph.doc = model.graph.doc_string
-    _fill_graph(graph, model.graph, source)
+    _fill_graph(graph, model.graph, source, arrays or {})
     return graph
 
 
-def _fill_graph(graph: Graph, gp: onnx.GraphProto, source: str) -> None:
+def _fill_graph(graph: Graph, gp: onnx.GraphProto, source: str, arrays: dict[str, np.ndarray] | None = None) -> None:
     types = {vi.name: type_from_proto(vi.type) for vi in list(gp.value_info) + list(gp.output)}
     init_names = {t.name for t in gp.initializer}
+    arrays = arrays or {}
     for t in gp.initializer:
-        graph.add_initializer(t.name, tensor_to_array(t, source), exact=True)
+        array = arrays.get(t.name)
+        graph.add_initializer(t.name, tensor_to_array(t, source) if array is None else array, exact=True)
     for t in gp.sparse_initializer:
         dense = numpy_helper.to_array(t)
         graph.add_initializer(t.values.name, dense, exact=True)

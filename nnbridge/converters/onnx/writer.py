@@ -24,6 +24,7 @@ from onnx import AttributeProto, ModelProto, TensorProto, helper, numpy_helper
 from ...errors import FormatError
 from ...ir import IR_OPSET, NNBRIDGE_DOMAIN, Graph, Node, TensorType, TypeKind
 from ...registry import Registry
+from ..wire import ONNX_GRAPH, ONNX_INITIALIZER, ONNX_RAW_DATA, field_header
 from .opset import SOURCE_OPSET_KEY, _detach_large_tensors, _reattach
 
 #: ONNX IR version written: the newest that onnxruntime 1.31 reads.
@@ -82,6 +83,78 @@ class ExternalData:
             tensor.external_data.add(key=key, value=value)
         self.offset += array.nbytes
         return tensor
+
+
+class StreamedTensors:
+    """Initializers of ``threshold`` bytes or more stay in their arrays while the model is built,
+    converted and checked: the model holds a shell for each (type and dims, its data marked external
+    in an empty placeholder file, which is all onnx's checker looks for). ``write`` then appends each
+    tensor's bytes straight from its array after the rest of the model. Protobuf merges a repeated
+    singular message field (ModelProto.graph) and appends repeated ones (GraphProto.initializer), so
+    the file is one ordinary ModelProto, written without a second copy of the weights in memory."""
+
+    PLACEHOLDER = "nnbridge-weights.placeholder"
+
+    def __init__(self, directory: Path, threshold: int = 1 << 20):
+        self.directory, self.threshold = directory, threshold
+        (directory / self.PLACEHOLDER).touch()
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def __call__(self, array: np.ndarray, name: str) -> TensorProto:
+        array = np.asarray(array)
+        if array.dtype == object or array.nbytes < self.threshold or not _raw_is_numpy_layout(array):
+            return array_to_tensor(array, name)
+        shell = numpy_helper.from_array(array.reshape(-1)[:0], name)  # its data type
+        del shell.dims[:]
+        shell.dims.extend(array.shape)
+        shell.data_location = TensorProto.EXTERNAL
+        shell.external_data.add(key="location", value=self.PLACEHOLDER)
+        self.arrays[name] = array
+        return shell
+
+    def write(self, model: ModelProto, path: Path) -> None:
+        graph = model.graph
+        shells = [t for t in graph.initializer if t.name in self.arrays and t.data_location == TensorProto.EXTERNAL]
+        kept = [t for t in graph.initializer if not (t.name in self.arrays and t.data_location == TensorProto.EXTERNAL)]
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
+        with open(path, "wb") as fh:
+            fh.write(model.SerializeToString())
+            for shell in shells:
+                shell.ClearField("data_location")
+                del shell.external_data[:]
+                array = self.arrays[shell.name]
+                if array.dtype.byteorder == ">":
+                    array = array.astype(array.dtype.newbyteorder("<"))
+                data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+                tensor = shell.SerializeToString() + field_header(ONNX_RAW_DATA, data.nbytes)
+                in_graph = field_header(ONNX_INITIALIZER, len(tensor) + data.nbytes)
+                fh.write(field_header(ONNX_GRAPH, len(in_graph) + len(tensor) + data.nbytes) + in_graph + tensor)
+                fh.write(data.data)
+        (self.directory / self.PLACEHOLDER).unlink()
+
+
+
+
+def _checker_in(directory: Path) -> Callable[[ModelProto], None]:
+    """onnx's checker on a model whose large tensors live in external data in ``directory`` (or
+    are shells pointing at the placeholder there): it reads the model from a file beside them."""
+
+    def check(model: ModelProto) -> None:
+        probe = directory / "nnbridge-check.onnx"
+        probe.write_bytes(model.SerializeToString())
+        try:
+            onnx.checker.check_model(str(probe))
+        finally:
+            probe.unlink()
+
+    return check
+
+
+def _raw_is_numpy_layout(array: np.ndarray) -> bool:
+    """Does ONNX store this element type as numpy lays it out (not packed like int4, not typed fields)?"""
+    sample = numpy_helper.from_array(array.reshape(-1)[:2])
+    return sample.HasField("raw_data") and len(sample.raw_data) == 2 * array.dtype.itemsize
 
 
 class ProtoBuilder:
@@ -206,20 +279,25 @@ def save_onnx(graph: Graph, path: str | os.PathLike, *, check: bool = True,
     tmpdir = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
         tmp = tmpdir / path.name
+        streamed = None if big else StreamedTensors(tmpdir)
         if big:
             with open(tmpdir / external_data_name(path), "wb") as fh:
                 model = graph_to_model(graph, ExternalData(fh, external_data_name(path)))
         else:
-            model = graph_to_model(graph)
-        model = at_opset(model, onnx_opset, path) if onnx_opset is not None else \
-            at_default_opset(model, graph)
-        onnx.save_model(model, str(tmp))
+            model = graph_to_model(graph, streamed)
+        checker = _checker_in(tmpdir)
+        model = at_opset(model, onnx_opset, path, checker) if onnx_opset is not None else \
+            at_default_opset(model, graph, checker)
         if check:
             try:
-                onnx.checker.check_model(str(tmp) if big else model)
+                checker(model)
             except onnx.checker.ValidationError as exc:
                 raise FormatError(f"{path}: the ONNX written by nnbridge fails onnx.checker: "
                                   f"{str(exc).strip().splitlines()[0]}") from None
+        if streamed:
+            streamed.write(model, tmp)
+        else:
+            onnx.save_model(model, str(tmp))
         for produced in tmpdir.iterdir():
             os.replace(produced, path.parent / produced.name)
     finally:
@@ -231,12 +309,15 @@ def save_onnx(graph: Graph, path: str | os.PathLike, *, check: bool = True,
 OLDEST_OPSET = 7
 
 
-def at_opset(model: ModelProto, opset: int, path: Path) -> ModelProto:
+Checker = Callable[[ModelProto], None]
+
+
+def at_opset(model: ModelProto, opset: int, path: Path, checker: Checker = onnx.checker.check_model) -> ModelProto:
     """``model`` converted to default-domain ``opset``; one line naming the op when it cannot be."""
     if not OLDEST_OPSET <= opset <= IR_OPSET:
         raise FormatError(f"{path}: --opset {opset} is outside {OLDEST_OPSET}..{IR_OPSET}")
     try:
-        return _converted(model, opset)
+        return _converted(model, opset, checker)
     except Exception as exc:  # the converter raises plain RuntimeErrors naming the op it cannot adapt
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         reason = text.split("failed: ", 1)[-1][:300]  # past the converter's source location
@@ -249,7 +330,7 @@ def at_opset(model: ModelProto, opset: int, path: Path) -> ModelProto:
 RUNTIME_OPSETS = (13, 17, 21)
 
 
-def at_default_opset(model: ModelProto, graph: Graph) -> ModelProto:
+def at_default_opset(model: ModelProto, graph: Graph, checker: Checker = onnx.checker.check_model) -> ModelProto:
     """The opset a writer without ``--opset`` uses: the source ONNX file's where onnx's version
     converter takes the model there (an op the source did not have may need a newer one), else
     the first of ``RUNTIME_OPSETS`` that does; the IR's when none does."""
@@ -257,7 +338,7 @@ def at_default_opset(model: ModelProto, graph: Graph) -> ModelProto:
     for opset in [source] if source else RUNTIME_OPSETS:
         if OLDEST_OPSET <= opset < IR_OPSET:
             try:
-                return _converted(model, opset)
+                return _converted(model, opset, checker)
             except Exception:  # an op the converter cannot adapt to that opset
                 continue
     return model
@@ -270,7 +351,7 @@ _HIDDEN_DOMAIN = "ai.nnbridge.unchanged"
 _SAME_SIGNATURE_NEW_MEANING = {"GridSample"}
 
 
-def _converted(model: ModelProto, opset: int) -> ModelProto:
+def _converted(model: ModelProto, opset: int, checker: Checker = onnx.checker.check_model) -> ModelProto:
     """onnx's version converter on ``model`` without its large tensors (it serializes the model
     and never needs their values); nodes whose op has the same signature at ``opset`` as at the
     IR's (a type-only change) pass through it hidden. Checked by onnx's checker."""
@@ -296,7 +377,7 @@ def _converted(model: ModelProto, opset: int) -> ModelProto:
     del converted.opset_import[:]
     converted.opset_import.extend(kept)
     _reattach(converted, detached)
-    onnx.checker.check_model(converted)
+    checker(converted)
     return converted
 
 

@@ -63,7 +63,6 @@ class Exporter:
         self.alignment = layouts.ALIGNMENT[backend]
         self.float_type = pb.Float16 if backend == "SMV" else pb.Float32
         self.proto = gpb.GraphProto(name=graph.name, backend=backend, mem_policy=mem_policy)
-        self.params = tpb.TensorDataArray()
         self.names = NameScope()
         self.input_values = inputs
         self.cache: dict[tuple[int, Layout], Ref] = {}

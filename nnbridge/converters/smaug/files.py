@@ -17,6 +17,7 @@ from ...fileio import atomic_outputs
 from ...protos.smaug import smaug_graph_pb2 as gpb
 from ...protos.smaug import smaug_tensor_pb2 as tpb
 from .fast_text import parse_printed
+from .params import ParamsFile
 
 TOPO_SUFFIX = "_topo.pbtxt"
 PARAMS_SUFFIX = "_params.pb"
@@ -74,13 +75,14 @@ def topology_text(graph: gpb.GraphProto) -> str:
     return text_format.MessageToString(graph)
 
 
-def write_model(graph: gpb.GraphProto, params: tpb.TensorDataArray,
+def write_model(graph: gpb.GraphProto, params: tpb.TensorDataArray | ParamsFile,
                 path: str | os.PathLike) -> tuple[Path, Path]:
     """Write both files atomically: either both appear or neither does."""
     topo, par = model_paths(path)
     text = topology_text(graph).encode("utf-8")
-    blob = params.SerializeToString()
     with atomic_outputs([topo, par]) as (tmp_topo, tmp_params):
         tmp_topo.write_bytes(text)
-        tmp_params.write_bytes(blob)
+        with open(tmp_params, "wb") as fh:
+            for chunk in ([params.SerializeToString()] if isinstance(params, tpb.TensorDataArray) else params.chunks()):
+                fh.write(chunk)
     return topo, par

@@ -12,6 +12,7 @@ from ...errors import FormatError
 from ...ir import DType
 from ...protos.smaug import smaug_tensor_pb2 as tpb
 from ...protos.smaug import smaug_types_pb2 as pb
+from ..wire import field_header
 
 #: SMAUG DataType ↔ IR DType, and the TensorData field holding each type's values.
 TO_IR = {pb.Int32: DType.INT32, pb.Int64: DType.INT64, pb.Float16: DType.FLOAT16,
@@ -66,15 +67,6 @@ def unpack_half(words, count: int) -> np.ndarray:
 FIXED = {pb.Float32: ("<f4", 3), pb.Float64: ("<f8", 4)}
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
 def encode(name: str, array: np.ndarray, data_type: int, alignment: int,
            entry: tpb.TensorData | None = None) -> tpb.TensorData:
     """One params entry (filled in place if given): the array padded per §4.3, in its type's field.
@@ -88,7 +80,7 @@ def encode(name: str, array: np.ndarray, data_type: int, alignment: int,
         fmt, number = FIXED[data_type]
         payload = values.astype(fmt).tobytes()
         if payload:
-            entry.MergeFromString(_varint(number << 3 | 2) + _varint(len(payload)) + payload)
+            entry.MergeFromString(field_header(number, len(payload)) + payload)
     else:
         getattr(entry, FIELD[data_type]).extend((pack_half(values) if data_type == pb.Float16 else values).tolist())
     return entry
@@ -124,3 +116,45 @@ def decode(entry: tpb.TensorData, dims, data_type: int, alignment: int, what: st
 
 #: protobuf's limit for one message: SMAUG reads all params as one TensorDataArray
 MESSAGE_LIMIT = 2**31 - 1
+_DATA_ARRAY = tpb.TensorDataArray.DESCRIPTOR.fields_by_name["data_array"].number
+
+
+class ParamsFile:
+    """The entries of a ``_params.pb`` (one TensorDataArray), encoded one at a time as the file is
+    written: float entries go out as their array's own bytes after a small header, so a model's
+    weights are never held a second time in a message (nor a third in its serialization)."""
+
+    def __init__(self, alignment: int, what: str):
+        self.alignment, self.what = alignment, what
+        self.entries: list[tuple[str, np.ndarray, int]] = []
+
+    def add(self, name: str, array: np.ndarray, data_type: int) -> None:
+        self.entries.append((name, array, data_type))
+
+    def chunks(self):
+        """The file's bytes, entry by entry; refuses a file SMAUG could not read back (the caller
+        writes atomically, so nothing is left behind)."""
+        size = 0
+        for name, array, data_type in self.entries:
+            if data_type in FIXED:
+                fmt, number = FIXED[data_type]
+                values = np.ascontiguousarray(pad_last(np.asarray(array, dtype=fmt), self.alignment)).reshape(-1)
+                head = tpb.TensorData(name=name).SerializeToString()
+                if values.size:
+                    head += field_header(number, values.nbytes)
+                body = values.view(np.uint8).data
+            else:
+                head, body = encode(name, array, data_type, self.alignment).SerializeToString(), b""
+            head = field_header(_DATA_ARRAY, len(head) + len(body)) + head
+            size += len(head) + len(body)
+            if size > MESSAGE_LIMIT:
+                raise FormatError(f"SMAUG params of {self.what} exceed protobuf's 2 GiB limit for one message "
+                                  f"(at '{name}'): SMAUG (and nnbridge) could not read the file back")
+            yield head
+            yield body
+
+    def message(self) -> tpb.TensorDataArray:
+        array = tpb.TensorDataArray()
+        for name, values, data_type in self.entries:
+            encode(name, values, data_type, self.alignment, array.data_array.add())
+        return array

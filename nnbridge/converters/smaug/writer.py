@@ -20,7 +20,6 @@ from ...ir import Graph, op_traits
 from ...ir.decompositions import Target
 from ...protos.smaug import smaug_graph_pb2 as gpb
 from ...protos.smaug import smaug_node_pb2 as npb
-from ...protos.smaug import smaug_tensor_pb2 as tpb
 from ...protos.smaug import smaug_types_pb2 as pb
 from . import export_rnn, export_tensor, layouts, params, smv_rules  # noqa: F401 - both add to EXPORTERS
 from .export_ops import EXPORTERS
@@ -33,7 +32,7 @@ MEM_POLICIES = {"AllDma": pb.AllDma, "AllAcp": pb.AllAcp, "AllAcpWithDmaForWeigh
 
 def graph_to_smaug(graph: Graph, backend: str = "SMV", *, mem_policy: str = "AllDma",
                    inputs: dict[str, np.ndarray] | None = None,
-                   check_range: bool = True) -> tuple[gpb.GraphProto, tpb.TensorDataArray]:
+                   check_range: bool = True) -> tuple[gpb.GraphProto, params.ParamsFile]:
     """The two SMAUG messages for ``graph``; raises one error listing every inexpressible node.
 
     On SMV the graph is run once on the stored input to refuse values beyond fp16's range
@@ -60,16 +59,11 @@ def graph_to_smaug(graph: Graph, backend: str = "SMV", *, mem_policy: str = "All
     if NODE_ORDER_KEY in graph.metadata:
         keep_file_order(ex.proto, graph.metadata[NODE_ORDER_KEY].split("\n"))
     pending = {name: (array, data_type) for name, array, data_type in ex.pending}
-    size = 0
+    stored = params.ParamsFile(ex.alignment, f"'{graph.name}'")
     for node in ex.proto.nodes:  # params entries in Data-node order
         if node.op == pb.Data:
-            name = node.input_tensors[0].name
-            entry = params.encode(name, *pending[name], ex.alignment, ex.params.data_array.add())
-            size += entry.ByteSize() + 16  # + the field's tag and length
-            if size > params.MESSAGE_LIMIT:
-                raise FormatError(f"SMAUG params of '{graph.name}' exceed protobuf's 2 GiB limit for one message "
-                                  f"(at '{name}'): SMAUG (and nnbridge) could not read the file back")
-    return ex.proto, ex.params
+            stored.add(node.input_tensors[0].name, *pending[node.input_tensors[0].name])
+    return ex.proto, stored
 
 
 def keep_file_order(proto: gpb.GraphProto, order: list[str]) -> None:
