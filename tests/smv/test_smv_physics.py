@@ -8,11 +8,12 @@ import dataclasses
 import os
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 import nnbridge
 from nnbridge.backends.smv.cost.compute import compute_cycles
+from nnbridge.errors import UnsupportedOpError
 from nnbridge.zoo import OnnxBuilder
 
 #: 500 generated cases in make test; make bench runs more (NNBRIDGE_PROPERTY_CASES, bench/bench_physics.py)
@@ -46,10 +47,20 @@ def simulate(model, cfg: dict):
     return nnbridge.compile(model, "smv", perf_only=True, **cfg)
 
 
+def runnable(model, cfg: dict):
+    """The simulation of a layer SMAUG's tiler can split for this configuration; a layer it refuses
+    (no tile fits the scratchpads: tests/smaug checks those refusals against the real runtime) is
+    not a case of these properties."""
+    try:
+        return simulate(model, cfg)
+    except UnsupportedOpError:
+        reject()
+
+
 @CASES
 @given(layers(), configs)
 def test_no_invocation_beats_the_pe_array_and_no_layer_beats_dram(model, cfg):
-    exe = simulate(model, cfg)
+    exe = runnable(model, cfg)
     peak = cfg["num_pes"] * cfg["maccs_per_pe"]
     for plans in exe.plans:
         for plan in plans:
@@ -64,8 +75,8 @@ def test_no_invocation_beats_the_pe_array_and_no_layer_beats_dram(model, cfg):
 @CASES
 @given(layers(), configs, st.sampled_from(["num_pes", "maccs_per_pe", "dram_gbps", "clock_ghz", "vector_width"]))
 def test_a_bigger_or_faster_machine_is_never_slower(model, cfg, field):
-    before = simulate(model, cfg).report.totals["latency_ms"]
-    after = simulate(model, {**cfg, field: cfg[field] * 2}).report.totals["latency_ms"]
+    before = runnable(model, cfg).report.totals["latency_ms"]
+    after = simulate(model, {**cfg, field: cfg[field] * 2}).report.totals["latency_ms"]  # a bigger one runs it too
     assert after <= before * (1 + 1e-9), (field, before, after)
 
 
