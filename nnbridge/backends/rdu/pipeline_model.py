@@ -311,8 +311,10 @@ def _totals(est: Estimate, sections: list[Section], machine: Machine, samples: i
     throughput = est.batch_size / (latency_us * 1e-6) if latency_us > 0 else float("inf")
     buffers = max((staging_bytes(s) for s in sections), default=0)
     units = max((s.pmus for s in est.sections), default=0)
-    on_chip = (sum(held_weights(s) for s in sections) if resident else
-               max((held_weights(s) for s in sections), default=0)) + buffers
+    # resident: every section's weights at once beside the largest buffers; otherwise the chip holds
+    # one section's weights and buffers at a time (the peak is one section's, not two maxima summed)
+    on_chip = (sum(held_weights(s) for s in sections) + buffers if resident else
+               max((held_weights(s) + staging_bytes(s) for s in sections), default=0))
     capacity = machine.on_chip_bytes if math.isfinite(machine.on_chip_bytes) else units * machine.pmu_bytes
     return {
         "sections": len(sections),
