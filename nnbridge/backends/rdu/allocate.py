@@ -4,8 +4,8 @@ Water-filling: every stage starts with one PCU; the slowest stage receives one m
 while that makes it faster (it is limited by compute, by its output links, or by the
 PMU bandwidth of the PMUs beside its PCUs) and it still has parallelism to use. When the
 slowest stage cannot be sped up, further PCUs would not raise throughput; those still free
-go to the other stages (slowest first, each up to its plateau), shortening a token's way
-through the pipeline — the latency of a small batch. The rest stay free (reported as unused).
+go where they shorten a stage most per PCU, shortening a token's way through the pipeline —
+the latency of a small batch. The rest stay free (reported as unused).
 """
 
 from __future__ import annotations
@@ -39,16 +39,41 @@ def water_fill(n_stages: int, budget: int, max_pcus: list[int], stage_time: Stag
         spare -= lo - pcus[i]
         pcus[i] = lo
         heapq.heappush(heap, (-stage_time(i, lo)[0], i))
-    # throughput is set; PCUs still free shorten the other stages, which a token passes through
-    # one after another (the latency of a small batch), slowest stage first, each to its plateau
-    for i in sorted(range(n_stages), key=lambda j: -stage_time(j, pcus[j])[0]):
-        top = min(max_pcus[i], pcus[i] + spare)
-        if spare <= 0 or top <= pcus[i] or stage_time(i, top)[0] >= stage_time(i, pcus[i])[0]:
-            continue
-        lo = _fewest(stage_time, i, pcus[i] + 1, top, stage_time(i, top)[0])
-        spare -= lo - pcus[i]
-        pcus[i] = lo
+    # throughput is set; PCUs still free shorten the token's way through the pipeline (the latency
+    # of a small batch, which adds up the stages a token passes): each goes where it shortens a
+    # stage most per PCU — for stage times that fall less and less with more PCUs, the shortest way
+    _shorten_the_way(pcus, spare, max_pcus, stage_time)
     return pcus
+
+
+def _shorten_the_way(pcus: list[int], spare: int, max_pcus: list[int], stage_time: StageTime) -> None:
+    """Hand ``spare`` PCUs out by the largest time saved per PCU (a stage flat in its PMU bandwidth
+    is offered the jump to where it falls again)."""
+    heap: list[tuple[float, int, int]] = []
+
+    def offer(i: int) -> None:
+        top = min(max_pcus[i], pcus[i] + spare)
+        if top <= pcus[i]:
+            return
+        now = stage_time(i, pcus[i])[0]
+        step, after = pcus[i] + 1, stage_time(i, pcus[i] + 1)[0]
+        if after >= now:  # flat here: the jump to the fewest PCUs reaching what ``top`` reaches
+            after = stage_time(i, top)[0]
+            if after >= now:
+                return
+            step = _fewest(stage_time, i, pcus[i] + 1, top, after)
+        heapq.heappush(heap, (-(now - after) / (step - pcus[i]), i, step))
+
+    for i in range(len(pcus)):
+        offer(i)
+    while spare > 0 and heap:
+        _, i, step = heapq.heappop(heap)
+        if step - pcus[i] > spare:  # offered when more were free
+            offer(i)
+            continue
+        spare -= step - pcus[i]
+        pcus[i] = step
+        offer(i)
 
 
 def _fewest(stage_time: StageTime, i: int, lo: int, hi: int, bound: float) -> int:

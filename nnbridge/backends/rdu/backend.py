@@ -134,15 +134,21 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
     # a kernel's work and traffic do not depend on the variants' fields: built once, copied per plan
     built = build_kernels(graph, machine, groups if options.mode != "o0" else None)
     tried: set[tuple] = set()
-    for planned_for in _plan_machines(machine):
+    # besides the partitions made for each machine, one section per kernel: a greedy partition
+    # packs kernels that then share the PCUs, which at a small batch can be slower than giving
+    # each its own section (when the reconfiguration is cheap or looped)
+    plans = [(m, options.mode) for m in _plan_machines(machine)]
+    if options.mode != "o0" and len(built) > 1:
+        plans.append((machine, "o0"))
+    for planned_for, mode in plans:
         # the partition sees a machine only through its on-chip capacity and the kernels' PMU
         # counts: a PMU size giving the same ones gives the same sections
-        key = (planned_for.on_chip_bytes, planned_for.flop_per_pcu_per_cycle,
+        key = (mode, planned_for.on_chip_bytes, planned_for.flop_per_pcu_per_cycle,
                tuple(k.pmu_count(planned_for) for k in built))
         if key in tried:
             continue
         tried.add(key)
-        sections = partition(graph, planned_for, options.mode, groups, kernels=[k.clone() for k in built])
+        sections = partition(graph, planned_for, mode, groups, kernels=[k.clone() for k in built])
         est = estimate(sections, planned_for, options, samples, allocate=True)  # places the kernels
         if planned_for is not machine:
             est = estimate(_copy_plan(sections), machine, options, samples, allocate=False)
