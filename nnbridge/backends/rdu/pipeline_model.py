@@ -11,6 +11,7 @@ loaded unless all of them stay resident.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -255,6 +256,58 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
     result.totals["weights_by_tier"] = homes.bytes_by_tier(k for s in sections for k in s.kernels)
     result.totals["offchip_bytes_by_tier"] = _offchip_bytes(result, sections, homes, spill_tier, resident, tokens,
                                                             samples)
+    for calls in _calls_spilling_faster(sections, machine, batch, homes.free, spill_tier):
+        in_calls = _in_calls(sections, machine, options, samples, calls)
+        if in_calls.totals["latency_us"] < result.totals["latency_us"]:
+            result = in_calls
+    return result
+
+
+def _calls_spilling_faster(sections: list[Section], machine: Machine, batch: int, free: list[int],
+                           spill_tier: Tier) -> list[int]:
+    """For each tier faster than the one the batch spills to, the fewest calls whose share of the
+    batch spills there (a runtime may run a batch as several calls of the same program)."""
+    counts = []
+    for tier in machine.tiers:
+        if tier is spill_tier:
+            break
+        per_call = next((c for c in _halvings(batch) if _spill_tier(sections, machine, c, free) is tier), None)
+        if per_call:
+            counts.append(math.ceil(batch / per_call))
+    return counts
+
+
+def _halvings(batch: int) -> list[int]:
+    """batch/2, batch/4, … down to 1 (the per-call batches tried)."""
+    out, size = [], batch
+    while size > 1:
+        size = math.ceil(size / 2)
+        out.append(size)
+    return out
+
+
+def _in_calls(sections: list[Section], machine: Machine, options: CompileOptions, samples: int,
+              calls: int) -> Estimate:
+    """The batch run as ``calls`` calls of (nearly) equal size: each call reconfigures, loads and
+    spills as a batch of its size does; the rows are one call's, the times the sum over the calls."""
+    batch = options.batch_size
+    size = math.ceil(batch / calls)
+    last = batch - (calls - 1) * size
+    one = estimate(sections, machine, dataclasses.replace(options, batch_size=size), samples, allocate=False)
+    latency = (calls - 1) * one.totals["latency_us"] + (
+        one.totals["latency_us"] if last == size else
+        estimate(sections, machine, dataclasses.replace(options, batch_size=last), samples,
+                 allocate=False).totals["latency_us"])
+    scale = latency / one.totals["latency_us"] if one.totals["latency_us"] else float(calls)
+    result = Estimate(machine.name, options.mode, batch, options.micro_batch,
+                      [dataclasses.replace(s, pipeline_us=s.pipeline_us * scale, reconfig_us=s.reconfig_us * scale,
+                                           spill_us=s.spill_us * scale, weight_load_us=s.weight_load_us * scale,
+                                           weight_prefetch_us=s.weight_prefetch_us * scale)
+                       for s in one.sections], one.stages)
+    result.totals = _totals(result, sections, machine, samples, _weights_resident(sections, machine))
+    result.totals["weights_by_tier"] = one.totals["weights_by_tier"]
+    result.totals["offchip_bytes_by_tier"] = {t: b * scale for t, b in one.totals["offchip_bytes_by_tier"].items()}
+    result.totals["calls"] = calls
     return result
 
 
