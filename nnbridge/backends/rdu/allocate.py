@@ -18,8 +18,11 @@ from .partition import Section
 StageTime = Callable[[int, int], tuple[float, str]]  # (stage index, pcus) → (seconds, limiting resource)
 
 
-def water_fill(n_stages: int, budget: int, max_pcus: list[int], stage_time: StageTime) -> list[int]:
-    """PCUs per stage minimising the slowest stage, with at most ``budget`` PCUs in total.
+def water_fill(n_stages: int, budget: int, max_pcus: list[int], stage_time: StageTime,
+               one_token: bool = False) -> list[int]:
+    """PCUs per stage minimising the slowest stage, with at most ``budget`` PCUs in total
+    (``one_token``: a batch of one token, whose latency is its way through the stages, not the
+    slowest stage — all PCUs then go where they shorten that way most).
 
     Equivalent to handing out PCUs one at a time to the slowest stage, but each round jumps
     straight to the fewest PCUs that make that stage no slower than the runner-up (or that
@@ -27,6 +30,9 @@ def water_fill(n_stages: int, budget: int, max_pcus: list[int], stage_time: Stag
     """
     pcus = [1] * n_stages
     spare = budget - n_stages
+    if one_token:
+        _shorten_the_way(pcus, spare, max_pcus, stage_time)
+        return pcus
     heap = [(-stage_time(i, 1)[0], i) for i in range(n_stages)]
     heapq.heapify(heap)
     while spare > 0 and heap:

@@ -106,11 +106,12 @@ class RduExecutable(Executable):
 
 
 #: smaller variants of the machine whose plans are also tried: a greedy partition (or PCU
-#: allocation) made for more SRAM per PMU (or faster PCUs) can be worse than one made for less,
-#: and a plan that fits a smaller machine fits this one (a plan made for smaller PMUs spreads its
-#: data over more of them, for more bandwidth). PMU sizes halve down to a fixed floor, so the
-#: plans tried for a machine include every plan tried for one with half its PMU size (from 128 KiB
-#: up): a bigger machine is never priced slower than the smaller one it contains.
+#: allocation) made for more SRAM per PMU, faster PCUs or more SRAM can be worse than one made for
+#: less, and a plan that fits a smaller machine fits this one (a plan made for smaller PMUs spreads
+#: its data over more of them, for more bandwidth; one made for half the SRAM streams weights it
+#: would otherwise hold and keeps more kernels in a section). PMU sizes halve down to a fixed
+#: floor, so the plans tried for a machine include every plan tried for one with half its PMU size
+#: (from 128 KiB up): a bigger machine is never priced slower than the smaller one it contains.
 PMU_PLAN_FLOOR = 64 * 1024
 FLOP_PLAN_SCALES = (0.5, 0.25)
 
@@ -123,6 +124,8 @@ def _plan_machines(machine: Machine) -> list[Machine]:
         pmu_bytes /= 2
     variants += [dataclasses.replace(machine, flop_per_pcu_per_cycle=machine.flop_per_pcu_per_cycle * scale)
                  for scale in FLOP_PLAN_SCALES]
+    if machine.sram_bytes is not None:  # held weights that no longer fit stream, and more kernels share a section
+        variants.append(dataclasses.replace(machine, sram_bytes=machine.sram_bytes // 2))
     return variants
 
 

@@ -136,7 +136,8 @@ def partition(graph: Graph, machine: Machine, mode: str, groups: list[list[Node]
     kinds: list[str] = []
     builder: _SectionBuilder | None = None
     for k in kernels:
-        k.streamed_weights = k.weight_bytes > machine.on_chip_bytes
+        # weights that do not fit on chip beside the kernel's own staging buffers stream through it
+        k.streamed_weights = k.weight_bytes + sum(k.buffer_bytes) > machine.on_chip_bytes
         k.pmus = k.pmu_count(machine)
         kind = kind_of[id(k)]
         if mode != "o0" and builder is not None and kind == kinds[-1] and builder.try_add(k):

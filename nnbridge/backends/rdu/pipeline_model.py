@@ -190,7 +190,7 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
         models = [_StageModel(k, section, machine, samples, micro, homes) for k in section.kernels]
         if allocate:
             pcus = water_fill(len(models), machine.n_pcu, [k.max_pcus for k in section.kernels],
-                              lambda i, p, models=models: models[i].time(p))
+                              lambda i, p, models=models: models[i].time(p), one_token=tokens == 1)
             for k, p in zip(section.kernels, pcus):
                 k.pcus = p
             place(section)
