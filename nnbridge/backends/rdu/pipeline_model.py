@@ -226,27 +226,8 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
             weight_load_us=load_s * 1e6, kind=section.kind,
         ), rows, busy_us
 
-    for position, section in enumerate(sections):
-        priced = price(section)
-        held = [k for k in section.kernels if k.weight_bytes and not k.streamed_weights]
-        if allocate and not resident and held:
-            # the compiler's choice: load the section's weights before it runs, or stream them
-            # while it runs (once per token) — streaming wins when the pipeline would otherwise wait
-            placed = [(k.pcus, k.pcu_range, k.pmu_range) for k in section.kernels]
-            hidden = _hidden_load_us(section_estimates[-1] if position else None,
-                                     sections[position - 1] if position else None, section, machine,
-                                     offchip_busy_us)
-            for k in held:
-                k.streamed_weights = True
-            streamed = price(section)
-            if streamed[0].total_us < priced[0].total_us - min(hidden, priced[0].weight_load_us):
-                priced = streamed
-            else:
-                for k in held:
-                    k.streamed_weights = False
-                for k, (pcus, pcu_range, pmu_range) in zip(section.kernels, placed):
-                    k.pcus, k.pcu_range, k.pmu_range = pcus, pcu_range, pmu_range
-        estimate_, rows, offchip_busy_us[section.index] = priced
+    for section in sections:
+        estimate_, rows, offchip_busy_us[section.index] = price(section)
         section_estimates.append(estimate_)
         stages.extend(rows)
     if not resident:
