@@ -157,18 +157,21 @@ class Graph:
         return self.reorders[key]
 
     # -- outputs ---------------------------------------------------------------------------------
-    def params_array(self) -> tpb.TensorDataArray:
-        array = tpb.TensorDataArray()
+    def params_file(self) -> params.ParamsFile:
+        stored = params.ParamsFile(self.alignment, f"'{self.name}'")
         for name, values, data_type in self.values:
-            params.encode(name, values, data_type, self.alignment, array.data_array.add())
-        return array
+            stored.add(name, values, data_type)
+        return stored
+
+    def params_array(self) -> tpb.TensorDataArray:
+        return self.params_file().message()
 
     def write_graph(self, path: str | os.PathLike | None = None) -> tuple[Path, Path]:
         """Write ``<name>_topo.pbtxt`` and ``<name>_params.pb`` (into ``path`` if it is a directory)."""
         target = Path(path) if path is not None else Path(".")
         if path is None or target.is_dir():
             target = target / self.name
-        return write_model(self.proto, self.params_array(), target)
+        return write_model(self.proto, self.params_file(), target)
 
     def to_ir(self):
         """The graph in nnbridge's IR (exportable to ONNX/LBANN, runnable on every backend)."""

@@ -184,9 +184,7 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
     programs = [program(s) for s in sections] if options.mode == "o1" else []
     looped = {id(s) for s, before, now in zip(sections[1:], programs, programs[1:]) if before == now}
 
-    def price(section: Section) -> tuple[SectionEstimate, list[StageEstimate], float]:
-        """The section's estimate, stage rows and off-chip busy time (placing its kernels when
-        ``allocate``)."""
+    for section in sections:
         models = [_StageModel(k, section, machine, samples, micro, homes) for k in section.kernels]
         if allocate:
             pcus = water_fill(len(models), machine.n_pcu, [k.max_pcus for k in section.kernels],
@@ -194,14 +192,13 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
             for k, p in zip(section.kernels, pcus):
                 k.pcus = p
             place(section)
-        rows: list[StageEstimate] = []
         worst, worst_name, worst_limit = 0.0, "", ""
         timed = [(model, *model.time(k.pcus)) for k, model in zip(section.kernels, models)]
         token_times = [micro * t + sync_s for _, t, _ in timed]
         starts = arrivals(section.kernels, token_times)
         for k, (model, _, limit), token_s, start in zip(section.kernels, timed, token_times, starts):
             terms = model.terms(k.pcus)
-            rows.append(StageEstimate(
+            stages.append(StageEstimate(
                 section.index, k.name, len(k.ops), k.anchor, k.pcus, k.pmus, k.flops / samples,
                 terms["compute"] * 1e6, terms["pmu"] * 1e6, terms["network"] * 1e6, terms["offchip"] * 1e6,
                 token_s * 1e6, limit, start * 1e6, terms["sockets"] * 1e6))
@@ -210,11 +207,11 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
         fill = max((s + t for s, t in zip(starts, token_times)), default=0.0)  # one token across the section
         # the stages stream concurrently through the same off-chip tiers: together no faster than
         # their bytes over the bandwidth
-        busy_us = sum(micro * m.offchip for m in models) * tokens * 1e6
+        busy_us = offchip_busy_us[section.index] = sum(micro * m.offchip for m in models) * tokens * 1e6
         pipelined_us = (fill + (tokens - 1) * worst) * 1e6
         spill_bytes = (sum(section.spills.values()) + sum(section.fills.values())) * batch / samples
         load_s = 0.0 if resident else sum(homes.read_s(k) for k in section.kernels if not k.streamed_weights)
-        return SectionEstimate(
+        section_estimates.append(SectionEstimate(
             index=section.index, kernels=len(section.kernels), ops=sum(len(k.ops) for k in section.kernels),
             depth=section.depth, pcus=sum(k.pcus for k in section.kernels),
             pmus=sum(k.pmus for k in section.kernels), stage_us=worst * 1e6,
@@ -224,12 +221,7 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
             reconfig_us=0.0 if section.index == 0 or id(section) in looped else machine.reconfig_us,
             spill_us=spill_bytes / (spill_tier.bw_gbps * 1e9) * 1e6,
             weight_load_us=load_s * 1e6, kind=section.kind,
-        ), rows, busy_us
-
-    for section in sections:
-        estimate_, rows, offchip_busy_us[section.index] = price(section)
-        section_estimates.append(estimate_)
-        stages.extend(rows)
+        ))
     if not resident:
         _prefetch(sections, section_estimates, machine, offchip_busy_us)
     result = Estimate(machine.name, options.mode, batch, micro, section_estimates, stages)
@@ -327,25 +319,17 @@ def staging_bytes(section: Section) -> int:
 
 def _prefetch(sections: list[Section], estimates: list[SectionEstimate], machine: Machine,
               offchip_busy_us: dict[int, float]) -> None:
-    """A section's weights load while the previous section runs: only what the previous pipeline
-    does not cover stays on the critical path."""
+    """A section's weights load while the previous section runs when both sections' weights and
+    the larger one's buffers fit on chip at once (double buffering): only what the previous
+    pipeline does not cover stays on the critical path."""
     for (before, after), (prev, cur) in zip(zip(sections, sections[1:]), zip(estimates, estimates[1:])):
-        hidden = min(cur.weight_load_us, _hidden_load_us(prev, before, after, machine, offchip_busy_us))
-        cur.weight_load_us -= hidden
-        cur.weight_prefetch_us = hidden
-
-
-def _hidden_load_us(prev: SectionEstimate | None, before: Section | None, after: Section, machine: Machine,
-                    offchip_busy_us: dict[int, float]) -> float:
-    """How much of ``after``'s weight load the previous section's run can hide: all of its time
-    not spent reading off-chip memory, when both sections' weights and the larger one's buffers
-    fit on chip at once (double buffering); none otherwise."""
-    if prev is None or before is None:
-        return 0.0
-    buffers = max(staging_bytes(before), staging_bytes(after))
-    if held_weights(before) + held_weights(after) + buffers > machine.on_chip_bytes:
-        return 0.0
-    return max(0.0, prev.pipeline_us - offchip_busy_us.get(prev.index, 0.0))
+        buffers = max(staging_bytes(before), staging_bytes(after))
+        if held_weights(before) + held_weights(after) + buffers <= machine.on_chip_bytes:
+            # only while the previous section is not itself reading off-chip memory
+            free_us = max(0.0, prev.pipeline_us - offchip_busy_us.get(prev.index, 0.0))
+            hidden = min(cur.weight_load_us, free_us)
+            cur.weight_load_us -= hidden
+            cur.weight_prefetch_us = hidden
 
 
 def _weights_resident(sections: list[Section], machine: Machine) -> bool:

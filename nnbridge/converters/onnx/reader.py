@@ -228,7 +228,7 @@ def model_to_graph(model: ModelProto, source: str = "<model>", arrays: dict[str,
     graph.opset = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
     graph.metadata = {p.key: p.value for p in model.metadata_props}
     graph.doc = model.graph.doc_string
-    _fill_graph(graph, model.graph, source, arrays or {})
+    _fill_graph(graph, model.graph, source, arrays)
     return graph
 
 

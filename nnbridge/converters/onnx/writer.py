@@ -114,8 +114,9 @@ class StreamedTensors:
 
     def write(self, model: ModelProto, path: Path) -> None:
         graph = model.graph
-        shells = [t for t in graph.initializer if t.name in self.arrays and t.data_location == TensorProto.EXTERNAL]
-        kept = [t for t in graph.initializer if not (t.name in self.arrays and t.data_location == TensorProto.EXTERNAL)]
+        shells, kept = [], []
+        for t in graph.initializer:
+            (shells if t.name in self.arrays and t.data_location == TensorProto.EXTERNAL else kept).append(t)
         del graph.initializer[:]
         graph.initializer.extend(kept)
         with open(path, "wb") as fh:
@@ -134,9 +135,10 @@ class StreamedTensors:
         (self.directory / self.PLACEHOLDER).unlink()
 
 
+Checker = Callable[[ModelProto], None]
 
 
-def _checker_in(directory: Path) -> Callable[[ModelProto], None]:
+def _checker_in(directory: Path) -> Checker:
     """onnx's checker on a model whose large tensors live in external data in ``directory`` (or
     are shells pointing at the placeholder there): it reads the model from a file beside them."""
 
@@ -307,9 +309,6 @@ def save_onnx(graph: Graph, path: str | os.PathLike, *, check: bool = True,
 
 #: the oldest opset nnbridge writes (onnx's version converter adapts most ops from here on)
 OLDEST_OPSET = 7
-
-
-Checker = Callable[[ModelProto], None]
 
 
 def at_opset(model: ModelProto, opset: int, path: Path, checker: Checker = onnx.checker.check_model) -> ModelProto:

@@ -75,14 +75,13 @@ def topology_text(graph: gpb.GraphProto) -> str:
     return text_format.MessageToString(graph)
 
 
-def write_model(graph: gpb.GraphProto, params: tpb.TensorDataArray | ParamsFile,
-                path: str | os.PathLike) -> tuple[Path, Path]:
+def write_model(graph: gpb.GraphProto, params: ParamsFile, path: str | os.PathLike) -> tuple[Path, Path]:
     """Write both files atomically: either both appear or neither does."""
     topo, par = model_paths(path)
     text = topology_text(graph).encode("utf-8")
     with atomic_outputs([topo, par]) as (tmp_topo, tmp_params):
         tmp_topo.write_bytes(text)
         with open(tmp_params, "wb") as fh:
-            for chunk in ([params.SerializeToString()] if isinstance(params, tpb.TensorDataArray) else params.chunks()):
+            for chunk in params.chunks():
                 fh.write(chunk)
     return topo, par

@@ -75,15 +75,19 @@ def encode(name: str, array: np.ndarray, data_type: int, alignment: int,
     faster than a Python list for large weights; varint fields (fp16 pairs, ints) are extended."""
     entry = entry if entry is not None else tpb.TensorData()
     entry.name = name
-    values = pad_last(np.asarray(array, dtype=TO_IR[data_type].numpy), alignment).reshape(-1)
     if data_type in FIXED:
-        fmt, number = FIXED[data_type]
-        payload = values.astype(fmt).tobytes()
-        if payload:
-            entry.MergeFromString(field_header(number, len(payload)) + payload)
-    else:
-        getattr(entry, FIELD[data_type]).extend((pack_half(values) if data_type == pb.Float16 else values).tolist())
+        values = fixed_values(array, data_type, alignment)
+        if values.size:
+            entry.MergeFromString(field_header(FIXED[data_type][1], values.nbytes) + values.tobytes())
+        return entry
+    values = pad_last(np.asarray(array, dtype=TO_IR[data_type].numpy), alignment).reshape(-1)
+    getattr(entry, FIELD[data_type]).extend((pack_half(values) if data_type == pb.Float16 else values).tolist())
     return entry
+
+
+def fixed_values(array: np.ndarray, data_type: int, alignment: int) -> np.ndarray:
+    """A float entry's stored values: padded per §4.3, flat, little-endian (its packed wire bytes)."""
+    return np.ascontiguousarray(pad_last(np.asarray(array, dtype=FIXED[data_type][0]), alignment)).reshape(-1)
 
 
 def decode(entry: tpb.TensorData, dims, data_type: int, alignment: int, what: str) -> np.ndarray:
@@ -137,11 +141,10 @@ class ParamsFile:
         size = 0
         for name, array, data_type in self.entries:
             if data_type in FIXED:
-                fmt, number = FIXED[data_type]
-                values = np.ascontiguousarray(pad_last(np.asarray(array, dtype=fmt), self.alignment)).reshape(-1)
+                values = fixed_values(array, data_type, self.alignment)
                 head = tpb.TensorData(name=name).SerializeToString()
                 if values.size:
-                    head += field_header(number, values.nbytes)
+                    head += field_header(FIXED[data_type][1], values.nbytes)
                 body = values.view(np.uint8).data
             else:
                 head, body = encode(name, array, data_type, self.alignment).SerializeToString(), b""
@@ -154,6 +157,7 @@ class ParamsFile:
             yield body
 
     def message(self) -> tpb.TensorDataArray:
+        """The entries as one message (for readers in memory, e.g. ``graph_from_proto``)."""
         array = tpb.TensorDataArray()
         for name, values, data_type in self.entries:
             encode(name, values, data_type, self.alignment, array.data_array.add())

@@ -24,7 +24,7 @@ from ..config import SmvConfig
 from ..layers import BNLayer, ConvLayer, FCLayer, Layer, PoolLayer
 from ..tiling import plan_layer
 from . import cost_plan
-from .transfer import dma_requests, line_bytes
+from .transfer import conversion_vectors, dma_requests, line_bytes
 
 
 def _conv(name, hw, c, k, same=True):
@@ -91,7 +91,7 @@ def features(layer: Layer, page: int = 4096, line: int = 32,
         for b, store in ((inv.in_bytes, False), (inv.w_bytes, False), (inv.out_bytes, True)):
             if b:
                 requests += dma_requests(b, page)
-                conversions += -(-line_bytes(b, line) // (2 * lanes))
+                conversions += conversion_vectors(b, line, lanes)
                 if store:
                     stored += line_bytes(b, line)
                 else:
@@ -182,15 +182,20 @@ def config_with(constants: Constants, convert: float, base: SmvConfig | None = N
                    fp16_convert_cycles_per_vector=convert)
 
 
-def breakdown(model: str, cfg: SmvConfig) -> tuple[float, float, float]:
-    """(compute, transfer, CPU) percent of one network's latency (its accelerated layers)."""
+def _latency_parts(model: str, cfg: SmvConfig) -> tuple[float, float, float]:
+    """(compute, transfer, CPU) ns of one network's accelerated layers."""
     parts = [0.0, 0.0, 0.0]
     for layer in NETWORKS[model]:
         cost = cost_plan(plan_layer(layer), cfg)
         for i, value in enumerate((cost.compute_ns, cost.transfer_ns, cost.cpu_ns)):
             parts[i] += value
-    total = sum(parts)
-    return tuple(100 * p / total for p in parts)
+    return parts[0], parts[1], parts[2]
+
+
+def breakdown(model: str, cfg: SmvConfig) -> tuple[float, float, float]:
+    """(compute, transfer, CPU) percent of one network's latency (its accelerated layers)."""
+    parts = _latency_parts(model, cfg)
+    return tuple(100 * p / sum(parts) for p in parts)
 
 
 def fit_conversion(dma_setup: float = 100.0, without: str | None = None) -> float:
@@ -211,9 +216,9 @@ def fit_conversion(dma_setup: float = 100.0, without: str | None = None) -> floa
     for model in NETWORKS:
         if model == without:
             continue
-        compute, transfer, _ = breakdown(model, cfg)
-        total_ns = sum(cost_plan(plan_layer(layer), cfg).latency_ns for layer in NETWORKS[model])
-        slope = 100 * sum(features(layer)[4] for layer in NETWORKS[model]) / cfg.clock_ghz / total_ns
+        parts = _latency_parts(model, cfg)
+        compute, transfer = (100 * p / sum(parts) for p in parts[:2])
+        slope = 100 * sum(features(layer)[4] for layer in NETWORKS[model]) / cfg.clock_ghz / sum(parts)
         paper_compute, paper_transfer, _ = PAPER_BREAKDOWN[model]
         numerator += slope * (paper_compute - compute) + slope * (transfer - paper_transfer)
         denominator += 2 * slope * slope

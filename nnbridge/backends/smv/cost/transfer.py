@@ -29,14 +29,17 @@ def dma_cycles(nbytes: int, cycles_per_byte: float, cfg: SmvConfig) -> float:
         nbytes, cfg.cacheline_bytes)
 
 
+def conversion_vectors(nbytes: int, line: int = 32, lanes: int = 8) -> int:
+    """fp16↔fp32 conversion vectors a transfer of ``nbytes`` needs: SMAUG's
+    ``host_load_fp16``/``host_store_fp16`` convert every cache-line-rounded page ``lanes`` elements
+    at a time, on the accelerator (compute, whatever the interface)."""
+    return -(-(line_bytes(nbytes, line) // 2) // lanes) if nbytes else 0
+
+
 def convert_cycles(nbytes: int, cfg: SmvConfig) -> float:
     """Accelerator cycles widening (load) or narrowing (store) a transfer between host fp16 and
-    scratchpad fp32: SMAUG's ``host_load_fp16``/``host_store_fp16`` run one ``vector_width``-wide
-    conversion per vector of every page, on the accelerator (compute, whatever the interface)."""
-    if not nbytes:
-        return 0.0
-    elements = line_bytes(nbytes, cfg.cacheline_bytes) // 2
-    return -(-elements // cfg.vector_width) * cfg.fp16_convert_cycles_per_vector
+    scratchpad fp32."""
+    return conversion_vectors(nbytes, cfg.cacheline_bytes, cfg.vector_width) * cfg.fp16_convert_cycles_per_vector
 
 
 def acp_cycles(nbytes: int, cfg: SmvConfig) -> float:
