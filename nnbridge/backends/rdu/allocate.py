@@ -18,21 +18,24 @@ from .partition import Section
 StageTime = Callable[[int, int], tuple[float, str]]  # (stage index, pcus) → (seconds, limiting resource)
 
 
-def water_fill(n_stages: int, budget: int, max_pcus: list[int], stage_time: StageTime,
-               one_token: bool = False) -> list[int]:
-    """PCUs per stage minimising the slowest stage, with at most ``budget`` PCUs in total
-    (``one_token``: a batch of one token, whose latency is its way through the stages, not the
-    slowest stage — all PCUs then go where they shorten that way most).
+#: sections of at most this many stages have their allocation refined against the batch's latency
+REFINED_STAGES = 16
 
-    Equivalent to handing out PCUs one at a time to the slowest stage, but each round jumps
-    straight to the fewest PCUs that make that stage no slower than the runner-up (or that
-    reach its plateau), found by bisection since stage time never grows with more PCUs.
+
+def water_fill(n_stages: int, budget: int, max_pcus: list[int], stage_time: StageTime,
+               latency: Callable[[list[int]], float] | None = None) -> list[int]:
+    """PCUs per stage minimising the slowest stage, with at most ``budget`` PCUs in total, the rest
+    shortening a token's way through the stages. With ``latency`` (the batch's time for an
+    allocation), a small section's allocation is then refined by moving PCUs between stages while
+    that lowers it: a small batch pays the way once and the slowest stage only per further token,
+    which neither greedy order weighs exactly.
+
+    The water-fill is equivalent to handing out PCUs one at a time to the slowest stage, but each
+    round jumps straight to the fewest PCUs that make that stage no slower than the runner-up (or
+    that reach its plateau), found by bisection since stage time never grows with more PCUs.
     """
     pcus = [1] * n_stages
     spare = budget - n_stages
-    if one_token:
-        _shorten_the_way(pcus, spare, max_pcus, stage_time)
-        return pcus
     heap = [(-stage_time(i, 1)[0], i) for i in range(n_stages)]
     heapq.heapify(heap)
     while spare > 0 and heap:
@@ -49,7 +52,37 @@ def water_fill(n_stages: int, budget: int, max_pcus: list[int], stage_time: Stag
     # of a small batch, which adds up the stages a token passes): each goes where it shortens a
     # stage most per PCU — for stage times that fall less and less with more PCUs, the shortest way
     _shorten_the_way(pcus, spare, max_pcus, stage_time)
+    if latency is not None and 1 < n_stages <= REFINED_STAGES:
+        _refine(pcus, budget, max_pcus, latency)
     return pcus
+
+
+def _refine(pcus: list[int], budget: int, max_pcus: list[int], latency: Callable[[list[int]], float]) -> None:
+    """Local search: give a stage PCUs that are free or taken from another stage (power-of-two
+    amounts, largest first) while that lowers ``latency``."""
+    now = latency(pcus)
+    improved = True
+    while improved:
+        improved = False
+        for to in range(len(pcus)):
+            for source in (None, *range(len(pcus))):
+                if source == to:
+                    continue
+                room = max_pcus[to] - pcus[to]
+                have = budget - sum(pcus) if source is None else pcus[source] - 1
+                step = 1 << max(0, min(room, have).bit_length() - 1)
+                while room > 0 and have > 0 and step >= 1:
+                    pcus[to] += step
+                    if source is not None:
+                        pcus[source] -= step
+                    t = latency(pcus)
+                    if t < now * (1 - 1e-12):
+                        now, improved = t, True
+                        break
+                    pcus[to] -= step
+                    if source is not None:
+                        pcus[source] += step
+                    step //= 2
 
 
 def _shorten_the_way(pcus: list[int], spare: int, max_pcus: list[int], stage_time: StageTime) -> None:

@@ -24,7 +24,7 @@ from ..base import CLEAN, FOLD, SCALE, Backend, Executable
 from .artifact import read_pef, write_pef
 from .config import CompileOptions, Machine
 from .functional import FunctionalSim
-from .partition import Section, build_kernels, partition
+from .partition import Kernel, Section, build_kernels, partition
 from .pipeline_model import Estimate, estimate, samples_per_call
 from .plan_schema import decode
 from .presets import DEFAULT_PRESET, machine_for
@@ -108,15 +108,20 @@ class RduExecutable(Executable):
 #: smaller variants of the machine whose plans are also tried: a greedy partition (or PCU
 #: allocation) made for more SRAM per PMU, faster PCUs or more SRAM can be worse than one made for
 #: less, and a plan that fits a smaller machine fits this one (a plan made for smaller PMUs spreads
-#: its data over more of them, for more bandwidth; one made for half the SRAM streams weights it
-#: would otherwise hold and keeps more kernels in a section). PMU sizes halve down to a fixed
-#: floor, so the plans tried for a machine include every plan tried for one with half its PMU size
-#: (from 128 KiB up): a bigger machine is never priced slower than the smaller one it contains.
+#: its data over more of them, for more bandwidth; one made for less SRAM streams weights it would
+#: otherwise hold and keeps more kernels in a section). PMU sizes halve down to a fixed floor and
+#: SRAM sizes down to the graph's (below its smallest kernel every weight streams), so the plans
+#: tried for a machine include every plan tried for one with half its PMU size or SRAM: a bigger
+#: machine is never priced slower than the smaller one it contains.
 PMU_PLAN_FLOOR = 64 * 1024
 FLOP_PLAN_SCALES = (0.5, 0.25)
+#: compile effort: SRAM sizes below half the machine's are tried while kernels × plans stays under
+#: this (every size for graphs up to ~20k kernels; a 100k-node graph keeps the first plans only)
+PLAN_KERNEL_BUDGET = 500_000
 
 
-def _plan_machines(machine: Machine) -> list[Machine]:
+def _plan_machines(machine: Machine, kernels: list[Kernel]) -> tuple[list[Machine], list[Machine]]:
+    """(variants always tried, smaller SRAM sizes tried as the effort budget allows)."""
     variants = [machine]
     pmu_bytes = machine.pmu_bytes / 2
     while pmu_bytes >= PMU_PLAN_FLOOR:
@@ -124,9 +129,16 @@ def _plan_machines(machine: Machine) -> list[Machine]:
         pmu_bytes /= 2
     variants += [dataclasses.replace(machine, flop_per_pcu_per_cycle=machine.flop_per_pcu_per_cycle * scale)
                  for scale in FLOP_PLAN_SCALES]
-    if machine.sram_bytes is not None:  # held weights that no longer fit stream, and more kernels share a section
-        variants.append(dataclasses.replace(machine, sram_bytes=machine.sram_bytes // 2))
-    return variants
+    smaller: list[Machine] = []
+    if machine.sram_bytes is not None and kernels:
+        smallest = min(k.weight_bytes + sum(k.buffer_bytes) for k in kernels)
+        sram = machine.sram_bytes // 2
+        while True:  # down to the first size at which every kernel streams its weights
+            smaller.append(dataclasses.replace(machine, sram_bytes=sram))
+            if sram < smallest or sram == 0:
+                break
+            sram //= 2
+    return variants + smaller[:1], smaller[1:]
 
 
 def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
@@ -136,22 +148,32 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
     best: tuple[float, list[Section], Estimate] | None = None
     # a kernel's work and traffic do not depend on the variants' fields: built once, copied per plan
     built = build_kernels(graph, machine, groups if options.mode != "o0" else None)
-    tried: set[tuple] = set()
+    always, if_budget = _plan_machines(machine, built)
+    plans = [(m, options.mode) for m in always]
     # besides the partitions made for each machine, one section per kernel: a greedy partition
     # packs kernels that then share the PCUs, which at a small batch can be slower than giving
     # each its own section (when the reconfiguration is cheap or looped)
-    plans = [(m, options.mode) for m in _plan_machines(machine)]
     if options.mode != "o0" and len(built) > 1:
         plans.append((machine, "o0"))
+    plans += [(m, options.mode) for m in if_budget][:max(0, PLAN_KERNEL_BUDGET // max(1, len(built)) - len(plans))]
+    needed = sum(k.weight_bytes + sum(k.buffer_bytes) for k in built)  # more on-chip capacity never binds
+    tried: set[tuple] = set()
     for planned_for, mode in plans:
         # the partition sees a machine only through its on-chip capacity and the kernels' PMU
         # counts: a PMU size giving the same ones gives the same sections
-        key = (mode, planned_for.on_chip_bytes, planned_for.flop_per_pcu_per_cycle,
+        key = (mode, min(planned_for.on_chip_bytes, needed), planned_for.flop_per_pcu_per_cycle,
                tuple(k.pmu_count(planned_for) for k in built))
         if key in tried:
             continue
         tried.add(key)
         sections = partition(graph, planned_for, mode, groups, kernels=[k.clone() for k in built])
+        # the allocation sees a partition through its sections' kernels, what they stream and their
+        # PMUs: a smaller SRAM often gives the same ones
+        shape = (planned_for.flop_per_pcu_per_cycle,
+                 tuple((len(s.kernels), *((k.streamed_weights, k.pmus) for k in s.kernels)) for s in sections))
+        if shape in tried:
+            continue
+        tried.add(shape)
         est = estimate(sections, planned_for, options, samples, allocate=True)  # places the kernels
         if planned_for is not machine:
             est = estimate(_copy_plan(sections), machine, options, samples, allocate=False)

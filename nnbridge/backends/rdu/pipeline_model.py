@@ -187,8 +187,13 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
     for section in sections:
         models = [_StageModel(k, section, machine, samples, micro, homes) for k in section.kernels]
         if allocate:
+            def latency(pcus: list[int], section=section, models=models) -> float:
+                token_times = [micro * m.time(p)[0] + sync_s for m, p in zip(models, pcus)]
+                way = max((s + t for s, t in zip(arrivals(section.kernels, token_times), token_times)), default=0.0)
+                return way + (tokens - 1) * max(token_times, default=0.0)
+
             pcus = water_fill(len(models), machine.n_pcu, [k.max_pcus for k in section.kernels],
-                              lambda i, p, models=models: models[i].time(p), one_token=tokens == 1)
+                              lambda i, p, models=models: models[i].time(p), latency)
             for k, p in zip(section.kernels, pcus):
                 k.pcus = p
             place(section)
@@ -345,11 +350,9 @@ def _weights_resident(sections: list[Section], machine: Machine) -> bool:
 def _spill_tier(sections: list[Section], machine: Machine, batch: int, free: list[int]) -> Tier:
     """The fastest tier whose capacity left beside the weights holds the largest set of tensors
     live across a section boundary."""
-    live = 0
-    produced_before: dict[str, int] = {}
-    for s in sections:
-        produced_before.update(s.spills)
-        live = max(live, sum(produced_before.values()))
+    # nothing spilled is freed before the call ends: the last boundary holds every spill (each
+    # value is spilled by the one section that computes it)
+    live = sum(sum(s.spills.values()) for s in sections)
     for tier, left in zip(machine.tiers, free):
         if live * batch <= left:
             return tier
