@@ -16,7 +16,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .allocate import place, water_fill
+from .allocate import REFINED_STAGES, place, water_fill
 from .config import CompileOptions, Machine, Tier
 from .partition import Kernel, Section, arrivals
 
@@ -147,12 +147,13 @@ class _StageModel:
                 "network": self.network / pcus,
                 "offchip": self.offchip, "sockets": self.link}
 
-    def time(self, pcus: int) -> tuple[float, str]:
+    def time(self, pcus: int, offchip_scale: float = 1.0) -> tuple[float, str]:
         """The stage time and what bounds it (``terms`` without building a dict: the allocation
-        calls this for every PCU count it tries)."""
+        calls this for every PCU count it tries); ``offchip_scale``: as if off-chip memory were
+        that many times slower."""
         best, limit = self.compute / pcus, "compute"
         for value, name in ((self.pmu / max(self.pmus, pcus, 1), "pmu"), (self.network / pcus, "network"),
-                            (self.offchip, "offchip"), (self.link, "sockets")):
+                            (self.offchip * offchip_scale, "offchip"), (self.link, "sockets")):
             if value > best:
                 best, limit = value, name
         return best, limit
@@ -187,13 +188,7 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
     for section in sections:
         models = [_StageModel(k, section, machine, samples, micro, homes) for k in section.kernels]
         if allocate:
-            def latency(pcus: list[int], section=section, models=models) -> float:
-                token_times = [micro * m.time(p)[0] + sync_s for m, p in zip(models, pcus)]
-                way = max((s + t for s, t in zip(arrivals(section.kernels, token_times), token_times)), default=0.0)
-                return way + (tokens - 1) * max(token_times, default=0.0)
-
-            pcus = water_fill(len(models), machine.n_pcu, [k.max_pcus for k in section.kernels],
-                              lambda i, p, models=models: models[i].time(p), latency)
+            pcus = _allocate(section, models, machine.n_pcu, tokens, micro, sync_s)
             for k, p in zip(section.kernels, pcus):
                 k.pcus = p
             place(section)
@@ -239,6 +234,41 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
         if in_calls.totals["latency_us"] < result.totals["latency_us"]:
             result = in_calls
     return result
+
+
+#: the allocations made as if off-chip memory were 2, 4, … times slower are tried up to this factor
+OFFCHIP_SCALES_TRIED = 1 << 12
+
+
+def _allocate(section: Section, models: list[_StageModel], n_pcu: int, tokens: int, micro: int,
+              sync_s: float) -> list[int]:
+    """PCUs per stage: the allocation with the least latency for the batch among those made for
+    the machine and, in a small section with off-chip streams, as if off-chip memory were 2, 4, …
+    times slower, until it bounds every stage at one PCU. The scales do not depend on the
+    bandwidth, so the allocations tried on a machine include every one tried on one with half its
+    off-chip bandwidth (whose allocation is then never priced slower here)."""
+
+    def latency_at(scale: float):
+        def latency(pcus: list[int]) -> float:
+            token_times = [micro * m.time(p, scale)[0] + sync_s for m, p in zip(models, pcus)]
+            way = max((s + t for s, t in zip(arrivals(section.kernels, token_times), token_times)), default=0.0)
+            return way + (tokens - 1) * max(token_times, default=0.0)
+        return latency
+
+    max_pcus = [k.max_pcus for k in section.kernels]
+    scales = [1.0]
+    if 1 < len(models) <= REFINED_STAGES and any(m.offchip > 0 for m in models):
+        while scales[-1] < OFFCHIP_SCALES_TRIED and any(m.offchip * scales[-1] < m.time(1, 0.0)[0] for m in models):
+            scales.append(scales[-1] * 2)
+    latency = latency_at(1.0)
+    best: tuple[float, list[int]] | None = None
+    for scale in scales:
+        pcus = water_fill(len(models), n_pcu, max_pcus, lambda i, p, scale=scale: models[i].time(p, scale),
+                          latency_at(scale))
+        t = latency(pcus)
+        if best is None or t < best[0] * (1 - 1e-12):
+            best = (t, pcus)
+    return best[1]
 
 
 def _calls_spilling_faster(sections: list[Section], machine: Machine, batch: int, free: list[int],
