@@ -12,6 +12,7 @@ loaded unless all of them stay resident.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -141,6 +142,18 @@ class _StageModel:
         self.link = (k.link_bytes / (machine.link_gbps * 1e9) + k.link_steps * machine.link_latency_us * 1e-6) \
             / samples
 
+    FIELDS = ("compute", "pmu", "pmus", "network", "offchip", "link")
+
+    def key(self) -> tuple:
+        """What the stage time depends on (identical stages, e.g. of repeated layers, share one)."""
+        return tuple(getattr(self, name) for name in self.FIELDS)
+
+    @classmethod
+    def of(cls, key: tuple) -> _StageModel:
+        model = object.__new__(cls)
+        model.__dict__.update(zip(cls.FIELDS, key))
+        return model
+
     def terms(self, pcus: int) -> dict[str, float]:
         # a stage streams through its own PMUs and the PMU beside each of its PCUs (1:1 checkerboard)
         return {"compute": self.compute / pcus, "pmu": self.pmu / max(self.pmus, pcus, 1),
@@ -242,20 +255,33 @@ OFFCHIP_SCALES_TRIED = 1 << 12
 
 def _allocate(section: Section, models: list[_StageModel], n_pcu: int, tokens: int, micro: int,
               sync_s: float) -> list[int]:
-    """PCUs per stage: the allocation with the least latency for the batch among those made for
-    the machine and, in a small section with off-chip streams, as if off-chip memory were 2, 4, …
-    times slower, until it bounds every stage at one PCU. The scales do not depend on the
-    bandwidth, so the allocations tried on a machine include every one tried on one with half its
-    off-chip bandwidth (whose allocation is then never priced slower here)."""
+    """PCUs per stage (``_allocation``, shared by identical sections)."""
+    producer = {name: i for i, k in enumerate(section.kernels) for name in k.outputs}
+    preds = tuple(tuple(sorted({producer[n] for n in k.inputs if producer.get(n, i) < i}))
+                  for i, k in enumerate(section.kernels))
+    stages = tuple((m.key(), k.max_pcus) for m, k in zip(models, section.kernels))
+    return list(_allocation(stages, preds, n_pcu, tokens, micro, sync_s))
+
+
+@functools.lru_cache(maxsize=4096)
+def _allocation(stages: tuple, preds: tuple, n_pcu: int, tokens: int, micro: int, sync_s: float) -> tuple[int, ...]:
+    """The allocation with the least latency for the batch among those made for the machine and,
+    in a small section with off-chip streams, as if off-chip memory were 2, 4, … times slower,
+    until it bounds every stage at one PCU. The scales do not depend on the bandwidth, so the
+    allocations tried on a machine include every one tried on one with half its off-chip bandwidth
+    (whose allocation is then never priced slower here). ``preds``: each stage's producers."""
+    models = [_StageModel.of(key) for key, _ in stages]
+    max_pcus = [top for _, top in stages]
 
     def latency_at(scale: float):
         def latency(pcus: list[int]) -> float:
             token_times = [micro * m.time(p, scale)[0] + sync_s for m, p in zip(models, pcus)]
-            way = max((s + t for s, t in zip(arrivals(section.kernels, token_times), token_times)), default=0.0)
-            return way + (tokens - 1) * max(token_times, default=0.0)
+            reach: list[float] = []  # the first token leaving each stage
+            for before, t in zip(preds, token_times):
+                reach.append(max((reach[j] for j in before), default=0.0) + t)
+            return max(reach, default=0.0) + (tokens - 1) * max(token_times, default=0.0)
         return latency
 
-    max_pcus = [k.max_pcus for k in section.kernels]
     scales = [1.0]
     if 1 < len(models) <= REFINED_STAGES and any(m.offchip > 0 for m in models):
         while scales[-1] < OFFCHIP_SCALES_TRIED and any(m.offchip * scales[-1] < m.time(1, 0.0)[0] for m in models):
@@ -268,7 +294,7 @@ def _allocate(section: Section, models: list[_StageModel], n_pcu: int, tokens: i
         t = latency(pcus)
         if best is None or t < best[0] * (1 - 1e-12):
             best = (t, pcus)
-    return best[1]
+    return tuple(best[1])
 
 
 def _calls_spilling_faster(sections: list[Section], machine: Machine, batch: int, free: list[int],
