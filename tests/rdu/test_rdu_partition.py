@@ -146,3 +146,20 @@ def test_the_rdu_pipeline_fuses_chains_once_and_compiles_plain_ops():
     assert not any(n.op == "Fused" for n in o1.graph.nodes)
     assert o1.estimate.totals["ops"] == len(o1.graph.nodes)
     assert o1.estimate.totals["kernels"] == len(chain_groups(graph))
+
+
+def test_a_small_batchs_allocation_is_refined_against_its_latency():
+    """Two tokens through a chain cost the way once plus the slowest stage once more. The greedy
+    water-fill (ties broken by stage order) gives 2, 3, 1 PCUs (2 + 2.67 + 4 + 4 = 12.67); moving
+    PCUs between stages while the latency falls finds 2, 2, 2 (2 + 4 + 2 + 4 = 12)."""
+    work, floor = [4.0, 8.0, 4.0], [0.0, 0.0, 0.5]
+
+    def stage(i, p):
+        return max(work[i] / p, floor[i]), "compute"
+
+    def latency(pcus):
+        times = [stage(i, p)[0] for i, p in enumerate(pcus)]
+        return sum(times) + max(times)
+
+    assert water_fill(3, 6, [100] * 3, stage) == [2, 3, 1]
+    assert water_fill(3, 6, [100] * 3, stage, latency) == [2, 2, 2]

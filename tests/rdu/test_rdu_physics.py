@@ -110,3 +110,30 @@ def test_a_bigger_or_faster_machine_is_never_slower(field):
         _never_slower(model, cfg, field)
 
     holds()
+
+
+def _chain(kind: str, shape: list[int], widths: list[int], k: int = 3):
+    """A generated case of ``models()`` rebuilt by hand (for the regressions the longer run found)."""
+    b = OnnxBuilder("chain", seed=0)
+    x = b.input("x", shape)
+    width = shape[1]
+    for i, out in enumerate(widths):
+        layer = b.linear(x, width, out, hint=f"l{i}") if kind == "linear" else \
+            b.conv(x, width, out, 1 if i == 0 else k, hint=f"c{i}")
+        x = b.op("Relu", [layer])
+        width = out
+    b.output(x)
+    return b.model()
+
+
+@pytest.mark.parametrize("model, cfg, field", [
+    # the smaller machine's best plan was made for a quarter of its SRAM (weights streamed at batch 1)
+    (_chain("linear", [1, 8], [82, 301, 245]),
+     {"preset": "sn40l", "mode": "o1", "batch_size": 1, "hbm_capacity_bytes": 10_000, "sram_bytes": 100_000},
+     "sram_bytes"),
+    # with twice the DDR bandwidth the water-fill spent on the slowest stage PCUs that shortened the way
+    (_chain("conv", [1, 1, 9, 14], [1, 97, 99, 59]), {"preset": "sn10", "mode": "o1", "batch_size": 2},
+     "ddr_bw_gbps"),
+])
+def test_what_the_longer_run_found_stays_fixed(model, cfg, field):
+    _never_slower(model, cfg, field)
