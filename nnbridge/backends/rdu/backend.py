@@ -158,15 +158,21 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
     plans += [(m, options.mode) for m in if_budget][:max(0, PLAN_KERNEL_BUDGET // max(1, len(built)) - len(plans))]
     needed = sum(k.weight_bytes + sum(k.buffer_bytes) for k in built)  # more on-chip capacity never binds
     tried: set[tuple] = set()
+    partitions: dict[tuple, list[Section]] = {}
     for planned_for, mode in plans:
         # the partition sees a machine only through its on-chip capacity and the kernels' PMU
-        # counts: a PMU size giving the same ones gives the same sections
-        key = (mode, min(planned_for.on_chip_bytes, needed), planned_for.flop_per_pcu_per_cycle,
-               tuple(k.pmu_count(planned_for) for k in built))
+        # counts: a PMU size giving the same ones gives the same sections (and the FLOPs per PCU
+        # only change the allocation)
+        made_for = (mode, min(planned_for.on_chip_bytes, needed), tuple(k.pmu_count(planned_for) for k in built))
+        key = (*made_for, planned_for.flop_per_pcu_per_cycle)
         if key in tried:
             continue
         tried.add(key)
-        sections = partition(graph, planned_for, mode, groups, kernels=[k.clone() for k in built])
+        if made_for in partitions:
+            sections = _copy_plan(partitions[made_for])
+        else:
+            sections = partitions[made_for] = partition(graph, planned_for, mode, groups,
+                                                        kernels=[k.clone() for k in built])
         # the allocation sees a partition through its sections' kernels, what they stream and their
         # PMUs: a smaller SRAM often gives the same ones
         shape = (planned_for.flop_per_pcu_per_cycle,
