@@ -5,7 +5,9 @@ while that makes it faster (it is limited by compute, by its output links, or by
 PMU bandwidth of the PMUs beside its PCUs) and it still has parallelism to use. When the
 slowest stage cannot be sped up, further PCUs would not raise throughput; those still free
 go where they shorten a stage most per PCU, shortening a token's way through the pipeline —
-the latency of a small batch. The rest stay free (reported as unused).
+the latency of a small batch. The rest stay free (reported as unused). Neither greedy order
+weighs a small batch's latency exactly (the way once, the slowest stage per further token), so a
+small section's allocation is then refined against it by local search.
 """
 
 from __future__ import annotations
