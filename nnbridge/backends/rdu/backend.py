@@ -159,11 +159,14 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
     needed = sum(k.weight_bytes + sum(k.buffer_bytes) for k in built)  # more on-chip capacity never binds
     tried: set[tuple] = set()
     partitions: dict[tuple, list[Section]] = {}
+    pmu_counts: dict[float, tuple[int, ...]] = {}  # per PMU size (the only field they depend on)
     for planned_for, mode in plans:
         # the partition sees a machine only through its on-chip capacity and the kernels' PMU
         # counts: a PMU size giving the same ones gives the same sections (and the FLOPs per PCU
         # only change the allocation)
-        made_for = (mode, min(planned_for.on_chip_bytes, needed), tuple(k.pmu_count(planned_for) for k in built))
+        if planned_for.pmu_bytes not in pmu_counts:
+            pmu_counts[planned_for.pmu_bytes] = tuple(k.pmu_count(planned_for) for k in built)
+        made_for = (mode, min(planned_for.on_chip_bytes, needed), pmu_counts[planned_for.pmu_bytes])
         key = (*made_for, planned_for.flop_per_pcu_per_cycle)
         if key in tried:
             continue
