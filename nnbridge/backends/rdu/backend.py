@@ -157,7 +157,8 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
         plans.append((machine, "o0"))
     plans += [(m, options.mode) for m in if_budget][:max(0, PLAN_KERNEL_BUDGET // max(1, len(built)) - len(plans))]
     needed = sum(k.weight_bytes + sum(k.buffer_bytes) for k in built)  # more on-chip capacity never binds
-    tried: set[tuple] = set()
+    tried: set[tuple] = set()  # partitions made for (mode, capacity, PMU counts, FLOPs)
+    priced: set[tuple] = set()  # the same, by the sections they came out as
     partitions: dict[tuple, list[Section]] = {}
     pmu_counts: dict[float, tuple[int, ...]] = {}  # per PMU size (the only field they depend on)
     for planned_for, mode in plans:
@@ -180,9 +181,9 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
         # PMUs: a smaller SRAM often gives the same ones
         shape = (planned_for.flop_per_pcu_per_cycle,
                  tuple((len(s.kernels), *((k.streamed_weights, k.pmus) for k in s.kernels)) for s in sections))
-        if shape in tried:
+        if shape in priced:
             continue
-        tried.add(shape)
+        priced.add(shape)
         est = estimate(sections, planned_for, options, samples, allocate=True)  # places the kernels
         if planned_for is not machine:
             est = estimate(_copy_plan(sections), machine, options, samples, allocate=False)

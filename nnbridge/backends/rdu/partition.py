@@ -237,18 +237,25 @@ def _finish_sections(graph: Graph, groups: list[list[Kernel]]) -> list[Section]:
 
 def _depth(kernels: list[Kernel]) -> int:
     """Stages on the longest path through the section."""
-    return round(max((a + 1 for a in arrivals(kernels, [1.0] * len(kernels))), default=1))
+    return round(max((a + 1 for a in arrivals(producers(kernels), [1.0] * len(kernels))), default=1))
 
 
-def arrivals(kernels: list[Kernel], weights: list[float]) -> list[float]:
-    """When the first token reaches each stage of a section (kernels in topological order): the
-    heaviest chain of the stages before it, with stage times as weights. Plus its own weight, the
-    largest is the time one token takes to cross the pipeline."""
+def producers(kernels: list[Kernel]) -> tuple[tuple[int, ...], ...]:
+    """For each stage of a section (kernels in topological order), the earlier stages it reads from
+    (sorted: the tuple also keys identical sections)."""
     producer = {name: i for i, k in enumerate(kernels) for name in k.outputs}
+    return tuple(tuple(sorted({producer[n] for n in k.inputs if producer.get(n, i) < i}))
+                 for i, k in enumerate(kernels))
+
+
+def arrivals(producers_of: tuple[tuple[int, ...], ...], weights: list[float]) -> list[float]:
+    """When the first token reaches each stage (``producers_of``: from ``producers``): the heaviest
+    chain of the stages before it, with stage times as weights. Plus its own weight, the largest is
+    the time one token takes to cross the pipeline."""
     reach: list[float] = []  # arrival + own weight
     start: list[float] = []
-    for k, weight in zip(kernels, weights):
-        begin = max((reach[producer[n]] for n in k.inputs if n in producer and producer[n] < len(reach)), default=0.0)
+    for before, weight in zip(producers_of, weights):
+        begin = max((reach[j] for j in before), default=0.0)
         start.append(begin)
         reach.append(begin + weight)
     return start

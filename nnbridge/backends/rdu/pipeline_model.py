@@ -19,7 +19,7 @@ from typing import Any
 
 from .allocate import REFINED_STAGES, place, water_fill
 from .config import CompileOptions, Machine, Tier
-from .partition import Kernel, Section, arrivals
+from .partition import Kernel, Section, arrivals, producers
 
 
 @dataclass
@@ -200,15 +200,16 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
 
     for section in sections:
         models = [_StageModel(k, section, machine, samples, micro, homes) for k in section.kernels]
+        producers_of = producers(section.kernels)
         if allocate:
-            pcus = _allocate(section, models, machine.n_pcu, tokens, micro, sync_s)
+            pcus = _allocate(section, models, producers_of, machine.n_pcu, tokens, micro, sync_s)
             for k, p in zip(section.kernels, pcus):
                 k.pcus = p
             place(section)
         worst, worst_name, worst_limit = 0.0, "", ""
         timed = [(model, *model.time(k.pcus)) for k, model in zip(section.kernels, models)]
         token_times = [micro * t + sync_s for _, t, _ in timed]
-        starts = arrivals(section.kernels, token_times)
+        starts = arrivals(producers_of, token_times)
         for k, (model, _, limit), token_s, start in zip(section.kernels, timed, token_times, starts):
             terms = model.terms(k.pcus)
             stages.append(StageEstimate(
@@ -253,33 +254,29 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
 OFFCHIP_SCALES_TRIED = 1 << 12
 
 
-def _allocate(section: Section, models: list[_StageModel], n_pcu: int, tokens: int, micro: int,
-              sync_s: float) -> list[int]:
+def _allocate(section: Section, models: list[_StageModel], producers_of: tuple, n_pcu: int, tokens: int,
+              micro: int, sync_s: float) -> list[int]:
     """PCUs per stage (``_allocation``, shared by identical sections)."""
-    producer = {name: i for i, k in enumerate(section.kernels) for name in k.outputs}
-    preds = tuple(tuple(sorted({producer[n] for n in k.inputs if producer.get(n, i) < i}))
-                  for i, k in enumerate(section.kernels))
     stages = tuple((m.key(), k.max_pcus) for m, k in zip(models, section.kernels))
-    return list(_allocation(stages, preds, n_pcu, tokens, micro, sync_s))
+    return list(_allocation(stages, producers_of, n_pcu, tokens, micro, sync_s))
 
 
 @functools.lru_cache(maxsize=4096)
-def _allocation(stages: tuple, preds: tuple, n_pcu: int, tokens: int, micro: int, sync_s: float) -> tuple[int, ...]:
+def _allocation(stages: tuple, producers_of: tuple, n_pcu: int, tokens: int, micro: int,
+                sync_s: float) -> tuple[int, ...]:
     """The allocation with the least latency for the batch among those made for the machine and,
     in a small section with off-chip streams, as if off-chip memory were 2, 4, … times slower,
     until it bounds every stage at one PCU. The scales do not depend on the bandwidth, so the
     allocations tried on a machine include every one tried on one with half its off-chip bandwidth
-    (whose allocation is then never priced slower here). ``preds``: each stage's producers."""
+    (whose allocation is then never priced slower here)."""
     models = [_StageModel.of(key) for key, _ in stages]
     max_pcus = [top for _, top in stages]
 
     def latency_at(scale: float):
         def latency(pcus: list[int]) -> float:
             token_times = [micro * m.time(p, scale)[0] + sync_s for m, p in zip(models, pcus)]
-            reach: list[float] = []  # the first token leaving each stage
-            for before, t in zip(preds, token_times):
-                reach.append(max((reach[j] for j in before), default=0.0) + t)
-            return max(reach, default=0.0) + (tokens - 1) * max(token_times, default=0.0)
+            way = max((s + t for s, t in zip(arrivals(producers_of, token_times), token_times)), default=0.0)
+            return way + (tokens - 1) * max(token_times, default=0.0)
         return latency
 
     scales = [1.0]
