@@ -47,7 +47,7 @@ def test_tiers_are_set_like_any_machine_field_and_bad_values_are_one_line(cli, t
                      "--set", "hbm_capacity_bytes=1e5", "--json", "-")
     assert code == 0, text
     for bad, message in (("hbm_bw_gbps=-1", "hbm_bw_gbps > 0"), ("tape_bw_gbps=1", "unknown"),
-                         ("hbm_capacity_bytes=nan", "finite")):
+                         ("hbm_capacity_bytes=nan", "finite"), ("sram_bytes=-5", "sram_bytes must be > 0")):
         code, text = cli("measure-performance", path, "--set", bad)
         assert code != 0 and message in text and len(text.strip().splitlines()) == 1, text
     with pytest.raises(InputError, match="hbm_bw_gbps"):

@@ -94,6 +94,8 @@ class Machine:
         for name in positive:
             if not getattr(self, name) > 0:
                 raise InputError(f"RDU machine '{self.name}': {name} must be > 0")
+        if self.sram_bytes is not None and not self.sram_bytes > 0:
+            raise InputError(f"RDU machine '{self.name}': sram_bytes must be > 0 (got {self.sram_bytes})")
         if not (self.link_gbps > 0 and self.link_latency_us >= 0):
             raise InputError(f"RDU machine '{self.name}': link_gbps must be > 0 and link_latency_us >= 0")
         if not (self.reconfig_us >= 0 and self.stage_sync_cycles >= 0):  # NaN fails too
