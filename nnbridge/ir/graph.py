@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import NNBridgeError
 from .dtypes import DType
+from .schema import get_schema
 from .types import Layout, TensorType
 
 
@@ -101,8 +102,6 @@ class Node:
     # -- reading -----------------------------------------------------------
     @property
     def schema(self):
-        from .schema import get_schema
-
         return get_schema(self.op, self.domain)
 
     def attr(self, name: str, default: Any = None) -> Any:
@@ -182,9 +181,18 @@ class Graph:
     def nodes(self) -> list[Node]:
         """A snapshot of the nodes in topological order."""
         if self._order_dirty:
-            self._nodes = dict.fromkeys(self._sorted_nodes())
+            if not self._in_order():
+                self._nodes = dict.fromkeys(self._sorted_nodes())
             self._order_dirty = False
         return list(self._nodes)
+
+    def arrange(self, order: list[Node]) -> None:
+        """Put this graph's nodes in ``order`` (the same nodes): a rewrite that knows where its new
+        nodes belong spares the next read a sort (an order that is not topological is sorted then)."""
+        if len(order) != len(self._nodes) or any(n not in self._nodes for n in order):
+            raise NNBridgeError(f"graph '{self.name}': arrange() needs exactly the graph's nodes")
+        self._nodes = dict.fromkeys(order)
+        self._order_dirty = True
 
     def mark_dirty(self) -> None:
         self._order_dirty = True
@@ -363,6 +371,18 @@ class Graph:
             if id(v) not in local:
                 found.setdefault(id(v), v)
         return list(found.values())
+
+    def _in_order(self) -> bool:
+        """Whether every node already comes after the producers it reads (most rewrites append in
+        order, and one scan is cheaper than a sort)."""
+        placed: set[int] = set()
+        for n in self._nodes:
+            for v in itertools.chain(n.inputs, n.captured()):
+                if v is not None and (p := v.producer) is not None and p.graph is self and p is not n \
+                        and id(p) not in placed:
+                    return False
+            placed.add(id(n))
+        return True
 
     def _sorted_nodes(self) -> list[Node]:
         """Stable topological order (Kahn's algorithm, ties broken by old position)."""

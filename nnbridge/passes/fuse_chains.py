@@ -23,15 +23,14 @@ ANCHORS = (PatternKind.OUT_ELEMWISE_FUSABLE, PatternKind.COMM_REDUCE)
 class _Group:
     __slots__ = ("nodes", "head", "last", "anchor", "closed")
 
-    def __init__(self, node: Node, index: int):
+    def __init__(self, node: Node, kind: PatternKind, index: int):
         self.nodes = [node]
         self.head = self.last = index
         self.anchor: Node | None = None
         self.closed = False
-        self._absorb_role(node)
+        self._absorb_role(node, kind)
 
-    def _absorb_role(self, node: Node) -> None:
-        kind = op_pattern(node)
+    def _absorb_role(self, node: Node, kind: PatternKind) -> None:
         if kind in ANCHORS:
             self.anchor = node
         self.closed = kind is PatternKind.COMM_REDUCE or kind is PatternKind.OPAQUE
@@ -45,51 +44,51 @@ class _Group:
             return self.anchor is None
         return False
 
-    def add(self, node: Node, index: int) -> None:
+    def add(self, node: Node, kind: PatternKind, index: int) -> None:
         self.nodes.append(node)
         self.last = index
-        self._absorb_role(node)
+        self._absorb_role(node, kind)
 
 
 @register_pass("fuse-chains", requires=["infer-shapes"])
 def fuse_chains(graph: Graph) -> bool:
     """Fuse producer-consumer chains: one anchor, elementwise epilogue, injective prologue (RDU kernels)."""
-    groups = [g for g in chain_groups(graph) if len(g) > 1]
     cmap = graph.consumer_map()  # groups are disjoint: the original readers decide what leaves a group
-    for members in groups:
-        outline(graph, members, cmap)
-    return bool(groups)
+    groups = chain_groups(graph, cmap)
+    if all(len(members) == 1 for members in groups):
+        return False
+    # each group where its first op was: every input a group reads comes from before it
+    graph.arrange([outline(graph, members, cmap) if len(members) > 1 else members[0] for members in groups])
+    return True
 
 
-def chain_groups(graph: Graph) -> list[list[Node]]:
-    """The graph's nodes grouped by the chain rule, groups in topological order."""
-    consumers = graph.consumer_map()
+def chain_groups(graph: Graph, consumers: dict[int, list[Node]] | None = None) -> list[list[Node]]:
+    """The graph's nodes grouped by the chain rule, groups in topological order (``consumers``:
+    the graph's ``consumer_map``, if the caller has it)."""
+    consumers = graph.consumer_map() if consumers is None else consumers
     graph_outputs = {id(v) for v in graph.outputs}
     group_of: dict[int, _Group] = {}
     groups: list[_Group] = []
     for index, node in enumerate(graph.nodes):
-        target = _target(node, group_of, consumers, graph_outputs)
+        kind = op_pattern(node)
+        target = _target(node, kind, group_of, consumers, graph_outputs)
         if target is None:
-            target = _Group(node, index)
+            target = _Group(node, kind, index)
             groups.append(target)
         else:
-            target.add(node, index)
+            target.add(node, kind, index)
         group_of[id(node)] = target
     return [g.nodes for g in groups]
 
 
-def _target(node: Node, group_of: dict[int, _Group], consumers: dict[int, list[Node]],
+def _target(node: Node, kind: PatternKind, group_of: dict[int, _Group], consumers: dict[int, list[Node]],
             graph_outputs: set[int]) -> _Group | None:
-    kind = op_pattern(node)
-    producers = [v.producer for v in node.inputs
-                 if v is not None and v.const is None and v.producer is not None and id(v.producer) in group_of]
-    for v in node.inputs:
-        if v is None or v.producer is None or id(v.producer) not in group_of:
-            continue
-        group = group_of[id(v.producer)]
+    """The group of an input's producer that ``node`` may join, or None."""
+    grouped = [(v, group_of[id(v.producer)]) for v in node.inputs
+               if v is not None and v.producer is not None and id(v.producer) in group_of]
+    for v, group in grouped:
         if len(consumers.get(id(v), ())) != 1 or id(v) in graph_outputs or not group.accepts(kind):
             continue
-        others = {id(group_of[id(p)]): group_of[id(p)] for p in producers if group_of[id(p)] is not group}
-        if all(g.last < group.head for g in others.values()):
+        if all(other is group or other.last < group.head for _, other in grouped):
             return group
     return None

@@ -18,7 +18,7 @@ from ..ir import DType, Graph, Layout, Node, ShapeRule, TensorType, TypeKind, op
 from .layouts import PERMS, is_spatial, permute_shape, spatial_layout
 from .manager import register_pass
 
-_DATA_LIMIT = 4096  # constants up to this many elements are passed to onnx as data
+_DATA_LIMIT = 4096  # constant scalars and vectors up to this many elements are passed to onnx as data
 _MEMO: dict[tuple, list | None] = {}  # node signature → inferred types (inference is pure)
 _MEMO_LIMIT = 100_000
 
@@ -44,7 +44,8 @@ def infer_shapes(graph: Graph) -> bool:
 
 def _merge(old: TensorType, new: TensorType | None) -> TensorType:
     """Prefer inferred facts; keep old ones where inference knows less; keep layouts."""
-    if new is None or old.kind is not TypeKind.TENSOR or new.kind is not TypeKind.TENSOR:
+    if new is None or old.kind is not TypeKind.TENSOR or new.kind is not TypeKind.TENSOR \
+            or (new == old and old.layout is not Layout.UNKNOWN):  # (the common case: nothing new)
         return old
     dtype = new.dtype or old.dtype
     shape = new.shape
@@ -114,10 +115,19 @@ def _signature(node: Node) -> tuple | None:
         if v is None:
             parts.append(None)
             continue
-        const = v.const
-        data = const.tobytes() if const is not None and const.size <= _DATA_LIMIT and const.dtype != object else None
-        parts.append((v.type.dtype, v.type.shape, v.type.layout, data))
+        data = _shape_data(v)
+        parts.append((v.type.dtype, v.type.shape, v.type.layout, None if data is None else data.tobytes()))
     return tuple(parts)
+
+
+def _shape_data(value) -> np.ndarray | None:
+    """The constant onnx may read as data: shape-like arguments (Reshape's shape, Resize's scales,
+    Range's limits, axes, pads) are scalars or vectors; weights of rank ≥ 2 never are, and leaving
+    them out lets the memo serve every layer with the same shapes."""
+    const = value.const
+    if const is None or const.ndim > 1 or const.size > _DATA_LIMIT or const.dtype == object:
+        return None
+    return const
 
 
 def _infer_standard(node: Node) -> list[TensorType | None] | None:
@@ -168,9 +178,9 @@ def _onnx_infer(node: Node, types: list[TensorType | None]) -> list[TensorType |
                 return None
             continue
         input_types[name] = helper.make_tensor_type_proto(t.dtype.onnx, None if t.shape is None else list(t.shape))
-        const = v.const
-        if const is not None and const.size <= _DATA_LIMIT and const.dtype != object:
-            input_data[name] = numpy_helper.from_array(const, name)
+        data = _shape_data(v)
+        if data is not None:
+            input_data[name] = numpy_helper.from_array(data, name)
     result = shape_inference.infer_node_outputs(schema, proto, input_types, input_data)
     return [_from_proto(result.get(f"o{i}")) for i in range(len(node.outputs))]
 

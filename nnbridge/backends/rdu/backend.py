@@ -25,7 +25,7 @@ from .artifact import read_pef, write_pef
 from .config import CompileOptions, Machine
 from .functional import FunctionalSim
 from .partition import Kernel, Section, build_kernels, partition
-from .pipeline_model import Estimate, estimate, samples_per_call
+from .pipeline_model import Estimate, allocate_sections, estimate, latency_floor_us, samples_per_call
 from .plan_schema import decode
 from .presets import DEFAULT_PRESET, machine_for
 from .unfuse import inline_fused
@@ -36,13 +36,14 @@ UNKNOWN_SHAPES = ("{n} tensor(s) have no static shape; their bytes and work are 
 
 class RduExecutable(Executable):
     def __init__(self, graph: Graph, machine: Machine, options: CompileOptions, sections: list[Section],
-                 samples: int, placed: bool = False, estimated: Estimate | None = None):
+                 samples: int, estimated: Estimate | None = None):
+        """``sections`` are placed (their kernels have PCUs); ``estimated``: their estimate, if made."""
         super().__init__(graph, "rdu")
         self.machine = machine
         self.options = options
         self.sections = sections
         self.samples = samples
-        self.estimate = estimated or estimate(sections, machine, options, samples, allocate=not placed)
+        self.estimate = estimated or estimate(sections, machine, options, samples)
         self._sim: FunctionalSim | None = None
         self.steps = 0  # training steps taken through the SambaFlow-style API
 
@@ -72,7 +73,7 @@ class RduExecutable(Executable):
         """Re-estimate for another batch on the same placement (an analytical model: no rerun)."""
         batch = batch_size or self.options.batch_size
         options = CompileOptions(self.options.mode, batch, micro_batch or min(self.options.micro_batch, batch))
-        return estimate(_copy_plan(self.sections), self.machine, options.validated(), self.samples, allocate=False)
+        return estimate(_copy_plan(self.sections), self.machine, options.validated(), self.samples)
 
     def section_report(self, est: Estimate | None = None, stages: bool = False) -> Report:
         est = est or self.estimate
@@ -172,6 +173,8 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
         if key in tried:
             continue
         tried.add(key)
+        if mode == "o0" and best is not None and (len(built) - 1) * machine.reconfig_us >= best[0] * (1 - 1e-12):
+            continue  # a section per kernel at least: its reconfigurations alone are slower (see below)
         if made_for in partitions:
             sections = _copy_plan(partitions[made_for])
         else:
@@ -184,9 +187,10 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
         if shape in priced:
             continue
         priced.add(shape)
-        est = estimate(sections, planned_for, options, samples, allocate=True)  # places the kernels
-        if planned_for is not machine:
-            est = estimate(_copy_plan(sections), machine, options, samples, allocate=False)
+        if best is not None and latency_floor_us(sections, machine, mode) >= best[0] * (1 - 1e-12):
+            continue  # its reconfigurations alone take longer than the best plan so far
+        allocate_sections(sections, planned_for, options, samples)
+        est = estimate(sections, machine, options, samples)
         latency = est.totals["latency_us"]
         if best is None or latency < best[0] * (1 - 1e-12):
             best = (latency, sections, est)
@@ -214,7 +218,7 @@ def load_pef(path: str | os.PathLike) -> RduExecutable:
     if not isinstance(samples, int) or isinstance(samples, bool):
         raise FormatError(f"{where}: plan.json samples_per_call should be an integer")
     _check_plan(sections, samples, where)
-    return RduExecutable(graph, machine, options, sections, samples, placed=True)
+    return RduExecutable(graph, machine, options, sections, samples)
 
 
 def _check_plan(sections: list[Section], samples: int, where: str) -> None:
@@ -260,7 +264,7 @@ class RduBackend(Backend):
         groups = inline_fused(graph)
         samples = samples_per_call(graph)
         sections, estimated = _best_plan(graph, machine, options, groups, samples)
-        return RduExecutable(graph, machine, options, sections, samples, placed=True, estimated=estimated)
+        return RduExecutable(graph, machine, options, sections, samples, estimated=estimated)
 
     def supported_ops(self) -> set[str]:
         return kernel_op_names()

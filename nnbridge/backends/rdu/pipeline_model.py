@@ -181,9 +181,37 @@ def samples_per_call(graph) -> int:
     return 1
 
 
-def estimate(sections: list[Section], machine: Machine, options: CompileOptions, samples: int,
-             allocate: bool = True) -> Estimate:
-    """Allocate PCUs (unless the plan is already placed) and estimate time for the batch."""
+def allocate_sections(sections: list[Section], machine: Machine, options: CompileOptions, samples: int) -> None:
+    """Give every section's stages their PCUs on ``machine`` and place them (``estimate`` prices
+    the placed plan, on this machine or another)."""
+    micro = options.micro_batch
+    tokens = math.ceil(options.batch_size / micro)
+    sync_s = machine.stage_sync_cycles / (machine.clock_ghz * 1e9)
+    homes = WeightHomes(sections, machine)
+    for section in sections:
+        models = [_StageModel(k, section, machine, samples, micro, homes) for k in section.kernels]
+        pcus = _allocate(section, models, producers(section.kernels), machine.n_pcu, tokens, micro, sync_s)
+        for k, p in zip(section.kernels, pcus):
+            k.pcus = p
+        place(section)
+
+
+def reconfigurations(sections: list[Section], mode: str) -> list[bool]:
+    """Per section, whether the fabric is reconfigured before it: not before the first, and not
+    (kernel looping, o1) before one running the same program as the section before it (the next
+    identical decoder layer is the same configuration called again)."""
+    programs = [program(s) for s in sections] if mode == "o1" else [None] * len(sections)
+    return [i > 0 and (mode != "o1" or programs[i] != programs[i - 1]) for i in range(len(sections))]
+
+
+def latency_floor_us(sections: list[Section], machine: Machine, mode: str) -> float:
+    """A lower bound on any estimate of the plan: its reconfigurations alone (each call of the
+    batch makes them all), so a plan whose floor exceeds a known latency need not be priced."""
+    return sum(reconfigurations(sections, mode)) * machine.reconfig_us
+
+
+def estimate(sections: list[Section], machine: Machine, options: CompileOptions, samples: int) -> Estimate:
+    """The time for the batch of the placed plan (``allocate_sections``) on ``machine``."""
     batch, micro = options.batch_size, options.micro_batch
     tokens = math.ceil(batch / micro)
     sync_s = machine.stage_sync_cycles / (machine.clock_ghz * 1e9)
@@ -193,19 +221,10 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
     stages: list[StageEstimate] = []
     section_estimates: list[SectionEstimate] = []
     offchip_busy_us: dict[int, float] = {}  # per section: its stages' off-chip reads, for the whole batch
-    # kernel looping (o1): a section running the same program as the one before it (the next
-    # identical decoder layer) is the same configuration called again — no reconfiguration
-    programs = [program(s) for s in sections] if options.mode == "o1" else []
-    looped = {id(s) for s, before, now in zip(sections[1:], programs, programs[1:]) if before == now}
-
-    for section in sections:
+    reconfigured = reconfigurations(sections, options.mode)
+    for section, reconfigures in zip(sections, reconfigured):
         models = [_StageModel(k, section, machine, samples, micro, homes) for k in section.kernels]
         producers_of = producers(section.kernels)
-        if allocate:
-            pcus = _allocate(section, models, producers_of, machine.n_pcu, tokens, micro, sync_s)
-            for k, p in zip(section.kernels, pcus):
-                k.pcus = p
-            place(section)
         worst, worst_name, worst_limit = 0.0, "", ""
         timed = [(model, *model.time(k.pcus)) for k, model in zip(section.kernels, models)]
         token_times = [micro * t + sync_s for _, t, _ in timed]
@@ -232,7 +251,7 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
             bottleneck=f"{worst_name} ({worst_limit})" if pipelined_us >= busy_us else
             "all stages (off-chip bandwidth shared)",
             pipeline_us=max(pipelined_us, busy_us),
-            reconfig_us=0.0 if section.index == 0 or id(section) in looped else machine.reconfig_us,
+            reconfig_us=machine.reconfig_us if reconfigures else 0.0,
             spill_us=spill_bytes / (spill_tier.bw_gbps * 1e9) * 1e6,
             weight_load_us=load_s * 1e6, kind=section.kind,
         ))
@@ -324,11 +343,10 @@ def _in_calls(sections: list[Section], machine: Machine, options: CompileOptions
     batch = options.batch_size
     size = math.ceil(batch / calls)
     last = batch - (calls - 1) * size
-    one = estimate(sections, machine, dataclasses.replace(options, batch_size=size), samples, allocate=False)
+    one = estimate(sections, machine, dataclasses.replace(options, batch_size=size), samples)
     latency = (calls - 1) * one.totals["latency_us"] + (
         one.totals["latency_us"] if last == size else
-        estimate(sections, machine, dataclasses.replace(options, batch_size=last), samples,
-                 allocate=False).totals["latency_us"])
+        estimate(sections, machine, dataclasses.replace(options, batch_size=last), samples).totals["latency_us"])
     scale = latency / one.totals["latency_us"] if one.totals["latency_us"] else float(calls)
     result = Estimate(machine.name, options.mode, batch, options.micro_batch,
                       [dataclasses.replace(s, pipeline_us=s.pipeline_us * scale, reconfig_us=s.reconfig_us * scale,
