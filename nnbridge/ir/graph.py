@@ -124,8 +124,8 @@ class Node:
         for value in self.attrs.values():
             if isinstance(value, Graph):
                 found.append(value)
-            elif isinstance(value, (list, tuple)):
-                found.extend(v for v in value if isinstance(v, Graph))
+            elif isinstance(value, (list, tuple)) and value and isinstance(value[0], Graph):
+                found.extend(value)  # an attribute's list holds one kind (ONNX's GRAPHS)
         return found
 
     def captured(self) -> list[Value]:

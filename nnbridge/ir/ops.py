@@ -27,6 +27,8 @@ from .schema import OpSchema, PatternKind, register_schema
 class ShapeRule(enum.Enum):
     SAME = "same"            # one input, one output of the input's dtype and shape
     BROADCAST = "broadcast"  # inputs of one dtype, output of that dtype and their broadcast shape
+    TRANSPOSE = "transpose"  # one input; its dims permuted by ``perm`` (default: reversed)
+    MATMUL = "matmul"        # two inputs of one dtype; numpy's matmul shape (batch dims broadcast)
     INFERRED = "-"           # onnx's shape inference or the op's own rule
 
 
@@ -182,7 +184,7 @@ SpaceToDepth            injective    -          1      whole-input
 Split                   injective    -          1
 Squeeze                 injective    -          1
 Tile                    injective    -          1
-Transpose               injective    -          1      whole-input
+Transpose               injective    transpose  1      whole-input
 Trilu                   injective    -          1
 Unsqueeze               injective    -          1
 ArgMax                  reduce       -          1
@@ -211,7 +213,7 @@ LRN                     out-fusable  same       1            spatial=0
 LayerNormalization      out-fusable  -          8
 LogSoftmax              out-fusable  same       6
 LpPool                  out-fusable  -          1
-MatMul                  out-fusable  -          1
+MatMul                  out-fusable  matmul     1
 MaxPool                 out-fusable  -          1            spatial=0
 Resize                  out-fusable  -          1      whole-input
 Softmax                 out-fusable  same       5

@@ -219,7 +219,9 @@ def outline(graph: Graph, members: list[Node], cmap: dict[int, list[Node]] | Non
                 ext_inputs.append(v)
     ext_outputs = [o for n in members for o in n.outputs
                    if graph.is_output(o) or any(id(u) not in inside for u in cmap.get(id(o), []))]
-    anchor = max(members, key=op_pattern)  # the first member of the highest pattern kind
+    kinds = [op_pattern(n) for n in members]
+    kind = max(kinds)
+    anchor = members[kinds.index(kind)]  # the first member of the highest pattern kind
     body = Graph(f"{anchor.name}_body", parent=graph)
     rename: dict[int, Value] = {}
     for v in ext_inputs:
@@ -236,7 +238,6 @@ def outline(graph: Graph, members: list[Node], cmap: dict[int, list[Node]] | Non
                 o.graph = body
         body.append_node(n)
     body.outputs = [rename[id(o)] for o in ext_outputs]
-    kind = max(op_pattern(n) for n in members)
     return graph.add_node("Fused", ext_inputs, ext_outputs,
                           {"body": body, "kind": kind.name.lower(), "anchor": anchor.op},
                           name=f"fused_{anchor.name}", domain="nnbridge")

@@ -84,7 +84,8 @@ def infer_node(node: Node) -> list[TensorType | None] | None:
 
 
 def _fast_rule(node: Node) -> list[TensorType] | None:
-    """The op-traits table's shape rules (same type; same-dtype broadcast), without onnx."""
+    """The op-traits table's shape rules (same type, same-dtype broadcast, transpose, matmul),
+    without onnx."""
     types = [v.type for v in node.inputs if v is not None]
     if len(node.outputs) != 1 or not types or not all(t.is_static and t.dtype is not None for t in types):
         return None
@@ -95,7 +96,32 @@ def _fast_rule(node: Node) -> list[TensorType] | None:
     if rule is ShapeRule.BROADCAST and all(t.dtype is x.dtype for t in types):
         shape = np.broadcast_shapes(*(t.shape for t in types))
         return [TensorType(x.dtype, tuple(shape), Layout.default_for_rank(len(shape)))]
+    if rule is ShapeRule.TRANSPOSE and len(types) == 1:
+        perm = node.attrs.get("perm")
+        perm = list(range(len(x.shape)))[::-1] if perm is None else [int(p) for p in perm]
+        if sorted(perm) != list(range(len(x.shape))):
+            return None  # onnx's inference says what is wrong
+        return [TensorType(x.dtype, tuple(x.shape[p] for p in perm), Layout.default_for_rank(len(perm)))]
+    if rule is ShapeRule.MATMUL and len(types) == 2 and types[1].dtype is x.dtype:
+        shape = _matmul_shape(x.shape, types[1].shape)
+        return None if shape is None else [TensorType(x.dtype, shape, Layout.default_for_rank(len(shape)))]
     return None
+
+
+def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
+    """numpy's matmul result shape (a vector operand gains, then loses, a unit dim), None if the
+    operands do not fit."""
+    if not a or not b:
+        return None
+    left = (1, *a) if len(a) == 1 else a
+    right = (*b, 1) if len(b) == 1 else b
+    if left[-1] != right[-2]:
+        return None
+    try:
+        batch = np.broadcast_shapes(left[:-2], right[:-2])
+    except ValueError:
+        return None
+    return (*batch, *((left[-2],) if len(a) > 1 else ()), *((right[-1],) if len(b) > 1 else ()))
 
 
 def _signature(node: Node) -> tuple | None:

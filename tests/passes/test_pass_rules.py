@@ -9,7 +9,7 @@ from onnx import helper
 from passcheck import assert_close, build, count_ops, model_and_feeds, rand, run
 
 import nnbridge
-from nnbridge.ir import Layout, TensorType
+from nnbridge.ir import DType, Graph, Layout, TensorType
 from nnbridge.passes import run_passes
 from nnbridge.passes.fold_scale_axis import fold_scale_axis
 from nnbridge.passes.infer_shapes import infer_shapes
@@ -220,3 +220,29 @@ def test_fold_reaches_into_loop_bodies():
                   {"trips": np.array(3, np.int64)})
     graph = _check(model, ["fold"])
     assert [n.op for n in graph.nodes[0].attr("body").nodes] == ["Add", "Identity"]
+
+
+@pytest.mark.parametrize("op, shapes, attrs", [
+    ("Transpose", [(2, 3, 4)], {}), ("Transpose", [(2, 3, 4, 5)], {"perm": [0, 2, 3, 1]}),
+    ("Transpose", [(7,)], {}), ("Transpose", [(2, 3)], {"perm": [0, 0]}),
+    ("MatMul", [(2, 3), (3, 4)], {}), ("MatMul", [(5, 1, 2, 3), (4, 3, 6)], {}), ("MatMul", [(3,), (3,)], {}),
+    ("MatMul", [(3,), (2, 3, 4)], {}), ("MatMul", [(2, 3, 4), (4,)], {}), ("MatMul", [(2, 3), (4, 5)], {}),
+    ("MatMul", [(2, 2, 3), (3, 3, 4)], {}),
+])
+def test_the_tables_transpose_and_matmul_shape_rules_agree_with_onnxs_inference(op, shapes, attrs):
+    """The fast rules stand in for onnx's per-node inference: the same shape, or no answer where
+    onnx refuses the node (so onnx still says what is wrong)."""
+    from nnbridge.passes.infer_shapes import _fast_rule, _onnx_infer
+
+    graph = Graph("g")
+    inputs = [graph.add_input(f"x{i}", TensorType(DType.FLOAT32, s)) for i, s in enumerate(shapes)]
+    node = graph.add_node(op, inputs, 1, attrs)
+    fast = _fast_rule(node)
+    try:
+        onnx_says = _onnx_infer(node, [v.type for v in inputs])
+    except Exception:
+        onnx_says = None
+    if onnx_says is None or onnx_says[0] is None or onnx_says[0].shape is None:
+        assert fast is None
+    else:
+        assert fast is not None and fast[0].shape == onnx_says[0].shape and fast[0].dtype is onnx_says[0].dtype

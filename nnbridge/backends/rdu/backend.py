@@ -132,7 +132,7 @@ def _plan_machines(machine: Machine, kernels: list[Kernel]) -> tuple[list[Machin
                  for scale in FLOP_PLAN_SCALES]
     smaller: list[Machine] = []
     if machine.sram_bytes is not None and kernels:
-        smallest = min(k.weight_bytes + sum(k.buffer_bytes) for k in kernels)
+        smallest = min(k.weight_bytes + k.staging_bytes for k in kernels)
         sram = machine.sram_bytes // 2
         while True:  # down to the first size at which every kernel streams its weights
             smaller.append(dataclasses.replace(machine, sram_bytes=sram))
@@ -157,7 +157,7 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
     if options.mode != "o0" and len(built) > 1:
         plans.append((machine, "o0"))
     plans += [(m, options.mode) for m in if_budget][:max(0, PLAN_KERNEL_BUDGET // max(1, len(built)) - len(plans))]
-    needed = sum(k.weight_bytes + sum(k.buffer_bytes) for k in built)  # more on-chip capacity never binds
+    needed = sum(k.weight_bytes + k.staging_bytes for k in built)  # more on-chip capacity never binds
     tried: set[tuple] = set()  # partitions made for (mode, capacity, PMU counts, FLOPs)
     priced: set[tuple] = set()  # the same, by the sections they came out as
     partitions: dict[tuple, list[Section]] = {}
@@ -173,8 +173,8 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
         if key in tried:
             continue
         tried.add(key)
-        if mode == "o0" and best is not None and (len(built) - 1) * machine.reconfig_us >= best[0] * (1 - 1e-12):
-            continue  # a section per kernel at least: its reconfigurations alone are slower (see below)
+        if mode == "o0" and best is not None and _slower_than(best[0], len(built), machine):
+            continue  # a section per kernel at least: its reconfigurations alone are slower
         if made_for in partitions:
             sections = _copy_plan(partitions[made_for])
         else:
@@ -187,7 +187,8 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
         if shape in priced:
             continue
         priced.add(shape)
-        if best is not None and latency_floor_us(sections, machine, mode) >= best[0] * (1 - 1e-12):
+        if best is not None and _slower_than(best[0], len(sections), machine) \
+                and latency_floor_us(sections, machine, mode) >= best[0] * (1 - 1e-12):
             continue  # its reconfigurations alone take longer than the best plan so far
         allocate_sections(sections, planned_for, options, samples)
         est = estimate(sections, machine, options, samples)
@@ -195,6 +196,12 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
         if best is None or latency < best[0] * (1 - 1e-12):
             best = (latency, sections, est)
     return best[1], best[2]
+
+
+def _slower_than(best_us: float, sections: int, machine: Machine) -> bool:
+    """Whether ``sections`` sections, each reconfiguring the fabric, take longer than ``best_us``
+    (the bound ``latency_floor_us`` refines with kernel looping)."""
+    return (sections - 1) * machine.reconfig_us >= best_us * (1 - 1e-12)
 
 
 def _copy_plan(sections: list[Section]) -> list[Section]:

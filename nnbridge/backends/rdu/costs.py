@@ -75,7 +75,7 @@ def op_cost(node: Node, float_bytes: int) -> OpCost:
             continue
         cost.outputs.append((out.name, b))
         cost.out_elems += out.type.numel or 0
-    window = _window(node)
+    window = whole_first = None
     for i, v in enumerate(node.inputs):
         if v is None:
             continue
@@ -85,7 +85,9 @@ def op_cost(node: Node, float_bytes: int) -> OpCost:
         elif v.const is not None:
             cost.weight_bytes += b
         else:
-            whole = Flag.WHOLE_INPUT in op_traits(node.op, node.domain).flags or (node.op == "MatMul" and i == 1)
+            if window is None:
+                window, whole_first = _window(node), Flag.WHOLE_INPUT in op_traits(node.op, node.domain).flags
+            whole = whole_first or (node.op == "MatMul" and i == 1)
             cost.inputs.append((v.name, b, 2 * b if whole else tile_bytes(v, b, window)))
     body = node.attrs.get("body") if node.op == "Fused" else None
     if body is not None:
@@ -108,7 +110,7 @@ def op_cost(node: Node, float_bytes: int) -> OpCost:
 
 
 def _window(node: Node) -> int:
-    kernel = node.attr("kernel_shape")
+    kernel = node.attrs.get("kernel_shape")  # (no schema default)
     if kernel:
         return int(kernel[0])
     if node.op in ("Conv", "ConvTranspose") and len(node.inputs) > 1 and node.inputs[1] is not None:

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -44,6 +45,20 @@ class Kernel:
     link_bytes: float = 0.0  # sent to the other sockets per call (tensor-parallel AllReduce)
     link_steps: int = 0
 
+    # sums the performance model reads for every kernel of every plan it prices (the dicts and
+    # lists they sum are never written once built)
+    @functools.cached_property
+    def in_bytes(self) -> int:
+        return sum(self.inputs.values())
+
+    @functools.cached_property
+    def out_bytes(self) -> int:
+        return sum(self.outputs.values())
+
+    @functools.cached_property
+    def staging_bytes(self) -> int:
+        return sum(self.buffer_bytes)
+
     def clone(self) -> Kernel:
         """A copy whose placement fields can change (the dicts and lists are shared: never written)."""
         twin = object.__new__(Kernel)
@@ -56,7 +71,7 @@ class Kernel:
         return max(1, weights + staging)
 
     def on_chip_bytes(self) -> int:
-        return (0 if self.streamed_weights else self.weight_bytes) + sum(self.buffer_bytes)
+        return (0 if self.streamed_weights else self.weight_bytes) + self.staging_bytes
 
 
 @dataclass
@@ -137,7 +152,7 @@ def partition(graph: Graph, machine: Machine, mode: str, groups: list[list[Node]
     builder: _SectionBuilder | None = None
     for k in kernels:
         # weights that do not fit on chip beside the kernel's own staging buffers stream through it
-        k.streamed_weights = k.weight_bytes + sum(k.buffer_bytes) > machine.on_chip_bytes
+        k.streamed_weights = k.weight_bytes + k.staging_bytes > machine.on_chip_bytes
         k.pmus = k.pmu_count(machine)
         kind = kind_of[id(k)]
         if mode != "o0" and builder is not None and kind == kinds[-1] and builder.try_add(k):

@@ -130,10 +130,10 @@ class _StageModel:
                  homes: WeightHomes):
         f = machine.clock_ghz * 1e9
         self.compute = k.flops / samples / (machine.flop_per_pcu_per_cycle * f)
-        moved = (sum(k.inputs.values()) + sum(k.outputs.values()) + k.weight_bytes) / samples
+        moved = (k.in_bytes + k.out_bytes + k.weight_bytes) / samples
         self.pmu = moved / (machine.pmu_bw_bytes_per_cycle * f)
         self.pmus = k.pmus
-        self.network = sum(k.outputs.values()) / samples / (machine.switch_bw_bytes_per_cycle * f)
+        self.network = k.out_bytes / samples / (machine.switch_bw_bytes_per_cycle * f)
         host = sum(section.host_in.get(n, 0) for n in k.inputs) + sum(section.host_out.get(n, 0) for n in k.outputs)
         # streamed weights: read from the tiers that hold them once per micro-batch token
         streamed = homes.read_s(k, 1.0 / micro) if k.streamed_weights else 0.0
@@ -390,7 +390,7 @@ def held_weights(section: Section) -> int:
 
 def staging_bytes(section: Section) -> int:
     """On-chip buffer bytes a section's stages stage their streamed inputs in."""
-    return sum(sum(k.buffer_bytes) for k in section.kernels)
+    return sum(k.staging_bytes for k in section.kernels)
 
 
 def _prefetch(sections: list[Section], estimates: list[SectionEstimate], machine: Machine,
