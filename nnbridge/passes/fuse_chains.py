@@ -57,8 +57,9 @@ def fuse_chains(graph: Graph) -> bool:
     groups = chain_groups(graph, cmap)
     if all(len(members) == 1 for members in groups):
         return False
-    # each group where its first op was: every input a group reads comes from before it
-    graph.arrange([outline(graph, members, cmap) if len(members) > 1 else members[0] for members in groups])
+    for members in groups:
+        if len(members) > 1:
+            outline(graph, members, cmap)
     return True
 
 

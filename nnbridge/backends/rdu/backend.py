@@ -116,13 +116,14 @@ class RduExecutable(Executable):
 #: machine is never priced slower than the smaller one it contains.
 PMU_PLAN_FLOOR = 64 * 1024
 FLOP_PLAN_SCALES = (0.5, 0.25)
-#: compile effort: SRAM sizes below half the machine's are tried while kernels × plans stays under
-#: this (every size for graphs up to ~20k kernels; a 100k-node graph keeps the first plans only)
-PLAN_KERNEL_BUDGET = 500_000
+#: compile effort: a graph of N kernels considers the first ⌊this / N⌋ plans of the list (at least
+#: the machine's own): every plan up to ~4,000 kernels (the LLM benches' largest has 2,144); a
+#: 100k-node graph (54k kernels) only the machine's own
+PLAN_KERNEL_BUDGET = 100_000
 
 
-def _plan_machines(machine: Machine, kernels: list[Kernel]) -> tuple[list[Machine], list[Machine]]:
-    """(variants always tried, smaller SRAM sizes tried as the effort budget allows)."""
+def _plan_machines(machine: Machine, kernels: list[Kernel]) -> list[Machine]:
+    """The machine, then its smaller variants: PMU sizes, FLOPs per PCU, SRAM sizes (halving)."""
     variants = [machine]
     pmu_bytes = machine.pmu_bytes / 2
     while pmu_bytes >= PMU_PLAN_FLOOR:
@@ -130,16 +131,15 @@ def _plan_machines(machine: Machine, kernels: list[Kernel]) -> tuple[list[Machin
         pmu_bytes /= 2
     variants += [dataclasses.replace(machine, flop_per_pcu_per_cycle=machine.flop_per_pcu_per_cycle * scale)
                  for scale in FLOP_PLAN_SCALES]
-    smaller: list[Machine] = []
     if machine.sram_bytes is not None and kernels:
         smallest = min(k.weight_bytes + k.staging_bytes for k in kernels)
         sram = machine.sram_bytes // 2
         while True:  # down to the first size at which every kernel streams its weights
-            smaller.append(dataclasses.replace(machine, sram_bytes=sram))
+            variants.append(dataclasses.replace(machine, sram_bytes=sram))
             if sram < smallest or sram == 0:
                 break
             sram //= 2
-    return variants + smaller[:1], smaller[1:]
+    return variants
 
 
 def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
@@ -149,14 +149,13 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
     best: tuple[float, list[Section], Estimate] | None = None
     # a kernel's work and traffic do not depend on the variants' fields: built once, copied per plan
     built = build_kernels(graph, machine, groups if options.mode != "o0" else None)
-    always, if_budget = _plan_machines(machine, built)
-    plans = [(m, options.mode) for m in always]
+    machines = _plan_machines(machine, built)
     # besides the partitions made for each machine, one section per kernel: a greedy partition
     # packs kernels that then share the PCUs, which at a small batch can be slower than giving
     # each its own section (when the reconfiguration is cheap or looped)
-    if options.mode != "o0" and len(built) > 1:
-        plans.append((machine, "o0"))
-    plans += [(m, options.mode) for m in if_budget][:max(0, PLAN_KERNEL_BUDGET // max(1, len(built)) - len(plans))]
+    one_per_kernel = [(machine, "o0")] if options.mode != "o0" and len(built) > 1 else []
+    plans = [(machine, options.mode), *one_per_kernel, *((m, options.mode) for m in machines[1:])]
+    plans = plans[:max(1, PLAN_KERNEL_BUDGET // max(1, len(built)))]
     needed = sum(k.weight_bytes + k.staging_bytes for k in built)  # more on-chip capacity never binds
     tried: set[tuple] = set()  # partitions made for (mode, capacity, PMU counts, FLOPs)
     priced: set[tuple] = set()  # the same, by the sections they came out as
@@ -173,8 +172,6 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
         if key in tried:
             continue
         tried.add(key)
-        if mode == "o0" and best is not None and _slower_than(best[0], len(built), machine):
-            continue  # a section per kernel at least: its reconfigurations alone are slower
         if made_for in partitions:
             sections = _copy_plan(partitions[made_for])
         else:
@@ -188,8 +185,8 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
             continue
         priced.add(shape)
         if best is not None and _slower_than(best[0], len(sections), machine) \
-                and latency_floor_us(sections, machine, mode) >= best[0] * (1 - 1e-12):
-            continue  # its reconfigurations alone take longer than the best plan so far
+                and latency_floor_us(sections, machine, options.mode) >= best[0] * (1 - 1e-12):
+            continue  # its reconfigurations alone (in the mode it runs in) exceed the best plan so far
         allocate_sections(sections, planned_for, options, samples)
         est = estimate(sections, machine, options, samples)
         latency = est.totals["latency_us"]
