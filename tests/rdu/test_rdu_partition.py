@@ -163,3 +163,19 @@ def test_a_small_batchs_allocation_is_refined_against_its_latency():
 
     assert water_fill(3, 6, [100] * 3, stage) == [2, 3, 1]
     assert water_fill(3, 6, [100] * 3, stage, latency) == [2, 2, 2]
+
+
+def test_compile_effort_is_kernels_times_plans(monkeypatch):
+    """The plan search considers the first budget / kernels plans (at least the machine's own),
+    counted by the partitions it makes: a huge graph gets one, a small one every variant."""
+    import nnbridge.backends.rdu.backend as rdu_backend
+
+    made = []
+    monkeypatch.setattr(rdu_backend, "partition", lambda *a, **k: made.append(a[1]) or partition(*a, **k))
+    model = build("cnn10")
+    nnbridge.compile(model, "rdu", preset="sn40l")
+    assert len(made) > 2  # the default budget: the variants too
+    made.clear()
+    monkeypatch.setattr(rdu_backend, "PLAN_KERNEL_BUDGET", 1)
+    nnbridge.compile(model, "rdu", preset="sn40l")
+    assert made == [machine_for("sn40l")]
