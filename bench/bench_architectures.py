@@ -97,22 +97,24 @@ def _geomean(values: list[float]) -> float:
     return math.exp(statistics.mean(math.log(v) for v in values)) if values else float("nan")
 
 
-def main() -> int:
-    import onnx
-    import onnxruntime as ort
+def _blas() -> str:
+    """numpy's BLAS and the kernels it runs (OPENBLAS_CORETYPE pins them)."""
+    from threadpoolctl import threadpool_info
 
-    from nnbridge.threads import all_cores
+    info = next((i for i in threadpool_info() if i.get("user_api") == "blas"), {})
+    pinned = os.environ.get("OPENBLAS_CORETYPE")
+    return (f"{info.get('internal_api', '?')} {info.get('version', '')} {info.get('architecture', '')} kernels"
+            + (f" (pinned by OPENBLAS_CORETYPE={pinned} in the environment)" if pinned else ""))
 
-    cores = all_cores()
-    machine = (f"{platform.processor() or platform.machine()}, {cores} cores, python {platform.python_version()}, "
-               f"numpy {np.__version__}, onnxruntime {ort.__version__}, onnx {onnx.__version__}")
-    settings = [1] if cores == 1 else [1, cores]
+
+def _measure_all(settings: list[int], echo: bool) -> tuple[list[str], dict, list[str]]:
+    """Table lines, ratios per (group, threads) and the models whose outputs differ."""
     header = "| group | model | " + " | ".join(
         f"nnbridge ms ({t}t) | onnxruntime ms ({t}t) | ratio ({t}t)" for t in settings) + " |"
     lines = [header, "|---|---|" + "---|---|---|" * len(settings)]
-    print(f"machine: {machine}")
-    print(header)
-    print(lines[1])
+    if echo:
+        print(header)
+        print(lines[1])
     ratios: dict[tuple[str, int], list[tuple[str, float]]] = {}
     disagree = []
     for group, name, path, feeds in _cases():
@@ -127,8 +129,12 @@ def main() -> int:
             cells.append(f"{t_nb * 1e3:.2f} | {t_ort * 1e3:.2f} | {ratio:.2f}{'' if agree else ' (outputs differ)'}")
         line = f"| {group} | {name} | " + " | ".join(cells) + " |"
         lines.append(line)
-        print(line, flush=True)
+        if echo:
+            print(line, flush=True)
+    return lines, ratios, disagree
 
+
+def _summary(ratios: dict) -> tuple[list[str], bool]:
     summary, ok = [], True
     for (group, threads), rows in sorted(ratios.items()):
         geo = _geomean([r for _, r in rows])
@@ -140,11 +146,50 @@ def main() -> int:
                        f"(target ≤ {target}), worst {worst_name} {worst:.2f}"
                        f"{'' if group == 'light' else f' (target ≤ {TARGET_MAX})'} over {len(rows)} models "
                        f"— {'met' if passed else 'NOT met'}")
+    return summary, ok
+
+
+def _unpinned_summary() -> list[str]:
+    """The 1-thread geometric means again in a process where OpenBLAS picks its own kernels (run
+    when the environment pins them): what the pin costs, beside the figures measured under it."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    done = subprocess.run([sys.executable, "-m", "bench.bench_architectures", "--unpinned"], env=env,
+                          capture_output=True, text=True, check=False)
+    found = [line for line in done.stdout.splitlines() if line.startswith(("blas:", "fixtures", "architectures",
+                                                                           "light"))]
+    return found or [f"(the unpinned run failed: {done.stderr.strip().splitlines()[-1:]})"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    import onnx
+    import onnxruntime as ort
+
+    from nnbridge.threads import all_cores
+
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--unpinned"]:  # the child of _unpinned_summary: 1 thread, summary lines only
+        print(f"blas: {_blas()}")
+        print("\n".join(_summary(_measure_all([1], echo=False)[1])[0]))
+        return 0
+    cores = all_cores()
+    machine = (f"{platform.processor() or platform.machine()}, {cores} cores, python {platform.python_version()}, "
+               f"numpy {np.__version__} ({_blas()}), onnxruntime {ort.__version__}, onnx {onnx.__version__}")
+    settings = [1] if cores == 1 else [1, cores]
+    print(f"machine: {machine}")
+    lines, ratios, disagree = _measure_all(settings, echo=True)
+    summary, ok = _summary(ratios)
     if disagree:
         summary.append(f"outputs differ (not counted): {', '.join(disagree)}")
     print()
     for line in summary:
         print(line)
+    unpinned = _unpinned_summary() if os.environ.get("OPENBLAS_CORETYPE") else []
+    if unpinned:
+        print("\nthe same at 1 thread where OpenBLAS picks its own kernels (not the targets' figures):")
+        for line in unpinned:
+            print(f"  {line}")
     DOC.write_text(
         "# Benchmarks\n\n"
         "Written by `make bench` (`bench/bench_architectures.py`): the reference backend's latency against\n"
@@ -154,7 +199,11 @@ def main() -> int:
         "are exported by `torch.onnx.export` from `bench/architectures.py` (random weights, BERT-base and\n"
         "ResNet-50 at full size); `light` are onnx's nine light CNNs. Ratio = nnbridge / onnxruntime, the\n"
         "median of several runs each.\n\n"
-        f"Machine: {machine}.\n\n" + "\n".join(f"- {line}" for line in summary) + "\n\n" + "\n".join(lines) + "\n")
+        f"Machine: {machine}.\n\n" + "\n".join(f"- {line}" for line in summary) + "\n\n"
+        + ("The same at 1 thread in a process where OpenBLAS picks its own kernels (the environment pins them; "
+           "numpy's matrix products run on them, onnxruntime's do not):\n\n"
+           + "\n".join(f"- {line}" for line in unpinned) + "\n\n" if unpinned else "")
+        + "\n".join(lines) + "\n")
     print(f"\nwrote {DOC}")
     return 0 if ok and not disagree else 1
 
