@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -45,17 +44,17 @@ class Kernel:
     link_bytes: float = 0.0  # sent to the other sockets per call (tensor-parallel AllReduce)
     link_steps: int = 0
 
-    # sums the performance model reads for every kernel of every plan it prices (the dicts and
-    # lists they sum are never written once built)
-    @functools.cached_property
+    # sums the performance model reads (properties, not cached: an attribute added to a kernel's
+    # dict unshares its keys, and a plan search makes tens of thousands of kernel copies)
+    @property
     def in_bytes(self) -> int:
         return sum(self.inputs.values())
 
-    @functools.cached_property
+    @property
     def out_bytes(self) -> int:
         return sum(self.outputs.values())
 
-    @functools.cached_property
+    @property
     def staging_bytes(self) -> int:
         return sum(self.buffer_bytes)
 
