@@ -90,13 +90,15 @@ def test_stacked_matmul_against_one_matrix(shapes):
     _agrees("MatMul", [("a", a), ("b", b)], rtol=1e-5)
 
 
-@pytest.mark.parametrize("channels", [8, 48])  # per-tap NCHW path (≤ 32 channels) and channels-last einsum
+# ≤ 32 channels: one matmul over the windows of a small map, per-tap NCHW on a larger one; more
+# channels: channels-last einsum (conv.SMALL_DEPTHWISE: channels × output pixels ≤ 4096 is small)
+@pytest.mark.parametrize("channels, size", [(8, (11, 9)), (24, (40, 36)), (48, (11, 9))])
 @pytest.mark.parametrize("attrs", [dict(pads=[1, 1, 1, 1]), dict(strides=[2, 2], pads=[2, 1, 0, 2]),
                                    dict(dilations=[2, 3], pads=[2, 3, 2, 3]),
                                    dict(strides=[2, 1], kernel_shape=[5, 5])])
-def test_depthwise_convolution_paths(channels, attrs):
+def test_depthwise_convolution_paths(channels, size, attrs):
     k = attrs.get("kernel_shape", [3, 3])
-    x = RNG.standard_normal((2, channels, 11, 9)).astype(np.float32)
+    x = RNG.standard_normal((2, channels, *size)).astype(np.float32)
     w = RNG.standard_normal((channels, 1, *k)).astype(np.float32)
     b = RNG.standard_normal(channels).astype(np.float32)
     _agrees("Conv", [("x", x), ("w", w), ("b", b)], dict(group=channels, **attrs), inits=("w", "b"),
