@@ -186,14 +186,6 @@ class Graph:
             self._order_dirty = False
         return list(self._nodes)
 
-    def arrange(self, order: list[Node]) -> None:
-        """Put this graph's nodes in ``order`` (the same nodes): a rewrite that knows where its new
-        nodes belong spares the next read a sort (an order that is not topological is sorted then)."""
-        if len(order) != len(self._nodes) or any(n not in self._nodes for n in order):
-            raise NNBridgeError(f"graph '{self.name}': arrange() needs exactly the graph's nodes")
-        self._nodes = dict.fromkeys(order)
-        self._order_dirty = True
-
     def mark_dirty(self) -> None:
         self._order_dirty = True
 

@@ -54,13 +54,10 @@ class _Group:
 def fuse_chains(graph: Graph) -> bool:
     """Fuse producer-consumer chains: one anchor, elementwise epilogue, injective prologue (RDU kernels)."""
     cmap = graph.consumer_map()  # groups are disjoint: the original readers decide what leaves a group
-    groups = chain_groups(graph, cmap)
-    if all(len(members) == 1 for members in groups):
-        return False
+    groups = [g for g in chain_groups(graph, cmap) if len(g) > 1]
     for members in groups:
-        if len(members) > 1:
-            outline(graph, members, cmap)
-    return True
+        outline(graph, members, cmap)
+    return bool(groups)
 
 
 def chain_groups(graph: Graph, consumers: dict[int, list[Node]] | None = None) -> list[list[Node]]:

@@ -184,21 +184,18 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
         if shape in priced:
             continue
         priced.add(shape)
-        if best is not None and _slower_than(best[0], len(sections), machine) \
-                and latency_floor_us(sections, machine, options.mode) >= best[0] * (1 - 1e-12):
-            continue  # its reconfigurations alone (in the mode it runs in) exceed the best plan so far
+        # not priced: a plan whose reconfigurations alone (in the mode it runs in) exceed the best
+        # so far; the cheap bound (every section reconfigures) first, the one with looping then
+        bound = float("inf") if best is None else best[0] * (1 - 1e-12)
+        if (len(sections) - 1) * machine.reconfig_us >= bound \
+                and latency_floor_us(sections, machine, options.mode) >= bound:
+            continue
         allocate_sections(sections, planned_for, options, samples)
         est = estimate(sections, machine, options, samples)
         latency = est.totals["latency_us"]
         if best is None or latency < best[0] * (1 - 1e-12):
             best = (latency, sections, est)
     return best[1], best[2]
-
-
-def _slower_than(best_us: float, sections: int, machine: Machine) -> bool:
-    """Whether ``sections`` sections, each reconfiguring the fabric, take longer than ``best_us``
-    (the bound ``latency_floor_us`` refines with kernel looping)."""
-    return (sections - 1) * machine.reconfig_us >= best_us * (1 - 1e-12)
 
 
 def _copy_plan(sections: list[Section]) -> list[Section]:

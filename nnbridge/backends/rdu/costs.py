@@ -75,7 +75,7 @@ def op_cost(node: Node, float_bytes: int) -> OpCost:
             continue
         cost.outputs.append((out.name, b))
         cost.out_elems += out.type.numel or 0
-    window = whole_first = None
+    window = _window(node)
     for i, v in enumerate(node.inputs):
         if v is None:
             continue
@@ -85,9 +85,7 @@ def op_cost(node: Node, float_bytes: int) -> OpCost:
         elif v.const is not None:
             cost.weight_bytes += b
         else:
-            if window is None:
-                window, whole_first = _window(node), Flag.WHOLE_INPUT in op_traits(node.op, node.domain).flags
-            whole = whole_first or (node.op == "MatMul" and i == 1)
+            whole = Flag.WHOLE_INPUT in op_traits(node.op, node.domain).flags or (node.op == "MatMul" and i == 1)
             cost.inputs.append((v.name, b, 2 * b if whole else tile_bytes(v, b, window)))
     body = node.attrs.get("body") if node.op == "Fused" else None
     if body is not None:

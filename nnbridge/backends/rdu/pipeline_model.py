@@ -200,8 +200,10 @@ def reconfigurations(sections: list[Section], mode: str) -> list[bool]:
     """Per section, whether the fabric is reconfigured before it: not before the first, and not
     (kernel looping, o1) before one running the same program as the section before it (the next
     identical decoder layer is the same configuration called again)."""
-    programs = [program(s) for s in sections] if mode == "o1" else [None] * len(sections)
-    return [i > 0 and (mode != "o1" or programs[i] != programs[i - 1]) for i in range(len(sections))]
+    if mode != "o1":
+        return [i > 0 for i in range(len(sections))]
+    programs = [program(s) for s in sections]
+    return [i > 0 and programs[i] != programs[i - 1] for i in range(len(sections))]
 
 
 def latency_floor_us(sections: list[Section], machine: Machine, mode: str) -> float:

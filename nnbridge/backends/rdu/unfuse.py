@@ -18,7 +18,6 @@ def inline_fused(graph: Graph) -> list[list[Node]]:
             kernels.append([node])
         else:
             kernels.append(_inline(graph, node))
-    graph.arrange([node for ops in kernels for node in ops])  # each group's ops where it was
     return kernels
 
 
