@@ -36,20 +36,27 @@ def test_float32_erf_is_within_six_ulps_everywhere():
     assert _ulps(fastmath.erf32(x), exact).max() <= 6
 
 
-def test_float32_gelu_sigmoid_and_silu_match_float64_to_a_few_ulps():
+def test_float32_gelu_sigmoid_and_silu_match_float64_and_are_no_worse_than_onnxruntime():
     x = _sweep()
     x64 = x.astype(np.float64)
     with np.errstate(over="ignore"):
         sig = 1 / (1 + np.exp(-x64))
-    assert _ulps(fastmath.sigmoid32(x), sig).max() <= 4
+    # sigmoid is (1 + tanh(x/2))/2: a few ulps, plus at most 2⁻²⁴ absolute where 1 + tanh cancels
+    # (tails below 1e-7); onnxruntime's own float32 Sigmoid has that kind of error too, and larger.
+    sig_err = np.abs(fastmath.sigmoid32(x).astype(np.float64) - sig)
+    assert (sig_err <= 4 * np.spacing(sig.astype(np.float32)) + 2.0**-24).all()
+    model, feeds = node_model("Sigmoid", [("x", x)])
+    theirs = run_onnxruntime(model, feeds)["y0"].astype(np.float64)
+    assert sig_err.max() <= np.abs(theirs - sig).max()
     # x·Φ(x) with Φ rounded to float32 (as onnxruntime computes GELU): a few ulps plus |x|·2⁻²³
     # where Φ is near 0 (large negative x), the cancellation every float32 GELU has.
     gelu = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x64])
     err = np.abs(fastmath.gelu32(x).astype(np.float64) - gelu)
     assert (err <= 4 * np.spacing(np.abs(gelu).astype(np.float32)) + np.abs(x64) * 2.0**-23).all()
-    normal = x64 > -87  # below, e^-x overflows float32 and sigmoid is 0 (the true value is subnormal)
-    assert _ulps(fastmath.silu32(x)[normal], (x64 * sig)[normal]).max() <= 4
-    assert np.abs(fastmath.silu32(x)[~normal]).max() < 1e-35
+    silu = x64 * sig  # the same two bounds, the absolute one scaled by |x|
+    silu_err = np.abs(fastmath.silu32(x).astype(np.float64) - silu)
+    with np.errstate(over="ignore"):
+        assert (silu_err <= 4 * np.spacing(np.abs(silu).astype(np.float32)) + np.abs(x64) * 2.0**-24).all()
 
 
 def test_float32_curves_keep_nan_infinity_and_shape_across_chunks():

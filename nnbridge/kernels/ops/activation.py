@@ -94,14 +94,24 @@ def celu(ctx, x):
     return np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(np.minimum(x, 0) / alpha))
 
 
+def _hard_sigmoid(x: np.ndarray, alpha, beta) -> np.ndarray:
+    """clip(alpha·x + beta, 0, 1) in one buffer (MobileNetV3 applies it to every activation map)."""
+    y = np.multiply(x, alpha, out=np.empty_like(x))  # an array even for a 0-d x
+    y += beta
+    return np.clip(y, 0, 1, out=y)
+
+
 @_activation("HardSigmoid")
 def hard_sigmoid(ctx, x):
-    return np.clip(_f(ctx, x, "alpha", 0.2) * x + _f(ctx, x, "beta", 0.5), 0, 1)
+    return _hard_sigmoid(x, _f(ctx, x, "alpha", 0.2), _f(ctx, x, "beta", 0.5))
 
 
 @_activation("HardSwish")
 def hard_swish(ctx, x):
-    return x * np.clip(x / x.dtype.type(6) + x.dtype.type(0.5), 0, 1)
+    """x·HardSigmoid(x) with the spec's alpha = 1/6, beta = 1/2."""
+    y = _hard_sigmoid(x, x.dtype.type(1 / 6), x.dtype.type(0.5))
+    y *= x
+    return y
 
 
 @_activation("Softplus")

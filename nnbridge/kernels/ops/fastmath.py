@@ -19,6 +19,7 @@ _ERF_XMAX2 = np.float32(3.925 * 3.925)  # float32(erf(x)) rounds to ±1 beyond |
 _ERF_P = np.array([1.1283793449401855, 0.1027684286236763, -0.00018969133088830858, -0.0006221237708814442,
                    8.866644202498719e-05, -5.856496954947943e-06, 1.5357097993273783e-07], np.float32)
 _INV_SQRT2 = np.float32(0.7071067811865476)
+_HALF = np.float32(0.5)
 
 
 def _horner(coef: np.ndarray, t: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -71,24 +72,28 @@ def gelu32(x: np.ndarray) -> np.ndarray:
 
 
 def sigmoid_into(x: np.ndarray, out: np.ndarray) -> None:
-    """out = 1/(1+e^-x), in place allowed; e^-x overflowing to inf gives exactly 0, the right limit.
-
-    The caller silences numpy's overflow warning (``np.errstate(over="ignore")``)."""
-    np.negative(x, out=out)
-    np.exp(out, out=out)
-    out += 1
-    np.reciprocal(out, out=out)
+    """out = 1/(1+e^-x) computed as (1 + tanh(x/2))/2, in place allowed: numpy's float32 tanh is
+    twice as fast as exp plus reciprocal (measured 393 against 734 µs on 1.2M elements), and the
+    absolute error stays within 6e-8 (1 + tanh cancels where the curve is below 1e-7, so tiny
+    values lose relative precision, not absolute)."""
+    np.multiply(x, _HALF, out=out)
+    np.tanh(out, out=out)
+    out *= _HALF
+    out += _HALF
 
 
 def sigmoid32(x: np.ndarray) -> np.ndarray:
     return _whole(x, sigmoid_into, 0)
 
 
-def _silu_into(x, out):
-    sigmoid_into(x, out)
-    out *= x
+def _silu_into(x, out, half):
+    """x·sigmoid(x) = h·(1 + tanh(h)) with h = x/2 (one tanh, no exp or reciprocal)."""
+    np.multiply(x, _HALF, out=half)
+    np.tanh(half, out=out)
+    out += 1
+    out *= half
 
 
 def silu32(x: np.ndarray) -> np.ndarray:
     """x·sigmoid(x) (Swish with alpha 1, the SiLU of EfficientNet-style networks)."""
-    return _whole(x, _silu_into, 0)
+    return _whole(x, _silu_into, 1)

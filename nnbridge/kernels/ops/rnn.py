@@ -18,8 +18,9 @@ from ...ir import Node
 from ..registry import kernel
 from ._windows import FLOATS, compute_dtype
 from .activation import sigmoid as _sigmoid
-from .fastmath import sigmoid_into
 from .linalg import matmul_nd
+
+_HALF = np.float32(0.5)
 
 
 def _softplus(x):
@@ -188,51 +189,62 @@ def _gate_major(rec: Recurrence, d: int, gates: int, split: int | None = None):
     hdim = rec.hidden
     xw, _, rb = rec.projected(d, split)
     xw = np.ascontiguousarray(xw.reshape(rec.seq, rec.batch, gates, hdim).transpose(0, 2, 1, 3))
-    rt = np.ascontiguousarray(rec.r[d].reshape(gates, hdim, hdim).transpose(0, 2, 1))
+    rt = rec.r[d].reshape(gates, hdim, hdim).transpose(0, 2, 1).copy()  # a copy: the loops scale it
     return xw, rt, rb.reshape(gates, hdim)
+
+
+def _halve_sigmoid_gates(xw: np.ndarray, rt: np.ndarray, count: int) -> None:
+    """Scale the first ``count`` gates' projections by 1/2, so that a gate's sigmoid is
+    ``(1 + tanh(pre))/2`` on the matmul's result: one tanh over every gate of a step instead of
+    a separate sigmoid (the plain loops are bound by per-call overhead: 100-512 element gates)."""
+    xw[:, :count] *= _HALF
+    rt[:count] *= _HALF
 
 
 def _gru_plain(rec: Recurrence, d: int, h: np.ndarray):
     """GRU with linear_before_reset in the plain case: one batched matmul and ten in-place operators per step."""
     xw, rt, rb = _gate_major(rec, d, 3, split=2 * rec.hidden)
+    _halve_sigmoid_gates(xw, rt, 2)
     y = np.empty((rec.seq, rec.batch, rec.hidden), np.float32)
     hr = np.empty((3, rec.batch, rec.hidden), np.float32)  # gate order z, r, h
     zr, z, reset, cand = hr[:2], hr[0], hr[1], hr[2]
-    with np.errstate(over="ignore"):  # exp overflowing inside a sigmoid is its right limit
-        for t in rec.order(d):
-            np.matmul(h, rt, out=hr)
-            zr += xw[t, :2]
-            sigmoid_into(zr, zr)
-            cand += rb[2]
-            cand *= reset
-            cand += xw[t, 2]
-            np.tanh(cand, out=cand)
-            h_new = y[t]  # (1 - z)·cand + z·h == cand + z·(h - cand)
-            np.subtract(h, cand, out=h_new)
-            h_new *= z
-            h_new += cand
-            h = h_new
+    for t in rec.order(d):
+        np.matmul(h, rt, out=hr)
+        zr += xw[t, :2]
+        np.tanh(zr, out=zr)
+        zr *= _HALF
+        zr += _HALF
+        cand += rb[2]
+        cand *= reset
+        cand += xw[t, 2]
+        np.tanh(cand, out=cand)
+        h_new = y[t]  # (1 - z)·cand + z·h == cand + z·(h - cand)
+        np.subtract(h, cand, out=h_new)
+        h_new *= z
+        h_new += cand
+        h = h_new
     return y, [h.copy()]
 
 
 def _lstm_plain(rec: Recurrence, d: int, h: np.ndarray, c: np.ndarray):
     """LSTM without peepholes or input_forget in the plain case: one batched matmul and nine in-place operators."""
     xw, rt, _ = _gate_major(rec, d, 4)
+    _halve_sigmoid_gates(xw, rt, 3)
     y = np.empty((rec.seq, rec.batch, rec.hidden), np.float32)
     pre = np.empty((4, rec.batch, rec.hidden), np.float32)  # gate order i, o, f, c
     gates, i, o, forget, cand = pre[:3], pre[0], pre[1], pre[2], pre[3]
-    with np.errstate(over="ignore"):
-        for t in rec.order(d):
-            np.matmul(h, rt, out=pre)
-            pre += xw[t]
-            sigmoid_into(gates, gates)
-            np.tanh(cand, out=cand)
-            c *= forget
-            cand *= i
-            c += cand
-            h = y[t]
-            np.tanh(c, out=h)
-            h *= o
+    for t in rec.order(d):
+        np.matmul(h, rt, out=pre)
+        pre += xw[t]
+        np.tanh(pre, out=pre)  # the candidate's tanh and the three gates' halved sigmoids in one call
+        gates *= _HALF
+        gates += _HALF
+        c *= forget
+        cand *= i
+        c += cand
+        h = y[t]
+        np.tanh(c, out=h)
+        h *= o
     return y, [h.copy(), c]
 
 
