@@ -15,6 +15,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..errors import KernelError, NNBridgeError, Unsupported, UnsupportedOpError
 from ..ir import Graph, Node, op_traits
 from .registry import KernelSpec, get_kernel
@@ -76,10 +78,22 @@ def unsupported_nodes(graph: Graph) -> list[Unsupported]:
     return bad
 
 
+def aligned_weights(initializers: Mapping[str, Any]) -> dict[str, Any]:
+    """The initializers with every misaligned array copied once: a weight read in place from a
+    memory-mapped file starts wherever its bytes lie in the file, and numpy runs misaligned
+    arrays on slow element-by-element paths (measured: BERT-base's embedding Gather 8.8 ms
+    against 6.5 µs aligned). Aligned arrays are kept as they are."""
+    return {name: np.array(value) if isinstance(value, np.ndarray) and not value.flags.aligned else value
+            for name, value in initializers.items()}
+
+
 class Plan:
-    def __init__(self, graph: Graph, profile: bool = False):
+    def __init__(self, graph: Graph, profile: bool = False, align_weights: bool = False):
+        """``align_weights`` copies misaligned weights once for repeated runs (the reference backend);
+        a single run over a large model (a converter's calibration) keeps them in place."""
         self.graph = graph
         self.profile = profile
+        self.weights = aligned_weights(graph.initializers) if align_weights else graph.initializers
         self.timings: list[tuple[Node, float]] = []
         nodes = graph.nodes
         keep = {v.name for v in graph.outputs}
@@ -127,7 +141,7 @@ class Plan:
                 observe: Callable[[Node, tuple], None] | None = None) -> list[Any]:
         """The graph's outputs; ``observe(node, outputs)`` sees every node's results as they are made
         (to measure intermediates without keeping them alive)."""
-        local: dict[str, Any] = dict(self.graph.initializers)
+        local: dict[str, Any] = dict(self.weights)
         local.update(feeds)
         env: MutableMapping[str, Any] = ChainMap(local, outer) if outer is not None else local
         report = STEP_PROGRESS.get() if outer is None and len(self.steps) >= REPORTED_STEPS else None

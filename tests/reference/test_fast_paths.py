@@ -138,3 +138,28 @@ def test_a_constant_left_unfolded_is_computed_once_not_on_every_run(monkeypatch)
     tracemalloc.stop()
     assert np.array_equal(first, second) and np.allclose(second, 512.0)
     assert peak < 256 * 1024  # the 2 MB weight is not made again
+
+
+def test_misaligned_weights_run_from_one_aligned_copy_and_aligned_ones_are_not_copied():
+    from onnx import helper, numpy_helper
+
+    from nnbridge.converters.onnx import load_onnx
+    from nnbridge.kernels import Plan
+
+    table, head = RNG.standard_normal((50, 8)).astype(np.float32), RNG.standard_normal((8, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["rows"]), helper.make_node("MatMul", ["rows", "head"], ["y"])],
+        "g", [helper.make_tensor_value_info("ids", 7, [5])], [helper.make_tensor_value_info("y", 1, [5, 3])],
+        [numpy_helper.from_array(table, "table"), numpy_helper.from_array(head, "head")])
+    ir = load_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]))
+    raw = np.zeros(table.nbytes + 1, np.uint8)  # as a weight read in place from a file lies: at any byte offset
+    misaligned = raw[1:].view(np.float32).reshape(table.shape)
+    misaligned[...] = table
+    assert not misaligned.flags.aligned
+    ir.initializers["table"] = misaligned
+    plan = Plan(ir, align_weights=True)
+    assert plan.weights["table"].flags.aligned
+    assert plan.weights["head"] is ir.initializers["head"]
+    ids = np.array([0, 49, 7, 7, 3])
+    np.testing.assert_array_equal(plan.execute({"ids": ids})[0], table[ids] @ head)
+    assert Plan(ir).weights["table"] is misaligned  # a one-off run (a converter's) keeps weights in place

@@ -9,6 +9,7 @@ import numpy as np
 from ...errors import UnsupportedOpError
 from ...ir import Graph, Node
 from ...kernels import Plan, get_kernel, kernel_op_names, unsupported_nodes
+from ...kernels.allocator import keep_freed_memory
 from ...report import Report
 from ..base import CLEAN, FOLD, SCALE, Backend, Executable
 
@@ -16,7 +17,7 @@ from ..base import CLEAN, FOLD, SCALE, Backend, Executable
 class ReferenceExecutable(Executable):
     def __init__(self, graph: Graph, profile: bool = False):
         super().__init__(graph, "reference")
-        self.plan = Plan(graph, profile=profile)
+        self.plan = Plan(graph, profile=profile, align_weights=True)
 
     def _run(self, feeds: dict[str, Any]) -> tuple[dict[str, np.ndarray], Report]:
         self.plan.timings.clear()
@@ -61,6 +62,7 @@ class ReferenceBackend(Backend):
         bad = unsupported_nodes(graph)
         if bad:
             raise UnsupportedOpError("the reference backend", bad)
+        keep_freed_memory()
         return ReferenceExecutable(graph, profile=profile)
 
     def supported_ops(self) -> set[str]:
