@@ -97,12 +97,13 @@ def test_stacked_matmul_against_one_matrix(shapes):
     _agrees("MatMul", [("a", a), ("b", b)], rtol=1e-5)
 
 
-# ≤ 32 channels: one matmul over the windows of a small map, per-tap NCHW on a larger one; more
-# channels: channels-last einsum (conv.SMALL_DEPTHWISE: channels × output pixels ≤ 4096 is small)
-@pytest.mark.parametrize("channels, size", [(8, (11, 9)), (24, (40, 36)), (48, (11, 9))])
+# stride 1, ≤ 9 taps, ≥ 28×28 outputs: flat rows (conv.FLAT_DEPTHWISE_*); otherwise ≤ 32 channels:
+# one matmul over the windows of a small map, per-tap NCHW on a larger one; more channels:
+# channels-last einsum (conv.SMALL_DEPTHWISE: channels × output pixels ≤ 4096 is small)
+@pytest.mark.parametrize("channels, size", [(8, (11, 9)), (24, (40, 36)), (48, (11, 9)), (40, (31, 30))])
 @pytest.mark.parametrize("attrs", [dict(pads=[1, 1, 1, 1]), dict(strides=[2, 2], pads=[2, 1, 0, 2]),
                                    dict(dilations=[2, 3], pads=[2, 3, 2, 3]),
-                                   dict(strides=[2, 1], kernel_shape=[5, 5])])
+                                   dict(strides=[2, 1], kernel_shape=[5, 5]), dict(pads=[0, 2, 1, 0])])
 def test_depthwise_convolution_paths(channels, size, attrs):
     k = attrs.get("kernel_shape", [3, 3])
     x = RNG.standard_normal((2, channels, *size)).astype(np.float32)

@@ -31,6 +31,11 @@ QUANT = frozenset({DType.UINT8, DType.INT8})
 #: a depthwise map of at most this many channels × output pixels is one matmul over its windows
 #: (measured: 7×7 taps on 16×8×8 65 µs against 208 µs tap by tap; 16×16×16 157 against 267)
 SMALL_DEPTHWISE = 4096
+#: a stride-1 2-D depthwise map of at least this many output pixels and at most this many taps
+#: runs as flat rows (measured: faster from 28×28 with 3×3 taps; slower on smaller maps, or with
+#: 5×5 taps below 56×56, where the per-row paths win)
+FLAT_DEPTHWISE_PIXELS = 28 * 28
+FLAT_DEPTHWISE_TAPS = 9
 
 
 def conv_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begin, end) -> np.ndarray:
@@ -77,6 +82,9 @@ def _depthwise(x: np.ndarray, w: np.ndarray, strides, dilations, begin, end, out
     n, c = x.shape[:2]
     kernel = w.shape[2:]
     mult = w.shape[0] // c
+    if (mult == 1 and len(kernel) == 2 and strides == [1, 1] and prod(kernel) <= FLAT_DEPTHWISE_TAPS
+            and prod(out) >= FLAT_DEPTHWISE_PIXELS):
+        return _depthwise_flat(x, w, dilations, begin, end, out)
     xp = pad_spatial(x, begin, end)
     if c <= 32 and mult == 1 and c * prod(out) <= SMALL_DEPTHWISE:
         cols = windows(xp, out, kernel, strides, dilations).reshape(n, c, prod(out), prod(kernel))
@@ -101,6 +109,33 @@ def _depthwise(x: np.ndarray, w: np.ndarray, strides, dilations, begin, end, out
     spatial, kern = "hwdHWD"[:rank], "ijkIJK"[:rank]
     y = np.einsum(f"n{spatial}{kern}c,{kern}cm->n{spatial}cm", view, taps)
     return np.ascontiguousarray(np.moveaxis(y.reshape(n, *out, c * mult), -1, 1))
+
+
+def _depthwise_flat(x: np.ndarray, w: np.ndarray, dilations, begin, end, out) -> np.ndarray:
+    """Stride-1 2-D depthwise convolution over each padded channel as one flat row: output pixel
+    ``(i, j)`` computed at flat position ``i·Wp + j`` (Wp the padded width) reads tap ``(a, b)``
+    at that position plus ``a·dh·Wp + b·dw``, so every tap is one contiguous slice of the row
+    and its multiply-add runs over whole channels instead of output rows (1.4-1.7× faster than
+    the per-row paths on 28×28 and larger maps). The ``Wp - W_out`` columns computed past each
+    row's end are dropped at the end; one spare padded row keeps the last tap's slice inside."""
+    n, c = x.shape[:2]
+    (kh, kw), (dh, dw), (oh, ow) = w.shape[2:], dilations, out
+    xp = np.ascontiguousarray(pad_spatial(x, begin, [end[0] + 1, end[1]]))
+    wp = xp.shape[3]
+    rows = xp.reshape(n, c, -1)
+    length = oh * wp
+    taps = w.reshape(c, kh * kw, 1)
+    acc = np.empty((n, c, length), x.dtype)
+    term = np.empty_like(acc)
+    for k, (a, b) in enumerate(itertools.product(range(kh), range(kw))):
+        start = a * dh * wp + b * dw
+        source = rows[:, :, start:start + length]
+        if k == 0:
+            np.multiply(source, taps[:, 0], out=acc)
+        else:
+            np.multiply(source, taps[:, k], out=term)
+            acc += term
+    return np.ascontiguousarray(acc.reshape(n, c, oh, wp)[..., :ow])
 
 
 def _grouped_matmul(w: np.ndarray, cols: np.ndarray) -> np.ndarray:
