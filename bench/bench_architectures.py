@@ -95,6 +95,8 @@ def _matrix_products(exe, feeds: dict) -> Counter:
                 a = a[::-1] if node.attr("transA", 0) else a
                 b = b[::-1] if node.attr("transB", 0) else b
             a, b = ([1] + a if len(a) == 1 else a), (b + [1] if len(b) == 1 else b)
+            if len(b) == 2:  # a stack of rows times one matrix is one GEMM (as linalg.matmul_nd runs it)
+                a = [math.prod(a[:-1]), a[-1]]
             batch = math.prod(np.broadcast_shapes(tuple(a[:-2]), tuple(b[:-2])))
             products[(batch, a[-2], a[-1], b[-1])] += 1
     return products

@@ -164,3 +164,19 @@ def test_misaligned_weights_run_from_one_aligned_copy_and_aligned_ones_are_not_c
     ids = np.array([0, 49, 7, 7, 3])
     np.testing.assert_array_equal(plan.execute({"ids": ids})[0], table[ids] @ head)
     assert Plan(ir).weights["table"] is misaligned  # a one-off run (a converter's) keeps weights in place
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("op, bounds", [("Relu", ()), ("Clip", ()), ("Clip", (-1, None)), ("Clip", (None, 6)),
+                                        ("Clip", (0, 6)), ("Clip", (3, 1))])
+def test_relu_and_clip_match_onnxruntime_bit_for_bit_on_special_values(dtype, op, bounds):
+    """Both run as one np.clip: NaN stays NaN, -0.0 stays -0.0, and Clip's absent bounds are the
+    spec's lowest()/max(), so ±inf clip to the largest finite values, as onnxruntime gives."""
+    x = np.tile(np.array([np.nan, -np.inf, np.inf, -0.0, 0.0, -1, 2, 5, 7], dtype), 3)
+    inputs = [("x", x)] + [None if b is None else (name, dtype(b)) for name, b in zip(("lo", "hi"), bounds)]
+    model, feeds = node_model(op, inputs)
+    (ours,) = run_ours(model, feeds)
+    theirs = run_onnxruntime(model, feeds)["y0"]
+    assert ours.dtype == theirs.dtype
+    np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(np.signbit(ours), np.signbit(theirs))

@@ -39,6 +39,11 @@ _unary("BitwiseNot", np.invert, INTS)
 
 @kernel("Relu", dtypes=FLOATS | SIGNED_INTS)
 def relu(ctx, x):
+    """max(x, 0) as a clip to [0, inf] for floats: numpy's maximum against a scalar has no vector
+    loop in this build (124 against 34 µs on 400k float32); the clip keeps NaN and -0.0 as
+    maximum and onnxruntime do."""
+    if x.dtype.kind == "f":
+        return np.clip(x, x.dtype.type(0), x.dtype.type(np.inf))
     return np.maximum(x, x.dtype.type(0))
 
 

@@ -20,6 +20,7 @@ _ERF_P = np.array([1.1283793449401855, 0.1027684286236763, -0.000189691330888308
                    8.866644202498719e-05, -5.856496954947943e-06, 1.5357097993273783e-07], np.float32)
 _INV_SQRT2 = np.float32(0.7071067811865476)
 _HALF = np.float32(0.5)
+_ZERO = np.float32(0)
 
 
 def _horner(coef: np.ndarray, t: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -32,7 +33,7 @@ def _horner(coef: np.ndarray, t: np.ndarray, out: np.ndarray) -> np.ndarray:
 
 def _erf_into(x: np.ndarray, out: np.ndarray, t: np.ndarray) -> None:
     np.multiply(x, x, out=t)
-    np.minimum(t, _ERF_XMAX2, out=t)
+    np.clip(t, _ZERO, _ERF_XMAX2, out=t)  # t = x² ≥ 0; clip has a vector loop, minimum against a scalar not
     _horner(_ERF_P, t, out)
     out *= x
     np.tanh(out, out=out)
