@@ -180,3 +180,17 @@ def test_relu_and_clip_match_onnxruntime_bit_for_bit_on_special_values(dtype, op
     assert ours.dtype == theirs.dtype
     np.testing.assert_array_equal(ours, theirs)
     np.testing.assert_array_equal(np.signbit(ours), np.signbit(theirs))
+
+
+@pytest.mark.parametrize("to, dtype", [(7, np.int64), (6, np.int32)])
+def test_cast_of_non_finite_floats_to_integers_matches_onnxruntime_without_a_warning(to, dtype):
+    """T5's relative-position buckets cast log(0) = -inf to int64 on every run."""
+    import warnings
+
+    x = np.array([np.nan, -np.inf, np.inf, 1e30, -3.7, 2.5], np.float32)
+    model, feeds = node_model("Cast", [("x", x)], dict(to=to))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (ours,) = run_ours(model, feeds)
+    assert ours.dtype == dtype
+    np.testing.assert_array_equal(ours, run_onnxruntime(model, feeds)["y0"])

@@ -72,7 +72,10 @@ def cast_array(x: np.ndarray, target: np.dtype, saturate: bool = True) -> np.nda
         limit = _FLOAT8_LIMITS[target.type]
         wide = x.astype(np.float32) if x.dtype.kind not in "f" or x.dtype.itemsize < 4 else x
         x = np.clip(wide, -limit, limit)  # also maps ±inf to ±max; NaN stays NaN
-    return x.astype(target)
+    # ONNX leaves NaN, ±inf and out-of-range floats cast to integers undefined; numpy gives x86's
+    # "integer indefinite" (the type's minimum), as onnxruntime does, and is told not to warn
+    with np.errstate(invalid="ignore"):
+        return x.astype(target)
 
 
 def _is_exotic(dtype: np.dtype) -> bool:
