@@ -194,3 +194,40 @@ def test_cast_of_non_finite_floats_to_integers_matches_onnxruntime_without_a_war
         (ours,) = run_ours(model, feeds)
     assert ours.dtype == dtype
     np.testing.assert_array_equal(ours, run_onnxruntime(model, feeds)["y0"])
+
+
+def _select_cases():
+    size = 96  # 96 × 96 and more: above fastmath.SELECT_MIN_ELEMENTS, so the bitwise blend runs
+    special = np.array([np.nan, -0.0, np.inf, -np.inf, 1.5], np.float32)[RNG.integers(0, 5, (size, size))]
+    coin = RNG.random((size, size)) > 0.5
+    return [
+        (np.tril(np.ones((size, size), bool)), RNG.standard_normal((4, size, size)).astype(np.float32),
+         np.float32(-np.inf)),  # a causal mask
+        (coin, special, -special),
+        (coin, special.astype(np.float16), np.float16(-0.0)),
+        (coin, RNG.standard_normal((size, size)), RNG.standard_normal((1, size))),
+        (RNG.random((size, 1)) > 0.5, RNG.integers(-9, 9, (size, size)).astype(np.int64), np.int64(-7)),
+        (coin, RNG.random((size, size)) > 0.5, np.bool_(True)),
+        (np.bool_(False), special, np.float32(2)),
+        (coin, np.float32(2), special.T),
+        (coin, np.array(["a", "bb"] * (size * size // 2)).reshape(size, size), np.array("zz")),  # np.where
+        (coin[:8, :8], special[:8, :8], np.float32(0)),  # small: np.where
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_select_cases())))
+def test_select_is_np_where_bit_for_bit(case):
+    condition, a, b = _select_cases()[case]
+    want = np.where(condition, a, b).astype(np.asarray(a).dtype)
+    got = fastmath.select(condition, a, b)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    if want.dtype.kind in "biuf":
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))  # NaN payloads, -0.0 too
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_large_where_with_a_causal_mask_matches_onnxruntime():
+    scores = RNG.standard_normal((2, 4, 64, 64)).astype(np.float32)
+    mask = np.tril(np.ones((64, 64), bool))
+    _agrees("Where", [("c", mask), ("x", scores), ("y", np.float32(-np.inf))], rtol=0, atol=0)

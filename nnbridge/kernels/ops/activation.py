@@ -15,7 +15,7 @@ import numpy as np
 from ...ir.dtypes import INT_TYPES
 from ..registry import kernel
 from ._windows import FLOATS, WITH_BF16, compute_dtype
-from .fastmath import erf32, gelu32, sigmoid32, silu32
+from .fastmath import erf32, gelu32, select, sigmoid32, silu32
 
 _SQRT_PI = math.sqrt(math.pi)
 _CF_DEPTH = 50  # continued-fraction terms: enough for 1e-15 at |x| >= 2
@@ -73,19 +73,24 @@ def _f(ctx, x, name: str, default: float):
 
 @_activation("LeakyRelu")
 def leaky_relu(ctx, x):
-    return np.where(x >= 0, x, x * _f(ctx, x, "alpha", 0.01))
+    return select(x >= 0, x, x * _f(ctx, x, "alpha", 0.01))
+
+
+def _negative_part(x: np.ndarray) -> np.ndarray:
+    """min(x, 0) (a two-sided clip runs numpy's vector loop; see elementwise.relu)."""
+    return np.clip(x, x.dtype.type(-np.inf), x.dtype.type(0))
 
 
 @_activation("Elu")
 def elu(ctx, x):
-    return np.where(x > 0, x, _f(ctx, x, "alpha", 1.0) * np.expm1(np.minimum(x, 0)))
+    return select(x > 0, x, _f(ctx, x, "alpha", 1.0) * np.expm1(_negative_part(x)))
 
 
 @_activation("Selu")
 def selu(ctx, x):
     alpha = _f(ctx, x, "alpha", 1.67326319217681884765625)
     gamma = _f(ctx, x, "gamma", 1.05070102214813232421875)
-    return gamma * np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
+    return gamma * select(x > 0, x, alpha * np.expm1(_negative_part(x)))
 
 
 @_activation("Celu")
@@ -151,7 +156,7 @@ def swish(ctx, x):
 
 @_activation("ThresholdedRelu")
 def thresholded_relu(ctx, x):
-    return np.where(x > _f(ctx, x, "alpha", 1.0), x, 0)
+    return select(x > _f(ctx, x, "alpha", 1.0), x, 0)
 
 
 @_activation("Erf")
@@ -180,7 +185,7 @@ def gelu(ctx, x):
 
 @kernel("PRelu", dtypes=FLOATS | {t for t in INT_TYPES})
 def prelu(ctx, x, slope):
-    return np.where(x >= 0, x, x * slope.astype(x.dtype, copy=False)).astype(x.dtype, copy=False)
+    return select(x >= 0, x, x * slope.astype(x.dtype, copy=False))
 
 
 @kernel("Shrink", dtypes=FLOATS | INT_TYPES)

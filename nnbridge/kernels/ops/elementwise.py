@@ -9,6 +9,7 @@ import numpy as np
 from ...ir import DType
 from ..registry import kernel
 from ._common import FLOATS, INTS, NUMERIC, SIGNED_INTS, dtypes_of
+from .fastmath import select
 
 BOOL = frozenset({DType.BOOL})
 
@@ -193,4 +194,4 @@ def mean(ctx, *xs):
 
 @kernel("Where", check=dtypes_of(0, BOOL, "the condition"))
 def where(ctx, cond, x, y):
-    return np.where(cond, x, y).astype(x.dtype, copy=False)
+    return select(cond, x, y)
