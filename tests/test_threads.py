@@ -38,3 +38,40 @@ def test_threads_option_on_run_and_check(cli, tmp_path):
     assert code == 0 and all(np.isfinite(np.load(p)).all() for p in (tmp_path / "out").glob("*.npy"))
     code, text = cli("run", path, "--threads", "0")
     assert code == 1 and text.count("\n") == 1 and "--threads must be at least 1" in text
+
+
+def test_kernel_blocks_cover_every_index_once_on_the_threads_in_force():
+    import threading
+
+    from nnbridge.kernels.parallel import run_blocks
+
+    for threads, count in ((1, 7), (2, 7), (2, 1), (3, 10), (2, 0)):
+        seen, names = [], set()
+        parts = min(threads, max(count, 1))
+        together = threading.Barrier(parts, timeout=30)  # every part waits for the others: they run at once
+
+        def work(start, stop, seen=seen, names=names, together=together):
+            seen.extend(range(start, stop))
+            names.add(threading.current_thread().name)
+            together.wait()
+
+        with nnbridge.cpu_threads(threads):
+            run_blocks(count, work)
+        assert sorted(seen) == list(range(count))
+        assert len(names) == parts
+
+
+def test_blocked_kernels_give_the_same_values_on_one_thread_and_on_two():
+    """GELU, SiLU and softmax share their blocks out over the threads; the values do not change."""
+    from nnbridge.kernels.ops import fastmath
+    from nnbridge.kernels.ops.softmax import _softmax_rows
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 700, 1000)).astype(np.float32)  # several blocks each
+    curves = (fastmath.gelu32, fastmath.silu32, fastmath.sigmoid32, _softmax_rows)
+    with nnbridge.cpu_threads(1):
+        alone = [curve(x) for curve in curves]
+    with nnbridge.cpu_threads(2):
+        shared = [curve(x) for curve in curves]
+    for one, two in zip(alone, shared):
+        np.testing.assert_array_equal(one, two)

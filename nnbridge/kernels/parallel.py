@@ -1,0 +1,49 @@
+"""Blocks of one kernel split over threads: numpy releases the GIL inside its loops, so the
+elementwise curves and row-wise softmax, which process a tensor a cache-sized block at a time,
+run their blocks on as many threads as numpy's BLAS uses (``nnbridge.cpu_threads`` sets both).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+_threads: int | None = None  # None: every core this process may run on, as numpy's BLAS does
+_pool: ThreadPoolExecutor | None = None
+
+
+def all_cores() -> int:
+    """The CPUs this process may run on (the machine's default thread count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def threads_setting() -> int | None:
+    """The thread count in force (None: each library's default, all cores here)."""
+    return _threads
+
+
+def set_threads(count: int | None) -> None:
+    """``nnbridge.cpu_threads`` is the public switch, which also limits BLAS and onnxruntime."""
+    global _threads
+    _threads = count
+
+
+def run_blocks(count: int, work: Callable[[int, int], None]) -> None:
+    """``work(start, stop)`` over ``range(count)`` in one contiguous part per thread, the last part
+    in the calling thread; the parts must write disjoint outputs. One thread: a single call."""
+    global _pool
+    threads = min(_threads or all_cores(), count)
+    if threads <= 1:
+        work(0, count)
+        return
+    if _pool is None or _pool._max_workers < threads - 1:
+        _pool = ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="nnbridge-kernel")
+    bounds = [count * i // threads for i in range(threads + 1)]
+    parts = [_pool.submit(work, lo, hi) for lo, hi in zip(bounds[:-2], bounds[1:-1])]
+    work(bounds[-2], bounds[-1])
+    for part in parts:
+        part.result()
