@@ -75,3 +75,30 @@ def test_blocked_kernels_give_the_same_values_on_one_thread_and_on_two():
         shared = [curve(x) for curve in curves]
     for one, two in zip(alone, shared):
         np.testing.assert_array_equal(one, two)
+
+
+def test_a_forked_child_runs_kernel_blocks_on_its_own_threads():
+    """The pool's threads do not survive fork(); a child that inherited the pool must not wait on them."""
+    import os
+    import signal
+    import time
+
+    from nnbridge.kernels.parallel import run_blocks
+
+    with nnbridge.cpu_threads(2):
+        run_blocks(4, lambda start, stop: None)  # the parent's pool exists
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 only if its blocks all ran
+            seen = []
+            try:
+                run_blocks(4, lambda start, stop: seen.extend(range(start, stop)))
+            finally:
+                os._exit(0 if sorted(seen) == [0, 1, 2, 3] else 1)
+        deadline = time.monotonic() + 60
+        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if done[0] == 0:  # still waiting on threads it does not have
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError("the forked child hung in run_blocks")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
