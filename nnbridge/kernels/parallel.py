@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 _threads: int | None = None  # None: every core this process may run on, as numpy's BLAS does
 _pool: ThreadPoolExecutor | None = None
+_pool_workers = 0
 _pool_pid = 0  # a forked child inherits the pool object but not its threads: it makes its own
 
 
@@ -36,14 +37,14 @@ def set_threads(count: int | None) -> None:
 def run_blocks(count: int, work: Callable[[int, int], None]) -> None:
     """``work(start, stop)`` over ``range(count)`` in one contiguous part per thread, the last part
     in the calling thread; the parts must write disjoint outputs. One thread: a single call."""
-    global _pool, _pool_pid
+    global _pool, _pool_workers, _pool_pid
     threads = min(_threads or all_cores(), count)
     if threads <= 1:
         work(0, count)
         return
-    if _pool is None or _pool._max_workers < threads - 1 or _pool_pid != os.getpid():
+    if _pool is None or _pool_workers < threads - 1 or _pool_pid != os.getpid():
         _pool = ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="nnbridge-kernel")
-        _pool_pid = os.getpid()
+        _pool_workers, _pool_pid = threads - 1, os.getpid()
     bounds = [count * i // threads for i in range(threads + 1)]
     parts = [_pool.submit(work, lo, hi) for lo, hi in zip(bounds[:-2], bounds[1:-1])]
     work(bounds[-2], bounds[-1])
