@@ -7,7 +7,7 @@ the next run's activations of the same size fault their pages in again. Which on
 depends on what the process freed before (measured on BERT-base: 409 or 23,873 page faults
 per run, 228 or 252 ms, with the same kernels). Fixed thresholds make repeated runs reuse
 the same memory: blocks up to 32 MiB (glibc's own dynamic maximum) come from the heap, and
-up to 64 MiB of free heap is kept. Larger blocks (big weights) are mapped and unmapped as
+up to 128 MiB of free heap is kept. Larger blocks (big weights) are mapped and unmapped as
 before, so a conversion's peak memory is unchanged.
 """
 

@@ -34,18 +34,20 @@ def set_threads(count: int | None) -> None:
     _threads = count
 
 
-def run_blocks(count: int, work: Callable[[int, int], None]) -> None:
-    """``work(start, stop)`` over ``range(count)`` in one contiguous part per thread, the last part
-    in the calling thread; the parts must write disjoint outputs. One thread: a single call."""
+def run_blocks(count: int, work: Callable[[int, int], None], step: int = 1) -> None:
+    """``work(start, stop)`` over ``range(count)`` in one contiguous part per thread, each part a
+    whole number of ``step``-sized blocks (the last may be short), the last part in the calling
+    thread; the parts must write disjoint outputs. One thread: a single call."""
     global _pool, _pool_workers, _pool_pid
-    threads = min(_threads or all_cores(), count)
+    blocks = -(-count // step)
+    threads = min(_threads or all_cores(), blocks)
     if threads <= 1:
         work(0, count)
         return
     if _pool is None or _pool_workers < threads - 1 or _pool_pid != os.getpid():
         _pool = ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="nnbridge-kernel")
         _pool_workers, _pool_pid = threads - 1, os.getpid()
-    bounds = [count * i // threads for i in range(threads + 1)]
+    bounds = [min(count, blocks * i // threads * step) for i in range(threads + 1)]
     parts = [_pool.submit(work, lo, hi) for lo, hi in zip(bounds[:-2], bounds[1:-1])]
     work(bounds[-2], bounds[-1])
     for part in parts:

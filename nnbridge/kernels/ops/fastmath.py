@@ -55,11 +55,11 @@ def _whole(x: np.ndarray, body: Callable[..., None], scratch: int) -> np.ndarray
     def pieces(first: int, last: int) -> None:
         buffers = [np.empty(min(CHUNK, flat.size), np.float32) for _ in range(scratch)]
         with np.errstate(over="ignore", invalid="ignore"):  # numpy's error state is per thread
-            for start in range(first * CHUNK, min(last * CHUNK, flat.size), CHUNK):
-                stop = min(start + CHUNK, flat.size)
+            for start in range(first, last, CHUNK):
+                stop = min(start + CHUNK, last)
                 body(flat[start:stop], out[start:stop], *(b[:stop - start] for b in buffers))
 
-    run_blocks(-(-flat.size // CHUNK), pieces)
+    run_blocks(flat.size, pieces, step=CHUNK)
     return out.reshape(np.shape(x))
 
 

@@ -46,13 +46,13 @@ def _softmax_rows(x: np.ndarray) -> np.ndarray:
     step = max(1, CHUNK // width)
 
     def blocks(first: int, last: int) -> None:
-        for start in range(first * step, min(last * step, rows.shape[0]), step):
-            block, into = rows[start:start + step], out[start:start + step]
+        for start in range(first, last, step):
+            block, into = rows[start:min(start + step, last)], out[start:min(start + step, last)]
             np.subtract(block, _shift(block.max(axis=1, keepdims=True)), out=into)
             np.exp(into, out=into)
             into /= into.sum(axis=1, keepdims=True)
 
-    run_blocks(-(-rows.shape[0] // step), blocks)
+    run_blocks(rows.shape[0], blocks, step=step)
     return out.reshape(x.shape)
 
 
