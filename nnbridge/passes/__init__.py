@@ -9,6 +9,7 @@ import pkgutil
 from .manager import (
     PASSES,
     Fixpoint,
+    PassError,
     PassInfo,
     PassManager,
     Step,
@@ -19,8 +20,8 @@ from .manager import (
     run_passes,
 )
 
-__all__ = ["PASSES", "Fixpoint", "PassInfo", "PassManager", "Step", "available_passes", "get_pass", "pass_names",
-           "register_pass", "run_passes"]
+__all__ = ["PASSES", "Fixpoint", "PassError", "PassInfo", "PassManager", "Step", "available_passes", "get_pass",
+           "pass_names", "register_pass", "run_passes"]
 
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")

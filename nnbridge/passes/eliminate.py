@@ -15,7 +15,7 @@ import numpy as np
 
 from ..ir import Graph, Node, Value
 from .manager import register_pass
-from .rewrite import bypass, remove_dead, replace_all, resolve
+from .rewrite import bypass, dead_nodes, remove_dead, replace_all, resolve
 
 
 def _same_shape(node: Node) -> bool:
@@ -92,7 +92,12 @@ RULES: dict[str, tuple[Callable[[Node], bool], Callable[[Node], int]]] = {
 NNBRIDGE_RULES = {"Reorder": RULES["Transpose"]}
 
 
-@register_pass("eliminate")
+def _no_dead_node(graph: Graph) -> str | None:
+    dead = dead_nodes(graph)
+    return f"{len(dead)} dead node(s) left, first '{dead[-1].name}' ({dead[-1].op})" if dead else None
+
+
+@register_pass("eliminate", ensures=[_no_dead_node])
 def eliminate(graph: Graph) -> bool:
     """Remove no-op nodes (Identity, Dropout, no-op Reshape/Transpose/Cast, x*1 …) and dead code."""
     changed = False

@@ -3,8 +3,14 @@
 A pass is a function ``(graph) -> bool`` (did it change the graph?) registered by name with
 ``@register_pass``, which may declare the passes it ``requires`` (as TVM's ``CreateFunctionPass``
 does): the manager runs a prerequisite first unless it already ran and nothing changed the graph
-since. A pipeline is a list of pass names and ``Fixpoint`` groups, which the manager repeats until
-no pass in the group changes the graph. Which pipeline runs is the backend's business.
+since. A pass may also declare what it ``ensures``: postconditions (as onnx-ir's passes check
+theirs) that the manager checks after it when verifying. A pipeline is a list of pass names and
+``Fixpoint`` groups, which the manager repeats until no pass in the group changes the graph. Which
+pipeline runs is the backend's business.
+
+A pass that crashes (any exception that is not an ``NNBridgeError``, i.e. a bug rather than a
+verdict on the model) is reported as a ``PassError`` naming the pass and the passes that ran
+before it, so the report says where to look.
 """
 
 from __future__ import annotations
@@ -22,6 +28,19 @@ from ..registry import Registry
 PASS_PROGRESS: ContextVar[Callable[[int, int], None] | None] = ContextVar("pass_progress", default=None)
 
 PassFn = Callable[[Graph], bool]
+#: a postcondition: ``None`` when it holds, else what is wrong (one line)
+Postcondition = Callable[[Graph], str | None]
+
+
+class PassError(Exception):
+    """A pass crashed or broke a promise: a bug in nnbridge, not in the model. Names the pass and
+    the passes before it (the CLI prints it as an internal error)."""
+
+    def __init__(self, name: str, before: Sequence[str], what: str):
+        self.pass_name = name
+        self.before = tuple(before)
+        ran = f"after {', '.join(self.before[-6:])}" if self.before else "as the first pass"
+        super().__init__(f"pass '{name}' ({ran}) {what}")
 
 
 @dataclass(frozen=True)
@@ -30,6 +49,7 @@ class PassInfo:
     fn: PassFn
     doc: str = ""
     requires: tuple[str, ...] = ()
+    ensures: tuple[Postcondition, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -49,10 +69,11 @@ Step = str | Fixpoint
 PASSES: Registry[str, PassInfo] = Registry("passes")
 
 
-def register_pass(name: str, requires: Sequence[str] = ()) -> Callable[[PassFn], PassFn]:
+def register_pass(name: str, requires: Sequence[str] = (),
+                  ensures: Sequence[Postcondition] = ()) -> Callable[[PassFn], PassFn]:
     def wrap(fn: PassFn) -> PassFn:
         doc = (fn.__doc__ or "").strip().split("\n")[0]
-        PASSES.register(name, PassInfo(name, fn, doc, tuple(requires)))
+        PASSES.register(name, PassInfo(name, fn, doc, tuple(requires), tuple(ensures)))
         return fn
 
     return wrap
@@ -89,6 +110,7 @@ class PassManager:
             for required in get_pass(name).requires:
                 get_pass(required)
         self._fresh: set[str] = set()  # passes that ran with no change to the graph since
+        self._ran: list[str] = []  # every pass run so far, for a crash report
         report = PASS_PROGRESS.get()
         with paused_gc():
             for done, step in enumerate(self.names):
@@ -108,7 +130,13 @@ class PassManager:
         for required in info.requires:
             if required not in self._fresh:
                 self._run_one(get_pass(required), graph)
-        changed = info.fn(graph)
+        try:
+            changed = info.fn(graph)
+        except NNBridgeError:
+            raise  # a verdict on the model, already one line naming the node
+        except Exception as exc:
+            raise PassError(info.name, self._ran, f"crashed: {type(exc).__name__}: {exc}") from exc
+        self._ran.append(info.name)
         if changed:
             self._fresh.clear()
             self.changed.append(info.name)
@@ -117,7 +145,12 @@ class PassManager:
             try:
                 graph.verify()
             except NNBridgeError as exc:
-                raise NNBridgeError(f"IR invalid after pass '{info.name}': {exc}") from exc
+                raise PassError(info.name, self._ran[:-1], f"left an invalid IR: {exc}") from exc
+        if self.verify:
+            for ensures in info.ensures:
+                broken = ensures(graph)
+                if broken is not None:
+                    raise PassError(info.name, self._ran[:-1], f"broke its promise: {broken}")
         if self.print_after:
             self.printer(f"// after {info.name}\n{graph}")
         if self.after_each is not None:

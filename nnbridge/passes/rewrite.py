@@ -42,18 +42,32 @@ class Uses:
         return len(self.readers(value)) == 1 and not self.graph.is_output(value)
 
 
-def remove_dead(graph: Graph) -> bool:
-    """Drop nodes none of whose outputs are used, then unused initializers (one sweep each)."""
-    changed = False
+def _liveness(graph: Graph) -> tuple[list[Node], set[int]]:
+    """The nodes none of whose outputs reach a graph output (last first), and the ids of the
+    values the live nodes and the graph use."""
+    dead: list[Node] = []
     used = {id(v) for v in graph.outputs}
     for node in reversed(graph.nodes):
         if not any(id(o) in used for o in node.outputs):
-            graph.remove_node(node)
-            changed = True
+            dead.append(node)
             continue
         used.update(id(v) for v in node.inputs if v is not None)
         used.update(id(v) for v in node.captured())
     used.update(id(v) for v in graph.inputs)
+    return dead, used
+
+
+def dead_nodes(graph: Graph) -> list[Node]:
+    """Nodes none of whose outputs reach a graph output, last first."""
+    return _liveness(graph)[0]
+
+
+def remove_dead(graph: Graph) -> bool:
+    """Drop nodes none of whose outputs are used, then unused initializers (one sweep each)."""
+    dead, used = _liveness(graph)
+    for node in dead:
+        graph.remove_node(node)
+    changed = bool(dead)
     for name in list(graph.initializers):
         value = graph.values.get(name)
         if value is None or id(value) not in used:

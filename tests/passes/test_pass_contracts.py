@@ -75,3 +75,47 @@ def test_every_pass_can_be_switched_off(level):
     for name in dict.fromkeys(full):
         exe = nnbridge.compile(graph, "reference", passes=[p for p in full if p != name] + ["layout-nchw"])
         assert_close(exe.run(feeds), want)
+
+
+def test_a_crashing_pass_is_named_with_the_passes_before_it():
+    from nnbridge.passes import PASSES, PassError, register_pass
+
+    @register_pass("test-crash")
+    def crash(graph: Graph) -> bool:
+        raise KeyError("no such value")
+
+    try:
+        graph = _with_unknown_op()
+        with pytest.raises(PassError, match=r"pass 'test-crash' \(after infer-shapes, eliminate\) crashed: "
+                                            r"KeyError: 'no such value'") as caught:
+            run_passes(graph, ["infer-shapes", "eliminate", "test-crash"])
+        assert caught.value.pass_name == "test-crash" and caught.value.before == ("infer-shapes", "eliminate")
+    finally:
+        PASSES.unregister("test-crash")
+
+
+def test_a_pass_that_breaks_what_it_ensures_is_named():
+    from nnbridge.passes import PASSES, PassError, register_pass
+
+    @register_pass("test-no-op", ensures=[lambda g: "a Relu is still there" if any(
+        n.op == "Relu" for n in g.nodes) else None])
+    def no_op(graph: Graph) -> bool:
+        return False
+
+    try:
+        with pytest.raises(PassError, match=r"pass 'test-no-op' \(as the first pass\) broke its promise: "
+                                            r"a Relu is still there"):
+            run_passes(_with_unknown_op(), ["test-no-op"])
+        run_passes(_with_unknown_op(), ["test-no-op"], verify=False)  # postconditions are checked when verifying
+    finally:
+        PASSES.unregister("test-no-op")
+
+
+def test_eliminate_ensures_no_dead_node_is_left():
+    from nnbridge.passes.eliminate import _no_dead_node
+
+    graph = _with_unknown_op()
+    run_passes(graph, ["eliminate"])
+    assert _no_dead_node(graph) is None
+    graph.add_node("Relu", [graph.inputs[0]], name="orphan")
+    assert _no_dead_node(graph) == "1 dead node(s) left, first 'orphan' (Relu)"
