@@ -16,6 +16,7 @@ from .errors import DuplicateRegistrationError
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _origin_of(value: Any, depth: int) -> str:
@@ -45,6 +46,19 @@ class Registry(Mapping[K, V], Generic[K, V]):
         self._entries[key] = value
         self._origins[key] = where
         return value
+
+    def decorator(self, *keys: K, value: Callable[[K, Any], V] | None = None) -> Callable[[F], F]:
+        """The decorator every table's ``@kernel``/``@importer``-style front end is made of: it files
+        the function it decorates under each key (as ``value(key, fn)`` when the table holds records)
+        and returns the function unchanged."""
+
+        def wrap(fn: F) -> F:
+            origin = f"{fn.__module__}.{fn.__qualname__}"
+            for key in keys:
+                self.register(key, fn if value is None else value(key, fn), origin=origin)
+            return fn
+
+        return wrap
 
     def unregister(self, key: K) -> V:
         """Take an entry out again (a plugin being unloaded, a test's toy op)."""

@@ -83,3 +83,42 @@ def test_without_its_kernel_the_toy_op_is_refused_by_name(cube_op):
             nnbridge.compile(_model()[0], "reference", opt_level=0)
     finally:
         kernel("Cube", domain=DOMAIN)(lambda ctx, x: x * x * x)
+
+
+def _summed(model):
+    """The model with sum(y) as a second output, shapes inferred: a scalar to differentiate."""
+    graph = nnbridge.load(model)
+    loss = graph.add_node("ReduceSum", [graph.outputs[0]], attrs={"keepdims": 0}, name="loss").outputs[0]
+    graph.outputs.append(loss)
+    run_passes(graph, ["fold", "eliminate", "infer-shapes"])
+    return graph, loss
+
+
+def test_a_gradient_rule_registered_after_the_row_reaches_autodiff_and_a_second_one_is_refused(cube_op):
+    from nnbridge.errors import DuplicateRegistrationError
+    from nnbridge.ir.gradients import RULES, rule
+    from nnbridge.passes.autodiff import gradients
+
+    model, w, _ = _model()
+    graph, loss = _summed(model)
+    with pytest.raises(nnbridge.UnsupportedOpError, match="Cube"):
+        gradients(graph, loss, [graph.values["x"]])
+
+    @rule("Cube", domain=DOMAIN)
+    def cube_grad(b, node, grads):  # d(x³) = 3x² dx
+        x = node.inputs[0]
+        return [b.op("Mul", grads[0], b.op("Mul", b.scalar(3.0, x), b.op("Mul", x, x, like=x), like=x), like=x)]
+
+    try:
+        with pytest.raises(DuplicateRegistrationError, match=r"gradient rules: \('com.example', 'Cube'\)"):
+            rule("Cube", domain=DOMAIN)(cube_grad)
+        graph, loss = _summed(model)
+        grad = gradients(graph, loss, [graph.values["x"]])["x"]
+        graph.outputs.append(grad)
+        x = np.random.default_rng(1).uniform(-1, 1, (4, 8)).astype(np.float32)
+        got = nnbridge.compile(graph, "reference", opt_level=0).run({"x": x})[grad.name]
+        m = x @ w
+        want = (3 * m * m * (m > 0)) @ w.T  # through the Relu of m³
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    finally:
+        RULES.unregister((DOMAIN, "Cube"))

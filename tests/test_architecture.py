@@ -183,7 +183,20 @@ def test_every_table_of_definitions_is_a_registry():
     names = {r.name for r in _registries()}
     assert {"kernels", "passes", "backends", "formats", "schemas", "zoo models", "SMV lowerers",
             "ONNX exporters", "ONNX opset adapters", "SMAUG importers", "SMAUG exporters",
-            "LBANN importers", "LBANN exporters"} <= names, names
+            "LBANN importers", "LBANN exporters", "gradient rules", "decompositions", "op traits"} <= names, names
+
+
+def test_a_registry_decorator_files_the_function_under_each_key_and_returns_it():
+    table: Registry[str, tuple[str, object]] = Registry("toys")
+
+    @table.decorator("A", "B", value=lambda key, fn: (key, fn))
+    def toy():
+        return 1
+
+    assert toy() == 1 and table["A"] == ("A", toy) and table["B"] == ("B", toy)
+    assert table.origin("A") == f"{__name__}.{toy.__qualname__}"
+    with pytest.raises(DuplicateRegistrationError, match="toys: 'B' is defined twice"):
+        table.decorator("B")(lambda: 2)
 
 
 @pytest.mark.parametrize("registry", _registries(), ids=lambda r: r.name)

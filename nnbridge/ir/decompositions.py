@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from ..registry import Registry
+
 
 @dataclass(frozen=True)
 class Target:
@@ -33,15 +35,13 @@ class Target:
 LAYER_NORM_START_DIM = "layer_norm_start_dim"
 
 Rule = Callable[[Any, Any, Target], list | None]
-DECOMPOSITIONS: dict[str, dict[str, Rule]] = {}
+#: (domain, op, target) → rule; an op's traits read them live (``OpTraits.decompositions``)
+DECOMPOSITIONS: Registry[tuple[str, str, str], Rule] = Registry("decompositions")
 
 
-def decomposes(op: str, *targets: str) -> Callable[[Rule], Rule]:
-    def register(fn: Rule) -> Rule:
-        for target in targets:
-            DECOMPOSITIONS.setdefault(op, {})[target] = fn
-        return fn
-    return register
+def decomposes(op: str, *targets: str, domain: str = "") -> Callable[[Rule], Rule]:
+    """Register ``fn`` as the rewrite of ``op`` for each target in ``targets``."""
+    return DECOMPOSITIONS.decorator(*((domain, op, target) for target in targets))
 
 
 def _affine_then_unit_clip(b, x, alpha: float, beta: float, target: Target):

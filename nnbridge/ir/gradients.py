@@ -17,18 +17,17 @@ from typing import Any
 
 import numpy as np
 
+from ..registry import Registry
 from .dtypes import DType
 
 Rule = Callable[[Any, Any, list], list]
-RULES: dict[str, Rule] = {}
+#: (domain, op) → reverse-mode rule; an op's traits read it live (``OpTraits.gradient``)
+RULES: Registry[tuple[str, str], Rule] = Registry("gradient rules")
 
 
-def rule(*ops: str) -> Callable[[Rule], Rule]:
-    def register(fn: Rule) -> Rule:
-        for op in ops:
-            RULES[op] = fn
-        return fn
-    return register
+def rule(*ops: str, domain: str = "") -> Callable[[Rule], Rule]:
+    """Register ``fn`` as the reverse-mode rule of each op in ``ops``."""
+    return RULES.decorator(*((domain, op) for op in ops))
 
 
 def _axis(axis: int, rank: int) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..registry import Registry
@@ -52,14 +52,22 @@ class OpTraits:
     spatial_slots: tuple[int, ...] = ()
     #: the schema of an op outside ONNX (registered with the traits)
     schema: OpSchema | None = None
-    #: reverse-mode rule: (node, output gradients) → input gradients (filled by the training work)
-    gradient: Callable[..., Any] | None = None
-    #: target name → rewrite of the node into ops the target has
-    decompositions: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 
     @property
     def foldable(self) -> bool:
         return Flag.NO_FOLD not in self.flags
+
+    @property
+    def gradient(self) -> Callable[..., Any] | None:
+        """Reverse-mode rule, (node, output gradients) → input gradients (``gradients.RULES``), looked
+        up live so a rule registered after the row (or for an op without a row) is found."""
+        return RULES.get((self.domain, self.op))
+
+    @property
+    def decompositions(self) -> Mapping[str, Callable[..., Any]]:
+        """Target name → rewrite of the node into ops the target has (``decompositions.DECOMPOSITIONS``)."""
+        return {target: fn for (domain, op, target), fn in DECOMPOSITIONS.items()
+                if op == self.op and domain == self.domain}
 
 
 OP_TRAITS: Registry[tuple[str, str], OpTraits] = Registry("op traits")
@@ -230,22 +238,14 @@ Scan                    opaque       -          1      no-fold
 
 
 def _load_table() -> None:
-    """The rows above, each with its reverse-mode rule (``gradients.RULES``) and its per-target
-    decompositions (``decompositions.DECOMPOSITIONS``); an op that has a rule but no row (a loss)
-    gets a default row to carry it."""
-    listed = set()
+    """The rows above (an op's gradient and decompositions are found through its row's properties)."""
     for line in _TABLE.strip().splitlines():
         op, pattern, shape, flops, *flags = line.split()
         slots = tuple(int(i) for f in flags if f.startswith("spatial=") for i in f[8:].split(","))
         flags = [f for f in flags if not f.startswith("spatial=")]
-        listed.add(op)
         OP_TRAITS.register(("", op), OpTraits(op, "", _PATTERNS[pattern], ShapeRule(shape), float(flops),
-                                              frozenset(Flag(f) for f in flags), slots, gradient=RULES.get(op),
-                                              decompositions=DECOMPOSITIONS.get(op, {})),
+                                              frozenset(Flag(f) for f in flags), slots),
                            origin=f"{__name__}._TABLE")
-    assert set(DECOMPOSITIONS) <= listed, sorted(set(DECOMPOSITIONS) - listed)
-    for op in sorted(set(RULES) - listed):
-        OP_TRAITS.register(("", op), OpTraits(op, gradient=RULES[op]), origin=f"{__name__}._TABLE")
 
 
 _load_table()

@@ -46,15 +46,9 @@ KERNELS: Registry[tuple[str, str], KernelSpec] = Registry("kernels", load=_load_
 def kernel(*ops: str, domain: str = "", dtypes: Iterable[DType] | None = None,
            check: CheckFn | None = None) -> Callable[[KernelFn], KernelFn]:
     """Register ``fn`` as the kernel of each op in ``ops``."""
-
-    def wrap(fn: KernelFn) -> KernelFn:
-        for op in ops:
-            KERNELS.register((domain, op), KernelSpec(op, domain, fn,
-                                                      frozenset(dtypes) if dtypes is not None else None, check),
-                             origin=f"{fn.__module__}.{fn.__qualname__}")
-        return fn
-
-    return wrap
+    accepted = frozenset(dtypes) if dtypes is not None else None
+    return KERNELS.decorator(*((domain, op) for op in ops),
+                             value=lambda key, fn: KernelSpec(key[1], domain, fn, accepted, check))
 
 
 def get_kernel(op: str, domain: str = "") -> KernelSpec | None:

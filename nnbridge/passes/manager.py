@@ -71,12 +71,8 @@ PASSES: Registry[str, PassInfo] = Registry("passes")
 
 def register_pass(name: str, requires: Sequence[str] = (),
                   ensures: Sequence[Postcondition] = ()) -> Callable[[PassFn], PassFn]:
-    def wrap(fn: PassFn) -> PassFn:
-        doc = (fn.__doc__ or "").strip().split("\n")[0]
-        PASSES.register(name, PassInfo(name, fn, doc, tuple(requires), tuple(ensures)))
-        return fn
-
-    return wrap
+    return PASSES.decorator(name, value=lambda _, fn: PassInfo(
+        name, fn, (fn.__doc__ or "").strip().split("\n")[0], tuple(requires), tuple(ensures)))
 
 
 def available_passes() -> dict[str, PassInfo]:

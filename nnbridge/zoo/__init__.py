@@ -34,11 +34,7 @@ MODELS: Registry[str, ZooModel] = Registry("zoo models")
 
 
 def _register(name: str, doc: str):
-    def wrap(fn: Callable[[int], onnx.ModelProto]):
-        MODELS.register(name, ZooModel(fn, doc), origin=f"{fn.__module__}.{fn.__qualname__}")
-        return fn
-
-    return wrap
+    return MODELS.decorator(name, value=lambda _, fn: ZooModel(fn, doc))
 
 
 def names() -> list[str]:

@@ -93,9 +93,26 @@ def test_a_rule_leaves_what_the_target_takes_as_it_is():
 
 
 def test_the_table_is_filed_in_the_op_traits():
-    for op, rows in DECOMPOSITIONS.items():
-        assert op_traits(op).decompositions == rows
+    for (domain, op, target), fn in DECOMPOSITIONS.items():
+        assert op_traits(op, domain).decompositions[target] is fn
     assert set(op_traits("HardSwish").decompositions) == {"smaug", "lbann"}
+
+
+def test_a_rule_registered_later_reaches_the_op_and_a_second_one_is_refused():
+    from nnbridge.errors import DuplicateRegistrationError
+    from nnbridge.ir.decompositions import decomposes
+
+    @decomposes("Cube", "lbann", domain="com.example")
+    def cube(b, node, target):
+        return None
+
+    try:
+        assert op_traits("Cube", "com.example").decompositions == {"lbann": cube}
+        with pytest.raises(DuplicateRegistrationError, match=r"decompositions: \('com.example', 'Cube', 'lbann'\) "
+                                                              r"is defined twice"):
+            decomposes("Cube", "lbann", domain="com.example")(lambda b, node, target: None)
+    finally:
+        DECOMPOSITIONS.unregister(("com.example", "Cube", "lbann"))
 
 
 def test_rows_merged_from_the_batch_through_a_gemm_become_a_matmul_over_the_last_axis():

@@ -86,12 +86,7 @@ LOWERERS: Registry[str, Lowerer] = Registry("SMV lowerers")
 
 
 def lowers(*ops: str) -> Callable[[Lowerer], Lowerer]:
-    def wrap(fn: Lowerer) -> Lowerer:
-        for op in ops:
-            LOWERERS.register(op, fn)
-        return fn
-
-    return wrap
+    return LOWERERS.decorator(*ops)
 
 
 def _step(fn: FlatNode, family: str, layers: list[Layer], **params: Any) -> Step:

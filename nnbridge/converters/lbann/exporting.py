@@ -34,12 +34,7 @@ EXPORTERS: Registry[str, Exporter] = Registry("LBANN exporters")
 
 
 def exporter(*ops: str) -> Callable[[Exporter], Exporter]:
-    def wrap(fn: Exporter) -> Exporter:
-        for op in ops:
-            EXPORTERS.register(op, fn)
-        return fn
-
-    return wrap
+    return EXPORTERS.decorator(*ops)
 
 
 @dataclass

@@ -28,12 +28,7 @@ IMPORTERS: Registry[str, Importer] = Registry("LBANN importers")
 
 
 def importer(*kinds: str) -> Callable[[Importer], Importer]:
-    def wrap(fn: Importer) -> Importer:
-        for kind in kinds:
-            IMPORTERS.register(kind, fn)
-        return fn
-
-    return wrap
+    return IMPORTERS.decorator(*kinds)
 
 
 def layer_inputs(ctx: ImportContext, inputs: list[Tensor], count: int | None = 1) -> list[Tensor]:

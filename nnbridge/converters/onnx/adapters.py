@@ -72,11 +72,7 @@ ADAPTERS: Registry[tuple[str, int], Adapter] = Registry("ONNX opset adapters")
 
 
 def adapter(op: str, first: int, last: int) -> Callable[[AdaptFn], AdaptFn]:
-    def wrap(fn: AdaptFn) -> AdaptFn:
-        ADAPTERS.register((op, first), Adapter(op, first, last, fn), origin=f"{fn.__module__}.{fn.__qualname__}")
-        return fn
-
-    return wrap
+    return ADAPTERS.decorator((op, first), value=lambda _, fn: Adapter(op, first, last, fn))
 
 
 def find_adapter(op: str, since_version: int) -> Adapter | None:

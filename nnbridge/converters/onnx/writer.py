@@ -37,11 +37,7 @@ EXPORTERS: Registry[tuple[str, str], Exporter] = Registry("ONNX exporters")
 
 
 def register_exporter(op: str, domain: str = NNBRIDGE_DOMAIN) -> Callable[[Exporter], Exporter]:
-    def wrap(fn: Exporter) -> Exporter:
-        EXPORTERS.register((domain, op), fn)
-        return fn
-
-    return wrap
+    return EXPORTERS.decorator((domain, op))
 
 
 def type_to_proto(t: TensorType) -> onnx.TypeProto:

@@ -34,12 +34,7 @@ SMV_SOFTMAX_MAX_ROW = 16384
 
 
 def exporter(*ops: str, domain: str = "") -> Callable[[ExportFn], ExportFn]:
-    def wrap(fn: ExportFn) -> ExportFn:
-        for op in ops:
-            EXPORTERS.register((domain, op), fn)
-        return fn
-
-    return wrap
+    return EXPORTERS.decorator(*((domain, op) for op in ops))
 
 
 def supported_ops() -> set[str]:

@@ -34,12 +34,7 @@ IMPORTERS: Registry[int, ImportFn] = Registry("SMAUG importers")
 
 
 def importer(*ops: int) -> Callable[[ImportFn], ImportFn]:
-    def wrap(fn: ImportFn) -> ImportFn:
-        for op in ops:
-            IMPORTERS.register(op, fn)
-        return fn
-
-    return wrap
+    return IMPORTERS.decorator(*ops)
 
 
 # -- activations ------------------------------------------------------------------------
