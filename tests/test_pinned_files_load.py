@@ -179,3 +179,22 @@ def test_a_fixture_pinned_in_part_keeps_its_free_dim(tmp_path):
     for length in (5, 16):
         ids = RNG.integers(0, 128, (1, length)).astype(feeds["input_ids"].dtype)
         assert_loads_and_agrees(tmp_path / "batch.onnx", str(path), {"input_ids": ids})
+
+
+def test_a_data_dependent_if_whose_branch_the_pins_make_impossible_is_refused_in_one_line(tmp_path, cli):
+    """``x.squeeze(0) if x.sum() > 0 else x.sum(0)`` pinned to two rows: onnxruntime would refuse
+    the file (it checks both branches' shapes at load), so nothing is written."""
+    then = branch("then", [mk("Squeeze", ["x", "axis0"], ["t"])], "t", [4])
+    other = branch("else", [mk("ReduceSum", ["x", "axis0"], ["e"], keepdims=0)], "e", [4])
+    source = tmp_path / "data_if.onnx"
+    onnx.save(model([mk("ReduceSum", ["x"], ["total"], keepdims=0), mk("Greater", ["total", "zero"], ["c"]),
+                     mk("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+                    {"x": ["batch", 4]}, {"y": [4]},
+                    {"zero": np.array(0, np.float32), "axis0": np.array([0], np.int64)}), source)
+    code, text = cli("convert", source, tmp_path / "two.onnx", "--dim", "batch=2")
+    assert code != 0 and len(text.strip().splitlines()) == 1, text
+    assert "then_branch of If" in text and "Squeeze" in text and "must be 1 instead of 2" in text
+    assert not (tmp_path / "two.onnx").exists()
+    code, text = cli("convert", source, tmp_path / "one.onnx", "--dim", "batch=1")
+    assert code == 0, text
+    assert_loads_and_agrees(tmp_path / "one.onnx", onnx.load(source), {"x": floats(1, 4)})
