@@ -4,7 +4,9 @@ Attribute types come from the op's ONNX schema (so an empty list or an int given
 for a float attribute is still written correctly). nnbridge-domain ops are
 lowered to standard subgraphs by exporters registered with ``register_exporter``;
 ops without one are written as custom-domain ops (documented in ``nnbridge ops``).
-Every model written passes ``onnx.checker``; models over 2 GB use external data.
+Every model written passes ``onnx.checker``, and none has an If branch that cannot run with
+its shapes (onnxruntime infers both branches at load and refuses such a file); models over
+2 GB use external data.
 """
 
 from __future__ import annotations
