@@ -222,6 +222,44 @@ def _from_proto(tp) -> TensorType | None:
     return TensorType(dtype, shape, Layout.default_for_rank(None if shape is None else len(shape)))
 
 
+def branch_shape_error(graph: Graph) -> str | None:
+    """Why onnx's inference rejects a branch of some ``If`` in ``graph`` under the types its
+    outer values have now, or None. onnxruntime runs that inference on both branches when it
+    loads a file, so a pinned shape that makes an untaken branch impossible (a data-dependent
+    condition; a constant one is inlined by ``fold-branches``) yields a file it refuses."""
+    for node in graph.walk():
+        if node.op != "If" or node.domain:
+            continue
+        for key in ("then_branch", "else_branch"):
+            body = node.attrs.get(key)
+            reason = _first_inference_error(body) if isinstance(body, Graph) else None
+            if reason:
+                return f"the {key} of If '{node.name}' cannot run with these shapes ({reason})"
+    return None
+
+
+def _first_inference_error(body: Graph) -> str | None:
+    """The first node of ``body`` whose onnx inference fails on the types flowing into it (nodes
+    with subgraphs or of other domains pass their declared types on)."""
+    inferred: dict[int, TensorType] = {}
+    for node in body.nodes:
+        if node.domain or node.subgraphs():
+            continue
+        types = [None if v is None else inferred.get(id(v), v.type) for v in node.inputs]
+        if any(t is not None and t.kind is not TypeKind.TENSOR for t in types):
+            continue
+        try:
+            outs = _onnx_infer(node, types)
+        except shape_inference.InferenceError as exc:
+            return f"{node.op} '{node.name}': {str(exc).strip().splitlines()[0]}"
+        except Exception:  # an attribute onnx cannot take: nothing known about this node
+            continue
+        for out, t in zip(node.outputs, outs or ()):
+            if t is not None:
+                inferred[id(out)] = t
+    return None
+
+
 def _reorder(node: Node) -> list[TensorType | None]:
     x = node.inputs[0].type
     perm = node.attr("perm")

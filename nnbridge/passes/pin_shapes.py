@@ -5,6 +5,12 @@ Real models declare ``batch``, ``height`` or ``-1``. A symbolic dim (a name) is 
 shape, ``shapes={"x": (1, 3, 224, 224)}``. Once every input is static, ``infer-shapes`` makes
 every value static and ``fold`` turns ``Shape → Gather → Concat → Reshape`` chains into
 constants, so exporters and simulators see the graph a static export would have given.
+
+Pinned shapes never enter a subgraph: an ``If`` whose condition folds to a constant is replaced
+by the branch it takes (``fold-branches``; the untaken one may be impossible under the pinned
+shapes, and onnxruntime checks both when it loads a file), and every other body (a data-dependent
+``If``, ``Loop`` and ``Scan`` bodies, whose shapes may vary per iteration) keeps the types it was
+loaded with.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from .manager import run_passes
 
 #: what runs once the inputs are pinned, while it makes progress: a folded Shape chain lets
 #: inference make more values static, whose Shape chains fold in the next round
-AFTER_PINNING = ["infer-shapes", "fold", "eliminate", "infer-shapes"]
+AFTER_PINNING = ["infer-shapes", "fold", "fold-branches", "eliminate", "infer-shapes"]
 MAX_ROUNDS = 8
 
 
@@ -46,15 +52,18 @@ def pin_shapes(graph: Graph, shapes: Mapping[str, Sequence[int]] | None = None,
             changed = True
     if changed:
         for _ in range(MAX_ROUNDS):
-            before = _dynamic_count(graph)
+            before = _progress(graph)
             run_passes(graph, AFTER_PINNING)
-            if _dynamic_count(graph) in (0, before):
+            if _progress(graph) == before:
                 break
     return changed
 
 
-def _dynamic_count(graph: Graph) -> int:
-    return sum(1 for v in graph.values.values() if v.type.kind is TypeKind.TENSOR and not v.type.is_static)
+def _progress(graph: Graph) -> tuple[int, int]:
+    """Dynamic values and nodes left: a round that changes neither has nothing left to unlock
+    (an inlined branch adds nodes whose shape arithmetic folds in the next round)."""
+    dynamic = sum(1 for v in graph.values.values() if v.type.kind is TypeKind.TENSOR and not v.type.is_static)
+    return dynamic, len(graph)
 
 
 def _pinned(value: Value, given: Sequence[int] | None, dims: Mapping[str, int]) -> tuple | None:

@@ -4,7 +4,9 @@ Attribute types come from the op's ONNX schema (so an empty list or an int given
 for a float attribute is still written correctly). nnbridge-domain ops are
 lowered to standard subgraphs by exporters registered with ``register_exporter``;
 ops without one are written as custom-domain ops (documented in ``nnbridge ops``).
-Every model written passes ``onnx.checker``; models over 2 GB use external data.
+Every model written passes ``onnx.checker``, and none has an If branch that cannot run with
+its shapes (onnxruntime infers both branches at load and refuses such a file); models over
+2 GB use external data.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import onnx
 import onnx.defs
 from onnx import AttributeProto, ModelProto, TensorProto, helper, numpy_helper
 
-from ...errors import FormatError
+from ...errors import FormatError, ShapeError
 from ...ir import IR_OPSET, NNBRIDGE_DOMAIN, Graph, Node, TensorType, TypeKind
 from ...registry import Registry
 from ..wire import ONNX_GRAPH, ONNX_INITIALIZER, ONNX_RAW_DATA, field_header
@@ -271,7 +273,13 @@ def save_onnx(graph: Graph, path: str | os.PathLike, *, check: bool = True,
     """Write ``graph`` as an ONNX file atomically; weights go to ``<name>.data`` beside it
     when they total ``external_threshold`` bytes or more (protobuf's 2 GB limit). ``onnx_opset``
     writes that default-domain opset (onnx's version converter) for runtimes older than the IR's."""
+    from ...passes.infer_shapes import branch_shape_error
+
     path = Path(path)
+    reason = branch_shape_error(graph)
+    if reason:  # onnxruntime infers both branches' shapes at load: the file would never load
+        raise ShapeError(f"{path}: not written: {reason}, and onnxruntime refuses such a file at load "
+                         f"(pin other values, or leave the dims that branch needs dynamic)")
     big = sum(int(np.asarray(a).nbytes) for a in graph.initializers.values()) >= external_threshold
     path.parent.mkdir(parents=True, exist_ok=True)
     tmpdir = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
