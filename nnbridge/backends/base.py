@@ -28,7 +28,11 @@ SCALE = ["fold-scale-axis", "fold", "eliminate"]
 
 
 class Executable(abc.ABC):
-    """A compiled model. ``run`` returns outputs by name; ``report`` describes the last run."""
+    """A compiled model. ``run`` returns outputs by name; ``report`` describes the last run.
+
+    ``run`` is reentrant, as onnxruntime's ``InferenceSession.run``: one executable may run from
+    several threads at once, each run keeping its values and its report to itself (``_run`` keeps
+    no per-run state on the executable or on what its runs share)."""
 
     def __init__(self, graph: Graph, backend: str):
         self.graph = graph

@@ -29,14 +29,21 @@ REPORTED_STEPS = 64
 
 
 class KernelContext:
-    """What a kernel may know besides its inputs: the node, attributes, subgraph runner."""
+    """What a kernel may know besides its inputs: the node, attributes, subgraph runner.
+
+    A plan's contexts are shared by every run of it, from any thread, so they hold nothing
+    of a run: a node with subgraphs gets ``bound`` to its run's values (``env``) as it runs."""
 
     __slots__ = ("node", "env", "_attrs")
 
-    def __init__(self, node: Node):
+    def __init__(self, node: Node, env: Mapping[str, Any] | None = None, attrs: dict[str, Any] | None = None):
         self.node = node
-        self.env: Mapping[str, Any] = {}
-        self._attrs: dict[str, Any] = {}
+        self.env: Mapping[str, Any] = env if env is not None else {}
+        self._attrs: dict[str, Any] = attrs if attrs is not None else {}
+
+    def bound(self, env: Mapping[str, Any]) -> KernelContext:
+        """This node's context for one run that sees ``env`` (the attribute cache is shared)."""
+        return KernelContext(self.node, env, self._attrs)
 
     def attr(self, name: str, default: Any = None) -> Any:
         if name not in self._attrs:
@@ -59,6 +66,7 @@ class Step:
     release: list[str]  # values no longer needed after this step
     constant: bool = False  # every input is a constant: computed on the first run, then kept
     kept: Any = None
+    scoped: bool = False  # runs subgraphs, which read the run's values: its context is bound per run
 
 
 def unsupported_nodes(graph: Graph) -> list[Unsupported]:
@@ -88,13 +96,14 @@ def aligned_weights(initializers: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class Plan:
-    def __init__(self, graph: Graph, profile: bool = False, align_weights: bool = False):
+    """A graph compiled into steps. Runs share it and keep their own values (``execute`` is
+    reentrant: one plan may run from several threads at once)."""
+
+    def __init__(self, graph: Graph, align_weights: bool = False):
         """``align_weights`` copies misaligned weights once for repeated runs (the reference backend);
         a single run over a large model (a converter's calibration) keeps them in place."""
         self.graph = graph
-        self.profile = profile
         self.weights = aligned_weights(graph.initializers) if align_weights else graph.initializers
-        self.timings: list[tuple[Node, float]] = []
         nodes = graph.nodes
         keep = {v.name for v in graph.outputs}
         last_use: dict[str, int] = {}
@@ -120,27 +129,31 @@ class Plan:
                 static.update(o.name for o in node.outputs)
             self.steps.append(Step(spec, KernelContext(node),
                                    [v.name if v is not None else None for v in node.inputs],
-                                   [o.name for o in node.outputs], release, constant))
+                                   [o.name for o in node.outputs], release, constant,
+                                   scoped=bool(node.subgraphs())))
 
-    def _compute(self, step: Step, env: Mapping[str, Any]) -> tuple:
+    @staticmethod
+    def _compute(step: Step, env: Mapping[str, Any], timings: list[tuple[Node, float]] | None) -> tuple:
         args = [env[name] if name is not None else None for name in step.inputs]
-        step.ctx.env = env
-        start = time.perf_counter() if self.profile else 0.0
+        ctx = step.ctx.bound(env) if step.scoped else step.ctx
+        start = time.perf_counter() if timings is not None else 0.0
         try:
-            result = step.spec.fn(step.ctx, *args)
+            result = step.spec.fn(ctx, *args)
         except NNBridgeError:
             raise
         except Exception as exc:
             node = step.ctx.node
             raise KernelError(f"node '{node.name}' ({node.op}) failed: {type(exc).__name__}: {exc}") from exc
-        if self.profile:
-            self.timings.append((step.ctx.node, time.perf_counter() - start))
+        if timings is not None:
+            timings.append((step.ctx.node, time.perf_counter() - start))
         return result if isinstance(result, tuple) else (result,)  # a list is one sequence value
 
     def execute(self, feeds: Mapping[str, Any], outer: Mapping[str, Any] | None = None,
-                observe: Callable[[Node, tuple], None] | None = None) -> list[Any]:
+                observe: Callable[[Node, tuple], None] | None = None,
+                timings: list[tuple[Node, float]] | None = None) -> list[Any]:
         """The graph's outputs; ``observe(node, outputs)`` sees every node's results as they are made
-        (to measure intermediates without keeping them alive)."""
+        (to measure intermediates without keeping them alive); ``timings`` gets (node, seconds)
+        for each kernel this run computes (subgraph bodies included in their node's time)."""
         local: dict[str, Any] = dict(self.weights)
         local.update(feeds)
         env: MutableMapping[str, Any] = ChainMap(local, outer) if outer is not None else local
@@ -151,7 +164,7 @@ class Plan:
             if step.kept is not None:
                 result = step.kept
             else:
-                result = self._compute(step, env)
+                result = self._compute(step, env, timings)
                 if step.constant:
                     step.kept = result
             if observe is not None:

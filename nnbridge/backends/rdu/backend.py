@@ -48,10 +48,11 @@ class RduExecutable(Executable):
         self.steps = 0  # training steps taken through the SambaFlow-style API
 
     def _run(self, feeds: dict[str, Any]) -> tuple[dict[str, np.ndarray], Report]:
-        if self._sim is None:  # built on first run: estimating performance needs no kernels
+        sim = self._sim
+        if sim is None:  # built on first run: estimating performance needs no kernels
             stored = {name for s in self.sections for k in s.kernels for name in k.outputs}
-            self._sim = FunctionalSim(self.graph, stored)
-        return self._sim.run(feeds), self.section_report()
+            sim = self._sim = FunctionalSim(self.graph, stored)  # concurrent first runs: either one serves
+        return sim.run(feeds), self.section_report()
 
     @property
     def training(self) -> bool:

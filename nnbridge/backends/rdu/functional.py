@@ -29,10 +29,15 @@ def unsupported(graph: Graph) -> list[Unsupported]:
 
 
 class FunctionalSim:
+    """Runs share it: a run's values live in its ``run`` call (several threads may run at once);
+    ``set_tensors`` (a training step) changes what the next runs see."""
+
     def __init__(self, graph: Graph, stored: Iterable[str]):
         self.graph = graph
         self.stored = frozenset(stored)  # values rounded to bf16 when produced
-        self.steps = [(node, KernelContext(node), get_kernel(node.op, node.domain)) for node in graph.nodes]
+        # (node, context, kernel, whether it runs subgraphs: those see the run's values)
+        self.steps = [(node, KernelContext(node), get_kernel(node.op, node.domain), bool(node.subgraphs()))
+                      for node in graph.nodes]
         self.weights = {name: round_bf16(array) for name, array in graph.initializers.items()}
         # fp32 master copies: the optimizer op of a training program reads and writes these (mixed
         # precision as SambaFlow trains: bf16 forward and backward, fp32 weight update)
@@ -59,13 +64,12 @@ class FunctionalSim:
     def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
         env: dict[str, Any] = dict(self.weights)
         env.update({name: round_bf16(value) for name, value in feeds.items()})
-        for i, (node, ctx, spec) in enumerate(self.steps):
+        for i, (node, ctx, spec, scoped) in enumerate(self.steps):
             update = node.domain == TRAINING_DOMAIN
             args = [(self.master.get(v.name, env[v.name]) if update else env[v.name]) if v is not None else None
                     for v in node.inputs]
-            ctx.env = env
             try:
-                result = self._call(node, ctx, spec, args)
+                result = self._call(node, ctx.bound(env) if scoped else ctx, spec, args)
             except NNBridgeError:
                 raise
             except Exception as exc:

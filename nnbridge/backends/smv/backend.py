@@ -144,19 +144,20 @@ class SmvExecutable(Executable):
                     env.pop(name, None)
             if self.progress:
                 self.progress("simulating", i + 1, len(self.steps))
-        for row, step in zip(self.performance.rows, self.steps):  # static notes, then this run's
-            note = "; ".join(text for text in (step.deviation, sim.notes.get(step.name)) if text)
-            if note:
-                row["deviation"] = note
-            else:
-                row.pop("deviation", None)
+        report = self.performance  # compiled with the static notes; this run's are added to a copy
+        if sim.notes:
+            report = dataclasses.replace(report, rows=[dict(row) for row in report.rows],
+                                         totals=dict(report.totals), notes=list(report.notes))
+            for row, step in zip(report.rows, self.steps):
+                if step.name in sim.notes:
+                    row["deviation"] = "; ".join(t for t in (step.deviation, sim.notes[step.name]) if t)
         outputs = {}
         for v in self.graph.outputs:
             value = env[v.name]
             if isinstance(value, np.ndarray) and v.type.dtype is not None and v.type.dtype is not DType.STRING:
                 value = value.astype(v.type.dtype.numpy, copy=False)
             outputs[v.name] = value
-        return outputs, self.performance
+        return outputs, report
 
 
 def _cpu_macs(step: Step, flat: FlatGraph) -> int:

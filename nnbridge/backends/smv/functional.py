@@ -39,7 +39,6 @@ class Simulator:
         self.notes: dict[str, str] = {}  # step name → how this run's numbers left ONNX semantics
         self.layouts = layouts
         self.spads = spads
-        self.contexts: dict[int, KernelContext] = {}
 
     def nhwc(self, name: str | None) -> bool:
         return name is not None and self.layouts.get(name) is Layout.NHWC
@@ -219,10 +218,7 @@ def run_cpu(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
         if step.fn.op == "Tile" and args[0].ndim and all(int(r) == 1 for r in args[1][:-1]):
             return [repeat_rows(np.asarray(args[0]), int(args[1][-1]))]
     spec = get_kernel(step.fn.op, step.fn.domain)
-    ctx = sim.contexts.get(id(step))
-    if ctx is None:
-        ctx = sim.contexts[id(step)] = KernelContext(step.fn.node)
-    ctx.env = env
+    ctx = KernelContext(step.fn.node, env)  # this run's: it sees this run's values
     slots = op_traits(step.fn.op, step.fn.domain).spatial_slots
     nhwc = bool(slots) and sim.nhwc(step.inputs[0]) and args[0] is not None and np.ndim(args[0]) == 4
     if nhwc:

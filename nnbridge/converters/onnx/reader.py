@@ -190,6 +190,17 @@ def _infer_shapes(model: ModelProto) -> ModelProto:
 
 # -- proto → IR ---------------------------------------------------------------
 
+#: dim_params that name no dimension (exporters write "?" for "unknown"): like an unnamed dim or -1,
+#: each is its own unknown (None in the IR), never one symbol that every input must agree on
+UNNAMED_DIMS = frozenset({"?"})
+
+
+def _dim(d: onnx.TensorShapeProto.Dimension) -> int | str | None:
+    if d.HasField("dim_value") and d.dim_value >= 0:
+        return d.dim_value
+    return d.dim_param if d.dim_param and d.dim_param not in UNNAMED_DIMS else None  # -1: unknown too
+
+
 def type_from_proto(tp: onnx.TypeProto) -> TensorType:
     which = tp.WhichOneof("value")
     if which == "tensor_type":
@@ -197,10 +208,7 @@ def type_from_proto(tp: onnx.TypeProto) -> TensorType:
         dtype = DType.from_onnx(tt.elem_type) if tt.elem_type else None
         shape = None
         if tt.HasField("shape"):
-            shape = tuple(
-                d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or None)  # -1: unknown
-                for d in tt.shape.dim
-            )
+            shape = tuple(_dim(d) for d in tt.shape.dim)
         rank = None if shape is None else len(shape)
         return TensorType(dtype, shape, Layout.default_for_rank(rank))
     if which == "sequence_type":
