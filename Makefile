@@ -8,7 +8,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 export PYTHONDONTWRITEBYTECODE := 1
 export MPLBACKEND := Agg
 
-.PHONY: demo test bench conformance fuzz fixtures protos lint clean setup
+.PHONY: demo test test-fast bench conformance fuzz fixtures protos lint clean setup
 
 setup: $(STAMP)
 
@@ -33,7 +33,12 @@ demo: $(STAMP)
 
 test: $(TEST_STAMP)
 	$(PY) -m ruff check nnbridge tests bench tools
-	$(PY) -m pytest -n 2 -p no:cacheprovider tests
+	$(PY) -m pytest -n 2 -p no:cacheprovider --durations=20 tests
+
+# the quick local loop: the suite without the cases marked slow (make test runs those too)
+test-fast: $(TEST_STAMP)
+	$(PY) -m ruff check nnbridge tests bench tools
+	$(PY) -m pytest -n 2 -p no:cacheprovider -m "not slow" tests
 
 bench: $(BENCH_STAMP)
 	$(PY) -m bench
