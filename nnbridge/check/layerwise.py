@@ -107,6 +107,17 @@ class LayerwiseResult:
     def culprit(self) -> NodeCheck | None:
         return next((n for n in self.nodes if n.local and not n.local_ok), None)
 
+    def shown(self, limit: int) -> list[NodeCheck]:
+        """The rows of a table of at most ``limit`` rows (more when it names more nodes): every row
+        when they fit, else the first divergent node and the culprit, which the table names, and
+        the other nodes that leave tolerance (end to end or on their own), in the model's order."""
+        if len(self.nodes) <= limit:
+            return self.nodes
+        named = {id(n) for n in (self.first_divergent, self.culprit) if n is not None}
+        others = [n for n in self.nodes if id(n) not in named and (not n.ok or (n.local and not n.local_ok))]
+        keep = named | {id(n) for n in others[:max(limit - len(named), 0)]}
+        return [n for n in self.nodes if id(n) in keep]
+
     def to_dict(self) -> dict[str, Any]:
         first, culprit = self.first_divergent, self.culprit
         return {"first_divergent": first.name if first else None, "culprit": culprit.name if culprit else None,
