@@ -134,7 +134,8 @@ def layerwise(proto: ModelProto, graph: Graph, feeds: Mapping[str, Any], run_bac
               notes: Mapping[str, str] | None = None, origin_only: bool = False) -> LayerwiseResult:
     """Compare every node output of ``proto`` with the backend's, in the model's order.
 
-    ``origin_only``: just find where NaN/inf first appear (no comparisons)."""
+    ``origin_only``: just find where NaN/inf first appear (no comparisons; onnxruntime then runs
+    only for the values of that node)."""
     nodes = list(proto.graph.node)
     # values something reads (or the model returns): an unread output (an inference-mode
     # Dropout mask) cannot change the result, and its type may differ between opsets
@@ -147,6 +148,8 @@ def layerwise(proto: ModelProto, graph: Graph, feeds: Mapping[str, Any], run_bac
         if name in computed and name not in present:
             exposed.outputs.append(computed[name])
             present.add(name)
+    if origin_only:
+        return LayerwiseResult(origin=_first_nonfinite(proto, nodes, feeds, run_backend(exposed), rule))
     expected = run_onnxruntime(expose(proto, wanted), feeds)
     actual = run_backend(exposed)
     weights = {t.name: t for t in proto.graph.initializer}
@@ -162,16 +165,26 @@ def layerwise(proto: ModelProto, graph: Graph, feeds: Mapping[str, Any], run_bac
             continue
         if result.origin is None:
             result.origin = _origin(node, outs, produced, expected, rule)
-        if origin_only:
-            if result.origin is not None:
-                break
-            continue
         row = NodeCheck(node.name or outs[0], node.op_type,
                         [_shape(n, known, weights) for n in node.input], note=(notes or {}).get(node.name, ""))
         row.outputs = [compare(o, actual[o], expected[o], rule, nonfinite_ok(o), same_dtype=False) for o in outs]
         row.local = _local(proto, node, outs, feeds, actual, expected, rule, nonfinite_ok, weights)
         result.nodes.append(row)
     return result
+
+
+def _first_nonfinite(proto: ModelProto, nodes: list[NodeProto], feeds: Mapping[str, Any],
+                     actual: Mapping[str, Any], rule: Rule) -> NonfiniteOrigin | None:
+    """The first node, in the model's order, whose backend output holds NaN/inf; onnxruntime runs
+    with only that node's outputs exposed, for the exact values there."""
+    for node in nodes:
+        outs = [o for o in node.output if isinstance(actual.get(o), np.ndarray) and actual[o].dtype.kind == "f"
+                and not np.isfinite(actual[o]).all()]
+        if outs:
+            expected = run_onnxruntime(expose(proto, outs), feeds)
+            outs = [o for o in outs if isinstance(expected.get(o), np.ndarray)]
+            return _origin(node, outs, {**feeds, **actual}, expected, rule)
+    return None
 
 
 def _local(proto: ModelProto, node: NodeProto, outs: list[str], feeds, actual, expected, rule: Rule,
