@@ -73,12 +73,16 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     if layerwise or not result.ok:
         # NaN/inf a model declares for an output are legitimate in the nodes that make them
         declared = any(allowed(name) for name in exe.output_names)
-        result.layerwise = run_layerwise(proto, graph, feeds, run_exposed, rule,
-                                         lambda name: declared or allowed(name), notes=node_notes(exe.report),
-                                         origin_only=not layerwise)
-        result.origin = result.layerwise.origin
-        if not layerwise:
-            result.layerwise = None
+        try:
+            found = run_layerwise(proto, graph, feeds, run_exposed, rule, lambda name: declared or allowed(name),
+                                  notes=node_notes(exe.report), origin_only=not layerwise)
+        except NNBridgeError as exc:
+            if layerwise:
+                raise
+            found = None  # the verdict stands; the search's failure is reported with it
+            result.notes.append(f"no search for NaN/inf inside the model: {exc}")
+        result.origin = found.origin if found else None
+        result.layerwise = found if layerwise else None
     return result
 
 

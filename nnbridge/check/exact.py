@@ -40,7 +40,10 @@ def run_float64(model: ModelProto, feeds: Mapping[str, Any]) -> tuple[dict[str, 
     """The float64 evaluation of ``model`` on ``feeds`` and the runtime that made it.
 
     Raises NNBridgeError when neither onnxruntime nor onnx.reference can run it."""
-    wide = float64_model(model)
+    try:
+        wide = float64_model(model)
+    except Exception as exc:  # e.g. weights in external data that was not loaded
+        raise NNBridgeError(f"no float64 evaluation: the model cannot be cast ({_first_line(exc)})") from None
     wide_feeds = {k: _widen_value(v) for k, v in feeds.items()}
     try:
         session = ort_session(wide)

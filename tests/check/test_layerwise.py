@@ -102,6 +102,19 @@ def test_cli_names_the_overflowing_intermediate_in_its_verdict_line_and_json(cli
     assert code == 1 and origin["node"] == "sum" and origin["output"] == "sum" and origin["overflow"]
 
 
+def test_a_search_that_cannot_run_leaves_the_verdict_and_says_so(monkeypatch):
+    from nnbridge.check import core
+
+    def unavailable(*args, **kwargs):
+        raise nnbridge.NNBridgeError("onnxruntime (the oracle) cannot run this model: exposed")
+
+    monkeypatch.setattr(core, "run_layerwise", unavailable)
+    result = nnbridge.check(rms_norm(), backend="smv", input_ranges={"x": (20, 25)})
+    assert not result.ok and result.origin is None
+    assert result.notes[-1] == "no search for NaN/inf inside the model: onnxruntime (the oracle) cannot run this " \
+                               "model: exposed"
+
+
 @pytest.fixture
 def faulty_rdu_kernels(monkeypatch):
     """Scale the outputs of some ops' kernels in the RDU's functional simulation only (broken kernels)."""
