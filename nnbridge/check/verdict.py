@@ -262,7 +262,7 @@ def against_exact(check: OutputCheck, actual: Any, expected: Any, exact: Any, ru
         same = (np.isnan(a) & np.isnan(x)) | (a == x)
         if not same[~finite].all():
             return replace(check, note=_joined(check.note, f"the float64 evaluation ({evaluator}) has NaN/inf "
-                                                           "elsewhere"))
+                                                           "at other positions"))
         a, r, x = a[finite], r[finite], x[finite]
     err, oracle_err = np.abs(a - x), np.abs(r - x)
     worst_oracle = float(np.max(oracle_err, initial=0.0))
