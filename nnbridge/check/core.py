@@ -12,7 +12,7 @@ the model whose outputs stay finite included); ``layerwise=True`` also compares 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,12 +21,12 @@ from onnx import ModelProto
 from ..errors import NNBridgeError
 from ..inputs import InputInfo, generate_inputs
 from ..ir import Graph
-from .exact import run_float64
+from .exact import judged_against_float64
 from .layerwise import layerwise as run_layerwise
 from .oracle import oracle_model, run_onnxruntime
 from .program import check_program
 from .result import CheckResult, declared_nonfinite, model_precision, node_notes, numerics_notes
-from .verdict import Rule, against_exact, compare, format_name, retryable, rule_for
+from .verdict import compare, format_name, rule_for
 
 
 def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarray] | None = None,
@@ -64,8 +64,7 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     for name in exe.output_names:
         if name in expected:
             result.outputs.append(compare(name, actual[name], expected[name], rule, allowed(name)))
-    if any(retryable(o) for o in result.outputs):
-        _judge_against_float64(result, proto, feeds, rule, allowed)
+    result.outputs = judged_against_float64(result.outputs, actual, expected, rule, proto, feeds, allowed)
 
     def run_exposed(exposed: Graph) -> dict[str, Any]:
         return compile_model(exposed, backend=backend, passes=passes, input_shapes=shapes, **config).run(feeds)
@@ -84,21 +83,6 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
         result.origin = found.origin if found else None
         result.layerwise = found if layerwise else None
     return result
-
-
-def _judge_against_float64(result: CheckResult, proto: ModelProto, feeds: Mapping[str, np.ndarray], rule: Rule,
-                           allowed: Callable[[str], bool]) -> None:
-    """The third opinion, asked only when an output fails the row (the common case costs nothing)."""
-    try:
-        exact, evaluator = run_float64(proto, feeds)
-    except NNBridgeError as exc:
-        for o in result.outputs:
-            if retryable(o):
-                o.note = "; ".join(filter(None, [o.note, str(exc)]))
-        return
-    result.outputs = [against_exact(o, result.actual[o.name], result.expected[o.name], exact[o.name], rule,
-                                    evaluator, allowed(o.name)) if o.name in exact else o
-                      for o in result.outputs]
 
 
 def _is_program(model: Any) -> bool:

@@ -8,7 +8,8 @@ of −14 has no relative precision in float32, onnxruntime's included): docs/che
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import ml_dtypes
@@ -17,6 +18,7 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto,
 
 from ..errors import NNBridgeError
 from .oracle import ort_session
+from .verdict import OutputCheck, Rule, against_exact, joined, retryable
 
 #: element types made float64
 _NARROW = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16}
@@ -34,6 +36,22 @@ def float64_model(model: ModelProto) -> ModelProto:
     for function in wide.functions:
         _widen_nodes(function.node)
     return wide
+
+
+def judged_against_float64(checks: list[OutputCheck], actual: Mapping[str, Any], expected: Mapping[str, Any],
+                           rule: Rule, model: ModelProto, feeds: Mapping[str, Any],
+                           nonfinite_ok: Callable[[str], bool]) -> list[OutputCheck]:
+    """``checks`` (of ``model``'s values run on ``feeds``), those that fail ``rule`` judged again against
+    the model's float64 evaluation; it runs only when one fails. A model that cannot be evaluated in
+    float64 leaves the verdicts, with the reason in their notes."""
+    if not any(retryable(c, rule) for c in checks):
+        return checks
+    try:
+        exact, evaluator = run_float64(model, feeds)
+    except NNBridgeError as exc:
+        return [replace(c, note=joined(c.note, str(exc))) if retryable(c, rule) else c for c in checks]
+    return [against_exact(c, actual[c.name], expected[c.name], exact[c.name], rule, evaluator, nonfinite_ok(c.name))
+            if c.name in exact else c for c in checks]
 
 
 def run_float64(model: ModelProto, feeds: Mapping[str, Any]) -> tuple[dict[str, Any], str]:

@@ -11,6 +11,9 @@ compared under the run's rule. Two findings come out of it:
 * ``culprit`` — the first node whose *own* error leaves tolerance: the node is re-run
   alone on onnxruntime from the backend's inputs, which removes everything upstream.
 
+Both comparisons judge a value that fails the row against a float64 evaluation, as ``check``
+judges its outputs (``exact.py``).
+
 ``origin`` names the first node whose backend output holds NaN/inf, with the value
 range that caused it (overflow when the exact values exceed the format's range).
 """
@@ -27,6 +30,7 @@ from onnx import ModelProto, NodeProto, numpy_helper
 
 from ..errors import NNBridgeError
 from ..ir import DType, Graph
+from .exact import judged_against_float64
 from .oracle import expose, node_model, run_onnxruntime
 from .verdict import OutputCheck, Rule, compare, jsonable
 
@@ -170,6 +174,11 @@ def layerwise(proto: ModelProto, graph: Graph, feeds: Mapping[str, Any], run_bac
         row.outputs = [compare(o, actual[o], expected[o], rule, nonfinite_ok(o), same_dtype=False) for o in outs]
         row.local = _local(proto, node, outs, feeds, actual, expected, rule, nonfinite_ok, weights)
         result.nodes.append(row)
+    # outputs that fail the row, judged against the model's float64 evaluation as ``check`` judges its own
+    judged = iter(judged_against_float64([o for n in result.nodes for o in n.outputs], actual, expected, rule,
+                                         expose(proto, wanted), feeds, nonfinite_ok))
+    for row in result.nodes:
+        row.outputs = [next(judged) for _ in row.outputs]
     return result
 
 
@@ -216,7 +225,8 @@ def _local(proto: ModelProto, node: NodeProto, outs: list[str], feeds, actual, e
     except NNBridgeError:
         return []  # e.g. a function-typed or opset-mismatched node: only the end-to-end row is shown
     local = rule.for_node()
-    return [compare(o, actual[o], own[o], local, nonfinite_ok(o), same_dtype=False) for o in outs if o in own]
+    checks = [compare(o, actual[o], own[o], local, nonfinite_ok(o), same_dtype=False) for o in outs if o in own]
+    return judged_against_float64(checks, actual, own, local, single, inputs, nonfinite_ok)
 
 
 def _origin(node: NodeProto, outs: list[str], actual, expected, rule: Rule) -> NonfiniteOrigin | None:

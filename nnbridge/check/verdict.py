@@ -238,10 +238,11 @@ def compare(name: str, actual: Any, expected: Any, rule: Rule, nonfinite_ok: boo
 ORACLE_FACTOR = 2.0
 
 
-def retryable(check: OutputCheck) -> bool:
+def retryable(check: OutputCheck, rule: Rule) -> bool:
     """A float output that fails a table row on finite elements: the float64 evaluation may clear it
-    (never a custom ``--rtol``/``--atol`` bound, a shape mismatch or a NaN/inf mismatch)."""
-    return (not check.ok and check.rule in RULES and check.outside > 0 and math.isfinite(check.max_abs_err)
+    (never a custom ``--rtol``/``--atol`` bound, an exact comparison, a shape or NaN/inf mismatch)."""
+    return (not check.ok and not (rule.rtol or rule.atol) and check.rule == rule.name and check.outside > 0
+            and math.isfinite(check.max_abs_err)
             and check.nonfinite_actual == check.nonfinite_expected == check.nonfinite_matched)
 
 
@@ -249,19 +250,19 @@ def against_exact(check: OutputCheck, actual: Any, expected: Any, exact: Any, ru
                   nonfinite_ok: bool = False) -> OutputCheck:
     """``check`` judged again with the oracle-relative rule (module docstring) against ``exact``,
     the float64 evaluation; only outputs ``retryable`` accepts (tensors of one dtype) are changed."""
-    if (not retryable(check) or (check.nonfinite_matched and not nonfinite_ok)
+    if (not retryable(check, rule) or (check.nonfinite_matched and not nonfinite_ok)
             or not isinstance(actual, np.ndarray) or not isinstance(expected, np.ndarray)
             or actual.dtype != expected.dtype):
         return check
     a, r, x = (np.asarray(v, np.float64) for v in (actual, expected, exact))
     if x.shape != r.shape:
-        return replace(check, note=_joined(check.note, f"the float64 evaluation ({evaluator}) has shape "
+        return replace(check, note=joined(check.note, f"the float64 evaluation ({evaluator}) has shape "
                                                        f"{list(x.shape)}"))
     finite = np.isfinite(a) & np.isfinite(r) & np.isfinite(x)
     if not finite.all():
         same = (np.isnan(a) & np.isnan(x)) | (a == x)
         if not same[~finite].all():
-            return replace(check, note=_joined(check.note, f"the float64 evaluation ({evaluator}) has NaN/inf "
+            return replace(check, note=joined(check.note, f"the float64 evaluation ({evaluator}) has NaN/inf "
                                                            "at other positions"))
         a, r, x = a[finite], r[finite], x[finite]
     err, oracle_err = np.abs(a - x), np.abs(r - x)
@@ -272,10 +273,11 @@ def against_exact(check: OutputCheck, actual: Any, expected: Any, exact: Any, ru
     text = (f"against a float64 evaluation ({evaluator}): max error {worst:.3g} (onnxruntime's own: "
             f"{worst_oracle:.3g}), {outside} element(s) outside the row + {ORACLE_FACTOR:g}× onnxruntime's error")
     return replace(check, ok=outside == 0, exact=evaluator, exact_err=worst, oracle_exact_err=worst_oracle,
-                   exact_outside=outside, note=_joined(check.note, text))
+                   exact_outside=outside, note=joined(check.note, text))
 
 
-def _joined(*notes: str) -> str:
+def joined(*notes: str) -> str:
+    """Notes in one line."""
     return "; ".join(n for n in notes if n)
 
 

@@ -10,7 +10,7 @@ from models import large_outputs, sigmoid_head
 from onnx import TensorProto, helper
 
 import nnbridge
-from nnbridge.check import RULES, compare, core
+from nnbridge.check import RULES, compare, exact
 from nnbridge.check.exact import float64_model, run_float64
 from nnbridge.check.verdict import ORACLE_FACTOR, against_exact
 
@@ -77,7 +77,7 @@ def test_the_float64_evaluation_is_asked_only_when_the_row_fails(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the float64 evaluation ran for an output that agrees")
 
-    monkeypatch.setattr(core, "run_float64", refuse)
+    monkeypatch.setattr(exact, "run_float64", refuse)
     assert nnbridge.check(large_outputs()).ok
 
 
@@ -85,7 +85,7 @@ def test_when_no_float64_evaluation_runs_the_row_stands_and_says_why(monkeypatch
     def unavailable(*args, **kwargs):
         raise nnbridge.NNBridgeError("no float64 evaluation: neither runtime runs it")
 
-    monkeypatch.setattr(core, "run_float64", unavailable)
+    monkeypatch.setattr(exact, "run_float64", unavailable)
     result = nnbridge.check(sigmoid_head(-14.0))
     assert not result.ok and "no float64 evaluation" in result.outputs[0].note
 
@@ -107,3 +107,14 @@ def test_the_float64_model_casts_inputs_weights_constants_and_casts():
     assert evaluator == "onnxruntime" and values["y"].dtype == np.float64
     # the stored weight is float32's 0.1; the arithmetic is float64's (float32 would round 0.6 to 0.60000002)
     np.testing.assert_array_equal(values["y"], np.array([1, 2, 3]) * float(np.float32(0.1)) + 0.5)
+
+
+def test_layerwise_judges_every_node_by_the_same_rule(faulty_weight):
+    """--layerwise used to mark the sigmoid SOURCE of an error on a model whose verdict agrees."""
+    lw = nnbridge.check(sigmoid_head(-14.0), layerwise=True).layerwise
+    assert lw.first_divergent is None and lw.culprit is None
+    sigmoid = lw.nodes[-1]
+    assert sigmoid.op == "Sigmoid" and sigmoid.outputs[0].exact and sigmoid.local[0].exact_outside == 0
+    faulty_weight("b", 13.5 / 14.0)
+    lw = nnbridge.check(sigmoid_head(-14.0), layerwise=True).layerwise
+    assert lw.culprit.name == "bias" and lw.first_divergent.name == "bias"
