@@ -11,6 +11,9 @@ compared under the run's rule. Two findings come out of it:
 * ``culprit`` — the first node whose *own* error leaves tolerance: the node is re-run
   alone on onnxruntime from the backend's inputs, which removes everything upstream.
 
+Both comparisons judge a value that fails the row against a float64 evaluation, as ``check``
+judges its outputs (``exact.py``).
+
 ``origin`` names the first node whose backend output holds NaN/inf, with the value
 range that caused it (overflow when the exact values exceed the format's range).
 """
@@ -27,6 +30,7 @@ from onnx import ModelProto, NodeProto, numpy_helper
 
 from ..errors import NNBridgeError
 from ..ir import DType, Graph
+from .exact import judged_against_float64
 from .oracle import expose, node_model, run_onnxruntime
 from .verdict import OutputCheck, Rule, compare, jsonable
 
@@ -107,6 +111,17 @@ class LayerwiseResult:
     def culprit(self) -> NodeCheck | None:
         return next((n for n in self.nodes if n.local and not n.local_ok), None)
 
+    def shown(self, limit: int) -> list[NodeCheck]:
+        """The rows of a table of at most ``limit`` rows (more when it names more nodes): every row
+        when they fit, else the first divergent node and the culprit, which the table names, and
+        the other nodes that leave tolerance (end to end or on their own), in the model's order."""
+        if len(self.nodes) <= limit:
+            return self.nodes
+        named = {id(n) for n in (self.first_divergent, self.culprit) if n is not None}
+        others = [n for n in self.nodes if id(n) not in named and (not n.ok or (n.local and not n.local_ok))]
+        keep = named | {id(n) for n in others[:max(limit - len(named), 0)]}
+        return [n for n in self.nodes if id(n) in keep]
+
     def to_dict(self) -> dict[str, Any]:
         first, culprit = self.first_divergent, self.culprit
         return {"first_divergent": first.name if first else None, "culprit": culprit.name if culprit else None,
@@ -123,7 +138,8 @@ def layerwise(proto: ModelProto, graph: Graph, feeds: Mapping[str, Any], run_bac
               notes: Mapping[str, str] | None = None, origin_only: bool = False) -> LayerwiseResult:
     """Compare every node output of ``proto`` with the backend's, in the model's order.
 
-    ``origin_only``: just find where NaN/inf first appear (no comparisons)."""
+    ``origin_only``: just find where NaN/inf first appear (no comparisons; onnxruntime then runs
+    only for the values of that node)."""
     nodes = list(proto.graph.node)
     # values something reads (or the model returns): an unread output (an inference-mode
     # Dropout mask) cannot change the result, and its type may differ between opsets
@@ -136,6 +152,8 @@ def layerwise(proto: ModelProto, graph: Graph, feeds: Mapping[str, Any], run_bac
         if name in computed and name not in present:
             exposed.outputs.append(computed[name])
             present.add(name)
+    if origin_only:
+        return LayerwiseResult(origin=_first_nonfinite(proto, nodes, feeds, run_backend(exposed), rule))
     expected = run_onnxruntime(expose(proto, wanted), feeds)
     actual = run_backend(exposed)
     weights = {t.name: t for t in proto.graph.initializer}
@@ -151,16 +169,31 @@ def layerwise(proto: ModelProto, graph: Graph, feeds: Mapping[str, Any], run_bac
             continue
         if result.origin is None:
             result.origin = _origin(node, outs, produced, expected, rule)
-        if origin_only:
-            if result.origin is not None:
-                break
-            continue
         row = NodeCheck(node.name or outs[0], node.op_type,
                         [_shape(n, known, weights) for n in node.input], note=(notes or {}).get(node.name, ""))
         row.outputs = [compare(o, actual[o], expected[o], rule, nonfinite_ok(o), same_dtype=False) for o in outs]
         row.local = _local(proto, node, outs, feeds, actual, expected, rule, nonfinite_ok, weights)
         result.nodes.append(row)
+    # outputs that fail the row, judged against the model's float64 evaluation as ``check`` judges its own
+    judged = iter(judged_against_float64([o for n in result.nodes for o in n.outputs], actual, expected, rule,
+                                         expose(proto, wanted), feeds, nonfinite_ok))
+    for row in result.nodes:
+        row.outputs = [next(judged) for _ in row.outputs]
     return result
+
+
+def _first_nonfinite(proto: ModelProto, nodes: list[NodeProto], feeds: Mapping[str, Any],
+                     actual: Mapping[str, Any], rule: Rule) -> NonfiniteOrigin | None:
+    """The first node, in the model's order, whose backend output holds NaN/inf; onnxruntime runs
+    with only that node's outputs exposed, for the exact values there."""
+    for node in nodes:
+        outs = [o for o in node.output if isinstance(actual.get(o), np.ndarray) and actual[o].dtype.kind == "f"
+                and not np.isfinite(actual[o]).all()]
+        if outs:
+            expected = run_onnxruntime(expose(proto, outs), feeds)
+            outs = [o for o in outs if isinstance(expected.get(o), np.ndarray)]
+            return _origin(node, outs, {**feeds, **actual}, expected, rule)
+    return None
 
 
 def _local(proto: ModelProto, node: NodeProto, outs: list[str], feeds, actual, expected, rule: Rule,
@@ -192,7 +225,8 @@ def _local(proto: ModelProto, node: NodeProto, outs: list[str], feeds, actual, e
     except NNBridgeError:
         return []  # e.g. a function-typed or opset-mismatched node: only the end-to-end row is shown
     local = rule.for_node()
-    return [compare(o, actual[o], own[o], local, nonfinite_ok(o), same_dtype=False) for o in outs if o in own]
+    checks = [compare(o, actual[o], own[o], local, nonfinite_ok(o), same_dtype=False) for o in outs if o in own]
+    return judged_against_float64(checks, actual, own, local, single, inputs, nonfinite_ok)
 
 
 def _origin(node: NodeProto, outs: list[str], actual, expected, rule: Rule) -> NonfiniteOrigin | None:

@@ -78,3 +78,41 @@ def scaled_softmax(k: float = 100.0) -> onnx.ModelProto:
              helper.make_node("Softmax", ["z"], ["y"], name="softmax", axis=-1)]
     return model(nodes, [tensor("x", [2, 16])], [tensor("y", [2, 16])], [("k", np.array(k, np.float32))],
                  name="softmax")
+
+
+def sigmoid_head(bias: float = -14.0, conv: bool = False, seed: int = 0) -> onnx.ModelProto:
+    """A detector's score map: sigmoid(fc(x) + bias) ≈ 1e-6 everywhere for bias −14, where
+    float32 sigmoid (onnxruntime's too) has no relative precision. ``conv``: a 1x1 Conv instead
+    of the MatMul (onnxruntime has no float64 Conv: onnx.reference evaluates it in float64)."""
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((16, 16)) * 0.1).astype(np.float32)
+    b = np.full(16, bias, np.float32)
+    if conv:
+        nodes = [helper.make_node("Conv", ["x", "w", "b"], ["z"], name="head")]
+        weights, shape = [("w", w.reshape(16, 16, 1, 1)), ("b", b)], [1, 16, 4, 4]
+    else:
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["xw"], name="head"),
+                 helper.make_node("Add", ["xw", "b"], ["z"], name="bias")]
+        weights, shape = [("w", w), ("b", b)], [8, 16]
+    nodes.append(helper.make_node("Sigmoid", ["z"], ["scores"], name="sigmoid"))
+    return model(nodes, [tensor("x", shape)], [tensor("scores", shape)], weights, name="scores")
+
+
+def rms_norm(features: int = 256) -> onnx.ModelProto:
+    """x / sqrt(sum(x²) / n): for x ≈ 20–25 the sum over 256 features reaches 1.3e5, beyond fp16's
+    65 504, while the output stays finite (x / inf = 0)."""
+    nodes = [helper.make_node("Mul", ["x", "x"], ["sq"], name="square"),
+             helper.make_node("ReduceSum", ["sq", "axes"], ["sum"], name="sum", keepdims=1),
+             helper.make_node("Div", ["sum", "n"], ["ms"], name="mean"),
+             helper.make_node("Sqrt", ["ms"], ["rms"], name="root"),
+             helper.make_node("Div", ["x", "rms"], ["y"], name="normalise")]
+    return model(nodes, [tensor("x", [2, features])], [tensor("y", [2, features])],
+                 [("axes", np.array([-1], np.int64)), ("n", np.array(features, np.float32))], name="rmsnorm")
+
+
+def scales_then_squeeze(scales: int = 4) -> onnx.ModelProto:
+    """``scales`` Muls of x by 1 (each an output), then a Squeeze of x: the Squeeze comes last."""
+    nodes = [helper.make_node("Mul", ["x", "k"], [f"m{i}"], name=f"scale{i}") for i in range(scales)]
+    nodes.append(helper.make_node("Squeeze", ["x", "axes"], ["s"], name="squeeze"))
+    return model(nodes, [tensor("x", [1, 64])], [*(tensor(f"m{i}", [1, 64]) for i in range(scales)), tensor("s", [64])],
+                 [("k", np.array(1.0, np.float32)), ("axes", np.array([0], np.int64))], name="squeeze")

@@ -2,33 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import numpy as np
 import onnx
 import pytest
-from models import deep_cnn, overflowing
+from models import deep_cnn, overflowing, rms_norm, scales_then_squeeze
 
 import nnbridge
-
-
-@pytest.fixture
-def faulty_weight(monkeypatch):
-    """Scale one weight by 5 % on the backend side only.
-
-    ``nnbridge.compiler.compile`` is the entry every backend run of ``check`` goes through (the
-    layerwise run included); onnxruntime keeps reading the original model, so the backend
-    really computes a different function in that one layer, as a broken kernel would.
-    """
-    real = nnbridge.compiler.compile
-
-    def inject(weight: str, factor: float = 1.05) -> None:
-        def compile_with_fault(model, backend="reference", **options):
-            graph = nnbridge.load(model).copy()
-            graph.initializers[weight] = graph.initializers[weight] * np.float32(factor)
-            return real(graph, backend=backend, **options)
-
-        monkeypatch.setattr(nnbridge.compiler, "compile", compile_with_fault)
-
-    return inject
+from nnbridge.cli.commands import check as check_command
 
 
 @pytest.mark.parametrize("backend", ["reference", "smv", "rdu"])
@@ -92,3 +75,78 @@ def test_cli_names_the_overflowing_node(cli, tmp_path):
     code, text = cli("check", path, "--backend", "smv", "--input-range", "x=0.25:0.75")
     assert code == 1
     assert "first NaN/inf at node 'fc' (MatMul)" in " ".join(text.split())
+
+
+def test_an_fp16_overflow_inside_the_model_is_named_when_the_outputs_stay_finite():
+    """x / sqrt(Σx²/n): the sum of 256 squares of 20–25 reaches 1.3e5 > 65504 on SMV; the output is
+    x / inf = 0, finite and wrong. A plain check names the sum."""
+    result = nnbridge.check(rms_norm(), backend="smv", input_ranges={"x": (20, 25)})
+    (out,) = result.outputs
+    assert not result.ok and out.nonfinite_actual == 0  # the outputs alone do not explain it
+    origin = result.origin
+    assert (origin.node, origin.op, origin.output) == ("sum", "ReduceSum", "sum")
+    assert origin.overflow and origin.exact_min > 1.3e5 and origin.oracle_nonfinite == 0
+    assert result.layerwise is None
+    assert nnbridge.check(rms_norm(), backend="rdu", input_ranges={"x": (20, 25)}).ok  # bf16's range
+
+
+def test_cli_names_the_overflowing_intermediate_in_its_verdict_line_and_json(cli, tmp_path):
+    path = tmp_path / "rmsnorm.onnx"
+    onnx.save(rms_norm(), path)
+    code, text = cli("check", path, "--backend", "smv", "--input-range", "x=20:25")
+    assert code == 1
+    last = text.strip().splitlines()[-1]
+    assert last == "outputs differ — first NaN/inf at node 'sum' (ReduceSum, output 'sum')"
+    code, text = cli("check", path, "--backend", "smv", "--input-range", "x=20:25", "--json")
+    origin = json.loads(text)["nonfinite_origin"]
+    assert code == 1 and origin["node"] == "sum" and origin["output"] == "sum" and origin["overflow"]
+
+
+def test_a_search_that_cannot_run_leaves_the_verdict_and_says_so(monkeypatch):
+    from nnbridge.check import core
+
+    def unavailable(*args, **kwargs):
+        raise nnbridge.NNBridgeError("onnxruntime (the oracle) cannot run this model: exposed")
+
+    monkeypatch.setattr(core, "run_layerwise", unavailable)
+    result = nnbridge.check(rms_norm(), backend="smv", input_ranges={"x": (20, 25)})
+    assert not result.ok and result.origin is None
+    assert result.notes[-1] == "no search for NaN/inf inside the model: onnxruntime (the oracle) cannot run this " \
+                               "model: exposed"
+
+
+@pytest.fixture
+def faulty_rdu_kernels(monkeypatch):
+    """Scale the outputs of some ops' kernels in the RDU's functional simulation only (broken kernels)."""
+    from nnbridge.backends.rdu import functional
+
+    real = functional.get_kernel
+
+    def inject(factors: dict[str, float]) -> None:
+        def get_kernel(op, domain=""):
+            spec = real(op, domain)
+            if op not in factors or spec is None:
+                return spec
+            fn, factor = spec.fn, np.float32(factors[op])
+            return dataclasses.replace(spec, fn=lambda ctx, *args: fn(ctx, *args) * factor)
+
+        monkeypatch.setattr(functional, "get_kernel", get_kernel)
+
+    return inject
+
+
+def test_rdu_layerwise_shows_the_row_of_the_squeeze_it_names_first_divergent(cli, tmp_path, monkeypatch,
+                                                                             faulty_rdu_kernels):
+    """A long table shows only the rows that matter; it used to keep the first 40 of them, so nodes
+    whose own error leaves the one-node bound while their outputs agree (BatchNormalizations on the
+    RDU) pushed out the first divergent node the text below the table names."""
+    faulty_rdu_kernels({"Mul": 1.03, "Squeeze": 1.2})  # 3 %: own error only; 20 %: diverges
+    monkeypatch.setattr(check_command, "FULL_TABLE_ROWS", 3)  # 5 nodes: a "long" table
+    path = tmp_path / "squeeze.onnx"
+    onnx.save(scales_then_squeeze(4), path)
+    _, text = cli("check", path, "--backend", "rdu", "--layerwise", "--input-range", "x=1.5:1.9")
+    assert "first node whose output leaves tolerance: squeeze (Squeeze" in " ".join(text.split())
+    table = text.split("layer by layer", 1)[1].split("first node whose output", 1)[0]
+    rows = [line.split("│")[1].strip() for line in table.splitlines() if line.count("│") > 2]
+    assert "squeeze" in rows and "scale0" in rows  # the node named first divergent, and the culprit
+    assert rows == ["scale0", "scale1", "squeeze"]  # the limit of 3, in the model's order

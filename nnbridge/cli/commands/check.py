@@ -149,17 +149,17 @@ def _print(result, args, saved) -> None:
         folder = next(iter(saved.values())).parent
         again = " ".join(f"--input {k}={v}" for k, v in saved.items())
         console.print(f"inputs written to {folder}/ — reproduce with: nnbridge check {args.model} {again}")
-    console.print(styled(("every output agrees", "green") if result.ok else ("outputs differ", "red")))
+    origin = result.origin
+    console.print(styled(("every output agrees", "green") if result.ok else ("outputs differ", "red"),
+                         f" — first NaN/inf at node '{origin.node}' ({origin.op}, output '{origin.output}')"
+                         if origin else ""))
 
 
 def _print_layerwise(lw, console) -> None:
     from rich.table import Table
 
     first, culprit = lw.first_divergent, lw.culprit
-    rows = lw.nodes
-    if len(rows) > FULL_TABLE_ROWS:
-        marked = {id(n) for n in (first, culprit) if n is not None}
-        rows = [n for n in rows if id(n) in marked or not n.ok or (n.local and not n.local_ok)][:FULL_TABLE_ROWS]
+    rows = lw.shown(FULL_TABLE_ROWS)
     table = Table(title=f"layer by layer ({len(lw.nodes)} nodes compared"
                         + (f", {len(rows)} shown" if len(rows) < len(lw.nodes) else "") + ")")
     for col in ("node", "op", "inputs → output", "err/scale", "outside", "own err/scale", "verdict"):
