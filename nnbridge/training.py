@@ -20,11 +20,17 @@ from typing import Any
 import numpy as np
 
 from .compiler import compile as compile_graph
-from .errors import FormatError, InputError
+from .converters.pytorch import FRAMEWORK_KEY, LOST_LAYERS_KEY
+from .errors import FormatError, InputError, NNBridgeWarning
 from .ir import TRAINING_DOMAIN, DType, Graph, TensorType, Value
 
 LOSSES = ("cross-entropy", "mse")
 OPTIMIZERS = ("sgd", "adam", "adamw")
+#: whose definitions training follows where ONNX's and torch's differ (docs/training.md): "torch"
+#: (BatchNorm's running variance unbiased, AdamW's decay before the step), "onnx" (the biased
+#: variance of ONNX's BatchNormalization, Adam's ``norm_coefficient_post`` after the step), or
+#: "auto": torch's for a model that came from torch, ONNX's otherwise
+SEMANTICS = ("auto", "torch", "onnx")
 
 
 @dataclass
@@ -63,7 +69,8 @@ class TrainResult:
         x, y = self.data
         graph = _redeclared(self.graph, x.shape[1:], self.settings["batch_size"])
         data_file = path.with_name(f"{path.stem}_data.npz")
-        training_setup(graph, **self.settings, data_file=str(data_file),
+        settings = {k: v for k, v in self.settings.items() if k != "semantics"}  # LBANN's are its own
+        training_setup(graph, **settings, data_file=str(data_file),
                        classes=int(y.max()) + 1 if self.settings["loss"] == "cross-entropy" else 0)
         save_model(graph, path, **options)
         target = {"labels": y.astype(np.int32)} if self.settings["loss"] == "cross-entropy" else {"responses": y}
@@ -96,19 +103,22 @@ def digits() -> tuple[np.ndarray, np.ndarray]:
 
 
 def train(model: Any, x: np.ndarray, y: np.ndarray, *, loss: str = "cross-entropy", optimizer: str = "sgd",
-          lr: float = 0.05, momentum: float = 0.9, weight_decay: float = 0.0, epochs: int = 10, batch_size: int = 32,
-          val_split: float = 0.2, seed: int = 0,
+          lr: float = 0.05, momentum: float = 0.9, weight_decay: float = 0.0, nesterov: bool = False,
+          epochs: int = 10, batch_size: int = 32, val_split: float = 0.2, seed: int = 0, semantics: str = "auto",
           progress: Callable[[int, int, int, dict[str, float]], None] | None = None) -> TrainResult:
     """Train ``model`` (a file, ModelProto or Graph with one input and one output) on ``x``/``y``.
-    ``progress(epoch, step, steps, figures)`` is called after every step."""
+    ``semantics``: see ``SEMANTICS``. ``progress(epoch, step, steps, figures)`` is called after
+    every step."""
     from .model_io import as_graph
 
-    _check_settings(loss, optimizer, lr, momentum, weight_decay, epochs, batch_size, val_split)
+    _check_settings(loss, optimizer, lr, momentum, weight_decay, epochs, batch_size, val_split, nesterov, semantics)
     graph = as_graph(model).copy()
+    semantics = resolve_semantics(model, graph, semantics)
+    _warn_lost_layers(graph)
     x, y = _check_data(graph, x, y, loss)
     train_idx, val_idx = _split(len(x), val_split, seed, batch_size, "one batch")
-    step = _TrainingStep(graph, x.shape[1:], y, batch_size, loss)
-    update = _Optimizer(step.params, optimizer, momentum, weight_decay, lr)
+    step = _TrainingStep(graph, x.shape[1:], y, batch_size, loss, semantics)
+    update = _Optimizer(step.params, optimizer, momentum, weight_decay, lr, nesterov, semantics)
     evaluate = _Evaluation(graph, x.shape[1:], len(val_idx), step) if len(val_idx) else None
 
     def one_step(xb, yb, t, rng):
@@ -122,7 +132,8 @@ def train(model: Any, x: np.ndarray, y: np.ndarray, *, loss: str = "cross-entrop
     for name, array in {**step.params, **step.states}.items():
         _set_tensor(trained, name, array)
     settings = {"loss": loss, "optimizer": optimizer, "lr": lr, "momentum": momentum, "weight_decay": weight_decay,
-                "epochs": epochs, "batch_size": batch_size, "val_split": val_split}
+                "nesterov": nesterov, "epochs": epochs, "batch_size": batch_size, "val_split": val_split,
+                "semantics": semantics}
     return TrainResult(trained, history, settings, (x, y))
 
 
@@ -138,7 +149,36 @@ def _set_tensor(graph: Graph, name: str, array: np.ndarray) -> None:
     graph.set_initializer(value, array)
 
 
-def _check_settings(loss, optimizer, lr, momentum, weight_decay, epochs, batch_size, val_split) -> None:
+def resolve_semantics(model: Any, graph: Graph, semantics: str) -> str:
+    """"torch" or "onnx": ``semantics`` itself, or for "auto" torch's when the model came from
+    torch (``from_torch`` marks it; a ModelProto or .onnx file by its producer)."""
+    if semantics != "auto":
+        return semantics
+    if graph.metadata.get(FRAMEWORK_KEY) == "torch":
+        return "torch"
+    producer = getattr(model, "producer_name", None)
+    if producer is None and isinstance(model, (str, os.PathLike)) and str(model).endswith(".onnx"):
+        import onnx
+
+        try:
+            producer = onnx.load(model, load_external_data=False).producer_name
+        except Exception:  # as_graph has read it already; a second read that fails changes nothing
+            producer = None
+    return "torch" if producer == "pytorch" else "onnx"
+
+
+def _warn_lost_layers(graph: Graph) -> None:
+    lost = graph.metadata.get(LOST_LAYERS_KEY)
+    if lost:
+        import warnings
+
+        warnings.warn(f"graph '{graph.name}' was exported from torch for inference, which leaves out or folds its "
+                      f"{lost}; export it with from_torch(..., for_training=True) to train those layers",
+                      NNBridgeWarning, stacklevel=3)
+
+
+def _check_settings(loss, optimizer, lr, momentum, weight_decay, epochs, batch_size, val_split, nesterov=False,
+                    semantics="auto") -> None:
     if loss not in LOSSES:
         raise InputError(f"loss '{loss}': choose from {', '.join(LOSSES)}")
     if optimizer not in OPTIMIZERS:
@@ -152,6 +192,11 @@ def _check_settings(loss, optimizer, lr, momentum, weight_decay, epochs, batch_s
         raise InputError(f"epochs ({epochs}) and batch size ({batch_size}) must be at least 1")
     if not 0 <= val_split < 1:
         raise InputError(f"validation split {val_split}: it must be in [0, 1)")
+    if nesterov and (optimizer != "sgd" or momentum == 0):
+        raise InputError(f"nesterov: it takes the sgd optimizer with a momentum above 0 (given {optimizer}, "
+                         f"momentum {momentum})")
+    if semantics not in SEMANTICS:
+        raise InputError(f"semantics '{semantics}': choose from {', '.join(SEMANTICS)}")
 
 
 def _check_data(graph: Graph, x: np.ndarray, y: np.ndarray, loss: str) -> tuple[np.ndarray, np.ndarray]:
@@ -256,11 +301,12 @@ class TrainingGraph:
     forward: set[int]
 
 
-def training_graph(graph: Graph, sample: tuple, target_shape: tuple, batch: int, loss: str) -> TrainingGraph:
+def training_graph(graph: Graph, sample: tuple, target_shape: tuple, batch: int, loss: str,
+                   semantics: str = "onnx") -> TrainingGraph:
     from .passes.autodiff import gradients, training_form
 
     tg, weights = _pinned(graph, sample, batch)
-    form = training_form(tg)
+    form = training_form(tg, unbiased_running_var=semantics == "torch")
     scores = _logits(tg)
     trainable = [n for n in weights if n not in form.updates and tg.consumers(tg.get(n))]
     params = {n: weights[n] for n in trainable}
@@ -287,11 +333,12 @@ def training_graph(graph: Graph, sample: tuple, target_shape: tuple, batch: int,
 
 
 def training_program(model: Any, *, batch_size: int, loss: str = "cross-entropy", optimizer: str = "sgd",
-                     lr: float = 0.05, momentum: float = 0.9, weight_decay: float = 0.0) -> Graph:
+                     lr: float = 0.05, momentum: float = 0.9, weight_decay: float = 0.0, nesterov: bool = False,
+                     semantics: str = "auto") -> Graph:
     """One whole training step as one graph, for a compiler that runs it as SambaFlow does in
     sections typed fwd, bwd and opt: the forward pass and loss, the backward pass, and the
     optimizer op updating every weight and its states. Inputs: the batch, its labels (or targets),
-    the step count ``T`` and dropout masks; the weights, optimizer states and batch-norm states are
+    the steps taken before this one ``T`` (0 first) and dropout masks; the weights, optimizer states and batch-norm states are
     the graph's tensors (on chip); outputs: the loss, the scores, the new weights, the new optimizer
     states and the new batch-norm states. The learning rate is fixed at compile time, as
     SambaFlow's is."""
@@ -300,13 +347,15 @@ def training_program(model: Any, *, batch_size: int, loss: str = "cross-entropy"
     from .model_io import as_graph
     from .passes.autodiff import PHASES_KEY, UPDATES_KEY
 
-    _check_settings(loss, optimizer, lr, momentum, weight_decay, 1, batch_size, 0.0)
+    _check_settings(loss, optimizer, lr, momentum, weight_decay, 1, batch_size, 0.0, nesterov, semantics)
     graph = as_graph(model)
+    semantics = resolve_semantics(model, graph, semantics)
+    _warn_lost_layers(graph)
     shape = graph.inputs[0].type.shape if len(graph.inputs) == 1 else None
     if shape is None or not all(isinstance(d, int) for d in shape[1:]):
         raise InputError(f"graph '{graph.name}': a training program needs one input with static per-sample dims")
     out_shape = graph.outputs[0].type.shape or ()
-    built = training_graph(graph, tuple(shape[1:]), tuple(out_shape[1:]), batch_size, loss)
+    built = training_graph(graph, tuple(shape[1:]), tuple(out_shape[1:]), batch_size, loss, semantics)
     g = built.graph
     rate = g.add_initializer("learning_rate", np.asarray(lr, np.float32))
     step = g.add_input("T", TensorType(DType.INT64, ()))
@@ -314,9 +363,10 @@ def training_program(model: Any, *, batch_size: int, loss: str = "cross-entropy"
     tensors = {"X": weights, "G": list(built.grads.values())}
     for role in _roles(optimizer)[2:]:
         tensors[role] = [g.add_input(f"{w.name}.{role}", w.type) for w in weights]
-    node = _optimizer_node(g, rate, step, tensors, optimizer, momentum, weight_decay, lr)
+    before = {id(n) for n in g.nodes}
+    node = _optimizer_node(g, rate, step, tensors, optimizer, momentum, weight_decay, lr, nesterov, semantics)
     g.outputs[:] = [built.loss, built.scores, *node.outputs, *built.updates.values()]
-    phases = {o.name: ("opt" if n is node else "bwd") for n in g.nodes if id(n) not in built.forward
+    phases = {o.name: ("bwd" if id(n) in before else "opt") for n in g.nodes if id(n) not in built.forward
               for o in n.outputs}
     g.metadata[PHASES_KEY] = json.dumps(phases)
     kept = [t for role in ["X", *_roles(optimizer)[2:]] for t in tensors[role]]
@@ -334,15 +384,15 @@ def training_program(model: Any, *, batch_size: int, loss: str = "cross-entropy"
 
 
 def compile_training(model: Any, *, batch_size: int, loss: str = "cross-entropy", optimizer: str = "sgd",
-                     lr: float = 0.05, momentum: float = 0.9, weight_decay: float = 0.0, opt_level: int = 1,
-                     **rdu_options: Any):
+                     lr: float = 0.05, momentum: float = 0.9, weight_decay: float = 0.0, nesterov: bool = False,
+                     semantics: str = "auto", opt_level: int = 1, **rdu_options: Any):
     """A training program compiled for the RDU (SambaFlow's ``compile`` with an optimizer): its
     sections typed fwd, bwd and opt. Weights change every step, so nothing computed from them is
     folded into a constant at compile time."""
     from .backends import get_backend
 
     program = training_program(model, batch_size=batch_size, loss=loss, optimizer=optimizer, lr=lr,
-                               momentum=momentum, weight_decay=weight_decay)
+                               momentum=momentum, weight_decay=weight_decay, nesterov=nesterov, semantics=semantics)
     passes = [p for p in get_backend("rdu").pipeline(opt_level) if p != "fold"]
     return compile_graph(program, backend="rdu", passes=passes, batch_size=batch_size, **rdu_options)
 
@@ -418,8 +468,8 @@ class _TrainingStep:
     """The compiled training graph: feeds a batch and the current weights, returns the loss, the
     scores and every weight's gradient; keeps batch-norm running statistics up to date."""
 
-    def __init__(self, graph: Graph, sample: tuple, y: np.ndarray, batch: int, loss: str):
-        built = training_graph(graph, sample, tuple(y.shape[1:]), batch, loss)
+    def __init__(self, graph: Graph, sample: tuple, y: np.ndarray, batch: int, loss: str, semantics: str = "onnx"):
+        built = training_graph(graph, sample, tuple(y.shape[1:]), batch, loss, semantics)
         self.params, self.states, self.fixed, self.masks = built.params, built.states, built.fixed, built.masks
         self.names = (built.loss.name, built.scores.name, [g.name for g in built.grads.values()],
                       [u.name for u in built.updates.values()])
@@ -442,20 +492,36 @@ def _roles(kind: str) -> list[str]:
     return ["X", "G", "V"] + (["H"] if kind != "sgd" else [])
 
 
-def _optimizer_node(g: Graph, rate: Value, step: Value, tensors: dict[str, list[Value]], kind: str, momentum: float,
-                    weight_decay: float, lr: float):
+def _optimizer_node(g: Graph, rate: Value, count: Value, tensors: dict[str, list[Value]], kind: str,
+                    momentum: float, weight_decay: float, lr: float, nesterov: bool = False,
+                    semantics: str = "onnx"):
     """ONNX's Momentum (sgd) or Adam (adam, adamw) op over every weight; outputs the new weights,
-    then the new states, typed like them."""
+    then the new states, typed like them. ``count`` is the number of steps taken before this one;
+    the op's T is ``count + 1``, so Adam's bias correction applies from the first step as in torch
+    (ONNX's op skips it at T = 0). With torch's semantics AdamW decays the weights before the step
+    (torch.optim.AdamW), with ONNX's after it (``norm_coefficient_post``)."""
+    one = g.add_initializer("one_step", np.asarray(1, np.int64))
+    step = g.add_node("Add", [count, one], [g.unique_name("T_of_op")]).outputs[0]
+    step.type = TensorType(DType.INT64, ())
     if kind == "sgd":
         op, attrs = "Momentum", {"alpha": momentum, "beta": 1.0, "norm_coefficient": weight_decay,
-                                 "mode": "standard"}
-    else:
+                                 "mode": "nesterov" if nesterov else "standard"}
+    elif kind == "adam" or semantics == "onnx":
         decay = {"norm_coefficient": weight_decay} if kind == "adam" else {"norm_coefficient_post": lr * weight_decay}
         op, attrs = "Adam", {"alpha": 0.9, "beta": 0.999, "epsilon": 1e-8, **decay}
+    else:
+        op, attrs = "Adam", {"alpha": 0.9, "beta": 0.999, "epsilon": 1e-8}
+        factor = g.add_initializer("decay_factor", np.asarray(1 - lr * weight_decay, np.float32))
+        decayed = []
+        for w in tensors["X"]:
+            out = g.add_node("Mul", [w, factor], [g.unique_name(f"{w.name}_decayed")]).outputs[0]
+            out.type = w.type
+            decayed.append(out)
+        tensors = {**tensors, "X": decayed}
     roles = _roles(kind)
-    count = len(tensors["X"])
+    count_of = len(tensors["X"])
     kept = ["X", *roles[2:]]
-    outs = [f"{r}{i}_new" for r in kept for i in range(count)]
+    outs = [f"{r}{i}_new" for r in kept for i in range(count_of)]
     node = g.add_node(op, [rate, step, *(v for r in roles for v in tensors[r])], outs, attrs, domain=TRAINING_DOMAIN)
     for out, source in zip(node.outputs, [v for r in kept for v in tensors[r]]):
         out.type = source.type
@@ -465,14 +531,16 @@ def _optimizer_node(g: Graph, rate: Value, step: Value, tensors: dict[str, list[
 class _Optimizer:
     """One step of ONNX's Momentum (SGD) or Adam op over all weights at once, compiled once."""
 
-    def __init__(self, params: dict[str, np.ndarray], kind: str, momentum: float, weight_decay: float, lr: float):
+    def __init__(self, params: dict[str, np.ndarray], kind: str, momentum: float, weight_decay: float, lr: float,
+                 nesterov: bool = False, semantics: str = "onnx"):
         self.lr, self.kind = lr, kind
         g = Graph("optimizer")
         rate = g.add_input("R", TensorType(DType.FLOAT32, ()))
         step = g.add_input("T", TensorType(DType.INT64, ()))
         tensors = {r: [g.add_input(f"{r}{i}", TensorType(DType.from_numpy(a.dtype), a.shape))
                        for i, a in enumerate(params.values())] for r in _roles(kind)}
-        g.outputs[:] = list(_optimizer_node(g, rate, step, tensors, kind, momentum, weight_decay, lr).outputs)
+        g.outputs[:] = list(_optimizer_node(g, rate, step, tensors, kind, momentum, weight_decay, lr, nesterov,
+                                            semantics).outputs)
         self.state = {r: [np.zeros_like(a) for a in params.values()] for r in _roles(kind)[2:]}
         self.exe = compile_graph(g, backend="reference", passes=[])
 
