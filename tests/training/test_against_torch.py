@@ -56,6 +56,15 @@ class Encoder(torch.nn.Module):
         return self.head(self.layer(x).mean(dim=1))
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Tiny tensors: torch's thread pool only waits on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _mlp():
     return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, CLASSES)), (6,)
 
@@ -107,7 +116,8 @@ def _torch_run(module, x, y, make_optimizer):
     optimizer = make_optimizer(model.parameters())
     masks: list = []
     for drop in _dropouts(model):
-        drop.register_forward_hook(lambda mod, args, out: args[0] * masks.pop(0) / (1 - mod.p))
+        drop.register_forward_hook(lambda mod, args, out: args[0] * masks.pop(0) / (1 - mod.p) if mod.training
+                                   else out)
     losses = []
     batches = _batches(x)
     for _ in range(STEPS):
@@ -157,7 +167,14 @@ def _nnbridge_run(module, x, y, kind, settings):
     return np.concatenate([_per_step(e) for e in losses])[:STEPS], result.graph.initializers
 
 
-def _compare(losses, weights, want_losses, want):
+#: tensors whose gradient is zero in exact arithmetic, so that float32 round-off is all there is:
+#: the attention's key bias (softmax ignores a shift of a row's scores). Adam scales that noise up
+#: to steps of the learning rate's size, differently in any two implementations, so those entries
+#: are compared under SGD only (where they stay ~1e-9).
+NOISE_ONLY = {"layer.self_attn.in_proj_bias": slice(8, 16)}
+
+
+def _compare(losses, weights, want_losses, want, adaptive=False):
     error = np.abs(losses - want_losses) / np.abs(want_losses)
     assert error.max() <= 1e-5, f"step {int(error.argmax())}: loss {losses[error.argmax()]} vs torch's " \
                                 f"{want_losses[error.argmax()]}"
@@ -166,7 +183,12 @@ def _compare(losses, weights, want_losses, want):
             continue
         expected = tensor.detach().numpy()
         assert name in weights, f"{name} is not among the trained tensors {sorted(weights)}"
-        np.testing.assert_allclose(weights[name].reshape(expected.shape), expected, atol=1e-4, rtol=0, err_msg=name)
+        got = weights[name].reshape(expected.shape)
+        if adaptive and name in NOISE_ONLY:
+            kept = np.ones(len(expected), bool)
+            kept[NOISE_ONLY[name]] = False
+            got, expected = got[kept], expected[kept]
+        np.testing.assert_allclose(got, expected, atol=1e-4, rtol=0, err_msg=name)
 
 
 @pytest.mark.parametrize("optimizer", list(OPTIMIZERS))
@@ -176,7 +198,7 @@ def test_nnbridge_train_follows_torch_step_for_step(model, optimizer):
     kind, settings, make = OPTIMIZERS[optimizer]
     want_losses, want = _torch_run(module, x, y, make)
     losses, weights = _nnbridge_run(module, x, y, kind, settings)
-    _compare(losses, weights, want_losses, want)
+    _compare(losses, weights, want_losses, want, adaptive=kind != "sgd")
 
 
 def _program_run(module, x, y, kind, settings):
@@ -185,13 +207,13 @@ def _program_run(module, x, y, kind, settings):
     graph = nnbridge.from_torch(module, [torch.from_numpy(x[:BATCH])], for_training=True)
     program = training_program(graph, batch_size=BATCH, optimizer=kind, **settings)
     updates = json.loads(program.metadata[UPDATES_KEY])
-    tensors = dict(program.initializers)
+    tensors = {name: program.initializers.pop(name) for name in set(updates.values())}
+    program.inputs.extend(program.get(name) for name in tensors)  # fed each step: they change
     exe = nnbridge.compile(program, backend="reference", passes=[])
     feed, losses, batches = program.inputs[0].name, [], _batches(x)
     for t in range(STEPS):
         chosen, _ = next(batches)
-        exe.graph.initializers.update(tensors)
-        out = exe.run({feed: x[chosen], "labels": y[chosen], "T": np.int64(t)})
+        out = exe.run({feed: x[chosen], "labels": y[chosen], "T": np.int64(t), **tensors})
         tensors.update({tensor: out[name] for name, tensor in updates.items()})
         losses.append(float(out["loss"]))
     return np.array(losses), tensors
