@@ -124,7 +124,7 @@ def train(model: Any, x: np.ndarray, y: np.ndarray, *, loss: str = "cross-entrop
     train_idx, val_idx = _split(len(x), val_split, seed, batch_size, "one batch")
     step = _TrainingStep(graph, x.shape[1:], y, batch_size, loss, semantics)
     if loss == "cross-entropy":
-        _check_labels(y, step.classes, step.scores_name)
+        check_labels(y, step.classes, step.scores_name)
     update = _Optimizer(step.params, optimizer, momentum, weight_decay, lr, nesterov, semantics)
     evaluate = _Evaluation(graph, x.shape[1:], len(val_idx), step) if len(val_idx) else None
 
@@ -238,14 +238,14 @@ def _check_data(graph: Graph, x: np.ndarray, y: np.ndarray, loss: str) -> tuple[
         y = y.astype(np.int64)
         classes = (scores.type.shape or [None])[-1]
         if isinstance(classes, int):
-            _check_labels(y, classes, scores.name)
+            check_labels(y, classes, scores.name)
     elif y.dtype.kind != "f":
         raise InputError(f"y has dtype {y.dtype}; mse takes float targets shaped like the model's output")
     return x.astype(feed.type.dtype.numpy if feed.type.dtype else np.float32), y
 
 
-def _check_labels(y: np.ndarray, classes: int, scores: str) -> None:
-    """Every label a class of the scores: 0 ≤ label < classes."""
+def check_labels(y: np.ndarray, classes: int, scores: str) -> None:
+    """Every label a class of the scores (0 ≤ label < classes), or one line naming the first that is not."""
     bad = np.flatnonzero((y < 0) | (y >= classes))
     if len(bad):
         raise InputError(f"label {int(y[bad[0]])} of sample {int(bad[0])} ({len(bad)} such): cross-entropy takes "
@@ -350,6 +350,10 @@ def training_graph(graph: Graph, sample: tuple, target_shape: tuple, batch: int,
         raise InputError(f"graph '{graph.name}' has no float weights to train (nothing to train: its tensors are "
                          f"constants, integers or none)")
     params = {n: weights[n] for n in trainable}
+    constant = [n for n in form.updates if n not in weights]
+    if constant:
+        raise InputError(f"BatchNormalization's running statistic '{constant[0]}' is a constant of the graph, not a "
+                         f"stored float tensor; training updates stored running statistics only")
     states = {n: weights[n] for n in form.updates}
     fixed = {n: a for n, a in weights.items() if n not in params and n not in states}
     if loss == "cross-entropy":
@@ -450,7 +454,7 @@ def train_compiled(exe: Any, x: np.ndarray, y: np.ndarray, *, epochs: int = 1, v
     train_idx, val_idx = _split(len(x), val_split, seed, batch, "the program's batch")
     feed, loss_name, scores_name = graph.inputs[0].name, graph.outputs[0].name, graph.outputs[1].name
     if loss == "cross-entropy":
-        _check_labels(np.asarray(y), graph.outputs[1].type.shape[-1], scores_name)
+        check_labels(np.asarray(y), graph.outputs[1].type.shape[-1], scores_name)
 
     def one_step(xb, yb, t, rng):
         try:

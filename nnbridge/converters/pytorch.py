@@ -49,18 +49,28 @@ def from_torch(module: Any, example_inputs: Sequence[Any] | None, opset: int = 1
         names = [f"input_{i}" if len(examples) > 1 else "input" for i in range(len(examples))]
         options.update(training=torch.onnx.TrainingMode.TRAINING, input_names=names,
                        dynamic_axes={name: {0: "batch"} for name in names})
+    class Forward(torch.nn.Module):  # positional inputs only: torch's own layers (TransformerEncoderLayer)
+        def __init__(self):               # trace their keyword defaults as tensors when exported directly
+            super().__init__()
+            self.inner = module
+
+        def forward(self, *inputs):
+            return self.inner(*inputs)
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the exporter's deprecation and tracer notes
             if not for_training:
                 module.eval()
-            torch.onnx.export(module, examples, buffer, dynamo=False, opset_version=min(opset, IR_OPSET), **options)
+            torch.onnx.export(Forward(), examples, buffer, dynamo=False, opset_version=min(opset, IR_OPSET),
+                              **options)
     except Exception as exc:  # torch's exporter raises many kinds; the user gets one line
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"torch.onnx.export could not export {type(module).__name__}: {first}") from None
     finally:
         module.train(was_training)
     model = onnx.load_from_string(buffer.getvalue())
+    _unprefixed(model, "inner.")
     if for_training:
         _inference_form(model)
     else:
@@ -69,6 +79,17 @@ def from_torch(module: Any, example_inputs: Sequence[Any] | None, opset: int = 1
             _mark(model, LOST_LAYERS_KEY, ", ".join(lost))
     _mark(model, FRAMEWORK_KEY, "torch")
     return model
+
+
+def _unprefixed(model: onnx.ModelProto, prefix: str) -> None:
+    """The module's own tensor names, without the wrapper's attribute."""
+    renamed = {t.name: t.name[len(prefix):] for t in model.graph.initializer if t.name.startswith(prefix)}
+    for tensor in model.graph.initializer:
+        tensor.name = renamed.get(tensor.name, tensor.name)
+    for node in model.graph.node:
+        node.input[:] = [renamed.get(name, name) for name in node.input]
+    for value in [*model.graph.input, *model.graph.output, *model.graph.value_info]:
+        value.name = renamed.get(value.name, value.name)
 
 
 def _mark(model: onnx.ModelProto, key: str, value: str) -> None:
