@@ -153,6 +153,39 @@ def test_batch_norm_statistics_that_are_computed_are_one_line():
         train(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), x, y, batch_size=8)
 
 
+def test_a_recurrent_model_is_refused_naming_the_op_without_a_gradient():
+    from nnbridge.errors import UnsupportedOpError
+
+    class Recurrent(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gru, self.head = torch.nn.GRU(4, 6, batch_first=True), torch.nn.Linear(6, 3)
+
+        def forward(self, x):
+            return self.head(self.gru(x)[0][:, -1])
+
+    x = np.random.default_rng(0).normal(size=(16, 5, 4)).astype(np.float32)
+    graph = nnbridge.from_torch(Recurrent(), [torch.from_numpy(x[:8])], for_training=True)
+    with pytest.raises(UnsupportedOpError, match="GRU"):
+        train(graph, x, np.arange(16) % 3, batch_size=8, val_split=0)
+
+
+def test_cli_follows_torch_for_a_file_torch_exported(tmp_path):
+    import json
+
+    module = _cnn()
+    model = nnbridge.converters.pytorch.from_torch(module, [torch.randn(8, 1, 6, 6)], for_training=True)
+    del model.metadata_props[:]  # as torch.onnx.export writes it: only its producer says torch
+    onnx.save(model, tmp_path / "cnn.onnx")
+    x = np.random.default_rng(0).normal(size=(16, 1, 6, 6)).astype(np.float32)
+    np.savez(tmp_path / "d.npz", x=x, y=np.arange(16) % 3)
+    done = subprocess.run([sys.executable, "-m", "nnbridge", "train", str(tmp_path / "cnn.onnx"), "--data",
+                           str(tmp_path / "d.npz"), "--batch-size", "8", "--epochs", "1", "--val-split", "0",
+                           "--json", "-"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["semantics"] == "torch"
+
+
 # -- what a torch export keeps -------------------------------------------------------------------
 def _cnn():
     torch.manual_seed(0)

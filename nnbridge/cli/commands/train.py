@@ -51,18 +51,19 @@ def register(sub) -> None:
 
 
 def train(args) -> int:
-    from ...training import digits, load_data, plot_history
+    from ...training import digits, load_data, plot_history, resolve_semantics
     from ...training import train as run_training
     from .. import console
 
     x, y = digits() if args.data == "digits" else load_data(args.data)
     graph = load_model_from_args(args)
+    semantics = resolve_semantics(args.model, graph, args.semantics)  # the file tells who exported it
     bar, progress = progress_bar(console, args.epochs)
     with bar:
         result = run_training(graph, x, y, loss=args.loss, optimizer=args.optimizer, lr=args.lr,
                               momentum=args.momentum, weight_decay=args.weight_decay, nesterov=args.nesterov,
                               epochs=args.epochs, batch_size=args.batch_size, val_split=args.val_split,
-                              seed=args.seed, semantics=args.semantics, skip_nonfinite=args.skip_nonfinite,
+                              seed=args.seed, semantics=semantics, skip_nonfinite=args.skip_nonfinite,
                               progress=progress)
     if args.out:
         result.save(args.out)
