@@ -1,9 +1,9 @@
 """Training step for step against torch: the same initial weights, the same batches in the same
 order (nnbridge's seeded shuffle, replayed here), the same Dropout masks and hyper-parameters, 100
 steps through ``nnbridge.train`` (an MLP, a CNN with BatchNorm and Dropout, torch's
-TransformerEncoderLayer, an embedding model and a mobile CNN) and through the training program the SambaFlow-style API compiles
-(run in fp32 on the reference backend), against torch.optim: each step's loss within 1e-5
-(relative) and the final weights and BatchNorm statistics within 1e-4."""
+TransformerEncoderLayer, an embedding model and a mobile CNN) and through the training program the
+SambaFlow-style API compiles (run in fp32 on the reference backend), against torch.optim: each
+step's loss within 1e-5 (relative) and the final weights and BatchNorm statistics within 1e-4."""
 
 from __future__ import annotations
 
