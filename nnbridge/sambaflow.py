@@ -53,11 +53,9 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, optimizer: 
         first = next(iter(example_inputs or ()), None)
         batch_size = int(first.shape[0]) if getattr(first, "shape", None) else 1
     if is_torch_module(model):
-        model, own_loss = _scores_of(model, example_inputs)
-        if loss is None:
-            loss = own_loss
-        model = from_torch(model, example_inputs[:1] if own_loss else example_inputs) if not training else \
-            nnbridge.from_torch(model, example_inputs[:1] if own_loss else example_inputs, for_training=True)
+        model, own_loss, traced = _scores_of(model, example_inputs)
+        loss = loss or own_loss
+        model = from_torch(model, traced) if not training else nnbridge.from_torch(model, traced, for_training=True)
     loss = loss or "cross-entropy"
     if training:
         from .training import compile_training
@@ -126,13 +124,23 @@ def measure_performance(program: RduExecutable | Any, batch_size: int | None = N
     return program.measure_performance(batch_size, micro_batch).to_dict()
 
 
-def _scores_of(module: Any, example_inputs: Sequence[Any] | None) -> tuple[Any, str | None]:
+def _scores_of(module: Any, example_inputs: Sequence[Any] | None) -> tuple[Any, str | None, Sequence[Any] | None]:
     """SambaFlow's form — ``forward(x, y)`` returning ``(loss, scores)`` — as a module of ``x``
-    giving the scores, and the loss it computes ("cross-entropy" or "mse", recognised by value);
-    any other module as it is, with None."""
+    giving the scores, the loss it computes ("cross-entropy" or "mse", recognised by value) and the
+    inputs to trace it with; a module of one input given ``(X, Y)`` traced with X (Y: its labels);
+    any other module as it is."""
+    import inspect
+
     inputs = list(example_inputs or ())
     if len(inputs) != 2:
-        return module, None
+        return module, None, example_inputs
+    try:
+        takes = [p for p in inspect.signature(module.forward).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    except (TypeError, ValueError):
+        takes = inputs
+    if len(takes) == 1:
+        return module, None, inputs[:1]
     import torch
 
     with torch.no_grad():
@@ -141,7 +149,7 @@ def _scores_of(module: Any, example_inputs: Sequence[Any] | None) -> tuple[Any, 
         except Exception as exc:
             raise InputError(f"{type(module).__name__}(x, y) failed on the example inputs: {exc}") from None
     if not (isinstance(result, (tuple, list)) and len(result) == 2 and result[0].dim() == 0):
-        return module, None
+        return module, None, example_inputs
     own, scores = result
     target = inputs[1]
     known = {}
@@ -162,7 +170,7 @@ def _scores_of(module: Any, example_inputs: Sequence[Any] | None) -> tuple[Any, 
         def forward(self, x):
             return self.model(x, target)[1]
 
-    return ScoresOf(), loss
+    return ScoresOf(), loss, inputs[:1]
 
 
 def _optimizer_settings(optimizer: Any) -> dict[str, Any]:

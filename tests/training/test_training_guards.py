@@ -272,6 +272,16 @@ def test_sambaflows_own_form_compiles_and_run_trains_by_default():
     assert last < 0.5 * float(forward["loss"]) and program.steps == 11
 
 
+def test_a_one_input_module_given_inputs_and_labels_takes_the_labels_as_such():
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(12, 4))
+    x, y = torch.randn(8, 12), torch.randint(0, 4, (8,))
+    program = sambaflow.compile(module, (x, y), torch.optim.SGD(module.parameters(), lr=0.1))
+    assert program.input_names == ["input", "labels", "T"]
+    first = float(sambaflow.run(program, [x, y])["loss"])
+    assert first == pytest.approx(float(torch.nn.functional.cross_entropy(module(x), y)), rel=2e-2)
+
+
 def test_sambaflows_own_form_with_a_loss_nnbridge_cannot_follow_is_one_line():
     model = FFNLogReg(criterion=lambda out, y: out.abs().mean())
     with pytest.raises(InputError, match="returns its own loss .* neither cross-entropy nor mse"):
