@@ -344,6 +344,38 @@ def _conv(b, node, grads):
                           + dilations[i] * (kernel[i] - 1) + 1) for i in range(spatial)]
     gx = b.op("ConvTranspose", g, w, attrs={"strides": strides, "dilations": dilations, "pads": pads,
                                             "group": groups, "output_padding": extra}, shape=xs, like=g)
+    gw = _conv_kernel_grad(b, x, g, w, strides, dilations, pads, groups)
+    gb = None
+    if node.input(2) is not None:
+        gb = b.op("ReduceSum", g, b.ints([0, *range(2, 2 + spatial)]), attrs={"keepdims": 0}, shape=(ws[0],),
+                  like=g)
+    return [gx, gw, gb]
+
+
+@rule("ConvTranspose")
+def _conv_transpose(b, node, grads):
+    """The adjoint of Conv with the same kernel: dx is that Conv of dy; <y, dy> = <x, Conv(dy, w)>,
+    so dw is Conv's kernel gradient with dy as the input and x as the output's gradient."""
+    g, x, w = grads[0], node.inputs[0], node.inputs[1]
+    if node.attr("output_shape") is not None:
+        b.unsupported("ConvTranspose with output_shape (give pads and output_padding)")
+    spatial, strides, dilations, pads = _conv_geometry(b, node, x, w)
+    groups = node.attr("group", 1)
+    gx = b.op("Conv", g, w, attrs={"strides": strides, "dilations": dilations, "pads": pads, "group": groups},
+              shape=x.type.shape, like=g)
+    gw = _conv_kernel_grad(b, g, x, w, strides, dilations, pads, groups)
+    gb = None
+    if node.input(2) is not None:
+        gb = b.op("ReduceSum", g, b.ints([0, *range(2, 2 + spatial)]), attrs={"keepdims": 0},
+                  shape=(g.type.shape[1],), like=g)
+    return [gx, gw, gb]
+
+
+def _conv_kernel_grad(b, x, g, w, strides, dilations, pads, groups):
+    """The gradient of Conv(x, w)'s kernel given the output's gradient ``g``."""
+    spatial = x.type.rank - 2
+    xs, ws, gs = x.type.shape, w.type.shape, g.type.shape
+    kernel = ws[2:]
     per_in, per_out = xs[1] // groups, ws[0] // groups
     parts = []
     for k in range(groups):
@@ -362,12 +394,7 @@ def _conv(b, node, grads):
                         shape=(per_in, per_out, *kernel), like=g)
         parts.append(b.op("Transpose", corr, attrs={"perm": [1, 0, *range(2, 2 + spatial)]},
                           shape=(per_out, per_in, *kernel), like=g))
-    gw = parts[0] if groups == 1 else b.op("Concat", *parts, attrs={"axis": 0}, shape=ws, like=g)
-    gb = None
-    if node.input(2) is not None:
-        gb = b.op("ReduceSum", g, b.ints([0, *range(2, 2 + spatial)]), attrs={"keepdims": 0}, shape=(ws[0],),
-                  like=g)
-    return [gx, gw, gb]
+    return parts[0] if groups == 1 else b.op("Concat", *parts, attrs={"axis": 0}, shape=ws, like=g)
 
 
 # -- pooling --------------------------------------------------------------------------------------

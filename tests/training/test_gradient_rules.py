@@ -241,3 +241,15 @@ def test_prelu_max_min_and_constant_pad_rules():
     pads = numpy_helper.from_array(np.array([0, 1, 2, 1, 0, 3], np.int64), "pads")
     model = _model([helper.make_node("Pad", ["x", "pads"], ["y"])], {"x": x}, (3, 4, 9), [pads])
     assert _worst_error(model, {"x": x}, ["x"]) <= 1e-6
+
+
+@pytest.mark.parametrize(("group", "strides", "pads", "output_padding"), [
+    (1, [1, 1], [0, 0, 0, 0], [0, 0]), (2, [2, 2], [1, 0, 1, 1], [1, 0]), (1, [2, 1], [1, 1, 0, 0], [1, 0])])
+def test_conv_transpose_with_groups_strides_pads(group, strides, pads, output_padding):
+    x, w, bias = _normal((2, 4, 3, 4), 1), _normal((4, 6 // group, 3, 2), 2), _normal((6,), 3)
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], group=group, strides=strides, pads=pads,
+                            output_padding=output_padding)
+    out = [s * (n - 1) + op + k - p0 - p1
+           for n, s, op, k, p0, p1 in zip((3, 4), strides, output_padding, (3, 2), pads[:2], pads[2:])]
+    model = _model([node], {"x": x, "w": w, "b": bias}, (2, 6, *out))
+    assert _worst_error(model, {"x": x, "w": w, "b": bias}, ["x", "w", "b"]) <= 1e-6
