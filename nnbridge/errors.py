@@ -33,6 +33,11 @@ class KernelError(NNBridgeError):
     """A kernel failed at run time on inputs it accepted at compile time."""
 
 
+class NonFiniteError(NNBridgeError):
+    """Training met a non-finite loss, gradient or weight; the message names the step, the batch
+    and the first such tensor (nothing of that step was applied)."""
+
+
 class DuplicateRegistrationError(NNBridgeError):
     """Two definitions claim the same key of a registry (an op's kernel, a format, a pass...)."""
 

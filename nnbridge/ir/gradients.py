@@ -184,6 +184,105 @@ def _log_softmax(b, node, grads):
     return [b.op("Sub", g, b.op("Mul", b.op("Exp", y), total, like=g))]
 
 
+def _between(b, x, low, high, g, strict: bool):
+    """``g`` where low < x < high (``strict``) or low ≤ x ≤ high, else 0; a None bound is open."""
+    inside = None
+    for bound, op in ((low, "Greater" if strict else "GreaterOrEqual"), (high, "Less" if strict else "LessOrEqual")):
+        if bound is None:
+            continue
+        test = b.op(op, x, bound, like=x, dtype="bool")
+        inside = test if inside is None else b.op("And", inside, test, like=test)
+    return g if inside is None else b.op("Where", inside, g, b.scalar(0.0, g), like=g)
+
+
+@rule("Clip")
+def _clip(b, node, grads):
+    """torch.clamp's: the gradient passes where min ≤ x ≤ max."""
+    x = node.inputs[0]
+    return [_between(b, x, node.input(1), node.input(2), grads[0], strict=False), None, None][:len(node.inputs)]
+
+
+@rule("HardSigmoid")
+def _hard_sigmoid(b, node, grads):
+    g, x = grads[0], node.inputs[0]
+    alpha, beta = node.attr("alpha", 0.2), node.attr("beta", 0.5)
+    line = b.op("Add", b.op("Mul", x, b.scalar(alpha, x)), b.scalar(beta, x))
+    return [_between(b, line, b.scalar(0.0, x), b.scalar(1.0, x), b.op("Mul", g, b.scalar(alpha, g)), strict=True)]
+
+
+@rule("HardSwish")
+def _hard_swish(b, node, grads):
+    """x·HardSigmoid(x) (α = 1/6, β = ½): 0 below −3, 1 above 3, (2x + 3)/6 between (torch's)."""
+    g, x = grads[0], node.inputs[0]
+    slope = b.op("Add", b.op("Mul", x, b.scalar(1 / 3, x)), b.scalar(0.5, x))
+    above = b.op("Greater", x, b.scalar(3.0, x), like=x, dtype="bool")
+    d = b.op("Where", above, b.scalar(1.0, x), slope, like=x)
+    return [_between(b, x, b.scalar(-3.0, x), None, b.op("Mul", g, d), strict=True)]
+
+
+@rule("Elu", "Celu")
+def _elu(b, node, grads):
+    """x > 0: 1; else α·eˣ = y + α (Elu), e^(x/α) = y/α + 1 (Celu)."""
+    g, x, y = grads[0], node.inputs[0], node.outputs[0]
+    alpha = node.attr("alpha", 1.0)
+    below = b.op("Add", y, b.scalar(alpha, y)) if node.op == "Elu" else \
+        b.op("Add", b.op("Mul", y, b.scalar(1 / alpha, y)), b.scalar(1.0, y))
+    return [_where_positive(b, x, g, b.op("Mul", g, below))]
+
+
+@rule("Selu")
+def _selu(b, node, grads):
+    g, x, y = grads[0], node.inputs[0], node.outputs[0]
+    alpha, gamma = node.attr("alpha", 1.67326319217681884765625), node.attr("gamma", 1.05070102214813232421875)
+    below = b.op("Add", y, b.scalar(alpha * gamma, y))
+    return [_where_positive(b, x, b.op("Mul", g, b.scalar(gamma, g)), b.op("Mul", g, below))]
+
+
+@rule("Softplus")
+def _softplus(b, node, grads):
+    return [b.op("Mul", grads[0], b.op("Sigmoid", node.inputs[0]))]
+
+
+@rule("Softsign")
+def _softsign(b, node, grads):
+    x = node.inputs[0]
+    denominator = b.op("Add", b.scalar(1.0, x), b.op("Abs", x))
+    return [b.op("Div", grads[0], b.op("Mul", denominator, denominator))]
+
+
+@rule("PRelu")
+def _prelu(b, node, grads):
+    g, (x, slope) = grads[0], node.inputs
+    zero = b.scalar(0.0, g)
+    gx = _where_positive(b, x, g, b.op("Mul", g, slope, like=g))
+    positive = b.op("Greater", x, b.scalar(0.0, x), like=x, dtype="bool")
+    gs = b.op("Where", positive, zero, b.op("Mul", g, x, like=g), like=g)
+    return [gx, b.unbroadcast(gs, slope)]
+
+
+@rule("Sin")
+def _sin(b, node, grads):
+    return [b.op("Mul", grads[0], b.op("Cos", node.inputs[0]))]
+
+
+@rule("Cos")
+def _cos(b, node, grads):
+    return [b.op("Neg", b.op("Mul", grads[0], b.op("Sin", node.inputs[0])))]
+
+
+@rule("Max", "Min")
+def _max_min(b, node, grads):
+    """Two inputs: the gradient goes to the one chosen (to the first on a tie, as torch's maximum
+    splits it equally — ties are rare in training)."""
+    if len(node.inputs) != 2:
+        b.unsupported(f"{node.op} of {len(node.inputs)} inputs (two are covered)")
+    g, (x, y), out = grads[0], node.inputs, node.outputs[0]
+    first = b.op("Equal", x, out, like=out, dtype="bool")
+    zero = b.scalar(0.0, g)
+    return [b.unbroadcast(b.op("Where", first, g, zero, like=g), x),
+            b.unbroadcast(b.op("Where", first, zero, g, like=g), y)]
+
+
 # -- contractions ---------------------------------------------------------------------------------
 
 def _swap_last(b, x):
@@ -244,6 +343,38 @@ def _conv(b, node, grads):
                           + dilations[i] * (kernel[i] - 1) + 1) for i in range(spatial)]
     gx = b.op("ConvTranspose", g, w, attrs={"strides": strides, "dilations": dilations, "pads": pads,
                                             "group": groups, "output_padding": extra}, shape=xs, like=g)
+    gw = _conv_kernel_grad(b, x, g, w, strides, dilations, pads, groups)
+    gb = None
+    if node.input(2) is not None:
+        gb = b.op("ReduceSum", g, b.ints([0, *range(2, 2 + spatial)]), attrs={"keepdims": 0}, shape=(ws[0],),
+                  like=g)
+    return [gx, gw, gb]
+
+
+@rule("ConvTranspose")
+def _conv_transpose(b, node, grads):
+    """The adjoint of Conv with the same kernel: dx is that Conv of dy; <y, dy> = <x, Conv(dy, w)>,
+    so dw is Conv's kernel gradient with dy as the input and x as the output's gradient."""
+    g, x, w = grads[0], node.inputs[0], node.inputs[1]
+    if node.attr("output_shape") is not None:
+        b.unsupported("ConvTranspose with output_shape (give pads and output_padding)")
+    spatial, strides, dilations, pads = _conv_geometry(b, node, x, w)
+    groups = node.attr("group", 1)
+    gx = b.op("Conv", g, w, attrs={"strides": strides, "dilations": dilations, "pads": pads, "group": groups},
+              shape=x.type.shape, like=g)
+    gw = _conv_kernel_grad(b, g, x, w, strides, dilations, pads, groups)
+    gb = None
+    if node.input(2) is not None:
+        gb = b.op("ReduceSum", g, b.ints([0, *range(2, 2 + spatial)]), attrs={"keepdims": 0},
+                  shape=(g.type.shape[1],), like=g)
+    return [gx, gw, gb]
+
+
+def _conv_kernel_grad(b, x, g, w, strides, dilations, pads, groups):
+    """The gradient of Conv(x, w)'s kernel given the output's gradient ``g``."""
+    spatial = x.type.rank - 2
+    xs, ws, gs = x.type.shape, w.type.shape, g.type.shape
+    kernel = ws[2:]
     per_in, per_out = xs[1] // groups, ws[0] // groups
     parts = []
     for k in range(groups):
@@ -262,12 +393,7 @@ def _conv(b, node, grads):
                         shape=(per_in, per_out, *kernel), like=g)
         parts.append(b.op("Transpose", corr, attrs={"perm": [1, 0, *range(2, 2 + spatial)]},
                           shape=(per_out, per_in, *kernel), like=g))
-    gw = parts[0] if groups == 1 else b.op("Concat", *parts, attrs={"axis": 0}, shape=ws, like=g)
-    gb = None
-    if node.input(2) is not None:
-        gb = b.op("ReduceSum", g, b.ints([0, *range(2, 2 + spatial)]), attrs={"keepdims": 0}, shape=(ws[0],),
-                  like=g)
-    return [gx, gw, gb]
+    return parts[0] if groups == 1 else b.op("Concat", *parts, attrs={"axis": 0}, shape=ws, like=g)
 
 
 # -- pooling --------------------------------------------------------------------------------------
@@ -422,6 +548,26 @@ def _slice(b, node, grads):
         end = min(max(int(end) + size if int(end) < 0 else int(end), 0), size)
         before[axis], after[axis] = start, size - max(end, start)
     return [b.op("Pad", g, b.ints(before + after), shape=x.type.shape, like=g), *([None] * (len(node.inputs) - 1))]
+
+
+@rule("Pad")
+def _pad(b, node, grads):
+    """Constant mode with non-negative pads: the gradient sliced back to the input."""
+    g, x = grads[0], node.inputs[0]
+    pads, mode = b.constant(node.input(1)), node.attr("mode", "constant")
+    if isinstance(mode, bytes):
+        mode = mode.decode()
+    if pads is None or mode != "constant" or (node.input(3) is not None and b.constant(node.input(3)) is None):
+        b.unsupported("Pad other than constant mode with constant pads")
+    rank = x.type.rank
+    axes = [_axis(int(a), rank) for a in b.constant(node.input(3))] if node.input(3) is not None else list(range(rank))
+    pads = [int(p) for p in pads]
+    if any(p < 0 for p in pads):
+        b.unsupported("Pad with negative pads")
+    starts = pads[:len(axes)]
+    ends = [start + x.type.shape[a] for start, a in zip(starts, axes)]
+    out = b.op("Slice", g, b.ints(starts), b.ints(ends), b.ints(axes), shape=x.type.shape, like=g)
+    return [out, *([None] * (len(node.inputs) - 1))]
 
 
 @rule("Gather")

@@ -189,12 +189,14 @@ class TrainingForm:
     updates: dict[str, Value] = field(default_factory=dict)
 
 
-def training_form(graph: Graph, *, momentum_of_running_stats: bool = True) -> TrainingForm:
-    """Rewrite ``graph`` in place for training (see the module docstring)."""
+def training_form(graph: Graph, *, unbiased_running_var: bool = False) -> TrainingForm:
+    """Rewrite ``graph`` in place for training (see the module docstring). BatchNormalization's
+    running variance follows the batch's biased variance as ONNX defines it, or the unbiased one
+    (n / (n − 1) times it) as torch keeps it with ``unbiased_running_var``."""
     form = TrainingForm()
     for node in list(graph.nodes):
         if node.op == "BatchNormalization" and not node.domain:
-            _batch_norm_for_training(graph, node, form)
+            _batch_norm_for_training(graph, node, form, unbiased_running_var)
         elif node.op == "LayerNormalization" and not node.domain:
             _layer_norm_spelled_out(graph, node)
         elif node.op == "Dropout" and not node.domain:
@@ -221,15 +223,22 @@ def _normalize(b: Builder, x: Value, axes: list[int], epsilon: float) -> tuple[V
     return b.op("Div", centred, std, like=x), mean, var
 
 
-def _batch_norm_for_training(graph: Graph, node: Node, form: TrainingForm) -> None:
+def _batch_norm_for_training(graph: Graph, node: Node, form: TrainingForm, unbiased: bool) -> None:
     b = Builder(graph)
     x, scale, bias, mean, var = node.inputs[:5]
+    for state in (mean, var):
+        if state.producer is not None:
+            raise InputError(f"BatchNormalization '{node.name}': its running statistic '{state.name}' is computed, "
+                             f"not a stored tensor; training updates stored running statistics only")
     rank, channels = x.type.rank, x.type.shape[1]
     normed, batch_mean, batch_var = _normalize(b, x, [0, *range(2, rank)], node.attr("epsilon", 1e-5))
     shape = (1, channels, *([1] * (rank - 2)))
     per_channel = [b.op("Reshape", v, b.ints(shape), shape=shape, like=v) for v in (scale, bias)]
     y = b.op("Add", b.op("Mul", normed, per_channel[0], like=x), per_channel[1], like=x)
     momentum = node.attr("momentum", 0.9)
+    if unbiased:
+        count = math.prod(x.type.shape) // channels
+        batch_var = b.op("Mul", batch_var, b.scalar(count / max(count - 1, 1), batch_var), like=batch_var)
     for state, batch in ((mean, batch_mean), (var, batch_var)):
         flat = b.op("Reshape", batch, b.ints([channels]), shape=(channels,), like=state)
         form.updates[state.name] = b.op("Add", b.op("Mul", state, b.scalar(momentum, state)),

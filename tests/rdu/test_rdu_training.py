@@ -47,7 +47,7 @@ def test_the_program_computes_the_reference_loops_step(program):
     out = nnbridge.compile(program, backend="reference", passes=[]).run({"image": x, "labels": y, "T": np.int64(0)})
     model = nnbridge.load(nnbridge.zoo.build("digits_cnn", batch=16))
     step = _TrainingStep(model, (1, 8, 8), y, 16, "cross-entropy")
-    loss, _, grads = step.run(x, y, np.random.default_rng(0))
+    loss, _, grads, _ = step.run(x, y, np.random.default_rng(0))
     optimizer = _Optimizer(step.params, "sgd", 0.9, 0.0, 0.05)
     optimizer.apply(step.params, grads, 0)
     assert float(out["loss"]) == pytest.approx(loss, rel=1e-6)

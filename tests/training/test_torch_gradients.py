@@ -70,7 +70,7 @@ def test_training_step_gradients_match_torch_autograd(build):
     want = {name: p.grad.numpy() for name, p in module.named_parameters()}
 
     step = _TrainingStep(graph, tuple(shape[1:]), labels.numpy(), shape[0], "cross-entropy")
-    _, _, grads = step.run(x.numpy(), labels.numpy(), np.random.default_rng(0))
+    _, _, grads, _ = step.run(x.numpy(), labels.numpy(), np.random.default_rng(0))
     got = dict(zip(step.params, grads))
     assert set(want) <= set(got), f"parameters without a gradient: {sorted(set(want) - set(got))}"
     for name, expected in want.items():

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import FormatError
+from ...errors import FormatError, NonFiniteError
 from ...fileio import check_output_size
 from ...ir import DType, Graph, Node
 from ...kernels import get_kernel, kernel_op_names
@@ -61,10 +61,14 @@ class RduExecutable(Executable):
 
     def train_step(self, feeds: dict[str, Any]) -> dict[str, np.ndarray]:
         """One step of a training program: run it, then make its updates (new weights, optimizer
-        and batch-norm states) the program's tensors for the next step."""
+        and batch-norm states) the program's tensors for the next step — unless an output is not
+        finite: then ``NonFiniteError`` names the first, and nothing is updated."""
         if not self.training:
             raise FormatError(f"'{self.graph.name}' is not a training program (compile it with --optimizer)")
         outputs = self.run(feeds)
+        for name, array in outputs.items():  # a non-finite step is not applied: it would spread to every tensor
+            if np.asarray(array).dtype.kind == "f" and not np.isfinite(array).all():
+                raise NonFiniteError(f"'{name}' of the training program '{self.graph.name}'")
         updates = {tensor: outputs[out] for out, tensor in json.loads(self.graph.metadata[UPDATES_KEY]).items()}
         self.graph.initializers.update(updates)
         self._sim.set_tensors(updates)

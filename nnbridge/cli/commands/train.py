@@ -27,7 +27,16 @@ def register(sub) -> None:
                         "step (default: sgd)")
     p.add_argument("--lr", type=float, default=0.05, help="learning rate (default: 0.05)")
     p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default: 0.9)")
-    p.add_argument("--weight-decay", type=float, default=0.0, help="L2 weight decay (default: 0)")
+    p.add_argument("--weight-decay", type=float, default=0.0,
+                   help="weight decay: L2 on the gradient (sgd, adam), decoupled (adamw) (default: 0)")
+    p.add_argument("--nesterov", action="store_true", help="Nesterov momentum (sgd with --momentum above 0)")
+    p.add_argument("--semantics", default="auto", choices=["auto", "torch", "onnx"],
+                   help="where ONNX and torch differ (BatchNorm's running variance, Adam's epsilon, AdamW's "
+                        "decay order), follow torch or ONNX; auto: torch for a model exported by torch "
+                        "(default: auto; docs/training.md)")
+    p.add_argument("--skip-nonfinite", action="store_true",
+                   help="leave out (and count) batches whose loss, gradients or update are not finite instead of "
+                        "stopping")
     p.add_argument("--epochs", type=int, default=10, help="passes over the training data (default: 10)")
     p.add_argument("--batch-size", type=int, default=32, help="samples per step (default: 32)")
     p.add_argument("--val-split", type=float, default=0.2,
@@ -42,17 +51,19 @@ def register(sub) -> None:
 
 
 def train(args) -> int:
-    from ...training import digits, load_data, plot_history
+    from ...training import digits, load_data, plot_history, resolve_semantics
     from ...training import train as run_training
     from .. import console
 
     x, y = digits() if args.data == "digits" else load_data(args.data)
     graph = load_model_from_args(args)
+    semantics = resolve_semantics(args.model, graph, args.semantics)  # the file tells who exported it
     bar, progress = progress_bar(console, args.epochs)
     with bar:
         result = run_training(graph, x, y, loss=args.loss, optimizer=args.optimizer, lr=args.lr,
-                              momentum=args.momentum, weight_decay=args.weight_decay, epochs=args.epochs,
-                              batch_size=args.batch_size, val_split=args.val_split, seed=args.seed,
+                              momentum=args.momentum, weight_decay=args.weight_decay, nesterov=args.nesterov,
+                              epochs=args.epochs, batch_size=args.batch_size, val_split=args.val_split,
+                              seed=args.seed, semantics=semantics, skip_nonfinite=args.skip_nonfinite,
                               progress=progress)
     if args.out:
         result.save(args.out)
@@ -61,6 +72,7 @@ def train(args) -> int:
     if args.json:
         write_json({"model": args.model, "data": args.data, "loss": args.loss, "optimizer": args.optimizer,
                     "lr": args.lr, "batch_size": args.batch_size, "seed": args.seed,
+                    "semantics": result.settings["semantics"],
                     "epochs": [vars(e) for e in result.history]}, args.json)
         if args.json == "-":
             return 0
@@ -78,6 +90,7 @@ def print_history(console, history) -> None:
         line += f"  accuracy {100 * e.accuracy:5.1f}%" if e.accuracy is not None else ""
         line += f"  val loss {e.val_loss:.4f}" if e.val_loss is not None else ""
         line += f"  val accuracy {100 * e.val_accuracy:5.1f}%" if e.val_accuracy is not None else ""
+        line += f"  skipped {e.skipped} non-finite batch(es)" if e.skipped else ""
         console.print(f"{line}  ({e.seconds:.2f} s)", highlight=False)
 
 

@@ -96,7 +96,8 @@ def restore(message: lbann_pb2.LbannPB, graph: Graph) -> None:
 
 
 def training_setup(graph: Graph, *, loss: str, optimizer: str, lr: float, momentum: float, weight_decay: float,
-                   epochs: int, batch_size: int, val_split: float, data_file: str, classes: int) -> None:
+                   epochs: int, batch_size: int, val_split: float, data_file: str, classes: int,
+                   nesterov: bool = False) -> None:
     """Record the experiment that trains ``graph`` as nnbridge trained it, for the LBANN writer:
     the labels (or responses) input, softmax and the loss layer on the model's output, the objective,
     a metric (categorical accuracy for classifiers), the optimizer with its hyper-parameters and a
@@ -122,7 +123,7 @@ def training_setup(graph: Graph, *, loss: str, optimizer: str, lr: float, moment
     model.objective_function.layer_term.add(scale_factor=1.0, layer=term)
     shell = lbann_pb2.LbannPB(model=model)
     if optimizer == "sgd":
-        shell.optimizer.sgd.CopyFrom(lbann_pb2.Optimizer.SGD(learn_rate=lr, momentum=momentum))
+        shell.optimizer.sgd.CopyFrom(lbann_pb2.Optimizer.SGD(learn_rate=lr, momentum=momentum, nesterov=nesterov))
     else:
         shell.optimizer.adam.CopyFrom(lbann_pb2.Optimizer.Adam(
             learn_rate=lr, beta1=0.9, beta2=0.999, eps=1e-8,
