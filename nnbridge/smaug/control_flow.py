@@ -12,23 +12,25 @@ from .graph import Tensor, graph_of
 
 def switch(input_tensor: Tensor, pred: Tensor, name: str = "switch") -> tuple[Tensor, Tensor]:
     """(output if ``pred`` is false, output if it is true); ``pred`` holds one boolean."""
-    g = graph_of(input_tensor, pred)
-    x = g.operand(input_tensor)
-    _, (when_false, when_true) = g.add_node(pb.Switch, name, [x, pred], [(x.dims, x.data_layout)] * 2)
+    dims = list(input_tensor.shape.dims)
+    when_false, when_true = graph_of(input_tensor, pred).add_node(name, pb.Switch, [input_tensor, pred], [dims] * 2,
+                                                                  input_tensor.shape.layout)
     return when_false, when_true
 
 
 def merge(input_tensors: Sequence[Tensor], name: str = "merge") -> Tensor:
-    g = graph_of(*input_tensors)
-    first = g.operand(input_tensors[0])
-    return g.add_node(pb.Merge, name, list(input_tensors), [(first.dims, first.data_layout)])[1][0]
+    first = input_tensors[0]
+    return graph_of(*input_tensors).add_node(name, pb.Merge, list(input_tensors), [list(first.shape.dims)],
+                                             first.shape.layout)[0]
 
 
 def cond(pred: Tensor, true_fn: Callable[..., Tensor | Sequence[Tensor]],
          false_fn: Callable[..., Tensor | Sequence[Tensor]], inputs: Sequence[Tensor],
          name: str = "cond") -> list[Tensor]:
     """``true_fn(*inputs)`` if ``pred`` else ``false_fn(*inputs)``: each branch gets the inputs through
-    Switch nodes and the results meet in Merge nodes (true first), as SMAUG's ``cond`` builds it."""
+    Switch nodes and the results meet in Merge nodes (true first). Unlike SMAUG's ``cond`` (whose
+    branch functions take no arguments and whose external tensors are switched afterwards), the
+    tensors a branch reads are passed explicitly."""
     switched = [switch(t, pred, f"{name}/switch") for t in inputs]
     results = []
     for fn, port in ((true_fn, 1), (false_fn, 0)):

@@ -29,10 +29,10 @@ def test_cond_imports_and_runs_as_the_runtime_does(tmp_path, backend, flag):
     x = np.linspace(-2, 2, 16, dtype=dtype).reshape(1, 16)
     three = sg.Tensor(data_layout=sg.NC, tensor_data=np.full((1, 16), 3, dtype))
     with sg.Graph(name="cond", backend=backend) as g:
-        a = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=x), g, name="x")
-        pred = sg.input_data(sg.Tensor(data_layout=sg.N, tensor_data=np.array([flag])), g, name="pred")
+        a = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=x), name="x")
+        pred = sg.input_data(sg.Tensor(data_layout=sg.N, tensor_data=np.array([flag])), name="pred")
         sg.control_flow.cond(pred, sg.nn.relu, lambda t: sg.math.mul(t, three), [a])
-    topo, _ = g.write_graph(tmp_path)
+    topo, _ = g.write_graph(tmp_path / g.name)
     real = run_smaug(topo)
     assert real.ok and real.name == "cond/merge/output0"
     expected = np.maximum(x, 0) if flag else x * 3
@@ -44,14 +44,14 @@ def test_cond_imports_and_runs_as_the_runtime_does(tmp_path, backend, flag):
 def test_a_merge_that_does_not_pair_switch_branches_is_a_clean_unsupported_error(tmp_path):
     x = np.ones((1, 8), np.float16)
     with sg.Graph(name="odd", backend="SMV") as g:
-        a = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=x), g, name="x")
-        p = sg.input_data(sg.Tensor(data_layout=sg.N, tensor_data=np.array([True])), g, name="p")
-        q = sg.input_data(sg.Tensor(data_layout=sg.N, tensor_data=np.array([False])), g, name="q")
+        a = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=x), name="x")
+        p = sg.input_data(sg.Tensor(data_layout=sg.N, tensor_data=np.array([True])), name="p")
+        q = sg.input_data(sg.Tensor(data_layout=sg.N, tensor_data=np.array([False])), name="q")
         when_p = sg.control_flow.switch(a, p)[1]
         when_q = sg.control_flow.switch(a, q)[0]
         y = sg.control_flow.merge([when_p, when_q])
         sg.nn.relu(y)
-    topo, _ = g.write_graph(tmp_path)
+    topo, _ = g.write_graph(tmp_path / g.name)
     with pytest.raises(UnsupportedOpError) as info:
         nnbridge.load(topo)
     assert [(i.op, i.node) for i in info.value.items] == [("Merge", "merge")]  # not its consumer too
@@ -67,9 +67,9 @@ def test_batch_norm_parameters_wider_than_the_channels(tmp_path, backend, shape)
     x = rng.standard_normal(shape).astype(dtype)
     stats = [rng.standard_normal((1, 16)).astype(dtype) for _ in range(4)]
     with sg.Graph(name="bn", backend=backend) as g:
-        a = sg.input_data(sg.Tensor(data_layout=sg.NHWC if len(shape) == 4 else sg.NC, tensor_data=x), g, name="x")
+        a = sg.input_data(sg.Tensor(data_layout=sg.NHWC if len(shape) == 4 else sg.NC, tensor_data=x), name="x")
         sg.nn.batch_norm(a, *[sg.Tensor(data_layout=sg.NC, tensor_data=s) for s in stats])
-    topo, _ = g.write_graph(tmp_path)
+    topo, _ = g.write_graph(tmp_path / g.name)
     real = run_smaug(topo)
     assert real.ok
     got = matching_output(ours(topo, backend), real)

@@ -149,11 +149,11 @@ def test_scoped_names_and_a_lone_data_node_round_trip(tmp_path):
     import nnbridge.smaug as sg
 
     with sg.Graph(name="scoped", backend="SMV") as g:
-        x = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 8), np.float16)), g, name="in:x")
+        x = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 8), np.float16)), name="in:x")
         y = sg.nn.relu(x, name="block:relu")
         sg.math.add(y, sg.Tensor(data_layout=sg.NC, tensor_data=np.full((1, 8), 2, np.float16)), name="block:add")
     with sg.Graph(name="lone", backend="SMV") as lone:
-        sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.arange(8, dtype=np.float16).reshape(1, 8)), lone)
+        sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.arange(8, dtype=np.float16).reshape(1, 8)))
     for graph in (g, lone):
         topo, params = graph.write_graph(tmp_path / graph.name)
         assert load_save(topo, tmp_path) == (topo.read_bytes(), params.read_bytes())
