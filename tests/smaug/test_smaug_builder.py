@@ -3,6 +3,8 @@ from SMAUG's random-data recipe, print_summary matches SMAUG's text, and to_ir r
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from smaug_data import EXPECTED
@@ -194,3 +196,18 @@ def test_summary_lists_children_output_by_output_as_smaugs_frontend_does():
         node.input_tensors.add(name=f"split/output{index}")
     text = summary_text(graph)
     assert "Name: split (Split)\nParents:\nChildren:reads_0 reads_1 \n" in text
+
+
+def test_write_graph_takes_a_path_prefix_as_smaugs_does(tmp_path, monkeypatch):
+    """SMAUG's write_graph(name): `name` (default the graph's name) + "_topo.pbtxt" / "_params.pb",
+    relative to the working directory, even where a directory of that name exists."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    graph = sg.models.minerva("SMV")
+    assert graph.write_graph("out") == (Path("out_topo.pbtxt"), Path("out_params.pb"))
+    graph.write_graph()
+    graph.write_graph(Path("out") / "mine")
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*_*")) == [
+        "minerva_smv_params.pb", "minerva_smv_topo.pbtxt", "out/mine_params.pb", "out/mine_topo.pbtxt",
+        "out_params.pb", "out_topo.pbtxt"]
+    assert (tmp_path / "out_topo.pbtxt").read_bytes() == (tmp_path / "minerva_smv_topo.pbtxt").read_bytes()
