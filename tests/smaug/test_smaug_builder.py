@@ -211,3 +211,19 @@ def test_write_graph_takes_a_path_prefix_as_smaugs_does(tmp_path, monkeypatch):
         "minerva_smv_params.pb", "minerva_smv_topo.pbtxt", "out/mine_params.pb", "out/mine_topo.pbtxt",
         "out_params.pb", "out_topo.pbtxt"]
     assert (tmp_path / "out_topo.pbtxt").read_bytes() == (tmp_path / "minerva_smv_topo.pbtxt").read_bytes()
+
+
+def test_a_convolution_whose_filter_channels_differ_from_its_input_is_refused():
+    with sg.Graph(name="bad_conv", backend="SMV"):
+        x = sg.input_data(sg.Tensor(data_layout=sg.NHWC, tensor_data=np.ones((1, 8, 8, 3), np.float16)))
+        w = sg.Tensor(data_layout=sg.NHWC, tensor_data=np.ones((4, 3, 3, 5), np.float16))
+        with pytest.raises(InputError, match=r"^conv: the filter has 5 channels but its input .* has 3$"):
+            sg.nn.convolution(x, w, stride=[1, 1], padding="same")
+
+
+def test_a_reference_executable_reads_well_and_reports_every_node():
+    exe = nnbridge.compile(sg.models.minerva("Reference").to_ir())
+    assert repr(exe).startswith("<reference executable of 'minerva_ref': ") and "inputs ['data']" in repr(exe)
+    exe.run({"data": recipe((1, 28, 28, 1), np.float32)})
+    assert [row["name"] for row in exe.report.rows] == [node.name for node in exe.graph.nodes]
+    assert exe.report.notes == ["per-node times: compile with profile=True"]
