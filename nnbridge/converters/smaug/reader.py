@@ -26,7 +26,8 @@ from ...smaug_runtime import DEVIATIONS_KEY
 from . import layouts, params
 from .files import model_paths, read_params, read_topology
 from .import_ops import IMPORTERS, Unimportable
-from .importer import NODE_ORDER_KEY, RECIPE_SCALE, Importer, recipe_arrays
+from .importer import DATA_TENSOR_NAMES_KEY, NODE_ORDER_KEY, RECIPE_SCALE, Importer, recipe_arrays
+from .naming import data_input_name
 
 
 def load_smaug(path: str | os.PathLike, *, inputs: list[str] | None = None,
@@ -87,6 +88,10 @@ def graph_from_proto(proto: gpb.GraphProto, array: tpb.TensorDataArray | None, w
         raise UnsupportedOpError(f"SMAUG import of {what}", imp.unsupported)
     graph.metadata["smaug.input_layouts"] = ",".join(f"{v.name}:{v.type.layout.value}" for v in graph.inputs)
     graph.metadata[NODE_ORDER_KEY] = "\n".join(node.name for node in proto.nodes)
+    named = [f"{node.name}\t{node.input_tensors[0].name}" for node in proto.nodes if node.op == pb.Data
+             and node.input_tensors and node.input_tensors[0].name != data_input_name(node.name)]
+    if named:
+        graph.metadata[DATA_TENSOR_NAMES_KEY] = "\n".join(named)
     if graph.metadata["smaug.backend"] == "SMV":
         from .smv_rules import hazards
 
