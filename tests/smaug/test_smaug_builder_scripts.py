@@ -17,6 +17,7 @@ import io
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from real_smaug import matching_output, run_smaug, same_fp16_bits
 from smaug_data import SHA256
@@ -83,3 +84,26 @@ def test_the_bidirectional_lstm_runs_on_the_real_smv_runtime_as_on_nnbridge(tmp_
 
 def test_every_builder_script_is_in_the_manifest():
     assert {p.name for p in BUILDERS.glob("*.py")} - {"check_upstream.py"} == {b["script"] for b in MANIFEST["builds"]}
+
+
+def test_lstm_files_run_on_nnbridges_reference_as_on_smaugs_reference_runtime(tmp_path, monkeypatch):
+    """SMAUG's Reference kernels compute σ with a float exp and a double division, and tanh as
+    2σ(2x) − 1, which loses the relative precision of an LSTM's small values (1.2e-2 of the
+    output scale here): ``activations="reference"`` reproduces them, bit for bit on this file."""
+    from nnbridge.errors import FormatError
+
+    (build,) = [b for b in MANIFEST["builds"] if b["script"] == "lstm.py" and b["variant"] is None]
+    run_build(build, tmp_path, monkeypatch)
+    topo = tmp_path / "lstm_ref_topo.pbtxt"
+    real = run_smaug(topo)
+    assert real.ok
+    scale = np.abs(real.output).max()
+    for activations, within in (("exact", (1e-3, 1e-1)), ("reference", (0.0, 1e-5))):
+        graph = nnbridge.load(topo, activations=activations)
+        error = np.abs(matching_output(nnbridge.run(graph, graph.input_values), real) - real.output).max() / scale
+        assert within[0] <= error <= within[1], (activations, error)
+    (smv,) = [b for b in MANIFEST["builds"] if b["script"] == "lstm.py" and b["variant"] == "smv"]
+    (tmp_path / "smv").mkdir()
+    run_build(smv, tmp_path / "smv", monkeypatch)
+    with pytest.raises(FormatError, match="activations='reference' reproduces SMAUG's Reference backend"):
+        nnbridge.load(tmp_path / "smv" / "lstm_smv_topo.pbtxt", activations="reference")

@@ -64,11 +64,12 @@ class Importer:
     """Builds one IR graph from a GraphProto (+ params). Op translations live in import_ops."""
 
     def __init__(self, proto: gpb.GraphProto, what: str, *, compute_dtype: DType | None = None,
-                 lrelu: str = "runtime"):
+                 lrelu: str = "runtime", activations: str = "exact"):
         self.proto = proto
         self.what = what
         self.compute_dtype = compute_dtype
         self.lrelu = lrelu
+        self.activations = activations
         self.graph = Graph(proto.name or Path(what).stem)
         self.nodes = {}
         self.views: dict[str, dict[Layout, Value]] = {}  # tensor → layout → IR value
