@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from ..protos.smaug.smaug_types_pb2 import *  # noqa: F403 - SMAUG's enum names, as sg.NHWC, sg.AllDma etc.
 from . import control_flow, math, models, nn, tensor
-from .control_flow import merge, switch
+from .control_flow import cond, merge, switch
 from .graph import Graph, Node, Tensor, input_data
 
-__all__ = ["Graph", "Node", "Tensor", "input_data", "switch", "merge", "control_flow", "math", "models", "nn",
+__all__ = ["Graph", "Node", "Tensor", "input_data", "cond", "switch", "merge", "control_flow", "math", "models", "nn",
            "tensor"]

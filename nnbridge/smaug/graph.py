@@ -7,8 +7,11 @@ gets a Data node when an op first reads it, and keeps it; an op whose inputs are
 backend does not read gets Reorder nodes (reused when the same graph tensor is reordered again);
 node names are made unique with per-base counters; output tensors get the backend's alignment.
 
-One addition: an op whose inputs already belong to a graph builds into that graph, active or not,
-so graphs can also be built side by side without ``with`` (``input_data(t, graph=g)``).
+A graph opened inside another's ``with`` block is a nested graph (SMAUG's ``cond`` builds its
+branches so): it shares the outer graph's node names and joins it when its block ends. One
+addition: an op whose inputs belong to a graph that is neither the active one nor encloses it
+builds into that graph, so graphs can also be built side by side without ``with``
+(``input_data(t, graph=g)``).
 """
 
 from __future__ import annotations
@@ -101,6 +104,10 @@ class Node:
         self.inputs: list[Tensor] = []
         self.outputs: list[Tensor] = []
 
+    def update_input(self, tensor: Tensor, index: int) -> None:
+        """Read ``tensor`` as input ``index`` instead (``cond`` routes a branch's inputs through Switches)."""
+        self.inputs[index] = tensor
+
     def to_proto(self) -> npb.NodeProto:
         proto = npb.NodeProto(name=self.name, op=self.op)
         if self.params is not None:
@@ -140,15 +147,39 @@ class Graph:
         self.name, self.backend, self.mem_policy = name, backend, policy
         self.alignment = layouts.ALIGNMENT[backend]
         self.layout_trans_enabled = True
-        self.names = NameScope()
+        self.parent: Graph | None = None  # the graph active when this one's `with` block began
+        self._names = NameScope()
         self.nodes: list[Node] = []
 
     def __enter__(self) -> Graph:
+        self.parent = active_graph()
         _ACTIVE.append(self)
         return self
 
     def __exit__(self, *exc) -> None:
-        _ACTIVE.pop()  # blocks nest; unlike SMAUG, an inner graph is not merged into the outer one
+        _ACTIVE.pop()
+        if self.parent is not None:  # a nested graph (a branch of `cond`) joins the enclosing one
+            self.parent.merge(self)
+
+    @property
+    def names(self) -> NameScope:
+        """Node names are unique across nested graphs (the outermost graph keeps the counters)."""
+        return self.parent.names if self.parent is not None else self._names
+
+    def lineage(self) -> list[Graph]:
+        """This graph and the graphs enclosing it, innermost first."""
+        return [self, *(self.parent.lineage() if self.parent is not None else [])]
+
+    def merge(self, other: Graph) -> None:
+        """Append ``other``'s nodes (a nested graph's, when its block ends)."""
+        mine = {n.name for n in self.nodes}
+        clash = next((n.name for n in other.nodes if n.name in mine), None)
+        if clash is not None:
+            raise InputError(f"graph '{other.name}' cannot join '{self.name}': both have a node '{clash}'")
+        for node in other.nodes:
+            node.graph = self
+        self.nodes.extend(other.nodes)
+        other.nodes = []
 
     def __repr__(self) -> str:
         return f"<smaug.Graph {self.name} ({self.backend}), {len(self.nodes)} nodes>"
@@ -174,7 +205,7 @@ class Graph:
         ``output_tensor_layout`` X means the first input's layout; the dtype defaults to the first input's."""
         inputs = list(input_tensors)
         for i, t in enumerate(inputs):
-            if t.graph is not None and t.graph is not self:
+            if t.graph is not None and t.graph not in self.lineage():
                 raise InputError(f"{name}: input {t} belongs to graph '{t.graph.name}', not '{self.name}'")
             if t.source is None and op != pb.Data:
                 inputs[i] = self.data(t)
@@ -202,7 +233,7 @@ class Graph:
     def data(self, t: Tensor, name: str = "data") -> Tensor:
         """The output of ``t``'s Data node (created on first use: its values go to the params file)."""
         for node in t.targets:
-            if node.op == pb.Data and node.graph is self:
+            if node.op == pb.Data and node.graph in self.lineage():
                 return node.outputs[0]
         if t.tensor_data is None:
             raise InputError(f"{t} has no tensor_data for its Data node; give it data or use an op's output")
@@ -281,15 +312,16 @@ def reorder_tensor(graph: Graph, t: Tensor, target: int, name: str = "reorder") 
 
 
 def graph_of(*tensors: Tensor | None) -> Graph:
-    """The graph an op builds into: that of its first input already in a graph, else the active one."""
-    for t in tensors:
-        if t is not None and t.graph is not None:
-            return t.graph
-    graph = active_graph()
-    if graph is None:
-        raise InputError("no graph to build into: build inside `with sg.Graph(...)` "
-                         "(or start from input_data(tensor, graph=g))")
-    return graph
+    """The graph an op builds into: the active one if its inputs are in it or in graphs enclosing it
+    (or are free), else that of its first input already in a graph (graphs built side by side)."""
+    graphs = [t.graph for t in tensors if t is not None and t.graph is not None]
+    active = active_graph()
+    if active is not None and all(g in active.lineage() for g in graphs):
+        return active
+    if graphs:
+        return graphs[0]
+    raise InputError("no graph to build into: build inside `with sg.Graph(...)` "
+                     "(or start from input_data(tensor, graph=g))")
 
 
 def input_data(input_tensor: Tensor, name: str = "data", graph: Graph | None = None) -> Tensor:

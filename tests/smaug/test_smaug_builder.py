@@ -129,16 +129,27 @@ def test_print_summary_of_the_tutorial_model(tmp_path, capsys):
 
 
 def test_graphs_are_independent_and_names_follow_the_frontend():
-    with sg.Graph(name="a", backend="Reference") as a, sg.Graph(name="b", backend="SMV") as b:
-        xa = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float32)), graph=a)
-        xb = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float16)), graph=b)
-        ya = sg.math.add(sg.math.add(xa, xa), xa)
-        yb = sg.nn.relu(xb)
+    a, b = sg.Graph(name="a", backend="Reference"), sg.Graph(name="b", backend="SMV")
+    xa = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float32)), graph=a)
+    xb = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float16)), graph=b)
+    ya = sg.math.add(sg.math.add(xa, xa), xa)
+    yb = sg.nn.relu(xb)
     assert [n.name for n in a.proto.nodes] == ["data", "add", "add_1"]
     assert [n.name for n in b.proto.nodes] == ["data", "relu"]
     assert ya.graph is a and yb.graph is b
     with pytest.raises(InputError, match="belongs to graph 'b'"):
         sg.math.add(xa, yb)
+
+
+def test_a_nested_graph_shares_names_and_joins_the_enclosing_one_as_in_smaug():
+    with sg.Graph(name="outer", backend="Reference") as outer:
+        x = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float32)))
+        with sg.Graph(name="inner", backend="Reference") as inner:
+            y = sg.nn.relu(x)
+            sg.nn.relu(y)
+        assert y.graph is outer and inner.nodes == []
+        sg.nn.relu(x)
+    assert [n.name for n in outer.proto.nodes] == ["data", "relu", "relu_1", "relu_2"]
 
 
 def test_broadcast_uses_repeat_and_batch_norm_runs():
