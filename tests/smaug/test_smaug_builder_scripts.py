@@ -107,3 +107,22 @@ def test_lstm_files_run_on_nnbridges_reference_as_on_smaugs_reference_runtime(tm
     run_build(smv, tmp_path / "smv", monkeypatch)
     with pytest.raises(FormatError, match="activations='reference' reproduces SMAUG's Reference backend"):
         nnbridge.load(tmp_path / "smv" / "lstm_smv_topo.pbtxt", activations="reference")
+
+
+def test_python_m_nnbridge_smaug_runs_a_script_and_reports_its_mistake_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "bad_network.py"
+    script.write_text("import numpy as np\nimport smaug as sg\n\n"
+                      "with sg.Graph(name='bad', backend='SMV') as graph:\n"
+                      "  x = sg.input_data(sg.Tensor(data_layout=sg.NHWC, tensor_data=np.ones((1, 8, 8, 3), np.float16)))\n"
+                      "  w = sg.Tensor(data_layout=sg.NHWC, tensor_data=np.ones((4, 3, 3, 5), np.float16))\n"
+                      "  sg.nn.convolution(x, w, stride=[1, 1], padding='same')\n"
+                      "graph.write_graph()\n")
+    run = subprocess.run([sys.executable, "-m", "nnbridge.smaug", str(script)], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr == "error: conv: the filter has 5 channels but its input Tensor(data/output0, [1, 8, 8, 3], " \
+                         "NHWC) has 3\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad_network.py"]
