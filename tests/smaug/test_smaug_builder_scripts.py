@@ -116,7 +116,8 @@ def test_python_m_nnbridge_smaug_runs_a_script_and_reports_its_mistake_in_one_li
     script = tmp_path / "bad_network.py"
     script.write_text("import numpy as np\nimport smaug as sg\n\n"
                       "with sg.Graph(name='bad', backend='SMV') as graph:\n"
-                      "  x = sg.input_data(sg.Tensor(data_layout=sg.NHWC, tensor_data=np.ones((1, 8, 8, 3), np.float16)))\n"
+                      "  x = sg.input_data(sg.Tensor(data_layout=sg.NHWC,\n"
+                      "                               tensor_data=np.ones((1, 8, 8, 3), np.float16)))\n"
                       "  w = sg.Tensor(data_layout=sg.NHWC, tensor_data=np.ones((4, 3, 3, 5), np.float16))\n"
                       "  sg.nn.convolution(x, w, stride=[1, 1], padding='same')\n"
                       "graph.write_graph()\n")
