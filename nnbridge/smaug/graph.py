@@ -17,6 +17,7 @@ builds into that graph, so graphs can also be built side by side without ``with`
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ import numpy as np
 from ..converters.smaug import layouts, params
 from ..converters.smaug.files import PARAMS_SUFFIX, TOPO_SUFFIX, write_files
 from ..converters.smaug.naming import NameScope, output_name
-from ..errors import InputError
+from ..errors import InputError, NNBridgeWarning
 from ..protos.smaug import smaug_graph_pb2 as gpb
 from ..protos.smaug import smaug_node_pb2 as npb
 from ..protos.smaug import smaug_tensor_pb2 as tpb
@@ -45,7 +46,8 @@ class Tensor:
     """A tensor: user data (``tensor_data``, no source) or the output ``source_index`` of node ``source``."""
 
     def __init__(self, dims=None, name: str | None = None, data_layout: int = pb.NCHW, data_type: int | None = None,
-                 data_format: int = pb.Uncompressed, tensor_data: np.ndarray | None = None):
+                 data_format: int = pb.Uncompressed, tensor_data: np.ndarray | None = None,
+                 alignment: int | None = None):
         what = f"Tensor '{name}'" if name else "a Tensor"
         if tensor_data is not None:
             tensor_data = np.asarray(tensor_data)
@@ -61,9 +63,10 @@ class Tensor:
             dims, data_type = tensor_data.shape, _DTYPES[tensor_data.dtype]
         if dims is None:
             raise InputError(f"{what} needs dims or tensor_data")
-        graph = active_graph()
-        self._shape = tpb.TensorShapeProto(dims=[int(d) for d in dims], layout=data_layout,
-                                           alignment=graph.alignment if graph is not None else 0)
+        if alignment is None:  # SMAUG's rule: the alignment of the graph active now (0 outside any)
+            graph = active_graph()
+            alignment = graph.alignment if graph is not None else 0
+        self._shape = tpb.TensorShapeProto(dims=[int(d) for d in dims], layout=data_layout, alignment=alignment)
         self.name = name
         self.data_type = data_type if data_type is not None else pb.Float32
         self.data_format = data_format
@@ -209,14 +212,14 @@ class Graph:
                 raise InputError(f"{name}: input {t} belongs to graph '{t.graph.name}', not '{self.name}'")
             if t.source is None and op != pb.Data:
                 inputs[i] = self.data(t)
-            elif op == pb.Data:
-                t.shape.alignment = self.alignment  # its params entry is padded to the graph's alignment
         if output_tensor_dtype is None:
             output_tensor_dtype = inputs[0].data_type
         if output_tensor_layout == pb.X:
             output_tensor_layout = inputs[0].shape.layout
         node = Node(self, self.names.unique(name), op, params)
         self.nodes.append(node)
+        if op == pb.Data:
+            self._check_alignment(node.name, inputs[0])
         for i, t in enumerate(inputs):
             if t.name is None:
                 t.name = f"{node.name}/input{i}"
@@ -229,6 +232,15 @@ class Graph:
             out.source, out.source_index = node, i
             node.outputs.append(out)
         return node.outputs
+
+    def _check_alignment(self, node: str, t: Tensor) -> None:
+        """Say so when a tensor is stored unpadded where the backend's kernels read padded rows."""
+        dims, alignment = t.shape.dims, t.shape.alignment
+        if self.alignment and alignment != self.alignment and dims and dims[-1] % self.alignment:
+            warnings.warn(f"Data node '{node}': {t} has alignment {alignment} (made outside any graph), so, as in "
+                          f"SMAUG, it is stored unpadded; SMAUG's {self.backend} kernels read rows of "
+                          f"{self.alignment} values and compute it wrong or abort: make the Tensor inside "
+                          "`with sg.Graph(...)`", NNBridgeWarning, stacklevel=4)
 
     def data(self, t: Tensor, name: str = "data") -> Tensor:
         """The output of ``t``'s Data node (created on first use: its values go to the params file)."""
@@ -261,12 +273,14 @@ class Graph:
                               nodes=[n.to_proto() for n in self.nodes])
 
     def params_file(self) -> params.ParamsFile:
-        """The params entries: every input tensor holding data (Data nodes' inputs), in node order."""
-        stored = params.ParamsFile(self.alignment, f"'{self.name}'")
+        """The params entries: every input tensor holding data (Data nodes' inputs), in node order, each
+        padded to its tensor's own alignment (as SMAUG's frontend: that of the graph active when the
+        Tensor was made, 0 outside any graph)."""
+        stored = params.ParamsFile(0, f"'{self.name}'")
         for node in self.nodes:
             for t in node.inputs:
                 if t.tensor_data is not None:
-                    stored.add(t.name, t.tensor_data, t.data_type)
+                    stored.add(t.name, params.pad_last(t.tensor_data, t.shape.alignment), t.data_type)
         return stored
 
     def params_array(self) -> tpb.TensorDataArray:

@@ -131,7 +131,7 @@ def test_print_summary_of_the_tutorial_model(tmp_path, capsys):
 def test_graphs_are_independent_and_names_follow_the_frontend():
     a, b = sg.Graph(name="a", backend="Reference"), sg.Graph(name="b", backend="SMV")
     xa = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float32)), graph=a)
-    xb = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float16)), graph=b)
+    xb = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float16), alignment=8), graph=b)
     ya = sg.math.add(sg.math.add(xa, xa), xa)
     yb = sg.nn.relu(xb)
     assert [n.name for n in a.proto.nodes] == ["data", "add", "add_1"]
@@ -238,3 +238,23 @@ def test_a_reference_executable_reads_well_and_reports_every_node():
     exe.run({"data": recipe((1, 28, 28, 1), np.float32)})
     assert [row["name"] for row in exe.report.rows] == [node.name for node in exe.graph.nodes]
     assert exe.report.notes == ["per-node times: compile with profile=True"]
+
+
+def test_a_tensor_made_outside_any_graph_is_stored_unpadded_as_smaug_does_and_said_so_on_smv():
+    """SMAUG gives a Tensor the alignment of the graph active when it is made (0 outside any): its
+    Data input keeps that alignment and its params entry is not padded. On SMV the real runtime then
+    computes it wrong (a convolution) or aborts (a matrix multiply), so nnbridge warns."""
+    from nnbridge.errors import NNBridgeWarning
+
+    data = np.arange(6, dtype=np.float16).reshape(1, 2, 3)
+    outside = sg.Tensor(data_layout=sg.NTC, tensor_data=data)
+    with sg.Graph(name="g", backend="SMV") as g:
+        inside = sg.Tensor(data_layout=sg.NTC, tensor_data=data)
+        with pytest.warns(NNBridgeWarning, match=r"^Data node 'data': .* has alignment 0 \(made outside any graph\)"):
+            sg.input_data(outside)
+        sg.input_data(inside)
+    first, second = g.proto.nodes
+    assert [first.input_tensors[0].shape.alignment, first.output_tensors[0].shape.alignment] == [0, 8]
+    assert [second.input_tensors[0].shape.alignment, second.output_tensors[0].shape.alignment] == [8, 8]
+    entries = g.params_array().data_array
+    assert [len(e.half_data) for e in entries] == [3, 8]  # 6 fp16 values in 3 words; 2 rows padded to 8

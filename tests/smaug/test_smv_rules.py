@@ -48,7 +48,7 @@ def real(graph: sg.Graph, folder, intended: np.ndarray | None = None, written: b
 
 def smv_graph(name: str, array: np.ndarray, layout: int) -> tuple[sg.Graph, sg.Tensor]:
     g = sg.Graph(name=name, backend="SMV")
-    return g, sg.input_data(sg.Tensor(data_layout=layout, tensor_data=array), name="x", graph=g)
+    return g, sg.input_data(sg.Tensor(alignment=8, data_layout=layout, tensor_data=array), name="x", graph=g)
 
 
 # -- CPU operators that copy whole padded rows ------------------------------------------------
@@ -57,7 +57,7 @@ def smv_graph(name: str, array: np.ndarray, layout: int) -> tuple[sg.Graph, sg.T
 def test_concat_along_channels_overruns_rows(tmp_path, widths, overruns):
     parts = [fp16((1, 2, 2, c)) for c in widths]
     g, x = smv_graph("cat", parts[0], sg.NHWC)
-    y = sg.input_data(sg.Tensor(data_layout=sg.NHWC, tensor_data=parts[1]), name="y", graph=g)
+    y = sg.input_data(sg.Tensor(alignment=8, data_layout=sg.NHWC, tensor_data=parts[1]), name="y", graph=g)
     sg.tensor.concat([x, y], axis=3)
     intended = np.concatenate(parts, 3).astype(np.float32)
     wrong = not np.array_equal(real(g, tmp_path, intended), intended)
@@ -93,11 +93,12 @@ def test_conv_and_fc_multiply_their_input_alignment_lanes(tmp_path, kernel):
     """NaN stored in the input's padding lanes (× zero weights) makes every output NaN."""
     if kernel == "conv":
         g, x = smv_graph("lanes", fp16((1, 4, 4, 3)), sg.NHWC)
-        sg.nn.convolution(x, sg.Tensor(data_layout=sg.NHWC, tensor_data=fp16((8, 3, 3, 3))), [1, 1], "same")
+        w = sg.Tensor(alignment=8, data_layout=sg.NHWC, tensor_data=fp16((8, 3, 3, 3)))
+        sg.nn.convolution(x, w, [1, 1], "same")
         stored, logical = (1, 4, 4, 8), 3
     else:
         g, x = smv_graph("lanes", fp16((1, 10)), sg.NC)
-        sg.nn.mat_mul(x, sg.Tensor(data_layout=sg.NC, tensor_data=fp16((8, 10))))
+        sg.nn.mat_mul(x, sg.Tensor(alignment=8, data_layout=sg.NC, tensor_data=fp16((8, 10))))
         stored, logical = (1, 16), 10
     topo, params = g.write_graph(tmp_path / g.name)
     clean = run_smaug(topo).output
@@ -117,7 +118,7 @@ def test_a_runtime_reorder_leaves_the_alignment_lanes_uninitialised(tmp_path):
     garbage lanes; with ELU many outputs are NaN. nnbridge stores SMV inputs NHWC instead."""
     x, w = fp16((1, 3, 8, 8)), fp16((8, 3, 3, 3), 0.3)
     g, a = smv_graph("reorder", x, sg.NCHW)
-    sg.nn.convolution(a, sg.Tensor(data_layout=sg.NHWC, tensor_data=w), [1, 1], "same", activation="elu",
+    sg.nn.convolution(a, sg.Tensor(alignment=8, data_layout=sg.NHWC, tensor_data=w), [1, 1], "same", activation="elu",
                       activation_params={"alpha": 1.0})
     assert [h.op for h in hazards(g.proto)] == ["Convolution3d"]
     topo, _ = g.write_graph(tmp_path / g.name)
@@ -156,7 +157,7 @@ def test_post_fc_batch_norm_misses_row_tails_and_rows_after_the_first(tmp_path, 
     g, x = smv_graph("bn", a, sg.NC)
     ones = np.ones((1, width), np.float16)
     stats = [np.zeros((1, width), np.float16), ones, ones, np.full((1, width), 2.0, np.float16)]
-    sg.nn.batch_norm(x, *[sg.Tensor(data_layout=sg.NC, tensor_data=s) for s in stats])
+    sg.nn.batch_norm(x, *[sg.Tensor(alignment=8, data_layout=sg.NC, tensor_data=s) for s in stats])
     exact = (a.astype(np.float32) + 2).astype(np.float16).astype(np.float32)
     out = real(g, tmp_path, exact)
     np.testing.assert_array_equal(out[0, :8], exact[0, :8])
@@ -166,7 +167,7 @@ def test_post_fc_batch_norm_misses_row_tails_and_rows_after_the_first(tmp_path, 
 # -- SMAUG's tiler ----------------------------------------------------------------------------
 def test_a_conv_the_tiler_rejects_aborts_and_is_refused(tmp_path):
     g, x = smv_graph("stem", fp16((1, 224, 224, 3)), sg.NHWC)
-    sg.nn.convolution(x, sg.Tensor(data_layout=sg.NHWC, tensor_data=fp16((64, 3, 3, 3))), [1, 1], "same")
+    sg.nn.convolution(x, sg.Tensor(alignment=8, data_layout=sg.NHWC, tensor_data=fp16((64, 3, 3, 3))), [1, 1], "same")
     topo, _ = g.write_graph(tmp_path / "real")
     run = run_smaug(topo)
     assert run.status == "abort" and "Failed to get best tiling config" in run.message
@@ -200,7 +201,8 @@ def test_alexnet_stem_finds_no_tiling_dimensions(tmp_path):
     with pytest.raises(ShapeError, match="Unable to find a supported set of tiling dimensions"):
         plan_layer(ConvLayer("stem", (1, 224, 224, 3), 64, 11, 11, 4, 4, False))
     g, x = smv_graph("alexnet", fp16((1, 224, 224, 3)), sg.NHWC)
-    sg.nn.convolution(x, sg.Tensor(data_layout=sg.NHWC, tensor_data=fp16((64, 11, 11, 3))), [4, 4], "valid")
+    w = sg.Tensor(alignment=8, data_layout=sg.NHWC, tensor_data=fp16((64, 11, 11, 3)))
+    sg.nn.convolution(x, w, [4, 4], "valid")
     topo, _ = g.write_graph(tmp_path / g.name)
     run = run_smaug(topo)
     assert not run.ok and "Unable to find a supported set of tiling dimensions" in run.message
