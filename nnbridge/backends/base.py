@@ -39,6 +39,10 @@ class Executable(abc.ABC):
         self.backend = backend
         self.report: Report | None = None
 
+    def __repr__(self) -> str:
+        return (f"<{self.backend} executable of '{self.graph.name}': {len(self.graph.nodes)} nodes, "
+                f"inputs {self.input_names}, outputs {self.output_names}>")
+
     @property
     def input_names(self) -> list[str]:
         return [v.name for v in self.graph.inputs]

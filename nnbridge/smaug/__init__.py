@@ -1,32 +1,23 @@
-"""Build SMAUG models in Python, in the style of SMAUG's own frontend (``import nnbridge.smaug as sg``).
+"""Build SMAUG models in Python with SMAUG's own frontend API (``import nnbridge.smaug as sg``).
 
-    with sg.Graph(name="my_model", backend="SMV") as g:
-        act = sg.input_data(sg.Tensor(data_layout=sg.NHWC, tensor_data=x), g)
+    with sg.Graph(name="my_model", backend="SMV") as graph:
+        act = sg.input_data(sg.Tensor(data_layout=sg.NHWC, tensor_data=x))
         act = sg.nn.convolution(act, w, stride=[1, 1], padding="same", activation="relu")
         act = sg.nn.max_pool(act, pool_size=[2, 2], stride=[2, 2])
         act = sg.nn.mat_mul(act, fc)
-    g.print_summary(); g.write_graph(); graph_ir = g.to_ir()
+    graph.print_summary(); graph.write_graph(); graph_ir = graph.to_ir()
 
-Builder state lives in the ``Graph`` object (no global active graph): ops find their graph through
-their input tensors, and ``input_data`` takes the graph explicitly.
+Scripts written for SMAUG (``import smaug as sg``) run unmodified with ``python -m nnbridge.smaug
+script.py`` and write the same bytes. As in SMAUG, every name of its type enums is an attribute
+of the package (``sg.NHWC``, ``sg.Float16``, ``sg.AllDma``, ``sg.ReLU`` …).
 """
 
 from __future__ import annotations
 
-from ..protos.smaug.smaug_types_pb2 import (  # noqa: F401 - SMAUG's layout/type names, as sg.NHWC etc.
-    CN,
-    NC,
-    NCHW,
-    NCT,
-    NHWC,
-    NTC,
-    Float16,
-    Float32,
-    N,
-    X,
-)
+from ..protos.smaug.smaug_types_pb2 import *  # noqa: F403 - SMAUG's enum names, as sg.NHWC, sg.AllDma etc.
 from . import control_flow, math, models, nn, tensor
-from .graph import Graph, Tensor, input_data
+from .control_flow import cond, merge, switch
+from .graph import Graph, Node, Tensor, input_data
 
-__all__ = ["Graph", "Tensor", "input_data", "control_flow", "math", "models", "nn", "tensor", "NCHW", "NHWC", "NC",
-           "CN", "NCT", "NTC", "N", "X", "Float16", "Float32"]
+__all__ = ["Graph", "Node", "Tensor", "input_data", "cond", "switch", "merge", "control_flow", "math", "models", "nn",
+           "tensor"]

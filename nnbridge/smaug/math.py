@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-from ..errors import InputError
 from ..protos.smaug import smaug_types_pb2 as pb
 from .graph import Tensor, graph_of
-from .tensor import repeat
+from .tensor import broadcast_inputs
 
 
 def _binary(op: int, a: Tensor, b: Tensor, name: str, data_type: int | None = None) -> Tensor:
-    g = graph_of(a, b)
-    a, b = g.operand(a), g.operand(b)
-    if len(a.dims) != len(b.dims):
-        raise InputError(f"{name}: operands of rank {len(a.dims)} and {len(b.dims)}")
-    dims = [max(x, y) for x, y in zip(a.dims, b.dims)]
-    if a.dims != dims:
-        a = repeat(a, [d // x for d, x in zip(dims, a.dims)])
-    if b.dims != dims:
-        b = repeat(b, [d // x for d, x in zip(dims, b.dims)])
-    return g.add_node(op, name, [a, b], [(dims, a.data_layout)], data_type=data_type)[1][0]
+    if list(a.shape.dims) != list(b.shape.dims):
+        a, b = broadcast_inputs(a, b, name)
+    return graph_of(a, b).add_node(name, op, [a, b], [list(a.shape.dims)], a.shape.layout,
+                                   data_type if data_type is not None else a.data_type)[0]
 
 
 def add(tensor_a: Tensor, tensor_b: Tensor, name: str = "add") -> Tensor:
@@ -37,9 +30,11 @@ def less_equal(tensor_a: Tensor, tensor_b: Tensor, name: str = "less_equal") -> 
     return _binary(pb.LessEqual, tensor_a, tensor_b, name, pb.Bool)
 
 
-def greater(tensor_a: Tensor, tensor_b: Tensor, name: str = "greater") -> Tensor:
+def greater(tensor_a: Tensor, tensor_b: Tensor, name: str = "great") -> Tensor:
+    """a > b. The default node name is "great", as in SMAUG's frontend."""
     return _binary(pb.Greater, tensor_a, tensor_b, name, pb.Bool)
 
 
-def greater_equal(tensor_a: Tensor, tensor_b: Tensor, name: str = "greater_equal") -> Tensor:
+def greater_equal(tensor_a: Tensor, tensor_b: Tensor, name: str = "great_equal") -> Tensor:
+    """a >= b. The default node name is "great_equal", as in SMAUG's frontend."""
     return _binary(pb.GreaterEqual, tensor_a, tensor_b, name, pb.Bool)

@@ -32,7 +32,7 @@ def minerva(backend: str = "SMV", name: str | None = None) -> Graph:
     """784 → FC 256 ×3 (ReLU) → FC 10."""
     t = _factory(backend, 0.005)
     with Graph(name=name or f"minerva_{_suffix(backend)}", backend=backend) as g:
-        act = input_data(t((1, 28, 28, 1)), g)
+        act = input_data(t((1, 28, 28, 1)))
         for i, shape in enumerate([(256, 784), (256, 256), (256, 256), (10, 256)]):
             act = nn.mat_mul(act, t(shape, pb.NC), activation="relu" if i < 3 else None)
     return g
@@ -42,7 +42,7 @@ def lenet5(backend: str = "SMV", name: str | None = None) -> Graph:
     """conv 32 3×3 valid ReLU ×2 → max-pool 2×2 → FC 128 ReLU → FC 10."""
     t = _factory(backend, 0.005)
     with Graph(name=name or f"lenet5_{_suffix(backend)}", backend=backend) as g:
-        act = input_data(t((1, 28, 28, 1)), g)
+        act = input_data(t((1, 28, 28, 1)))
         for shape in [(32, 3, 3, 1), (32, 3, 3, 32)]:
             act = nn.convolution(act, t(shape), stride=[1, 1], padding="valid", activation="relu")
         act = nn.max_pool(act, pool_size=[2, 2], stride=[2, 2])
@@ -59,7 +59,7 @@ def cnn10(backend: str = "SMV", name: str | None = None) -> Graph:
         return nn.batch_norm(act, *(t((1, channels), pb.NC) for _ in range(4)))
 
     with Graph(name=name or f"cnn_{_suffix(backend)}", backend=backend) as g:
-        act = input_data(t((1, 32, 32, 3)), g)
+        act = input_data(t((1, 32, 32, 3)))
         act = nn.convolution(act, t((32, 3, 3, 3)), stride=[1, 1], padding="same", activation="relu")
         act = batch_norm(act, 32)
         act = nn.convolution(act, t((32, 3, 3, 32)), stride=[1, 1], padding="same", activation="relu")
@@ -77,7 +77,7 @@ def vgg(backend: str = "SMV", name: str | None = None) -> Graph:
     t = _factory(backend, 0.005)
     stages = [[64, 128], [128, 128], [256, 256, 256], [512, 512, 512]]
     with Graph(name=name or f"vgg_{_suffix(backend)}", backend=backend) as g:
-        act = input_data(t((1, 32, 32, 3)), g)
+        act = input_data(t((1, 32, 32, 3)))
         channels = 3
         for stage in stages:
             for out in stage:

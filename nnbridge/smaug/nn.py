@@ -1,4 +1,5 @@
-"""Neural-network ops in SMAUG's frontend style: convolution, pooling, mat_mul, batch_norm, activations.
+"""Neural-network ops in SMAUG's frontend style: convolution, pooling, mat_mul, batch_norm, activations,
+and the recurrent layers (``LSTM``, ``BidirectionalLSTM``, from ``recurrent``).
 
 Layout-checking ops convert their inputs to the backend's layouts (Reference: NCHW activations and
 kernels, ``[in, out]`` CN FC weights; SMV: NHWC and ``[out, in]`` NC), as SMAUG's frontend does.
@@ -11,9 +12,9 @@ from ..converters.smaug.export_ops import fill_act_params
 from ..errors import InputError
 from ..protos.smaug import smaug_node_pb2 as npb
 from ..protos.smaug import smaug_types_pb2 as pb
-from .graph import Graph, Tensor, graph_of
+from .graph import Tensor, graph_of
 
-#: fused/standalone activation name → (OpType, default parameters of the frontend, §6.2)
+#: activation name → (OpType, its parameters and the frontend's defaults, §6.2)
 ACTIVATIONS = {
     "relu": (pb.ReLU, {}), "lrelu": (pb.LReLU, {"slope": 0.2}), "elu": (pb.ELU, {"alpha": 0.1}),
     "selu": (pb.SELU, {"alpha": 1.6733, "lambda_param": 1.0507}), "tanh": (pb.Tanh, {}),
@@ -22,57 +23,72 @@ ACTIVATIONS = {
 }
 
 
-def _activation_layout(graph: Graph) -> int:
-    return pb.NHWC if graph.backend == "SMV" else pb.NCHW
-
-
-def set_activation(act: npb.ActivationParams, name: str | None, params: dict | None, fused: bool) -> None:
-    """Fill ``act_params``; the parameter message is always written (the runtime has no defaults)."""
-    if name is None:
-        return
+def activation_params(name: str, params: dict | None, fused: bool) -> npb.ActivationParams:
+    """``act_params`` of an activation; the parameter message is always written (the runtime has no defaults)."""
     if name not in ACTIVATIONS:
         raise InputError(f"unknown activation '{name}'; choose from {', '.join(ACTIVATIONS)}")
     op, defaults = ACTIVATIONS[name]
+    unknown = sorted(set(params or {}) - set(defaults))
+    if unknown:
+        raise InputError(f"activation '{name}' has no parameter '{unknown[0]}'"
+                         + (f"; it takes {', '.join(defaults)}" if defaults else ""))
     values = {**defaults, **(params or {})}
+    act = npb.ActivationParams()
     # the frontend names its parameters after the proto fields; the converter after ONNX's
-    onnx_names = {"alpha": values.get("slope", values.get("alpha")), "gamma": values.get("lambda_param"),
-                  "min": values.get("min"), "max": values.get("max")}
-    fill_act_params(act, op, onnx_names, fused)
+    fill_act_params(act, op, {"alpha": values.get("slope", values.get("alpha")), "gamma": values.get("lambda_param"),
+                              "min": values.get("min"), "max": values.get("max")}, fused)
+    return act
+
+
+def _params(activation: str | None, activation_params_: dict | None) -> npb.Params:
+    params = npb.Params()
+    if activation is not None:
+        params.act_params.CopyFrom(activation_params(activation, activation_params_, fused=True))
+    return params
+
+
+def _spatial(t: Tensor) -> tuple[int, int, int]:
+    """(rows, cols, channels) indices of a 4-D tensor in its layout."""
+    if t.shape.layout == pb.NCHW:
+        return 2, 3, 1
+    if t.shape.layout == pb.NHWC:
+        return 1, 2, 3
+    raise InputError(f"{t}: expected a 4-D NCHW or NHWC tensor")
 
 
 def convolution(input_tensor: Tensor, filter_tensor: Tensor, stride, padding: str, activation: str | None = None,
                 activation_params: dict | None = None, name: str = "conv") -> Tensor:
     """2-D convolution (no bias); ``padding`` is "same" (SMAUG's rule) or "valid"."""
     g = graph_of(input_tensor, filter_tensor)
-    layout = _activation_layout(g)
-    x = g.to_layout(input_tensor, layout, layout)
-    w = g.to_layout(filter_tensor, layout, layout)
     if padding not in ("same", "valid"):
-        raise InputError(f"padding must be 'same' or 'valid', not '{padding}'")
-    rows, cols = (w.dims[2], w.dims[3]) if layout == pb.NCHW else (w.dims[1], w.dims[2])
-    n, h, wd = x.dims[0], *((x.dims[2], x.dims[3]) if layout == pb.NCHW else (x.dims[1], x.dims[2]))
-    total = (rows - 1, cols - 1) if padding == "same" else (0, 0)
-    ho = layouts.conv_out(h, rows, stride[0], total[0])
-    wo = layouts.conv_out(wd, cols, stride[1], total[1])
-    dims = [n, w.dims[0], ho, wo] if layout == pb.NCHW else [n, ho, wo, w.dims[0]]
-    node, (out,) = g.add_node(pb.Convolution3d, name, [x, w], [(dims, layout)])
-    node.params.conv_params.padding = pb.SamePadding if padding == "same" else pb.ValidPadding
-    node.params.conv_params.stride.extend(int(s) for s in stride)
-    set_activation(node.params.act_params, activation, activation_params, fused=True)
-    return out
+        raise InputError(f"{name}: padding must be 'same' or 'valid', not '{padding}'")
+    x, w = g.to_layouts(pb.Convolution3d, [input_tensor, filter_tensor])
+    rows, cols, chans = _spatial(x)
+    if x.dims(chans) != w.dims(chans):
+        raise InputError(f"{name}: the filter has {w.dims(chans)} channels but its input {x} has {x.dims(chans)}")
+    pads = (w.dims(rows) - 1, w.dims(cols) - 1) if padding == "same" else (0, 0)
+    out_rows = layouts.conv_out(x.dims(rows), w.dims(rows), stride[0], pads[0])
+    out_cols = layouts.conv_out(x.dims(cols), w.dims(cols), stride[1], pads[1])
+    n, filters = x.dims(0), w.dims(0)
+    dims = [n, filters, out_rows, out_cols] if x.shape.layout == pb.NCHW else [n, out_rows, out_cols, filters]
+    params = _params(activation, activation_params)
+    params.conv_params.padding = pb.SamePadding if padding == "same" else pb.ValidPadding
+    params.conv_params.stride.extend(stride)
+    return g.add_node(name, pb.Convolution3d, [x, w], [dims], x.shape.layout, params=params)[0]
 
 
 def _pool(op: int, input_tensor: Tensor, pool_size, stride, name: str) -> Tensor:
     g = graph_of(input_tensor)
-    layout = _activation_layout(g)
-    x = g.to_layout(input_tensor, layout, layout)
-    h, w = (x.dims[2], x.dims[3]) if layout == pb.NCHW else (x.dims[1], x.dims[2])
-    ho, wo = (h - pool_size[0]) // stride[0] + 1, (w - pool_size[1]) // stride[1] + 1
-    dims = [x.dims[0], x.dims[1], ho, wo] if layout == pb.NCHW else [x.dims[0], ho, wo, x.dims[3]]
-    node, (out,) = g.add_node(op, name, [x], [(dims, layout)])
-    node.params.pool_params.stride.extend(int(s) for s in stride)
-    node.params.pool_params.pool_size.extend(int(s) for s in pool_size)
-    return out
+    (x,) = g.to_layouts(op, [input_tensor])
+    rows, cols, _ = _spatial(x)
+    out_rows = (x.dims(rows) - pool_size[0]) // stride[0] + 1
+    out_cols = (x.dims(cols) - pool_size[1]) // stride[1] + 1
+    d = list(x.shape.dims)
+    dims = [d[0], d[1], out_rows, out_cols] if x.shape.layout == pb.NCHW else [d[0], out_rows, out_cols, d[3]]
+    params = npb.Params()
+    params.pool_params.stride.extend(stride)
+    params.pool_params.pool_size.extend(pool_size)
+    return g.add_node(name, op, [x], [dims], x.shape.layout, params=params)[0]
 
 
 def max_pool(input_tensor: Tensor, pool_size, stride, name: str = "max_pool") -> Tensor:
@@ -88,44 +104,37 @@ def mat_mul(input_tensor: Tensor, weight_tensor: Tensor, activation: str | None 
             activation_params: dict | None = None, name: str = "mat_mul") -> Tensor:
     """Inner product ``x · Wᵀ`` (no bias); a 4-D input is flattened in its storage order."""
     g = graph_of(input_tensor, weight_tensor)
-    x = g.to_layout(input_tensor, pb.NC, pb.NC)
-    weight_layout = pb.NC if g.backend == "SMV" else pb.CN
-    w = g.to_layout(weight_tensor, weight_layout, weight_layout)
-    outs = w.dims[0] if w.data_layout == pb.NC else w.dims[1]
-    node, (out,) = g.add_node(pb.InnerProduct, name, [x, w], [([x.dims[0], outs], pb.NC)])
-    node.params.SetInParent()
-    set_activation(node.params.act_params, activation, activation_params, fused=True)
-    return out
+    x, w = g.to_layouts(pb.InnerProduct, [input_tensor, weight_tensor])
+    act_index, neuron_index = (1, 0) if w.shape.layout == pb.NC else (0, 1)
+    if len(x.shape.dims) != 2 or len(w.shape.dims) != 2 or x.dims(1) != w.dims(act_index):
+        raise InputError(f"{name}: cannot multiply {x} by weights {w}")
+    return g.add_node(name, pb.InnerProduct, [x, w], [[x.dims(0), w.dims(neuron_index)]], pb.NC,
+                      params=_params(activation, activation_params))[0]
 
 
 def batch_norm(input_tensor: Tensor, mean_tensor: Tensor, var_tensor: Tensor, gamma_tensor: Tensor,
                beta_tensor: Tensor, activation: str | None = None, activation_params: dict | None = None,
                name: str = "batch_norm") -> Tensor:
     """``(x − mean) · var · gamma + beta``; ``var`` must already be 1/sqrt(σ² + ε) (SMAUG's convention)."""
-    g = graph_of(input_tensor, mean_tensor, var_tensor, gamma_tensor, beta_tensor)
-    x = g.operand(input_tensor)
-    if len(x.dims) == 4:
-        layout = _activation_layout(g)
-        x = g.to_layout(x, layout, layout)
-        stats = [g.to_layout(t, pb.NC, pb.NC) for t in (mean_tensor, var_tensor, gamma_tensor, beta_tensor)]
-    else:
-        stats = [g.operand(t) for t in (mean_tensor, var_tensor, gamma_tensor, beta_tensor)]
-    node, (out,) = g.add_node(pb.BatchNorm, name, [x, *stats], [(x.dims, x.data_layout)])
-    node.params.SetInParent()
-    set_activation(node.params.act_params, activation, activation_params, fused=True)
-    return out
+    stats = [mean_tensor, var_tensor, gamma_tensor, beta_tensor]
+    g = graph_of(input_tensor, *stats)
+    if any(len(t.shape.dims) != 2 for t in stats):
+        raise InputError(f"{name}: mean, var, gamma and beta must be 2-D [1, C] tensors")
+    post_fc = len(input_tensor.shape.dims) == 2
+    x = input_tensor if post_fc else g.to_layouts(pb.BatchNorm, [input_tensor])[0]
+    return g.add_node(name, pb.BatchNorm, [x, *stats], [list(x.shape.dims)], pb.NC if post_fc else x.shape.layout,
+                      params=_params(activation, activation_params))[0]
 
 
 def _standalone(kind: str, input_tensor: Tensor, name: str, params: dict | None = None) -> Tensor:
     g = graph_of(input_tensor)
-    x = g.operand(input_tensor)
     op, defaults = ACTIVATIONS[kind]
-    if op == pb.Softmax:
-        x = g.to_layout(x, pb.NC, pb.NC)
-    node, (out,) = g.add_node(op, name, [x], [(x.dims, x.data_layout)])
+    x = g.to_layouts(op, [input_tensor])[0] if op == pb.Softmax else input_tensor
+    node_params = None
     if defaults:
-        set_activation(node.params.act_params, kind, params, fused=False)
-    return out
+        node_params = npb.Params()
+        node_params.act_params.CopyFrom(activation_params(kind, params, fused=False))
+    return g.add_node(name, op, [x], [list(x.shape.dims)], pb.X, params=node_params)[0]
 
 
 def relu(input_tensor: Tensor, name: str = "relu") -> Tensor:
@@ -137,7 +146,8 @@ def lrelu(input_tensor: Tensor, slope: float = 0.2, name: str = "lrelu") -> Tens
     return _standalone("lrelu", input_tensor, name, {"slope": slope})
 
 
-def elu(input_tensor: Tensor, alpha: float = 0.1, name: str = "elu") -> Tensor:
+def elu(input_tensor: Tensor, alpha: float = 0.1, name: str = "relu") -> Tensor:
+    """ELU. The default node name is "relu", as in SMAUG's frontend (so files match its own)."""
     return _standalone("elu", input_tensor, name, {"alpha": alpha})
 
 
@@ -159,3 +169,13 @@ def sigmoid(input_tensor: Tensor, name: str = "sigmoid") -> Tensor:
 
 def softmax(input_tensor: Tensor, name: str = "softmax") -> Tensor:
     return _standalone("softmax", input_tensor, name)
+
+
+#: activation name → the op building it standalone (what ``LSTM(activation=...)`` applies)
+ACTIVATION_OPS = {"relu": relu, "lrelu": lrelu, "elu": elu, "selu": selu, "tanh": tanh, "hard_tanh": hard_tanh,
+                  "sigmoid": sigmoid, "softmax": softmax}
+
+from .recurrent import LSTM, BidirectionalLSTM  # noqa: E402 - recurrent layers build from the ops above
+
+__all__ = ["convolution", "max_pool", "avg_pool", "mat_mul", "batch_norm", "relu", "lrelu", "elu", "selu", "tanh",
+           "hard_tanh", "sigmoid", "softmax", "LSTM", "BidirectionalLSTM"]

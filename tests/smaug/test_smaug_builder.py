@@ -3,6 +3,8 @@ from SMAUG's random-data recipe, print_summary matches SMAUG's text, and to_ir r
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from smaug_data import EXPECTED
@@ -22,7 +24,7 @@ def recipe(shape, dtype):
 @pytest.mark.parametrize("network", ["minerva", "lenet5"])
 def test_builder_reproduces_the_shipped_files(smaug_dir, tmp_path, network, backend, suffix, dtype):
     graph = sg.models.build(network, backend)
-    topo, params = graph.write_graph(tmp_path)
+    topo, params = graph.write_graph(tmp_path / graph.name)
     name = f"{network}/{network}_{suffix}"
     assert topo.read_bytes() == (smaug_dir / f"{name}_topo.pbtxt").read_bytes()
     assert params.read_bytes() == (smaug_dir / f"{name}_params.pb").read_bytes()
@@ -117,31 +119,42 @@ def test_print_summary_of_the_tutorial_model(tmp_path, capsys):
         x = sg.Tensor(data_layout=sg.NHWC, tensor_data=recipe((1, 28, 28, 1), np.float16))
         conv_weights = sg.Tensor(data_layout=sg.NHWC, tensor_data=recipe((32, 3, 3, 1), np.float16))
         fc_weights = sg.Tensor(data_layout=sg.NC, tensor_data=recipe((10, 6272), np.float16))
-        act = sg.input_data(x, g)
+        act = sg.input_data(x)
         act = sg.nn.convolution(act, conv_weights, stride=[1, 1], padding="same", activation="relu")
         act = sg.nn.max_pool(act, pool_size=[2, 2], stride=[2, 2])
         act = sg.nn.mat_mul(act, fc_weights)
     g.print_summary()
     assert capsys.readouterr().out == golden.read_text()
-    assert act.shape == [1, 10]
+    assert list(act.shape.dims) == [1, 10] and act.dims(1) == 10
 
 
 def test_graphs_are_independent_and_names_follow_the_frontend():
-    with sg.Graph(name="a", backend="Reference") as a, sg.Graph(name="b", backend="SMV") as b:
-        xa = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float32)), a)
-        xb = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float16)), b)
-        ya = sg.math.add(sg.math.add(xa, xa), xa)
-        yb = sg.nn.relu(xb)
+    a, b = sg.Graph(name="a", backend="Reference"), sg.Graph(name="b", backend="SMV")
+    xa = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float32)), graph=a)
+    xb = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float16), alignment=8), graph=b)
+    ya = sg.math.add(sg.math.add(xa, xa), xa)
+    yb = sg.nn.relu(xb)
     assert [n.name for n in a.proto.nodes] == ["data", "add", "add_1"]
     assert [n.name for n in b.proto.nodes] == ["data", "relu"]
-    assert ya.source[0] is a and yb.source[0] is b
+    assert ya.graph is a and yb.graph is b
     with pytest.raises(InputError, match="belongs to graph 'b'"):
         sg.math.add(xa, yb)
 
 
+def test_a_nested_graph_shares_names_and_joins_the_enclosing_one_as_in_smaug():
+    with sg.Graph(name="outer", backend="Reference") as outer:
+        x = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float32)))
+        with sg.Graph(name="inner", backend="Reference") as inner:
+            y = sg.nn.relu(x)
+            sg.nn.relu(y)
+        assert y.graph is outer and inner.nodes == []
+        sg.nn.relu(x)
+    assert [n.name for n in outer.proto.nodes] == ["data", "relu", "relu_1", "relu_2"]
+
+
 def test_broadcast_uses_repeat_and_batch_norm_runs():
     with sg.Graph(name="bn", backend="Reference") as g:
-        x = sg.input_data(sg.Tensor(data_layout=sg.NCHW, tensor_data=np.ones((1, 2, 3, 3), np.float32)), g)
+        x = sg.input_data(sg.Tensor(data_layout=sg.NCHW, tensor_data=np.ones((1, 2, 3, 3), np.float32)))
         stats = [sg.Tensor(data_layout=sg.NC, tensor_data=np.array([[v, v]], np.float32)) for v in (1, 0.5, 2, 3)]
         y = sg.nn.batch_norm(x, *stats, activation="relu")
         bias = sg.Tensor(data_layout=sg.NCHW, tensor_data=np.full((1, 2, 1, 1), 10, np.float32))
@@ -161,7 +174,7 @@ def test_standalone_activation_parameters_follow_the_runtime():
     from nnbridge.converters.smaug import graph_from_proto
 
     with sg.Graph(name="acts", backend="Reference") as g:
-        x = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float32)), g)
+        x = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float32)))
         y = sg.nn.lrelu(x, slope=0.3)
         sg.nn.mat_mul(y, sg.Tensor(data_layout=sg.NC, tensor_data=np.eye(4, dtype=np.float32)),
                       activation="lrelu", activation_params={"slope": 0.25})
@@ -173,7 +186,7 @@ def test_standalone_activation_parameters_follow_the_runtime():
     np.testing.assert_allclose(out_runtime, -0.1 * 0.25, rtol=1e-6)
     np.testing.assert_allclose(out_intended, -0.3 * 0.25, rtol=1e-6)
     with sg.Graph(name="soft", backend="Reference") as g:
-        x = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float32)), g)
+        x = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 4), np.float32)))
         sg.nn.mat_mul(x, sg.Tensor(data_layout=sg.NC, tensor_data=np.eye(4, dtype=np.float32)), activation="softmax")
     assert [n.op for n in g.to_ir().nodes] == ["Reorder", "MatMul"]  # no Softmax node
 
@@ -194,3 +207,54 @@ def test_summary_lists_children_output_by_output_as_smaugs_frontend_does():
         node.input_tensors.add(name=f"split/output{index}")
     text = summary_text(graph)
     assert "Name: split (Split)\nParents:\nChildren:reads_0 reads_1 \n" in text
+
+
+def test_write_graph_takes_a_path_prefix_as_smaugs_does(tmp_path, monkeypatch):
+    """SMAUG's write_graph(name): `name` (default the graph's name) + "_topo.pbtxt" / "_params.pb",
+    relative to the working directory, even where a directory of that name exists."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    graph = sg.models.minerva("SMV")
+    assert graph.write_graph("out") == (Path("out_topo.pbtxt"), Path("out_params.pb"))
+    graph.write_graph()
+    graph.write_graph(Path("out") / "mine")
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*_*")) == [
+        "minerva_smv_params.pb", "minerva_smv_topo.pbtxt", "out/mine_params.pb", "out/mine_topo.pbtxt",
+        "out_params.pb", "out_topo.pbtxt"]
+    assert (tmp_path / "out_topo.pbtxt").read_bytes() == (tmp_path / "minerva_smv_topo.pbtxt").read_bytes()
+
+
+def test_a_convolution_whose_filter_channels_differ_from_its_input_is_refused():
+    with sg.Graph(name="bad_conv", backend="SMV"):
+        x = sg.input_data(sg.Tensor(data_layout=sg.NHWC, tensor_data=np.ones((1, 8, 8, 3), np.float16)))
+        w = sg.Tensor(data_layout=sg.NHWC, tensor_data=np.ones((4, 3, 3, 5), np.float16))
+        with pytest.raises(InputError, match=r"^conv: the filter has 5 channels but its input .* has 3$"):
+            sg.nn.convolution(x, w, stride=[1, 1], padding="same")
+
+
+def test_a_reference_executable_reads_well_and_reports_every_node():
+    exe = nnbridge.compile(sg.models.minerva("Reference").to_ir())
+    assert repr(exe).startswith("<reference executable of 'minerva_ref': ") and "inputs ['data']" in repr(exe)
+    exe.run({"data": recipe((1, 28, 28, 1), np.float32)})
+    assert [row["name"] for row in exe.report.rows] == [node.name for node in exe.graph.nodes]
+    assert exe.report.notes == ["per-node times: compile with profile=True"]
+
+
+def test_a_tensor_made_outside_any_graph_is_stored_unpadded_as_smaug_does_and_said_so_on_smv():
+    """SMAUG gives a Tensor the alignment of the graph active when it is made (0 outside any): its
+    Data input keeps that alignment and its params entry is not padded. On SMV the real runtime then
+    computes it wrong (a convolution) or aborts (a matrix multiply), so nnbridge warns."""
+    from nnbridge.errors import NNBridgeWarning
+
+    data = np.arange(6, dtype=np.float16).reshape(1, 2, 3)
+    outside = sg.Tensor(data_layout=sg.NTC, tensor_data=data)
+    with sg.Graph(name="g", backend="SMV") as g:
+        inside = sg.Tensor(data_layout=sg.NTC, tensor_data=data)
+        with pytest.warns(NNBridgeWarning, match=r"^Data node 'data': .* has alignment 0 \(made outside any graph\)"):
+            sg.input_data(outside)
+        sg.input_data(inside)
+    first, second = g.proto.nodes
+    assert [first.input_tensors[0].shape.alignment, first.output_tensors[0].shape.alignment] == [0, 8]
+    assert [second.input_tensors[0].shape.alignment, second.output_tensors[0].shape.alignment] == [8, 8]
+    entries = g.params_array().data_array
+    assert [len(e.half_data) for e in entries] == [3, 8]  # 6 fp16 values in 3 words; 2 rows padded to 8

@@ -29,10 +29,10 @@ def test_cond_imports_and_runs_as_the_runtime_does(tmp_path, backend, flag):
     x = np.linspace(-2, 2, 16, dtype=dtype).reshape(1, 16)
     three = sg.Tensor(data_layout=sg.NC, tensor_data=np.full((1, 16), 3, dtype))
     with sg.Graph(name="cond", backend=backend) as g:
-        a = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=x), g, name="x")
-        pred = sg.input_data(sg.Tensor(data_layout=sg.N, tensor_data=np.array([flag])), g, name="pred")
+        a = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=x), name="x")
+        pred = sg.input_data(sg.Tensor(data_layout=sg.N, tensor_data=np.array([flag])), name="pred")
         sg.control_flow.cond(pred, sg.nn.relu, lambda t: sg.math.mul(t, three), [a])
-    topo, _ = g.write_graph(tmp_path)
+    topo, _ = g.write_graph(tmp_path / g.name)
     real = run_smaug(topo)
     assert real.ok and real.name == "cond/merge/output0"
     expected = np.maximum(x, 0) if flag else x * 3
@@ -41,17 +41,56 @@ def test_cond_imports_and_runs_as_the_runtime_does(tmp_path, backend, flag):
     assert nnbridge.check(topo, backend=BACKENDS[backend][0]).ok
 
 
+def _scalar(value, dtype):
+    return sg.Tensor(data_layout=sg.N, tensor_data=np.array([value], dtype=dtype))
+
+
+def _smaug_style_cond(case: str, dtype):
+    """The three conditionals of SMAUG's control-flow unit tests (branches take no arguments and
+    read tensors from outside; nested conds in the last): (result, expected value)."""
+    x0, x1, y, z = (_scalar(v, dtype) for v in (2, 5, 10, 20))
+    if case == "simple":  # y + z if x0 < x1 else y * z
+        return sg.cond(sg.math.less(x0, x1), lambda: sg.math.add(y, z), lambda: sg.math.mul(y, z)), 30
+    if case == "call":  # y - 3z if x0 < x1 else y * z
+        def minus_three_times(a, b):
+            return sg.math.add(a, sg.math.mul(b, _scalar(-3, dtype)))
+        return sg.cond(sg.math.less(x0, x1), lambda: minus_three_times(y, z), lambda: sg.math.mul(y, z)), -50
+
+    def when_true(a, b):
+        return sg.cond(sg.math.less(a, b), lambda: sg.math.add(a, sg.math.mul(b, _scalar(-1, dtype))),
+                       lambda: sg.math.add(a, b))
+
+    def when_false(a, b):
+        return sg.cond(sg.math.greater(a, b), lambda: sg.math.mul(a, _scalar(2, dtype)),
+                       lambda: sg.math.mul(b, _scalar(2, dtype)))
+    return sg.cond(sg.math.less(x0, x1), lambda: when_true(y, z), lambda: when_false(y, z)), -10
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("case", ["simple", "call", "nested"])
+def test_smaugs_own_cond_builds_branches_that_run_on_the_real_runtime_and_on_nnbridge(tmp_path, backend, case):
+    """sg.cond(pred, true_fn, false_fn) as SMAUG's users write it: each branch is built in a nested
+    graph and every tensor it reads from outside goes through a Switch."""
+    with sg.Graph(name="cond", backend=backend) as g:
+        (result,), expected = _smaug_style_cond(case, BACKENDS[backend][1])
+    assert [n.op for n in g.proto.nodes].count(sg.Merge) == (3 if case == "nested" else 1)
+    topo, _ = g.write_graph(tmp_path / g.name)
+    real = run_smaug(topo)
+    assert real.ok and real.name == f"{result.source.name}/output0" and real.output.reshape(-1)[0] == expected
+    assert same_fp16_bits(matching_output(ours(topo, backend), real), real.output)
+
+
 def test_a_merge_that_does_not_pair_switch_branches_is_a_clean_unsupported_error(tmp_path):
     x = np.ones((1, 8), np.float16)
     with sg.Graph(name="odd", backend="SMV") as g:
-        a = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=x), g, name="x")
-        p = sg.input_data(sg.Tensor(data_layout=sg.N, tensor_data=np.array([True])), g, name="p")
-        q = sg.input_data(sg.Tensor(data_layout=sg.N, tensor_data=np.array([False])), g, name="q")
+        a = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=x), name="x")
+        p = sg.input_data(sg.Tensor(data_layout=sg.N, tensor_data=np.array([True])), name="p")
+        q = sg.input_data(sg.Tensor(data_layout=sg.N, tensor_data=np.array([False])), name="q")
         when_p = sg.control_flow.switch(a, p)[1]
         when_q = sg.control_flow.switch(a, q)[0]
         y = sg.control_flow.merge([when_p, when_q])
         sg.nn.relu(y)
-    topo, _ = g.write_graph(tmp_path)
+    topo, _ = g.write_graph(tmp_path / g.name)
     with pytest.raises(UnsupportedOpError) as info:
         nnbridge.load(topo)
     assert [(i.op, i.node) for i in info.value.items] == [("Merge", "merge")]  # not its consumer too
@@ -67,9 +106,9 @@ def test_batch_norm_parameters_wider_than_the_channels(tmp_path, backend, shape)
     x = rng.standard_normal(shape).astype(dtype)
     stats = [rng.standard_normal((1, 16)).astype(dtype) for _ in range(4)]
     with sg.Graph(name="bn", backend=backend) as g:
-        a = sg.input_data(sg.Tensor(data_layout=sg.NHWC if len(shape) == 4 else sg.NC, tensor_data=x), g, name="x")
+        a = sg.input_data(sg.Tensor(data_layout=sg.NHWC if len(shape) == 4 else sg.NC, tensor_data=x), name="x")
         sg.nn.batch_norm(a, *[sg.Tensor(data_layout=sg.NC, tensor_data=s) for s in stats])
-    topo, _ = g.write_graph(tmp_path)
+    topo, _ = g.write_graph(tmp_path / g.name)
     real = run_smaug(topo)
     assert real.ok
     got = matching_output(ours(topo, backend), real)

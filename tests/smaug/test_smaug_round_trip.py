@@ -8,6 +8,7 @@ import shutil
 import numpy as np
 import pytest
 from smaug_data import PARAMS, SCALE, TOPOLOGIES
+from test_smaug_builder_scripts import MANIFEST, build_id, run_build
 
 from nnbridge.converters.onnx import load_onnx, save_onnx
 from nnbridge.converters.smaug import load_inputs, load_smaug, read_topology, save_smaug
@@ -104,6 +105,19 @@ def load_save(topo, folder) -> tuple[bytes, bytes]:
     return open(out_topo, "rb").read(), open(out_params, "rb").read()
 
 
+@pytest.mark.parametrize("build", [b for b in MANIFEST["builds"] if b["script"] in ("lstm.py", "bidi_lstm.py")],
+                         ids=build_id)
+def test_lstm_files_keep_their_state_tensor_names_when_saved_again(tmp_path, monkeypatch, build):
+    """SMAUG's LSTM layers name their zero states "lstm0:/h", "lstm0:/c" (not "<Data node>/input0"):
+    a load and save keeps those names in topology and params, so the files come back byte for byte."""
+    (tmp_path / "built").mkdir()
+    run_build(build, tmp_path / "built", monkeypatch)
+    (source,) = (tmp_path / "built").glob("*_topo.pbtxt")
+    params = source.with_name(source.name.replace("_topo.pbtxt", "_params.pb"))
+    assert ":/h" in source.read_text()
+    assert load_save(source, tmp_path) == (source.read_bytes(), params.read_bytes())
+
+
 @pytest.mark.parametrize("rel", [t for t in TOPOLOGIES if params_of(t) in PARAMS])
 def test_load_save_alone_is_byte_identical(smaug_dir, tmp_path, rel):
     """The stored network input, Data-node order and params entries come back unchanged."""
@@ -149,11 +163,11 @@ def test_scoped_names_and_a_lone_data_node_round_trip(tmp_path):
     import nnbridge.smaug as sg
 
     with sg.Graph(name="scoped", backend="SMV") as g:
-        x = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 8), np.float16)), g, name="in:x")
+        x = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.ones((1, 8), np.float16)), name="in:x")
         y = sg.nn.relu(x, name="block:relu")
         sg.math.add(y, sg.Tensor(data_layout=sg.NC, tensor_data=np.full((1, 8), 2, np.float16)), name="block:add")
     with sg.Graph(name="lone", backend="SMV") as lone:
-        sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.arange(8, dtype=np.float16).reshape(1, 8)), lone)
+        sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.arange(8, dtype=np.float16).reshape(1, 8)))
     for graph in (g, lone):
         topo, params = graph.write_graph(tmp_path / graph.name)
         assert load_save(topo, tmp_path) == (topo.read_bytes(), params.read_bytes())

@@ -33,7 +33,7 @@ def real(graph: sg.Graph, folder, intended: np.ndarray | None = None, written: b
     """The real runtime's output; the simulator must give the same bits (NaN where the runtime
     reads memory nothing wrote, ``written=False``), and check's verdict must say whether that
     output is the ``intended`` one."""
-    topo, _ = graph.write_graph(folder)
+    topo, _ = graph.write_graph(folder / graph.name)
     run = run_smaug(topo)
     assert run.ok, run.message
     loaded = nnbridge.load(topo)
@@ -48,7 +48,7 @@ def real(graph: sg.Graph, folder, intended: np.ndarray | None = None, written: b
 
 def smv_graph(name: str, array: np.ndarray, layout: int) -> tuple[sg.Graph, sg.Tensor]:
     g = sg.Graph(name=name, backend="SMV")
-    return g, sg.input_data(sg.Tensor(data_layout=layout, tensor_data=array), g, name="x")
+    return g, sg.input_data(sg.Tensor(alignment=8, data_layout=layout, tensor_data=array), name="x", graph=g)
 
 
 # -- CPU operators that copy whole padded rows ------------------------------------------------
@@ -57,7 +57,7 @@ def smv_graph(name: str, array: np.ndarray, layout: int) -> tuple[sg.Graph, sg.T
 def test_concat_along_channels_overruns_rows(tmp_path, widths, overruns):
     parts = [fp16((1, 2, 2, c)) for c in widths]
     g, x = smv_graph("cat", parts[0], sg.NHWC)
-    y = sg.input_data(sg.Tensor(data_layout=sg.NHWC, tensor_data=parts[1]), g, name="y")
+    y = sg.input_data(sg.Tensor(alignment=8, data_layout=sg.NHWC, tensor_data=parts[1]), name="y", graph=g)
     sg.tensor.concat([x, y], axis=3)
     intended = np.concatenate(parts, 3).astype(np.float32)
     wrong = not np.array_equal(real(g, tmp_path, intended), intended)
@@ -93,13 +93,14 @@ def test_conv_and_fc_multiply_their_input_alignment_lanes(tmp_path, kernel):
     """NaN stored in the input's padding lanes (× zero weights) makes every output NaN."""
     if kernel == "conv":
         g, x = smv_graph("lanes", fp16((1, 4, 4, 3)), sg.NHWC)
-        sg.nn.convolution(x, sg.Tensor(data_layout=sg.NHWC, tensor_data=fp16((8, 3, 3, 3))), [1, 1], "same")
+        w = sg.Tensor(alignment=8, data_layout=sg.NHWC, tensor_data=fp16((8, 3, 3, 3)))
+        sg.nn.convolution(x, w, [1, 1], "same")
         stored, logical = (1, 4, 4, 8), 3
     else:
         g, x = smv_graph("lanes", fp16((1, 10)), sg.NC)
-        sg.nn.mat_mul(x, sg.Tensor(data_layout=sg.NC, tensor_data=fp16((8, 10))))
+        sg.nn.mat_mul(x, sg.Tensor(alignment=8, data_layout=sg.NC, tensor_data=fp16((8, 10))))
         stored, logical = (1, 16), 10
-    topo, params = g.write_graph(tmp_path)
+    topo, params = g.write_graph(tmp_path / g.name)
     clean = run_smaug(topo).output
     array = tpb.TensorDataArray()
     array.ParseFromString(params.read_bytes())
@@ -117,10 +118,10 @@ def test_a_runtime_reorder_leaves_the_alignment_lanes_uninitialised(tmp_path):
     garbage lanes; with ELU many outputs are NaN. nnbridge stores SMV inputs NHWC instead."""
     x, w = fp16((1, 3, 8, 8)), fp16((8, 3, 3, 3), 0.3)
     g, a = smv_graph("reorder", x, sg.NCHW)
-    sg.nn.convolution(a, sg.Tensor(data_layout=sg.NHWC, tensor_data=w), [1, 1], "same", activation="elu",
+    sg.nn.convolution(a, sg.Tensor(alignment=8, data_layout=sg.NHWC, tensor_data=w), [1, 1], "same", activation="elu",
                       activation_params={"alpha": 1.0})
     assert [h.op for h in hazards(g.proto)] == ["Convolution3d"]
-    topo, _ = g.write_graph(tmp_path)
+    topo, _ = g.write_graph(tmp_path / g.name)
     assert np.isnan(run_smaug(topo).output.astype(np.float32)).any()
     # the simulator cannot know the garbage: it says the result is undefined (NaN), and check disagrees
     loaded = nnbridge.load(topo)
@@ -132,7 +133,7 @@ def test_a_runtime_reorder_leaves_the_alignment_lanes_uninitialised(tmp_path):
 def test_padding_aborts_on_smv(tmp_path):
     g, x = smv_graph("pad", fp16((1, 4, 4, 8)), sg.NHWC)
     sg.tensor.padding(x, [0, 0, 1, 1, 1, 1, 0, 0])
-    topo, _ = g.write_graph(tmp_path)
+    topo, _ = g.write_graph(tmp_path / g.name)
     run = run_smaug(topo)
     assert run.status == "abort" and "dataType" in run.message
     with pytest.raises(UnsupportedOpError, match="Padding aborts on SMV"):
@@ -145,7 +146,7 @@ def test_softmax_normalises_only_whole_vectors_of_a_row(tmp_path):
     g, x = smv_graph("softmax", a, sg.NC)
     sg.nn.softmax(x)
     out = real(g, tmp_path)
-    assert not nnbridge.check(g.write_graph(tmp_path)[0], backend="smv").ok
+    assert not nnbridge.check(g.write_graph(tmp_path / g.name)[0], backend="smv").ok
     head = np.exp(a[0, :8].astype(np.float64))
     np.testing.assert_allclose(out[0, :8], head / head.sum(), rtol=2e-3)  # the first 8 values only
 
@@ -156,7 +157,7 @@ def test_post_fc_batch_norm_misses_row_tails_and_rows_after_the_first(tmp_path, 
     g, x = smv_graph("bn", a, sg.NC)
     ones = np.ones((1, width), np.float16)
     stats = [np.zeros((1, width), np.float16), ones, ones, np.full((1, width), 2.0, np.float16)]
-    sg.nn.batch_norm(x, *[sg.Tensor(data_layout=sg.NC, tensor_data=s) for s in stats])
+    sg.nn.batch_norm(x, *[sg.Tensor(alignment=8, data_layout=sg.NC, tensor_data=s) for s in stats])
     exact = (a.astype(np.float32) + 2).astype(np.float16).astype(np.float32)
     out = real(g, tmp_path, exact)
     np.testing.assert_array_equal(out[0, :8], exact[0, :8])
@@ -166,7 +167,7 @@ def test_post_fc_batch_norm_misses_row_tails_and_rows_after_the_first(tmp_path, 
 # -- SMAUG's tiler ----------------------------------------------------------------------------
 def test_a_conv_the_tiler_rejects_aborts_and_is_refused(tmp_path):
     g, x = smv_graph("stem", fp16((1, 224, 224, 3)), sg.NHWC)
-    sg.nn.convolution(x, sg.Tensor(data_layout=sg.NHWC, tensor_data=fp16((64, 3, 3, 3))), [1, 1], "same")
+    sg.nn.convolution(x, sg.Tensor(alignment=8, data_layout=sg.NHWC, tensor_data=fp16((64, 3, 3, 3))), [1, 1], "same")
     topo, _ = g.write_graph(tmp_path / "real")
     run = run_smaug(topo)
     assert run.status == "abort" and "Failed to get best tiling config" in run.message
@@ -200,8 +201,9 @@ def test_alexnet_stem_finds_no_tiling_dimensions(tmp_path):
     with pytest.raises(ShapeError, match="Unable to find a supported set of tiling dimensions"):
         plan_layer(ConvLayer("stem", (1, 224, 224, 3), 64, 11, 11, 4, 4, False))
     g, x = smv_graph("alexnet", fp16((1, 224, 224, 3)), sg.NHWC)
-    sg.nn.convolution(x, sg.Tensor(data_layout=sg.NHWC, tensor_data=fp16((64, 11, 11, 3))), [4, 4], "valid")
-    topo, _ = g.write_graph(tmp_path)
+    w = sg.Tensor(alignment=8, data_layout=sg.NHWC, tensor_data=fp16((64, 11, 11, 3)))
+    sg.nn.convolution(x, w, [4, 4], "valid")
+    topo, _ = g.write_graph(tmp_path / g.name)
     run = run_smaug(topo)
     assert not run.ok and "Unable to find a supported set of tiling dimensions" in run.message
 
@@ -213,7 +215,7 @@ def test_softmax_without_max_subtraction_overflows_as_the_runtime_does(tmp_path)
     a = np.linspace(0, 100, 16).astype(np.float16).reshape(1, 16)
     g, x = smv_graph("big_logits", a, sg.NC)
     sg.nn.softmax(x)
-    topo, _ = g.write_graph(tmp_path)
+    topo, _ = g.write_graph(tmp_path / g.name)
     run = run_smaug(topo)
     assert np.isnan(run.output.astype(np.float32)[0, -2:]).all()  # inf · 0; the others 0
     loaded = nnbridge.load(topo)

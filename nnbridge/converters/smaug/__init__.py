@@ -1,7 +1,7 @@
 """SMAUG ↔ IR: ``<name>_topo.pbtxt`` + ``<name>_params.pb`` (specs/smaug-format.md).
 
 Registered as the ``smaug`` format (file suffix ``_topo.pbtxt``). Load options:
-``inputs``, ``compute_dtype``, ``synthetic_scale``, ``lrelu``; save options:
+``inputs``, ``compute_dtype``, ``synthetic_scale``, ``lrelu``, ``activations``; save options:
 ``smaug_backend`` ("Reference" | "SMV"), ``smaug_mem_policy``, ``smaug_inputs``.
 """
 
@@ -22,7 +22,7 @@ register_format(Format(
     save=save_smaug,
     description="SMAUG model: <name>_topo.pbtxt + <name>_params.pb (Reference or SMV backend)",
     supported_ops=export_ops.supported_ops,
-    load_options=frozenset({"inputs", "compute_dtype", "synthetic_scale", "lrelu"}),
+    load_options=frozenset({"inputs", "compute_dtype", "synthetic_scale", "lrelu", "activations"}),
     static_shapes="all",
     written=lambda path: list(model_paths(path)),
     prepare=prepare,

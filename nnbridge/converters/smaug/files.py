@@ -76,8 +76,12 @@ def topology_text(graph: gpb.GraphProto) -> str:
 
 
 def write_model(graph: gpb.GraphProto, params: ParamsFile, path: str | os.PathLike) -> tuple[Path, Path]:
+    """Write both files of the model at ``path`` (see ``model_paths``)."""
+    return write_files(graph, params, *model_paths(path))
+
+
+def write_files(graph: gpb.GraphProto, params: ParamsFile, topo: Path, par: Path) -> tuple[Path, Path]:
     """Write both files atomically: either both appear or neither does."""
-    topo, par = model_paths(path)
     text = topology_text(graph).encode("utf-8")
     with atomic_outputs([topo, par]) as (tmp_topo, tmp_params):
         tmp_topo.write_bytes(text)

@@ -58,8 +58,38 @@ def fused_params(act: npb.ActivationParams, op: int) -> dict[str, float]:
     return {}
 
 
+def reference_sigmoid(imp: Importer, x: Value, out: str, name: str) -> Value:
+    """σ as SMAUG's Reference kernel computes it (measured on the real runtime): ``1.0 / (1.0 +
+    exp(-x))`` where ``exp`` is C++'s float overload (correctly rounded: float64 rounded to float32)
+    and the rest is float64, stored as float32."""
+    wide = TensorType(DType.FLOAT64, x.type.shape, x.type.layout)
+
+    def step(op: str, inputs, suffix: str, attrs=None, type=wide) -> Value:
+        return imp.add(op, inputs, f"{name}/{suffix}", attrs, name=f"{name}/{suffix}", type=type)
+
+    x64 = step("Cast", [x], "x64", {"to": DType.FLOAT64.onnx})
+    e = step("Exp", [step("Neg", [x64], "neg")], "exp64")
+    e = step("Cast", [step("Cast", [e], "expf", {"to": DType.FLOAT32.onnx}, TensorType(
+        DType.FLOAT32, x.type.shape, x.type.layout))], "exp", {"to": DType.FLOAT64.onnx})
+    r = step("Reciprocal", [step("Add", [e, imp.constant(f"{name}/one64", np.array(1.0))], "denominator")], "sigmoid64")
+    return imp.add("Cast", [r], out, {"to": x.type.dtype.onnx}, name=name, type=x.type)
+
+
+def reference_tanh(imp: Importer, x: Value, out: str, name: str) -> Value:
+    """tanh as SMAUG's Reference kernel computes it: 2·σ(2x) − 1 with its σ, the rest in float32 (exact)."""
+    dtype = x.type.dtype.numpy
+    twice = imp.add("Mul", [x, imp.constant(f"{name}/two_x", np.array(2, dtype))], f"{name}/2x",
+                    name=f"{name}/2x", type=x.type)
+    sig = reference_sigmoid(imp, twice, f"{name}/sigmoid", f"{name}/sigmoid")
+    doubled = imp.add("Mul", [sig, imp.constant(f"{name}/two", np.array(2, dtype))], f"{name}/2sigmoid",
+                      name=f"{name}/2sigmoid", type=x.type)
+    return imp.add("Sub", [doubled, imp.constant(f"{name}/one", np.array(1, dtype))], out, name=name, type=x.type)
+
+
 def apply_activation(imp: Importer, op: int, params: dict[str, float], x: Value, out: str,
                      name: str) -> Value:
+    if imp.activations == "reference" and op in (pb.Tanh, pb.Sigmoid):
+        return (reference_tanh if op == pb.Tanh else reference_sigmoid)(imp, x, out, name)
     onnx_op = ONNX_ACT[op]
     inputs: list[Value | None] = [x]
     attrs: dict = {}

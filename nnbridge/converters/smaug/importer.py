@@ -32,6 +32,9 @@ PASS_THROUGH = {pb.Reorder}
 CONSTANT_USERS = {pb.Repeat, pb.EltwiseAdd, pb.EltwiseMul}
 #: graph metadata key: the file's node names in file order, so that writing it back keeps the order
 NODE_ORDER_KEY = "smaug.node_order"
+#: graph metadata key: "<Data node>\t<its tensor>" lines for Data tensors not named "<node>/input0"
+#: (the frontend keeps a Tensor's own name, e.g. an LSTM's "lstm0:/h"), so writing back keeps them
+DATA_TENSOR_NAMES_KEY = "smaug.data_tensor_names"
 #: Scale of SMAUG's random-data recipe (experiments' *_network.py builders).
 RECIPE_SEED = 1234
 RECIPE_SCALE = 0.005
@@ -61,11 +64,12 @@ class Importer:
     """Builds one IR graph from a GraphProto (+ params). Op translations live in import_ops."""
 
     def __init__(self, proto: gpb.GraphProto, what: str, *, compute_dtype: DType | None = None,
-                 lrelu: str = "runtime"):
+                 lrelu: str = "runtime", activations: str = "exact"):
         self.proto = proto
         self.what = what
         self.compute_dtype = compute_dtype
         self.lrelu = lrelu
+        self.activations = activations
         self.graph = Graph(proto.name or Path(what).stem)
         self.nodes = {}
         self.views: dict[str, dict[Layout, Value]] = {}  # tensor → layout → IR value

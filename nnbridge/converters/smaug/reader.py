@@ -26,24 +26,29 @@ from ...smaug_runtime import DEVIATIONS_KEY
 from . import layouts, params
 from .files import model_paths, read_params, read_topology
 from .import_ops import IMPORTERS, Unimportable
-from .importer import NODE_ORDER_KEY, RECIPE_SCALE, Importer, recipe_arrays
+from .importer import DATA_TENSOR_NAMES_KEY, NODE_ORDER_KEY, RECIPE_SCALE, Importer, recipe_arrays
+from .naming import data_input_name
 
 
 def load_smaug(path: str | os.PathLike, *, inputs: list[str] | None = None,
                compute_dtype: str | None = None, synthetic_scale: float = RECIPE_SCALE,
-               lrelu: str = "runtime", **_options) -> Graph:
+               lrelu: str = "runtime", activations: str = "exact", **_options) -> Graph:
     """Load ``<name>_topo.pbtxt`` (+ ``<name>_params.pb`` beside it, if present) into the IR.
 
     ``inputs`` names the Data nodes that are network inputs (default: those not feeding a
     weight/statistics slot). ``compute_dtype="float32"`` widens an fp16 (SMV) model. Without a
     params file, constants are synthesised with SMAUG's recipe and the graph metadata says so.
     ``lrelu="intended"`` honours a standalone LReLU's slope (the runtime uses 0.1, quirk Q1).
+    ``activations="reference"`` computes σ and tanh as SMAUG's Reference backend does (a Reference
+    file only): σ in float64 rounded to float32, tanh as 2·σ(2x) − 1, which loses the relative
+    precision of small values; the default ``"exact"`` keeps ONNX's Sigmoid and Tanh (and lossless
+    round trips).
     """
     topo, par = model_paths(path)
     proto = read_topology(topo)
     array = read_params(par) if par.is_file() else None
     return graph_from_proto(proto, array, str(topo), inputs=inputs, compute_dtype=compute_dtype,
-                            synthetic_scale=synthetic_scale, lrelu=lrelu)
+                            synthetic_scale=synthetic_scale, lrelu=lrelu, activations=activations)
 
 
 def load_inputs(path: str | os.PathLike, graph: Graph | None = None) -> dict[str, np.ndarray]:
@@ -55,10 +60,16 @@ def load_inputs(path: str | os.PathLike, graph: Graph | None = None) -> dict[str
 
 def graph_from_proto(proto: gpb.GraphProto, array: tpb.TensorDataArray | None, what: str, *,
                      inputs: list[str] | None = None, compute_dtype: str | None = None,
-                     synthetic_scale: float = RECIPE_SCALE, lrelu: str = "runtime") -> Graph:
+                     synthetic_scale: float = RECIPE_SCALE, lrelu: str = "runtime",
+                     activations: str = "exact") -> Graph:
 
     dtype = DType.from_numpy(np.dtype(compute_dtype)) if compute_dtype else None
-    imp = Importer(proto, what, compute_dtype=dtype, lrelu=lrelu)
+    if activations not in ("exact", "reference"):
+        raise FormatError(f"{what}: activations must be 'exact' or 'reference', not '{activations}'")
+    if activations == "reference" and proto.backend == "SMV":
+        raise FormatError(f"{what}: activations='reference' reproduces SMAUG's Reference backend, and this file is "
+                          "for SMV (the smv backend reproduces SMV's activations); load it without the option")
+    imp = Importer(proto, what, compute_dtype=dtype, lrelu=lrelu, activations=activations)
     order = imp.check_structure()
     if proto.backend and proto.backend not in layouts.BACKENDS:
         raise FormatError(f"{what}: unknown backend '{proto.backend}' (expected Reference or SMV)")
@@ -87,6 +98,10 @@ def graph_from_proto(proto: gpb.GraphProto, array: tpb.TensorDataArray | None, w
         raise UnsupportedOpError(f"SMAUG import of {what}", imp.unsupported)
     graph.metadata["smaug.input_layouts"] = ",".join(f"{v.name}:{v.type.layout.value}" for v in graph.inputs)
     graph.metadata[NODE_ORDER_KEY] = "\n".join(node.name for node in proto.nodes)
+    named = [f"{node.name}\t{node.input_tensors[0].name}" for node in proto.nodes if node.op == pb.Data
+             and node.input_tensors and node.input_tensors[0].name != data_input_name(node.name)]
+    if named:
+        graph.metadata[DATA_TENSOR_NAMES_KEY] = "\n".join(named)
     if graph.metadata["smaug.backend"] == "SMV":
         from .smv_rules import hazards
 

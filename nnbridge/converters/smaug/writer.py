@@ -25,7 +25,8 @@ from . import export_rnn, export_tensor, layouts, params, smv_rules  # noqa: F40
 from .export_ops import EXPORTERS
 from .exporter import SMV_TILER, Exporter
 from .files import write_model
-from .importer import NODE_ORDER_KEY
+from .importer import DATA_TENSOR_NAMES_KEY, NODE_ORDER_KEY
+from .naming import data_input_name
 
 MEM_POLICIES = {"AllDma": pb.AllDma, "AllAcp": pb.AllAcp, "AllAcpWithDmaForWeights": pb.AllAcpWithDmaForWeights}
 
@@ -59,11 +60,26 @@ def graph_to_smaug(graph: Graph, backend: str = "SMV", *, mem_policy: str = "All
     if NODE_ORDER_KEY in graph.metadata:
         keep_file_order(ex.proto, graph.metadata[NODE_ORDER_KEY].split("\n"))
     pending = {name: (array, data_type) for name, array, data_type in ex.pending}
+    keep_data_tensor_names(ex.proto, graph.metadata.get(DATA_TENSOR_NAMES_KEY, ""), pending)
     stored = params.ParamsFile(ex.alignment, f"'{graph.name}'")
     for node in ex.proto.nodes:  # params entries in Data-node order
         if node.op == pb.Data:
             stored.add(node.input_tensors[0].name, *pending[node.input_tensors[0].name])
     return ex.proto, stored
+
+
+def keep_data_tensor_names(proto: gpb.GraphProto, lines: str, pending: dict) -> None:
+    """Data tensors get back the names the file they were loaded from gave them (where a name is free)."""
+    names = dict(line.split("\t", 1) for line in lines.split("\n") if "\t" in line)
+    taken = {t.name for node in proto.nodes for t in [*node.input_tensors, *node.output_tensors]}
+    for node in proto.nodes:
+        if node.op != pb.Data or node.name not in names or names[node.name] in taken:
+            continue
+        tensor = node.input_tensors[0]
+        if tensor.name == data_input_name(node.name) and tensor.name in pending:
+            pending[names[node.name]] = pending.pop(tensor.name)
+            tensor.name = names[node.name]
+            taken.add(tensor.name)
 
 
 def keep_file_order(proto: gpb.GraphProto, order: list[str]) -> None:
