@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import KernelError
+from ...fileio import max_iterations
 from ...ir import Graph, Value
 from ..registry import kernel
 
@@ -119,8 +120,13 @@ def loop(ctx, max_trips=None, cond=None, *carried):
     keep_going = bool(_scalar(cond)) if cond is not None else True
     state = list(carried)
     scans: list[list[Any]] = [[] for _ in body.outputs[1 + n_carried:]]
+    limit = max_iterations()
     i = 0
     while keep_going and (trips is None or i < trips):
+        if i == limit:
+            raise KernelError(f"Loop '{ctx.node.name}' still running after {limit:,} iterations, the limit "
+                              f"(trip count {'none' if trips is None else f'{trips:,}'}; raise the limit with "
+                              "--max-iterations)")
         feeds = {names[0]: np.array(i, np.int64), names[1]: np.array(keep_going, np.bool_)}
         feeds.update(zip(names[2:], state))
         outs = ctx.run_graph(body, feeds)
