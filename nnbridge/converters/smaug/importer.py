@@ -116,12 +116,10 @@ class Importer:
         users: dict[str, list[str]] = {}
         missing = {}
         for node in self.proto.nodes:
-            if node.op not in pb.OpType.values():
-                raise FormatError(f"{self.what}: node '{node.name}' has the unknown op code {node.op} "
-                                  f"(SMAUG's op codes are {min(pb.OpType.values())}..{max(pb.OpType.values())})")
             if node.op != pb.Data and not node.parents:
-                raise FormatError(f"{self.what}: node '{node.name}' ({pb.OpType.Name(node.op)}) has no parents; "
-                                  "every op but Data reads at least one tensor")
+                kind = pb.OpType.Name(node.op) if node.op in pb.OpType.values() else f"op code {node.op}"
+                raise FormatError(f"{self.what}: node '{node.name}' ({kind}) has no parents; every op but Data "
+                                  "reads at least one tensor")
             if len(node.src_tensors_indices) != len(node.parents):
                 raise FormatError(f"{self.what}: node '{node.name}' has {len(node.parents)} parents but "
                                   f"{len(node.src_tensors_indices)} src_tensors_indices")
