@@ -12,7 +12,8 @@ manifest. Every input is generated from (format, seed, index), so a failure is r
 its index alone.
 
 Each input is loaded, then put through one more entry point in turn (summary, run on the
-reference backend, convert to every other format, SMV and RDU estimates). Outcomes: ``ok`` or
+reference backend, convert to every other format, SMV and RDU estimates, a convert interrupted
+by SIGTERM). Outcomes: ``ok`` or
 ``clean`` (an nnbridge error) are good; ``traceback`` (any other exception), ``hang`` (over the
 time limit), ``memory`` (MemoryError or the worker killed under the address-space cap),
 ``oversized`` (an output over the size limit) and ``partial`` (a failed convert left a file, or
@@ -38,6 +39,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import zipfile
@@ -291,7 +293,7 @@ def generate(fmt: str, seed: int, index: int, pool: list[dict[str, bytes]]) -> d
 
 
 # -- running one input -----------------------------------------------------------------------
-STEPS = ("summary", "run", "convert", "simulate")
+STEPS = ("summary", "run", "convert", "simulate", "interrupt")
 
 
 def run_input(fmt: str, files: dict[str, bytes], index: int, work: Path) -> tuple[str, str]:
@@ -306,7 +308,8 @@ def run_input(fmt: str, files: dict[str, bytes], index: int, work: Path) -> tupl
     step = STEPS[index % len(STEPS)]
     out = folder / "out"
     try:
-        _with_alarm(lambda: _exercise(fmt, path, step, out), TIME_LIMIT_S)
+        _with_alarm(lambda: _interrupted(fmt, path, out, index) if step == "interrupt" else
+                    _exercise(fmt, path, step, out), TIME_LIMIT_S)
         outcome, detail = "ok", step
     except NNBridgeError as exc:
         outcome, detail = "clean", f"{step}: {type(exc).__name__}"
@@ -356,6 +359,25 @@ def _exercise(fmt: str, path: Path, step: str, out: Path) -> None:
     else:
         nnbridge.compile(graph, "smv", perf_only=True)
         nnbridge.compile(graph, "rdu")
+
+
+def _interrupted(fmt: str, path: Path, out: Path, index: int) -> None:
+    """The convert step with SIGTERM sent to this process after a delay the index chooses, as
+    ``timeout`` or a CI cancellation would: nnbridge unwinds and no temp file may remain (where
+    in the work the signal lands varies from run to run)."""
+    from nnbridge.fileio import Terminated, unwind_on_signals
+
+    timer = threading.Timer(0.01 * (index % 10), signal.pthread_kill, (threading.main_thread().ident, signal.SIGTERM))
+    with unwind_on_signals():
+        try:
+            try:
+                timer.start()
+                _exercise(fmt, path, "convert", out)
+            finally:
+                timer.cancel()
+                timer.join()
+        except Terminated:
+            pass
 
 
 class _Timeout(BaseException):
