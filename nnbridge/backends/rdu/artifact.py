@@ -4,7 +4,7 @@ Members (all described in docs/rdu.md):
 
 * ``manifest.json`` — ``{"format": "nnbridge-pef", "version": 1, "producer": …,
   "members": {name: {"sha256": hex, "size": bytes}}}``; every other member must be listed
-  with its SHA-256, so a corrupt or tampered file is refused before anything is used.
+  with its SHA-256; a member is read only when the program refers to it, size-checked first.
 * ``program.json`` — the IR graph (ops, attributes, types); arrays by reference.
 * ``plan.json`` — machine description, compile options, sections with their kernels and
   placement (PCU/PMU index ranges), and the schedule (section order, reconfigurations,
