@@ -13,6 +13,7 @@ import signal
 import stat
 import tempfile
 import threading
+import time
 import tomllib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -149,6 +150,10 @@ def unwind_on_signals() -> Iterator[None]:
             signal.signal(s, handler)
 
 
+#: a temp file younger than this may belong to a writer that has not locked it yet
+STALE_AFTER_S = 2.0
+
+
 def _temp_beside(path: Path, directory: bool = False) -> tuple[int, str]:
     """A locked temp file (or directory) ``.NAME.XXXXXXXX.tmp`` beside ``path``, after sweeping
     stale ones; its fd holds the lock. The kernel drops the lock however the process ends, which
@@ -168,7 +173,8 @@ def _temp_beside(path: Path, directory: bool = False) -> tuple[int, str]:
 def sweep_stale_temps(path: str | Path) -> list[Path]:
     """Remove the temp files and directories of nnbridge's own pattern for ``path``
     (``.NAME.XXXXXXXX.tmp``, as ``tempfile`` names them) that no live process holds locked; the
-    removed ones. Symbolic links and other kinds of file are never touched."""
+    removed ones. Symbolic links, other kinds of file and files younger than STALE_AFTER_S (a
+    writer between creating its temp file and locking it) are never touched."""
     path = Path(path)
     pattern = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp")
     removed = []
@@ -180,8 +186,9 @@ def sweep_stale_temps(path: str | Path) -> list[Path]:
         with contextlib.suppress(OSError):
             fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
             try:
-                kind = stat.S_IFMT(os.fstat(fd).st_mode)
-                if kind not in (stat.S_IFREG, stat.S_IFDIR):
+                info = os.fstat(fd)
+                kind = stat.S_IFMT(info.st_mode)
+                if kind not in (stat.S_IFREG, stat.S_IFDIR) or time.time() - info.st_mtime < STALE_AFTER_S:
                     continue
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while a live writer holds it
                 shutil.rmtree(name) if kind == stat.S_IFDIR else os.unlink(name)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -39,7 +40,7 @@ def _listing(root: Path) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
-@pytest.mark.parametrize("target", ["m_topo.pbtxt", "m.prototext", "m.onnx"])
+@pytest.mark.parametrize("target", ["m_topo.pbtxt", "m.prototext", "m.onnx", "m.pef"])
 def test_a_signal_mid_write_leaves_the_directory_as_it_was(tmp_path, signum, target):
     model = tmp_path / "model.onnx"
     onnx.save(build("mlp"), model)
@@ -47,7 +48,9 @@ def test_a_signal_mid_write_leaves_the_directory_as_it_was(tmp_path, signum, tar
     out.mkdir()
     (out / "keep.txt").write_text("already here")
     before = _listing(tmp_path)
-    child = subprocess.Popen([sys.executable, "-c", _PAUSED_CLI, "convert", str(model), str(out / target)],
+    argv = ["compile", model, "--backend", "rdu", "-o", out / target] if target.endswith(".pef") else \
+        ["convert", model, out / target]
+    child = subprocess.Popen([sys.executable, "-c", _PAUSED_CLI, *map(str, argv)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     try:
         assert child.stdout.readline().strip() == "writing"
@@ -76,12 +79,16 @@ def test_stale_temp_files_of_a_destination_are_swept_but_live_ones_and_others_ke
     live.write_bytes(b"a running writer's")
     link = tmp_path / ".m.onnx.link0000.tmp"
     link.symlink_to(others[0])
+    young = tmp_path / ".m.onnx.young000.tmp"  # just made by a writer that has not locked it yet
+    for p in (*stale, *others, live):
+        os.utime(p, (0, 0))
+    young.write_bytes(b"")
     with open(live) as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         assert cli("convert", model, tmp_path / "m.onnx")[0] == 0
         assert cli("convert", model, tmp_path / "m_topo.pbtxt")[0] == 0
     assert not any(p.exists() for p in stale)
-    assert all(p.exists() for p in others) and live.exists() and link.is_symlink()
+    assert all(p.exists() for p in others) and live.exists() and link.is_symlink() and young.exists()
 
 
 # -- .pef members and plans ---------------------------------------------------------------------
