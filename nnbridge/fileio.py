@@ -21,14 +21,11 @@ from typing import Any
 
 from .errors import FormatError, InputError, SecurityError, ShapeError
 
-#: Limits a user sets (``nnbridge --max-memory/--max-output-bytes/--max-iterations``, or the
-#: environment variables NNBRIDGE_MAX_MEMORY, NNBRIDGE_MAX_OUTPUT_BYTES, NNBRIDGE_MAX_ELEMENTS,
-#: NNBRIDGE_MAX_ITERATIONS).
+#: Limits a user sets (``nnbridge --max-memory/--max-output-bytes``, or the environment
+#: variables NNBRIDGE_MAX_MEMORY, NNBRIDGE_MAX_OUTPUT_BYTES, NNBRIDGE_MAX_ELEMENTS).
 LIMITS: dict[str, int] = {}
 #: one tensor may take this share of the memory budget (a kernel holds its inputs and output)
 TENSOR_SHARE = 4
-#: trips one Loop may run: a trip count in a small file (1e12) must not mean work without end
-DEFAULT_MAX_ITERATIONS = 100_000
 
 
 def memory_budget() -> int:
@@ -47,16 +44,6 @@ def max_elements() -> int:
     the memory budget in float32, unless NNBRIDGE_MAX_ELEMENTS says otherwise."""
     given = os.environ.get("NNBRIDGE_MAX_ELEMENTS")
     return int(given) if given else memory_budget() // (TENSOR_SHARE * 4)
-
-
-def max_iterations() -> int:
-    """Trips one Loop may run: the user's --max-iterations (or NNBRIDGE_MAX_ITERATIONS), else
-    DEFAULT_MAX_ITERATIONS."""
-    given = LIMITS.get("max_iterations") or os.environ.get("NNBRIDGE_MAX_ITERATIONS")
-    try:
-        return int(given) if given else DEFAULT_MAX_ITERATIONS
-    except ValueError:
-        raise InputError(f"NNBRIDGE_MAX_ITERATIONS '{given}' is not a whole number") from None
 
 
 def check_numel(dims: Sequence[int], what: str) -> int:

@@ -396,10 +396,11 @@ def _bounded(*argv) -> subprocess.CompletedProcess:
                           stdin=subprocess.DEVNULL)
 
 
-def test_a_loop_of_1e12_trips_is_stopped_at_the_iteration_limit_which_a_flag_raises(tmp_path, cli):
+def test_a_loop_of_1e12_trips_is_stopped_at_the_iteration_limit_which_is_named(tmp_path, cli, monkeypatch):
     proc = _bounded("run", _endless_loop(tmp_path))
-    assert proc.returncode == 1 and "--max-iterations" in proc.stderr and "100,000" in proc.stderr, proc.stderr
-    code, text = cli("--max-iterations", "50", "run", _endless_loop(tmp_path))
+    assert proc.returncode == 1 and "NNBRIDGE_MAX_ITERATIONS" in proc.stderr and "100,000" in proc.stderr, proc.stderr
+    monkeypatch.setenv("NNBRIDGE_MAX_ITERATIONS", "50")
+    code, text = cli("run", _endless_loop(tmp_path))
     assert code == 1 and "after 50 iterations" in text and "1,000,000,000,000" in text
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import InputError, NNBridgeError, NNBridgeWarning, UnsupportedOpError
+from ..errors import NNBridgeError, NNBridgeWarning, UnsupportedOpError
 from ..threads import cpu_threads
 
 #: markup off: names, paths and messages come from models and users, so "[...]" must print as
@@ -53,8 +53,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-output-bytes", metavar="SIZE",
                         help="refuse to write more than this, e.g. 2G (default: the free space of the "
                              "destination's disk)")
-    parser.add_argument("--max-iterations", metavar="N", type=int,
-                        help="trips one Loop may run before it is stopped with an error (default 100000)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     from . import commands
 
@@ -137,7 +135,4 @@ def _set_limits(args: argparse.Namespace) -> None:
         text = getattr(args, key, None)
         if text:
             LIMITS[key] = parse_size(text, flag)
-    if getattr(args, "max_iterations", None) is not None:
-        if args.max_iterations < 1:
-            raise InputError(f"--max-iterations {args.max_iterations}: give a positive number of trips")
-        LIMITS["max_iterations"] = args.max_iterations
+
