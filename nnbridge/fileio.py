@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import math
 import os
+import re
 import resource
 import shutil
+import signal
+import stat
 import tempfile
+import threading
+import time
 import tomllib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -102,17 +108,105 @@ def _default_permissions(path: str) -> None:
     os.chmod(path, 0o666 & ~umask)
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: unwinds like KeyboardInterrupt (every ``finally`` and temp-file
+    cleanup runs) and, like it, is no ``Exception`` that an error handler could swallow."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(f"terminated by {signal.Signals(signum).name}")
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def unwind_on_signals() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP (what ``timeout``, ``kill``, CI cancellation and a closed terminal
+    send) into ``Terminated`` while the block runs, as Python does SIGINT; a no-op off the main
+    thread, where handlers cannot be installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, _raise_terminated) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+#: a temp file younger than this may belong to a writer that has not locked it yet
+STALE_AFTER_S = 2.0
+
+
+def _temp_beside(path: Path, directory: bool = False) -> tuple[int, str]:
+    """A locked temp file (or directory) ``.NAME.XXXXXXXX.tmp`` beside ``path``, after sweeping
+    stale ones; its fd holds the lock. The kernel drops the lock however the process ends, which
+    tells a live writer's temp file from one a killed process left behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sweep_stale_temps(path)
+    if directory:
+        tmp = tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
+    else:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        _default_permissions(tmp)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd, tmp
+
+
+def sweep_stale_temps(path: str | Path) -> list[Path]:
+    """Remove the temp files and directories of nnbridge's own pattern for ``path``
+    (``.NAME.XXXXXXXX.tmp``, as ``tempfile`` names them) that no live process holds locked; the
+    removed ones. Symbolic links, other kinds of file and files younger than STALE_AFTER_S (a
+    writer between creating its temp file and locking it) are never touched."""
+    path = Path(path)
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.[a-z0-9_]{{8}}\.tmp")
+    removed = []
+    try:
+        candidates = [e.path for e in os.scandir(path.parent) if pattern.fullmatch(e.name)]
+    except OSError:  # no such directory yet, or not readable: nothing of ours there
+        return removed
+    for name in candidates:
+        with contextlib.suppress(OSError):
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                info = os.fstat(fd)
+                kind = stat.S_IFMT(info.st_mode)
+                if kind not in (stat.S_IFREG, stat.S_IFDIR) or time.time() - info.st_mtime < STALE_AFTER_S:
+                    continue
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while a live writer holds it
+                shutil.rmtree(name) if kind == stat.S_IFDIR else os.unlink(name)
+                removed.append(Path(name))
+            finally:
+                os.close(fd)
+    return removed
+
+
+@contextlib.contextmanager
+def temp_dir_beside(path: str | Path) -> Iterator[Path]:
+    """A locked scratch directory beside ``path`` for writers that make several files there and
+    rename them into place; removed on exit, however it ends."""
+    fd, tmp = _temp_beside(Path(path), directory=True)
+    try:
+        yield Path(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | Path, mode: str = "wb") -> Iterator:
     """Write to a temporary file beside ``path`` and rename it into place on success."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    _default_permissions(tmp)
+    fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, mode) as fh:
             yield fh
-        os.replace(tmp, path)
+            fh.flush()
+            os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -123,14 +217,12 @@ def atomic_write(path: str | Path, mode: str = "wb") -> Iterator:
 def atomic_outputs(paths: Sequence[str | Path]) -> Iterator[list[Path]]:
     """For writers with several files: yields temp paths, renames all on success."""
     finals = [Path(p) for p in paths]
-    temps = []
-    for p in finals:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-        os.close(fd)
-        _default_permissions(tmp)
-        temps.append(Path(tmp))
+    locks, temps = [], []
     try:
+        for p in finals:
+            fd, tmp = _temp_beside(p)
+            locks.append(fd)
+            temps.append(Path(tmp))
         yield temps
         for tmp, final in zip(temps, finals):
             os.replace(tmp, final)
@@ -139,6 +231,9 @@ def atomic_outputs(paths: Sequence[str | Path]) -> Iterator[list[Path]]:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
         raise
+    finally:
+        for fd in locks:
+            os.close(fd)
 
 
 def read_toml(path: str | Path, what: str, table: str | None = None) -> dict:

@@ -4,16 +4,21 @@ and compiled ``.pef`` files through the entry points users call, each input unde
 Seeds are real files: models of the zoo written by nnbridge in each format, and SMAUG's own
 files from ../shared/data when present. Mutations are byte-level (truncation, flips, inserted
 and repeated chunks) and structure-aware (ONNX fields set to extremes; numbers, lines and names
-of text formats; a ``.pef``'s JSON members re-zipped with a manifest that matches). Every input
-is generated from (format, seed, index), so a failure is reproduced from its index alone.
+of text formats; a ``.pef``'s JSON members re-zipped with a manifest that matches). Case
+families of issue #34 are mutations too: Loop trip counts and other int64 scalars set to extremes
+(a Loop seed), LBANN files stripped of their weights (default initialisers, then sized by the
+number mutations), ``.pef`` archives given a large member nothing refers to or a malformed
+manifest. Every input is generated from (format, seed, index), so a failure is reproduced from
+its index alone.
 
 Each input is loaded, then put through one more entry point in turn (summary, run on the
-reference backend, convert to every other format, SMV and RDU estimates). Outcomes: ``ok`` or
+reference backend, convert to every other format, SMV and RDU estimates, a convert interrupted
+by SIGTERM). Outcomes: ``ok`` or
 ``clean`` (an nnbridge error) are good; ``traceback`` (any other exception), ``hang`` (over the
 time limit), ``memory`` (MemoryError or the worker killed under the address-space cap),
-``oversized`` (an output over the size limit) and ``partial`` (a failed convert left a file)
-are failures. Inputs run in a worker process with the limits set; a killed worker is restarted
-after the input that killed it.
+``oversized`` (an output over the size limit) and ``partial`` (a failed convert left a file, or
+any step left a temp file) are failures. Inputs run in a worker process with the limits set; a
+killed worker is restarted after the input that killed it.
 
     python -m tools.fuzz --format onnx --count 2000            # what make test runs, per format
     python -m tools.fuzz --seconds 600                          # make fuzz: 10 minutes per format
@@ -34,6 +39,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import zipfile
@@ -65,6 +71,8 @@ def seeds(fmt: str, work: Path) -> list[dict[str, bytes]]:
         try:
             if fmt == "onnx":
                 found.append({f"{name}.onnx": model.SerializeToString()})
+                if name == "mlp":
+                    found.append({"loop.onnx": _loop_model().SerializeToString()})
             elif fmt == "smaug":
                 backend = "SMV" if name == "resnet_tiny" else "Reference"
                 nnbridge.save(nnbridge.load(model), folder / f"{name}_topo.pbtxt", smaug_backend=backend)
@@ -82,6 +90,26 @@ def seeds(fmt: str, work: Path) -> list[dict[str, bytes]]:
             if (SHARED / topo).is_file():
                 found.append(_files((SHARED / topo).parent, Path(topo).name))
     return found
+
+
+def _loop_model():
+    """A Loop of 3 trips whose body adds to a carried tensor: mutations make its trip count huge."""
+    from onnx import TensorProto, helper
+
+    one = helper.make_tensor("one", TensorProto.FLOAT, [4], [1.0] * 4)
+    body = helper.make_graph(
+        [helper.make_node("Add", ["x_in", "one"], ["x_out"]), helper.make_node("Identity", ["c_in"], ["c_out"])],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("x_in", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x_out", TensorProto.FLOAT, [4])], [one])
+    graph = helper.make_graph([helper.make_node("Loop", ["M", "c", "x"], ["y"], body=body)], "loop",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor("M", TensorProto.INT64, [], [3]),
+                               helper.make_tensor("c", TensorProto.BOOL, [], [True])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
 def _files(folder: Path, first: str) -> dict[str, bytes]:
@@ -105,6 +133,8 @@ def mutate(fmt: str, files: dict[str, bytes], rng: np.random.Generator) -> dict[
             files[name] = _mutate_onnx(data, rng)
         elif fmt == "pef" and name.endswith(".pef") and rng.random() < 0.7:
             files[name] = _mutate_pef(data, rng)
+        elif fmt == "lbann" and name.endswith(".prototext") and rng.random() < 0.2:
+            files[name] = _without_weights(data)
         elif _is_text(name) and rng.random() < 0.7:
             files[name] = _mutate_text(data, rng)
         else:
@@ -132,6 +162,15 @@ def _mutate_bytes(data: bytes, rng: np.random.Generator) -> bytes:
         return bytes(buf[:at]) + bytes(rng.integers(0, 256, int(rng.integers(1, 16)), dtype=np.uint8)) + bytes(buf[at:])
     end = min(len(buf), at + int(rng.integers(1, 64)))
     return bytes(buf[:end]) + bytes(buf[at:end]) * int(rng.integers(1, 4)) + bytes(buf[end:])
+
+
+_WEIGHTS = re.compile(rb"^  weights \{\n.*?^  \}\n|^ +weights: \"[^\"\n]*\"\n", re.M | re.S)
+
+
+def _without_weights(data: bytes) -> bytes:
+    """An LBANN model without its weights objects: every layer falls back to LBANN's default
+    initialisers, which nnbridge generates (a second mutation then sizes the layers)."""
+    return _WEIGHTS.sub(b"", data)
 
 
 _NUMBER = re.compile(rb"(?<![\w.])-?\d+(\.\d+)?(e-?\d+)?")
@@ -170,7 +209,7 @@ def _mutate_onnx(data: bytes, rng: np.random.Generator) -> bytes:
         return _mutate_bytes(data, rng)
     graph = model.graph
     extreme = EXTREMES[int(rng.integers(len(EXTREMES)))]
-    kind = int(rng.integers(7))
+    kind = int(rng.integers(8))
     nodes = list(graph.node)
     if kind == 0 and nodes:  # an int attribute
         attrs = [a for n in nodes for a in n.attribute if a.type in (onnx.AttributeProto.INT, onnx.AttributeProto.INTS)]
@@ -192,6 +231,12 @@ def _mutate_onnx(data: bytes, rng: np.random.Generator) -> bytes:
             node.input[int(rng.integers(len(node.input)))] = "nowhere"
     elif kind == 4 and nodes:  # a node removed
         graph.node.remove(nodes[int(rng.integers(len(nodes)))])
+    elif kind == 6:  # an int64 scalar (a Loop's trip count, an axis, a count) to an extreme
+        scalars = [t for t in graph.initializer if t.data_type == onnx.TensorProto.INT64 and not t.dims]
+        if scalars:
+            t = scalars[int(rng.integers(len(scalars)))]
+            t.CopyFrom(onnx.helper.make_tensor(t.name, onnx.TensorProto.INT64, [], [max(min(extreme, 2**63 - 1),
+                                                                                          -(2**63))]))
     elif kind == 5 and nodes:  # another op
         ops = ["Conv", "MatMul", "Reshape", "Gather", "Loop", "If", "Softmax", "Concat", "Expand", "Tile", "Resize"]
         nodes[int(rng.integers(len(nodes)))].op_type = ops[int(rng.integers(len(ops)))]
@@ -215,13 +260,26 @@ def _mutate_pef(data: bytes, rng: np.random.Generator) -> bytes:
     names = [n for n in members if n != "manifest.json"]
     if not names:
         return _mutate_bytes(data, rng)
-    target = [n for n in names if n.endswith(".json")] if rng.random() < 0.8 else names
-    name = target[int(rng.integers(len(target)))]
-    members[name] = _mutate_text(members[name], rng) if name.endswith(".json") else _mutate_bytes(members[name], rng)
+    kind = rng.random()
+    if kind < 0.1:  # a large member nothing refers to, listed with its true hash
+        members[f"weights/unused{int(rng.integers(100))}.npy"] = bytes(int(rng.choice([1, 16])) << 20)
+    elif kind < 0.15:  # a manifest whose members are not a table
+        manifest = json.loads(members["manifest.json"])
+        manifest["members"] = [list(manifest["members"]), None, "members", 7][int(rng.integers(4))]
+        return _zipped({**members, "manifest.json": json.dumps(manifest).encode()})
+    else:
+        target = [n for n in names if n.endswith(".json")] if rng.random() < 0.8 else names
+        name = target[int(rng.integers(len(target)))]
+        members[name] = _mutate_text(members[name], rng) if name.endswith(".json") else \
+            _mutate_bytes(members[name], rng)
     manifest = json.loads(members["manifest.json"])
     manifest["members"] = {n: {"sha256": hashlib.sha256(d).hexdigest(), "size": len(d)}
                            for n, d in members.items() if n != "manifest.json"}
     members["manifest.json"] = json.dumps(manifest).encode()
+    return _zipped(members)
+
+
+def _zipped(members: dict[str, bytes]) -> bytes:
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
         for n, d in members.items():
@@ -235,7 +293,7 @@ def generate(fmt: str, seed: int, index: int, pool: list[dict[str, bytes]]) -> d
 
 
 # -- running one input -----------------------------------------------------------------------
-STEPS = ("summary", "run", "convert", "simulate")
+STEPS = ("summary", "run", "convert", "simulate", "interrupt")
 
 
 def run_input(fmt: str, files: dict[str, bytes], index: int, work: Path) -> tuple[str, str]:
@@ -250,7 +308,8 @@ def run_input(fmt: str, files: dict[str, bytes], index: int, work: Path) -> tupl
     step = STEPS[index % len(STEPS)]
     out = folder / "out"
     try:
-        _with_alarm(lambda: _exercise(fmt, path, step, out), TIME_LIMIT_S)
+        _with_alarm(lambda: _interrupted(fmt, path, out, index) if step == "interrupt" else
+                    _exercise(fmt, path, step, out), TIME_LIMIT_S)
         outcome, detail = "ok", step
     except NNBridgeError as exc:
         outcome, detail = "clean", f"{step}: {type(exc).__name__}"
@@ -267,6 +326,8 @@ def run_input(fmt: str, files: dict[str, bytes], index: int, work: Path) -> tupl
         outcome, detail = "oversized", f"{step}: {written} bytes written"
     elif outcome == "clean" and step == "convert" and written:
         outcome, detail = "partial", f"{step}: a failed convert left {written} bytes"
+    elif any(folder.rglob(".*.tmp")):
+        outcome, detail = "partial", f"{step}: left temp file {next(folder.rglob('.*.tmp')).name}"
     shutil.rmtree(folder, ignore_errors=True)
     return outcome, detail
 
@@ -298,6 +359,25 @@ def _exercise(fmt: str, path: Path, step: str, out: Path) -> None:
     else:
         nnbridge.compile(graph, "smv", perf_only=True)
         nnbridge.compile(graph, "rdu")
+
+
+def _interrupted(fmt: str, path: Path, out: Path, index: int) -> None:
+    """The convert step with SIGTERM sent to this process after a delay the index chooses, as
+    ``timeout`` or a CI cancellation would: nnbridge unwinds and no temp file may remain (where
+    in the work the signal lands varies from run to run)."""
+    from nnbridge.fileio import Terminated, unwind_on_signals
+
+    timer = threading.Timer(0.01 * (index % 10), signal.pthread_kill, (threading.main_thread().ident, signal.SIGTERM))
+    with unwind_on_signals():
+        try:
+            try:
+                timer.start()
+                _exercise(fmt, path, "convert", out)
+            finally:
+                timer.cancel()
+                timer.join()
+        except Terminated:
+            pass
 
 
 class _Timeout(BaseException):

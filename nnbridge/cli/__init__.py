@@ -64,11 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..fileio import LIMITS
+    from ..fileio import LIMITS, Terminated, unwind_on_signals
 
     previous = dict(LIMITS)
     try:
-        return _main(argv)
+        with unwind_on_signals():  # SIGTERM/SIGHUP unwind as SIGINT does: temp files are removed
+            return _main(argv)
+    except Terminated as exc:
+        err_console.print(str(exc))
+        return 128 + exc.signum
     finally:  # a command's limits end with it (main is also called in-process)
         LIMITS.clear()
         LIMITS.update(previous)
@@ -131,3 +135,4 @@ def _set_limits(args: argparse.Namespace) -> None:
         text = getattr(args, key, None)
         if text:
             LIMITS[key] = parse_size(text, flag)
+

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import FormatError
 from ..protos.smaug import smaug_graph_pb2 as gpb
 from ..protos.smaug import smaug_tensor_pb2 as tpb
 from ..protos.smaug import smaug_types_pb2 as pb
@@ -46,4 +47,8 @@ def file_summary(path) -> str:
     from ..converters.smaug import read_topology
     from ..converters.smaug.files import model_paths
 
-    return summary_text(read_topology(model_paths(path)[0]))
+    topology = model_paths(path)[0]
+    try:
+        return summary_text(read_topology(topology))
+    except ValueError as exc:  # an op code, data type or layout no enum names: "Enum OpType has no name ..."
+        raise FormatError(f"{topology}: {exc}") from None

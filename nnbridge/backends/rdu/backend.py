@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from typing import Any
 
 import numpy as np
 
 from ...errors import FormatError, NonFiniteError
-from ...fileio import check_output_size
+from ...fileio import check_output_size, max_elements
 from ...ir import DType, Graph, Node
 from ...kernels import get_kernel, kernel_op_names
 from ...passes.autodiff import UPDATES_KEY
@@ -224,7 +225,22 @@ def load_pef(path: str | os.PathLike) -> RduExecutable:
     if not isinstance(samples, int) or isinstance(samples, bool):
         raise FormatError(f"{where}: plan.json samples_per_call should be an integer")
     _check_plan(sections, samples, where)
+    _check_batch(graph, options, samples, where)
     return RduExecutable(graph, machine, options, sections, samples)
+
+
+def _check_batch(graph: Graph, options: CompileOptions, samples: int, where: str) -> None:
+    """The plan's batch agrees with its graph: the samples per call are the graph's, and the batch's
+    inputs (what ``run`` feeds, call by call) fit the memory budget."""
+    if samples != samples_per_call(graph):
+        raise FormatError(f"{where}: plan.json samples_per_call {samples} disagrees with the program, whose "
+                          f"inputs take {samples_per_call(graph)} sample(s) per call")
+    per_call = sum(math.prod(v.type.shape or ()) for v in graph.inputs)
+    elements = per_call * -(-options.batch_size // samples)
+    if elements > max_elements():
+        raise FormatError(f"{where}: plan.json batch_size {options.batch_size} makes inputs of {elements:.3g} "
+                          f"elements, over the limit of {max_elements():.3g} (a quarter of the memory budget; "
+                          "raise it with --max-memory)")
 
 
 def _check_plan(sections: list[Section], samples: int, where: str) -> None:

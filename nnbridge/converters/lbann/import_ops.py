@@ -151,8 +151,10 @@ def _conv_geometry(ctx, params, x: Tensor):
         if min(values) < low:
             raise FormatError(f"{ctx.where()}: {name} {values} must be >= {low}")
     groups = int(params.groups.value) if params.HasField("groups") else 1
+    if groups < 1:
+        raise FormatError(f"{ctx.where()}: groups {groups} must be >= 1 (leave it out for one group)")
     has_bias = params.has_bias.value if params.HasField("has_bias") else True
-    return spatial, kernel, stride, pads, dilation, max(groups, 1), has_bias
+    return spatial, kernel, stride, pads, dilation, groups, has_bias
 
 
 @importer("convolution")
@@ -206,6 +208,9 @@ def _pooling(ctx, layer, params, inputs):
         stride = [int(params.pool_strides_i) or 1] * nd
     if not all(kernel):
         raise FormatError(f"{ctx.where()}: pooling window size is missing")
+    for name, values, low in (("pool_dims", kernel, 1), ("pool_strides", stride, 1), ("pool_pads", pads, 0)):
+        if min(values) < low:
+            raise FormatError(f"{ctx.where()}: {name} {values} must be >= {low}")
     modes = {"max": ("MaxPool", {}), "average": ("AveragePool", {"count_include_pad": 1}),
              "average_no_pad": ("AveragePool", {"count_include_pad": 0})}
     if params.pool_mode not in modes:
@@ -542,7 +547,8 @@ def _operator_layer(ctx, layer, params, inputs):
 
 
 def _apply_operator(ctx, name: str, op, xs: list[Tensor], last: bool) -> Tensor:
-    cls = getattr(lbann_pb2, name, None)
+    cls = lbann_pb2.DESCRIPTOR.message_types_by_name.get(name)  # a message type, never another module attribute
+    cls = getattr(lbann_pb2, name) if cls is not None else None
     if cls is None:
         raise FormatError(f"{ctx.where()}: unknown operator type '{op.parameters.type_url}'")
     message = cls()

@@ -42,7 +42,7 @@ def read_prototext(path: str | os.PathLike, *, input_shapes: Mapping[str, Sequen
     if era == textio.ERA_A:
         message = legacy.upgrade(message, str(path))
     return build_graph(message, source=str(path), base_dir=path.parent, input_shapes=input_shapes,
-                       batch_size=batch_size, header=textio.parse_header(text), name=path.stem,
+                       batch_size=batch_size, header=textio.parse_header(text, str(path)), name=path.stem,
                        training_layers=training_layers, trust_paths=trust_paths)
 
 

@@ -135,16 +135,19 @@ def _describe(exc: text_format.ParseError) -> str:
     return f"line {line}, column {column}: {message}" if line else message
 
 
-def parse_header(text: str) -> Header:
+def parse_header(text: str, source: str = "<prototext>") -> Header:
     header = Header()
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.startswith("#"):
             if line.strip():
                 break
             continue
         if m := _INPUT_LINE.match(line):
-            dims = tuple(int(d) for d in m.group(2).split("x") if d) if m.group(2) != "-" else ()
-            header.inputs[m.group(1)] = (dims, m.group(3))
+            parts = m.group(2).split("x") if m.group(2) != "-" else []
+            if not all(p.isascii() and p.isdigit() for p in parts):
+                raise FormatError(f"{source}: line {number}: the nnbridge-input dims of '{m.group(1)}' are "
+                                  f"'{m.group(2)[:40]}'; write numbers joined by x (3x32x32), or - for a scalar")
+            header.inputs[m.group(1)] = (tuple(int(p) for p in parts), m.group(3))
         elif m := _OUTPUT_LINE.match(line):
             header.outputs.append(m.group(1))
     return header

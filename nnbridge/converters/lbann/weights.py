@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import FormatError, SecurityError
-from ...fileio import read_npy, resolve_inside
+from ...errors import FormatError, SecurityError, ShapeError
+from ...fileio import check_numel, read_npy, resolve_inside
 
 #: Above this many parameters the writer defaults to .npy files (spec §6.3).
 NPY_THRESHOLD = 1_000_000
@@ -47,6 +47,8 @@ def read_matrix(weights, spec: WeightSpec, base_dir: Path, where: str, *, any_pa
     init = weights.initializer if weights is not None and weights.HasField("initializer") else None
     kind = init.WhichOneof("initializer_type") if init is not None else None
     what = f"{where}: weights '{spec.name}'"
+    if kind not in ("value_initializer", "numpy_initializer"):  # made here, not read from a file
+        _check_generated(spec, kind, what)
     if kind is None:
         return _random(spec.default, spec, shape)
     params = getattr(init, kind)
@@ -72,6 +74,21 @@ def read_matrix(weights, spec: WeightSpec, base_dir: Path, where: str, *, any_pa
     return _random(kind.removesuffix("_initializer"), spec, shape, params)
 
 
+def _check_generated(spec: WeightSpec, kind: str | None, what: str) -> None:
+    """A matrix nnbridge generates (a default, constant or random initializer) comes from a few
+    bytes of text: it gets the budget of any constant a file expands to (the fold limit), checked
+    before anything is allocated."""
+    from ...passes.fold_constants import fold_limit_bytes
+
+    check_numel((spec.height, spec.width), what)
+    nbytes = spec.height * spec.width * 4
+    if nbytes > fold_limit_bytes():
+        raise ShapeError(f"{what}: the {kind or 'default'} initializer of a {spec.height}×{spec.width} matrix "
+                         f"would generate {nbytes / 2**20:,.0f} MB, over the limit of "
+                         f"{fold_limit_bytes() / 2**20:,.0f} MB for tensors a file expands to (set "
+                         "NNBRIDGE_FOLD_LIMIT_MB higher to allow it)")
+
+
 def _random(kind: str, spec: WeightSpec, shape: tuple[int, int], params=None) -> np.ndarray:
     if kind == "zeros":
         return np.zeros(shape, np.float32)
@@ -93,24 +110,31 @@ def _random(kind: str, spec: WeightSpec, shape: tuple[int, int], params=None) ->
 def load_npy(file: str, base_dir: Path, what: str, *, any_path: bool = False) -> np.ndarray:
     """A float .npy: no pickles, size checked first, and (unless ``any_path``, for trusted files)
     inside the model's directory — absolute paths included, as nnbridge writes them."""
-    relative = file
-    if any_path:
-        path = Path(file) if os.path.isabs(file) else Path(base_dir) / file
-    else:
-        if os.path.isabs(file):
-            relative = os.path.relpath(file, Path(base_dir).resolve())
-        try:
-            path = resolve_inside(base_dir, relative, what)
-        except SecurityError as exc:
-            raise SecurityError(f"{exc} (for a file you trust: --lbann-trust-paths)") from None
-    if not path.is_file():
-        raise FormatError(f"{what}: numpy file '{file}' is missing")
-    array = read_npy(path, f"{what}: '{file}'")
+    shown = f"{file[:60]}…" if len(file) > 60 else file
+    if "\0" in file:
+        raise FormatError(f"{what}: numpy file name '{shown}' contains a NUL byte")
+    try:
+        path = _npy_path(file, base_dir, what, any_path)
+        if not path.is_file():
+            raise FormatError(f"{what}: numpy file '{shown}' is missing")
+        array = read_npy(path, f"{what}: '{shown}'")
+    except OSError as exc:  # a name too long, no permission
+        raise FormatError(f"{what}: numpy file '{shown}' cannot be read: {exc.strerror or exc}") from None
     if array.dtype not in (np.float32, np.float64):
         raise FormatError(f"{what}: '{file}' has dtype {array.dtype}; LBANN reads float32 or float64 only")
     if array.ndim > 1 and not array.flags.c_contiguous:
         raise FormatError(f"{what}: '{file}' is stored in Fortran order; LBANN requires C order")
     return array
+
+
+def _npy_path(file: str, base_dir: Path, what: str, any_path: bool) -> Path:
+    if any_path:
+        return Path(file) if os.path.isabs(file) else Path(base_dir) / file
+    relative = os.path.relpath(file, Path(base_dir).resolve()) if os.path.isabs(file) else file
+    try:
+        return resolve_inside(base_dir, relative, what)
+    except SecurityError as exc:
+        raise SecurityError(f"{exc} (for a file you trust: --lbann-trust-paths)") from None
 
 
 def column_major(matrix: np.ndarray) -> np.ndarray:

@@ -39,6 +39,9 @@ from .vetting import (
 def load_onnx(source: str | os.PathLike | ModelProto | bytes, *, infer_shapes: bool = True) -> Graph:
     """Load an ONNX model into the IR (opset normalized, shapes inferred)."""
     model, name, base_dir, arrays = _read(source)
+    if not model.graph.output:
+        raise FormatError(f"{name}: the graph declares no outputs, so nothing would be computed (list the "
+                          "values wanted in graph.output)")
     vet_tensors(model, name, base_dir)
     if base_dir is not None and has_external(model):
         load_external(model, base_dir)

@@ -70,12 +70,25 @@ def vet_tensors(model: ModelProto, name: str, base_dir: Path | None) -> None:
         info = {e.key: e.value for e in t.external_data}
         if base_dir is None:
             raise FormatError(f"{name}: tensor '{t.name}' uses external data; load the model from its file")
-        target = resolve_inside(base_dir, info.get("location", ""), f"{name}: tensor '{t.name}'")
+        location = info.get("location", "")
+        if "\0" in location:
+            raise FormatError(f"{name}: external data location of tensor '{t.name}' contains a NUL byte")
+        offset, length = (_external_count(info, key, name, t.name) for key in ("offset", "length"))
+        target = resolve_inside(base_dir, location, f"{name}: tensor '{t.name}'")
         if not target.is_file():
-            raise FormatError(f"{name}: external data file '{info.get('location')}' of tensor '{t.name}' is missing")
-        end = int(info.get("offset", 0)) + int(info.get("length", 0))
+            raise FormatError(f"{name}: external data file '{location}' of tensor '{t.name}' is missing")
+        end = offset + length
         if end > target.stat().st_size:
             raise FormatError(f"{name}: external data of tensor '{t.name}' runs past the end of {target.name}")
+
+
+def _external_count(info: dict[str, str], key: str, name: str, tensor: str) -> int:
+    """An external-data ``offset`` or ``length``: a non-negative decimal number of bytes."""
+    text = info.get(key, "0")
+    if not (text.isascii() and text.isdigit()):
+        raise FormatError(f"{name}: external data {key} '{text[:40]}' of tensor '{tensor}' is not a "
+                          "non-negative number of bytes")
+    return int(text)
 
 
 def _unknown_elem_type(tp: onnx.TypeProto) -> int | None:

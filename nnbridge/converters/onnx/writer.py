@@ -12,8 +12,6 @@ its shapes (onnxruntime infers both branches at load and refuses such a file); m
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ import onnx.defs
 from onnx import AttributeProto, ModelProto, TensorProto, helper, numpy_helper
 
 from ...errors import FormatError, ShapeError
+from ...fileio import temp_dir_beside
 from ...ir import IR_OPSET, NNBRIDGE_DOMAIN, Graph, Node, TensorType, TypeKind
 from ...registry import Registry
 from ..wire import ONNX_GRAPH, ONNX_INITIALIZER, ONNX_RAW_DATA, field_header
@@ -281,9 +280,7 @@ def save_onnx(graph: Graph, path: str | os.PathLike, *, check: bool = True,
         raise ShapeError(f"{path}: not written: {reason}, and onnxruntime refuses such a file at load "
                          f"(pin other values, or leave the dims that branch needs dynamic)")
     big = sum(int(np.asarray(a).nbytes) for a in graph.initializers.values()) >= external_threshold
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmpdir = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
+    with temp_dir_beside(path) as tmpdir:
         tmp = tmpdir / path.name
         streamed = None if big else StreamedTensors(tmpdir)
         if big:
@@ -306,8 +303,6 @@ def save_onnx(graph: Graph, path: str | os.PathLike, *, check: bool = True,
             onnx.save_model(model, str(tmp))
         for produced in tmpdir.iterdir():
             os.replace(produced, path.parent / produced.name)
-    finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
     return path
 
 

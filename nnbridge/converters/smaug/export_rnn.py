@@ -49,6 +49,9 @@ def check_lstm(ex: Exporter, node: Node) -> None:
             raise Inexpressible("LSTM sequence_lens shorter than the sequence have no SMAUG decomposition")
     if not node.inputs[0].type.is_static:
         raise Inexpressible("SMAUG needs a static sequence length and batch")
+    if 0 in node.inputs[0].type.shape:
+        raise Inexpressible(f"input X has the shape {list(node.inputs[0].type.shape)}; SMAUG unrolls no "
+                            "empty sequence, batch or input")
 
 
 @exporter("LSTM")

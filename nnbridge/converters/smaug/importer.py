@@ -28,6 +28,8 @@ from . import layouts, params
 PARAM_SLOTS = {pb.Convolution3d: {1}, pb.ConvolutionDepthwise: {1}, pb.InnerProduct: {1},
                pb.BatchNorm: {1, 2, 3, 4}}
 PASS_THROUGH = {pb.Reorder}
+#: the alignments SMAUG's backends use (specs/smaug-format.md §4.3)
+ALIGNMENTS = (0, 8)
 #: A Data node only broadcast (Repeat) or combined elementwise with computed tensors is a constant too.
 CONSTANT_USERS = {pb.Repeat, pb.EltwiseAdd, pb.EltwiseMul}
 #: graph metadata key: the file's node names in file order, so that writing it back keeps the order
@@ -104,6 +106,10 @@ class Importer:
     def check_structure(self) -> list[gpb.NodeProto]:
         """Unique names, known parents, matching index lists; returns nodes in topological order."""
         order: dict[str, int] = {}
+        kinds = {node.op for node in self.proto.nodes}
+        if not kinds or (kinds == {pb.Data} and len(self.proto.nodes) > 1):
+            raise FormatError(f"{self.what}: the graph has {len(self.proto.nodes)} nodes and no op; nothing to "
+                              "compute (a graph of one Data node is how SMAUG prints a tensor)")
         for i, node in enumerate(self.proto.nodes):
             if not node.name:
                 raise FormatError(f"{self.what}: node #{i} has no name")
@@ -114,6 +120,10 @@ class Importer:
         users: dict[str, list[str]] = {}
         missing = {}
         for node in self.proto.nodes:
+            if node.op != pb.Data and not node.parents:
+                kind = pb.OpType.Name(node.op) if node.op in pb.OpType.values() else f"op code {node.op}"
+                raise FormatError(f"{self.what}: node '{node.name}' ({kind}) has no parents; every op but Data "
+                                  "reads at least one tensor")
             if len(node.src_tensors_indices) != len(node.parents):
                 raise FormatError(f"{self.what}: node '{node.name}' has {len(node.parents)} parents but "
                                   f"{len(node.src_tensors_indices)} src_tensors_indices")
@@ -185,8 +195,9 @@ class Importer:
         check_numel(dims, what)
         dtype = params.ir_dtype(tensor.data_type, what)
         layout = layouts.layout_for_rank(layouts.ir_layout(tensor.shape.layout, what), len(dims))
-        if tensor.shape.alignment < 0:
-            raise FormatError(f"{what}: negative alignment {tensor.shape.alignment}")
+        if tensor.shape.alignment not in ALIGNMENTS:
+            raise FormatError(f"{what}: alignment {tensor.shape.alignment}; SMAUG pads the last dim to a multiple "
+                              "of 8 (SMV) or not at all (0, Reference)")
         return Declared(tensor.name, dtype, dims, layout, tensor.shape.alignment)
 
     def ir_type(self, decl: Declared, layout: Layout | None = None, dims=None) -> TensorType:

@@ -12,6 +12,7 @@ axis 0). It becomes one gather and one segmented reduction (``ufunc.reduceat``).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -106,6 +107,21 @@ def _bag_reduction(ctx, body: Graph, trips: int) -> np.ndarray | None:
     return result.astype(table.dtype, copy=False)
 
 
+#: Trips one Loop may run: a trip count in a small file (1e12) must not mean work without end.
+#: Overridable with NNBRIDGE_MAX_ITERATIONS; read per call so that a test or a long-lived process
+#: can change it (the kernels see no CLI flags, as the fold limit of the passes).
+DEFAULT_MAX_ITERATIONS = 100_000
+
+
+def max_iterations() -> int:
+    given = os.environ.get("NNBRIDGE_MAX_ITERATIONS", "")
+    if not given.isdigit() or int(given) < 1:
+        if given:
+            raise KernelError(f"NNBRIDGE_MAX_ITERATIONS '{given}' is not a positive whole number")
+        return DEFAULT_MAX_ITERATIONS
+    return int(given)
+
+
 @kernel("Loop")
 def loop(ctx, max_trips=None, cond=None, *carried):
     body: Graph = ctx.attr("body")
@@ -119,8 +135,13 @@ def loop(ctx, max_trips=None, cond=None, *carried):
     keep_going = bool(_scalar(cond)) if cond is not None else True
     state = list(carried)
     scans: list[list[Any]] = [[] for _ in body.outputs[1 + n_carried:]]
+    limit = max_iterations()
     i = 0
     while keep_going and (trips is None or i < trips):
+        if i == limit:
+            raise KernelError(f"Loop '{ctx.node.name}' still running after {limit:,} iterations, the limit "
+                              f"(trip count {'none' if trips is None else f'{trips:,}'}; raise the limit with "
+                              "NNBRIDGE_MAX_ITERATIONS)")
         feeds = {names[0]: np.array(i, np.int64), names[1]: np.array(keep_going, np.bool_)}
         feeds.update(zip(names[2:], state))
         outs = ctx.run_graph(body, feeds)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import KernelError
 from ..registry import kernel
 from ._common import axes_of, axis_of, ints
 
@@ -38,24 +39,29 @@ def slice_(ctx, x, starts=None, ends=None, axes=None, steps=None):
     return x[tuple(index)]
 
 
-def _wrap(indices: np.ndarray, dim: int | np.ndarray) -> np.ndarray:
-    """Negative indices count from the end; anything outside [-dim, dim) is an error."""
+def _wrap(indices: np.ndarray, dim: int | np.ndarray, ctx) -> np.ndarray:
+    """Negative indices count from the end; anything outside [-dim, dim) is refused, as onnxruntime
+    refuses it (numpy would wrap or clip)."""
     indices = np.asarray(indices, dtype=np.int64)
-    if indices.size and ((indices < -dim) | (indices >= dim)).any():
-        raise IndexError(f"index out of range for dim {dim}")
+    outside = (indices < -dim) | (indices >= dim)
+    if indices.size and outside.any():
+        bad = indices[outside].reshape(-1)[0] if np.ndim(dim) == 0 else \
+            indices[outside.any(axis=-1)].reshape(-1, indices.shape[-1])[0].tolist()
+        raise KernelError(f"node '{ctx.node.name}' ({ctx.node.op}): index {bad} is out of range for "
+                          f"{'a dim of ' if np.ndim(dim) == 0 else 'dims '}{np.asarray(dim).tolist()}")
     return np.where(indices < 0, indices + dim, indices)
 
 
 @kernel("Gather")
 def gather(ctx, x, indices):
     axis = axis_of(ctx.attr("axis", 0), x.ndim)
-    return np.take(x, _wrap(indices, x.shape[axis]), axis=axis)
+    return np.take(x, _wrap(indices, x.shape[axis], ctx), axis=axis)
 
 
 @kernel("GatherElements")
 def gather_elements(ctx, x, indices):
     axis = axis_of(ctx.attr("axis", 0), x.ndim)
-    return np.take_along_axis(x, _wrap(indices, x.shape[axis]), axis=axis)
+    return np.take_along_axis(x, _wrap(indices, x.shape[axis], ctx), axis=axis)
 
 
 @kernel("GatherND")
@@ -66,7 +72,7 @@ def gather_nd(ctx, x, indices):
     batch = x.shape[:b]
     nbatch = int(np.prod(batch, dtype=np.int64))
     data = x.reshape((nbatch, *x.shape[b:]))
-    idx = _wrap(indices.reshape(nbatch, -1, k), np.array(x.shape[b:b + k], dtype=np.int64))
+    idx = _wrap(indices.reshape(nbatch, -1, k), np.array(x.shape[b:b + k], dtype=np.int64), ctx)
     picked = data[(np.arange(nbatch)[:, None], *np.moveaxis(idx, -1, 0))]
     return picked.reshape((*batch, *indices.shape[b:-1], *x.shape[b + k:]))
 
@@ -89,24 +95,24 @@ def _scatter(out: np.ndarray, where: tuple, updates: np.ndarray, reduction: str)
     return out
 
 
-def _element_index(indices: np.ndarray, axis: int, dim: int) -> tuple:
+def _element_index(indices: np.ndarray, axis: int, dim: int, ctx) -> tuple:
     """Full index tuple addressing data at ``indices`` along ``axis``, identity elsewhere."""
     grids = list(np.indices(indices.shape, sparse=True))
-    grids[axis] = _wrap(indices, dim)
+    grids[axis] = _wrap(indices, dim, ctx)
     return tuple(grids)
 
 
 @kernel("ScatterElements", "Scatter", check=_check_reduction)
 def scatter_elements(ctx, x, indices, updates):
     axis = axis_of(ctx.attr("axis", 0), x.ndim)
-    where = _element_index(indices, axis, x.shape[axis])
+    where = _element_index(indices, axis, x.shape[axis], ctx)
     return _scatter(x.copy(), where, updates, ctx.attr("reduction", "none"))
 
 
 @kernel("ScatterND", check=_check_reduction)
 def scatter_nd(ctx, x, indices, updates):
     k = indices.shape[-1]
-    idx = _wrap(indices, np.array(x.shape[:k], dtype=np.int64))
+    idx = _wrap(indices, np.array(x.shape[:k], dtype=np.int64), ctx)
     return _scatter(x.copy(), tuple(np.moveaxis(idx, -1, 0)), updates, ctx.attr("reduction", "none"))
 
 
