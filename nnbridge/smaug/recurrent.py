@@ -13,7 +13,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..protos.smaug import smaug_types_pb2 as pb
-from . import math, nn, tensor
+from . import math, tensor
+from . import nn_ops as nn
 from .graph import Tensor
 
 
