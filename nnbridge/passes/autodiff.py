@@ -24,6 +24,9 @@ PHASES_KEY = "training.phases"
 #: graph metadata: JSON {output name: tensor name} — after a step of a training program, each of
 #: these outputs is the new value of that tensor (weights, optimizer states, batch-norm statistics)
 UPDATES_KEY = "training.updates"
+#: graph metadata: JSON {input name: drop ratio} — the Dropout mask inputs of a training program,
+#: fed each step with ones kept at probability 1 − ratio (a forward-only run feeds 1 − ratio: no drop)
+MASKS_KEY = "training.masks"
 
 
 class _NoRule(Exception):

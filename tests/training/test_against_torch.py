@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")  # the optional extra; make test / .ci/run 
 
 import nnbridge  # noqa: E402
 from nnbridge.passes.autodiff import UPDATES_KEY  # noqa: E402
-from nnbridge.training import train, training_program  # noqa: E402
+from nnbridge.training import dropout_masks, train, training_program  # noqa: E402
 
 STEPS, BATCH, SAMPLES, SEED, CLASSES = 100, 8, 32, 0, 4
 OPTIMIZERS = {  # name → (nnbridge settings, torch.optim factory)
@@ -238,16 +238,19 @@ def _program_run(module, x, y, kind, settings):
     exe = nnbridge.compile(program, backend="reference", passes=[])
     feed, losses, batches = program.inputs[0].name, [], _batches(x)
     for t in range(STEPS):
-        chosen, _ = next(batches)
-        out = exe.run({feed: x[chosen], "labels": y[chosen], "T": np.int64(t), **tensors})
+        chosen, rng = next(batches)
+        masks = dropout_masks(program, rng)  # drawn as nnbridge.train draws them
+        out = exe.run({feed: x[chosen], "labels": y[chosen], "T": np.int64(t), **masks, **tensors})
         tensors.update({tensor: out[name] for name, tensor in updates.items()})
         losses.append(float(out["loss"]))
     return np.array(losses), tensors
 
 
-@pytest.mark.parametrize("optimizer", ["sgd-nesterov", "adam", "adamw"])
-def test_the_sambaflow_training_program_follows_torch_step_for_step(optimizer):
-    module, x, y = _data(_mlp)
+@pytest.mark.parametrize(("model", "optimizer"), [("mlp", "sgd-nesterov"), ("mlp", "adam"), ("mlp", "adamw"),
+                                                 ("cnn-batchnorm-dropout", "sgd-momentum-decay"),
+                                                 ("cnn-batchnorm-dropout", "adamw")])
+def test_the_sambaflow_training_program_follows_torch_step_for_step(model, optimizer):
+    module, x, y = _data(MODELS[model])
     kind, settings, make = OPTIMIZERS[optimizer]
     want_losses, want = _torch_run(module, x, y, make)
     losses, weights = _program_run(module, x, y, kind, settings)

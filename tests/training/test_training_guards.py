@@ -299,3 +299,25 @@ def test_a_torch_optimizer_setting_nnbridge_does_not_follow_is_refused():
                                                                    nesterov=True))
     node = next(n for n in program.graph.nodes if n.op == "Momentum")
     assert node.attrs["mode"] == "nesterov"
+
+
+def test_a_sambaflow_program_keeps_dropout_and_feeds_its_masks():
+    """Dropout survives sambaflow.compile(module, …) (issue 32, item 2); run() draws its masks for a
+    training step and turns it off for a forward-only run; train_compiled feeds them too."""
+    import json
+
+    from nnbridge.passes.autodiff import UPDATES_KEY
+    from nnbridge.training import train_compiled
+
+    module = _cnn()
+    x = np.random.default_rng(0).normal(size=(48, 1, 6, 6)).astype(np.float32)
+    y = np.arange(48) % 3
+    program = sambaflow.compile(module, [torch.from_numpy(x[:8])], "sgd")
+    masks = [n for n in program.input_names if n.endswith("_mask")]
+    updated = json.loads(program.graph.metadata[UPDATES_KEY]).values()
+    assert len(masks) == 1 and "1.running_var" in updated  # Dropout kept, BatchNorm not folded
+    forward = [float(sambaflow.run(program, [x[:8], y[:8]], section_types=["fwd"])["loss"]) for _ in range(2)]
+    assert forward[0] == forward[1]  # no Dropout in a forward-only run
+    sambaflow.run(program, [x[:8], y[:8]])
+    history = train_compiled(program, x, y, epochs=1, val_split=0.25)
+    assert np.isfinite(history[0].loss) and history[0].val_loss is not None
