@@ -321,3 +321,18 @@ def test_a_sambaflow_program_keeps_dropout_and_feeds_its_masks():
     sambaflow.run(program, [x[:8], y[:8]])
     history = train_compiled(program, x, y, epochs=1, val_split=0.25)
     assert np.isfinite(history[0].loss) and history[0].val_loss is not None
+
+
+def test_the_rdu_optimizer_phase_keeps_fp32_master_weights():
+    """Torch's AdamW decays the weights before the op, in the opt phase; that runs in fp32 on the
+    master weights, so a step of ~1e-6 is not lost to bf16 rounding (~1e-3 of these weights)."""
+    from nnbridge.training import compile_training
+
+    exe = compile_training(_mlp_model(), batch_size=8, optimizer="adamw", lr=1e-6, weight_decay=0.5,
+                           semantics="torch")
+    before = {k: np.array(v, np.float32) for k, v in exe.graph.initializers.items() if k in ("w1", "w2")}
+    x, y = _data()
+    sambaflow.run(exe, [x[:8], y[:8]])
+    for name, old in before.items():
+        moved = np.abs(exe.graph.initializers[name] - old)
+        assert moved.max() < 3e-6 and np.median(moved) > 1e-7, name
