@@ -573,16 +573,27 @@ def _pad(b, node, grads):
 
 @rule("Gather")
 def _gather(b, node, grads):
-    """Axis 0 (an embedding lookup): the rows' gradients added into a zero table."""
+    """The gathered slices' gradients added into a zero tensor (an embedding's rows along axis 0;
+    another axis is moved to the front and back)."""
     g, (table, index) = grads[0], node.inputs
-    if _axis(node.attr("axis", 0), table.type.rank) != 0:
-        b.unsupported("Gather along an axis other than 0")
+    rank = table.type.rank
+    axis = _axis(node.attr("axis", 0), rank)
+    shape = tuple(table.type.shape)
+    if axis:  # g has index's dims where the table had its axis: move those, and the axis, to the front
+        lead = index.type.rank
+        perm = [*range(axis, axis + lead), *range(axis), *range(axis + lead, g.type.rank)]
+        g = b.op("Transpose", g, attrs={"perm": perm}, shape=tuple(g.type.shape[p] for p in perm), like=g)
+        shape = (shape[axis], *shape[:axis], *shape[axis + 1:])
     count = math.prod(index.type.shape)
     rows = b.op("Reshape", index, b.ints([count, 1]), shape=(count, 1), like=index)
     rows = b.op("Cast", rows, attrs={"to": DType.INT64.onnx}, shape=(count, 1), dtype="int64")
-    flat = b.op("Reshape", g, b.ints([count, *table.type.shape[1:]]), shape=(count, *table.type.shape[1:]), like=g)
-    zeros = b.const(np.zeros(table.type.shape, b.numpy_dtype(g)))
-    return [b.op("ScatterND", zeros, rows, flat, attrs={"reduction": "add"}, shape=table.type.shape, like=g), None]
+    flat = b.op("Reshape", g, b.ints([count, *shape[1:]]), shape=(count, *shape[1:]), like=g)
+    zeros = b.const(np.zeros(shape, b.numpy_dtype(g)))
+    out = b.op("ScatterND", zeros, rows, flat, attrs={"reduction": "add"}, shape=shape, like=g)
+    if axis:
+        back = [*range(1, axis + 1), 0, *range(axis + 1, rank)]
+        out = b.op("Transpose", out, attrs={"perm": back}, shape=tuple(table.type.shape), like=g)
+    return [out, None]
 
 
 @rule("Expand")

@@ -1,7 +1,7 @@
 """Training step for step against torch: the same initial weights, the same batches in the same
 order (nnbridge's seeded shuffle, replayed here), the same Dropout masks and hyper-parameters, 100
 steps through ``nnbridge.train`` (an MLP, a CNN with BatchNorm and Dropout, torch's
-TransformerEncoderLayer, an embedding model and a mobile CNN) and through the training program the
+TransformerEncoderLayer, an embedding model, a mobile CNN and a GRU + LSTM model) and through the training program the
 SambaFlow-style API compiles (run in fp32 on the reference backend), against torch.optim: each
 step's loss within 1e-5 (relative) and the final weights and BatchNorm statistics within 1e-4."""
 
@@ -86,6 +86,19 @@ class Mobile(torch.nn.Module):
         return self.head(self.pw(x * gate).mean((2, 3)))
 
 
+class Recurrent(torch.nn.Module):
+    """A GRU then an LSTM (torch's gate orders, exported reordered to ONNX's), the last step's state
+    to the head."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru, self.lstm = torch.nn.GRU(6, 6, batch_first=True), torch.nn.LSTM(6, 5, batch_first=True)
+        self.head = torch.nn.Linear(5, CLASSES)
+
+    def forward(self, x):
+        return self.head(self.lstm(self.gru(x)[0])[0][:, -1])
+
+
 def _mlp():
     return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, CLASSES)), (6,)
 
@@ -109,8 +122,12 @@ def _mobile():
     return Mobile(), (1, 6, 6)
 
 
+def _recurrent():
+    return Recurrent(), (5, 6)
+
+
 MODELS = {"mlp": _mlp, "cnn-batchnorm-dropout": _cnn, "transformer-encoder": _encoder, "embedding": _embedder,
-          "mobile-cnn": _mobile}
+          "mobile-cnn": _mobile, "gru-lstm": _recurrent}
 
 
 def _data(build):

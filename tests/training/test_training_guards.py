@@ -153,13 +153,14 @@ def test_batch_norm_statistics_that_are_computed_are_one_line():
         train(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), x, y, batch_size=8)
 
 
-def test_a_recurrent_model_is_refused_naming_the_op_without_a_gradient():
+def test_a_recurrence_the_unrolled_form_does_not_cover_is_refused_naming_the_op():
     from nnbridge.errors import UnsupportedOpError
 
     class Recurrent(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.gru, self.head = torch.nn.GRU(4, 6, batch_first=True), torch.nn.Linear(6, 3)
+            self.gru = torch.nn.GRU(4, 3, batch_first=True, bidirectional=True)
+            self.head = torch.nn.Linear(6, 3)
 
         def forward(self, x):
             return self.head(self.gru(x)[0][:, -1])
