@@ -273,3 +273,24 @@ def test_lstm_and_gru_unrolled_in_training_form(op, attrs):
     node = helper.make_node(op, ["x", "w", "r", "b", "", "h0"], ["y", "y_h"], hidden_size=hidden, **attrs)
     model = _model([node], feeds, (4, 1, 2, hidden))
     assert _worst_error(model, feeds, list(feeds), training=True) <= 1e-6
+
+
+@pytest.mark.parametrize(("where", "rounding"), [("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"),
+                                                 ("pytorch_half_pixel", "round_prefer_floor")])
+def test_nearest_resize_by_whole_factors(where, rounding):
+    x = _normal((2, 3, 3, 4), 1)
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 3], np.float32), "scales")
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest",
+                            coordinate_transformation_mode=where, nearest_mode=rounding)
+    model = _model([node], {"x": x}, (2, 3, 6, 12), [scales])
+    assert _worst_error(model, {"x": x}, ["x"]) <= 1e-6
+
+
+def test_resize_the_rule_does_not_cover_is_named():
+    x = _normal((1, 1, 3, 3), 1)
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")
+    graph = nnbridge.load(_model([node], {"x": x}, (1, 1, 6, 6), [scales]))
+    run_passes(graph, ["infer-shapes"])
+    with pytest.raises(UnsupportedOpError, match="nearest upsampling by whole factors"):
+        gradients(graph, graph.outputs[0], [graph.get("x")])
