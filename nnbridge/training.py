@@ -27,9 +27,9 @@ from .ir import TRAINING_DOMAIN, DType, Graph, TensorType, Value
 LOSSES = ("cross-entropy", "mse")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 #: whose definitions training follows where ONNX's and torch's differ (docs/training.md): "torch"
-#: (BatchNorm's running variance unbiased, AdamW's decay before the step), "onnx" (the biased
-#: variance of ONNX's BatchNormalization, Adam's ``norm_coefficient_post`` after the step), or
-#: "auto": torch's for a model that came from torch, ONNX's otherwise
+#: (BatchNorm's running variance unbiased, Adam's ε added to √v̂, AdamW's decay before the step),
+#: "onnx" (the biased variance of ONNX's BatchNormalization, ε added to √v and the decay after the
+#: step as ONNX's Adam op has them), or "auto": torch's for a model that came from torch, else ONNX's
 SEMANTICS = ("auto", "torch", "onnx")
 ADAM_BETAS, ADAM_EPSILON = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults
 
