@@ -30,6 +30,7 @@ from .backends.rdu.backend import RduExecutable, load_pef
 from .backends.rdu.presets import DEFAULT_PRESET
 from .converters.pytorch import from_torch, is_torch_module
 from .errors import InputError, NonFiniteError
+from .training import check_labels, dropout_masks
 
 SECTION_TYPES = ("fwd",)
 TRAINING_SECTION_TYPES = ("fwd", "bwd", "opt")
@@ -92,8 +93,10 @@ def run(program: RduExecutable, inputs: Mapping[str, Any] | Sequence[Any],
     if not isinstance(inputs, Mapping):
         inputs = list(inputs)
         names = program.input_names
-        if program.training and len(inputs) == len(names) - 1:  # the step count is left to us
-            names = [n for n in names if n != "T"]
+        if program.training:  # the step count and Dropout masks may be left to us
+            optional = {"T", *dropout_masks(program.graph, None)}
+            required = [n for n in names if n not in optional]
+            names = required if len(inputs) == len(required) else names
         if len(inputs) != len(names):
             raise InputError(f"{len(inputs)} inputs given; the program takes {program.input_names}")
         inputs = dict(zip(names, inputs))
@@ -101,9 +104,10 @@ def run(program: RduExecutable, inputs: Mapping[str, Any] | Sequence[Any],
     if not program.training:
         return program.run(feeds)
     feeds.setdefault("T", np.int64(program.steps))
+    masks = dropout_masks(program.graph, np.random.default_rng(program.steps)
+                          if kinds == TRAINING_SECTION_TYPES else None)  # forward only: Dropout off
+    feeds.update({name: mask for name, mask in masks.items() if name not in feeds})
     if "labels" in feeds:
-        from .training import check_labels
-
         check_labels(np.asarray(feeds["labels"]), program.graph.outputs[1].type.shape[-1], program.output_names[1])
     if kinds == TRAINING_SECTION_TYPES:
         try:

@@ -27,9 +27,9 @@ from .ir import TRAINING_DOMAIN, DType, Graph, TensorType, Value
 LOSSES = ("cross-entropy", "mse")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 #: whose definitions training follows where ONNX's and torch's differ (docs/training.md): "torch"
-#: (BatchNorm's running variance unbiased, AdamW's decay before the step), "onnx" (the biased
-#: variance of ONNX's BatchNormalization, Adam's ``norm_coefficient_post`` after the step), or
-#: "auto": torch's for a model that came from torch, ONNX's otherwise
+#: (BatchNorm's running variance unbiased, Adam's ε added to √v̂, AdamW's decay before the step),
+#: "onnx" (the biased variance of ONNX's BatchNormalization, ε added to √v and the decay after the
+#: step as ONNX's Adam op has them), or "auto": torch's for a model that came from torch, else ONNX's
 SEMANTICS = ("auto", "torch", "onnx")
 ADAM_BETAS, ADAM_EPSILON = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults
 
@@ -389,7 +389,7 @@ def training_program(model: Any, *, batch_size: int, loss: str = "cross-entropy"
     import json
 
     from .model_io import as_graph
-    from .passes.autodiff import PHASES_KEY, UPDATES_KEY
+    from .passes.autodiff import MASKS_KEY, PHASES_KEY, UPDATES_KEY
 
     _check_settings(loss, optimizer, lr, momentum, weight_decay, 1, batch_size, 0.0, nesterov, semantics)
     graph = as_graph(model)
@@ -417,6 +417,7 @@ def training_program(model: Any, *, batch_size: int, loss: str = "cross-entropy"
     updates = {out.name: tensor.name for out, tensor in zip(node.outputs, kept)}
     updates.update({value.name: state for state, value in built.updates.items()})
     g.metadata[UPDATES_KEY] = json.dumps(updates)
+    g.metadata[MASKS_KEY] = json.dumps({name: ratio for name, (_, ratio) in built.masks.items()})
     for name, array in {**built.params, **built.states, **built.fixed}.items():  # weights live on chip
         g.inputs.remove(g.get(name))
         g.initializers[name] = array
@@ -448,7 +449,8 @@ def train_compiled(exe: Any, x: np.ndarray, y: np.ndarray, *, epochs: int = 1, v
     its optimizer, bf16 forward and backward with fp32 master weights. Validation runs the program's
     forward on the held-out samples (batch statistics, no update). Non-finite steps as ``train``."""
     graph = exe.graph
-    batch, target = graph.inputs[0].type.shape[0], graph.inputs[1].name
+    names = [v.name for v in graph.inputs]
+    batch, target = graph.inputs[0].type.shape[0], "labels" if "labels" in names else "targets"
     loss = "cross-entropy" if target == "labels" else "mse"
     _check_settings(loss, "sgd", 1.0, 0.0, 0.0, epochs, batch, val_split)
     train_idx, val_idx = _split(len(x), val_split, seed, batch, "the program's batch")
@@ -458,7 +460,7 @@ def train_compiled(exe: Any, x: np.ndarray, y: np.ndarray, *, epochs: int = 1, v
 
     def one_step(xb, yb, t, rng):
         try:
-            out = exe.train_step({feed: xb, target: yb, "T": np.int64(t)})
+            out = exe.train_step({feed: xb, target: yb, "T": np.int64(t), **dropout_masks(graph, rng)})
         except NonFiniteError as exc:
             raise _NonFiniteStep(str(exc)) from None
         return float(out[loss_name]), out[scores_name]
@@ -467,13 +469,29 @@ def train_compiled(exe: Any, x: np.ndarray, y: np.ndarray, *, epochs: int = 1, v
         losses, hits, count = [], 0, len(val_idx) // batch * batch
         for k in range(0, count, batch):
             chosen = val_idx[k:k + batch]
-            out = exe.run({feed: x[chosen], target: y[chosen], "T": np.int64(0)})
+            out = exe.run({feed: x[chosen], target: y[chosen], "T": np.int64(0), **dropout_masks(graph, None)})
             losses.append(float(out[loss_name]))
             hits += _correct(out[scores_name], y[chosen], loss)
         return float(np.mean(losses)), hits / count if loss == "cross-entropy" else None
 
     return _epochs(x, y, train_idx, batch, epochs, loss, seed, one_step, progress, skip_nonfinite,
                    validate=validate if len(val_idx) >= batch else None)
+
+
+def dropout_masks(program: Graph, rng: np.random.Generator | None) -> dict[str, np.ndarray]:
+    """The Dropout masks a training program takes: kept at probability 1 − ratio (drawn from
+    ``rng``), or with no ``rng`` filled with 1 − ratio, which makes each Dropout an identity (the
+    program scales what it keeps by 1 / (1 − ratio)) — a forward-only run in eval form."""
+    import json
+
+    from .passes.autodiff import MASKS_KEY
+
+    masks = {}
+    for name, ratio in json.loads(program.metadata.get(MASKS_KEY, "{}")).items():
+        value = program.get(name)
+        shape, dtype = tuple(value.type.shape), value.type.dtype.numpy
+        masks[name] = np.full(shape, 1 - ratio, dtype) if rng is None else (rng.random(shape) >= ratio).astype(dtype)
+    return masks
 
 
 def _split(count: int, val_split: float, seed: int, batch: int, what: str) -> tuple[np.ndarray, np.ndarray]:

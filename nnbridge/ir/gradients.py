@@ -570,18 +570,73 @@ def _pad(b, node, grads):
     return [out, *([None] * (len(node.inputs) - 1))]
 
 
+def _nearest_source(mode: str, rounding: str, size: int, scale: int) -> np.ndarray:
+    """The input index each output index of a nearest Resize reads, by ONNX's formulas."""
+    i = np.arange(size * scale, dtype=np.float64)
+    if mode == "asymmetric":
+        x = i / scale
+    elif mode in ("half_pixel", "pytorch_half_pixel"):
+        x = (i + 0.5) / scale - 0.5
+    else:
+        return np.full(len(i), -1)
+    picks = {"floor": np.floor(x), "ceil": np.ceil(x), "round_prefer_floor": np.ceil(x - 0.5),
+             "round_prefer_ceil": np.floor(x + 0.5)}
+    return np.clip(picks.get(rounding, np.full(len(i), -1.0)), -1, size - 1).astype(np.int64)
+
+
+@rule("Resize")
+def _resize(b, node, grads):
+    """Nearest upsampling by whole factors where output i reads input ⌊i / s⌋ (torch's
+    nn.Upsample): each input element gathers the gradient of its s₁×s₂… block."""
+    g, x = grads[0], node.inputs[0]
+    mode = node.attr("mode", "nearest")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    where = node.attr("coordinate_transformation_mode", "half_pixel")
+    where = where.decode() if isinstance(where, bytes) else where
+    rounding = node.attr("nearest_mode", "round_prefer_floor")
+    rounding = rounding.decode() if isinstance(rounding, bytes) else rounding
+    xs, ys = tuple(x.type.shape), tuple(g.type.shape)
+    factors = [o // i if i and o % i == 0 else 0 for i, o in zip(xs, ys)]
+    if mode != "nearest" or 0 in factors or any(
+            f > 1 and not np.array_equal(_nearest_source(where, rounding, n, f), np.arange(n * f) // f)
+            for n, f in zip(xs, factors)):
+        b.unsupported("Resize other than nearest upsampling by whole factors (each output reads ⌊i / s⌋)")
+    split, summed_axes = [], []  # each upsampled axis n·f split into (n, f); the f axes summed
+    for n, f in zip(xs, factors):
+        split.append(n)
+        if f > 1:
+            summed_axes.append(len(split))
+            split.append(f)
+    blocks = b.op("Reshape", g, b.ints(split), shape=tuple(split), like=g)
+    kept = tuple(1 if i in summed_axes else d for i, d in enumerate(split))
+    out = b.op("ReduceSum", blocks, b.ints(summed_axes), attrs={"keepdims": 1}, shape=kept, like=g) \
+        if summed_axes else blocks
+    return [b.op("Reshape", out, b.ints(xs), shape=xs, like=g), *([None] * (len(node.inputs) - 1))]
+
+
 @rule("Gather")
 def _gather(b, node, grads):
-    """Axis 0 (an embedding lookup): the rows' gradients added into a zero table."""
+    """The gathered slices' gradients added into a zero tensor (an embedding's rows along axis 0;
+    another axis is moved to the front and back)."""
     g, (table, index) = grads[0], node.inputs
-    if _axis(node.attr("axis", 0), table.type.rank) != 0:
-        b.unsupported("Gather along an axis other than 0")
+    rank = table.type.rank
+    axis = _axis(node.attr("axis", 0), rank)
+    shape = tuple(table.type.shape)
+    if axis:  # g has index's dims where the table had its axis: move those, and the axis, to the front
+        lead = index.type.rank
+        perm = [*range(axis, axis + lead), *range(axis), *range(axis + lead, g.type.rank)]
+        g = b.op("Transpose", g, attrs={"perm": perm}, shape=tuple(g.type.shape[p] for p in perm), like=g)
+        shape = (shape[axis], *shape[:axis], *shape[axis + 1:])
     count = math.prod(index.type.shape)
     rows = b.op("Reshape", index, b.ints([count, 1]), shape=(count, 1), like=index)
     rows = b.op("Cast", rows, attrs={"to": DType.INT64.onnx}, shape=(count, 1), dtype="int64")
-    flat = b.op("Reshape", g, b.ints([count, *table.type.shape[1:]]), shape=(count, *table.type.shape[1:]), like=g)
-    zeros = b.const(np.zeros(table.type.shape, b.numpy_dtype(g)))
-    return [b.op("ScatterND", zeros, rows, flat, attrs={"reduction": "add"}, shape=table.type.shape, like=g), None]
+    flat = b.op("Reshape", g, b.ints([count, *shape[1:]]), shape=(count, *shape[1:]), like=g)
+    zeros = b.const(np.zeros(shape, b.numpy_dtype(g)))
+    out = b.op("ScatterND", zeros, rows, flat, attrs={"reduction": "add"}, shape=shape, like=g)
+    if axis:
+        back = [*range(1, axis + 1), 0, *range(axis + 1, rank)]
+        out = b.op("Transpose", out, attrs={"perm": back}, shape=tuple(table.type.shape), like=g)
+    return [out, None]
 
 
 @rule("Expand")

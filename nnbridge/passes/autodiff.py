@@ -24,6 +24,9 @@ PHASES_KEY = "training.phases"
 #: graph metadata: JSON {output name: tensor name} — after a step of a training program, each of
 #: these outputs is the new value of that tensor (weights, optimizer states, batch-norm statistics)
 UPDATES_KEY = "training.updates"
+#: graph metadata: JSON {input name: drop ratio} — the Dropout mask inputs of a training program,
+#: fed each step with ones kept at probability 1 − ratio (a forward-only run feeds 1 − ratio: no drop)
+MASKS_KEY = "training.masks"
 
 
 class _NoRule(Exception):
@@ -201,6 +204,8 @@ def training_form(graph: Graph, *, unbiased_running_var: bool = False) -> Traini
             _layer_norm_spelled_out(graph, node)
         elif node.op == "Dropout" and not node.domain:
             _dropout_with_mask(graph, node, form)
+        elif node.op in ("LSTM", "GRU") and not node.domain and _plain_recurrence(node):
+            _recurrence_unrolled(graph, node)
     return form
 
 
@@ -258,6 +263,85 @@ def _layer_norm_spelled_out(graph: Graph, node: Node) -> None:
     if any(graph.consumers(o) or graph.is_output(o) for o in node.outputs[1:]):
         raise InputError(f"LayerNormalization '{node.name}': its Mean/InvStdDev outputs are not trainable")
     _replace(graph, node, y)
+
+
+def _plain_recurrence(node: Node) -> bool:
+    """An LSTM/GRU the unrolled form covers: one forward direction, layout 0, the default
+    activations, no clip, peepholes, sequence lengths or coupled input-forget gate (others stay
+    as they are, and gradients name them)."""
+    return (node.attr("direction", "forward") in ("forward", b"forward") and not node.attr("layout", 0)
+            and node.attr("activations") is None and node.attr("clip") is None and not node.attr("input_forget", 0)
+            and node.input(4) is None and node.input(7) is None
+            and all(v is None or v.type.is_static for v in node.inputs))
+
+
+def _recurrence_unrolled(graph: Graph, node: Node) -> None:
+    """LSTM or GRU spelled out step by step in MatMul, Sigmoid and Tanh (the sequence length is
+    static in a training graph), so that their gradients follow from those ops' rules. ONNX's gate
+    orders: LSTM i, o, f, c; GRU z, r, h (``linear_before_reset`` as the node says)."""
+    b = Builder(graph, tag="rnn")
+    x, w, r = node.inputs[:3]
+    steps, batch, _ = x.type.shape
+    hidden = node.attr("hidden_size")
+    lstm = node.op == "LSTM"
+    gates = 4 if lstm else 3
+    width = gates * hidden
+
+    def matrix(v: Value, cols: int) -> Value:  # (1, G·H, cols) → its transpose (cols, G·H)
+        flat = b.op("Reshape", v, b.ints([width, cols]), shape=(width, cols), like=v)
+        return b.op("Transpose", flat, attrs={"perm": [1, 0]}, shape=(cols, width), like=v)
+
+    def cut(v: Value, k: int, part: int = hidden) -> Value:  # columns k·part … (k+1)·part of (N, ·)
+        return b.slice(v, 1, k * part, (k + 1) * part)
+
+    wt, rt = matrix(w, x.type.shape[2]), matrix(r, hidden)
+    bias = node.input(3)
+    if bias is not None:
+        flat = b.op("Reshape", bias, b.ints([2 * width]), shape=(2 * width,), like=bias)
+        wb, rb = b.slice(flat, 0, 0, width), b.slice(flat, 0, width, 2 * width)
+    xw = b.op("MatMul", x, wt, shape=(steps, batch, width), like=x)
+    if bias is not None:
+        xw = b.op("Add", xw, wb, like=xw)
+
+    def state(index: int) -> Value:
+        given = node.input(index)
+        if given is None:
+            return b.const(np.zeros((batch, hidden), b.numpy_dtype(x)))
+        return b.op("Reshape", given, b.ints([batch, hidden]), shape=(batch, hidden), like=given)
+
+    h, c = state(5), state(6) if lstm else None
+    ys = []
+    for t in range(steps):
+        xt = b.op("Reshape", b.slice(xw, 0, t, t + 1), b.ints([batch, width]), shape=(batch, width), like=xw)
+        hr = b.op("MatMul", h, rt, shape=(batch, width), like=h)
+        if bias is not None:
+            hr = b.op("Add", hr, rb, like=hr)
+        if lstm:
+            pre = b.op("Add", xt, hr, like=xt)
+            i, o, f = (b.op("Sigmoid", cut(pre, k)) for k in range(3))
+            c = b.op("Add", b.op("Mul", f, c), b.op("Mul", i, b.op("Tanh", cut(pre, 3))))
+            h = b.op("Mul", o, b.op("Tanh", c))
+        else:
+            z, reset = (b.op("Sigmoid", b.op("Add", cut(xt, k), cut(hr, k))) for k in range(2))
+            if node.attr("linear_before_reset", 0):
+                recurrent = b.op("Mul", reset, cut(hr, 2))
+            else:
+                rh = b.op("MatMul", b.op("Mul", reset, h), b.slice(rt, 1, 2 * hidden, 3 * hidden),
+                          shape=(batch, hidden), like=h)
+                recurrent = rh if bias is None else b.op("Add", rh, b.slice(rb, 0, 2 * hidden, 3 * hidden))
+            candidate = b.op("Tanh", b.op("Add", cut(xt, 2), recurrent))
+            h = b.op("Add", b.op("Mul", b.op("Sub", b.scalar(1.0, z), z), candidate), b.op("Mul", z, h))
+        ys.append(b.op("Reshape", h, b.ints([1, 1, batch, hidden]), shape=(1, 1, batch, hidden), like=h))
+    results = [b.op("Concat", *ys, attrs={"axis": 0}, shape=(steps, 1, batch, hidden), like=h),
+               b.op("Reshape", h, b.ints([1, batch, hidden]), shape=(1, batch, hidden), like=h)]
+    if lstm:
+        results.append(b.op("Reshape", c, b.ints([1, batch, hidden]), shape=(1, batch, hidden), like=c))
+    olds = list(node.outputs)
+    graph.remove_node(node)
+    for old, new in zip(olds, results):
+        graph.replace_uses(old, new)
+        if graph.is_output(old):
+            graph.outputs[:] = [new if v is old else v for v in graph.outputs]
 
 
 def _dropout_with_mask(graph: Graph, node: Node, form: TrainingForm) -> None:

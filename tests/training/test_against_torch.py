@@ -1,7 +1,7 @@
 """Training step for step against torch: the same initial weights, the same batches in the same
 order (nnbridge's seeded shuffle, replayed here), the same Dropout masks and hyper-parameters, 100
 steps through ``nnbridge.train`` (an MLP, a CNN with BatchNorm and Dropout, torch's
-TransformerEncoderLayer, an embedding model and a mobile CNN) and through the training program the
+TransformerEncoderLayer, an embedding model, a mobile CNN and a GRU + LSTM model) and through the training program the
 SambaFlow-style API compiles (run in fp32 on the reference backend), against torch.optim: each
 step's loss within 1e-5 (relative) and the final weights and BatchNorm statistics within 1e-4."""
 
@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")  # the optional extra; make test / .ci/run 
 
 import nnbridge  # noqa: E402
 from nnbridge.passes.autodiff import UPDATES_KEY  # noqa: E402
-from nnbridge.training import train, training_program  # noqa: E402
+from nnbridge.training import dropout_masks, train, training_program  # noqa: E402
 
 STEPS, BATCH, SAMPLES, SEED, CLASSES = 100, 8, 32, 0, 4
 OPTIMIZERS = {  # name → (nnbridge settings, torch.optim factory)
@@ -86,6 +86,19 @@ class Mobile(torch.nn.Module):
         return self.head(self.pw(x * gate).mean((2, 3)))
 
 
+class Recurrent(torch.nn.Module):
+    """A GRU then an LSTM (torch's gate orders, exported reordered to ONNX's), the last step's state
+    to the head."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru, self.lstm = torch.nn.GRU(6, 6, batch_first=True), torch.nn.LSTM(6, 5, batch_first=True)
+        self.head = torch.nn.Linear(5, CLASSES)
+
+    def forward(self, x):
+        return self.head(self.lstm(self.gru(x)[0])[0][:, -1])
+
+
 def _mlp():
     return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, CLASSES)), (6,)
 
@@ -109,8 +122,12 @@ def _mobile():
     return Mobile(), (1, 6, 6)
 
 
+def _recurrent():
+    return Recurrent(), (5, 6)
+
+
 MODELS = {"mlp": _mlp, "cnn-batchnorm-dropout": _cnn, "transformer-encoder": _encoder, "embedding": _embedder,
-          "mobile-cnn": _mobile}
+          "mobile-cnn": _mobile, "gru-lstm": _recurrent}
 
 
 def _data(build):
@@ -238,16 +255,19 @@ def _program_run(module, x, y, kind, settings):
     exe = nnbridge.compile(program, backend="reference", passes=[])
     feed, losses, batches = program.inputs[0].name, [], _batches(x)
     for t in range(STEPS):
-        chosen, _ = next(batches)
-        out = exe.run({feed: x[chosen], "labels": y[chosen], "T": np.int64(t), **tensors})
+        chosen, rng = next(batches)
+        masks = dropout_masks(program, rng)  # drawn as nnbridge.train draws them
+        out = exe.run({feed: x[chosen], "labels": y[chosen], "T": np.int64(t), **masks, **tensors})
         tensors.update({tensor: out[name] for name, tensor in updates.items()})
         losses.append(float(out["loss"]))
     return np.array(losses), tensors
 
 
-@pytest.mark.parametrize("optimizer", ["sgd-nesterov", "adam", "adamw"])
-def test_the_sambaflow_training_program_follows_torch_step_for_step(optimizer):
-    module, x, y = _data(_mlp)
+@pytest.mark.parametrize(("model", "optimizer"), [("mlp", "sgd-nesterov"), ("mlp", "adam"), ("mlp", "adamw"),
+                                                 ("cnn-batchnorm-dropout", "sgd-momentum-decay"),
+                                                 ("cnn-batchnorm-dropout", "adamw")])
+def test_the_sambaflow_training_program_follows_torch_step_for_step(model, optimizer):
+    module, x, y = _data(MODELS[model])
     kind, settings, make = OPTIMIZERS[optimizer]
     want_losses, want = _torch_run(module, x, y, make)
     losses, weights = _program_run(module, x, y, kind, settings)

@@ -253,3 +253,44 @@ def test_conv_transpose_with_groups_strides_pads(group, strides, pads, output_pa
            for n, s, op, k, p0, p1 in zip((3, 4), strides, output_padding, (3, 2), pads[:2], pads[2:])]
     model = _model([node], {"x": x, "w": w, "b": bias}, (2, 6, *out))
     assert _worst_error(model, {"x": x, "w": w, "b": bias}, ["x", "w", "b"]) <= 1e-6
+
+
+def test_gather_along_another_axis():
+    x = _normal((3, 5, 4), 1)
+    index = numpy_helper.from_array(np.array([[4, 0], [1, 4]], np.int64), "index")
+    model = _model([helper.make_node("Gather", ["x", "index"], ["y"], axis=1)], {"x": x}, (3, 2, 2, 4), [index])
+    assert _worst_error(model, {"x": x}, ["x"]) <= 1e-6
+
+
+@pytest.mark.parametrize(("op", "attrs"), [("LSTM", {}), ("GRU", {}), ("GRU", {"linear_before_reset": 1})])
+def test_lstm_and_gru_unrolled_in_training_form(op, attrs):
+    """Spelled out step by step in training form; the gradients of the input, the weights, the
+    biases and the initial state against central differences."""
+    gates, hidden = (4 if op == "LSTM" else 3), 3
+    feeds = {"x": _normal((4, 2, 5), 1), "w": _normal((1, gates * hidden, 5), 2) * 0.5,
+             "r": _normal((1, gates * hidden, hidden), 3) * 0.5, "b": _normal((1, 2 * gates * hidden), 4) * 0.3,
+             "h0": _normal((1, 2, hidden), 5) * 0.5}
+    node = helper.make_node(op, ["x", "w", "r", "b", "", "h0"], ["y", "y_h"], hidden_size=hidden, **attrs)
+    model = _model([node], feeds, (4, 1, 2, hidden))
+    assert _worst_error(model, feeds, list(feeds), training=True) <= 1e-6
+
+
+@pytest.mark.parametrize(("where", "rounding"), [("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"),
+                                                 ("pytorch_half_pixel", "round_prefer_floor")])
+def test_nearest_resize_by_whole_factors(where, rounding):
+    x = _normal((2, 3, 3, 4), 1)
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 3], np.float32), "scales")
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest",
+                            coordinate_transformation_mode=where, nearest_mode=rounding)
+    model = _model([node], {"x": x}, (2, 3, 6, 12), [scales])
+    assert _worst_error(model, {"x": x}, ["x"]) <= 1e-6
+
+
+def test_resize_the_rule_does_not_cover_is_named():
+    x = _normal((1, 1, 3, 3), 1)
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")
+    graph = nnbridge.load(_model([node], {"x": x}, (1, 1, 6, 6), [scales]))
+    run_passes(graph, ["infer-shapes"])
+    with pytest.raises(UnsupportedOpError, match="nearest upsampling by whole factors"):
+        gradients(graph, graph.outputs[0], [graph.get("x")])

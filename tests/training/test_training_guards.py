@@ -153,13 +153,14 @@ def test_batch_norm_statistics_that_are_computed_are_one_line():
         train(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]), x, y, batch_size=8)
 
 
-def test_a_recurrent_model_is_refused_naming_the_op_without_a_gradient():
+def test_a_recurrence_the_unrolled_form_does_not_cover_is_refused_naming_the_op():
     from nnbridge.errors import UnsupportedOpError
 
     class Recurrent(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.gru, self.head = torch.nn.GRU(4, 6, batch_first=True), torch.nn.Linear(6, 3)
+            self.gru = torch.nn.GRU(4, 3, batch_first=True, bidirectional=True)
+            self.head = torch.nn.Linear(6, 3)
 
         def forward(self, x):
             return self.head(self.gru(x)[0][:, -1])
@@ -299,3 +300,40 @@ def test_a_torch_optimizer_setting_nnbridge_does_not_follow_is_refused():
                                                                    nesterov=True))
     node = next(n for n in program.graph.nodes if n.op == "Momentum")
     assert node.attrs["mode"] == "nesterov"
+
+
+def test_a_sambaflow_program_keeps_dropout_and_feeds_its_masks():
+    """Dropout survives sambaflow.compile(module, …) (issue 32, item 2); run() draws its masks for a
+    training step and turns it off for a forward-only run; train_compiled feeds them too."""
+    import json
+
+    from nnbridge.passes.autodiff import UPDATES_KEY
+    from nnbridge.training import train_compiled
+
+    module = _cnn()
+    x = np.random.default_rng(0).normal(size=(48, 1, 6, 6)).astype(np.float32)
+    y = np.arange(48) % 3
+    program = sambaflow.compile(module, [torch.from_numpy(x[:8])], "sgd")
+    masks = [n for n in program.input_names if n.endswith("_mask")]
+    updated = json.loads(program.graph.metadata[UPDATES_KEY]).values()
+    assert len(masks) == 1 and "1.running_var" in updated  # Dropout kept, BatchNorm not folded
+    forward = [float(sambaflow.run(program, [x[:8], y[:8]], section_types=["fwd"])["loss"]) for _ in range(2)]
+    assert forward[0] == forward[1]  # no Dropout in a forward-only run
+    sambaflow.run(program, [x[:8], y[:8]])
+    history = train_compiled(program, x, y, epochs=1, val_split=0.25)
+    assert np.isfinite(history[0].loss) and history[0].val_loss is not None
+
+
+def test_the_rdu_optimizer_phase_keeps_fp32_master_weights():
+    """Torch's AdamW decays the weights before the op, in the opt phase; that runs in fp32 on the
+    master weights, so a step of ~1e-6 is not lost to bf16 rounding (~1e-3 of these weights)."""
+    from nnbridge.training import compile_training
+
+    exe = compile_training(_mlp_model(), batch_size=8, optimizer="adamw", lr=1e-6, weight_decay=0.5,
+                           semantics="torch")
+    before = {k: np.array(v, np.float32) for k, v in exe.graph.initializers.items() if k in ("w1", "w2")}
+    x, y = _data()
+    sambaflow.run(exe, [x[:8], y[:8]])
+    for name, old in before.items():
+        moved = np.abs(exe.graph.initializers[name] - old)
+        assert moved.max() < 3e-6 and np.median(moved) > 1e-7, name

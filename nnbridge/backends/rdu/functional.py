@@ -7,6 +7,7 @@ RDU stores them — at kernel outputs — while values inside a fused kernel sta
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -15,6 +16,7 @@ import numpy as np
 from ...errors import KernelError, NNBridgeError, Unsupported, UnsupportedOpError
 from ...ir import NNBRIDGE_DOMAIN, TRAINING_DOMAIN, Graph, Node
 from ...kernels import KernelContext, get_kernel, unsupported_nodes
+from ...passes.autodiff import PHASES_KEY
 from .numerics import round_bf16
 
 
@@ -43,6 +45,11 @@ class FunctionalSim:
         # precision as SambaFlow trains: bf16 forward and backward, fp32 weight update)
         self.master = {name: np.asarray(array, np.float32) for name, array in graph.initializers.items()
                        if np.asarray(array).dtype.kind == "f"}
+        # the optimizer phase runs in fp32 on the masters: its op and what prepares its operands
+        # (AdamW's decay, torch's Adam scaling of gradients and states)
+        phases = json.loads(graph.metadata.get(PHASES_KEY, "{}"))
+        self.fp32 = {id(node) for node in graph.nodes if node.domain == TRAINING_DOMAIN
+                     or (node.outputs and all(phases.get(o.name) == "opt" for o in node.outputs))}
         self.keep = {v.name for v in graph.outputs}
         last_use: dict[str, int] = {}
         for i, node in enumerate(graph.nodes):
@@ -65,7 +72,7 @@ class FunctionalSim:
         env: dict[str, Any] = dict(self.weights)
         env.update({name: round_bf16(value) for name, value in feeds.items()})
         for i, (node, ctx, spec, scoped) in enumerate(self.steps):
-            update = node.domain == TRAINING_DOMAIN
+            update = id(node) in self.fp32
             args = [(self.master.get(v.name, env[v.name]) if update else env[v.name]) if v is not None else None
                     for v in node.inputs]
             try:
