@@ -25,7 +25,7 @@ class ReferenceExecutable(Executable):
         values = self.plan.execute(feeds, timings=timings)
         outputs = {v.name: out for v, out in zip(self.graph.outputs, values)}
         report = Report("reference", self.graph.name)
-        if not self.plan.profile:  # one row per node run; times only when compiled with profile=True
+        if not self.profile:  # one row per node run; times only when compiled with profile=True
             for step in self.plan.steps:
                 report.add_row(name=step.ctx.node.name, op=step.ctx.node.op)
             report.notes.append("per-node times: compile with profile=True")
