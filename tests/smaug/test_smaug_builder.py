@@ -258,3 +258,25 @@ def test_a_tensor_made_outside_any_graph_is_stored_unpadded_as_smaug_does_and_sa
     assert [second.input_tensors[0].shape.alignment, second.output_tensors[0].shape.alignment] == [8, 8]
     entries = g.params_array().data_array
     assert [len(e.half_data) for e in entries] == [3, 8]  # 6 fp16 values in 3 words; 2 rows padded to 8
+
+
+def test_check_never_agrees_on_an_smv_file_whose_convolution_reads_an_unpadded_tensor(tmp_path):
+    """The real SMV runtime miscomputes a convolution over a tensor stored unpadded: nnbridge's SMV
+    simulation must not call such a file's result right (it is undefined there, and the note says why)."""
+    import warnings
+
+    import nnbridge
+    from nnbridge.errors import NNBridgeWarning
+
+    rng = np.random.default_rng(0)
+    x = sg.Tensor(data_layout=sg.NHWC, tensor_data=rng.uniform(-1, 1, (1, 4, 4, 3)).astype(np.float16))
+    w = sg.Tensor(data_layout=sg.NHWC, tensor_data=rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float16))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NNBridgeWarning)
+        with sg.Graph(name="unpadded", backend="SMV") as g:
+            sg.nn.convolution(sg.input_data(x), w, stride=[1, 1], padding="same", activation=None, name="conv")
+    g.write_graph(str(tmp_path / "unpadded"))
+    result = nnbridge.check(tmp_path / "unpadded_topo.pbtxt", backend="smv")
+    assert not result.ok
+    assert any("stored unpadded (alignment 0, 3 values a row) where SMV reads rows padded to 8" in n
+               for n in result.notes), result.notes

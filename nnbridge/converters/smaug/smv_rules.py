@@ -19,6 +19,9 @@ row only, the post-FC batch norm addresses rows after the first wrongly, Padding
 depthwise convolution is an empty function. nnbridge's writer never emits these forms; the
 reader records them in files it loads, so the SMV simulator reproduces them.
 
+A tensor stored unpadded (alignment 0: SMAUG's frontend writes a Tensor made outside any graph so)
+is read by SMV's convolution and matrix-multiply kernels as padded rows: wrong values or an abort.
+
 Values, last: SMV stores every tensor in fp16, so a file whose stored input drives a value past
 fp16's largest finite number (65504) makes the real runtime compute inf and then NaN
 (:func:`fp16_overflow`).
@@ -44,12 +47,19 @@ def hazards(graph: gpb.GraphProto) -> list[Unsupported]:
     """Every node of an SMV topology that the real runtime computes differently from what the file
     means (or cannot run), with the reason."""
     clean: dict[tuple[str, int], bool] = {}  # (node, output) → are its padding lanes written?
+    unpadded = {node.name: node.input_tensors[0] for node in graph.nodes if _stored_unpadded(node)}
     found = []
     for node in graph.nodes:
         inputs = [(p, i) for p, i in zip(node.parents, node.src_tensors_indices)]
         reason = _corrupts(node)
         if reason:
             found.append(Unsupported(pb.OpType.Name(node.op), node.name, reason))
+        misread = next((unpadded[p] for p in node.parents if p in unpadded), None)
+        if node.op in (pb.Convolution3d, pb.InnerProduct) and misread is not None:
+            found.append(Unsupported(pb.OpType.Name(node.op), node.name, (
+                f"it reads '{misread.name}', stored unpadded (alignment 0, {misread.shape.dims[-1]} values a row) "
+                f"where SMV reads rows padded to {padded(misread.shape.dims[-1])}: the real runtime computes it "
+                "wrong or aborts (make the Tensor inside `with sg.Graph(...)`)")))
         if node.op in (pb.Convolution3d, pb.InnerProduct) and inputs and not clean.get(inputs[0], True):
             x = node.input_tensors[0]
             found.append(Unsupported(pb.OpType.Name(node.op), node.name, (
@@ -58,6 +68,15 @@ def hazards(graph: gpb.GraphProto) -> list[Unsupported]:
         for k, out in enumerate(node.output_tensors):
             clean[(node.name, k)] = _writes_padding(node, out, [clean.get(i, True) for i in inputs])
     return found
+
+
+def _stored_unpadded(node: npb.NodeProto) -> bool:
+    """A Data node whose stored tensor is unpadded (alignment 0, as SMAUG's frontend writes a Tensor
+    made outside any graph) while SMV reads its rows padded to 8."""
+    if node.op != pb.Data or not node.input_tensors:
+        return False
+    dims = node.input_tensors[0].shape.dims
+    return node.input_tensors[0].shape.alignment == 0 and bool(dims) and dims[-1] % ALIGN != 0
 
 
 def _corrupts(node: npb.NodeProto) -> str:
