@@ -19,6 +19,7 @@ from ..ir import DType, Graph, Node
 from ..passes import Step
 from ..registry import Registry
 from ..report import Report
+from .settings import Setting, checked_options
 
 #: pass groups the backends' pipelines share (specs/passes.md §9, §12): clean-up after rewrites
 #: (shapes are re-inferred after the rewrites that change them), constant folding, scale folding
@@ -79,6 +80,15 @@ class Backend(abc.ABC):
         if not self.pipelines:
             return []
         return list(self.pipelines.get(opt_level, self.pipelines[max(self.pipelines)]))
+
+    #: every option ``compile`` reads, by name (``settings.Setting``: type, default, help); the CLI's
+    #: ``--set`` help and checks come from here too, and anything else is refused
+    settings: Mapping[str, Setting] = {}
+
+    def options(self, given: Mapping[str, Any], source: str | None = None) -> dict[str, Any]:
+        """``given`` checked against ``settings``, values parsed to their types (``source``: where
+        they come from when not Python keywords, e.g. ``--set``)."""
+        return checked_options(self.name, self.settings, given, source)
 
     @abc.abstractmethod
     def compile(self, graph: Graph, **config: Any) -> Executable: ...

@@ -2,7 +2,8 @@
 
 A command module defines ``register(subparsers)`` (adds its parser, with examples
 in the epilog, and sets ``func``). Every ``NNBridgeError`` is printed as one line
-without a traceback and exits 1; usage errors exit 2; anything else is a bug in
+without a traceback and exits 1; usage errors (``UsageError``: a flag, ``--set`` key,
+input name or value the command, backend or model does not take) exit 2; anything else is a bug in
 nnbridge, printed as one "internal error" line (exit 3) that says how to see the
 traceback (``NNBRIDGE_TRACEBACK=1``).
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import NNBridgeError, NNBridgeWarning, UnsupportedOpError
+from ..errors import NNBridgeError, NNBridgeWarning, UnsupportedOpError, UsageError
 from ..threads import cpu_threads
 
 #: markup off: names, paths and messages come from models and users, so "[...]" must print as
@@ -38,8 +39,9 @@ _ORDER = ["convert", "run", "check", "train", "summary", "ir", "ops", "simulate"
 
 def build_parser() -> argparse.ArgumentParser:
     from ..version import __version__
+    from .common import Parser
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="nnbridge",
         description="Convert models between ONNX, SMAUG and LBANN; run them on a numpy "
                     "reference backend and on SMV / RDU accelerator simulators; cross-check "
@@ -76,7 +78,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            command = " ".join(["nnbridge", *([args.command] if getattr(args, "command", None) else [])])
+            raise UsageError(f"{command}: unrecognized arguments: {' '.join(extra)} (see '{command} --help')")
+    except UsageError as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, markup=True)
+        return 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -99,7 +108,7 @@ def _main(argv: list[str] | None) -> int:
         return 1
     except NNBridgeError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, markup=True)
-        return 1
+        return 2 if isinstance(exc, UsageError) else 1
     except KeyboardInterrupt:
         err_console.print("interrupted")
         return 130

@@ -22,7 +22,8 @@ def register(sub) -> None:
   nnbridge ir --list-passes x
 """)
     add_model_args(p)
-    p.add_argument("--backend", "-b", help="run this backend's pipeline (with --opt-level) unless --passes is given")
+    p.add_argument("--backend", "-b", help="run this backend's pipeline at --opt-level unless --passes is given "
+                                           "(--opt-level or --disable-pass alone: the reference backend's)")
     add_pass_args(p)
     p.add_argument("--print-after", action="store_true", help="print the IR after every pass")
     p.add_argument("--list-passes", action="store_true", help="list the available passes and exit")

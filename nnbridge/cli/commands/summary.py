@@ -26,7 +26,8 @@ parameters and the FLOP of one run (2 per multiply-accumulate). The footer lists
 groups (kernels) and the planned peak activation memory.
 """)
     add_model_args(p)
-    p.add_argument("--backend", "-b", help="run this backend's pipeline first (with --opt-level)")
+    p.add_argument("--backend", "-b", help="run this backend's pipeline first, at --opt-level (--opt-level or "
+                                           "--disable-pass alone: the reference backend's)")
     p.add_argument("--style", choices=["table", "smaug"], default="table",
                    help="smaug: the text SMAUG's frontend print_summary() prints (SMAUG files only)")
     p.add_argument("--json", metavar="FILE", help="write the header (inputs, outputs, ops, parameters, FLOP) as "
