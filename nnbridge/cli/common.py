@@ -155,7 +155,13 @@ def chosen_passes(args: argparse.Namespace, backend: str | None) -> list[str] | 
 
 def refuse_unread(args: argparse.Namespace, why: str, flags: dict[str, str]) -> None:
     """One line naming every flag of ``flags`` (dest → flag) that was given but is not read ``why``."""
-    given = [flag for dest, flag in flags.items() if getattr(args, dest, None) not in (None, False, [])]
+    given = []
+    for dest, flag in flags.items():
+        value = getattr(args, dest, None)
+        if value in (None, False, []):
+            continue
+        values = value if isinstance(value, list) else [] if value is True else [value]
+        given.append(" ".join([flag, *(str(v) for v in values)]))
     if given:
         raise OptionError(f"{', '.join(given)}: not read {why}")
 
