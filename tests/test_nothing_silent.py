@@ -162,6 +162,15 @@ def test_options_of_another_model_kind_are_refused(files, cli):
     assert code == 2 and "--layerwise: not read by --debug-passes" in text
 
 
+def test_flags_a_mode_of_a_command_does_not_read_are_refused(files, cli, tmp_path):
+    code, text = cli("convert", files / "mlp.onnx", tmp_path / "c.onnx", "--dry-run", "--json", tmp_path / "c.json")
+    assert code == 2 and "--json" in text and "not read by --dry-run" in text and not list(tmp_path.iterdir())
+    code, text = cli("ir", files / "mlp.onnx", "--print-after")
+    assert code == 2 and "--print-after: not read without passes" in text
+    code, text = cli("summary", files / "mlp.onnx", "--style", "smaug", "--opt-level", "2")
+    assert code == 2 and "--opt-level 2: not read with --style smaug" in text
+
+
 def test_compile_reads_disable_pass(files, cli):
     code, text = cli("compile", files / "mlp.onnx", "--disable-pass", "fuse-chain", "-o", files / "typo.pef")
     assert code != 0 and "fuse-chain" in text and not (files / "typo.pef").exists()

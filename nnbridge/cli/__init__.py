@@ -22,7 +22,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import NNBridgeError, NNBridgeWarning, UnsupportedOpError, UsageError
+from ..errors import NNBridgeError, NNBridgeWarning, OptionError, UnsupportedOpError, UsageError
 from ..threads import cpu_threads
 
 #: markup off: names, paths and messages come from models and users, so "[...]" must print as
@@ -37,9 +37,16 @@ _ORDER = ["convert", "run", "check", "train", "summary", "ir", "ops", "simulate"
           "measure_performance", "measure_sections", "sweep", "sweep_report"]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors (a misspelt flag, a missing value) are one line, exit 2,
+    like every other refusal of what a command does not take (subcommands' parsers are of this class too)."""
+
+    def error(self, message: str):
+        raise OptionError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ..version import __version__
-    from .common import Parser
 
     parser = Parser(
         prog="nnbridge",

@@ -14,14 +14,6 @@ from ..errors import InputError, OptionError
 from ..fileio import read_npy
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse's parser whose usage errors (an unknown or misspelt flag, a missing value) are one
-    line, exit 2, like every other refusal of what a command does not take."""
-
-    def error(self, message: str):
-        raise OptionError(f"{self.prog}: {message} (see '{self.prog} --help')")
-
-
 class Formatter(argparse.RawDescriptionHelpFormatter):
     """Keeps the hand-written examples in epilogs as written; ``--set``'s help lists the settings
     the backends declare (read when help is printed, so it cannot drift from them)."""

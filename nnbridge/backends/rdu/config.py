@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import InputError
-from ..settings import Setting
+from ..base import Setting
 
 MODES = ("o0", "o1")
 

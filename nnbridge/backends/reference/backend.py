@@ -11,8 +11,7 @@ from ...ir import Graph, Node
 from ...kernels import Plan, get_kernel, kernel_op_names, unsupported_nodes
 from ...kernels.allocator import keep_freed_memory
 from ...report import Report
-from ..base import CLEAN, FOLD, SCALE, Backend, Executable
-from ..settings import Setting
+from ..base import CLEAN, FOLD, SCALE, Backend, Executable, Setting
 
 
 class ReferenceExecutable(Executable):

@@ -14,8 +14,7 @@ from ...ir import DType, Graph, Node
 from ...kernels import get_kernel
 from ...report import Report
 from ...smaug_runtime import DEVIATIONS_KEY
-from ..base import CLEAN, FOLD, Backend, Executable
-from ..settings import Setting
+from ..base import CLEAN, FOLD, Backend, Executable, Setting
 from .config import ALIASES, SmvConfig, config_settings
 from .cost import LayerCost, cost_cpu_op, cost_plan
 from .cost.cpu import cpu_op_ns

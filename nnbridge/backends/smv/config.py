@@ -20,7 +20,7 @@ from typing import Any
 
 from ...errors import InputError
 from ...fileio import read_toml
-from ..settings import Setting
+from ..base import Setting
 
 
 class MemPolicy(enum.Enum):

@@ -8,6 +8,7 @@ from ..common import (
     add_pass_args,
     chosen_passes,
     load_model_from_args,
+    refuse_unread,
     value_json,
     write_json,
 )
@@ -47,6 +48,10 @@ def run(args) -> int:
         from ...errors import InputError
         from ...smaug.summary import file_summary
 
+        refuse_unread(args, "with --style smaug (SMAUG's own summary of the file as written)",
+                      {"backend": "--backend", "passes": "--passes", "opt_level": "--opt-level",
+                       "disable_pass": "--disable-pass", "json": "--json", "format": "--format",
+                       "input_shape": "--input-shape", "dim": "--dim"})
         if not args.model.endswith(TOPO_SUFFIX):
             raise InputError(f"--style smaug prints a SMAUG topology's summary; '{args.model}' is not a "
                              f"*{TOPO_SUFFIX} file")
