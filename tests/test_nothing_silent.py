@@ -171,6 +171,13 @@ def test_flags_a_mode_of_a_command_does_not_read_are_refused(files, cli, tmp_pat
     assert code == 2 and "--opt-level 2: not read with --style smaug" in text
 
 
+def test_momentum_is_refused_with_adam(files, cli):
+    for command in (["train", files / "mlp.onnx", "--data", "digits"], ["compile", files / "mlp.onnx"]):
+        code, text = cli(*command, "--optimizer", "adam", "--momentum", "0.5", "-o", files / "adam.out")
+        assert code == 2 and "--momentum 0.5: not read by --optimizer adam" in text
+        assert not (files / "adam.out").exists()
+
+
 def test_compile_reads_disable_pass(files, cli):
     code, text = cli("compile", files / "mlp.onnx", "--disable-pass", "fuse-chain", "-o", files / "typo.pef")
     assert code != 0 and "fuse-chain" in text and not (files / "typo.pef").exists()

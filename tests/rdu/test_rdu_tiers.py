@@ -70,8 +70,8 @@ def test_a_toml_file_sets_the_machine_and_set_overrides_it(cli, tmp_path):
     code, text = cli("measure-performance", path, "--config", machine, "--set", "hbm_capacity_bytes=1e9",
                      "--json", "-")
     assert json.loads(text)["totals"]["weights_by_tier"]["ddr"] == 0  # --set wins
-    for content, message in (("[rdu]\nsram_bytes = [1, 2]\n", "must be an integer or none"), ("[rdu\n", "not valid TOML"),
-                             ("rdu = 3\n", "must be a table")):
+    for content, message in (("[rdu]\nsram_bytes = [1, 2]\n", "must be an integer or none"),
+                             ("[rdu\n", "not valid TOML"), ("rdu = 3\n", "must be a table")):
         machine.write_text(content)
         code, text = cli("measure-performance", path, "--config", machine)
         assert code != 0 and message in text and len(text.strip().splitlines()) == 1, text

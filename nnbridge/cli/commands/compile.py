@@ -63,7 +63,7 @@ def add_rdu_args(p: argparse.ArgumentParser) -> None:
     training.add_argument("--loss", choices=["cross-entropy", "mse"],
                           help="the training loss (default: cross-entropy on the model's scores)")
     training.add_argument("--lr", type=float, help="learning rate, fixed at compile time (0.05)")
-    training.add_argument("--momentum", type=float, help="SGD momentum (0.9)")
+    training.add_argument("--momentum", type=float, help="SGD momentum (0.9; sgd only)")
     training.add_argument("--weight-decay", type=float, help="L2 weight decay (0)")
 
 
@@ -140,6 +140,9 @@ def compile_from_args(args: argparse.Namespace):
             raise OptionError("--inference and --optimizer exclude each other: a program is one or the other")
         refuse_unread(args, "by a training step (its pipeline is the backend's at --opt-level, without folding)",
                       {"passes": "--passes", "disable_pass": "--disable-pass"})
+        if args.optimizer != "sgd":
+            refuse_unread(args, f"by --optimizer {args.optimizer} (Adam's moment rates are fixed)",
+                          {"momentum": "--momentum"})
         return compile_training(graph, batch_size=settings.pop("batch_size", 1), loss=option(args, "loss"),
                                 optimizer=args.optimizer, lr=option(args, "lr"), momentum=option(args, "momentum"),
                                 weight_decay=option(args, "weight_decay"), opt_level=opt_level(args), **settings)

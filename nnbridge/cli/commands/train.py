@@ -5,7 +5,15 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from ..common import add_json_arg, add_model_args, add_parser, add_threads_arg, load_model_from_args, write_json
+from ..common import (
+    add_json_arg,
+    add_model_args,
+    add_parser,
+    add_threads_arg,
+    load_model_from_args,
+    refuse_unread,
+    write_json,
+)
 
 
 def register(sub) -> None:
@@ -26,7 +34,7 @@ def register(sub) -> None:
                    help="ONNX's Momentum op (SGD with momentum) or Adam op; adamw decays weights after the "
                         "step (default: sgd)")
     p.add_argument("--lr", type=float, default=0.05, help="learning rate (default: 0.05)")
-    p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default: 0.9)")
+    p.add_argument("--momentum", type=float, help="SGD momentum (default: 0.9; sgd only)")
     p.add_argument("--weight-decay", type=float, default=0.0, help="L2 weight decay (default: 0)")
     p.add_argument("--epochs", type=int, default=10, help="passes over the training data (default: 10)")
     p.add_argument("--batch-size", type=int, default=32, help="samples per step (default: 32)")
@@ -46,12 +54,16 @@ def train(args) -> int:
     from ...training import train as run_training
     from .. import console
 
+    if args.optimizer != "sgd":
+        refuse_unread(args, f"by --optimizer {args.optimizer} (Adam's moment rates are fixed)",
+                      {"momentum": "--momentum"})
     x, y = digits() if args.data == "digits" else load_data(args.data)
     graph = load_model_from_args(args)
     bar, progress = progress_bar(console, args.epochs)
     with bar:
         result = run_training(graph, x, y, loss=args.loss, optimizer=args.optimizer, lr=args.lr,
-                              momentum=args.momentum, weight_decay=args.weight_decay, epochs=args.epochs,
+                              momentum=0.9 if args.momentum is None else args.momentum,
+                              weight_decay=args.weight_decay, epochs=args.epochs,
                               batch_size=args.batch_size, val_split=args.val_split, seed=args.seed,
                               progress=progress)
     if args.out:
