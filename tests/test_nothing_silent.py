@@ -193,6 +193,11 @@ def test_format_options_another_format_reads_are_refused(files, cli, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_reader_options_are_refused_for_a_model_in_memory():
+    with pytest.raises(OptionError, match="lbann_training_layers: not read for a model already in memory"):
+        nnbridge.load(build("mlp"), lbann_training_layers=True)
+
+
 def _two_outputs_one_file(path):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
     outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("a/b", "a_b")]
