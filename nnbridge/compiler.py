@@ -24,6 +24,7 @@ def compile(model: Any, backend: str = "reference", *, passes: Sequence[Step] | 
     Simulators need static shapes: dynamic inputs are pinned to ``input_shapes`` (``run`` passes
     its inputs' shapes), else refused in one line that says how to pin them."""
     b = get_backend(backend)
+    config = b.options(config)  # an option the backend does not read is refused before any work
     graph = as_graph(model)
     if isinstance(model, Graph):
         graph = graph.copy()  # never mutate the caller's graph

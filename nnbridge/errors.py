@@ -1,7 +1,7 @@
 """One exception hierarchy for everything nnbridge reports to a user.
 
-The CLI prints any ``NNBridgeError`` as one line (no traceback) and exits non-zero,
-so every message must name the file, node or op at fault and say what to do.
+The CLI prints any ``NNBridgeError`` as one line (no traceback) and exits non-zero (2 for a
+``UsageError``, 1 for the others), so every message must name the file, node or op at fault and say what to do.
 """
 
 from __future__ import annotations
@@ -23,6 +23,16 @@ class ShapeError(NNBridgeError):
 
 class InputError(NNBridgeError):
     """User-supplied inputs are missing or do not match the model's declaration."""
+
+
+class UsageError(InputError):
+    """The command line or call names what the model or backend does not take: an input, an option,
+    a setting, or a value of the wrong type. The CLI exits 2 for these, as for any usage error."""
+
+
+class OptionError(UsageError, TypeError):
+    """An option a command or backend does not read (an unknown keyword, ``--set`` key or a flag
+    that has no effect here), or an option's value of the wrong type; a ``TypeError`` like Python's."""
 
 
 class SecurityError(NNBridgeError):

@@ -11,14 +11,14 @@ uniform draw in [lo, hi). Every generated or given input is described by an
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, UsageError
 from .fileio import atomic_write, check_numel
 from .ir import DType, Flag, Graph, Node, PatternKind, TypeKind, op_traits, pattern_kind
 
@@ -75,10 +75,10 @@ def generate_inputs(graph: Graph, seed: int = 0, dims: Mapping[str, int] | None 
     """Feeds for every graph input plus one ``InputInfo`` each; ``sources`` says where given ones came from."""
     rng = np.random.default_rng(seed)
     dims, ranges, sources = dims or {}, dict(ranges or {}), sources or {}
-    names = {v.name for v in graph.inputs}
-    unknown = sorted(set(ranges) - names)
-    if unknown:
-        raise InputError(f"--input-range names unknown input(s) {unknown}; the model takes {sorted(names)}")
+    match_inputs(graph, given or {})
+    for name in ranges:
+        if name not in {v.name for v in graph.inputs}:
+            raise UsageError(f"--input-range '{name}': the model has no input named so; {model_inputs(graph)}")
     indices = index_ranges(graph)
     _unpinned(graph, dims, given or {})
     feeds, infos = {}, []
@@ -97,6 +97,44 @@ def generate_inputs(graph: Graph, seed: int = 0, dims: Mapping[str, int] | None 
         feeds[v.name] = value
         infos.append(describe(v.name, value, how, seed))
     return feeds, infos
+
+
+def match_inputs(graph: Graph, given: Mapping[str, Any]) -> None:
+    """The one rule for inputs a user gives: each must be one of the model's inputs by name, then
+    have its dtype, then its rank and fixed dims (symbolic dims are bound when it runs); else one
+    ``UsageError`` line naming it and listing what the model takes."""
+    declared = {v.name: v for v in graph.inputs}
+    for name, value in given.items():
+        if name not in declared:
+            raise UsageError(f"input '{name}': the model has no input named so; {model_inputs(graph)}")
+        t = declared[name].type
+        if t.elem is not None or value is None or isinstance(value, (list, tuple)):
+            continue  # sequences and optionals: checked when the model runs
+        array = np.asarray(value)
+        if t.dtype is not None and t.dtype is not DType.STRING and array.dtype != t.dtype.numpy:
+            raise UsageError(f"input '{name}' is {array.dtype}, not {t.dtype.short}; {model_inputs(graph)}")
+        if t.shape is not None and (array.ndim != len(t.shape) or any(
+                isinstance(want, int) and want != got for want, got in zip(t.shape, array.shape))):
+            raise UsageError(f"input '{name}' has shape {_dims(array.shape)}, not {_dims(t.shape)}; "
+                             f"{model_inputs(graph)}")
+
+
+def model_inputs(graph: Graph) -> str:
+    """What the model takes, for messages: 'its inputs are data [1x3x224x224 float32], …'."""
+    def one(v) -> str:
+        t = v.type
+        if t.kind is not TypeKind.TENSOR:
+            return f"{v.name} [{t.kind.value}]"
+        shape = "?" if t.shape is None else _dims(t.shape)
+        return f"{v.name} [{shape} {t.dtype.short if t.dtype else '?'}]"
+
+    if not graph.inputs:
+        return "it takes no inputs"
+    return "its inputs are " + ", ".join(one(v) for v in graph.inputs)
+
+
+def _dims(shape) -> str:
+    return "x".join("?" if d is None else str(d) for d in shape) if len(shape) else "scalar"
 
 
 def calls_per_batch(graph: Graph, batch: int) -> int:
@@ -234,15 +272,32 @@ def npy_name(name: str) -> str:
     return (name.replace("/", "_").replace("\\", "_").replace(":", "_").lstrip(".") or "tensor") + ".npy"
 
 
+def npy_names(names: Iterable[str], what: str) -> dict[str, str]:
+    """``npy_name`` of each tensor name; two names that would share one file (``a/b`` and ``a_b``)
+    are refused in one line naming both, so that no file ever overwrites another."""
+    files: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for name in names:
+        file = npy_name(name)
+        if file in owner:
+            raise InputError(f"{what}s '{owner[file]}' and '{name}' would both be written as {file}, one over the "
+                             f"other; nothing was written")
+        files[name], owner[file] = file, name
+    return files
+
+
 def save_inputs(feeds: Mapping[str, Any], directory: str | os.PathLike) -> dict[str, Path]:
-    """Write each input as ``<name>.npy`` in ``directory`` (atomically, never pickled); name → path."""
+    """Write each input as ``<name>.npy`` in ``directory`` (atomically, never pickled); name → path.
+    Every input is checked before the first file is written."""
     out = Path(directory)
-    paths = {}
-    for name, value in feeds.items():
-        arr = np.asarray(value)
+    files = npy_names(feeds, "input")
+    arrays = {name: np.asarray(value) for name, value in feeds.items()}
+    for name, arr in arrays.items():
         if arr.dtype.hasobject:
             raise InputError(f"input '{name}' holds Python objects; it cannot be saved as .npy")
-        path = out / npy_name(name)
+    paths = {}
+    for name, arr in arrays.items():
+        path = out / files[name]
         with atomic_write(path, "wb") as fh:
             np.save(fh, arr, allow_pickle=False)
         paths[name] = path

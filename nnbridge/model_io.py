@@ -13,6 +13,12 @@ from .ir import Graph
 
 def as_graph(model: Any, **load_options: Any) -> Graph:
     if isinstance(model, (Graph, ModelProto)):
+        unread = sorted(set(load_options) - {"input_shapes", "dims"})
+        if unread:
+            from .errors import OptionError
+
+            raise OptionError(f"{', '.join(unread)}: not read for a model already in memory (a file's reader takes "
+                              f"them); pin shapes with input_shapes or dims")
         shapes, dims = load_options.get("input_shapes"), load_options.get("dims")
         if isinstance(model, Graph) and not (shapes or dims):
             return model

@@ -75,7 +75,7 @@ def test_wrong_and_missing_inputs(tmp_path, good_model, cli):
     wrong = tmp_path / "wrong.npy"
     np.save(wrong, np.zeros((2, 3), np.float32))
     code, text = cli("run", str(good_model), "--input", f"input={wrong}")
-    assert code == 1 and "input 'input'" in text
+    assert code == 2 and "input 'input'" in text
     pickled = tmp_path / "objects.npy"
     np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)
     with pytest.raises(SecurityError):

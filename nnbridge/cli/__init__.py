@@ -2,7 +2,8 @@
 
 A command module defines ``register(subparsers)`` (adds its parser, with examples
 in the epilog, and sets ``func``). Every ``NNBridgeError`` is printed as one line
-without a traceback and exits 1; usage errors exit 2; anything else is a bug in
+without a traceback and exits 1; usage errors (``UsageError``: a flag, ``--set`` key,
+input name or value the command, backend or model does not take) exit 2; anything else is a bug in
 nnbridge, printed as one "internal error" line (exit 3) that says how to see the
 traceback (``NNBRIDGE_TRACEBACK=1``).
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import NNBridgeError, NNBridgeWarning, UnsupportedOpError
+from ..errors import NNBridgeError, NNBridgeWarning, OptionError, UnsupportedOpError, UsageError
 from ..threads import cpu_threads
 
 #: markup off: names, paths and messages come from models and users, so "[...]" must print as
@@ -36,10 +37,18 @@ _ORDER = ["convert", "run", "check", "train", "summary", "ir", "ops", "simulate"
           "measure_performance", "measure_sections", "sweep", "sweep_report"]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors (a misspelt flag, a missing value) are one line, exit 2,
+    like every other refusal of what a command does not take (subcommands' parsers are of this class too)."""
+
+    def error(self, message: str):
+        raise OptionError(f"{self.prog}: {message} (see '{self.prog} --help')")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from ..version import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="nnbridge",
         description="Convert models between ONNX, SMAUG and LBANN; run them on a numpy "
                     "reference backend and on SMV / RDU accelerator simulators; cross-check "
@@ -80,7 +89,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            command = " ".join(["nnbridge", *([args.command] if getattr(args, "command", None) else [])])
+            raise UsageError(f"{command}: unrecognized arguments: {' '.join(extra)} (see '{command} --help')")
+    except UsageError as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, markup=True)
+        return 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -103,7 +119,7 @@ def _main(argv: list[str] | None) -> int:
         return 1
     except NNBridgeError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, markup=True)
-        return 1
+        return 2 if isinstance(exc, UsageError) else 1
     except KeyboardInterrupt:
         err_console.print("interrupted")
         return 130

@@ -10,12 +10,23 @@ from typing import Any
 import numpy as np
 from rich.text import Text
 
-from ..errors import InputError
+from ..errors import InputError, OptionError
 from ..fileio import read_npy
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter):
-    """Keeps the hand-written examples in epilogs as written."""
+    """Keeps the hand-written examples in epilogs as written; ``--set``'s help lists the settings
+    the backends declare (read when help is printed, so it cannot drift from them)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        backends = getattr(action, "backends", None)
+        if not backends:
+            return action.help
+        from ..backends import get_backend
+
+        listed = "; ".join(f"{name}: {', '.join(k for k, s in get_backend(name).settings.items() if s.cli)}"
+                           for name in backends)
+        return f"{action.help} ({listed})".replace("%", "%%")
 
 
 def add_parser(sub, name: str, help: str, examples: str, description: str | None = None) -> argparse.ArgumentParser:
@@ -86,7 +97,7 @@ def add_shape_args(p: argparse.ArgumentParser) -> None:
 
 def add_pass_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--passes", help="comma-separated pass list instead of the backend's pipeline")
-    p.add_argument("--opt-level", type=int, default=1, choices=[0, 1, 2, 3],
+    p.add_argument("--opt-level", type=int, choices=[0, 1, 2, 3],
                    help="picks the backend's pass pipeline (0 simplify, 1 + fusion, 2 + constant "
                         "folding, 3 + scale folding; default 1)")
     p.add_argument("--disable-pass", action="append", metavar="NAME", default=[],
@@ -96,50 +107,64 @@ def add_pass_args(p: argparse.ArgumentParser) -> None:
 def add_backend_args(p: argparse.ArgumentParser, default: str = "reference") -> None:
     p.add_argument("--backend", "-b", default=default, help=f"reference, smv or rdu (default: {default})")
     add_pass_args(p)
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", dest="backend_options",
-                   help="backend option, e.g. --set accels=4 --set mem_policy=acp (smv), "
-                        "--set mode=o0 (rdu); repeatable")
+    add_set_arg(p, ("reference", "smv", "rdu") if default == "reference" else (default,), "backend_options")
+
+
+def add_set_arg(p: argparse.ArgumentParser, backends: tuple[str, ...], dest: str) -> None:
+    """``--set KEY=VALUE``: the help lists what each of ``backends`` declares (``Formatter``)."""
+    action = p.add_argument("--set", action="append", metavar="KEY=VALUE", dest=dest,
+                            help="a backend setting; repeatable. A KEY the backend does not read, or a "
+                                 "VALUE of the wrong type, is refused")
+    action.backends = backends
+
+
+def opt_level(args: argparse.Namespace) -> int:
+    """--opt-level, 1 when not given."""
+    return 1 if getattr(args, "opt_level", None) is None else args.opt_level
 
 
 def chosen_passes(args: argparse.Namespace, backend: str | None) -> list[str] | None:
-    """The pass list of a command: --passes, else the backend's pipeline at --opt-level
-    (None when neither is chosen); minus every --disable-pass."""
-    passes = parse_passes(args.passes)
-    if passes is None and backend:
-        from ..backends import get_backend
+    """The pass list of a command: --passes, else the pipeline at --opt-level of the backend (of
+    the reference backend when --opt-level or --disable-pass is given without one; None when
+    nothing is chosen); minus every --disable-pass."""
+    from ..backends import get_backend
 
-        passes = get_backend(backend).pipeline(args.opt_level)
+    passes = parse_passes(args.passes)
+    if passes is not None and args.opt_level is not None:
+        raise OptionError("--opt-level picks a backend's pipeline and --passes replaces it: give one of them")
+    if passes is None and (backend or args.opt_level is not None):
+        passes = get_backend(backend or "reference").pipeline(opt_level(args))
     if args.disable_pass:
-        from ..backends import get_backend
         from ..passes import get_pass
 
         for name in args.disable_pass:
             get_pass(name)  # a typo fails loudly instead of silently disabling nothing
         if passes is None:
-            passes = get_backend(backend or "reference").pipeline(args.opt_level)
+            passes = get_backend(backend or "reference").pipeline(opt_level(args))
         passes = [p for p in passes if p not in set(args.disable_pass)]
     return passes
 
 
-def parse_value(text: str) -> object:
-    """'4' → 4, '0.5' → 0.5, 'true' → True, 'none'/'unbounded' → None, anything else as text."""
-    lowered = text.lower()
-    if lowered in ("none", "unbounded"):
-        return None
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
+def refuse_unread(args: argparse.Namespace, why: str, flags: dict[str, str]) -> None:
+    """One line naming every flag of ``flags`` (dest → flag) that was given but is not read ``why``."""
+    given = []
+    for dest, flag in flags.items():
+        value = getattr(args, dest, None)
+        if value in (None, False, []):
             continue
-    return text
+        values = value if isinstance(value, list) else [] if value is True else [value]
+        given.append(" ".join([flag, *(str(v) for v in values)]))
+    if given:
+        raise OptionError(f"{', '.join(given)}: not read {why}")
 
 
-def backend_options(args: argparse.Namespace) -> dict:
-    """The --set KEY=VALUE backend options, values parsed by ``parse_value``."""
+def backend_options(args: argparse.Namespace, backend: str) -> dict:
+    """The --set KEY=VALUE settings of ``backend``, checked against what it declares and parsed to
+    their types (``Backend.options``)."""
+    from ..backends import get_backend
+
     items = parse_assignments(getattr(args, "backend_options", None), "--set")
-    return {key: parse_value(text) for key, text in items.items()}
+    return get_backend(backend).options(items, "--set")
 
 
 def add_threads_arg(p: argparse.ArgumentParser) -> None:

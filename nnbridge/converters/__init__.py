@@ -32,6 +32,8 @@ class Format:
     supported_ops: Callable[[], set[str]] | None = None
     #: option names its loader takes (``convert`` routes the others to the writer)
     load_options: frozenset[str] = frozenset()
+    #: option names its writer takes; any other option a load or save is given is refused
+    save_options: frozenset[str] = frozenset()
     #: the files a save to this path writes (the destination and its side files), for reports
     written: Callable[[Path], list[Path]] = lambda path: [path]
     #: what a user of a file it wrote must know (e.g. the runtime builds that can run it)
@@ -115,6 +117,7 @@ def load_model(path: str | os.PathLike, fmt: str | None = None, *, dims: Mapping
     f = format_for(path, fmt)
     if f.load is None:
         raise FormatError(f"{path}: nnbridge can write {f.name} files but not read them")
+    _refuse_unread(options, f.load_options | {"input_shapes"}, f"reading the {f.name} file '{os.fspath(path)}'")
     shapes = None if "input_shapes" in f.load_options else options.pop("input_shapes", None)
     graph = f.load(path, **options)
     if shapes or dims:
@@ -124,10 +127,20 @@ def load_model(path: str | os.PathLike, fmt: str | None = None, *, dims: Mapping
     return graph
 
 
+def _refuse_unread(options: Mapping[str, Any], takes: frozenset[str] | set[str], doing: str) -> None:
+    """One line for options the format's reader or writer would not read (another format's, a typo)."""
+    unread = sorted(set(options) - set(takes))
+    if unread:
+        from ..errors import OptionError
+
+        raise OptionError(f"{', '.join(unread)}: not read when {doing} (it takes {', '.join(sorted(takes)) or 'none'})")
+
+
 def save_model(graph: Graph, path: str | os.PathLike, fmt: str | None = None, **options) -> Any:
     f = format_for(path, fmt)
     if f.save is None:
         raise FormatError(f"{path}: nnbridge can read {f.name} files but not write them")
+    _refuse_unread(options, f.save_options, f"writing the {f.name} file '{os.fspath(path)}'")
     if f.static_shapes:
         from ..passes.pin_shapes import describe_dynamic, dynamic_inputs, pinning_hint
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 from ..ir import Graph, TypeKind, Value
 from .manager import run_passes
 
@@ -34,12 +34,12 @@ def pin_shapes(graph: Graph, shapes: Mapping[str, Sequence[int]] | None = None,
     inputs = {v.name: v for v in graph.inputs}
     unknown = sorted(set(shapes) - set(inputs))
     if unknown:
-        raise InputError(f"--input-shape names {', '.join(map(repr, unknown))}, not an input of '{graph.name}' "
+        raise UsageError(f"--input-shape names {', '.join(map(repr, unknown))}, not an input of '{graph.name}' "
                          f"(its inputs: {', '.join(inputs) or 'none'})")
     symbols = {d for v in graph.inputs for d in (v.type.shape or ()) if isinstance(d, str)}
     unknown = sorted(set(dims) - symbols)
     if unknown:
-        raise InputError(f"--dim names {', '.join(map(repr, unknown))}, not a symbolic dim of '{graph.name}''s "
+        raise UsageError(f"--dim names {', '.join(map(repr, unknown))}, not a symbolic dim of '{graph.name}''s "
                          f"inputs (its symbols: {', '.join(sorted(symbols)) or 'none'})")
     for name, value in dims.items():
         if not isinstance(value, int) or value < 1:

@@ -41,7 +41,7 @@ def test_input_range_sets_floats_and_integers():
 
 
 @pytest.mark.parametrize("ranges, message", [
-    ({"nope": (0, 1)}, "unknown input(s) ['nope']"),
+    ({"nope": (0, 1)}, "--input-range 'nope': the model has no input named so; its inputs are ids [2x3 int64]"),
     ({"ids": (3, 3)}, "LO must be below HI"),
     ({"ids": (0.5, 3)}, "use integers"),
 ])

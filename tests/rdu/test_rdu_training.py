@@ -67,7 +67,7 @@ def test_cli_compiles_a_training_step_and_reports_the_split(tmp_path):
     assert done.returncode == 0 and "training: " in done.stdout and "bwd" in done.stdout
     done = subprocess.run([*run, "compile", str(tmp_path / "cnn.onnx"), "--backend", "rdu", "--optimizer", "sgd",
                            "--inference"], capture_output=True, text=True)
-    assert done.returncode == 1 and "exclude each other" in done.stderr
+    assert done.returncode == 2 and "exclude each other" in done.stderr
 
 
 def test_training_from_the_pef_in_bf16_tracks_the_reference_and_learns(tmp_path):

@@ -49,14 +49,14 @@ def test_cli_measure_performance_text_and_plot(model_path, tmp_path, capsys):
 
 
 def test_cli_errors_are_one_line(model_path, tmp_path, capsys):
-    assert main(["compile", str(model_path), "--set", "warp=9"]) == 1
-    assert "unknown RDU machine parameter" in capsys.readouterr().err
+    assert main(["compile", str(model_path), "--set", "warp=9"]) == 2
+    assert "the rdu backend has no setting 'warp'" in capsys.readouterr().err
     bad = tmp_path / "bad.pef"
     bad.write_bytes(b"not a zip")
     assert main(["run", str(bad)]) == 1
     err = capsys.readouterr().err
     assert "not a valid artifact" in err and "Traceback" not in err
-    assert main(["compile", str(model_path), "--backend", "reference"]) == 1
+    assert main(["compile", str(model_path), "--backend", "reference"]) == 2
     assert "only the rdu backend" in capsys.readouterr().err
 
 

@@ -23,12 +23,12 @@ from ...passes.autodiff import UPDATES_KEY
 from ...report import Report
 from ..base import CLEAN, FOLD, SCALE, Backend, Executable
 from .artifact import read_pef, write_pef
-from .config import CompileOptions, Machine
+from .config import CompileOptions, Machine, compile_settings
 from .functional import FunctionalSim
 from .partition import Kernel, Section, build_kernels, partition
 from .pipeline_model import Estimate, allocate_sections, estimate, latency_floor_us, samples_per_call
 from .plan_schema import decode
-from .presets import DEFAULT_PRESET, machine_for
+from .presets import DEFAULT_PRESET, PRESETS, machine_for
 from .unfuse import inline_fused
 
 UNKNOWN_SHAPES = ("{n} tensor(s) have no static shape; their bytes and work are not counted in the estimate "
@@ -279,9 +279,15 @@ class RduBackend(Backend):
         3: [*FOLD, "simplify", *SCALE, "layout-nchw", "cancel-transposes", *CLEAN, "fuse-chains"],
     }
 
+    settings = compile_settings(PRESETS, DEFAULT_PRESET)
+
     def compile(self, graph: Graph, mode: str = "o1", preset: str | Machine = DEFAULT_PRESET,
                 batch_size: int = 1, micro_batch: int = 1, **machine_overrides: Any) -> RduExecutable:
-        machine = machine_for(preset, **machine_overrides)
+        options = self.options({"mode": mode, "preset": preset, "batch_size": batch_size, "micro_batch": micro_batch,
+                                **machine_overrides})
+        mode, preset, batch_size, micro_batch = (options.pop(k) for k in ("mode", "preset", "batch_size",
+                                                                           "micro_batch"))
+        machine = machine_for(preset, **options)
         options = CompileOptions(mode, batch_size, micro_batch).validated()
         groups = inline_fused(graph)
         samples = samples_per_call(graph)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import InputError
+from ..base import Setting
 
 MODES = ("o0", "o1")
 
@@ -140,3 +141,38 @@ class CompileOptions:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+
+
+#: what each machine parameter is (the values are each preset's, ``presets.py``)
+MACHINE_HELP = {
+    "n_pcu": "pattern compute units", "n_pmu": "pattern memory units (none: unbounded)",
+    "pcu_lanes": "SIMD lanes per PCU", "flop_per_pcu_per_cycle": "peak FLOP per PCU per cycle",
+    "clock_ghz": "clock", "pmu_bytes": "bytes per PMU", "pmu_bw_bytes_per_cycle": "bytes per PMU per cycle",
+    "switch_bw_bytes_per_cycle": "bytes per switch link per cycle", "sram_bytes": "on-chip SRAM (none: unbounded)",
+    "reconfig_us": "µs to load a section's configuration", "max_section_ports": "off-chip streams per section",
+    "stage_sync_cycles": "per-token handshake between pipeline stages", "storage": "stored float format",
+    "link_gbps": "GB/s between sockets", "link_latency_us": "µs per message step between sockets",
+}
+
+
+def compile_settings(presets: dict[str, Machine], default: str) -> dict[str, Setting]:
+    """What ``RduBackend.compile`` reads: the compile options, every machine parameter (defaults:
+    preset ``default``'s) and every off-chip tier's bandwidth and capacity (``<tier>_bw_gbps``)."""
+    base = presets[default]
+    out = {"mode": Setting("mode", str, "o1", "o0: one operator per section; o1: fusion and resource-driven "
+                           "sections", choices=MODES),
+           "preset": Setting("preset", str, default, "the chip", choices=tuple(presets), python=(Machine,)),
+           "batch_size": Setting("batch_size", int, 1, "samples per run"),
+           "micro_batch": Setting("micro_batch", int, 1, "samples per pipeline token")}
+    for name, doc in MACHINE_HELP.items():
+        value = getattr(base, name)
+        kind = str if name == "storage" else float if isinstance(value, float) else int
+        out[name] = Setting(name, kind, value, f"{doc} ({default}'s)", choices=("fp32", "bf16") if kind is str else (),
+                            optional=name in ("n_pmu", "sram_bytes"))
+    for machine in presets.values():
+        for tier in machine.tiers:
+            for field_name, kind, doc in (("bw_gbps", float, "GB/s"), ("capacity_bytes", int, "bytes")):
+                name = f"{tier.name}_{field_name}"
+                out.setdefault(name, Setting(name, kind, getattr(tier, field_name),
+                                             f"off-chip tier {tier.name}: {doc} ({machine.name}'s)"))
+    return out

@@ -11,7 +11,7 @@ from ...ir import Graph, Node
 from ...kernels import Plan, get_kernel, kernel_op_names, unsupported_nodes
 from ...kernels.allocator import keep_freed_memory
 from ...report import Report
-from ..base import CLEAN, FOLD, SCALE, Backend, Executable
+from ..base import CLEAN, FOLD, SCALE, Backend, Executable, Setting
 
 
 class ReferenceExecutable(Executable):
@@ -64,7 +64,10 @@ class ReferenceBackend(Backend):
             "fuse", "plan-memory"],
     }
 
-    def compile(self, graph: Graph, profile: bool = False, **config: Any) -> ReferenceExecutable:
+    settings = {"profile": Setting("profile", bool, False, "time every node of each run (run --profile)")}
+
+    def compile(self, graph: Graph, profile: bool = False, **options: Any) -> ReferenceExecutable:
+        profile = self.options({"profile": profile, **options})["profile"]
         bad = unsupported_nodes(graph)
         if bad:
             raise UnsupportedOpError("the reference backend", bad)

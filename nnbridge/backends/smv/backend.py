@@ -14,8 +14,8 @@ from ...ir import DType, Graph, Node
 from ...kernels import get_kernel
 from ...report import Report
 from ...smaug_runtime import DEVIATIONS_KEY
-from ..base import CLEAN, FOLD, Backend, Executable
-from .config import SmvConfig
+from ..base import CLEAN, FOLD, Backend, Executable, Setting
+from .config import ALIASES, SmvConfig, config_settings
 from .cost import LayerCost, cost_cpu_op, cost_plan
 from .cost.cpu import cpu_op_ns
 from .cost.layout import reorder_bytes
@@ -43,8 +43,7 @@ def _cpu_refusal(fn: FlatNode) -> str | None:
 def make_config(config: SmvConfig | str | None = None, **options: Any) -> SmvConfig:
     """A config from a base (object or TOML path) plus keyword settings; ``accels`` is ``num_accels``."""
     cfg = config if isinstance(config, SmvConfig) else (SmvConfig.from_toml(config) if config else SmvConfig())
-    aliases = {"accels": "num_accels", "threads": "tiling_threads"}
-    values = {aliases.get(k, k): v for k, v in options.items() if v is not None}
+    values = {ALIASES.get(k, k): v for k, v in options.items() if v is not None}
     settings = values.pop("set", None) or {}
     return cfg.with_overrides({**values, **settings})
 
@@ -215,11 +214,17 @@ class SmvBackend(Backend):
         3: [*FOLD, "layout-nhwc", "cancel-transposes", *FOLD],
     }
 
+    settings = {
+        **config_settings(),
+        "config": Setting("config", object, None, "an SmvConfig, or a TOML file of settings", cli=False),
+        "progress": Setting("progress", object, None, "called (phase, done, total) while compiling", cli=False),
+        "set": Setting("set", object, None, "settings by name as text, as in a TOML file", cli=False),
+    }
+
     def compile(self, graph: Graph, config: SmvConfig | str | None = None,
                 progress: Progress | None = None, **options: Any) -> SmvExecutable:
         """``options``: any ``SmvConfig`` field (``accels``, ``mem_policy``, ``perf_only``, …) or ``set={...}``."""
-        options.pop("profile", None)  # the report is always produced
-        cfg = make_config(config, **options)
+        cfg = make_config(config, **self.options(options))
         flat = flatten(graph)
         planner = Planner(cfg)
         steps, refused = lower(flat, _cpu_refusal, planner.plan, file_deviations(graph))

@@ -20,6 +20,7 @@ from typing import Any
 
 from ...errors import InputError
 from ...fileio import read_toml
+from ..base import Setting
 
 
 class MemPolicy(enum.Enum):
@@ -135,6 +136,22 @@ class SmvConfig:
     def describe(self) -> list[tuple[str, Any, str, str]]:
         """(name, value, provenance, meaning) for every setting."""
         return [(f.name, getattr(self, f.name), f.metadata["provenance"], f.metadata["doc"]) for f in fields(self)]
+
+
+#: short names the CLI and the Python API also take for two settings
+ALIASES = {"accels": "num_accels", "threads": "tiling_threads"}
+
+
+def config_settings() -> dict[str, Setting]:
+    """Every ``SmvConfig`` field (and alias) as a backend setting: ``SmvBackend.settings``."""
+    defaults = SmvConfig()
+    out = {}
+    for f in fields(SmvConfig):
+        value = getattr(defaults, f.name)
+        out[f.name] = Setting(f.name, type(value), value, f.metadata["doc"])
+    for alias, name in ALIASES.items():
+        out[alias] = replace(out[name], name=alias, help=f"{out[name].help} (= {name})")
+    return out
 
 
 #: settings that divide or count something: zero is meaningless (the others may be 0, e.g. an ideal overhead)

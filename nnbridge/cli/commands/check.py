@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from ...errors import InputError
+from ...errors import InputError, OptionError
 from ..common import (
     add_backend_args,
     add_input_args,
@@ -16,11 +16,23 @@ from ..common import (
     chosen_passes,
     load_inputs,
     load_options,
+    opt_level,
     parse_assignments,
     parse_dims,
+    refuse_unread,
     styled,
     working,
 )
+
+#: what a compiled program (.pef) does not read: it runs as it was compiled
+COMPILED = {"format": "--format", "input_shape": "--input-shape", "dim": "--dim",
+            "lbann_training_layers": "--lbann-training-layers", "lbann_trust_paths": "--lbann-trust-paths",
+            "passes": "--passes", "opt_level": "--opt-level", "disable_pass": "--disable-pass",
+            "backend_options": "--set", "no_stored_inputs": "--no-stored-inputs"}
+#: what --debug-passes does not read: it runs the reference backend after each pass, on whole outputs
+DEBUG_PASSES = {"backend_options": "--set", "input_range": "--input-range", "save_inputs": "--save-inputs",
+                "no_stored_inputs": "--no-stored-inputs", "allow_nonfinite": "--allow-nonfinite",
+                "layerwise": "--layerwise"}
 
 #: layerwise tables longer than this show only the nodes that matter
 FULL_TABLE_ROWS = 40
@@ -87,8 +99,11 @@ def run(args) -> int:
         return _debug_passes(args)
     program = args.model.lower().endswith(".pef")
     if program and args.backend not in ("reference", "rdu"):
-        raise InputError(f"{args.model} is a compiled RDU program; it runs on rdu, not --backend {args.backend}")
+        raise OptionError(f"{args.model} is a compiled RDU program; it runs on rdu, not --backend {args.backend}")
+    if program:
+        refuse_unread(args, f"by a compiled program ({args.model} runs as it was compiled)", COMPILED)
     backend = "rdu" if program else args.backend
+    config = {} if program else backend_options(args, backend)
     allowed = args.allow_nonfinite or []
     from .. import console
 
@@ -98,8 +113,7 @@ def run(args) -> int:
             seed=args.seed, dims=parse_dims(args.dim), input_ranges=parse_ranges(args.input_range),
             stored_inputs=not args.no_stored_inputs, nonfinite=True if "*" in allowed else allowed,
             layerwise=args.layerwise, load_options=load_options(args),
-            **({} if program else {"passes": chosen_passes(args, backend), "opt_level": args.opt_level,
-                                   **backend_options(args)}))
+            **({} if program else {"passes": chosen_passes(args, backend), "opt_level": opt_level(args), **config}))
     saved = {}
     if args.save_inputs:
         from ...inputs import save_inputs
@@ -219,8 +233,12 @@ def _debug_passes(args) -> int:
 
     if args.model.lower().endswith(".pef"):
         raise InputError(f"{args.model}: --debug-passes needs a model, not a compiled program")
+    refuse_unread(args, "by --debug-passes (the reference backend after each pass of the pipeline)", DEBUG_PASSES)
     backend = args.backend
-    model = args.model if args.model.lower().endswith(".onnx") else _load(args)
+    onnx_file = args.model.lower().endswith(".onnx")
+    if onnx_file:  # the oracle runs the file itself, as the user gave it
+        refuse_unread(args, "by --debug-passes on an ONNX file (pin dims with --dim)", {"input_shape": "--input-shape"})
+    model = args.model if onnx_file else _load(args)
     result = debug_passes(model, chosen_passes(args, backend), inputs=load_inputs(args.input),
                           seed=args.seed, dims=parse_dims(args.dim), rtol=args.rtol, atol=args.atol)
     if args.json:

@@ -6,8 +6,18 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ...errors import InputError
-from ..common import add_backend_args, add_model_args, add_parser, backend_options, parse_passes, working
+from ...errors import InputError, OptionError
+from ..common import (
+    add_backend_args,
+    add_model_args,
+    add_parser,
+    backend_options,
+    chosen_passes,
+    opt_level,
+    parse_assignments,
+    refuse_unread,
+    working,
+)
 
 
 def register(sub) -> None:
@@ -26,9 +36,11 @@ def register(sub) -> None:
 
 
 def add_rdu_args(p: argparse.ArgumentParser) -> None:
-    """Compile-time options of the RDU simulator, shared by compile and measure-* commands."""
-    p.add_argument("--preset", default="sn40l", help="chip: plasticine, sn10 or sn40l (default sn40l)")
-    p.add_argument("--mode", default="o1", choices=["o0", "o1"],
+    """Compile-time options of the RDU simulator, shared by compile and measure-* commands. Those
+    with defaults listed in ``DEFAULTS`` default to None so that one given where it is not read
+    (an LLM's --context for a file, --lr without --optimizer) is refused rather than ignored."""
+    p.add_argument("--preset", help="chip: plasticine, sn10 or sn40l (default sn40l)")
+    p.add_argument("--mode", choices=["o0", "o1"],
                    help="o0: one operator per section; o1: fusion + resource-driven sections (default)")
     p.add_argument("--batch-size", "-B", type=int,
                    help="samples per run (default 1, or the batch a .pef was compiled for)")
@@ -37,31 +49,61 @@ def add_rdu_args(p: argparse.ArgumentParser) -> None:
                    "top level; the names --set takes, tiers as hbm_bw_gbps …); --set overrides them")
     serving = p.add_argument_group("LLM serving (MODEL = llama-3.1-8b, llama-3.1-70b or llama-3.1-405b: "
                                    "weights as shapes only)")
-    serving.add_argument("--phase", choices=["decode", "prefill"], default="decode",
+    serving.add_argument("--phase", choices=["decode", "prefill"],
                          help="one decode step over the KV cache, or the prompt's prefill (default decode)")
-    serving.add_argument("--context", type=int, default=4096, help="cached tokens a decode step reads (4096)")
-    serving.add_argument("--prompt", type=int, default=128, help="prompt tokens of a prefill (128)")
-    serving.add_argument("--sockets", type=int, default=1,
+    serving.add_argument("--context", type=int, help="cached tokens a decode step reads (4096)")
+    serving.add_argument("--prompt", type=int, help="prompt tokens of a prefill (128)")
+    serving.add_argument("--sockets", type=int,
                          help="tensor-parallel sockets; the estimate is one socket's, AllReduce on the links (1)")
     training = p.add_argument_group("training (SambaFlow's fwd, bwd and opt sections)")
     training.add_argument("--optimizer", choices=["sgd", "adam", "adamw"],
                           help="compile one training step: forward and loss, backward, and this optimizer "
                                "(default: --inference, the forward pass only)")
     training.add_argument("--inference", action="store_true", help="compile the forward pass only (the default)")
-    training.add_argument("--loss", default="cross-entropy", choices=["cross-entropy", "mse"],
+    training.add_argument("--loss", choices=["cross-entropy", "mse"],
                           help="the training loss (default: cross-entropy on the model's scores)")
-    training.add_argument("--lr", type=float, default=0.05, help="learning rate, fixed at compile time (0.05)")
-    training.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (0.9)")
-    training.add_argument("--weight-decay", type=float, default=0.0, help="L2 weight decay (0)")
+    training.add_argument("--lr", type=float, help="learning rate, fixed at compile time (0.05)")
+    training.add_argument("--momentum", type=float, help="SGD momentum (0.9; sgd only)")
+    training.add_argument("--weight-decay", type=float, help="L2 weight decay (0)")
 
 
-def machine_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """``--set`` machine parameters (e.g. reconfig_us=5, n_pmu=none): numbers, or none for unbounded."""
-    out = _machine_file(args.config) if getattr(args, "config", None) else {}
-    out.update(backend_options(args))
-    for key, value in out.items():
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise InputError(f"--set {key}={value}: a machine parameter must be a number or 'none'")
+#: the values of add_rdu_args' options when they are not given
+DEFAULTS = {"phase": "decode", "context": 4096, "prompt": 128, "sockets": 1, "loss": "cross-entropy", "lr": 0.05,
+            "momentum": 0.9, "weight_decay": 0.0}
+#: the options that shape an LLM from the zoo, and those of a training step
+SERVING = {"phase": "--phase", "context": "--context", "prompt": "--prompt", "sockets": "--sockets"}
+TRAINING = {"loss": "--loss", "lr": "--lr", "momentum": "--momentum", "weight_decay": "--weight-decay"}
+#: what a compiled program (.pef) does not read: it runs as it was compiled
+COMPILED = {"format": "--format", "input_shape": "--input-shape", "dim": "--dim", "passes": "--passes",
+            "lbann_training_layers": "--lbann-training-layers", "lbann_trust_paths": "--lbann-trust-paths",
+            "opt_level": "--opt-level", "disable_pass": "--disable-pass", "backend_options": "--set",
+            "config": "--config", "mode": "--mode", "preset": "--preset", "optimizer": "--optimizer",
+            "inference": "--inference", **SERVING, **TRAINING}
+#: the flags that are also settings of the RDU backend (``RduBackend.settings``)
+FLAG_SETTINGS = {"mode": "--mode", "preset": "--preset", "batch_size": "--batch-size", "micro_batch": "--micro-batch"}
+
+
+def option(args: argparse.Namespace, name: str) -> Any:
+    """An add_rdu_args option's value, its default when not given."""
+    value = getattr(args, name, None)
+    return DEFAULTS[name] if value is None else value
+
+
+def rdu_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The RDU backend's settings from --config, then --set, then the flags that name settings
+    (--mode, --preset, --batch-size, --micro-batch), each checked against what the backend declares."""
+    from ...backends import get_backend
+    from ...fileio import read_toml
+
+    rdu = get_backend("rdu")
+    out = rdu.options(read_toml(args.config, "RDU machine file", "rdu"), args.config) if args.config else {}
+    out.update(backend_options(args, "rdu"))
+    for name, flag in FLAG_SETTINGS.items():
+        value = getattr(args, name, None)
+        if value is not None:
+            if name in parse_assignments(getattr(args, "backend_options", None), "--set"):
+                raise OptionError(f"{flag} and --set {name}=…: give one of them")
+            out.update(rdu.options({name: value}))
     return out
 
 
@@ -71,19 +113,10 @@ def llm_graph_from_args(args: argparse.Namespace):
 
     names = [c.name for c in LLAMA_3_1.values()]
     if args.model.lower() not in names or Path(args.model).exists():
-        if getattr(args, "sockets", 1) != 1:
-            raise InputError(f"--sockets applies to the zoo's LLMs ({', '.join(names)}), not to '{args.model}'")
+        refuse_unread(args, f"for '{args.model}': they shape the zoo's LLMs ({', '.join(names)})", SERVING)
         return None
-    return llama_graph(llama_config(args.model), phase=args.phase, context=args.context, prompt=args.prompt,
-                       sockets=args.sockets)
-
-
-def _machine_file(path: str) -> dict[str, Any]:
-    """The ``[rdu]`` table (or the top level) of a TOML file: machine parameter → number or "none"."""
-    from ...fileio import read_toml
-
-    table = read_toml(path, "RDU machine file", "rdu")
-    return {key: None if value == "none" else value for key, value in table.items()}
+    return llama_graph(llama_config(args.model), phase=option(args, "phase"), context=option(args, "context"),
+                       prompt=option(args, "prompt"), sockets=option(args, "sockets"))
 
 
 def compile_from_args(args: argparse.Namespace):
@@ -94,26 +127,28 @@ def compile_from_args(args: argparse.Namespace):
     from ..common import load_model_from_args
 
     if args.model.lower().endswith(".pef"):
+        refuse_unread(args, f"by a compiled program ({args.model} is measured as it was compiled)", COMPILED)
         return load_pef(args.model)
     if getattr(args, "backend", "rdu") != "rdu":
-        raise InputError(f"only the rdu backend has compiled artifacts (got --backend {args.backend})")
+        raise OptionError(f"only the rdu backend has compiled artifacts (got --backend {args.backend})")
+    settings = rdu_settings(args)
     graph = llm_graph_from_args(args) or load_model_from_args(args)
     if getattr(args, "optimizer", None):
         from ...training import compile_training
 
         if args.inference:
-            raise InputError("--inference and --optimizer exclude each other: a program is one or the other")
-        return compile_training(graph, batch_size=1 if args.batch_size is None else args.batch_size,
-                                loss=args.loss, optimizer=args.optimizer, lr=args.lr, momentum=args.momentum,
-                                weight_decay=args.weight_decay, opt_level=getattr(args, "opt_level", 1),
-                                mode=args.mode, preset=args.preset,
-                                micro_batch=1 if args.micro_batch is None else args.micro_batch,
-                                **machine_overrides(args))
-    return nnbridge.compile(graph, backend="rdu", passes=parse_passes(getattr(args, "passes", None)),
-                            opt_level=getattr(args, "opt_level", 1), mode=args.mode, preset=args.preset,
-                            batch_size=1 if args.batch_size is None else args.batch_size,
-                            micro_batch=1 if args.micro_batch is None else args.micro_batch,
-                            **machine_overrides(args))
+            raise OptionError("--inference and --optimizer exclude each other: a program is one or the other")
+        refuse_unread(args, "by a training step (its pipeline is the backend's at --opt-level, without folding)",
+                      {"passes": "--passes", "disable_pass": "--disable-pass"})
+        if args.optimizer != "sgd":
+            refuse_unread(args, f"by --optimizer {args.optimizer} (Adam's moment rates are fixed)",
+                          {"momentum": "--momentum"})
+        return compile_training(graph, batch_size=settings.pop("batch_size", 1), loss=option(args, "loss"),
+                                optimizer=args.optimizer, lr=option(args, "lr"), momentum=option(args, "momentum"),
+                                weight_decay=option(args, "weight_decay"), opt_level=opt_level(args), **settings)
+    refuse_unread(args, "without --optimizer (they shape a training step)", TRAINING)
+    return nnbridge.compile(graph, backend="rdu", passes=chosen_passes(args, "rdu"), opt_level=opt_level(args),
+                            **settings)
 
 
 def run(args) -> int:

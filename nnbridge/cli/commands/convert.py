@@ -13,6 +13,7 @@ from ..common import (
     load_inputs,
     load_options,
     parse_assignments,
+    refuse_unread,
     working,
     write_json,
 )
@@ -80,6 +81,7 @@ def run(args) -> int:
     if args.allow_fp16_overflow:
         options["smaug_allow_overflow"] = True
     if args.dry_run:
+        refuse_unread(args, "by --dry-run (it prints what would be written)", {"json": "--json"})
         return dry_run(args, options)
     with working(console, f"converting {args.src} → {args.dst}"):
         graph = nnbridge.convert(args.src, args.dst, **options)

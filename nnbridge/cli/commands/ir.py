@@ -9,6 +9,7 @@ from ..common import (
     add_pass_args,
     chosen_passes,
     load_model_from_args,
+    refuse_unread,
     value_json,
     write_json,
 )
@@ -22,7 +23,8 @@ def register(sub) -> None:
   nnbridge ir --list-passes x
 """)
     add_model_args(p)
-    p.add_argument("--backend", "-b", help="run this backend's pipeline (with --opt-level) unless --passes is given")
+    p.add_argument("--backend", "-b", help="run this backend's pipeline at --opt-level unless --passes is given "
+                                           "(--opt-level or --disable-pass alone: the reference backend's)")
     add_pass_args(p)
     p.add_argument("--print-after", action="store_true", help="print the IR after every pass")
     p.add_argument("--list-passes", action="store_true", help="list the available passes and exit")
@@ -38,8 +40,11 @@ def run(args) -> int:
         for name, info in sorted(available_passes().items()):
             console.print(f"{name:24s} {info.doc}")
         return 0
-    graph = load_model_from_args(args)
     passes = chosen_passes(args, args.backend)
+    if not passes:
+        refuse_unread(args, "without passes (give --passes, --backend or --opt-level)",
+                      {"print_after": "--print-after"})
+    graph = load_model_from_args(args)
     if passes:
         quiet = args.json == "-"
         PassManager(passes, print_after=args.print_after and not quiet,

@@ -17,10 +17,17 @@ from ..common import (
     chosen_passes,
     load_inputs,
     load_model_from_args,
+    opt_level,
     parse_dims,
+    refuse_unread,
     working,
     write_json,
 )
+
+#: what a compiled program (.pef) does not read: it runs as it was compiled
+COMPILED = {"format": "--format", "input_shape": "--input-shape", "lbann_training_layers": "--lbann-training-layers",
+            "lbann_trust_paths": "--lbann-trust-paths", "passes": "--passes", "opt_level": "--opt-level",
+            "disable_pass": "--disable-pass", "backend_options": "--set"}
 
 #: outputs with at most this many values are printed in full
 SHOWN = 32
@@ -61,20 +68,29 @@ def run(args) -> int:
 
     if args.model.lower().endswith(".pef"):  # an RDU compiled artifact: run it as stored
         from ...backends.rdu import load_pef
+        from ...errors import OptionError
 
+        if args.backend not in ("reference", "rdu"):
+            raise OptionError(f"{args.model} is a compiled RDU program; it runs on rdu, not --backend {args.backend}")
+        refuse_unread(args, f"by a compiled program ({args.model} runs as it was compiled)", COMPILED)
         exe = program = load_pef(args.model)
         graph = exe.graph
         if exe.training or args.data:
             return _train(args, exe)
     else:
+        from ...errors import OptionError
+
+        if args.data:
+            raise OptionError(f"--data trains a compiled training program (compile --optimizer); {args.model} "
+                              f"is a model (use 'nnbridge train' to train it)")
         program = None
+        config = backend_options(args, args.backend)
         graph = load_model_from_args(args)
-        config = backend_options(args)
         if args.profile and args.backend == "reference":
             config["profile"] = True
         with working(console, f"compiling {graph.name} for {args.backend}"):
             exe = nnbridge.compile(graph, backend=args.backend, passes=chosen_passes(args, args.backend),
-                                   opt_level=args.opt_level, **config)
+                                   opt_level=opt_level(args), **config)
     given = {**graph.input_values, **load_inputs(args.input)}  # a SMAUG file runs its stored input
     if program is not None:  # the batch it was compiled for (SambaFlow), call by call if need be
         feeds, _, calls = batch_inputs(graph, program.options.batch_size, args.seed, parse_dims(args.dim), given)
@@ -117,6 +133,8 @@ def _train(args, exe) -> int:
         raise InputError(f"'{args.model}' is an inference program; compile it with --optimizer to train it")
     if not args.data:
         raise InputError(f"'{args.model}' is a training program: give --data FILE.npz (or digits) to train it")
+    refuse_unread(args, f"by a training program ({args.model} trains on --data)",
+                  {"input": "--input", "out": "--out", "profile": "--profile", "dim": "--dim"})
     x, y = digits() if args.data == "digits" else load_data(args.data)
     bar, progress = progress_bar(console, args.epochs)
     with bar:
@@ -148,11 +166,13 @@ def _stats(name: str, value) -> dict:
 
 def _save_outputs(outputs: dict, out: Path) -> None:
     """One .npy per output, each written atomically, after every output was found writable (no
-    partial result: a sequence output is refused before the first file)."""
+    partial result: a sequence output, or two outputs that would share a file, are refused before
+    the first file)."""
     from ...errors import InputError
     from ...fileio import atomic_write
-    from ...inputs import npy_name
+    from ...inputs import npy_names
 
+    files = npy_names(outputs, "output")
     arrays = {}
     for name, value in outputs.items():
         array = np.asarray(value) if not isinstance(value, (list, tuple, dict)) else None
@@ -163,5 +183,5 @@ def _save_outputs(outputs: dict, out: Path) -> None:
         arrays[name] = array
     out.mkdir(parents=True, exist_ok=True)
     for name, array in arrays.items():
-        with atomic_write(out / npy_name(name), "wb") as fh:
+        with atomic_write(out / files[name], "wb") as fh:
             np.save(fh, array, allow_pickle=False)

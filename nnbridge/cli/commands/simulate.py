@@ -6,11 +6,14 @@ from ..common import (
     add_input_args,
     add_model_args,
     add_parser,
+    add_set_arg,
     load_inputs,
     load_model_from_args,
+    opt_level,
     parse_assignments,
     parse_dims,
     parse_passes,
+    refuse_unread,
     rollup_table,
     share,
     styled,
@@ -35,8 +38,7 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, help="CPU threads for tiling copies (default 1)")
     p.add_argument("--perf-only", action="store_true", help="skip the numerics (timing only)")
     p.add_argument("--config", metavar="FILE.toml", help="settings from a TOML file ([smv] table or top level)")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override one setting; repeatable "
-                   "(see the settings table with --show-config)")
+    add_set_arg(p, ("smv",), "set")
     p.add_argument("--show-config", action="store_true", help="print every setting with its provenance")
     p.add_argument("--json", metavar="FILE", help="write the report as JSON ('-': standard output)")
     p.add_argument("--plot", metavar="FILE.png", help="draw per-layer stacked bars (compute/transfer/CPU)")
@@ -49,7 +51,7 @@ def register(sub) -> None:
     p.add_argument("--sort", choices=["latency", "compute", "transfer", "cpu", "tiling"], default="latency",
                    help="what --top ranks by (default latency)")
     p.add_argument("--passes", help="comma-separated pass list instead of the SMV pipeline")
-    p.add_argument("--opt-level", type=int, default=1, choices=[0, 1, 2, 3], help="pass pipeline level (default 1)")
+    p.add_argument("--opt-level", type=int, choices=[0, 1, 2, 3], help="pass pipeline level (default 1)")
     add_input_args(p)
     p.set_defaults(func=run)
 
@@ -65,8 +67,11 @@ def run(args) -> int:
     from ...inputs import random_inputs
     from .. import console
 
-    config = make_config(args.config, accels=args.accels, mem_policy=args.mem_policy, tiling_threads=args.threads,
-                         perf_only=args.perf_only or None, set=parse_assignments(args.set, "--set"))
+    if args.passes is not None and args.opt_level is not None:
+        from ...errors import OptionError
+
+        raise OptionError("--opt-level picks the SMV pipeline and --passes replaces it: give one of them")
+    config = make_config(args.config, **_settings(args))
     if args.show_config:
         table = Table(title="SMV settings")
         for col in ("setting", "value", "provenance", "meaning"):
@@ -74,6 +79,8 @@ def run(args) -> int:
         for name, value, provenance, doc in config.describe():
             table.add_row(name, str(getattr(value, "value", value)), provenance, doc)
         console.print(table)
+    if config.perf_only:
+        refuse_unread(args, "with --perf-only (timing only: no values are computed)", {"input": "--input"})
     graph = load_model_from_args(args)
     given = {**graph.input_values, **load_inputs(args.input)}  # a SMAUG file runs its stored input
     feeds = {} if config.perf_only else random_inputs(graph, seed=args.seed, dims=parse_dims(args.dim), given=given)
@@ -86,7 +93,7 @@ def run(args) -> int:
                 tasks[phase] = bar.add_task(phase, total=total)
             bar.update(tasks[phase], completed=done)
 
-        exe = nnbridge.compile(graph, backend="smv", passes=parse_passes(args.passes), opt_level=args.opt_level,
+        exe = nnbridge.compile(graph, backend="smv", passes=parse_passes(args.passes), opt_level=opt_level(args),
                                config=config, progress=progress)
         exe.run(feeds) if not config.perf_only else None
     report = exe.report
@@ -128,6 +135,27 @@ def run(args) -> int:
         report.plot(args.plot, STACK, ylabel="latency (µs)", note="op")
         console.print(f"plot written to {args.plot}")
     return 0
+
+
+def _settings(args) -> dict:
+    """--set and the flags that name SMV settings, checked against what the backend declares; a
+    setting given both ways is refused (one of the two would be ignored)."""
+    from ...backends import get_backend
+    from ...backends.smv.config import ALIASES
+    from ...errors import OptionError
+
+    smv = get_backend("smv")
+    out = smv.options(parse_assignments(args.set, "--set"), "--set")
+    flags = {"num_accels": ("--accels", args.accels), "mem_policy": ("--mem-policy", args.mem_policy),
+             "tiling_threads": ("--threads", args.threads), "perf_only": ("--perf-only", args.perf_only or None)}
+    for name, (flag, value) in flags.items():
+        if value is None:
+            continue
+        aliases = [k for k in out if k == name or ALIASES.get(k) == name]
+        if aliases:
+            raise OptionError(f"{flag} and --set {aliases[0]}=…: give one of them")
+        out.update(smv.options({name: value}))
+    return out
 
 
 def _where(row: dict) -> str:

@@ -8,6 +8,7 @@ from ..common import (
     add_pass_args,
     chosen_passes,
     load_model_from_args,
+    refuse_unread,
     value_json,
     write_json,
 )
@@ -26,7 +27,8 @@ parameters and the FLOP of one run (2 per multiply-accumulate). The footer lists
 groups (kernels) and the planned peak activation memory.
 """)
     add_model_args(p)
-    p.add_argument("--backend", "-b", help="run this backend's pipeline first (with --opt-level)")
+    p.add_argument("--backend", "-b", help="run this backend's pipeline first, at --opt-level (--opt-level or "
+                                           "--disable-pass alone: the reference backend's)")
     p.add_argument("--style", choices=["table", "smaug"], default="table",
                    help="smaug: the text SMAUG's frontend print_summary() prints (SMAUG files only)")
     p.add_argument("--json", metavar="FILE", help="write the header (inputs, outputs, ops, parameters, FLOP) as "
@@ -46,6 +48,10 @@ def run(args) -> int:
         from ...errors import InputError
         from ...smaug.summary import file_summary
 
+        refuse_unread(args, "with --style smaug (SMAUG's own summary of the file as written)",
+                      {"backend": "--backend", "passes": "--passes", "opt_level": "--opt-level",
+                       "disable_pass": "--disable-pass", "json": "--json", "format": "--format",
+                       "input_shape": "--input-shape", "dim": "--dim"})
         if not args.model.endswith(TOPO_SUFFIX):
             raise InputError(f"--style smaug prints a SMAUG topology's summary; '{args.model}' is not a "
                              f"*{TOPO_SUFFIX} file")

@@ -5,7 +5,15 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from ..common import add_json_arg, add_model_args, add_parser, add_threads_arg, load_model_from_args, write_json
+from ..common import (
+    add_json_arg,
+    add_model_args,
+    add_parser,
+    add_threads_arg,
+    load_model_from_args,
+    refuse_unread,
+    write_json,
+)
 
 
 def register(sub) -> None:
@@ -26,7 +34,7 @@ def register(sub) -> None:
                    help="ONNX's Momentum op (SGD with momentum) or Adam op; adamw decays weights after the "
                         "step (default: sgd)")
     p.add_argument("--lr", type=float, default=0.05, help="learning rate (default: 0.05)")
-    p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (default: 0.9)")
+    p.add_argument("--momentum", type=float, help="SGD momentum (default: 0.9; sgd only)")
     p.add_argument("--weight-decay", type=float, default=0.0,
                    help="weight decay: L2 on the gradient (sgd, adam), decoupled (adamw) (default: 0)")
     p.add_argument("--nesterov", action="store_true", help="Nesterov momentum (sgd with --momentum above 0)")
@@ -55,13 +63,17 @@ def train(args) -> int:
     from ...training import train as run_training
     from .. import console
 
+    if args.optimizer != "sgd":
+        refuse_unread(args, f"by --optimizer {args.optimizer} (Adam's moment rates are fixed)",
+                      {"momentum": "--momentum", "nesterov": "--nesterov"})
     x, y = digits() if args.data == "digits" else load_data(args.data)
     graph = load_model_from_args(args)
     semantics = resolve_semantics(args.model, graph, args.semantics)  # the file tells who exported it
     bar, progress = progress_bar(console, args.epochs)
     with bar:
         result = run_training(graph, x, y, loss=args.loss, optimizer=args.optimizer, lr=args.lr,
-                              momentum=args.momentum, weight_decay=args.weight_decay, nesterov=args.nesterov,
+                              momentum=0.9 if args.momentum is None else args.momentum,
+                              weight_decay=args.weight_decay, nesterov=args.nesterov,
                               epochs=args.epochs, batch_size=args.batch_size, val_split=args.val_split,
                               seed=args.seed, semantics=semantics, skip_nonfinite=args.skip_nonfinite,
                               progress=progress)

@@ -15,4 +15,5 @@ register_format(Format(
     save=lambda graph, path, onnx_opset=None, **_: save_onnx(graph, path, onnx_opset=onnx_opset),
     description="ONNX model (any opset; normalized to the IR opset)",
     written=written_files,
+    save_options=frozenset({"onnx_opset"}),
 ))

@@ -26,4 +26,5 @@ register_format(Format(
     static_shapes="all",
     written=lambda path: list(model_paths(path)),
     prepare=prepare,
+    save_options=frozenset({"smaug_backend", "smaug_mem_policy", "smaug_inputs", "smaug_allow_overflow"}),
 ))

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import FormatError, UnsupportedOpError
+from ...inputs import match_inputs
 from ...ir import Graph, op_traits
 from ...ir.decompositions import Target
 from ...protos.smaug import smaug_graph_pb2 as gpb
@@ -42,10 +43,7 @@ def graph_to_smaug(graph: Graph, backend: str = "SMV", *, mem_policy: str = "All
         raise FormatError(f"smaug_backend must be 'Reference' or 'SMV', not '{backend}'")
     if mem_policy not in MEM_POLICIES:
         raise FormatError(f"smaug_mem_policy must be one of {', '.join(MEM_POLICIES)}, not '{mem_policy}'")
-    unknown = sorted(set(inputs or {}) - {v.name for v in graph.inputs})
-    if unknown:
-        raise FormatError(f"a stored input is given for {', '.join(map(repr, unknown))}, not an input of "
-                          f"'{graph.name}' (its inputs: {', '.join(v.name for v in graph.inputs)})")
+    match_inputs(graph, inputs or {})
     ex = Exporter(graph, backend, MEM_POLICIES[mem_policy], dict(inputs or {}))
     ex.run(EXPORTERS)
     if backend == "SMV":
