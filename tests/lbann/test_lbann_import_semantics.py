@@ -71,6 +71,39 @@ def test_hint_layer_gives_noise_its_dims_and_a_size_contradiction_is_refused(tmp
         nnbridge.load(_file(tmp_path, {"x": (4,), "y": (5,)}, bad))
 
 
+def test_lbann_reduction_unit_test_sizes_its_weights_layer_from_the_hint(tmp_path):
+    """LBANN's ci_test/unit_tests/test_unit_layer_reduction.py: a ``weights_layer`` without ``dims``
+    takes its hint layer's size (Layer::setup_dims), and the metrics are numpy's sum and mean."""
+    body = ('  layer { name: "sl" parents: "samples" slice { slice_points: 0 slice_points: 28 slice_points: 29 } }\n'
+            '  layer { name: "x1" parents: "sl" identity {} }\n'
+            '  layer { name: "x2" parents: "sl" identity {} }\n'
+            '  layer { name: "wl" hint_layer: "x1" weights: "input_weights" weights_layer {} }\n'
+            '  layer { name: "s" parents: "x1" parents: "wl" sum {} }\n'
+            '  layer { name: "rs" parents: "s" reduction { mode: "sum" } }\n'
+            '  layer { name: "rm" parents: "s" reduction { mode: "mean" } }\n'
+            '  layer { name: "zs" parents: "rs" parents: "x2" operator_layer { ops { parameters {'
+            ' [type.googleapis.com/lbann_data.MultiplyOperator] {} } } } }\n'
+            '  layer { name: "zm" parents: "rm" parents: "x2" operator_layer { ops { parameters {'
+            ' [type.googleapis.com/lbann_data.MultiplyOperator] {} } } } }')
+    weights = '  weights { name: "input_weights" initializer { constant_initializer { value: 0.0 } } }'
+    samples = np.random.default_rng(20210313).normal(size=(13, 29)).astype(np.float32)
+    out = _run(_file(tmp_path, {"samples": (29,)}, body, weights), {"samples": samples})
+    x = samples.astype(np.float64)
+    np.testing.assert_allclose(out["zs"][:, 0], x[:, :-1].sum(1) * x[:, -1], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out["zm"][:, 0], x[:, :-1].mean(1) * x[:, -1], rtol=1e-5, atol=1e-6)
+
+
+def test_vae_constant_and_gaussian_take_the_hinted_size(tmp_path):
+    """The VAE/WAE idiom (applications/ATOM/models/vae.py): ``Constant(value, hint_layer=mu)``
+    without ``num_neurons`` and ``Gaussian(hint_layer=mu)`` are as big as ``mu``."""
+    body = ('  layer { name: "one" hint_layer: "mu" constant { value: 1.0 } }\n'
+            '  layer { name: "eps" hint_layer: "mu" gaussian { mean: 0.0 stdev: 1.0 training_only: true } }\n'
+            '  layer { name: "s" parents: "mu" parents: "one" parents: "eps" sum {} }')
+    mu = np.arange(8, dtype=np.float32).reshape(2, 4)
+    out = _run(_file(tmp_path, {"mu": (4,)}, body), {"mu": mu})
+    np.testing.assert_array_equal(out["s"], mu + 1)
+
+
 def test_noise_layers_at_inference_follow_lbann(tmp_path):
     body = ('  layer { name: "u" uniform { min: 2.0 max: 4.0 neuron_dims: 3 training_only: true } }\n'
             '  layer { name: "b" bernoulli { prob: 0.5 neuron_dims: 3 } }\n'
