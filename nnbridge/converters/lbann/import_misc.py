@@ -192,6 +192,19 @@ def _upsample(ctx, layer, params, inputs):
     return [ctx.emit("Resize", [x, None, scales], dims, attrs, final=True)]
 
 
+@importer("bilinear_resize")
+def _bilinear_resize(ctx, layer, params, inputs):
+    """The last two dims resized to height × width, sampled at (i + ½)·in/out − ½ and clamped at
+    the borders (src/layers/image/bilinear_resize.cpp): ONNX's half-pixel linear Resize."""
+    (x,) = layer_inputs(ctx, inputs)
+    if len(x.dims) < 2 or params.height < 1 or params.width < 1:
+        raise ShapeError(f"{ctx.where()}: resizes {list(x.dims)} to {params.height} x {params.width}; it needs "
+                         f"a sample of at least 2 dims and a positive height and width")
+    dims = (*x.dims[:-2], int(params.height), int(params.width))
+    attrs = {"mode": "linear", "coordinate_transformation_mode": "half_pixel"}
+    return [ctx.emit("Resize", [x, None, None, ctx.ints((ctx.batch, *dims), "sizes")], dims, attrs, final=True)]
+
+
 # -- losses and metrics (imported with lbann_training_layers) ------------------------------------
 
 @importer("cross_entropy")

@@ -70,7 +70,8 @@ def graph_to_lbann(graph: Graph, version: str = DEFAULT_VERSION
         try:
             if fn is None:
                 raise Inexpressible(oversized_constant(node) or "LBANN has no equivalent layer or operator")
-            ints = [o.name for o in node.outputs[:1] if o.type.dtype is not None and not o.type.dtype.is_float]
+            ints = [o.name for o in node.outputs[:1] if o.type.dtype is not None and not o.type.dtype.is_float
+                    and node.op not in export_tensor.COMPARISONS]  # those map when cast to float
             if ints:
                 raise Inexpressible(f"'{ints[0]}' is {node.outputs[0].type.dtype.short}; LBANN layers compute "
                                     f"in floating point")
