@@ -125,11 +125,20 @@ _FILE_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def save_prototext(graph: Graph, path: str | os.PathLike, *, lbann_weights: str | None = None,
-                   lbann_version: str = DEFAULT_VERSION, lbann_npy_paths: str = "absolute", **_options) -> Path:
+                   lbann_version: str = DEFAULT_VERSION, lbann_npy_paths: str = "absolute",
+                   lbann_train: bool | str | Mapping[str, Any] | None = None, **_options) -> Path:
     """Write ``graph`` as an LBANN prototext; weights ``inline``, ``npy`` or by size (None).
     ``.npy`` paths are absolute by default: LBANN resolves relative ones against its working
-    directory, not the prototext's."""
+    directory, not the prototext's. ``lbann_train`` (True, a mapping or ``KEY=VALUE,…`` text of
+    ``experiment.TRAIN_DEFAULTS``) writes an experiment that trains the model: loss, objective,
+    metric, optimizer, trainer, weights trainable unless ``freeze``."""
     path = Path(path)
+    freeze = False
+    if lbann_train not in (None, False):
+        settings = experiment.train_settings(lbann_train)
+        freeze = settings["freeze"]
+        graph = graph.copy()
+        experiment.set_up_training(graph, settings, f"'{graph.name}'")
     if lbann_weights not in (None, "inline", "npy"):
         raise InputError(f"lbann_weights must be 'inline' or 'npy', not '{lbann_weights}'")
     if lbann_npy_paths not in ("relative", "absolute"):
@@ -146,7 +155,7 @@ def save_prototext(graph: Graph, path: str | os.PathLike, *, lbann_weights: str 
     inline: list[np.ndarray] = []
     for entry in entries:
         w = message.model.weights.add(name=entry.name)
-        if entry.frozen:
+        if entry.frozen or freeze:
             w.optimizer.no_optimizer.SetInParent()
         if mode == "inline":
             w.initializer.value_initializer.SetInParent()
