@@ -185,8 +185,8 @@ def test_select_picks_by_closeness_to_value(tmp_path):
 
 
 def test_a_layer_type_without_an_equivalent_is_unsupported_not_malformed(tmp_path):
-    body = '  layer { name: "d" parents: "x" dist_embedding { num_embeddings: 4 embedding_dim: 2 } }'
-    with pytest.raises(UnsupportedOpError, match="dist_embedding"):
+    body = '  layer { name: "d" parents: "x" sort { descending: true } }'
+    with pytest.raises(UnsupportedOpError, match="sort"):
         nnbridge.load(_file(tmp_path, {"x": (4,)}, body))
 
 
@@ -287,3 +287,48 @@ def test_batchwise_reduce_sum_and_upsample(tmp_path):
     out = nnbridge.run(graph, {"x": x})
     np.testing.assert_array_equal(out["b"], np.broadcast_to(x.sum(0, keepdims=True), x.shape))
     np.testing.assert_array_equal(out["u"], x.repeat(2, axis=2).repeat(3, axis=3))
+
+
+def test_entrywise_batch_normalization_uses_each_entrys_running_statistics(tmp_path):
+    rng = np.random.default_rng(5)
+    mean, var = rng.normal(size=(2, 3)).astype(np.float32), rng.uniform(0.5, 2, (2, 3)).astype(np.float32)
+    body = ('  layer { name: "y" parents: "x" weights: "m" weights: "v" '
+            'entrywise_batch_normalization { decay: 0.9 epsilon: 1e-5 } }')
+    weights = (f'  weights {{ name: "m" initializer {{ value_initializer {{ {_values(mean.reshape(-1))} }} }} }}\n'
+               f'  weights {{ name: "v" initializer {{ value_initializer {{ {_values(var.reshape(-1))} }} }} }}')
+    x = rng.normal(size=(4, 2, 3)).astype(np.float32)
+    got = _run(_file(tmp_path, {"x": (2, 3)}, body, weights), {"x": x})["y"]
+    np.testing.assert_allclose(got, (x - mean) / np.sqrt(var + 1e-5), rtol=1e-5, atol=1e-6)
+
+
+def test_dist_embedding_reads_rows_of_its_table(tmp_path):
+    table = np.arange(12, dtype=np.float32).reshape(4, 3)  # 4 embeddings of dim 3
+    body = ('  layer { name: "e" parents: "x" weights: "t" dist_embedding { num_embeddings: 4 embedding_dim: 3 '
+            'sparse_sgd: true learning_rate: 0.1 } }')
+    weights = f'  weights {{ name: "t" initializer {{ value_initializer {{ {_values(table)} }} }} }}'
+    index = np.array([[3, 0, 1]], np.float32)
+    got = _run(_file(tmp_path, {"x": (3,)}, body, weights), {"x": index})["e"]
+    np.testing.assert_array_equal(got, table[index.astype(int)])
+
+
+@pytest.mark.parametrize("axes, mode, fn", [((1, 3), "", np.sum), ((2, 0), "max", np.max), ((1,), "product", np.prod),
+                                            ((0, 2), "minimum", np.min)])
+def test_multidim_reduction_as_lbanns_unit_test(tmp_path, axes, mode, fn):
+    """ci_test/unit_tests/test_unit_layer_multidim_reduction.py: axes count from the first sample dim."""
+    field = f'mode: "{mode}" ' if mode else ""
+    listed = " ".join(f"axes: {a}" for a in axes)
+    body = f'  layer {{ name: "y" parents: "x" multidim_reduction {{ {field}{listed} }} }}'
+    x = np.random.default_rng(20240228).random((2, 3, 4, 5, 6)).astype(np.float32)
+    got = _run(_file(tmp_path, {"x": (3, 4, 5, 6)}, body), {"x": x})["y"]
+    np.testing.assert_allclose(got, fn(x, axis=tuple(a + 1 for a in axes)), rtol=1e-5)
+
+
+def test_input_shape_may_name_the_data_field_an_input_layer_reads(tmp_path):
+    """LBANN's frontend names input layers itself (``input1``); users know the data field."""
+    path = tmp_path / "m.prototext"
+    path.write_text('model {\n  layer { name: "input1" input { data_field: "samples" } }\n'
+                    '  layer { name: "y" parents: "input1" relu {} }\n}\n')
+    graph = nnbridge.load(path, input_shapes={"samples": (29,)})
+    assert graph.inputs[0].name == "input1" and graph.inputs[0].shape == (1, 29)
+    with pytest.raises(nnbridge.errors.InputError, match=r"input layers are input1 \(data fields samples\)"):
+        nnbridge.load(path, input_shapes={"labels": (3,)})
