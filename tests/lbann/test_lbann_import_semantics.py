@@ -193,7 +193,8 @@ def test_a_layer_type_without_an_equivalent_is_unsupported_not_malformed(tmp_pat
 def test_a_set_field_import_does_not_read_is_named(tmp_path):
     body = ('  layer { name: "s" parents: "x" slice { axis: 0 slice_points: 0 slice_points: 4 '
             'get_slice_points_from_reader: "responses" } }')
-    with pytest.raises(UnsupportedOpError, match="sets 'get_slice_points_from_reader', which nnbridge does not read"):
+    with pytest.raises(UnsupportedOpError, match="get_slice_points_from_reader 'responses': its slice points come "
+                                                 "from LBANN's data reader, which nnbridge does not read"):
         nnbridge.load(_file(tmp_path, {"x": (4,)}, body))
 
 

@@ -376,6 +376,10 @@ def _concatenation(ctx, layer, params, inputs):
 @importer("slice")
 def _slice(ctx, layer, params, inputs):
     (x,) = layer_inputs(ctx, inputs)
+    if params.get_slice_points_from_reader:
+        raise UnsupportedOpError(f"LBANN import of {ctx.source}", [Unsupported(
+            "slice", layer.name, f"get_slice_points_from_reader '{params.get_slice_points_from_reader}': its slice "
+                                 f"points come from LBANN's data reader, which nnbridge does not read")])
     axis, points = int(params.axis), [int(p) for p in params.slice_points]
     if not 0 <= axis < len(x.dims) or len(points) < 2 or points != sorted(points) or points[-1] > x.dims[axis] \
             or points[0] < 0:
