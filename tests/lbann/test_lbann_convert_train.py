@@ -98,3 +98,21 @@ def test_bad_training_settings_are_refused_and_nothing_is_written(tmp_path, give
     assert not dst.exists()
     with pytest.raises(InputError, match=message.split(";")[0].replace("(", r"\(")):
         nnbridge.convert(str(tmp_path / "m.onnx"), dst, lbann_train=given)
+
+
+def test_given_data_the_experiment_reads_it(tmp_path):
+    """``data=FILE.npz`` (x, y as ``nnbridge train`` takes): written beside the file as
+    ``<stem>_data.npz`` and read by a ``numpy_npz`` reader, as ``nnbridge train --out`` does."""
+    rng = np.random.default_rng(2)
+    np.savez(tmp_path / "train.npz", x=rng.standard_normal((12, 6)).astype(np.float32), y=rng.integers(0, 3, 12))
+    dst = tmp_path / "m.prototext"
+    run = _convert(_mlp(tmp_path / "m.onnx"), dst, "--lbann-train", f"data={tmp_path / 'train.npz'},val_split=0.25")
+    assert run.returncode == 0, run.stderr
+    reader = strict_parse(dst).data_reader.reader[0]
+    assert reader.name == "numpy_npz" and reader.validation_fraction == 0.25 and reader.num_labels == 3
+    with np.load(reader.data_filedir + reader.data_filename) as data:
+        assert data["data"].shape == (12, 6) and data["labels"].dtype == np.int32
+    np.savez(tmp_path / "wrong.npz", x=np.zeros((4, 5), np.float32), y=np.zeros(4))
+    run = _convert(tmp_path / "m.onnx", tmp_path / "w.prototext", "--lbann-train", f"data={tmp_path / 'wrong.npz'}")
+    assert run.returncode in (1, 2) and "samples of shape [5], but 'mlp' takes [6]" in run.stderr
+    assert not (tmp_path / "w.prototext").exists()

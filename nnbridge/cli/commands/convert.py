@@ -47,7 +47,8 @@ def register(sub) -> None:
                    help="LBANN: write an experiment LBANN trains (loss, objective, metric, optimizer, trainer; "
                         "weights trainable), optionally with loss=cross-entropy|mse (default: cross-entropy on a "
                         "softmax output), optimizer=sgd|adam|adamw, lr=, momentum=, weight_decay=, epochs=, "
-                        "freeze=true (default: an inference-only file, which convert warns about)")
+                        "freeze=true, data=FILE.npz (x, y: a numpy_npz reader of <stem>_data.npz), val_split= "
+                        "(default: an inference-only file, which convert warns about)")
     p.add_argument("--opset", type=int, metavar="N",
                    help="ONNX: write this default-domain opset, e.g. 17 for older runtimes (default: the IR's)")
     p.add_argument("--smaug-backend", choices=["Reference", "SMV"],

@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 from google.protobuf import text_format
 
 from ...errors import FormatError, InputError
@@ -152,7 +153,8 @@ def _npz_reader(shell: lbann_pb2.LbannPB, data_file: str, loss: str, val_split: 
 
 #: ``--lbann-train`` settings (API ``lbann_train={...}``) and their defaults (``nnbridge train``'s)
 TRAIN_DEFAULTS: dict[str, Any] = {"loss": None, "optimizer": "sgd", "lr": 0.05, "momentum": 0.9,
-                                  "weight_decay": 0.0, "epochs": 10, "freeze": False}
+                                  "weight_decay": 0.0, "epochs": 10, "freeze": False, "data": None,
+                                  "val_split": 0.2}
 _LOSSES, _OPTIMIZERS = ("cross-entropy", "mse"), ("sgd", "adam", "adamw")
 
 
@@ -176,6 +178,11 @@ def _setting(key: str, value: Any) -> Any:
         if value not in choices:
             raise InputError(f"--lbann-train {key}={value}: choose from {', '.join(choices)}")
         return value
+    if key == "data":
+        if not os.path.isfile(str(value)):
+            raise InputError(f"--lbann-train data={value}: no such file (an .npz with x and y, as nnbridge "
+                             f"train takes)")
+        return str(value)
     if key == "freeze":
         if str(value).lower() not in ("true", "false", "1", "0", "yes", "no"):
             raise InputError(f"--lbann-train freeze={value}: give true or false")
@@ -184,16 +191,19 @@ def _setting(key: str, value: Any) -> Any:
         number = int(value) if key == "epochs" else float(value)
     except (TypeError, ValueError):
         raise InputError(f"--lbann-train {key}={value}: not a number") from None
-    low_ok = {"lr": number > 0, "epochs": number >= 1, "momentum": 0 <= number < 1, "weight_decay": number >= 0}
+    low_ok = {"lr": number > 0, "epochs": number >= 1, "momentum": 0 <= number < 1, "weight_decay": number >= 0,
+              "val_split": 0 <= number < 1}
     if not (math.isfinite(number) and low_ok[key]):
         raise InputError(f"--lbann-train {key}={value}: out of range (lr > 0, epochs ≥ 1, 0 ≤ momentum < 1, "
-                         f"weight_decay ≥ 0)")
+                         f"weight_decay ≥ 0, 0 ≤ val_split < 1)")
     return number
 
 
-def set_up_training(graph: Graph, settings: Mapping[str, Any], source: str) -> None:
+def set_up_training(graph: Graph, settings: Mapping[str, Any], source: str, data_file: str | None = None
+                    ) -> dict[str, np.ndarray] | None:
     """Record (in ``graph``'s metadata) the experiment that trains ``graph`` with ``settings``; the
-    loss is the one named, else cross entropy when the output is a softmax."""
+    loss is the one named, else cross entropy when the output is a softmax. With ``settings["data"]``
+    the experiment reads ``data_file`` (numpy_npz): the arrays to write there are returned."""
     if len(graph.inputs) != 1 or len(graph.outputs) != 1:
         raise InputError(f"--lbann-train: {source} has {len(graph.inputs)} inputs and {len(graph.outputs)} outputs; "
                          f"the written experiment trains a model with one input (samples) and one output")
@@ -206,9 +216,24 @@ def set_up_training(graph: Graph, settings: Mapping[str, Any], source: str) -> N
         loss = "cross-entropy"
     shape = graph.inputs[0].type.shape
     batch = shape[0] if shape and isinstance(shape[0], int) else 1
+    arrays, classes = None, 0
+    if settings["data"] is not None and data_file is not None:
+        from ...training import load_data
+
+        x, y = load_data(settings["data"])
+        if tuple(x.shape[1:]) != tuple(shape[1:]):
+            raise InputError(f"--lbann-train data={settings['data']}: samples of shape {list(x.shape[1:])}, but "
+                             f"{source} takes {list(shape[1:])}")
+        if loss == "cross-entropy":
+            classes = int(y.max()) + 1
+            arrays = {"data": x.astype(np.float32), "labels": y.astype(np.int32)}
+        else:
+            arrays = {"data": x.astype(np.float32), "responses": y.astype(np.float32)}
     training_setup(graph, loss=loss, optimizer=settings["optimizer"], lr=settings["lr"],
                    momentum=settings["momentum"], weight_decay=settings["weight_decay"], epochs=settings["epochs"],
-                   batch_size=batch)
+                   batch_size=batch, val_split=settings["val_split"],
+                   data_file=data_file if arrays is not None else None, classes=classes)
+    return arrays
 
 
 def inference_only(graph: Graph, path: str) -> str | None:

@@ -133,12 +133,12 @@ def save_prototext(graph: Graph, path: str | os.PathLike, *, lbann_weights: str 
     ``experiment.TRAIN_DEFAULTS``) writes an experiment that trains the model: loss, objective,
     metric, optimizer, trainer, weights trainable unless ``freeze``."""
     path = Path(path)
-    freeze = False
+    freeze, data_file, arrays = False, path.with_name(f"{path.stem}_data.npz"), None
     if lbann_train not in (None, False):
         settings = experiment.train_settings(lbann_train)
         freeze = settings["freeze"]
         graph = graph.copy()
-        experiment.set_up_training(graph, settings, f"'{graph.name}'")
+        arrays = experiment.set_up_training(graph, settings, f"'{graph.name}'", str(data_file))
     if lbann_weights not in (None, "inline", "npy"):
         raise InputError(f"lbann_weights must be 'inline' or 'npy', not '{lbann_weights}'")
     if lbann_npy_paths not in ("relative", "absolute"):
@@ -171,9 +171,13 @@ def save_prototext(graph: Graph, path: str | os.PathLike, *, lbann_weights: str 
         files.append((target, entry.npy))
     experiment.restore(message, graph)
     text = textio.format_header(lbann_version, header) + textio.to_text(message, inline)
-    with atomic_outputs([path, *(f for f, _ in files)]) as temps:
+    data = [data_file] if arrays is not None else []  # the --lbann-train data the experiment's reader reads
+    with atomic_outputs([path, *data, *(f for f, _ in files)]) as temps:
         temps[0].write_text(text, encoding="utf-8")
-        for tmp, (_, array) in zip(temps[1:], files):
+        if data:
+            with open(temps[1], "wb") as fh:
+                np.savez(fh, **arrays)
+        for tmp, (_, array) in zip(temps[1 + len(data):], files):
             with open(tmp, "wb") as fh:
                 write_npy(fh, array)
     return path
