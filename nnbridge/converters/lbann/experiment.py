@@ -218,9 +218,7 @@ def set_up_training(graph: Graph, settings: Mapping[str, Any], source: str, data
     batch = shape[0] if shape and isinstance(shape[0], int) else 1
     arrays, classes = None, 0
     if settings["data"] is not None and data_file is not None:
-        from ...training import load_data
-
-        x, y = load_data(settings["data"])
+        x, y = _training_data(settings["data"])
         if tuple(x.shape[1:]) != tuple(shape[1:]):
             raise InputError(f"--lbann-train data={settings['data']}: samples of shape {list(x.shape[1:])}, but "
                              f"{source} takes {list(shape[1:])}")
@@ -234,6 +232,19 @@ def set_up_training(graph: Graph, settings: Mapping[str, Any], source: str, data
                    batch_size=batch, val_split=settings["val_split"],
                    data_file=data_file if arrays is not None else None, classes=classes)
     return arrays
+
+
+def _training_data(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` and ``y`` of the ``.npz`` that ``data=`` names (no pickles), as ``nnbridge train`` reads
+    it (``training.load_data``, which this converter may not import: training imports it)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if "x" not in data.files or "y" not in data.files:
+                raise InputError(f"--lbann-train data={path}: the .npz needs arrays x (samples) and y (labels or "
+                                 f"targets), e.g. np.savez(path, x=x, y=y)")
+            return data["x"], data["y"]
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--lbann-train data={path}: not a readable .npz file ({exc})") from None
 
 
 def inference_only(graph: Graph, path: str) -> str | None:
