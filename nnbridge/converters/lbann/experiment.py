@@ -222,7 +222,13 @@ def set_up_training(graph: Graph, settings: Mapping[str, Any], source: str, data
         if tuple(x.shape[1:]) != tuple(shape[1:]):
             raise InputError(f"--lbann-train data={settings['data']}: samples of shape {list(x.shape[1:])}, but "
                              f"{source} takes {list(shape[1:])}")
+        if len(x) == 0 or len(x) != len(y):
+            raise InputError(f"--lbann-train data={settings['data']}: {len(x)} samples and {len(y)} labels or "
+                             f"targets; give as many of each, at least one")
         if loss == "cross-entropy":
+            if y.ndim != 1 or not np.array_equal(y, np.floor(y)) or y.min() < 0:
+                raise InputError(f"--lbann-train data={settings['data']}: cross entropy takes y as one class "
+                                 f"index (0, 1, …) per sample")
             classes = int(y.max()) + 1
             arrays = {"data": x.astype(np.float32), "labels": y.astype(np.int32)}
         else:
