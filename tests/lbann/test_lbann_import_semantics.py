@@ -333,3 +333,10 @@ def test_input_shape_may_name_the_data_field_an_input_layer_reads(tmp_path):
     assert graph.inputs[0].name == "input1" and graph.inputs[0].shape == (1, 29)
     with pytest.raises(nnbridge.errors.InputError, match=r"input layers are input1 \(data fields samples\)"):
         nnbridge.load(path, input_shapes={"labels": (3,)})
+
+
+@pytest.mark.parametrize("freeze", [False, True])
+def test_identity_zero_gives_zeros_when_frozen(tmp_path, freeze):
+    body = f'  layer {{ name: "y" parents: "x" freeze: {str(freeze).lower()} identity_zero {{}} }}'
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(_run(_file(tmp_path, {"x": (3,)}, body), {"x": x})["y"], x * (not freeze))

@@ -232,6 +232,17 @@ def _dist_embedding(ctx, layer, params, inputs):
                      {"axis": 0}, final=True)]
 
 
+@importer("identity_zero")
+def _identity_zero(ctx, layer, params, inputs):
+    """Its input, or zeros when the layer is frozen (``freeze: true``;
+    src/layers/transform/identity_zero.cpp)."""
+    (x,) = layer_inputs(ctx, inputs)
+    if not layer.freeze:
+        return [ctx.emit("Identity", [x], x.dims, final=True)]
+    zeros = ctx.const(np.zeros((1, *x.dims), np.float32), "zeros")
+    return [ctx.emit("Expand", [zeros, ctx.ints((ctx.batch, *x.dims), "shape")], x.dims, final=True)]
+
+
 _MULTIDIM_MODES = {"": "ReduceSum", "sum": "ReduceSum", "add": "ReduceSum", "product": "ReduceProd",
                    "mul": "ReduceProd", "max": "ReduceMax", "maximum": "ReduceMax", "min": "ReduceMin",
                    "minimum": "ReduceMin"}
