@@ -184,3 +184,15 @@ def test_era_a_sizes_from_the_data_reader(tmp_path):
     with pytest.raises(FormatError, match="get_num_neurons_of_slice_from_reader: its size comes from LBANN's data"):
         nnbridge.load(_era_a(tmp_path, bad), input_shapes={"data": (7,)})
 
+
+
+def test_a_model_of_training_layers_only_says_how_to_import_them(tmp_path):
+    """LBANN's loss unit tests are an input and the loss: nothing is left at inference."""
+    path = tmp_path / "m.prototext"
+    path.write_text('model {\n  layer { name: "x" input { data_field: "samples" } }\n'
+                    '  layer { name: "l" parents: "x" l2_norm2 {} }\n}\n')
+    with pytest.raises(FormatError, match=r"losses, metrics .*\(--lbann-training-layers"):
+        nnbridge.load(path, input_shapes={"x": (3,)})
+    graph = nnbridge.load(path, input_shapes={"x": (3,)}, lbann_training_layers=True, batch_size=2)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(nnbridge.run(graph, {"x": x})["l"].reshape(-1), (x ** 2).sum(1), rtol=1e-6)

@@ -234,4 +234,6 @@ def _set_outputs(graph: Graph, kept, children, outputs, header: textio.Header, d
     for n in names:
         graph.outputs.extend(t.value for t in outputs[n])
     if not graph.outputs:
-        raise FormatError(f"model '{graph.name}' has no layer that could be a graph output")
+        why = (f"; its {len(dropped)} layers are losses, metrics or what only feeds those, which import leaves "
+               f"out unless asked (--lbann-training-layers, API lbann_training_layers=True)") if dropped else ""
+        raise FormatError(f"model '{graph.name}' has no layer that could be a graph output{why}")
