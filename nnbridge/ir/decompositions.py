@@ -199,3 +199,84 @@ def _rows_of_the_batch(b, node, target):
     if bias is not None:
         out = b.op("Add", out, b.const((bias * float(gemm.attr("beta", 1.0))).astype(bias.dtype)), like=y)
     return [out]
+
+
+def _static(*values) -> bool:
+    return all(v.type.shape is not None and all(isinstance(d, int) for d in v.type.shape) for v in values)
+
+
+@decomposes("Transpose", "lbann")
+def _transpose_of_unit_dims(b, node, target):
+    """A Transpose that keeps the order of the dims bigger than 1 moves no data: a Reshape
+    (LBANN's reshape runs everywhere; its permute needs GPUs and cuTENSOR)."""
+    x, y = node.inputs[0], node.outputs[0]
+    if not _static(x, y) or tuple(x.type.shape) == tuple(y.type.shape):
+        return None
+    perm = [int(p) for p in node.attr("perm", list(range(x.type.rank))[::-1])]
+    if perm[0] != 0 or [p for p in perm if x.type.shape[p] != 1] != [i for i, d in enumerate(x.type.shape) if d != 1]:
+        return None
+    return [b.op("Reshape", x, b.ints(y.type.shape), shape=tuple(y.type.shape), like=x)]
+
+
+#: at most this many entries in the 0/1 matrix that sums over a block of inner axes
+_SUM_MATRIX_LIMIT = 1 << 22
+
+
+@decomposes("ReduceSum", "lbann")
+@decomposes("ReduceMean", "lbann")
+def _reduce_over_a_block_of_axes(b, node, target):
+    """A sum (or mean) over consecutive axes of a sample — LBANN's reduction takes whole samples
+    and channelwise_mean the spatial dims of each channel — is a MatMul by a constant: the sample
+    seen as [pre, n·post] times the (n·post) × post matrix that adds the n entries of each
+    position (ones for the trailing axes), i.e. LBANN's (channelwise_)fully_connected. A non-finite
+    entry also spreads NaN to the other sums of its row when post > 1."""
+    x, y = node.inputs[0], node.outputs[0]
+    if not _static(x, y) or x.type.rank < 3:
+        return None
+    rank, shape = x.type.rank, tuple(x.type.shape)
+    given = node.attr("axes") if node.input(1) is None else b.constant(node.input(1))
+    if given is None or np.size(given) == 0:
+        return None  # every axis (or none, with noop_with_empty_axes): not this rule's case
+    axes = sorted(int(a) % rank for a in np.reshape(given, -1))
+    first, last = axes[0], axes[-1]
+    if 0 in axes or axes != list(range(first, last + 1)) or axes == list(range(1, rank)) or \
+            (node.op == "ReduceMean" and axes == list(range(2, rank))):
+        return None  # the batch, scattered axes, or what LBANN's layers do as they are
+    pre, n, post = math.prod(shape[1:first]), math.prod(shape[first:last + 1]), math.prod(shape[last + 1:])
+    if n * post * post > _SUM_MATRIX_LIMIT:
+        return None
+    dtype = b.numpy_dtype(x)
+    weight = np.kron(np.ones((n, 1), dtype), np.eye(post, dtype=dtype))
+    if node.op == "ReduceMean":
+        weight /= n
+    rows = (shape[0], n * post) if pre == 1 else (shape[0], pre, n * post)
+    summed = (shape[0], post) if pre == 1 else (shape[0], pre, post)
+    table = b.op("Reshape", x, b.ints(rows), shape=rows, like=x)
+    out = b.op("MatMul", table, b.const(weight.astype(dtype)), shape=summed, like=x)
+    return [b.op("Reshape", out, b.ints(y.type.shape), shape=tuple(y.type.shape), like=x)]
+
+
+#: (coordinate transformation, nearest mode) pairs that give out[i] = in[i // s] for integer s
+_NEAREST_FLOOR = {("half_pixel", "round_prefer_floor"), ("half_pixel", "round_prefer_ceil"),
+                  ("pytorch_half_pixel", "round_prefer_floor"), ("pytorch_half_pixel", "round_prefer_ceil"),
+                  ("asymmetric", "floor")}
+
+
+@decomposes("Resize", "lbann")
+def _nearest_upsample(b, node, target):
+    """A nearest Resize by whole factors repeats each entry s times along each dim: every dim d
+    seen as [d, 1], tiled to [d, s] (LBANN's tessellate), and merged back."""
+    x, y = node.inputs[0], node.outputs[0]
+    if node.attr("mode", "nearest") != "nearest" or not _static(x, y) or \
+            (node.attr("coordinate_transformation_mode", "half_pixel"),
+             node.attr("nearest_mode", "round_prefer_floor")) not in _NEAREST_FLOOR or \
+            node.attr("axes") is not None or (node.input(1) is not None and b.constant(node.input(1)) is None):
+        return None
+    xs, ys = tuple(x.type.shape), tuple(y.type.shape)
+    if len(xs) != len(ys) or xs[0] != ys[0] or any(o % i for o, i in zip(ys, xs)) or xs == ys:
+        return None
+    split = tuple(d for i in xs[1:] for d in (i, 1))
+    tiled = tuple(d for i, o in zip(xs[1:], ys[1:]) for d in (i, o // i))
+    t = b.op("Reshape", x, b.ints((xs[0], *split)), shape=(xs[0], *split), like=x)
+    t = b.op("Expand", t, b.ints((xs[0], *tiled)), shape=(xs[0], *tiled), like=x)
+    return [b.op("Reshape", t, b.ints(ys), shape=ys, like=x)]

@@ -20,6 +20,7 @@ initializers (``ValueInitializer`` …), optimizers (``SGD`` …) and callbacks
 from . import modules
 from .classes import ALL
 from .core import (
+    BatchedIterativeOptimizer,
     L2WeightRegularization,
     Layer,
     LayerTerm,
@@ -34,5 +35,5 @@ from .core import (
 
 globals().update(ALL)
 
-__all__ = ["modules", "L2WeightRegularization", "Layer", "LayerTerm", "Metric", "Model", "ObjectiveFunction", "Trainer",
-           "Weights", "save_prototext", "traverse_layer_graph", *ALL]
+__all__ = ["modules", "BatchedIterativeOptimizer", "L2WeightRegularization", "Layer", "LayerTerm", "Metric",
+           "Model", "ObjectiveFunction", "Trainer", "Weights", "save_prototext", "traverse_layer_graph", *ALL]

@@ -48,8 +48,8 @@ def assign(message: Message, fields: Mapping[str, Any]) -> Message:
             if field.message_type is not None:
                 for item in values:
                     target.add().CopyFrom(_as_message(item))
-            else:
-                target.extend(values)
+            else:  # numpy scalars (np.nditer(a, order='F') yields 0-d arrays) as Python numbers
+                target.extend(v.tolist() if isinstance(v, (np.ndarray, np.generic)) else v for v in values)
         elif isinstance(value, Mapping):
             assign(target, value)
         elif field.message_type is not None:
@@ -114,10 +114,8 @@ class Layer:
         given = [*parents, *_as_list(fields.pop("parents", None))]
         self.parents: list[Layer] = [p for item in given for p in _as_list(item)]
         self.children: list[Layer] = []
-        for parent in self.parents:
-            if not isinstance(parent, Layer):
-                raise InputError(f"layer '{self.name}': parents must be layers, got {type(parent).__name__}")
-            parent.children.append(self)
+        parents, self.parents = self.parents, []
+        self.add_parent(parents)
         self.weights: list[Weights] = _as_list(weights)
         fields = _kept(fields)
         self.common = {k: fields.pop(k) for k in self._common if k in fields}
@@ -127,6 +125,22 @@ class Layer:
             self.common["hint_layer"] = hint_layer.name if isinstance(hint_layer, Layer) else hint_layer
         self.fields = fields
         self.order = next(_ids)
+
+    def add_parent(self, parent: Layer | Sequence[Layer]) -> None:
+        """This layer reads ``parent`` (one layer or several) after the parents it has."""
+        for p in _as_list(parent):
+            if not isinstance(p, Layer):
+                raise InputError(f"layer '{self.name}': parents must be layers, got {type(p).__name__}")
+            self.parents.append(p)
+            p.children.append(self)
+
+    def add_child(self, child: Layer | Sequence[Layer]) -> None:
+        for c in _as_list(child):
+            c.add_parent(self)
+
+    def __call__(self, parent: Layer | Sequence[Layer]) -> None:
+        """``layer(parent)``: LBANN's shorthand for ``add_parent`` (it returns nothing, as LBANN's)."""
+        self.add_parent(parent)
 
     def export_proto(self, within: set[int] | None = None) -> lbann_pb2.Layer:
         """The layer message; ``within`` (ids of the model's layers) limits the children listed."""
@@ -312,15 +326,38 @@ class Model:
         return Path(path)
 
 
+class BatchedIterativeOptimizer:
+    """LBANN's default training algorithm (mini-batch descent with each weights object's own
+    optimizer), stopped after ``num_iterations`` mini-batches, ``epoch_count`` epochs or
+    ``max_seconds`` (the last one given: the message keeps one criterion)."""
+
+    def __init__(self, name: str, num_iterations: int = 0, epoch_count: int = 0, max_seconds: float = 0.0):
+        self.name, self.num_iterations, self.epoch_count, self.max_seconds = name, num_iterations, epoch_count, \
+            max_seconds
+
+    def export_proto(self) -> lbann_pb2.TrainingAlgorithm:
+        sgd = lbann_pb2.SGD()
+        stop = sgd.stopping_criteria
+        for field, value in (("max_batches", self.num_iterations), ("max_epochs", self.epoch_count),
+                             ("max_seconds", self.max_seconds)):
+            if value > 0:
+                setattr(stop, field, value)
+        algorithm = lbann_pb2.TrainingAlgorithm(name=self.name)
+        algorithm.parameters.Pack(sgd)
+        return algorithm
+
+
 class Trainer:
-    def __init__(self, mini_batch_size: int = 1, name: str | None = None, callbacks: Sequence[Any] = (),
-                 random_seed: int | None = None):
-        self.mini_batch_size, self.name = mini_batch_size, name
-        self.callbacks, self.random_seed = list(callbacks), random_seed
+    def __init__(self, mini_batch_size: int = 1, name: str | None = None, random_seed: int | None = None,
+                 serialize_io: bool | None = None, training_algo: Any = None, callbacks: Any = ()):
+        self.mini_batch_size, self.name, self.random_seed = mini_batch_size, name, random_seed
+        self.serialize_io, self.training_algo, self.callbacks = serialize_io, training_algo, _as_list(callbacks)
 
     def export_proto(self) -> lbann_pb2.Trainer:
         proto = lbann_pb2.Trainer(mini_batch_size=self.mini_batch_size)
-        assign(proto, {"name": self.name, "random_seed": self.random_seed})
+        assign(proto, {"name": self.name, "random_seed": self.random_seed, "serialize_io": self.serialize_io})
+        if self.training_algo is not None:
+            proto.training_algorithm.CopyFrom(self.training_algo.export_proto())
         proto.callback.extend(c.export_proto() for c in self.callbacks)
         return proto
 

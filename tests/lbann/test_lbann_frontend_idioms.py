@@ -119,3 +119,31 @@ def test_frontend_idioms_that_take_any_form(tmp_path):
         lbann.Model([z], [z])
     every_callback = {f.message_type.name for f in lbann_pb2.Callback.DESCRIPTOR.oneofs_by_name["callback_type"].fields}
     assert every_callback <= set(dir(lbann))
+
+
+def test_weights_from_nditer_in_fortran_order_as_lbanns_unit_tests_write_them():
+    """LBANN's unit tests: ``ValueInitializer(values=np.nditer(w, order='F'))`` (column-major)."""
+    rng = np.random.default_rng(0)
+    w, x = rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=(2, 4)).astype(np.float32)
+    weights = lbann.Weights(initializer=lbann.ValueInitializer(values=np.nditer(w, order="F")), name="w")
+    inp = lbann.Input(dims=(4,), name="x")
+    y = lbann.FullyConnected(inp, weights=weights, num_neurons=3, has_bias=False, name="y")
+    model = lbann.Model(0, layers=lbann.traverse_layer_graph(inp))
+    assert list(weights.export_proto().initializer.value_initializer.values) == w.flatten(order="F").tolist()
+    graph = model.to_graph(batch_size=2)
+    np.testing.assert_allclose(nnbridge.run(graph, {"x": x})[y.name], x @ w.T, rtol=1e-5)
+
+
+def test_calling_a_layer_on_its_parent_and_the_batched_iterative_optimizer(shared_data, tmp_path):
+    """``layer(parent)`` adds a parent (LBANN's ``add_parent``); the trainer's training algorithm is
+    written as LBANN's frontend writes DenseNet's (``BatchedIterativeOptimizer("sgd", epoch_count=90)``)."""
+    x = lbann.Input(dims=(3,), name="x")
+    y = lbann.Relu(name="y")
+    y(x)
+    assert y.parents == [x] and x.children == [y]
+    trainer = lbann.Trainer(mini_batch_size=256, training_algo=lbann.BatchedIterativeOptimizer("sgd", epoch_count=90))
+    path = lbann.save_prototext(tmp_path / "m.prototext", model=lbann.Model(1, layers=[x, y]), trainer=trainer)
+    written = _read(path)
+    assert list(written.model.layer[1].parents) == ["x"]
+    densenet = _read(shared_data / "lbann" / "frontend" / "apps__vision_densenet121.prototext")
+    assert written.trainer == densenet.trainer

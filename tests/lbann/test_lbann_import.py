@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -122,3 +123,76 @@ def test_era_a_weights_and_column_major_values(tmp_path):
     x = np.eye(4, dtype=np.float32)[:2]
     linear = np.array([[1, 3, 5, 7], [2, 4, 6, 8]], np.float32)  # out × in, filled column-major
     np.testing.assert_allclose(nnbridge.run(graph, {"x": x})["sig"], 1 / (1 + np.exp(-x @ linear.T)), rtol=1e-6)
+
+
+def _era_a(tmp_path, layers: str, weights: str = "") -> Path:
+    path = tmp_path / "a.prototext"
+    path.write_text(f"model {{\n  mini_batch_size: 2\n{layers}\n{weights}\n}}\n")
+    return path
+
+
+def test_an_era_a_input_may_feed_any_layer(tmp_path):
+    """v0.99 gives an input layer's first child the samples and its second the labels, whatever
+    their type: a pass-through child becomes the input layer, another reads ``<input>_<field>``."""
+    path = _era_a(tmp_path, """
+  layer { name: "data" children: "images labels" input {} }
+  layer { name: "images" parents: "data" identity {} }
+  layer { name: "labels" parents: "data" identity {} }
+  layer { name: "in2" children: "shaped dummy" input {} }
+  layer { name: "shaped" parents: "in2" reshape { dims: "2 3" } }
+  layer { name: "dummy" parents: "in2" dummy {} }
+  layer { name: "s" parents: "images shaped" sum {} }""")
+    graph = nnbridge.load(path, input_shapes={"images": (2, 3), "in2_samples": (6,)})
+    assert [v.name for v in graph.inputs] == ["images", "in2_samples"]
+    x, y = np.ones((2, 2, 3), np.float32), np.arange(12, dtype=np.float32).reshape(2, 6)
+    np.testing.assert_array_equal(nnbridge.run(graph, {"images": x, "in2_samples": y})["s"], x + y.reshape(2, 2, 3))
+
+
+def test_era_a_weights_layer_variance_operators_and_float_lists(tmp_path):
+    path = _era_a(tmp_path, """
+  layer { name: "data" children: "x y" input {} }
+  layer { name: "x" parents: "data" split {} }
+  layer { name: "y" parents: "data" split {} }
+  layer { name: "w" weights: "wv" weights_layer { dims: "1 3" } }
+  layer { name: "t" parents: "w" hint_layer: "x" tessellate {} }
+  layer { name: "d" parents: "x t" subtract {} }
+  layer { name: "a" parents: "d" abs {} }
+  layer { name: "ws" parents: "a x" weighted_sum { scaling_factors: "0.5 -1.5" } }
+  layer { name: "v" parents: "ws" variance { biased: true } }
+  layer { name: "mae" parents: "ws y" mean_absolute_error {} }""",
+                  '  weights { name: "wv" value_initializer { values: "1 2 3" } }')
+    graph = nnbridge.load(path, input_shapes={"x": (2, 3)})
+    x = np.random.default_rng(0).normal(size=(2, 2, 3)).astype(np.float32)
+    ws = 0.5 * np.abs(x - np.array([1, 2, 3], np.float32)) - 1.5 * x
+    np.testing.assert_allclose(nnbridge.run(graph, {"x": x})["v"], ws.reshape(2, -1).var(1, keepdims=True), rtol=1e-5)
+    assert "mean_absolute_error" in path.read_text()  # a training layer: kept aside
+
+
+def test_era_a_sizes_from_the_data_reader(tmp_path):
+    """``num_neurons_from_data_reader`` (an autoencoder's reconstruction) is the samples' size;
+    jag's ``get_num_neurons_of_slice_from_reader`` needs the reader, and is named."""
+    layers = """
+  layer { name: "input" children: "data dummy" input {} }
+  layer { name: "data" parents: "input" split {} }
+  layer { name: "dummy" parents: "input" dummy {} }
+  layer { name: "enc" parents: "data" fully_connected { num_neurons: 3 has_bias: true } }
+  layer { name: "dec" parents: "enc" num_neurons_from_data_reader: true fully_connected { has_bias: true } }"""
+    graph = nnbridge.load(_era_a(tmp_path, layers), input_shapes={"data": (7,)})
+    assert nnbridge.run(graph, {"data": np.ones((2, 7), np.float32)})["dec"].shape == (2, 7)
+    bad = layers.replace("num_neurons_from_data_reader: true fully_connected {",
+                         "fully_connected { get_num_neurons_of_slice_from_reader: 1")
+    with pytest.raises(FormatError, match="get_num_neurons_of_slice_from_reader: its size comes from LBANN's data"):
+        nnbridge.load(_era_a(tmp_path, bad), input_shapes={"data": (7,)})
+
+
+
+def test_a_model_of_training_layers_only_says_how_to_import_them(tmp_path):
+    """LBANN's loss unit tests are an input and the loss: nothing is left at inference."""
+    path = tmp_path / "m.prototext"
+    path.write_text('model {\n  layer { name: "x" input { data_field: "samples" } }\n'
+                    '  layer { name: "l" parents: "x" l2_norm2 {} }\n}\n')
+    with pytest.raises(FormatError, match=r"losses, metrics .*\(--lbann-training-layers"):
+        nnbridge.load(path, input_shapes={"x": (3,)})
+    graph = nnbridge.load(path, input_shapes={"x": (3,)}, lbann_training_layers=True, batch_size=2)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(nnbridge.run(graph, {"x": x})["l"].reshape(-1), (x ** 2).sum(1), rtol=1e-6)

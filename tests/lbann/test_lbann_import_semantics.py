@@ -71,6 +71,39 @@ def test_hint_layer_gives_noise_its_dims_and_a_size_contradiction_is_refused(tmp
         nnbridge.load(_file(tmp_path, {"x": (4,), "y": (5,)}, bad))
 
 
+def test_lbann_reduction_unit_test_sizes_its_weights_layer_from_the_hint(tmp_path):
+    """LBANN's ci_test/unit_tests/test_unit_layer_reduction.py: a ``weights_layer`` without ``dims``
+    takes its hint layer's size (Layer::setup_dims), and the metrics are numpy's sum and mean."""
+    body = ('  layer { name: "sl" parents: "samples" slice { slice_points: 0 slice_points: 28 slice_points: 29 } }\n'
+            '  layer { name: "x1" parents: "sl" identity {} }\n'
+            '  layer { name: "x2" parents: "sl" identity {} }\n'
+            '  layer { name: "wl" hint_layer: "x1" weights: "input_weights" weights_layer {} }\n'
+            '  layer { name: "s" parents: "x1" parents: "wl" sum {} }\n'
+            '  layer { name: "rs" parents: "s" reduction { mode: "sum" } }\n'
+            '  layer { name: "rm" parents: "s" reduction { mode: "mean" } }\n'
+            '  layer { name: "zs" parents: "rs" parents: "x2" operator_layer { ops { parameters {'
+            ' [type.googleapis.com/lbann_data.MultiplyOperator] {} } } } }\n'
+            '  layer { name: "zm" parents: "rm" parents: "x2" operator_layer { ops { parameters {'
+            ' [type.googleapis.com/lbann_data.MultiplyOperator] {} } } } }')
+    weights = '  weights { name: "input_weights" initializer { constant_initializer { value: 0.0 } } }'
+    samples = np.random.default_rng(20210313).normal(size=(13, 29)).astype(np.float32)
+    out = _run(_file(tmp_path, {"samples": (29,)}, body, weights), {"samples": samples})
+    x = samples.astype(np.float64)
+    np.testing.assert_allclose(out["zs"][:, 0], x[:, :-1].sum(1) * x[:, -1], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out["zm"][:, 0], x[:, :-1].mean(1) * x[:, -1], rtol=1e-5, atol=1e-6)
+
+
+def test_vae_constant_and_gaussian_take_the_hinted_size(tmp_path):
+    """The VAE/WAE idiom (applications/ATOM/models/vae.py): ``Constant(value, hint_layer=mu)``
+    without ``num_neurons`` and ``Gaussian(hint_layer=mu)`` are as big as ``mu``."""
+    body = ('  layer { name: "one" hint_layer: "mu" constant { value: 1.0 } }\n'
+            '  layer { name: "eps" hint_layer: "mu" gaussian { mean: 0.0 stdev: 1.0 training_only: true } }\n'
+            '  layer { name: "s" parents: "mu" parents: "one" parents: "eps" sum {} }')
+    mu = np.arange(8, dtype=np.float32).reshape(2, 4)
+    out = _run(_file(tmp_path, {"mu": (4,)}, body), {"mu": mu})
+    np.testing.assert_array_equal(out["s"], mu + 1)
+
+
 def test_noise_layers_at_inference_follow_lbann(tmp_path):
     body = ('  layer { name: "u" uniform { min: 2.0 max: 4.0 neuron_dims: 3 training_only: true } }\n'
             '  layer { name: "b" bernoulli { prob: 0.5 neuron_dims: 3 } }\n'
@@ -152,15 +185,16 @@ def test_select_picks_by_closeness_to_value(tmp_path):
 
 
 def test_a_layer_type_without_an_equivalent_is_unsupported_not_malformed(tmp_path):
-    body = '  layer { name: "d" parents: "x" dist_embedding { num_embeddings: 4 embedding_dim: 2 } }'
-    with pytest.raises(UnsupportedOpError, match="dist_embedding"):
+    body = '  layer { name: "d" parents: "x" sort { descending: true } }'
+    with pytest.raises(UnsupportedOpError, match="sort"):
         nnbridge.load(_file(tmp_path, {"x": (4,)}, body))
 
 
 def test_a_set_field_import_does_not_read_is_named(tmp_path):
     body = ('  layer { name: "s" parents: "x" slice { axis: 0 slice_points: 0 slice_points: 4 '
             'get_slice_points_from_reader: "responses" } }')
-    with pytest.raises(UnsupportedOpError, match="sets 'get_slice_points_from_reader', which nnbridge does not read"):
+    with pytest.raises(UnsupportedOpError, match="get_slice_points_from_reader 'responses': its slice points come "
+                                                 "from LBANN's data reader, which nnbridge does not read"):
         nnbridge.load(_file(tmp_path, {"x": (4,)}, body))
 
 
@@ -254,3 +288,55 @@ def test_batchwise_reduce_sum_and_upsample(tmp_path):
     out = nnbridge.run(graph, {"x": x})
     np.testing.assert_array_equal(out["b"], np.broadcast_to(x.sum(0, keepdims=True), x.shape))
     np.testing.assert_array_equal(out["u"], x.repeat(2, axis=2).repeat(3, axis=3))
+
+
+def test_entrywise_batch_normalization_uses_each_entrys_running_statistics(tmp_path):
+    rng = np.random.default_rng(5)
+    mean, var = rng.normal(size=(2, 3)).astype(np.float32), rng.uniform(0.5, 2, (2, 3)).astype(np.float32)
+    body = ('  layer { name: "y" parents: "x" weights: "m" weights: "v" '
+            'entrywise_batch_normalization { decay: 0.9 epsilon: 1e-5 } }')
+    weights = (f'  weights {{ name: "m" initializer {{ value_initializer {{ {_values(mean.reshape(-1))} }} }} }}\n'
+               f'  weights {{ name: "v" initializer {{ value_initializer {{ {_values(var.reshape(-1))} }} }} }}')
+    x = rng.normal(size=(4, 2, 3)).astype(np.float32)
+    got = _run(_file(tmp_path, {"x": (2, 3)}, body, weights), {"x": x})["y"]
+    np.testing.assert_allclose(got, (x - mean) / np.sqrt(var + 1e-5), rtol=1e-5, atol=1e-6)
+
+
+def test_dist_embedding_reads_rows_of_its_table(tmp_path):
+    table = np.arange(12, dtype=np.float32).reshape(4, 3)  # 4 embeddings of dim 3
+    body = ('  layer { name: "e" parents: "x" weights: "t" dist_embedding { num_embeddings: 4 embedding_dim: 3 '
+            'sparse_sgd: true learning_rate: 0.1 } }')
+    weights = f'  weights {{ name: "t" initializer {{ value_initializer {{ {_values(table)} }} }} }}'
+    index = np.array([[3, 0, 1]], np.float32)
+    got = _run(_file(tmp_path, {"x": (3,)}, body, weights), {"x": index})["e"]
+    np.testing.assert_array_equal(got, table[index.astype(int)])
+
+
+@pytest.mark.parametrize("axes, mode, fn", [((1, 3), "", np.sum), ((2, 0), "max", np.max), ((1,), "product", np.prod),
+                                            ((0, 2), "minimum", np.min)])
+def test_multidim_reduction_as_lbanns_unit_test(tmp_path, axes, mode, fn):
+    """ci_test/unit_tests/test_unit_layer_multidim_reduction.py: axes count from the first sample dim."""
+    field = f'mode: "{mode}" ' if mode else ""
+    listed = " ".join(f"axes: {a}" for a in axes)
+    body = f'  layer {{ name: "y" parents: "x" multidim_reduction {{ {field}{listed} }} }}'
+    x = np.random.default_rng(20240228).random((2, 3, 4, 5, 6)).astype(np.float32)
+    got = _run(_file(tmp_path, {"x": (3, 4, 5, 6)}, body), {"x": x})["y"]
+    np.testing.assert_allclose(got, fn(x, axis=tuple(a + 1 for a in axes)), rtol=1e-5)
+
+
+def test_input_shape_may_name_the_data_field_an_input_layer_reads(tmp_path):
+    """LBANN's frontend names input layers itself (``input1``); users know the data field."""
+    path = tmp_path / "m.prototext"
+    path.write_text('model {\n  layer { name: "input1" input { data_field: "samples" } }\n'
+                    '  layer { name: "y" parents: "input1" relu {} }\n}\n')
+    graph = nnbridge.load(path, input_shapes={"samples": (29,)})
+    assert graph.inputs[0].name == "input1" and graph.inputs[0].shape == (1, 29)
+    with pytest.raises(nnbridge.errors.InputError, match=r"input layers are input1 \(data fields samples\)"):
+        nnbridge.load(path, input_shapes={"labels": (3,)})
+
+
+@pytest.mark.parametrize("freeze", [False, True])
+def test_identity_zero_gives_zeros_when_frozen(tmp_path, freeze):
+    body = f'  layer {{ name: "y" parents: "x" freeze: {str(freeze).lower()} identity_zero {{}} }}'
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(_run(_file(tmp_path, {"x": (3,)}, body), {"x": x})["y"], x * (not freeze))

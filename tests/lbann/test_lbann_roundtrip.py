@@ -8,11 +8,12 @@ import sys
 import numpy as np
 import onnx
 import pytest
-from lbann_helpers import onnx_outputs, roundtrip_vs_onnxruntime
+from lbann_helpers import assert_fields_in_spec, onnx_outputs, roundtrip_vs_onnxruntime, strict_parse
 from onnx import TensorProto, helper, numpy_helper
 
 import nnbridge
 import nnbridge.zoo
+from nnbridge.converters.onnx import graph_to_model
 from nnbridge.errors import UnsupportedOpError
 
 EXPRESSIBLE_ZOO = ["mlp", "minerva", "lenet5", "cnn10", "vgg_cifar", "resnet_tiny", "transformer_tiny"]
@@ -177,3 +178,60 @@ def test_asymmetric_pooling_pads_become_constant_slabs(tmp_path, op, attrs):
     model = _model([node], [_vi("x", [1, 2, 7, 6])], [_vi("y", None)])
     roundtrip_vs_onnxruntime(model, tmp_path / "pool.prototext")
     assert (tmp_path / "pool.prototext").read_text().count("concatenation {") == 2
+
+
+def _agrees_with_onnxruntime(model, path, feeds) -> str:
+    """``model`` → LBANN file (schema-checked) → nnbridge → ONNX agrees with onnxruntime on ``model``."""
+    nnbridge.convert(model, path)
+    assert_fields_in_spec(strict_parse(path))
+    graph = nnbridge.load(path)
+    exported = graph_to_model(graph)
+    got = onnx_outputs(exported, {v.name: x for v, x in zip(graph.inputs, feeds.values())})
+    for g, w in zip(got, onnx_outputs(model, feeds)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    return path.read_text()
+
+
+def test_one_hot_of_a_broadcast_index_is_an_equal_operator(tmp_path):
+    """(idx.unsqueeze(-1) == arange(C)).float(): the index tiled over the classes, compared with
+    a constant range (LBANN's EqualOperator gives 1.0 / 0.0)."""
+    nodes = [helper.make_node("Floor", ["x"], ["idx"]), helper.make_node("Equal", ["idx", "classes"], ["hit"]),
+             helper.make_node("Cast", ["hit"], ["one_hot"], to=TensorProto.FLOAT),
+             helper.make_node("Less", ["x", "two"], ["low"]), helper.make_node("Cast", ["low"], ["mask"], to=1)]
+    inits = [numpy_helper.from_array(np.arange(5, dtype=np.float32), "classes"),
+             numpy_helper.from_array(np.float32(2.0), "two")]
+    model = _model(nodes, [_vi("x", [2, 4, 1])], [_vi("one_hot", None), _vi("mask", None)], inits)
+    x = np.array([[[0.5], [3.2], [4.0], [7.0]], [[1.9], [2.0], [-1.0], [0.0]]], np.float32)
+    text = _agrees_with_onnxruntime(model, tmp_path / "onehot.prototext", {"x": x})
+    assert "EqualOperator" in text and "tessellate" in text and "LessConstantOperator" in text
+
+
+@pytest.mark.parametrize("op, shape, axes, keepdims", [
+    ("ReduceSum", [2, 3, 4], [2], 0), ("ReduceSum", [2, 3, 4, 5], [2], 1), ("ReduceSum", [2, 3, 4, 5], [1], 0),
+    ("ReduceSum", [2, 3, 4, 5], [-2, -1], 1), ("ReduceMean", [2, 3, 4, 5], [1], 0)])
+def test_reduce_over_some_axes_of_a_sample_is_a_constant_matmul(tmp_path, op, shape, axes, keepdims):
+    model = _model([helper.make_node(op, ["x", "axes"], ["y"], keepdims=keepdims)], [_vi("x", shape)],
+                   [_vi("y", None)], [numpy_helper.from_array(np.array(axes, np.int64), "axes")])
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    assert "fully_connected" in _agrees_with_onnxruntime(model, tmp_path / "reduce.prototext", {"x": x})
+
+
+@pytest.mark.parametrize("attrs, size, kind", [
+    ({"mode": "nearest"}, [1, 2, 6, 6], "tessellate"),
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}, [1, 2, 9, 3],
+     "tessellate"),
+    ({"mode": "linear"}, [1, 2, 6, 6], "bilinear_resize"),
+    ({"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, [1, 2, 5, 2], "bilinear_resize")])
+def test_nearest_and_bilinear_resize(tmp_path, attrs, size, kind):
+    model = _model([helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], **attrs)], [_vi("x", [1, 2, 3, 3])],
+                   [_vi("y", None)], [numpy_helper.from_array(np.array(size, np.int64), "sizes")])
+    x = np.random.default_rng(3).standard_normal([1, 2, 3, 3]).astype(np.float32)
+    assert kind in _agrees_with_onnxruntime(model, tmp_path / "resize.prototext", {"x": x})
+
+
+def test_transpose_of_unit_dims_is_a_reshape_and_squeeze_without_axes_keeps_the_batch(tmp_path):
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 1, 3]), helper.make_node("Squeeze", ["t"], ["y"])]
+    model = _model(nodes, [_vi("x", [2, 1, 3, 4])], [_vi("y", None)])
+    x = np.random.default_rng(4).standard_normal([2, 1, 3, 4]).astype(np.float32)
+    text = _agrees_with_onnxruntime(model, tmp_path / "squeeze.prototext", {"x": x})
+    assert "permute" not in text and "reshape" in text

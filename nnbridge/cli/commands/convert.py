@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from ...converters.lbann.experiment import describe as describe_experiment
+from ...converters.lbann.experiment import inference_only
+from ...errors import NNBridgeWarning
 from ...ir.stats import parameters
 from ..common import (
     add_json_arg,
@@ -41,6 +44,12 @@ def register(sub) -> None:
                    help="LBANN: carry weights inline or as .npy files (default: by size)")
     p.add_argument("--lbann-version", choices=["0.103", "0.104", "develop"],
                    help="LBANN: the schema era to write for (default 0.104)")
+    p.add_argument("--lbann-train", nargs="?", const=True, metavar="KEY=VALUE,...",
+                   help="LBANN: write an experiment LBANN trains (loss, objective, metric, optimizer, trainer; "
+                        "weights trainable), optionally with loss=cross-entropy|mse (default: cross-entropy on a "
+                        "softmax output), optimizer=sgd|adam|adamw, lr=, momentum=, weight_decay=, epochs=, "
+                        "freeze=true, data=FILE.npz (x, y: a numpy_npz reader of <stem>_data.npz), val_split= "
+                        "(default: an inference-only file, which convert warns about)")
     p.add_argument("--opset", type=int, metavar="N",
                    help="ONNX: write this default-domain opset, e.g. 17 for older runtimes (default: the IR's)")
     p.add_argument("--smaug-backend", choices=["Reference", "SMV"],
@@ -72,6 +81,8 @@ def run(args) -> int:
         options["lbann_version"] = args.lbann_version
     if args.batch_size:
         options["batch_size"] = args.batch_size
+    if args.lbann_train is not None:
+        options["lbann_train"] = args.lbann_train
     if args.smaug_backend:
         options["smaug_backend"] = args.smaug_backend
     if args.opset is not None:
@@ -86,6 +97,8 @@ def run(args) -> int:
     with working(console, f"converting {args.src} → {args.dst}"):
         graph = nnbridge.convert(args.src, args.dst, **options)
     fmt = format_for(args.dst)
+    if fmt.name == "lbann" and "lbann_train" not in options and (line := inference_only(graph, args.dst)):
+        warnings.warn(NNBridgeWarning(line), stacklevel=1)
     sizes = {f: f.stat().st_size for f in fmt.written(Path(args.dst))}
     files = list(sizes)
     count, nbytes = parameters(graph)

@@ -7,11 +7,15 @@ the written network — an LBANN → LBANN conversion gives LBANN the same exper
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Mapping
+from typing import Any
 
+import numpy as np
 from google.protobuf import text_format
 
-from ...errors import FormatError
+from ...errors import FormatError, InputError
 from ...ir import Graph
 from ...protos.lbann import lbann_pb2
 
@@ -96,12 +100,12 @@ def restore(message: lbann_pb2.LbannPB, graph: Graph) -> None:
 
 
 def training_setup(graph: Graph, *, loss: str, optimizer: str, lr: float, momentum: float, weight_decay: float,
-                   epochs: int, batch_size: int, val_split: float, data_file: str, classes: int,
-                   nesterov: bool = False) -> None:
+                   epochs: int, batch_size: int, val_split: float = 0.0, data_file: str | None = None,
+                   classes: int = 0, nesterov: bool = False) -> None:
     """Record the experiment that trains ``graph`` as nnbridge trained it, for the LBANN writer:
     the labels (or responses) input, softmax and the loss layer on the model's output, the objective,
-    a metric (categorical accuracy for classifiers), the optimizer with its hyper-parameters and a
-    ``numpy_npz`` data reader for ``data_file`` (arrays ``data`` and ``labels``/``responses``)."""
+    a metric (categorical accuracy for classifiers), the optimizer with its hyper-parameters and,
+    given ``data_file``, a ``numpy_npz`` data reader of it (arrays ``data`` and ``labels``/``responses``)."""
     out = graph.outputs[0]
     producer = out.producer
     model = lbann_pb2.Model(num_epochs=epochs)
@@ -130,6 +134,13 @@ def training_setup(graph: Graph, *, loss: str, optimizer: str, lr: float, moment
             adamw_weight_decay=weight_decay if optimizer == "adamw" else 0.0))
     if weight_decay and optimizer != "adamw":  # LBANN's L2 term scale·Σw²/2 adds scale·w to the gradient
         shell.model.objective_function.l2_weight_regularization.add(scale_factor=weight_decay)
+    shell.trainer.mini_batch_size = batch_size
+    if data_file is not None:
+        _npz_reader(shell, data_file, loss, val_split, classes)
+    graph.metadata[KEY] = text_format.MessageToString(shell)
+
+
+def _npz_reader(shell: lbann_pb2.LbannPB, data_file: str, loss: str, val_split: float, classes: int) -> None:
     folder, name = os.path.split(os.path.abspath(data_file))
     reader = shell.data_reader.reader.add(name="numpy_npz", role="train", shuffle=True,
                                           data_filedir=folder + os.sep, data_filename=name,
@@ -138,5 +149,141 @@ def training_setup(graph: Graph, *, loss: str, optimizer: str, lr: float, moment
         reader.disable_responses, reader.num_labels = True, classes
     else:
         reader.disable_labels = True
-    shell.trainer.mini_batch_size = batch_size
-    graph.metadata[KEY] = text_format.MessageToString(shell)
+
+
+#: ``--lbann-train`` settings (API ``lbann_train={...}``) and their defaults (``nnbridge train``'s)
+TRAIN_DEFAULTS: dict[str, Any] = {"loss": None, "optimizer": "sgd", "lr": 0.05, "momentum": 0.9,
+                                  "weight_decay": 0.0, "epochs": 10, "freeze": False, "data": None,
+                                  "val_split": 0.2}
+_LOSSES, _OPTIMIZERS = ("cross-entropy", "mse"), ("sgd", "adam", "adamw")
+
+
+def train_settings(given: bool | str | Mapping[str, Any]) -> dict[str, Any]:
+    """The training settings of ``lbann_train``: True, a mapping, or ``KEY=VALUE,…`` text
+    (``loss=mse,optimizer=adam,lr=0.001,freeze=true``); unknown keys and bad values are refused."""
+    if isinstance(given, str):
+        pairs = [item.split("=", 1) if "=" in item else [item, "true"] for item in given.split(",") if item.strip()]
+        given = {k.strip().replace("-", "_"): v.strip() for k, v in pairs}
+    settings = dict(TRAIN_DEFAULTS)
+    for key, value in ({} if given is True else dict(given)).items():
+        if key not in settings:
+            raise InputError(f"--lbann-train: unknown setting '{key}'; known: {', '.join(TRAIN_DEFAULTS)}")
+        settings[key] = _setting(key, value)
+    return settings
+
+
+def _setting(key: str, value: Any) -> Any:
+    choices = {"loss": _LOSSES, "optimizer": _OPTIMIZERS}.get(key)
+    if choices:
+        if value not in choices:
+            raise InputError(f"--lbann-train {key}={value}: choose from {', '.join(choices)}")
+        return value
+    if key == "data":
+        if not os.path.isfile(str(value)):
+            raise InputError(f"--lbann-train data={value}: no such file (an .npz with x and y, as nnbridge "
+                             f"train takes)")
+        return str(value)
+    if key == "freeze":
+        if str(value).lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise InputError(f"--lbann-train freeze={value}: give true or false")
+        return str(value).lower() in ("true", "1", "yes")
+    try:
+        number = int(value) if key == "epochs" else float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"--lbann-train {key}={value}: not a number") from None
+    low_ok = {"lr": number > 0, "epochs": number >= 1, "momentum": 0 <= number < 1, "weight_decay": number >= 0,
+              "val_split": 0 <= number < 1}
+    if not (math.isfinite(number) and low_ok[key]):
+        raise InputError(f"--lbann-train {key}={value}: out of range (lr > 0, epochs ≥ 1, 0 ≤ momentum < 1, "
+                         f"weight_decay ≥ 0, 0 ≤ val_split < 1)")
+    return number
+
+
+def set_up_training(graph: Graph, settings: Mapping[str, Any], source: str, data_file: str | None = None
+                    ) -> dict[str, np.ndarray] | None:
+    """Record (in ``graph``'s metadata) the experiment that trains ``graph`` with ``settings``; the
+    loss is the one named, else cross entropy when the output is a softmax. With ``settings["data"]``
+    the experiment reads ``data_file`` (numpy_npz): the arrays to write there are returned."""
+    if len(graph.inputs) != 1 or len(graph.outputs) != 1:
+        raise InputError(f"--lbann-train: {source} has {len(graph.inputs)} inputs and {len(graph.outputs)} outputs; "
+                         f"the written experiment trains a model with one input (samples) and one output")
+    loss = settings["loss"]
+    if loss is None:
+        producer = graph.outputs[0].producer
+        if producer is None or producer.op != "Softmax" or producer.domain:
+            raise InputError(f"--lbann-train: the output of {source} is not a softmax; name the loss: "
+                             f"--lbann-train loss=cross-entropy (class scores) or loss=mse (regression)")
+        loss = "cross-entropy"
+    shape = graph.inputs[0].type.shape
+    batch = shape[0] if shape and isinstance(shape[0], int) else 1
+    arrays, classes = None, 0
+    if settings["data"] is not None and data_file is not None:
+        x, y = _training_data(settings["data"])
+        if tuple(x.shape[1:]) != tuple(shape[1:]):
+            raise InputError(f"--lbann-train data={settings['data']}: samples of shape {list(x.shape[1:])}, but "
+                             f"{source} takes {list(shape[1:])}")
+        if len(x) == 0 or len(x) != len(y):
+            raise InputError(f"--lbann-train data={settings['data']}: {len(x)} samples and {len(y)} labels or "
+                             f"targets; give as many of each, at least one")
+        if loss == "cross-entropy":
+            if y.ndim != 1 or not np.array_equal(y, np.floor(y)) or y.min() < 0:
+                raise InputError(f"--lbann-train data={settings['data']}: cross entropy takes y as one class "
+                                 f"index (0, 1, …) per sample")
+            classes = int(y.max()) + 1
+            arrays = {"data": x.astype(np.float32), "labels": y.astype(np.int32)}
+        else:
+            arrays = {"data": x.astype(np.float32), "responses": y.astype(np.float32)}
+    training_setup(graph, loss=loss, optimizer=settings["optimizer"], lr=settings["lr"],
+                   momentum=settings["momentum"], weight_decay=settings["weight_decay"], epochs=settings["epochs"],
+                   batch_size=batch, val_split=settings["val_split"],
+                   data_file=data_file if arrays is not None else None, classes=classes)
+    return arrays
+
+
+def _training_data(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` and ``y`` of the ``.npz`` that ``data=`` names (no pickles), as ``nnbridge train`` reads
+    it (``training.load_data``, which this converter may not import: training imports it)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if "x" not in data.files or "y" not in data.files:
+                raise InputError(f"--lbann-train data={path}: the .npz needs arrays x (samples) and y (labels or "
+                                 f"targets), e.g. np.savez(path, x=x, y=y)")
+            return data["x"], data["y"]
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--lbann-train data={path}: not a readable .npz file ({exc})") from None
+
+
+def inference_only(graph: Graph, path: str) -> str | None:
+    """The one line ``convert`` warns with when the written file has nothing to train with."""
+    shell = kept(graph)
+    if shell is not None and shell.model.HasField("objective_function") and \
+            unmet(shell, set(graph.values)) is None:
+        return None
+    return (f"{path} is inference-only (no loss, objective or optimizer: LBANN would not train it); "
+            f"--lbann-train writes a trainable experiment")
+
+
+def trained_with(graph: Graph) -> dict[str, Any] | None:
+    """``nnbridge.train`` settings of the experiment a graph was read with (loss, optimizer and
+    its hyper-parameters, epochs, mini-batch size), or None when it has none nnbridge knows."""
+    shell = kept(graph)
+    if shell is None:
+        return None
+    layers = {layer.name: layer.WhichOneof("layer_type") for layer in shell.model.layer}
+    terms = [layers.get(term.layer) for term in shell.model.objective_function.layer_term]
+    loss = {"cross_entropy": "cross-entropy", "mean_squared_error": "mse"}.get(terms[0] if len(terms) == 1 else "")
+    kind = shell.optimizer.WhichOneof("optimizer_type")
+    if loss is None or kind not in ("sgd", "adam"):
+        return None
+    opt = getattr(shell.optimizer, kind)
+    decay = sum(t.scale_factor for t in shell.model.objective_function.l2_weight_regularization)
+    settings = {"loss": loss, "lr": opt.learn_rate, "weight_decay": decay,
+                "epochs": shell.model.num_epochs or 1,
+                "batch_size": int(graph.metadata.get("lbann_mini_batch_size", 1))}
+    if kind == "sgd":
+        settings.update(optimizer="sgd", momentum=opt.momentum)
+    elif opt.adamw_weight_decay:
+        settings.update(optimizer="adamw", weight_decay=opt.adamw_weight_decay)
+    else:
+        settings.update(optimizer="adam")
+    return settings

@@ -181,6 +181,8 @@ def _reshape(ctx: ExportContext, node: Node) -> None:
         raise Inexpressible("Flatten with axis ≠ 1 merges the batch dimension")
     if node.op in ("Squeeze", "Unsqueeze"):
         axes = ctx.const(node.input(1))
+        if axes is None and node.op == "Squeeze" and node.input(1) is None:  # every dim of size 1
+            axes = [i for i, d in enumerate(x.type.shape) if d == 1]
         rank = len(out.type.shape if node.op == "Unsqueeze" else x.type.shape)
         if axes is None or any(int(a) % rank == 0 for a in np.asarray(axes).reshape(-1)):
             raise Inexpressible(f"{node.op} must name constant axes other than the batch dim")
@@ -350,3 +352,82 @@ def _noise(ctx: ExportContext, node: Node) -> None:
         _, params = ctx.layer(out.name, [], "uniform", out)
         params.min, params.max = float(node.attr("low", 0.0)), float(node.attr("high", 1.0))
     params.neuron_dims.extend(dims)
+
+
+# -- comparisons and resizing ------------------------------------------------------
+
+#: ONNX comparison → LBANN operator between activations, with a scalar constant second, with it first
+COMPARISONS = {
+    "Equal": ("EqualOperator", "EqualConstantOperator", "EqualConstantOperator"),
+    "Less": ("LessOperator", "LessConstantOperator", "GreaterConstantOperator"),
+    "Greater": ("GreaterOperator", "GreaterConstantOperator", "LessConstantOperator"),
+    "LessOrEqual": ("LessEqualOperator", "LessEqualConstantOperator", "GreaterEqualConstantOperator"),
+    "GreaterOrEqual": ("GreaterEqualOperator", "GreaterEqualConstantOperator", "LessEqualConstantOperator"),
+}
+
+
+@exporter(*COMPARISONS)
+def _comparison(ctx: ExportContext, node: Node) -> None:
+    """LBANN's comparison operators give 1.0 / 0.0 in the layer's type: a comparison of float
+    values read through a Cast to float32 (a mask, a one-hot of an index against a constant
+    range) is one operator layer, the operand that broadcasts tiled first (``tessellate``)."""
+    cast = ctx.sole_consumer(node.outputs[0])
+    if cast is None or cast.op != "Cast" or DType(int(cast.attr("to"))) is not DType.FLOAT32:
+        raise Inexpressible("LBANN's comparisons give 0/1 as floats: only a comparison cast to float32 maps")
+    if any(v.type.dtype is not DType.FLOAT32 for v in node.inputs):
+        raise Inexpressible("compares non-float32 values; LBANN layers compute in float32")
+    out = cast.outputs[0]
+    dims = ctx.sample(out)
+    a, b = node.inputs
+    ca, cb = ctx.const(a), ctx.const(b)
+    between, const_second, const_first = COMPARISONS[node.op]
+    scalar = cb if cb is not None and np.size(cb) == 1 else ca if ca is not None and np.size(ca) == 1 else None
+    if scalar is not None and (ca is None or cb is None):
+        x = a if scalar is cb else b
+        op = ctx.operator(const_second if scalar is cb else const_first, constant=float(np.reshape(scalar, -1)[0]))
+        ctx.operator_layer(out.name, [_tiled(ctx, x, dims)], [op], out)
+    else:
+        ctx.operator_layer(out.name, [_tiled(ctx, v, dims) for v in (a, b)], [ctx.operator(between)], out)
+    ctx.absorbed.add(id(cast))
+
+
+def _tiled(ctx: ExportContext, value, dims: tuple[int, ...]) -> str:
+    """The layer giving ``value`` broadcast to the sample shape ``dims`` (a constant: a weights
+    layer of that shape; an activation: reshaped to the rank of ``dims``, then tessellated)."""
+    if ctx.const(value) is not None:
+        return ctx.parent(value, dims)
+    have = ctx.sample(value)
+    if have == dims:
+        return ctx.parent(value)
+    lifted = (1,) * (len(dims) - len(have)) + have
+    if len(lifted) != len(dims) or any(i not in (1, o) for o, i in zip(dims, lifted)):
+        raise Inexpressible(f"'{value.name}' {list(have)} does not broadcast to the sample shape {list(dims)}")
+    parent = ctx.parent(value)
+    if lifted != have:
+        layer, params = ctx.layer(f"{value.name}_lifted", [parent], "reshape")
+        params.dims.extend(lifted)
+        parent = layer.name
+    layer, params = ctx.layer(f"{value.name}_tiled", [parent], "tessellate")
+    params.dims.extend(dims)
+    return layer.name
+
+
+@exporter("Resize")
+def _bilinear_resize(ctx: ExportContext, node: Node) -> None:
+    """A linear Resize of the last two dims with half-pixel centres: LBANN's ``bilinear_resize``
+    (it samples at (i + ½)·in/out − ½ and clamps at the borders, as ONNX does). Nearest Resizes
+    by whole factors are rewritten before (``ir/decompositions.py``)."""
+    x, out = node.inputs[0], node.outputs[0]
+    have, dims = ctx.sample(x), ctx.sample(out)
+    mode = node.attr("coordinate_transformation_mode", "half_pixel")
+    if node.attr("mode", "nearest") != "linear" or len(dims) < 2 or have[:-2] != dims[:-2] or \
+            int(node.attr("antialias", 0)) or node.attr("axes") is not None or \
+            (mode != "half_pixel" and not (mode == "pytorch_half_pixel" and min(dims[-2:]) > 1)):
+        raise Inexpressible("LBANN resizes bilinearly (half-pixel centres, no antialias) over the last two "
+                            "dims, or by whole factors to the nearest entry")
+    scales = ctx.const(node.input(2))
+    if scales is not None and np.size(scales) and \
+            any(float(s) * i != o for s, i, o in zip(np.reshape(scales, -1)[-2:], have[-2:], dims[-2:])):
+        raise Inexpressible("scales that do not give whole output sizes (LBANN samples at in/out steps)")
+    _, params = ctx.layer(out.name, [ctx.parent(x)], "bilinear_resize", out)
+    params.height, params.width = dims[-2:]

@@ -192,6 +192,83 @@ def _upsample(ctx, layer, params, inputs):
     return [ctx.emit("Resize", [x, None, scales], dims, attrs, final=True)]
 
 
+@importer("bilinear_resize")
+def _bilinear_resize(ctx, layer, params, inputs):
+    """The last two dims resized to height × width, sampled at (i + ½)·in/out − ½ and clamped at
+    the borders (src/layers/image/bilinear_resize.cpp): ONNX's half-pixel linear Resize."""
+    (x,) = layer_inputs(ctx, inputs)
+    if len(x.dims) < 2 or params.height < 1 or params.width < 1:
+        raise ShapeError(f"{ctx.where()}: resizes {list(x.dims)} to {params.height} x {params.width}; it needs "
+                         f"a sample of at least 2 dims and a positive height and width")
+    dims = (*x.dims[:-2], int(params.height), int(params.width))
+    attrs = {"mode": "linear", "coordinate_transformation_mode": "half_pixel"}
+    return [ctx.emit("Resize", [x, None, None, ctx.ints((ctx.batch, *dims), "sizes")], dims, attrs, final=True)]
+
+
+@importer("entrywise_batch_normalization")
+def _entrywise_batch_normalization(ctx, layer, params, inputs):
+    """Each entry normalized by its own running statistics at inference, y = (x − mean) /
+    sqrt(var + ε), no scale or bias (src/layers/regularizers/entrywise_batch_normalization.cpp;
+    LBANN's defaults: mean 0, variance 1, ε as given)."""
+    (x,) = layer_inputs(ctx, inputs)
+    n = math.prod(x.dims)
+    mean = ctx.weights(0, "running_mean", n, default="zeros").reshape(1, *x.dims)
+    var = ctx.weights(1, "running_variance", n, default="ones").reshape(1, *x.dims).astype(np.float64)
+    std = np.sqrt(var + float(params.epsilon)).astype(np.float32)
+    centred = ctx.emit("Sub", [x, ctx.const(mean, "running_mean", slot=0)], x.dims)
+    return [ctx.emit("Div", [centred, ctx.const(std, "running_stdev")], x.dims, final=True)]
+
+
+@importer("dist_embedding")
+def _dist_embedding(ctx, layer, params, inputs):
+    """The embedding LBANN shards over processes (NVSHMEM): at inference row ``index`` of the
+    embedding_dim × num_embeddings table, like ``embedding`` without padding_idx."""
+    (x,) = layer_inputs(ctx, inputs)
+    n, d = int(params.num_embeddings), int(params.embedding_dim)
+    table = ctx.weights(0, "weights", d, n, fans=(n, d)).T  # stored D × N
+    index = x if x.value.type.dtype is DType.INT64 else \
+        ctx.emit("Cast", [x], x.dims, {"to": DType.INT64.onnx}, dtype=DType.INT64)
+    return [ctx.emit("Gather", [ctx.const(np.ascontiguousarray(table), "table", slot=0), index], (*x.dims, d),
+                     {"axis": 0}, final=True)]
+
+
+@importer("identity_zero")
+def _identity_zero(ctx, layer, params, inputs):
+    """Its input, or zeros when the layer is frozen (``freeze: true``;
+    src/layers/transform/identity_zero.cpp)."""
+    (x,) = layer_inputs(ctx, inputs)
+    if not layer.freeze:
+        return [ctx.emit("Identity", [x], x.dims, final=True)]
+    zeros = ctx.const(np.zeros((1, *x.dims), np.float32), "zeros")
+    return [ctx.emit("Expand", [zeros, ctx.ints((ctx.batch, *x.dims), "shape")], x.dims, final=True)]
+
+
+_MULTIDIM_MODES = {"": "ReduceSum", "sum": "ReduceSum", "add": "ReduceSum", "product": "ReduceProd",
+                   "mul": "ReduceProd", "max": "ReduceMax", "maximum": "ReduceMax", "min": "ReduceMin",
+                   "minimum": "ReduceMin"}
+
+
+@importer("multidim_reduction")
+def _multidim_reduction(ctx, layer, params, inputs):
+    """Sum, product, max or min over the given sample axes, which leave the output
+    (src/layers/transform/multidim_reduction.cpp)."""
+    (x,) = layer_inputs(ctx, inputs)
+    if params.mode not in _MULTIDIM_MODES:
+        raise ShapeError(f"{ctx.where()}: multidim_reduction mode '{params.mode}' (LBANN knows sum, product, "
+                         f"max, min)")
+    axes = sorted(int(a) for a in params.axes)
+    if len(set(axes)) != len(axes) or any(a >= len(x.dims) for a in axes):
+        raise ShapeError(f"{ctx.where()}: axes {list(params.axes)} for a sample of {len(x.dims)} dims")
+    dims = tuple(d for i, d in enumerate(x.dims) if i not in axes)
+    if not axes:
+        return [ctx.emit("Identity", [x], x.dims, final=True)]
+    if not dims:
+        raise ShapeError(f"{ctx.where()}: reduces every dim of {list(x.dims)}; LBANN leaves no output dims "
+                         f"(use a reduction layer)")
+    return [ctx.emit(_MULTIDIM_MODES[params.mode], [x, ctx.ints([a + 1 for a in axes], "axes")], dims,
+                     {"keepdims": 0}, final=True)]
+
+
 # -- losses and metrics (imported with lbann_training_layers) ------------------------------------
 
 @importer("cross_entropy")

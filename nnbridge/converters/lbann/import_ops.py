@@ -381,6 +381,10 @@ def _concatenation(ctx, layer, params, inputs):
 @importer("slice")
 def _slice(ctx, layer, params, inputs):
     (x,) = layer_inputs(ctx, inputs)
+    if params.get_slice_points_from_reader:
+        raise UnsupportedOpError(f"LBANN import of {ctx.source}", [Unsupported(
+            "slice", layer.name, f"get_slice_points_from_reader '{params.get_slice_points_from_reader}': its slice "
+                                 f"points come from LBANN's data reader, which nnbridge does not read")])
     axis, points = int(params.axis), [int(p) for p in params.slice_points]
     if not 0 <= axis < len(x.dims) or len(points) < 2 or points != sorted(points) or points[-1] > x.dims[axis] \
             or points[0] < 0:
@@ -432,10 +436,17 @@ def _broadcast_constant(ctx, values: np.ndarray, dims: tuple[int, ...]) -> list[
     return [ctx.emit("Expand", [const, ctx.ints((ctx.batch, *dims), "shape")], dims, final=True)]
 
 
+def _own_dims(ctx, dims) -> tuple[int, ...]:
+    """A layer's output dims: its hint_layer's when it names one (LBANN's Layer::setup_dims, which
+    constant, weights and noise layers do not override: a layer without a size of its own takes
+    the hint's), else the layer's own."""
+    return ctx.hint if ctx.hint is not None else tuple(int(d) for d in dims)
+
+
 @importer("constant")
 def _constant(ctx, layer, params, inputs):
     layer_inputs(ctx, inputs, 0)
-    dims = tuple(int(d) for d in params.num_neurons)
+    dims = _own_dims(ctx, params.num_neurons)
     return _broadcast_constant(ctx, np.full(dims, params.value, np.float32), dims)
 
 
@@ -456,6 +467,7 @@ def _noise(ctx, layer, params, inputs):
     gaussian = layer.WhichOneof("layer_type") == "gaussian"
     mean = params.mean if gaussian else (params.min + params.max) / 2
     if params.training_only:
+        params.read.add("stdev")  # it only spreads the draws made while training
         return _broadcast_constant(ctx, np.full(dims, mean, np.float32), dims)
     attrs = {"shape": [ctx.batch, *dims], "seed": _seed(ctx), "dtype": DType.FLOAT32.onnx}
     attrs.update({"mean": params.mean, "scale": params.stdev} if gaussian else {"low": params.min, "high": params.max})
@@ -473,7 +485,7 @@ def _bernoulli(ctx, layer, params, inputs):
 @importer("weights_layer")
 def _weights_layer(ctx, layer, params, inputs):
     layer_inputs(ctx, inputs, 0)
-    dims = tuple(int(d) for d in params.dims)
+    dims = _own_dims(ctx, params.dims)
     return _broadcast_constant(ctx, ctx.weights(0, "weights", math.prod(dims), default="zeros"), dims)
 
 

@@ -45,15 +45,21 @@ def upgrade(old: lbann_v099_pb2.LbannPB, source: str) -> lbann_pb2.LbannPB:
     new.model.name = old.model.name
     new.model.num_epochs = old.model.num_epochs
     layers = list(old.model.layer)
-    input_children = _input_children(layers, source)
+    inputs = _input_layers(layers)
+    replaced = {name for name, _, _ in inputs.values()}
+    fields: dict[str, str] = {}  # data field → the Era C input layer that reads it (the first such)
+    for name, field_name, _ in inputs.values():
+        fields.setdefault(field_name, name)
     for layer in layers:
-        if layer.name in input_children or layer.HasField("input"):
+        if layer.name in replaced or layer.HasField("input"):
             continue  # replaced by Era C input layers below
-        new.model.layer.append(_upgrade_layer(layer, source))
-    for layer in layers:
-        if layer.HasField("input"):
-            for field_name, child in zip(_INPUT_FIELDS, _children(layer, layers)):
-                new.model.layer.add(name=child).input.data_field = field_name
+        upgraded = _upgrade_layer(layer, source, fields)
+        for i, parent in enumerate(upgraded.parents):  # read from the input layer: its field's layer
+            if (parent, layer.name) in inputs:
+                upgraded.parents[i] = inputs[parent, layer.name][0]
+        new.model.layer.append(upgraded)
+    for name, field_name, _ in inputs.values():
+        new.model.layer.add(name=name).input.data_field = field_name
     for w in old.model.weights:
         new.model.weights.append(_upgrade_weights(w, source))
     return new
@@ -65,18 +71,26 @@ def _children(layer, layers) -> list[str]:
     return [other.name for other in layers if layer.name in split_list(other.parents)]
 
 
-def _input_children(layers, source: str) -> set[str]:
-    """Era A input children (``split`` layers fed by the input alone) become Era C input layers."""
+def _floats(text: str, source: str, what: str) -> list[float]:
+    try:
+        return [float(t) for t in text.split()]
+    except ValueError:
+        raise FormatError(f"{source}: {what} '{text}' is not a list of numbers") from None
+
+
+def _input_layers(layers) -> dict[tuple[str, str], tuple[str, str, str]]:
+    """(Era A input layer, child) → (Era C input layer, data field, child): an input layer gives
+    its children samples, then labels. A split or identity child fed by it alone becomes the Era
+    C input layer of that field; any other child reads a new input layer ``<input>_<field>``."""
     by_name = {layer.name: layer for layer in layers}
-    found = set()
+    found = {}
     for layer in layers:
         if layer.HasField("input"):
-            for child in _children(layer, layers)[: len(_INPUT_FIELDS)]:
+            for field_name, child in zip(_INPUT_FIELDS, _children(layer, layers)):
                 c = by_name.get(child)
-                if c is None or not c.HasField("split") or split_list(c.parents) != [layer.name]:
-                    raise FormatError(f"{source}: layer '{child}': an Era A input layer's children must be "
-                                      f"split layers fed by it alone")
-                found.add(child)
+                passes = c is not None and (c.HasField("split") or c.HasField("identity")) and \
+                    split_list(c.parents) == [layer.name]
+                found[layer.name, child] = (child if passes else f"{layer.name}_{field_name}", field_name, child)
     return found
 
 
@@ -88,16 +102,41 @@ def _kind(layer: Message) -> str:
     return kinds[0]
 
 
-def _upgrade_layer(old: Message, source: str) -> Message:
+#: Era A layer fields the upgrade carries over (besides the layer type's message)
+_LAYER_FIELDS = {"name", "parents", "children", "weights", "data_layout", "device_allocation", "hint_layer",
+                 "freeze", "num_neurons_from_data_reader"}
+#: Era A fully connected fields that size the layer from the data reader → the input it sizes from
+_FROM_READER = {"get_input_dimension_from_reader": "samples", "num_neurons_is_num_labels": "labels"}
+
+
+def _upgrade_layer(old: Message, source: str, fields: dict[str, str]) -> Message:
+    """One Era A layer as Era C; sizes Era A took from the data reader become a ``hint_layer`` on
+    the input layer of that field (LBANN then gives the layer that input's size)."""
     new = lbann_pb2.Layer(name=old.name)
     new.parents.extend(split_list(old.parents))
     new.children.extend(split_list(old.children))
     new.weights.extend(split_list(old.weights))
     new.data_layout = old.data_layout
     new.device_allocation = old.device_allocation
+    new.hint_layer, new.freeze = old.hint_layer, old.freeze
     kind = _kind(old)
     params = getattr(old, kind)
     where = f"{source}: layer '{old.name}'"
+    extra = [f.name for f, _ in old.ListFields() if f.name not in _LAYER_FIELDS and f.name != kind]
+    if extra:
+        raise FormatError(f"{where}: Era A field '{extra[0]}' has no Era C equivalent")
+    sized_by = ["samples"] if old.num_neurons_from_data_reader else []
+    if kind == "fully_connected":
+        sized_by += [f for name, f in _FROM_READER.items() if getattr(params, name)]
+        unknown = [f.name for f, v in params.ListFields() if f.name.startswith("get_") and f.name not in _FROM_READER]
+        if unknown:
+            raise FormatError(f"{where}: {unknown[0]}: its size comes from LBANN's data reader, which nnbridge "
+                              f"does not read")
+    if sized_by:
+        if old.hint_layer or len(sized_by) > 1 or sized_by[0] not in fields:
+            raise FormatError(f"{where}: takes its size from the data reader's {sized_by[0]}, which no input "
+                              f"layer gives (or it names a hint_layer too)")
+        new.hint_layer = fields[sized_by[0]]
     if kind in _SAME:
         getattr(new, _SAME[kind]).SetInParent()
     elif kind in _OPERATORS:
@@ -136,9 +175,38 @@ def _upgrade_layer(old: Message, source: str) -> Message:
         new.reshape.dims.extend(ints(params.dims, where, "dims"))
     elif kind == "top_k_categorical_accuracy":
         new.top_k_categorical_accuracy.k = params.k
-    else:  # pragma: no cover - every Era A kind in the schema is handled above
-        raise FormatError(f"{where}: Era A layer type '{kind}' is not supported")
+    elif hasattr(lbann_pb2, _camel(kind) + "Operator"):  # element-wise math: an operator in Era C
+        op = getattr(lbann_pb2, _camel(kind) + "Operator")()
+        _copy_fields(params, op, where)
+        new.operator_layer.ops.add().parameters.Pack(op)
+    elif kind in lbann_pb2.Layer.DESCRIPTOR.fields_by_name:  # the same layer type, its fields by name
+        target = getattr(new, kind)
+        target.SetInParent()
+        _copy_fields(params, target, where)
+    else:
+        raise FormatError(f"{where}: Era A layer type '{kind}' has no Era C equivalent")
     return new
+
+
+def _camel(kind: str) -> str:
+    return "".join(part.capitalize() for part in kind.split("_"))
+
+
+def _copy_fields(old: Message, new: Message, where: str) -> None:
+    """Era A fields into the Era C message's fields of the same name: space-separated lists into
+    repeated numbers, plain values into wrappers (``google.protobuf.*Value``)."""
+    for field, value in old.ListFields():
+        target = new.DESCRIPTOR.fields_by_name.get(field.name)
+        if target is None:
+            raise FormatError(f"{where}: Era A field '{field.name}' has no Era C equivalent")
+        if target.is_repeated and isinstance(value, str):
+            floating = target.cpp_type in (target.CPPTYPE_FLOAT, target.CPPTYPE_DOUBLE)
+            getattr(new, field.name).extend(_floats(value, where, field.name) if floating else
+                                            ints(value, where, field.name))
+        elif target.message_type is not None and target.message_type.full_name.startswith("google.protobuf."):
+            getattr(new, field.name).value = value
+        else:
+            setattr(new, field.name, value)
 
 
 def _upgrade_conv(old: Message, new: Message, where: str) -> None:

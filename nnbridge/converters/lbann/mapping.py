@@ -71,6 +71,8 @@ NO_EFFECT: dict[str, set[str]] = {
     "pooling": {"num_dims"},  # the window lists say it
     "convolution": {"conv_tensor_op_mode"},  # cuDNN math mode
     "deconvolution": {"conv_tensor_op_mode"},
+    "entrywise_batch_normalization": {"decay"},
+    "dist_embedding": {"sparse_sgd", "learning_rate", "barrier_in_forward_prop"},  # training and sharding
 }
 
 LBANN_VERSIONS = ("0.103", "0.104", "develop")

@@ -61,11 +61,18 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
 
     shapes = {n: (tuple(d), t) for n, (d, t) in header.inputs.items()}
     all_inputs = [layer.name for layer in layers if layer.WhichOneof("layer_type") == "input"]
+    by_field: dict[str, list[str]] = {}  # LBANN's own name for what an input layer reads: its data field
+    for layer in layers:
+        if layer.WhichOneof("layer_type") == "input" and layer.input.data_field:
+            by_field.setdefault(layer.input.data_field, []).append(layer.name)
     for key, dims in (input_shapes or {}).items():
-        if key not in all_inputs:
+        named = [key] if key in all_inputs else by_field.get(key)
+        if not named:
+            fields = f" (data fields {', '.join(by_field)})" if by_field else ""
             raise InputError(f"{source}: --input-shape names '{key}', but the model's input layers are "
-                             f"{', '.join(all_inputs) or '(none)'}")
-        shapes[key] = (tuple(int(d) for d in dims), shapes.get(key, ((), "float32"))[1])
+                             f"{', '.join(all_inputs) or '(none)'}{fields}")
+        for name in named:
+            shapes[name] = (tuple(int(d) for d in dims), shapes.get(name, ((), "float32"))[1])
     input_names = [layer.name for layer in kept if layer.WhichOneof("layer_type") == "input"]
     missing = [n for n in input_names if n not in shapes]
     if missing:
@@ -227,4 +234,6 @@ def _set_outputs(graph: Graph, kept, children, outputs, header: textio.Header, d
     for n in names:
         graph.outputs.extend(t.value for t in outputs[n])
     if not graph.outputs:
-        raise FormatError(f"model '{graph.name}' has no layer that could be a graph output")
+        why = (f"; its {len(dropped)} layers are losses, metrics or what only feeds those, which import leaves "
+               f"out unless asked (--lbann-training-layers, API lbann_training_layers=True)") if dropped else ""
+        raise FormatError(f"model '{graph.name}' has no layer that could be a graph output{why}")

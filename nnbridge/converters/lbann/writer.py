@@ -70,7 +70,8 @@ def graph_to_lbann(graph: Graph, version: str = DEFAULT_VERSION
         try:
             if fn is None:
                 raise Inexpressible(oversized_constant(node) or "LBANN has no equivalent layer or operator")
-            ints = [o.name for o in node.outputs[:1] if o.type.dtype is not None and not o.type.dtype.is_float]
+            ints = [o.name for o in node.outputs[:1] if o.type.dtype is not None and not o.type.dtype.is_float
+                    and node.op not in export_tensor.COMPARISONS]  # those map when cast to float
             if ints:
                 raise Inexpressible(f"'{ints[0]}' is {node.outputs[0].type.dtype.short}; LBANN layers compute "
                                     f"in floating point")
@@ -124,11 +125,20 @@ _FILE_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def save_prototext(graph: Graph, path: str | os.PathLike, *, lbann_weights: str | None = None,
-                   lbann_version: str = DEFAULT_VERSION, lbann_npy_paths: str = "absolute", **_options) -> Path:
+                   lbann_version: str = DEFAULT_VERSION, lbann_npy_paths: str = "absolute",
+                   lbann_train: bool | str | Mapping[str, Any] | None = None, **_options) -> Path:
     """Write ``graph`` as an LBANN prototext; weights ``inline``, ``npy`` or by size (None).
     ``.npy`` paths are absolute by default: LBANN resolves relative ones against its working
-    directory, not the prototext's."""
+    directory, not the prototext's. ``lbann_train`` (True, a mapping or ``KEY=VALUE,…`` text of
+    ``experiment.TRAIN_DEFAULTS``) writes an experiment that trains the model: loss, objective,
+    metric, optimizer, trainer, weights trainable unless ``freeze``."""
     path = Path(path)
+    freeze, data_file, arrays = False, path.with_name(f"{path.stem}_data.npz"), None
+    if lbann_train not in (None, False):
+        settings = experiment.train_settings(lbann_train)
+        freeze = settings["freeze"]
+        graph = graph.copy()
+        arrays = experiment.set_up_training(graph, settings, f"'{graph.name}'", str(data_file))
     if lbann_weights not in (None, "inline", "npy"):
         raise InputError(f"lbann_weights must be 'inline' or 'npy', not '{lbann_weights}'")
     if lbann_npy_paths not in ("relative", "absolute"):
@@ -145,7 +155,7 @@ def save_prototext(graph: Graph, path: str | os.PathLike, *, lbann_weights: str 
     inline: list[np.ndarray] = []
     for entry in entries:
         w = message.model.weights.add(name=entry.name)
-        if entry.frozen:
+        if entry.frozen or freeze:
             w.optimizer.no_optimizer.SetInParent()
         if mode == "inline":
             w.initializer.value_initializer.SetInParent()
@@ -161,9 +171,13 @@ def save_prototext(graph: Graph, path: str | os.PathLike, *, lbann_weights: str 
         files.append((target, entry.npy))
     experiment.restore(message, graph)
     text = textio.format_header(lbann_version, header) + textio.to_text(message, inline)
-    with atomic_outputs([path, *(f for f, _ in files)]) as temps:
+    data = [data_file] if arrays is not None else []  # the --lbann-train data the experiment's reader reads
+    with atomic_outputs([path, *data, *(f for f, _ in files)]) as temps:
         temps[0].write_text(text, encoding="utf-8")
-        for tmp, (_, array) in zip(temps[1:], files):
+        if data:
+            with open(temps[1], "wb") as fh:
+                np.savez(fh, **arrays)
+        for tmp, (_, array) in zip(temps[1 + len(data):], files):
             with open(tmp, "wb") as fh:
                 write_npy(fh, array)
     return path
