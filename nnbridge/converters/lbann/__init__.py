@@ -32,5 +32,5 @@ register_format(Format(
     written=written_files,
     notes=notes,
     prepare=prepared,
-    save_options=frozenset({"lbann_weights", "lbann_version", "lbann_npy_paths"}),
+    save_options=frozenset({"lbann_weights", "lbann_version", "lbann_npy_paths", "lbann_train"}),
 ))
