@@ -227,3 +227,23 @@ def test_convert_dry_run_reports_per_op_type_and_writes_nothing(tmp_path, cli):
     assert code == 0 and "Conv                             2  converts" in text
     assert "would write" in text and "lenet_params.pb" in text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lenet.onnx", "lstm.onnx"]
+
+
+def test_opt_level_help_is_derived_from_the_backends_pipelines(capsys, monkeypatch):
+    """The help names what each level adds, read from the pipelines (it said "2 + folding" while the
+    pipelines folded at 0 and fused at 2)."""
+    from nnbridge.backends import get_backend
+    from nnbridge.cli import main
+
+    def help_text() -> str:
+        with pytest.raises(SystemExit) as done:
+            main(["run", "--help"])
+        assert done.value.code == 0
+        return " ".join(capsys.readouterr().out.split())
+
+    text = help_text()
+    assert "reference: 0 simplify layout-nchw" in text and "2 +fuse" in text
+    assert "rdu: 0 fold eliminate infer-shapes simplify" in text and "1 +fuse-chains" in text
+    reference = get_backend("reference")
+    monkeypatch.setitem(reference.pipelines, 2, [*reference.pipelines[1], "fuse-chains"])
+    assert "2 +fuse-chains" in help_text()

@@ -15,18 +15,41 @@ from ..fileio import read_npy
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter):
-    """Keeps the hand-written examples in epilogs as written; ``--set``'s help lists the settings
-    the backends declare (read when help is printed, so it cannot drift from them)."""
+    """Keeps the hand-written examples in epilogs as written; an option whose help describes the
+    backends (``--set``: the settings they declare; ``--opt-level``: what each level of their
+    pipelines adds) reads them when help is printed, so it cannot drift from them."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
+        describe = getattr(action, "describe", None)
         backends = getattr(action, "backends", None)
-        if not backends:
+        if describe is None or not backends:
             return action.help
         from ..backends import get_backend
 
-        listed = "; ".join(f"{name}: {', '.join(k for k, s in get_backend(name).settings.items() if s.cli)}"
-                           for name in backends)
+        listed = "; ".join(f"{name}: {describe(get_backend(name))}" for name in backends)
         return f"{action.help} ({listed})".replace("%", "%%")
+
+
+def _settings(backend) -> str:
+    return ", ".join(k for k, s in backend.settings.items() if s.cli)
+
+
+def _levels(backend) -> str:
+    """What each opt level of the backend's pipelines adds to the level below (and leaves out)."""
+    from ..passes import pass_names
+
+    parts, below = [], None
+    for level, steps in sorted(backend.pipelines.items()):
+        names = pass_names(steps)
+        if below is None:
+            parts.append(f"{level} {' '.join(dict.fromkeys(names))}")
+        else:
+            added = [n for n in dict.fromkeys(names) if n not in below]
+            dropped = [n for n in dict.fromkeys(below) if n not in names]
+            change = " ".join([*(f"+{n}" for n in added), *(f"-{n}" for n in dropped)]) or "same"
+            parts.append(f"{level} {change}")
+        below = names
+    return ", ".join(parts)
 
 
 def add_parser(sub, name: str, help: str, examples: str, description: str | None = None) -> argparse.ArgumentParser:
@@ -95,19 +118,20 @@ def add_shape_args(p: argparse.ArgumentParser) -> None:
                         "the model's directory)")
 
 
-def add_pass_args(p: argparse.ArgumentParser) -> None:
+def add_pass_args(p: argparse.ArgumentParser, backends: tuple[str, ...] = ("reference", "smv", "rdu")) -> None:
     p.add_argument("--passes", help="comma-separated pass list instead of the backend's pipeline")
-    p.add_argument("--opt-level", type=int, choices=[0, 1, 2, 3],
-                   help="picks the backend's pass pipeline (0 simplify, 1 + fusion, 2 + constant "
-                        "folding, 3 + scale folding; default 1)")
+    action = p.add_argument("--opt-level", type=int, choices=[0, 1, 2, 3],
+                            help="picks the backend's pass pipeline (default 1); each level's passes")
+    action.backends, action.describe = backends, _levels
     p.add_argument("--disable-pass", action="append", metavar="NAME", default=[],
                    help="leave this pass out of the pipeline; repeatable")
 
 
 def add_backend_args(p: argparse.ArgumentParser, default: str = "reference") -> None:
     p.add_argument("--backend", "-b", default=default, help=f"reference, smv or rdu (default: {default})")
-    add_pass_args(p)
-    add_set_arg(p, ("reference", "smv", "rdu") if default == "reference" else (default,), "backend_options")
+    backends = ("reference", "smv", "rdu") if default == "reference" else (default,)
+    add_pass_args(p, backends)
+    add_set_arg(p, backends, "backend_options")
 
 
 def add_set_arg(p: argparse.ArgumentParser, backends: tuple[str, ...], dest: str) -> None:
@@ -115,7 +139,7 @@ def add_set_arg(p: argparse.ArgumentParser, backends: tuple[str, ...], dest: str
     action = p.add_argument("--set", action="append", metavar="KEY=VALUE", dest=dest,
                             help="a backend setting; repeatable. A KEY the backend does not read, or a "
                                  "VALUE of the wrong type, is refused")
-    action.backends = backends
+    action.backends, action.describe = backends, _settings
 
 
 def opt_level(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
-"""The fuse pass's groups as RDU kernels: each ``nnbridge.Fused`` node becomes its body's ops
+"""The fusion pass's groups as RDU kernels: each ``nnbridge.Fused`` node becomes its body's ops
 again (the cost model and the functional simulation work per op), and the ops of one group form
-one kernel. Fusion is decided once, by the pipeline's ``fuse`` pass; SambaFlow's o0 mode
-ignores the groups and gives every op a kernel of its own.
+one kernel. Fusion is decided once, by the pipeline's ``fuse-chains`` pass (or ``fuse``, when a
+user's ``--passes`` runs it); SambaFlow's o0 mode ignores the groups and gives every op a kernel
+of its own.
 """
 
 from __future__ import annotations
