@@ -69,7 +69,8 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     def run_exposed(exposed: Graph) -> dict[str, Any]:
         return compile_model(exposed, backend=backend, passes=passes, input_shapes=shapes, **config).run(feeds)
 
-    if layerwise or not result.ok:
+    if layerwise or not result.ok or any(o.nonfinite_actual for o in result.outputs):
+        # where NaN/inf come from is named whenever an output holds some, even ones the model declares
         # NaN/inf a model declares for an output are legitimate in the nodes that make them
         declared = any(allowed(name) for name in exe.output_names)
         try:

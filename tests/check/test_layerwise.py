@@ -150,3 +150,22 @@ def test_rdu_layerwise_shows_the_row_of_the_squeeze_it_names_first_divergent(cli
     rows = [line.split("│")[1].strip() for line in table.splitlines() if line.count("│") > 2]
     assert "squeeze" in rows and "scale0" in rows  # the node named first divergent, and the culprit
     assert rows == ["scale0", "scale1", "squeeze"]  # the limit of 3, in the model's order
+
+
+def test_an_agreeing_verdict_whose_outputs_hold_declared_infinities_names_where_they_come_from():
+    """Every verdict with NaN/inf names the first node that made them, not only a DIFFER."""
+    import warnings
+
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Div", ["one", "x"], ["r"], name="recip"),
+             helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "nf", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = nnbridge.check(model, inputs={"x": np.array([0.0, 1.0, 2.0, -1.0], np.float32)}, nonfinite=["y"])
+    assert result.ok
+    assert result.origin is not None and (result.origin.node, result.origin.op) == ("recip", "Div")
