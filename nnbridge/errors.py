@@ -35,6 +35,11 @@ class OptionError(UsageError, TypeError):
     that has no effect here), or an option's value of the wrong type; a ``TypeError`` like Python's."""
 
 
+class OutputError(NNBridgeError):
+    """A destination cannot be written: a directory where a file goes, no permission, a name the file
+    system refuses, no space left."""
+
+
 class SecurityError(NNBridgeError):
     """A file tries to reach outside the model directory or to smuggle code."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import math
 import os
@@ -19,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import FormatError, InputError, SecurityError, ShapeError
+from .errors import FormatError, InputError, OutputError, SecurityError, ShapeError
 
 #: Limits a user sets (``nnbridge --max-memory/--max-output-bytes``, or the environment
 #: variables NNBRIDGE_MAX_MEMORY, NNBRIDGE_MAX_OUTPUT_BYTES, NNBRIDGE_MAX_ELEMENTS).
@@ -141,11 +142,68 @@ def unwind_on_signals() -> Iterator[None]:
 STALE_AFTER_S = 2.0
 
 
+#: a temp file's name adds ``.`` and ``.XXXXXXXX.tmp`` to its destination's
+_TEMP_NAME_EXTRA = 14
+#: the file-system errors that say something about the destination, not about nnbridge
+_DESTINATION_ERRORS = {errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+                       errno.EROFS: "a read-only file system", errno.ENOSPC: "no space left on the device",
+                       errno.EDQUOT: "the disk quota is exceeded", errno.EISDIR: "it is a directory",
+                       errno.ENOTDIR: "a part of the path is a file, not a directory",
+                       errno.ENAMETOOLONG: "the name is too long", errno.EEXIST: "a file of that name exists"}
+
+
+def check_destination(path: str | Path, what: str = "output") -> Path:
+    """Refuse, before anything is written, a destination no file can be written to: a name with
+    NUL, a name longer than the file system takes (with room for the temp file's), an existing
+    directory, or a parent path that runs through a file."""
+    text = os.fspath(path)
+    if "\0" in text:
+        shown = text.replace("\0", "\\0")
+        raise OutputError(f"{what} '{shown}': a file name cannot hold a NUL character")
+    path = Path(text)
+    name_bytes = len(os.fsencode(path.name))
+    if name_bytes + _TEMP_NAME_EXTRA > 255:
+        raise OutputError(f"{what} '{path.name[:40]}…': the name is {name_bytes} bytes; file names hold at most "
+                          f"{255 - _TEMP_NAME_EXTRA} here (255 less room for the temp file written first)")
+    if path.is_dir():
+        raise OutputError(f"{what} '{path}' is a directory; name a file to write")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise OutputError(f"{what} '{path}': '{parent}' is a file, not a directory")
+            break
+    return path
+
+
+@contextlib.contextmanager
+def output_errors(path: str | Path, what: str = "output") -> Iterator[None]:
+    """A file-system error about ``path`` as one line naming it and the cause (never "internal error")."""
+    try:
+        yield
+    except OSError as exc:
+        cause = _DESTINATION_ERRORS.get(exc.errno or 0)
+        if cause is None:
+            raise
+        raise OutputError(f"cannot write {what} '{os.fspath(path)}': {cause}; nothing was written") from None
+
+
+def _make_parents(path: Path) -> list[Path]:
+    """Create ``path``'s missing parent directories; the ones created, deepest first (for undoing)."""
+    missing = [d for d in path.parents if not d.exists()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return missing
+
+
+def _remove_empty(directories: Sequence[Path]) -> None:
+    for directory in sorted(directories, key=lambda d: len(d.parts), reverse=True):  # deepest first
+        with contextlib.suppress(OSError):
+            directory.rmdir()  # only when empty: another writer's file stays
+
+
 def _temp_beside(path: Path, directory: bool = False) -> tuple[int, str]:
     """A locked temp file (or directory) ``.NAME.XXXXXXXX.tmp`` beside ``path``, after sweeping
     stale ones; its fd holds the lock. The kernel drops the lock however the process ends, which
     tells a live writer's temp file from one a killed process left behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     sweep_stale_temps(path)
     if directory:
         tmp = tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -189,9 +247,17 @@ def sweep_stale_temps(path: str | Path) -> list[Path]:
 def temp_dir_beside(path: str | Path) -> Iterator[Path]:
     """A locked scratch directory beside ``path`` for writers that make several files there and
     rename them into place; removed on exit, however it ends."""
-    fd, tmp = _temp_beside(Path(path), directory=True)
+    path = check_destination(path)
+    with output_errors(path):
+        created = _make_parents(path)
+        fd, tmp = _temp_beside(path, directory=True)
     try:
-        yield Path(tmp)
+        with output_errors(path):
+            yield Path(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        _remove_empty(created)
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         os.close(fd)
@@ -199,37 +265,45 @@ def temp_dir_beside(path: str | Path) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def atomic_write(path: str | Path, mode: str = "wb") -> Iterator:
-    """Write to a temporary file beside ``path`` and rename it into place on success."""
-    path = Path(path)
-    fd, tmp = _temp_beside(path)
+    """Write to a temporary file beside ``path`` and rename it into place on success; a destination
+    that cannot be written is one ``OutputError`` line, and leaves no file or directory behind."""
+    path = check_destination(path)
+    with output_errors(path):
+        created = _make_parents(path)
+        fd, tmp = _temp_beside(path)
     try:
-        with os.fdopen(fd, mode) as fh:
+        with output_errors(path), os.fdopen(fd, mode) as fh:
             yield fh
             fh.flush()
             os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        _remove_empty(created)
         raise
 
 
 @contextlib.contextmanager
 def atomic_outputs(paths: Sequence[str | Path]) -> Iterator[list[Path]]:
     """For writers with several files: yields temp paths, renames all on success."""
-    finals = [Path(p) for p in paths]
-    locks, temps = [], []
+    finals = [check_destination(p) for p in paths]
+    locks, temps, created = [], [], []
     try:
         for p in finals:
-            fd, tmp = _temp_beside(p)
+            with output_errors(p):
+                created += _make_parents(p)
+                fd, tmp = _temp_beside(p)
             locks.append(fd)
             temps.append(Path(tmp))
-        yield temps
-        for tmp, final in zip(temps, finals):
-            os.replace(tmp, final)
+        with output_errors(finals[0] if finals else ""):
+            yield temps
+            for tmp, final in zip(temps, finals):
+                os.replace(tmp, final)
     except BaseException:
         for tmp in temps:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
+        _remove_empty(created)
         raise
     finally:
         for fd in locks:

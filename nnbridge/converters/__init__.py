@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FormatError, InputError
-from ..fileio import check_output_size
+from ..fileio import check_destination, check_output_size
 from ..ir import Graph
 from ..registry import Registry
 
@@ -137,6 +137,7 @@ def _refuse_unread(options: Mapping[str, Any], takes: frozenset[str] | set[str],
 
 
 def save_model(graph: Graph, path: str | os.PathLike, fmt: str | None = None, **options) -> Any:
+    check_destination(path)  # a directory, a NUL, a name too long: refused before any work
     f = format_for(path, fmt)
     if f.save is None:
         raise FormatError(f"{path}: nnbridge can read {f.name} files but not write them")

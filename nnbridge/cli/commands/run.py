@@ -168,8 +168,8 @@ def _save_outputs(outputs: dict, out: Path) -> None:
     """One .npy per output, each written atomically, after every output was found writable (no
     partial result: a sequence output, or two outputs that would share a file, are refused before
     the first file)."""
-    from ...errors import InputError
-    from ...fileio import atomic_write
+    from ...errors import InputError, OutputError
+    from ...fileio import atomic_write, check_numel, check_output_size, output_errors
     from ...inputs import npy_names
 
     files = npy_names(outputs, "output")
@@ -180,8 +180,14 @@ def _save_outputs(outputs: dict, out: Path) -> None:
             array = array.astype(str)  # string tensors as fixed-width unicode, which .npy stores
         if array is None or array.dtype == object:
             raise InputError(f"output '{name}' is not a tensor (a sequence or a map); --out writes tensors as .npy")
+        check_numel(array.shape, f"output '{name}'")  # a broadcast view is small until written
         arrays[name] = array
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"--out '{out}' is a file; --out names a directory to write one .npy per output in")
+    header = 128  # an .npy header's bytes
+    check_output_size(sum(a.nbytes + header for a in arrays.values()), out / "outputs", f"--out '{out}'")
+    with output_errors(out, "--out directory"):
+        out.mkdir(parents=True, exist_ok=True)
     for name, array in arrays.items():
         with atomic_write(out / files[name], "wb") as fh:
             np.save(fh, array, allow_pickle=False)
