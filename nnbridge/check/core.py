@@ -57,7 +57,11 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     from ..model_io import as_graph
 
     metric = parse_metric(metric)
-    saved = _saved(load_outputs, inputs, input_ranges, layerwise, against) if load_outputs is not None else None
+    saved = None
+    if load_outputs is not None:
+        saved = _saved(load_outputs, {"--input": inputs, "--input-range": input_ranges, "--layerwise": layerwise,
+                                      "--against": against is not None, "--seed": seed, "--dim": dims,
+                                      "--no-stored-inputs": not stored_inputs})
     if against is not None:
         from .against import check_against
 
@@ -124,11 +128,11 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     return _saved_to(save_outputs, result)
 
 
-def _saved(path: str | os.PathLike, inputs: Any, ranges: Any, layerwise: bool, against: Any) -> SavedRun:
-    """The run saved in ``path``; what cannot go with it is refused (its inputs are the ones used)."""
+def _saved(path: str | os.PathLike, options: Mapping[str, Any]) -> SavedRun:
+    """The run saved in ``path``; options that would make or judge other inputs are refused (the saved
+    inputs are the ones used)."""
     where = f"--load-outputs {os.fspath(path)}"
-    for given, option in ((inputs, "--input"), (ranges, "--input-range"), (layerwise, "--layerwise"),
-                          (against is not None, "--against")):
+    for option, given in options.items():
         if given:
             raise InputError(f"{where}: cannot be combined with {option} (the saved inputs and outputs are "
                              "the reference); drop one of them")

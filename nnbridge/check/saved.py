@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError, InputError
-from ..fileio import atomic_write, read_npy
+from ..fileio import TENSOR_SHARE, atomic_write, memory_budget, read_npy
 
 _INPUT, _OUTPUT, _META = "input/", "output/", "meta"
 
@@ -43,15 +43,18 @@ def write_saved(path: str | os.PathLike, inputs: Mapping[str, Any], outputs: Map
     arrays = {}
     for prefix, values in ((_INPUT, inputs), (_OUTPUT, outputs)):
         for name, value in values.items():
-            array = np.asarray(value)
-            if array.dtype.hasobject:
+            array = None if isinstance(value, (list, tuple, dict)) else np.asarray(value)
+            if array is None or array.dtype.hasobject:
                 raise InputError(f"--save-outputs {os.fspath(path)}: '{name}' is not a tensor "
                                  f"({type(value).__name__}); only tensor inputs and outputs can be saved")
             arrays[prefix + name] = array
     record = json.dumps({**meta, "version": __version__}).encode()
     arrays[_META] = np.frombuffer(record, np.uint8)
-    with atomic_write(path) as fh:
-        np.savez(fh, **arrays)
+    try:
+        with atomic_write(path) as fh:
+            np.savez(fh, **arrays)
+    except OSError as exc:
+        raise InputError(f"--save-outputs {os.fspath(path)}: cannot write it ({exc.strerror or exc})") from None
 
 
 def read_saved(path: str | os.PathLike) -> SavedRun:
@@ -65,8 +68,11 @@ def read_saved(path: str | os.PathLike) -> SavedRun:
         raise FormatError(f"{where}: not an .npz archive ({exc}); write one with check --save-outputs") from None
     run = SavedRun({}, {}, {})
     with archive:
-        for member in archive.namelist():
-            key = member.removesuffix(".npy")
+        for member in archive.infolist():
+            key = member.filename.removesuffix(".npy")
+            if member.file_size > memory_budget() // TENSOR_SHARE:  # before inflating it
+                raise FormatError(f"{where}: member '{key}' inflates to {member.file_size:.3g} bytes, over a "
+                                  f"quarter of the memory budget; raise it with --max-memory")
             array = read_npy(archive.read(member), f"{where}: '{key}'")
             if key == _META:
                 try:

@@ -39,8 +39,7 @@ def test_saved_outputs_round_trip_agree_and_record_who_made_them(boxes, tmp_path
         meta = json.loads(data["meta"].tobytes())
         np.testing.assert_array_equal(data["output/boxes"], first.actual["boxes"])
     assert (meta["backend"], meta["format"], meta["version"]) == ("smv", "fp16", nnbridge.__version__)
-    # another seed would draw other inputs: the saved ones are used
-    again = nnbridge.check(boxes, backend="smv", load_outputs=saved, seed=5)
+    again = nnbridge.check(boxes, backend="smv", load_outputs=saved)
     assert again.ok and again.outputs[0].max_abs_err == 0
     np.testing.assert_array_equal(again.inputs["x"], first.inputs["x"])
     assert "run1.npz (smv" in again.oracle
@@ -106,11 +105,27 @@ def test_a_pickled_object_array_is_refused(boxes, tmp_path):
         nnbridge.check(boxes, load_outputs=tampered)
 
 
-def test_inputs_cannot_be_given_with_saved_ones(boxes, tmp_path):
+@pytest.mark.parametrize("option, given", [("--input-range", {"input_ranges": {"x": (0, 1)}}),
+                                           ("--seed", {"seed": 5}), ("--input", {"inputs": {"x": np.ones((4, 64))}}),
+                                           ("--dim", {"dims": {"batch": 2}})])
+def test_options_that_make_other_inputs_are_refused_with_saved_ones(boxes, tmp_path, option, given):
     saved = tmp_path / "run1.npz"
     nnbridge.check(boxes, save_outputs=saved)
-    with pytest.raises(InputError, match="cannot be combined with --input-range"):
-        nnbridge.check(boxes, load_outputs=saved, input_ranges={"x": (0, 1)})
+    with pytest.raises(InputError, match=f"run1.npz: cannot be combined with {option} "):
+        nnbridge.check(boxes, load_outputs=saved, **given)
+
+
+def test_sequence_outputs_are_refused_and_an_unwritable_file_is_one_line(tmp_path):
+    seq = model([helper.make_node("SequenceConstruct", ["x", "x"], ["s"])], [tensor("x", [2])],
+                [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, [2])])
+    onnx.save(seq, tmp_path / "seq.onnx")
+    with pytest.raises(InputError, match="'s' is not a tensor .*only tensor inputs and outputs can be saved"):
+        nnbridge.check(tmp_path / "seq.onnx", save_outputs=tmp_path / "seq.npz")
+    assert not (tmp_path / "seq.npz").exists()
+    boxes = tmp_path / "boxes.onnx"
+    onnx.save(large_outputs(), boxes)
+    with pytest.raises(InputError, match="--save-outputs .*/boxes.onnx/run.npz: cannot write it"):
+        nnbridge.check(boxes, save_outputs=boxes / "run.npz")  # a file where its folder should be
 
 
 def test_cli_save_then_load(cli, boxes, tmp_path):
