@@ -71,6 +71,7 @@ def check_against(model: Any, against: Any, backend: str, against_backend: str,
                                                                             model_precision(other_graph))),
                          oracle=other.label, input_info=infos, inputs=feeds, actual=actual,
                          expected=expected, notes=notes)
+    result.output_rules = {name: rule_of(name) for name in tolerances or {}}
     result.outputs = [compare(name, actual[name], expected[name], rule_of(name), allowed(name))
                       for name in mine.outputs]
     return result

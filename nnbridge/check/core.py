@@ -98,6 +98,7 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     allowed = declared_nonfinite(graph, nonfinite)
     result = CheckResult(backend, graph.name, rule, format_name(precision), input_info=infos,
                          inputs=feeds, actual=actual, expected=expected, notes=numerics_notes(exe.report))
+    result.output_rules = {name: rule_of(name) for name in tolerances or {}}
     if saved is not None:
         result.oracle = saved.describe()
         matched(saved, list(exe.output_names), {k: np.shape(v) for k, v in actual.items()},

@@ -55,6 +55,7 @@ def check_program(path: str | os.PathLike, inputs: Mapping[str, np.ndarray] | No
                          input_info=infos, inputs=feeds, actual=actual, expected=expected,
                          notes=[f"compiled for batch {batch}: {_batch_note(graph, batch, len(per_call))}",
                                 *numerics_notes(program.report)])
+    result.output_rules = {name: rule_of(name) for name in tolerances or {}}
     states = _optimizer_states(program)
     if states:
         result.notes.append(f"{len(states)} optimizer state(s) (momentum, Adam moments) are this step's bf16 "

@@ -80,4 +80,5 @@ def test_the_json_verdict_carries_the_metric_and_each_output_rule(tmp_path, cli)
     outs = {o["name"]: o for o in data["outputs"]}
     assert outs["a"]["rule"] == "custom (a)" and outs["b"]["rule"] == "fp16"
     assert outs["b"]["metric"] == "quantile:0.99" and outs["b"]["metric_value"] <= 1
+    assert data["output_rules"]["a"]["text"] == "custom (a): |a−ref| ≤ 0, quantile:0.99 of |a−ref|/bound ≤ 1"
     assert code == (0 if data["ok"] else 1)

@@ -69,7 +69,8 @@ exit status: 0 when every output agrees, 1 otherwise.
                         "(default max: every element within its bound)")
     p.add_argument("--against", metavar="FILE",
                    help="judge the model against another file (any format, or a compiled .pef) instead of "
-                        "onnxruntime, on the same inputs")
+                        "onnxruntime, on the same inputs (matched by name, else by position); --passes, "
+                        "--opt-level and --set apply to the model's side")
     p.add_argument("--against-backend", metavar="BACKEND",
                    help="the backend the --against file runs on (default: reference)")
     p.add_argument("--save-outputs", metavar="FILE.npz",
@@ -174,7 +175,7 @@ def _print(result, args, saved) -> None:
                       _num(i.min), _num(i.max))
     console.print(table)
     table = Table(title=f"{result.model}: {result.backend} vs {result.oracle} ({result.precision} model)",
-                  caption=f"rule {result.rule.describe()}")
+                  caption="; ".join(f"rule {r.describe()}" for r in (result.rule, *result.output_rules.values())))
     low = result.rule.format.name != "FLOAT32"
     cols = ["output", "shape", "max abs err", "err/scale", "outside"] + (["ulps", "SQNR dB"] if low else [])
     metric = result.rule.metric != "max"
