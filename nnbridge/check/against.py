@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..ir import DType, Graph
+from .feeds import check_feeds
 from .result import CheckResult, declared_nonfinite, model_precision, numerics_notes
 from .verdict import checked_tolerances, coarsest, compare, format_name, rule_for, with_tolerances
 
@@ -41,13 +42,11 @@ def check_against(model: Any, against: Any, backend: str, against_backend: str,
                   load_options: Mapping[str, Any] | None, tolerances: Mapping[str, tuple[float, float]] | None,
                   metric: str, passes: Sequence[str] | None = None, **config: Any) -> CheckResult:
     """``model`` on ``backend`` judged against ``against`` on ``against_backend``, on the same inputs."""
-    from .core import _feeds
-
     if layerwise:
         raise InputError("--layerwise compares a model with onnxruntime node by node; it cannot be combined "
                          "with --against (run check on each file)")
     first, program = _load(model, backend, load_options)
-    feeds, infos = _feeds(model, first, inputs, seed, dims, input_ranges, stored_inputs)
+    feeds, infos = check_feeds(model, first, inputs, seed, dims, input_ranges, stored_inputs)
     shapes = {name: np.shape(value) for name, value in feeds.items()}
     mine = _side(model, first, program, backend, shapes, passes, config)
     other_graph, other_program = _load(against, against_backend, load_options)

@@ -20,15 +20,15 @@ import numpy as np
 from onnx import ModelProto
 
 from ..errors import InputError, NNBridgeError
-from ..inputs import InputInfo, generate_inputs
 from ..ir import Graph
 from .exact import judged_against_float64
+from .feeds import check_feeds
 from .layerwise import layerwise as run_layerwise
 from .oracle import oracle_model, run_onnxruntime
 from .program import check_program
 from .result import CheckResult, declared_nonfinite, model_precision, node_notes, numerics_notes
-from .saved import SavedRun, matched, read_saved, write_saved
-from .verdict import RULES, checked_tolerances, coarsest, compare, format_name, parse_metric, rule_for, with_tolerances
+from .saved import matched, model_inputs, opened, saved_to
+from .verdict import checked_tolerances, coarsest, compare, format_name, parse_metric, rule_for, with_tolerances
 
 
 def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarray] | None = None,
@@ -59,7 +59,7 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     metric = parse_metric(metric)
     saved = None
     if load_outputs is not None:
-        saved = _saved(load_outputs, {"--input": inputs, "--input-range": input_ranges, "--layerwise": layerwise,
+        saved = opened(load_outputs, {"--input": inputs, "--input-range": input_ranges, "--layerwise": layerwise,
                                       "--against": against is not None, "--seed": seed, "--dim": dims,
                                       "--no-stored-inputs": not stored_inputs})
     if against is not None:
@@ -69,18 +69,18 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
                                input_ranges=input_ranges, stored_inputs=stored_inputs, nonfinite=nonfinite,
                                layerwise=layerwise, load_options=load_options, tolerances=tolerances,
                                metric=metric, passes=passes, **config)
-        return _saved_to(save_outputs, result)
+        return saved_to(save_outputs, result)
     if _is_program(model):
         if saved is not None:
             raise InputError(f"{os.fspath(model)}: --load-outputs judges a model, not a compiled program; "
                              "run it on the model with --backend rdu")
-        return _saved_to(save_outputs, check_program(model, inputs, rtol, atol, seed=seed, input_ranges=input_ranges,
+        return saved_to(save_outputs, check_program(model, inputs, rtol, atol, seed=seed, input_ranges=input_ranges,
                                                      nonfinite=nonfinite, layerwise=layerwise,
                                                      tolerances=tolerances, metric=metric))
     graph = as_graph(model, **(load_options or {}))
     if saved is not None:
-        inputs = saved_inputs(saved, graph, os.fspath(load_outputs))
-    feeds, infos = _feeds(model, graph, inputs, seed, dims, input_ranges, stored_inputs)
+        inputs = model_inputs(saved, graph, os.fspath(load_outputs))
+    feeds, infos = check_feeds(model, graph, inputs, seed, dims, input_ranges, stored_inputs)
     if saved is not None:
         infos = [replace(i, distribution=f"saved in {saved.meta['file']}", seed=None) for i in infos]
         proto, expected = None, saved.outputs
@@ -91,8 +91,7 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     exe = compile_model(graph.copy(), backend=backend, passes=passes, input_shapes=shapes, **config)
     actual = exe.run(feeds)
     precision = model_precision(graph)
-    saved_format = RULES[saved.meta["format"]].format if saved is not None and saved.meta.get("format") in RULES \
-        else None
+    saved_format = saved.format if saved is not None else None
     rule = replace(rule_for(coarsest(precision, saved_format), chosen.precision, rtol, atol), metric=metric)
     rule_of = with_tolerances(rule, checked_tolerances(tolerances, exe.output_names), metric)
     allowed = declared_nonfinite(graph, nonfinite)
@@ -107,7 +106,7 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
         if name in expected:
             result.outputs.append(compare(name, actual[name], expected[name], rule_of(name), allowed(name)))
     if saved is not None:
-        return _saved_to(save_outputs, result)
+        return saved_to(save_outputs, result)
     result.outputs = judged_against_float64(result.outputs, actual, expected, rule, proto, feeds, allowed)
 
     def run_exposed(exposed: Graph) -> dict[str, Any]:
@@ -126,58 +125,11 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
             result.notes.append(f"no search for NaN/inf inside the model: {exc}")
         result.origin = found.origin if found else None
         result.layerwise = found if layerwise else None
-    return _saved_to(save_outputs, result)
-
-
-def _saved(path: str | os.PathLike, options: Mapping[str, Any]) -> SavedRun:
-    """The run saved in ``path``; options that would make or judge other inputs are refused (the saved
-    inputs are the ones used)."""
-    where = f"--load-outputs {os.fspath(path)}"
-    for option, given in options.items():
-        if given:
-            raise InputError(f"{where}: cannot be combined with {option} (the saved inputs and outputs are "
-                             "the reference); drop one of them")
-    return read_saved(path)
-
-
-def saved_inputs(saved: SavedRun, graph: Graph, where: str) -> dict[str, np.ndarray]:
-    """The saved inputs, refused in one line unless they are exactly the model's inputs."""
-    names = [v.name for v in graph.inputs]
-    if sorted(saved.inputs) != sorted(names):
-        raise InputError(f"--load-outputs {where}: the saved inputs are {sorted(saved.inputs)} but the model "
-                         f"takes {names}; save the outputs of this model")
-    return saved.inputs
-
-
-def _saved_to(path: str | os.PathLike | None, result: CheckResult) -> CheckResult:
-    """``result``, its inputs and outputs written to ``path`` first when one is given."""
-    if path is not None:
-        write_saved(path, result.inputs, result.actual,
-                     {"backend": result.backend, "model": result.model, "format": result.rule.to_dict()["format"],
-                      "rule": result.rule.describe(), "oracle": result.oracle})
-    return result
+    return saved_to(save_outputs, result)
 
 
 def _is_program(model: Any) -> bool:
     return isinstance(model, (str, os.PathLike)) and os.fspath(model).lower().endswith(".pef")
-
-
-def _feeds(model: Any, graph: Graph, given: Mapping[str, np.ndarray] | None, seed: int,
-           dims: Mapping[str, int] | None, ranges: Mapping[str, tuple[float, float]] | None,
-           stored: bool) -> tuple[dict[str, np.ndarray], list[InputInfo]]:
-    """Given inputs, then the values the model file stores (a SMAUG params file), then generated ones."""
-    given = dict(given or {})
-    sources = dict.fromkeys(given, "given")
-    where = "the model file"
-    if isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith("_topo.pbtxt"):
-        from ..converters.smaug import model_paths
-
-        where = model_paths(model)[1].name
-    for name, value in graph.input_values.items() if stored else ():
-        if name not in given and name not in (ranges or {}):
-            given[name] = value
-            sources[name] = f"stored in {where}"
-    return generate_inputs(graph, seed, dims, given, ranges, sources)
 
 
 def _oracle(model: Any, graph: Graph, feeds: Mapping[str, np.ndarray]) -> tuple[ModelProto, dict[str, np.ndarray]]:

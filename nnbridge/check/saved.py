@@ -19,6 +19,9 @@ import numpy as np
 
 from ..errors import FormatError, InputError
 from ..fileio import TENSOR_SHARE, atomic_write, memory_budget, read_npy
+from ..ir import DType, Graph
+from .result import CheckResult
+from .verdict import RULES
 
 _INPUT, _OUTPUT, _META = "input/", "output/", "meta"
 
@@ -28,6 +31,12 @@ class SavedRun:
     inputs: dict[str, np.ndarray]
     outputs: dict[str, np.ndarray]
     meta: dict[str, Any]
+
+    @property
+    def format(self) -> DType | None:
+        """The number format the saved run was judged in (its rule's), when the record says."""
+        rule = RULES.get(str(self.meta.get("format")))
+        return rule.format if rule else None
 
     def describe(self) -> str:
         """Who produced the outputs, for the oracle column: ``run1.npz (smv, nnbridge 0.1.0)``."""
@@ -102,4 +111,33 @@ def matched(run: SavedRun, names: list[str], shapes: Mapping[str, tuple[int, ...
         if name in shapes and tuple(run.outputs[name].shape) != tuple(shapes[name]):
             raise InputError(f"{where}: output '{name}' was saved with shape {list(run.outputs[name].shape)}, "
                              f"this run's is {list(shapes[name])}; save it again with the same inputs")
+
+
+def opened(path: str | os.PathLike, options: Mapping[str, Any]) -> SavedRun:
+    """The run saved in ``path``; options that would make or judge other inputs are refused (the saved
+    inputs are the ones used)."""
+    where = f"--load-outputs {os.fspath(path)}"
+    for option, given in options.items():
+        if given:
+            raise InputError(f"{where}: cannot be combined with {option} (the saved inputs and outputs are "
+                             "the reference); drop one of them")
+    return read_saved(path)
+
+
+def model_inputs(saved: SavedRun, graph: Graph, where: str) -> dict[str, np.ndarray]:
+    """The saved inputs, refused in one line unless they are exactly the model's inputs."""
+    names = [v.name for v in graph.inputs]
+    if sorted(saved.inputs) != sorted(names):
+        raise InputError(f"--load-outputs {where}: the saved inputs are {sorted(saved.inputs)} but the model "
+                         f"takes {names}; save the outputs of this model")
+    return saved.inputs
+
+
+def saved_to(path: str | os.PathLike | None, result: CheckResult) -> CheckResult:
+    """``result``, its inputs and outputs written to ``path`` first when one is given."""
+    if path is not None:
+        write_saved(path, result.inputs, result.actual,
+                    {"backend": result.backend, "model": result.model, "format": result.rule.to_dict()["format"],
+                     "rule": result.rule.describe(), "oracle": result.oracle})
+    return result
 

@@ -142,10 +142,10 @@ def run(args) -> int:
     against = args.against or args.load_outputs or "the oracle"
     with working(console, f"checking {args.model} on {backend} against {against}"):
         result = nnbridge.check(
-            args.model, backend=backend, inputs=load_inputs(args.input), rtol=args.rtol, atol=args.atol,
+            args.model, backend=backend, inputs=load_inputs(args.input), rtol=args.rtol, atol=args.atol, **comparison,
             seed=args.seed, dims=parse_dims(args.dim), input_ranges=parse_ranges(args.input_range),
             stored_inputs=not args.no_stored_inputs, nonfinite=True if "*" in allowed else allowed,
-            layerwise=args.layerwise, load_options=load_options(args), **comparison,
+            layerwise=args.layerwise, load_options=load_options(args),
             **({} if program else {"passes": chosen_passes(args, backend), "opt_level": args.opt_level,
                                    **backend_options(args)}))
     saved = {}
