@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, NNBridgeError
 from ..ir import DType, Graph
 from .feeds import check_feeds
 from .result import CheckResult, declared_nonfinite, model_precision, numerics_notes
@@ -42,6 +42,8 @@ def check_against(model: Any, against: Any, backend: str, against_backend: str,
                   load_options: Mapping[str, Any] | None, tolerances: Mapping[str, tuple[float, float]] | None,
                   metric: str, passes: Sequence[str] | None = None, **config: Any) -> CheckResult:
     """``model`` on ``backend`` judged against ``against`` on ``against_backend``, on the same inputs."""
+    from ..backends import get_backend
+
     if layerwise:
         raise InputError("--layerwise compares a model with onnxruntime node by node; it cannot be combined "
                          "with --against (run check on each file)")
@@ -49,6 +51,10 @@ def check_against(model: Any, against: Any, backend: str, against_backend: str,
     feeds, infos = check_feeds(model, first, inputs, seed, dims, input_ranges, stored_inputs)
     shapes = {name: np.shape(value) for name, value in feeds.items()}
     mine = _side(model, first, program, backend, shapes, passes, config)
+    try:
+        get_backend(against_backend)
+    except NNBridgeError as exc:
+        raise type(exc)(f"--against-backend: {exc}") from None
     other_graph, other_program = _load(against, against_backend, load_options)
     other = _side(against, other_graph, other_program, against_backend, None, None, {})
     names = _matched("inputs", [v.name for v in first.inputs], [v.name for v in other_graph.inputs], mine, other)
