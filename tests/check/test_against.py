@@ -59,6 +59,9 @@ def test_a_compiled_program_against_its_model(lenet, tmp_path, cli):
     assert nnbridge.check(lenet / "lenet5.onnx", against=pef).rule.name == "bf16"
     with pytest.raises(InputError, match="compiled RDU program; it runs on rdu, not on smv"):
         nnbridge.check(lenet / "lenet5.onnx", against=pef, against_backend="smv")
+    # a program on its own (against the reference backend) takes per-output tolerances too
+    strict = nnbridge.check(pef, tolerances={"fc1": (0.0, 0.0)})
+    assert not strict.ok and strict.outputs[0].rule == "custom (fc1)" and strict.output_rules["fc1"].atol == 0
 
 
 def test_inputs_that_match_neither_by_name_nor_by_count_are_refused(tmp_path):
