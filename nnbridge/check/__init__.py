@@ -3,6 +3,8 @@
 * ``verdict`` — the verdict table (one rule per number format) and per-output metrics;
 * ``oracle`` — onnxruntime sessions, intermediates exposed, single nodes cut out;
 * ``core`` — ``check(model, backend)``;
+* ``against`` — ``check(model, against=other)``: two files, each on its own backend;
+* ``saved`` — outputs saved by one run and judged in another (``--save-outputs/--load-outputs``);
 * ``layerwise`` — every node compared, the first divergent node, the culprit, NaN/inf origin;
 * ``program`` — a compiled RDU ``.pef`` against the reference backend (SambaFlow's ``test``);
 * ``pass_debug`` — the oracle after every pass (``check --debug-passes``).

@@ -13,20 +13,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from onnx import ModelProto
 
-from ..errors import NNBridgeError
-from ..inputs import InputInfo, generate_inputs
+from ..errors import InputError, NNBridgeError
 from ..ir import Graph
 from .exact import judged_against_float64
+from .feeds import check_feeds
 from .layerwise import layerwise as run_layerwise
 from .oracle import oracle_model, run_onnxruntime
 from .program import check_program
 from .result import CheckResult, declared_nonfinite, model_precision, node_notes, numerics_notes
-from .verdict import compare, format_name, rule_for
+from .saved import matched, model_inputs, opened, saved_to
+from .verdict import checked_tolerances, coarsest, compare, format_name, parse_metric, rule_for, with_tolerances
 
 
 def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarray] | None = None,
@@ -34,36 +36,77 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
           dims: Mapping[str, int] | None = None, passes: Sequence[str] | None = None,
           input_ranges: Mapping[str, tuple[float, float]] | None = None, stored_inputs: bool = True,
           nonfinite: bool | Collection[str] = False, layerwise: bool = False,
-          load_options: Mapping[str, Any] | None = None, **config: Any) -> CheckResult:
+          load_options: Mapping[str, Any] | None = None, tolerances: Mapping[str, tuple[float, float]] | None = None,
+          metric: str = "max", against: Any = None, against_backend: str = "reference",
+          save_outputs: str | os.PathLike | None = None, load_outputs: str | os.PathLike | None = None,
+          **config: Any) -> CheckResult:
     """Run ``model`` on ``backend`` and on onnxruntime with the same inputs and compare.
 
     ``nonfinite``: outputs declared to carry NaN/inf (True: all) besides those the model's
     metadata declares. A SMAUG model's inputs default to the values its params file stores
-    (``stored_inputs``). ``rtol``/``atol`` replace the table's rule. A ``.pef`` is checked
-    against the reference backend (``program.check_program``).
+    (``stored_inputs``). ``rtol``/``atol`` replace the table's rule; ``tolerances`` (output →
+    (rtol, atol)) replace it for those outputs only; ``metric`` is the statistic of the error that
+    must be within the bound (``verdict.METRICS``). A ``.pef`` is checked against the reference
+    backend (``program.check_program``). ``against``: another model or ``.pef`` run on
+    ``against_backend`` is the reference instead of onnxruntime (``against.py``).
+    ``save_outputs``: write the inputs and this run's outputs to an ``.npz``; ``load_outputs``:
+    judge this run, on the inputs saved there, against the outputs saved there (``saved.py``).
     """
     from ..backends import get_backend
     from ..compiler import compile as compile_model
     from ..model_io import as_graph
 
+    metric = parse_metric(metric)
+    saved = None
+    if load_outputs is not None:
+        saved = opened(load_outputs, {"--input": inputs, "--input-range": input_ranges, "--layerwise": layerwise,
+                                      "--against": against is not None, "--seed": seed, "--dim": dims,
+                                      "--no-stored-inputs": not stored_inputs})
+    if against is not None:
+        from .against import check_against
+
+        result = check_against(model, against, backend, against_backend, inputs, rtol, atol, seed=seed, dims=dims,
+                               input_ranges=input_ranges, stored_inputs=stored_inputs, nonfinite=nonfinite,
+                               layerwise=layerwise, load_options=load_options, tolerances=tolerances,
+                               metric=metric, passes=passes, **config)
+        return saved_to(save_outputs, result)
     if _is_program(model):
-        return check_program(model, inputs, rtol, atol, seed=seed, input_ranges=input_ranges,
-                             nonfinite=nonfinite, layerwise=layerwise)
+        if saved is not None:
+            raise InputError(f"{os.fspath(model)}: --load-outputs judges a model, not a compiled program; "
+                             "run it on the model with --backend rdu")
+        return saved_to(save_outputs, check_program(model, inputs, rtol, atol, seed=seed, input_ranges=input_ranges,
+                                                     nonfinite=nonfinite, layerwise=layerwise,
+                                                     tolerances=tolerances, metric=metric))
     graph = as_graph(model, **(load_options or {}))
-    feeds, infos = _feeds(model, graph, inputs, seed, dims, input_ranges, stored_inputs)
-    proto, expected = _oracle(model, graph, feeds)
+    if saved is not None:
+        inputs = model_inputs(saved, graph, os.fspath(load_outputs))
+    feeds, infos = check_feeds(model, graph, inputs, seed, dims, input_ranges, stored_inputs)
+    if saved is not None:
+        infos = [replace(i, distribution=f"saved in {saved.meta['file']}", seed=None) for i in infos]
+        proto, expected = None, saved.outputs
+    else:
+        proto, expected = _oracle(model, graph, feeds)
     chosen = get_backend(backend)
     shapes = {name: np.shape(value) for name, value in feeds.items()}
     exe = compile_model(graph.copy(), backend=backend, passes=passes, input_shapes=shapes, **config)
     actual = exe.run(feeds)
     precision = model_precision(graph)
-    rule = rule_for(precision, chosen.precision, rtol, atol)
+    saved_format = saved.format if saved is not None else None
+    rule = replace(rule_for(coarsest(precision, saved_format), chosen.precision, rtol, atol), metric=metric)
+    rule_of = with_tolerances(rule, checked_tolerances(tolerances, exe.output_names), metric)
     allowed = declared_nonfinite(graph, nonfinite)
     result = CheckResult(backend, graph.name, rule, format_name(precision), input_info=infos,
                          inputs=feeds, actual=actual, expected=expected, notes=numerics_notes(exe.report))
+    result.output_rules = {name: rule_of(name) for name in tolerances or {}}
+    if saved is not None:
+        result.oracle = saved.describe()
+        matched(saved, list(exe.output_names), {k: np.shape(v) for k, v in actual.items()},
+                f"--load-outputs {os.fspath(load_outputs)}")
     for name in exe.output_names:
         if name in expected:
-            result.outputs.append(compare(name, actual[name], expected[name], rule, allowed(name)))
+            result.outputs.append(compare(name, actual[name], expected[name], rule_of(name), allowed(name)))
+    if saved is not None:
+        return saved_to(save_outputs, result)
     result.outputs = judged_against_float64(result.outputs, actual, expected, rule, proto, feeds, allowed)
 
     def run_exposed(exposed: Graph) -> dict[str, Any]:
@@ -83,29 +126,11 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
             result.notes.append(f"no search for NaN/inf inside the model: {exc}")
         result.origin = found.origin if found else None
         result.layerwise = found if layerwise else None
-    return result
+    return saved_to(save_outputs, result)
 
 
 def _is_program(model: Any) -> bool:
     return isinstance(model, (str, os.PathLike)) and os.fspath(model).lower().endswith(".pef")
-
-
-def _feeds(model: Any, graph: Graph, given: Mapping[str, np.ndarray] | None, seed: int,
-           dims: Mapping[str, int] | None, ranges: Mapping[str, tuple[float, float]] | None,
-           stored: bool) -> tuple[dict[str, np.ndarray], list[InputInfo]]:
-    """Given inputs, then the values the model file stores (a SMAUG params file), then generated ones."""
-    given = dict(given or {})
-    sources = dict.fromkeys(given, "given")
-    where = "the model file"
-    if isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith("_topo.pbtxt"):
-        from ..converters.smaug import model_paths
-
-        where = model_paths(model)[1].name
-    for name, value in graph.input_values.items() if stored else ():
-        if name not in given and name not in (ranges or {}):
-            given[name] = value
-            sources[name] = f"stored in {where}"
-    return generate_inputs(graph, seed, dims, given, ranges, sources)
 
 
 def _oracle(model: Any, graph: Graph, feeds: Mapping[str, np.ndarray]) -> tuple[ModelProto, dict[str, np.ndarray]]:

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ..inputs import batch_inputs, joined
 from .result import CheckResult, declared_nonfinite, model_precision, numerics_notes
-from .verdict import compare, format_name, rule_for
+from .verdict import checked_tolerances, compare, format_name, rule_for, with_tolerances
 
 #: what makes any graph executable on the reference backend (its own layout, transposes cancelled)
 EXECUTABLE = ["layout-nchw", "cancel-transposes"]
@@ -27,7 +28,8 @@ EXECUTABLE = ["layout-nchw", "cancel-transposes"]
 def check_program(path: str | os.PathLike, inputs: Mapping[str, np.ndarray] | None = None,
                   rtol: float | None = None, atol: float | None = None, *, seed: int = 0,
                   input_ranges: Mapping[str, tuple[float, float]] | None = None,
-                  nonfinite: bool | Collection[str] = False, layerwise: bool = False) -> CheckResult:
+                  nonfinite: bool | Collection[str] = False, layerwise: bool = False,
+                  tolerances: Mapping[str, tuple[float, float]] | None = None, metric: str = "max") -> CheckResult:
     """Run the program in ``path`` and the reference backend on its graph; compare the outputs."""
     from ..backends import get_backend
     from ..backends.rdu import load_pef
@@ -46,12 +48,14 @@ def check_program(path: str | os.PathLike, inputs: Mapping[str, np.ndarray] | No
     actual = joined([program.run(f) for f in per_call])
     expected = joined([reference.run(f) for f in per_call])
     precision = model_precision(graph)
-    rule = rule_for(precision, get_backend("rdu").precision, rtol, atol)
+    rule = replace(rule_for(precision, get_backend("rdu").precision, rtol, atol), metric=metric)
+    rule_of = with_tolerances(rule, checked_tolerances(tolerances, program.output_names), metric)
     allowed = declared_nonfinite(graph, nonfinite)
     result = CheckResult("rdu (program)", graph.name, rule, format_name(precision), oracle="reference",
                          input_info=infos, inputs=feeds, actual=actual, expected=expected,
                          notes=[f"compiled for batch {batch}: {_batch_note(graph, batch, len(per_call))}",
                                 *numerics_notes(program.report)])
+    result.output_rules = {name: rule_of(name) for name in tolerances or {}}
     states = _optimizer_states(program)
     if states:
         result.notes.append(f"{len(states)} optimizer state(s) (momentum, Adam moments) are this step's bf16 "
@@ -59,7 +63,7 @@ def check_program(path: str | os.PathLike, inputs: Mapping[str, np.ndarray] | No
                             f"(a bias before batch norm) is rounding noise; the new weights are judged")
     for name in program.output_names:
         if name not in states:
-            result.outputs.append(compare(name, actual[name], expected[name], rule, allowed(name)))
+            result.outputs.append(compare(name, actual[name], expected[name], rule_of(name), allowed(name)))
     return result
 
 

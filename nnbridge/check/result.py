@@ -30,6 +30,7 @@ class CheckResult:
     layerwise: LayerwiseResult | None = None
     origin: NonfiniteOrigin | None = None  # where unexpected NaN/inf first appeared
     notes: list[str] = field(default_factory=list)  # the backend's notes on numerics
+    output_rules: dict[str, Rule] = field(default_factory=dict)  # outputs judged by their own rule (``--tol``)
     inputs: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     actual: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     expected: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
@@ -41,6 +42,7 @@ class CheckResult:
     def to_dict(self) -> dict[str, Any]:
         return {"backend": self.backend, "model": self.model, "oracle": self.oracle, "ok": self.ok,
                 "precision": self.precision, "rule": self.rule.to_dict(),
+                "output_rules": {name: rule.to_dict() for name, rule in self.output_rules.items()},
                 "inputs": [{k: jsonable(v) for k, v in i.to_dict().items()} for i in self.input_info],
                 "outputs": [o.to_dict() for o in self.outputs],
                 "nonfinite_origin": self.origin.to_dict() if self.origin else None,

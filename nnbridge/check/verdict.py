@@ -27,6 +27,7 @@ onnxruntime.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -51,6 +52,7 @@ class Rule:
     node_scale: float = 0.0  # the same for one node re-run alone (``check --layerwise``)
     rtol: float = 0.0        # user override: multiples of |ref|
     atol: float = 0.0        # user override: absolute
+    metric: str = "max"      # the statistic of |a − ref| / bound that must be ≤ 1 (``METRICS``)
 
     @property
     def eps(self) -> float:
@@ -79,7 +81,8 @@ class Rule:
             terms.append(f"{self.rtol:g}·|ref|")
         if self.atol:
             terms.append(f"{self.atol:g}")
-        return f"{self.name}: |a−ref| ≤ " + " + ".join(terms or ["0"])
+        text = f"{self.name}: |a−ref| ≤ " + " + ".join(terms or ["0"])
+        return text if self.metric == "max" else f"{text}, {self.metric} of |a−ref|/bound ≤ 1"
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "format": _FORMAT_NAMES[self.format], "text": self.describe()}
@@ -117,6 +120,49 @@ def rule_for(model_precision: DType | None, backend_precision: DType | None,
     return RULES[format_name(fmt)]
 
 
+#: ``--metric``: which statistic of the per-element error, in units of its bound, must be ≤ 1
+#: (polygraphy's ``--check-error-stat``); "max" is every element within its bound
+METRICS = ("max", "mean", "median", "quantile:Q")
+
+
+def parse_metric(text: str) -> str:
+    """``max``, ``mean``, ``median`` or ``quantile:Q`` with 0 ≤ Q ≤ 1, normalised; refused in one line otherwise."""
+    from ..errors import InputError
+
+    name, sep, q = text.strip().partition(":")
+    if not sep and name in ("max", "mean", "median"):
+        return name
+    if name == "quantile" and sep:
+        try:
+            value = float(q)
+        except ValueError:
+            value = math.nan
+        if 0 <= value <= 1:
+            return f"quantile:{value:g}"
+    raise InputError(f"--metric {text}: write one of {', '.join(METRICS)} (Q between 0 and 1, e.g. quantile:0.99)")
+
+
+def with_tolerances(rule: Rule, tolerances: Mapping[str, tuple[float, float]] | None, metric: str = "max"
+                    ) -> Callable[[str], Rule]:
+    """Output name → its rule: ``rule`` (with ``metric``), or ``|a−ref| ≤ atol + rtol·|ref|`` for the
+    outputs ``tolerances`` names (``--tol NAME=RTOL,ATOL``)."""
+    base = replace(rule, metric=metric)
+    custom = {name: Rule(f"custom ({name})", rule.format, rtol=rtol, atol=atol, metric=metric)
+              for name, (rtol, atol) in (tolerances or {}).items()}
+    return lambda name: custom.get(name, base)
+
+
+def checked_tolerances(tolerances: Mapping[str, tuple[float, float]] | None,
+                       outputs: Sequence[str]) -> Mapping[str, tuple[float, float]] | None:
+    """``tolerances`` when every name is an output; refused in one line listing the outputs otherwise."""
+    from ..errors import InputError
+
+    unknown = sorted(set(tolerances or {}) - set(outputs))
+    if unknown:
+        raise InputError(f"--tol names unknown output(s) {unknown}; the model's outputs are {list(outputs)}")
+    return tolerances
+
+
 def ulp(x: np.ndarray, fmt: DType) -> np.ndarray:
     """The spacing of format ``fmt`` at |x| (subnormal spacing below the smallest normal)."""
     info = ml_dtypes.finfo(fmt.numpy)
@@ -146,6 +192,8 @@ class OutputCheck:
     nonfinite_expected: int = 0
     nonfinite_actual: int = 0
     nonfinite_matched: int = 0    # NaN/±inf at the same positions with the same value
+    metric: str = "max"           # the statistic judged (``Rule.metric``)
+    metric_value: float | None = None  # that statistic of |a − ref| / bound (not "max": ``outside`` says it)
     exact: str = ""               # the float64 evaluator, when the output was judged against it
     exact_err: float | None = None         # max |a − float64|
     oracle_exact_err: float | None = None  # max |oracle − float64|: the oracle's own error
@@ -207,6 +255,10 @@ def compare(name: str, actual: Any, expected: Any, rule: Rule, nonfinite_ok: boo
         base.outside += base.nonfinite_matched
     base.outside_frac = base.outside / base.size if base.size else 0.0
     base.max_abs_err = math.inf if mismatched.any() else float(np.max(diff, initial=0.0))
+    if rule.metric != "max":
+        base.metric = rule.metric
+        base.metric_value = _statistic(diff, ref, scale, rule, mismatched if mismatched.size else None,
+                                       same_special if (same_special.size and not nonfinite_ok) else None)
     base.err_vs_scale = base.max_abs_err / scale if scale else (0.0 if base.max_abs_err == 0 else math.inf)
     if rule.format is not DType.FLOAT32:
         base.ulp_err = base.max_abs_err / float(ulp(np.float64(scale), rule.format))
@@ -228,8 +280,29 @@ def compare(name: str, actual: Any, expected: Any, rule: Rule, nonfinite_ok: boo
         if differing_special:
             notes.append(f"{differing_special} NaN/inf of another kind than the oracle's")
     base.note = "; ".join(notes)
-    base.ok = base.outside == 0 and (a.dtype == e.dtype or not same_dtype)
+    within = base.outside == 0 if base.metric_value is None else base.metric_value <= 1
+    base.ok = within and (a.dtype == e.dtype or not same_dtype)
     return base
+
+
+def _statistic(diff: np.ndarray, ref: np.ndarray, scale: float, rule: Rule, mismatched: np.ndarray | None,
+               undeclared: np.ndarray | None) -> float:
+    """``rule.metric`` of the per-element error in units of its bound (0/0 = 0, x/0 = inf); a NaN/inf
+    that does not agree counts as an infinite error."""
+    bound = rule.bound(ref, scale)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(diff == 0, 0.0, diff / np.where(bound > 0, bound, 0.0))
+    bad = None if mismatched is None else mismatched if undeclared is None else mismatched | undeclared
+    if bad is not None:
+        ratio = np.where(bad, np.inf, ratio)
+    ratio = np.ravel(ratio)
+    if not ratio.size:
+        return 0.0
+    name, _, q = rule.metric.partition(":")
+    if name == "mean":
+        return float(np.mean(ratio))
+    # "inverted_cdf": an element's own ratio, never an interpolation that would make inf from inf·0
+    return float(np.quantile(ratio, 0.5 if name == "median" else float(q), method="inverted_cdf"))
 
 
 #: k of the oracle-relative rule: a backend may be as far from the exact value as twice the
@@ -241,7 +314,8 @@ ORACLE_FACTOR = 2.0
 def retryable(check: OutputCheck, rule: Rule) -> bool:
     """A float output that fails a table row on finite elements: the float64 evaluation may clear it
     (never a custom ``--rtol``/``--atol`` bound, an exact comparison, a shape or NaN/inf mismatch)."""
-    return (not check.ok and not (rule.rtol or rule.atol) and check.rule == rule.name and check.outside > 0
+    return (not check.ok and not (rule.rtol or rule.atol) and rule.metric == "max" and check.rule == rule.name
+            and check.outside > 0
             and math.isfinite(check.max_abs_err)
             and check.nonfinite_actual == check.nonfinite_expected == check.nonfinite_matched)
 

@@ -96,7 +96,7 @@ def test_cli_names_the_overflowing_intermediate_in_its_verdict_line_and_json(cli
     code, text = cli("check", path, "--backend", "smv", "--input-range", "x=20:25")
     assert code == 1
     last = text.strip().splitlines()[-1]
-    assert last == "outputs differ — first NaN/inf at node 'sum' (ReduceSum, output 'sum')"
+    assert last == "outputs differ: 'y' — first NaN/inf at node 'sum' (ReduceSum, output 'sum')"
     code, text = cli("check", path, "--backend", "smv", "--input-range", "x=20:25", "--json")
     origin = json.loads(text)["nonfinite_origin"]
     assert code == 1 and origin["node"] == "sum" and origin["output"] == "sum" and origin["overflow"]

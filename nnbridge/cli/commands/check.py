@@ -49,6 +49,9 @@ def register(sub) -> None:
   nnbridge check lenet5_smv_topo.pbtxt --backend smv   # SMAUG model, on the input its params file stores
   nnbridge check model.pef                          # compiled RDU program vs the reference backend
   nnbridge check model.onnx --debug-passes --opt-level 3   # oracle after every pass: which one broke it?
+  nnbridge check model.onnx --against model_topo.pbtxt --against-backend smv   # two files, same inputs
+  nnbridge check model.onnx --backend smv --save-outputs run1.npz   # later, elsewhere: --load-outputs run1.npz
+  nnbridge check model.onnx --tol scores=0.01,1e-6 --metric quantile:0.99
 verdicts: one rule per number format (fp32, fp16, bf16), chosen from the model's precision and the
 backend's; NaN/inf agree only where both sides have them and the model declares them (docs/check.md).
 exit status: 0 when every output agrees, 1 otherwise.
@@ -71,6 +74,21 @@ exit status: 0 when every output agrees, 1 otherwise.
                         "tolerance and the first whose own error does")
     p.add_argument("--rtol", type=float, help="replace the table's rule by |a-ref| <= atol + rtol*|ref|")
     p.add_argument("--atol", type=float, help="see --rtol")
+    p.add_argument("--tol", action="append", metavar="NAME=RTOL,ATOL",
+                   help="for output NAME only, replace the rule by |a-ref| <= ATOL + RTOL*|ref|; repeatable")
+    p.add_argument("--metric", default="max", metavar="max|mean|median|quantile:Q",
+                   help="which statistic of the per-element error (in units of its bound) must be <= 1 "
+                        "(default max: every element within its bound)")
+    p.add_argument("--against", metavar="FILE",
+                   help="judge the model against another file (any format, or a compiled .pef) instead of "
+                        "onnxruntime, on the same inputs (matched by name, else by position); --passes, "
+                        "--opt-level and --set apply to the model's side")
+    p.add_argument("--against-backend", metavar="BACKEND",
+                   help="the backend the --against file runs on (default: reference)")
+    p.add_argument("--save-outputs", metavar="FILE.npz",
+                   help="write this run's inputs and outputs (and backend, version, rule) to FILE.npz")
+    p.add_argument("--load-outputs", metavar="FILE.npz",
+                   help="judge this run, on the inputs saved in FILE.npz, against the outputs saved there")
     p.add_argument("--json", action="store_true", help="print the result (every metric) as JSON")
     p.add_argument("--debug-passes", action="store_true",
                    help="run the oracle after every pass of the pipeline (on the reference backend) "
@@ -92,9 +110,38 @@ def parse_ranges(items: list[str] | None) -> dict[str, tuple[float, float]]:
     return ranges
 
 
+def parse_tolerances(items: list[str] | None) -> dict[str, tuple[float, float]]:
+    """``--tol NAME=RTOL,ATOL`` → {name: (rtol, atol)}."""
+    tolerances = {}
+    for name, text in parse_assignments(items, "--tol").items():
+        parts = text.split(",")
+        try:
+            rtol, atol = (float(x) for x in parts)
+        except ValueError:
+            rtol = atol = math.nan
+        if not (math.isfinite(rtol) and math.isfinite(atol) and rtol >= 0 and atol >= 0):
+            raise InputError(f"--tol {name}={text}: write RTOL,ATOL with two finite numbers >= 0, e.g. 0.01,1e-6")
+        tolerances[name] = (rtol, atol)
+    return tolerances
+
+
+def _comparison(args) -> dict:
+    """The options of --tol, --metric, --against, --save-outputs and --load-outputs as check() arguments."""
+    if args.against_backend and not args.against:
+        raise InputError("--against-backend names the backend of the --against file; give --against FILE too")
+    if args.debug_passes and (args.against or args.load_outputs or args.save_outputs or args.tol
+                              or args.metric != "max"):
+        raise InputError("--debug-passes compares every pass with onnxruntime; it takes none of --against, "
+                         "--tol, --metric, --save-outputs, --load-outputs")
+    return {"tolerances": parse_tolerances(args.tol), "metric": args.metric, "against": args.against,
+            "against_backend": args.against_backend or "reference", "save_outputs": args.save_outputs,
+            "load_outputs": args.load_outputs}
+
+
 def run(args) -> int:
     import nnbridge
 
+    comparison = _comparison(args)
     if args.debug_passes:
         return _debug_passes(args)
     program = args.model.lower().endswith(".pef")
@@ -107,9 +154,10 @@ def run(args) -> int:
     allowed = args.allow_nonfinite or []
     from .. import console
 
-    with working(console, f"checking {args.model} on {backend} against the oracle"):
+    against = args.against or args.load_outputs or "the oracle"
+    with working(console, f"checking {args.model} on {backend} against {against}"):
         result = nnbridge.check(
-            args.model, backend=backend, inputs=load_inputs(args.input), rtol=args.rtol, atol=args.atol,
+            args.model, backend=backend, inputs=load_inputs(args.input), rtol=args.rtol, atol=args.atol, **comparison,
             seed=args.seed, dims=parse_dims(args.dim), input_ranges=parse_ranges(args.input_range),
             stored_inputs=not args.no_stored_inputs, nonfinite=True if "*" in allowed else allowed,
             layerwise=args.layerwise, load_options=load_options(args),
@@ -141,15 +189,19 @@ def _print(result, args, saved) -> None:
                       _num(i.min), _num(i.max))
     console.print(table)
     table = Table(title=f"{result.model}: {result.backend} vs {result.oracle} ({result.precision} model)",
-                  caption=f"rule {result.rule.describe()}")
+                  caption="; ".join(f"rule {r.describe()}" for r in (result.rule, *result.output_rules.values())))
     low = result.rule.format.name != "FLOAT32"
     cols = ["output", "shape", "max abs err", "err/scale", "outside"] + (["ulps", "SQNR dB"] if low else [])
+    metric = result.rule.metric != "max"
+    rules = any(o.rule not in (result.rule.name, "exact") for o in result.outputs)
+    cols += ([f"{result.rule.metric} err/bound"] if metric else []) + (["rule"] if rules else [])
     for col in [*cols, "verdict"]:
         table.add_column(col, overflow="fold")
     for o in result.outputs:
         row = [o.name, _shape(o.shape), _num(o.max_abs_err), _num(o.err_vs_scale), _outside(o)]
         if low:
             row += [_num(o.ulp_err), _num(o.sqnr_db, ".1f")]
+        row += ([_num(o.metric_value)] if metric else []) + ([o.rule] if rules else [])
         verdict = styled(("agree", "green") if o.ok else ("DIFFER", "red"), f" {o.note}" if o.note else "")
         table.add_row(*row, verdict)
     console.print(table)
@@ -163,8 +215,12 @@ def _print(result, args, saved) -> None:
         folder = next(iter(saved.values())).parent
         again = " ".join(f"--input {k}={v}" for k, v in saved.items())
         console.print(f"inputs written to {folder}/ — reproduce with: nnbridge check {args.model} {again}")
+    if args.save_outputs:
+        console.print(f"inputs and outputs written to {args.save_outputs} — judge another run against them with: "
+                      f"nnbridge check {args.model} --load-outputs {args.save_outputs}")
     origin = result.origin
-    console.print(styled(("every output agrees", "green") if result.ok else ("outputs differ", "red"),
+    differing = ", ".join(f"'{o.name}'" for o in result.outputs if not o.ok)
+    console.print(styled(("every output agrees", "green") if result.ok else (f"outputs differ: {differing}", "red"),
                          f" — first NaN/inf at node '{origin.node}' ({origin.op}, output '{origin.output}')"
                          if origin else ""))
 
