@@ -36,6 +36,7 @@ COMMANDS = {
     "run .pef": (["{d}/mlp.pef", "--out", "{d}/out"], "--input"),
     "check": (["{d}/mlp.onnx", "--save-inputs", "{d}/out"], "--input"),
     "check .pef": (["{d}/mlp.pef"], "--input"),
+    "check --against": (["{d}/mlp.onnx", "--against", "{d}/mlp.onnx", "--save-outputs", "{d}/out/run.npz"], "--input"),
     "train": (["{d}/mlp.onnx", "--data", "digits", "--out", "{d}/out/trained.onnx"], "--input-shape"),
     "summary": (["{d}/mlp.onnx"], "--input-shape"),
     "ir": (["{d}/mlp.onnx"], "--input-shape"),

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError, InputError
+from ..errors import FormatError, InputError, UsageError
 from ..fileio import TENSOR_SHARE, atomic_write, memory_budget, read_npy
 from ..ir import DType, Graph
 from .result import CheckResult
@@ -119,7 +119,7 @@ def opened(path: str | os.PathLike, options: Mapping[str, Any]) -> SavedRun:
     where = f"--load-outputs {os.fspath(path)}"
     for option, given in options.items():
         if given:
-            raise InputError(f"{where}: cannot be combined with {option} (the saved inputs and outputs are "
+            raise UsageError(f"{where}: cannot be combined with {option} (the saved inputs and outputs are "
                              "the reference); drop one of them")
     return read_saved(path)
 

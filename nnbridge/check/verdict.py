@@ -127,7 +127,7 @@ METRICS = ("max", "mean", "median", "quantile:Q")
 
 def parse_metric(text: str) -> str:
     """``max``, ``mean``, ``median`` or ``quantile:Q`` with 0 ≤ Q ≤ 1, normalised; refused in one line otherwise."""
-    from ..errors import InputError
+    from ..errors import UsageError
 
     name, sep, q = text.strip().partition(":")
     if not sep and name in ("max", "mean", "median"):
@@ -139,7 +139,7 @@ def parse_metric(text: str) -> str:
             value = math.nan
         if 0 <= value <= 1:
             return f"quantile:{value:g}"
-    raise InputError(f"--metric {text}: write one of {', '.join(METRICS)} (Q between 0 and 1, e.g. quantile:0.99)")
+    raise UsageError(f"--metric {text}: write one of {', '.join(METRICS)} (Q between 0 and 1, e.g. quantile:0.99)")
 
 
 def with_tolerances(rule: Rule, tolerances: Mapping[str, tuple[float, float]] | None, metric: str = "max"

@@ -80,7 +80,7 @@ def test_inputs_that_match_neither_by_name_nor_by_count_are_refused(tmp_path):
 
 def test_cli_refuses_an_against_backend_without_against_or_unknown(lenet, cli):
     code, text = cli("check", lenet / "lenet5.onnx", "--against-backend", "smv")
-    assert code == 1 and "--against-backend names the backend of the --against file" in text
+    assert code == 2 and "--against-backend names the backend of the --against file" in text
     code, text = cli("check", lenet / "lenet5.onnx", "--against", lenet / "lenet5.onnx", "--against-backend", "smb")
     assert code == 1 and text.strip() == ("error: --against-backend: unknown backend 'smb'; choose from reference, "
                                           "smv, rdu")

@@ -44,7 +44,7 @@ def test_an_unknown_output_in_a_tolerance_is_refused_naming_the_outputs(tmp_path
                                          r"\['a', 'b'\]"):
         nnbridge.check(path, tolerances={"c": (0.0, 0.0)})
     code, text = cli("check", path, "--tol", "a=1e-3")
-    assert code == 1 and "--tol a=1e-3: write RTOL,ATOL" in text and len(text.strip().splitlines()) == 1
+    assert code == 2 and "--tol a=1e-3: write RTOL,ATOL" in text and len(text.strip().splitlines()) == 1
 
 
 def test_metrics_judge_a_statistic_of_the_error_in_units_of_the_bound():

@@ -32,7 +32,8 @@ COMPILED = {"format": "--format", "input_shape": "--input-shape", "dim": "--dim"
 #: what --debug-passes does not read: it runs the reference backend after each pass, on whole outputs
 DEBUG_PASSES = {"backend_options": "--set", "input_range": "--input-range", "save_inputs": "--save-inputs",
                 "no_stored_inputs": "--no-stored-inputs", "allow_nonfinite": "--allow-nonfinite",
-                "layerwise": "--layerwise"}
+                "layerwise": "--layerwise", "against": "--against", "against_backend": "--against-backend",
+                "tol": "--tol", "save_outputs": "--save-outputs", "load_outputs": "--load-outputs"}
 
 #: layerwise tables longer than this show only the nodes that matter
 FULL_TABLE_ROWS = 40
@@ -120,7 +121,7 @@ def parse_tolerances(items: list[str] | None) -> dict[str, tuple[float, float]]:
         except ValueError:
             rtol = atol = math.nan
         if not (math.isfinite(rtol) and math.isfinite(atol) and rtol >= 0 and atol >= 0):
-            raise InputError(f"--tol {name}={text}: write RTOL,ATOL with two finite numbers >= 0, e.g. 0.01,1e-6")
+            raise OptionError(f"--tol {name}={text}: write RTOL,ATOL with two finite numbers >= 0, e.g. 0.01,1e-6")
         tolerances[name] = (rtol, atol)
     return tolerances
 
@@ -128,11 +129,9 @@ def parse_tolerances(items: list[str] | None) -> dict[str, tuple[float, float]]:
 def _comparison(args) -> dict:
     """The options of --tol, --metric, --against, --save-outputs and --load-outputs as check() arguments."""
     if args.against_backend and not args.against:
-        raise InputError("--against-backend names the backend of the --against file; give --against FILE too")
-    if args.debug_passes and (args.against or args.load_outputs or args.save_outputs or args.tol
-                              or args.metric != "max"):
-        raise InputError("--debug-passes compares every pass with onnxruntime; it takes none of --against, "
-                         "--tol, --metric, --save-outputs, --load-outputs")
+        raise OptionError("--against-backend names the backend of the --against file; give --against FILE too")
+    if args.debug_passes and args.metric != "max":
+        raise OptionError(f"--metric {args.metric}: not read by --debug-passes (every pass is compared by its rule)")
     return {"tolerances": parse_tolerances(args.tol), "metric": args.metric, "against": args.against,
             "against_backend": args.against_backend or "reference", "save_outputs": args.save_outputs,
             "load_outputs": args.load_outputs}
