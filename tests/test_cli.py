@@ -247,3 +247,22 @@ def test_opt_level_help_is_derived_from_the_backends_pipelines(capsys, monkeypat
     reference = get_backend("reference")
     monkeypatch.setitem(reference.pipelines, 2, [*reference.pipelines[1], "fuse-chains"])
     assert "2 +fuse-chains" in help_text()
+
+
+def test_run_takes_an_lbann_files_batch_and_refuses_it_for_other_formats(tmp_path, cli):
+    import json
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "small",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
+    assert cli("convert", tmp_path / "m.onnx", tmp_path / "m.prototext")[0] == 0
+    code, text = cli("run", tmp_path / "m.prototext", "--batch-size", "3", "--json", "-")
+    assert code == 0 and json.loads(text)["outputs"][0]["shape"] == [3, 4]
+    code, text = cli("run", tmp_path / "m.onnx", "--batch-size", "3")
+    assert code == 2 and "batch_size: not read when reading the onnx file" in text
+    code, text = cli("run", tmp_path / "m.prototext", "--batch-size", "0")
+    assert code == 2 and "--batch-size 0: a batch holds at least one sample" in text

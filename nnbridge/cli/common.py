@@ -204,12 +204,16 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
 
 
 def load_options(args: argparse.Namespace) -> dict:
-    """--input-shape, --dim and the --lbann-* switches as loader options."""
+    """--input-shape, --dim, an LBANN source's --batch-size and the --lbann-* switches as loader options."""
     options = {option: True for option in ("lbann_training_layers", "lbann_trust_paths")
                if getattr(args, option, False)}
     dims = parse_dims(getattr(args, "dim", None))
     if dims:
         options["dims"] = dims
+    if getattr(args, "source_batch_size", None) is not None:  # an LBANN file's batch (its reader refuses others)
+        if args.source_batch_size < 1:
+            raise OptionError(f"--batch-size {args.source_batch_size}: a batch holds at least one sample")
+        options["batch_size"] = args.source_batch_size
     shapes = parse_assignments(getattr(args, "input_shape", None), "--input-shape")
     if not shapes:
         return options

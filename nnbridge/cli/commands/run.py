@@ -27,7 +27,7 @@ from ..common import (
 #: what a compiled program (.pef) does not read: it runs as it was compiled
 COMPILED = {"format": "--format", "input_shape": "--input-shape", "lbann_training_layers": "--lbann-training-layers",
             "lbann_trust_paths": "--lbann-trust-paths", "passes": "--passes", "opt_level": "--opt-level",
-            "disable_pass": "--disable-pass", "backend_options": "--set"}
+            "disable_pass": "--disable-pass", "backend_options": "--set", "source_batch_size": "--batch-size"}
 
 #: outputs with at most this many values are printed in full
 SHOWN = 32
@@ -42,6 +42,7 @@ def register(sub) -> None:
   nnbridge run model.onnx --backend smv --profile           # per-layer simulator report
   nnbridge run model.onnx --backend smv --set accels=4 --set mem_policy=acp
   nnbridge run model.pef                                    # an RDU compiled artifact, on its compiled batch
+  nnbridge run lenet.prototext --batch-size 8 --input-shape image=1x28x28   # an LBANN file at batch 8
   nnbridge run step.pef --data digits --epochs 5            # a training program (compile --optimizer) trains
   nnbridge run model.onnx --json - | jq '.outputs[0].max'
 """)
@@ -51,6 +52,9 @@ def register(sub) -> None:
     add_threads_arg(p)
     p.add_argument("--out", "-o", help="directory for the outputs (<name>.npy each)")
     p.add_argument("--profile", action="store_true", help="print the per-node report of the run")
+    p.add_argument("--batch-size", type=int, dest="source_batch_size", metavar="N",
+                   help="LBANN source: the mini-batch the imported graph runs (default: the file's "
+                        "mini_batch_size); other formats take their batch from --dim/--input-shape")
     training = p.add_argument_group("a compiled training program (compile --optimizer): run trains, as SambaFlow's")
     training.add_argument("--data", metavar="FILE.npz|digits", help="training data: an .npz with x and y, or digits")
     training.add_argument("--epochs", type=int, default=1, help="passes over the data (default 1)")
