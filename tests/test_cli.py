@@ -266,3 +266,25 @@ def test_run_takes_an_lbann_files_batch_and_refuses_it_for_other_formats(tmp_pat
     assert code == 2 and "batch_size: not read when reading the onnx file" in text
     code, text = cli("run", tmp_path / "m.prototext", "--batch-size", "0")
     assert code == 2 and "--batch-size 0: a batch holds at least one sample" in text
+
+
+def test_smaug_synthetic_scale_sets_the_made_up_weights_of_a_topology_without_params(tmp_path, cli):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(0).uniform(-1, 1, (4, 8)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.ravel())])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "mm.onnx")
+    assert cli("convert", tmp_path / "mm.onnx", tmp_path / "mm_topo.pbtxt", "--smaug-backend", "Reference")[0] == 0
+    (tmp_path / "mm_params.pb").unlink()
+    for scale in (0.001, 0.1):
+        code, _ = cli("convert", tmp_path / "mm_topo.pbtxt", tmp_path / "back.onnx", "--smaug-synthetic-scale", scale)
+        peak = max(float(np.abs(numpy_helper.to_array(t)).max()) for t in onnx.load(tmp_path / "back.onnx").graph.initializer)
+        assert code == 0 and scale / 10 < peak <= scale
+    code, text = cli("run", tmp_path / "mm.onnx", "--smaug-synthetic-scale", "0.001")
+    assert code == 2 and "synthetic_scale: not read when reading the onnx file" in text
+    code, text = cli("run", tmp_path / "mm_topo.pbtxt", "--smaug-synthetic-scale", "-1")
+    assert code == 2 and "--smaug-synthetic-scale -1.0: a scale is a positive number" in text

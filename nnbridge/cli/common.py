@@ -110,6 +110,9 @@ def add_shape_args(p: argparse.ArgumentParser) -> None:
                         "(x=1x3x224x224), per sample without the batch for LBANN (image=1x28x28); repeatable")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
                    help="value of a symbolic input dimension, e.g. --dim batch=1; repeatable")
+    p.add_argument("--smaug-synthetic-scale", type=float, metavar="S",
+                   help="SMAUG sources without a params file: the scale of the weights made up in their place "
+                        "(default 0.005, SMAUG's random-data recipe; smaller keeps fp16 files from overflowing)")
     p.add_argument("--lbann-training-layers", action="store_true",
                    help="LBANN sources: import the loss and metric layers (and the labels feeding them) as "
                         "graph outputs, to evaluate them; by default they are kept aside for LBANN writes")
@@ -204,12 +207,18 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
 
 
 def load_options(args: argparse.Namespace) -> dict:
-    """--input-shape, --dim, an LBANN source's --batch-size and the --lbann-* switches as loader options."""
+    """--input-shape, --dim, an LBANN source's --batch-size, --smaug-synthetic-scale and the --lbann-*
+    switches as loader options."""
     options = {option: True for option in ("lbann_training_layers", "lbann_trust_paths")
                if getattr(args, option, False)}
     dims = parse_dims(getattr(args, "dim", None))
     if dims:
         options["dims"] = dims
+    scale = getattr(args, "smaug_synthetic_scale", None)
+    if scale is not None:  # a SMAUG file's made-up weights (its reader refuses it for others)
+        if not 0 < scale < float("inf"):
+            raise OptionError(f"--smaug-synthetic-scale {scale}: a scale is a positive number")
+        options["synthetic_scale"] = scale
     if getattr(args, "source_batch_size", None) is not None:  # an LBANN file's batch (its reader refuses others)
         if args.source_batch_size < 1:
             raise OptionError(f"--batch-size {args.source_batch_size}: a batch holds at least one sample")
