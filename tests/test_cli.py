@@ -282,7 +282,8 @@ def test_smaug_synthetic_scale_sets_the_made_up_weights_of_a_topology_without_pa
     (tmp_path / "mm_params.pb").unlink()
     for scale in (0.001, 0.1):
         code, _ = cli("convert", tmp_path / "mm_topo.pbtxt", tmp_path / "back.onnx", "--smaug-synthetic-scale", scale)
-        peak = max(float(np.abs(numpy_helper.to_array(t)).max()) for t in onnx.load(tmp_path / "back.onnx").graph.initializer)
+        weights = onnx.load(tmp_path / "back.onnx").graph.initializer
+        peak = max(float(np.abs(numpy_helper.to_array(t)).max()) for t in weights)
         assert code == 0 and scale / 10 < peak <= scale
     code, text = cli("run", tmp_path / "mm.onnx", "--smaug-synthetic-scale", "0.001")
     assert code == 2 and "synthetic_scale: not read when reading the onnx file" in text
