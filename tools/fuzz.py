@@ -293,7 +293,7 @@ def generate(fmt: str, seed: int, index: int, pool: list[dict[str, bytes]]) -> d
 
 
 # -- running one input -----------------------------------------------------------------------
-STEPS = ("summary", "run", "convert", "simulate", "interrupt")
+STEPS = ("summary", "run", "convert", "simulate", "interrupt")  # an input's step: its index modulo 5
 
 
 def run_input(fmt: str, files: dict[str, bytes], index: int, work: Path) -> tuple[str, str]:
@@ -310,6 +310,8 @@ def run_input(fmt: str, files: dict[str, bytes], index: int, work: Path) -> tupl
     try:
         _with_alarm(lambda: _interrupted(fmt, path, out, index) if step == "interrupt" else
                     _exercise(fmt, path, step, out), TIME_LIMIT_S)
+        if step == "convert":  # a file that converts is also written where no file can go
+            _with_alarm(lambda: _mistaken_destination(fmt, path, folder / "mistaken", index), TIME_LIMIT_S)
         outcome, detail = "ok", step
     except NNBridgeError as exc:
         outcome, detail = "clean", f"{step}: {type(exc).__name__}"
@@ -380,21 +382,55 @@ def _interrupted(fmt: str, path: Path, out: Path, index: int) -> None:
             pass
 
 
+def _mistaken_destination(fmt: str, path: Path, out: Path, index: int) -> None:
+    """A save to a destination no file can be written to, as users mistype them: an existing
+    directory, a path through a file, a name too long, a NUL in the name. Each must be refused with
+    an OutputError that writes nothing and leaves the file in the way unharmed."""
+    import nnbridge
+    from nnbridge.errors import OutputError
+
+    if fmt == "pef":
+        return
+    out.mkdir()
+    (out / "afile").write_bytes(b"keep")
+    target = ("m.prototext", "m.onnx", "m_topo.pbtxt")[index % 3]
+    dest = [out, out / "afile" / target, out / ("x" * 250 + target), out / f"a\0{target}"][(index // 3) % 4]
+    graph = nnbridge.load(str(path))
+    try:
+        nnbridge.save(graph, dest)
+    except OutputError:
+        pass
+    else:
+        raise AssertionError(f"saving to the mistaken destination {str(dest)[:60]!r} was not refused")
+    if (out / "afile").read_bytes() != b"keep" or sorted(p.name for p in out.iterdir()) != ["afile"]:
+        raise AssertionError(f"a refused destination changed {out}")
+    shutil.rmtree(out)
+
+
 class _Timeout(BaseException):
     """Raised by the alarm (a BaseException, so no ``except Exception`` in nnbridge swallows it)."""
 
 
+#: a wall-clock backstop, in multiples of the CPU-time limit (for work that waits instead of computing)
+WALL_CLOCK_FACTOR = 12
+
+
 def _with_alarm(fn, seconds: int) -> None:
+    """``fn`` stopped after ``seconds`` of this process's CPU time — which a loaded machine does not
+    stretch, as it stretches wall-clock time — or ``WALL_CLOCK_FACTOR`` times as long by the clock."""
     def fire(signum, frame):
         raise _Timeout
 
-    previous = signal.signal(signal.SIGALRM, fire)
-    signal.alarm(seconds)
+    previous = {sig: signal.signal(sig, fire) for sig in (signal.SIGPROF, signal.SIGALRM)}
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.alarm(seconds * WALL_CLOCK_FACTOR)
     try:
         fn()
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 # -- the worker and the driver ---------------------------------------------------------------
