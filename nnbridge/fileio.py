@@ -138,6 +138,23 @@ def unwind_on_signals() -> Iterator[None]:
             signal.signal(s, handler)
 
 
+class _HeldSignals:
+    """SIGINT, SIGTERM and SIGHUP held back (on the main thread, where Python runs handlers) until
+    ``release``: a temp file is made and its name known to the cleanup before a signal can unwind."""
+
+    SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+    def __init__(self):
+        main = threading.current_thread() is threading.main_thread()
+        self._previous = signal.pthread_sigmask(signal.SIG_BLOCK, self.SIGNALS) if main else None
+
+    def release(self) -> None:
+        """Deliver what arrived meanwhile (it raises here, inside the caller's cleanup); idempotent."""
+        previous, self._previous = self._previous, None
+        if previous is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 #: a temp file younger than this may belong to a writer that has not locked it yet
 STALE_AFTER_S = 2.0
 
@@ -248,19 +265,23 @@ def temp_dir_beside(path: str | Path) -> Iterator[Path]:
     """A locked scratch directory beside ``path`` for writers that make several files there and
     rename them into place; removed on exit, however it ends."""
     path = check_destination(path)
-    with output_errors(path):
-        created = _make_parents(path)
-        fd, tmp = _temp_beside(path, directory=True)
+    held, created, tmp, fd, done = _HeldSignals(), [], None, None, False
     try:
         with output_errors(path):
+            created = _make_parents(path)
+            fd, tmp = _temp_beside(path, directory=True)
+        held.release()
+        with output_errors(path):
             yield Path(tmp)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        _remove_empty(created)
-        raise
+        done = True
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-        os.close(fd)
+        held.release()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if fd is not None:
+            os.close(fd)
+        if not done:
+            _remove_empty(created)
 
 
 @contextlib.contextmanager
@@ -268,17 +289,21 @@ def atomic_write(path: str | Path, mode: str = "wb") -> Iterator:
     """Write to a temporary file beside ``path`` and rename it into place on success; a destination
     that cannot be written is one ``OutputError`` line, and leaves no file or directory behind."""
     path = check_destination(path)
-    with output_errors(path):
-        created = _make_parents(path)
-        fd, tmp = _temp_beside(path)
+    held, created, tmp = _HeldSignals(), [], None
     try:
+        with output_errors(path):
+            created = _make_parents(path)
+            fd, tmp = _temp_beside(path)
+        held.release()
         with output_errors(path), os.fdopen(fd, mode) as fh:
             yield fh
             fh.flush()
             os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        held.release()
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
         _remove_empty(created)
         raise
 
@@ -288,6 +313,7 @@ def atomic_outputs(paths: Sequence[str | Path]) -> Iterator[list[Path]]:
     """For writers with several files: yields temp paths, renames all on success."""
     finals = [check_destination(p) for p in paths]
     locks, temps, created = [], [], []
+    held = _HeldSignals()
     try:
         for p in finals:
             with output_errors(p):
@@ -295,11 +321,13 @@ def atomic_outputs(paths: Sequence[str | Path]) -> Iterator[list[Path]]:
                 fd, tmp = _temp_beside(p)
             locks.append(fd)
             temps.append(Path(tmp))
+        held.release()
         with output_errors(finals[0] if finals else ""):
             yield temps
             for tmp, final in zip(temps, finals):
                 os.replace(tmp, final)
     except BaseException:
+        held.release()
         for tmp in temps:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)

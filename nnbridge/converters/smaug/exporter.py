@@ -310,6 +310,12 @@ class Exporter:
             except Inexpressible as exc:
                 self.unsupported.append(Unsupported(node.op, node.name, str(exc), node.domain))
                 self.poison(node)
+            except ValueError as exc:  # protobuf's range check of an int32 field (a dim, a stride)
+                if "out of range" not in str(exc):
+                    raise
+                self.unsupported.append(Unsupported(node.op, node.name, f"a dimension or attribute is beyond "
+                                                    f"the 32-bit integers SMAUG stores ({exc})", node.domain))
+                self.poison(node)
         for out in self.graph.outputs:
             try:
                 self.need(out, self.layout_of(out))
@@ -319,7 +325,7 @@ class Exporter:
     def poison(self, node: Node) -> None:
         """Stand-ins for a failed node's outputs, so the walk goes on and reports every failure."""
         for out in node.outputs:
-            if out.type.shape is not None and out.type.is_static:
+            if out.type.shape is not None and out.type.is_static and all(d < 2**31 for d in out.type.shape):
                 lay = self.layout_of(out)
                 self.native[id(out)] = Ref("?", 0, self.tensor("?", out.type.shape, lay))
 

@@ -80,7 +80,9 @@ def _stored_unpadded(node: npb.NodeProto) -> bool:
 
 
 def _corrupts(node: npb.NodeProto) -> str:
-    out = node.output_tensors[0].shape.dims if node.output_tensors else []
+    if not node.input_tensors or not node.output_tensors:
+        return ""  # a node the exporter left half-written is already refused with its reason
+    out = node.output_tensors[0].shape.dims
     if node.op == pb.Softmax and out and out[-1] % ALIGN:
         return (f"SMV's softmax normalises the first {out[-1] // ALIGN * ALIGN} of each row's {out[-1]} values; "
                 f"the other {out[-1] % ALIGN} keep what its scratchpad held")
