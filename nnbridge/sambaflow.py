@@ -33,7 +33,7 @@ TRAINING_SECTION_TYPES = ("fwd", "bwd", "opt")
 
 
 def compile(model: Any, example_inputs: Sequence[Any] | None = None, optimizer: Any = None, *, mode: str = "o1",
-            preset: str = DEFAULT_PRESET, batch_size: int = 1, micro_batch: int = 1, opt_level: int = 1,
+            preset: str = DEFAULT_PRESET, batch_size: int = 1, micro_batch: int | None = None, opt_level: int = 1,
             loss: str = "cross-entropy", inference: bool | None = None, pef: str | os.PathLike | None = None,
             **machine_overrides: Any) -> RduExecutable:
     """Compile an ONNX model (path, ModelProto, Graph) or a torch module; optionally write the PEF.

@@ -32,7 +32,10 @@ def add_rdu_args(p: argparse.ArgumentParser) -> None:
                    help="o0: one operator per section; o1: fusion + resource-driven sections (default)")
     p.add_argument("--batch-size", "-B", type=int,
                    help="samples per run (default 1, or the batch a .pef was compiled for)")
-    p.add_argument("--micro-batch", type=int, help="samples per pipeline token (default 1)")
+    p.add_argument("--micro-batch", type=int, help="samples per pipeline token (default: the compiler's "
+                   "choice, the fastest whose tokens fit on chip)")
+    p.add_argument("--allow-overcommit", action="store_true",
+                   help="price a model whose weights exceed the last off-chip tier instead of refusing it")
     p.add_argument("--config", metavar="FILE.toml", help="machine parameters from a TOML file ([rdu] table or "
                    "top level; the names --set takes, tiers as hbm_bw_gbps …); --set overrides them")
     serving = p.add_argument_group("LLM serving (MODEL = llama-3.1-8b, llama-3.1-70b or llama-3.1-405b: "
@@ -107,12 +110,12 @@ def compile_from_args(args: argparse.Namespace):
                                 loss=args.loss, optimizer=args.optimizer, lr=args.lr, momentum=args.momentum,
                                 weight_decay=args.weight_decay, opt_level=getattr(args, "opt_level", 1),
                                 mode=args.mode, preset=args.preset,
-                                micro_batch=1 if args.micro_batch is None else args.micro_batch,
+                                micro_batch=args.micro_batch, allow_overcommit=args.allow_overcommit,
                                 **machine_overrides(args))
     return nnbridge.compile(graph, backend="rdu", passes=parse_passes(getattr(args, "passes", None)),
                             opt_level=getattr(args, "opt_level", 1), mode=args.mode, preset=args.preset,
                             batch_size=1 if args.batch_size is None else args.batch_size,
-                            micro_batch=1 if args.micro_batch is None else args.micro_batch,
+                            micro_batch=args.micro_batch, allow_overcommit=args.allow_overcommit,
                             **machine_overrides(args))
 
 
