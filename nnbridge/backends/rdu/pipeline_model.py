@@ -124,10 +124,11 @@ class WeightHomes:
         return totals
 
 
-def weight_reuse(micro: int, samples: int) -> int:
+def weight_reuse(micro: int, samples: int, batch: int) -> int:
     """Samples that share one read of a kernel's weights: a token's, or a call's when the graph's
-    own batch is larger (its samples are rows of the same matrix product)."""
-    return max(micro, samples)
+    own batch is larger (its samples are rows of the same matrix product) — never more than the
+    batch has (a batch of fewer samples than a call still reads every weight once)."""
+    return min(max(micro, samples), batch)
 
 
 def token_scale(micro: int, samples: int) -> float:
@@ -140,9 +141,9 @@ class _StageModel:
     """Per-sample stage time of one kernel as a function of its PCU count."""
 
     def __init__(self, k: Kernel, section: Section, machine: Machine, samples: int, micro: int,
-                 homes: WeightHomes):
+                 homes: WeightHomes, batch: int):
         f = machine.clock_ghz * 1e9
-        reuse = weight_reuse(micro, samples)
+        reuse = weight_reuse(micro, samples, batch)
         self.compute = k.flops / samples / (machine.flop_per_pcu_per_cycle * f)
         moved = (k.in_bytes + k.out_bytes) / samples + k.weight_bytes / reuse
         self.pmu = moved / (machine.pmu_bw_bytes_per_cycle * f)
@@ -198,12 +199,12 @@ def samples_per_call(graph) -> int:
 def allocate_sections(sections: list[Section], machine: Machine, options: CompileOptions, samples: int) -> None:
     """Give every section's stages their PCUs on ``machine`` and place them (``estimate`` prices
     the placed plan, on this machine or another)."""
-    micro = options.micro_batch or 1
-    tokens = math.ceil(options.batch_size / micro)
+    batch, micro = options.batch_size, options.micro_batch or 1
+    tokens = math.ceil(batch / micro)
     sync_s = machine.stage_sync_cycles / (machine.clock_ghz * 1e9)
     homes = WeightHomes(sections, machine)
     for section in sections:
-        models = [_StageModel(k, section, machine, samples, micro, homes) for k in section.kernels]
+        models = [_StageModel(k, section, machine, samples, micro, homes, batch) for k in section.kernels]
         pcus = _allocate(section, models, producers(section.kernels), machine.n_pcu, tokens, micro, sync_s)
         for k, p in zip(section.kernels, pcus):
             k.pcus = p
@@ -274,7 +275,7 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
     offchip_busy_us: dict[int, float] = {}  # per section: its stages' off-chip reads, for the whole batch
     reconfigured = reconfigurations(sections, options.mode)
     for section, reconfigures in zip(sections, reconfigured):
-        models = [_StageModel(k, section, machine, samples, micro, homes) for k in section.kernels]
+        models = [_StageModel(k, section, machine, samples, micro, homes, batch) for k in section.kernels]
         producers_of = producers(section.kernels)
         worst, worst_name, worst_limit = 0.0, "", ""
         timed = [(model, *model.time(k.pcus)) for k, model in zip(section.kernels, models)]
@@ -311,8 +312,9 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
     result = Estimate(machine.name, options.mode, batch, micro, section_estimates, stages)
     result.totals = _totals(result, sections, machine, samples, resident)
     result.totals["weights_by_tier"] = homes.bytes_by_tier(k for s in sections for k in s.kernels)
-    result.totals["offchip_bytes_by_tier"] = _offchip_bytes(result, sections, homes, spill_tier, resident,
-                                                            tokens * micro / weight_reuse(micro, samples), samples)
+    reads = tokens * micro / weight_reuse(micro, samples, batch)  # of each streamed weight
+    result.totals["offchip_bytes_by_tier"] = _offchip_bytes(result, sections, homes, spill_tier, resident, reads,
+                                                            samples)
     for calls in _calls_spilling_faster(sections, machine, batch, homes.free, spill_tier):
         in_calls = _in_calls(sections, machine, options, samples, calls)
         if in_calls.totals["latency_us"] < result.totals["latency_us"]:
