@@ -34,7 +34,7 @@ def _within(theirs: float, ours: float, tolerance: str) -> bool:
 
 def squeezenet_sample() -> bool:
     exe = nnbridge.compile(squeezenet11(), backend="rdu", preset="plasticine", mode="o1", batch_size=4096,
-                           n_pmu=None, sram_bytes=None)
+                           micro_batch=1, n_pmu=None, sram_bytes=None)  # the analyzer: one sample per stage
     t = exe.estimate.totals
     print("Plasticine model analyzer, SqueezeNet 1.1 (64 PCUs, n_pmu unbounded, o1, steady state)")
     print(f"  {'field':30s} {'theirs':>12s} {'ours':>12s} {'diff':>8s}")

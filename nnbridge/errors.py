@@ -21,6 +21,10 @@ class ShapeError(NNBridgeError):
     """Shapes are impossible, unknown where they must be known, or too large."""
 
 
+class CapacityError(NNBridgeError):
+    """A model needs more memory than the machine it is compiled for has (and overcommit was not allowed)."""
+
+
 class InputError(NNBridgeError):
     """User-supplied inputs are missing or do not match the model's declaration."""
 

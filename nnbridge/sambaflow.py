@@ -38,8 +38,9 @@ SECTION_SPELLINGS = {"bckwd": "bwd"}  # SambaFlow's examples spell the backward 
 
 
 def compile(model: Any, example_inputs: Sequence[Any] | None = None, optimizer: Any = None, *, mode: str = "o1",
-            preset: str = DEFAULT_PRESET, batch_size: int | None = None, micro_batch: int = 1, opt_level: int = 1,
-            loss: str | None = None, inference: bool | None = None, pef: str | os.PathLike | None = None,
+            preset: str = DEFAULT_PRESET, batch_size: int | None = None, micro_batch: int | None = None,
+            opt_level: int = 1, loss: str | None = None, inference: bool | None = None,
+            pef: str | os.PathLike | None = None,
             **machine_overrides: Any) -> RduExecutable:
     """Compile an ONNX model (path, ModelProto, Graph) or a torch module; optionally write the PEF.
     With an ``optimizer`` ("sgd", "adam", "adamw", a dict of those settings, or a torch.optim

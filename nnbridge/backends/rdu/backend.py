@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import FormatError, NonFiniteError
+from ...errors import CapacityError, FormatError, NonFiniteError
 from ...fileio import check_output_size, max_elements
 from ...ir import DType, Graph, Node
 from ...kernels import get_kernel, kernel_op_names
@@ -26,7 +26,18 @@ from .artifact import read_pef, write_pef
 from .config import CompileOptions, Machine, compile_settings
 from .functional import FunctionalSim
 from .partition import Kernel, Section, build_kernels, partition
-from .pipeline_model import Estimate, allocate_sections, estimate, latency_floor_us, samples_per_call
+from .pipeline_model import (
+    Estimate,
+    WeightHomes,
+    allocate_sections,
+    best_micro_batch,
+    estimate,
+    fits_on_chip,
+    host_bytes,
+    latency_floor_us,
+    micro_batches,
+    samples_per_call,
+)
 from .plan_schema import decode
 from .presets import DEFAULT_PRESET, PRESETS, machine_for
 from .unfuse import inline_fused
@@ -44,7 +55,7 @@ class RduExecutable(Executable):
         self.options = options
         self.sections = sections
         self.samples = samples
-        self.estimate = estimated or estimate(sections, machine, options, samples)
+        self.estimate = estimated or best_micro_batch(sections, machine, options, samples)
         self._sim: FunctionalSim | None = None
         self.steps = 0  # training steps taken through the SambaFlow-style API
 
@@ -76,10 +87,15 @@ class RduExecutable(Executable):
         return outputs
 
     def measure_performance(self, batch_size: int | None = None, micro_batch: int | None = None) -> Estimate:
-        """Re-estimate for another batch on the same placement (an analytical model: no rerun)."""
+        """Re-estimate for another batch on the same placement (an analytical model: no rerun); the
+        micro-batch given, else the one compiled with, else the fastest that fits (as compiled)."""
         batch = batch_size or self.options.batch_size
-        options = CompileOptions(self.options.mode, batch, micro_batch or min(self.options.micro_batch, batch))
-        return estimate(_copy_plan(self.sections), self.machine, options.validated(), self.samples)
+        if batch == self.options.batch_size and micro_batch is None:
+            return self.estimate
+        if micro_batch is None and self.options.micro_batch is not None:
+            micro_batch = min(self.options.micro_batch, batch)
+        options = dataclasses.replace(self.options, batch_size=batch, micro_batch=micro_batch).validated()
+        return best_micro_batch(_copy_plan(self.sections), self.machine, options, self.samples)
 
     def section_report(self, est: Estimate | None = None, stages: bool = False) -> Report:
         est = est or self.estimate
@@ -196,12 +212,47 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
         if (len(sections) - 1) * machine.reconfig_us >= bound \
                 and latency_floor_us(sections, machine, options.mode) >= bound:
             continue
-        allocate_sections(sections, planned_for, options, samples)
-        est = estimate(sections, machine, options, samples)
-        latency = est.totals["latency_us"]
-        if best is None or latency < best[0] * (1 - 1e-12):
-            best = (latency, sections, est)
-    return best[1], best[2]
+        for placed, est in _micro_batch_plans(sections, machine, planned_for, options, samples):
+            latency = est.totals["latency_us"]
+            if best is None or latency < best[0] * (1 - 1e-12):
+                best = (latency, placed, est)
+    # the micro-batch as a loaded .pef re-chooses it on the placement (never slower: it tries this one)
+    return best[1], best_micro_batch(best[1], machine, options, samples)
+
+
+def _micro_batch_plans(sections: list[Section], machine: Machine, planned_for: Machine, options: CompileOptions,
+                       samples: int):
+    """The plan allocated (on ``planned_for``) and estimated (on ``machine``) for the options'
+    micro-batch or, unless they give one, for every micro-batch that fits on chip: a larger token
+    shares each weight read among more samples but takes longer to fill the pipeline, and the
+    allocation depends on it. Every candidate is priced (stopping at the first that is no faster
+    let a machine with twice the SRAM come out 9 % slower), so a machine with more on-chip memory
+    tries every (plan, micro-batch) a smaller one does."""
+    given = options.micro_batch
+    candidates = [given] if given is not None else \
+        [m for m in micro_batches(options.batch_size) if m == 1 or fits_on_chip(sections, machine, m, samples)]
+    for micro in candidates:
+        placed = _copy_plan(sections) if micro != candidates[-1] else sections
+        chosen = dataclasses.replace(options, micro_batch=micro)
+        allocate_sections(placed, planned_for, chosen, samples)
+        yield placed, estimate(placed, machine, chosen, samples)
+
+
+def _check_capacity(graph: Graph, sections: list[Section], machine: Machine) -> None:
+    """Refuse a model whose weights (beside the graph's inputs and outputs in the first tier)
+    overflow the last off-chip tier: the tiers are filled in order, so every tier is full then."""
+    homes = WeightHomes(sections, machine)
+    last = machine.tiers[-1]
+    if homes.free[-1] >= 0:
+        return
+    weights = sum(k.weight_bytes for s in sections for k in s.kernels)
+    tiers = ", ".join(f"{t.name} {t.capacity_bytes / 2**20:,.1f} MiB" for t in machine.tiers)
+    raise CapacityError(
+        f"model '{graph.name}': {weights / 2**20:,.1f} MiB of weights (and {host_bytes(sections) / 2**20:,.1f} MiB "
+        f"of inputs and outputs) do not fit the off-chip memory of {machine.name} ({tiers}); the last tier, "
+        f"{last.name}, would hold {(last.capacity_bytes - homes.free[-1]) / 2**20:,.1f} MiB in its "
+        f"{last.capacity_bytes / 2**20:,.1f} MiB: give it more (--set {last.name}_capacity_bytes=…) or price it "
+        f"anyway with --allow-overcommit (allow_overcommit=True)")
 
 
 def _copy_plan(sections: list[Section]) -> list[Section]:
@@ -282,16 +333,21 @@ class RduBackend(Backend):
     settings = compile_settings(PRESETS, DEFAULT_PRESET)
 
     def compile(self, graph: Graph, mode: str = "o1", preset: str | Machine = DEFAULT_PRESET,
-                batch_size: int = 1, micro_batch: int = 1, **machine_overrides: Any) -> RduExecutable:
+                batch_size: int = 1, micro_batch: int | None = None, allow_overcommit: bool = False,
+                **machine_overrides: Any) -> RduExecutable:
+        """``micro_batch``: samples per pipeline token (default: the fastest that fits on chip);
+        ``allow_overcommit``: price a model whose weights exceed the last off-chip tier."""
         options = self.options({"mode": mode, "preset": preset, "batch_size": batch_size, "micro_batch": micro_batch,
-                                **machine_overrides})
-        mode, preset, batch_size, micro_batch = (options.pop(k) for k in ("mode", "preset", "batch_size",
-                                                                           "micro_batch"))
+                                "allow_overcommit": allow_overcommit, **machine_overrides})
+        mode, preset, batch_size, micro_batch, allow_overcommit = (
+            options.pop(k) for k in ("mode", "preset", "batch_size", "micro_batch", "allow_overcommit"))
         machine = machine_for(preset, **options)
-        options = CompileOptions(mode, batch_size, micro_batch).validated()
+        options = CompileOptions(mode, batch_size, micro_batch, allow_overcommit).validated()
         groups = inline_fused(graph)
         samples = samples_per_call(graph)
         sections, estimated = _best_plan(graph, machine, options, groups, samples)
+        if not options.allow_overcommit:
+            _check_capacity(graph, sections, machine)
         return RduExecutable(graph, machine, options, sections, samples, estimated=estimated)
 
     def supported_ops(self) -> set[str]:

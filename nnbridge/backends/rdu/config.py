@@ -127,14 +127,18 @@ class CompileOptions:
 
     mode: str = "o1"
     batch_size: int = 1  # samples streamed through the pipeline per run
-    micro_batch: int = 1  # samples per pipeline token
+    #: samples per pipeline token; None: the compiler picks the fastest that fits on chip (as
+    #: SambaFlow does: a token's samples share each weight read, so streamed weights amortise)
+    micro_batch: int | None = None
+    #: price a model whose weights exceed the last off-chip tier instead of refusing it
+    allow_overcommit: bool = False
 
     def validated(self) -> CompileOptions:
         if self.mode not in MODES:
             raise InputError(f"unknown RDU compiler mode '{self.mode}'; choose from {', '.join(MODES)}")
-        if self.batch_size < 1 or self.micro_batch < 1:
+        if self.batch_size < 1 or (self.micro_batch is not None and self.micro_batch < 1):
             raise InputError("batch size and micro-batch must be >= 1")
-        if self.micro_batch > self.batch_size:
+        if self.micro_batch is not None and self.micro_batch > self.batch_size:
             raise InputError(f"micro-batch {self.micro_batch} is larger than the batch size {self.batch_size}")
         return self
 
@@ -163,7 +167,10 @@ def compile_settings(presets: dict[str, Machine], default: str) -> dict[str, Set
                            "sections", choices=MODES),
            "preset": Setting("preset", str, default, "the chip", choices=tuple(presets), python=(Machine,)),
            "batch_size": Setting("batch_size", int, 1, "samples per run"),
-           "micro_batch": Setting("micro_batch", int, 1, "samples per pipeline token")}
+           "micro_batch": Setting("micro_batch", int, None, "samples per pipeline token (default: the fastest "
+                                  "that fits on chip)", optional=True),
+           "allow_overcommit": Setting("allow_overcommit", bool, False, "price a model whose weights exceed the "
+                                       "last off-chip tier instead of refusing it")}
     for name, doc in MACHINE_HELP.items():
         value = getattr(base, name)
         kind = str if name == "storage" else float if isinstance(value, float) else int

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 from ...ir import Flag, Node, PatternKind, Value, op_traits
-from ...ir.schema import NNBRIDGE_DOMAIN
+from ...ir.schema import NNBRIDGE_DOMAIN, TRAINING_DOMAIN
 
 
 @dataclass
@@ -133,6 +133,8 @@ def _flops(node: Node, out_elems: int) -> float:
             return 2.0 * out_elems * k + (out_elems if op == "Gemm" and node.input(2) is not None else 0)
     if op in ("MaxPool", "AveragePool", "LpPool"):
         return float(out_elems * math.prod(node.attr("kernel_shape") or [1]))
+    if node.domain == TRAINING_DOMAIN and op in _OPTIMIZER_ROLES:
+        return _optimizer_flops(node)
     traits = op_traits(op, node.domain)
     pattern = traits.pattern
     if pattern is PatternKind.COMM_REDUCE:
@@ -140,3 +142,28 @@ def _flops(node: Node, out_elems: int) -> float:
     if pattern is PatternKind.INJECTIVE:
         return 0.0
     return float(out_elems * traits.flops_per_element)
+
+
+#: tensors per weight of ONNX's optimizer ops (X, G and the states), after their inputs R and T
+_OPTIMIZER_ROLES = {"Momentum": 3, "Adagrad": 3, "Adam": 4}
+
+
+def _optimizer_flops(node: Node) -> float:
+    """One update of every weight, counted from the op's own formulas (onnx's
+    ai.onnx.preview.training, as ``kernels/ops/optimizers.py`` computes them): per element,
+    weight decay ``g + λx`` 2, and
+    Momentum: ``v = αv + βg`` 3 (2 with β = 1), ``x − r·v`` 2 (Nesterov ``x − r(g + αv)`` 4);
+    Adam: ``v = αv + (1−α)g`` 3, ``h = βh + (1−β)g²`` 4, ``x − r·v / (√h + ε)`` 4 + √, then
+    ``(1 − λ_post)·x`` 1; Adagrad: ``h + g²`` 2, ``x − r·g / (√h + ε)`` 4 + √."""
+    op = node.op
+    count = (len(node.inputs) - 2) // _OPTIMIZER_ROLES[op]
+    weights = sum(numel(v) or 0 for v in node.inputs[2:2 + count])
+    sqrt = op_traits("Sqrt").flops_per_element
+    decay = 2 if node.attr("norm_coefficient", 0.0) else 0
+    if op == "Momentum":
+        per = decay + (2 if node.attr("beta", 1.0) == 1.0 else 3) + (4 if node.attr("mode") == "nesterov" else 2)
+    elif op == "Adam":
+        per = decay + 3 + 4 + 4 + sqrt + (1 if node.attr("norm_coefficient_post", 0.0) else 0)
+    else:
+        per = decay + 2 + 4 + sqrt
+    return float(weights * per)

@@ -1,6 +1,7 @@
 """The RDU performance model (specs/rdu-architecture.md §5.2 steps 3–8).
 
-Stage time per sample = max(compute, PMU bandwidth, network, off-chip streams); a section
+Stage time per sample = max(compute, PMU bandwidth, network, off-chip streams); a token of
+micro-batch samples shares each weight read (from its PMUs, or streamed from off chip). A section
 is a pipeline: throughput = 1 / slowest stage; the batch takes the first token's pass along the
 heaviest chain of stages plus (tokens − 1) × slowest stage, a token being one micro-batch (so
 batch 1 costs one pass, not depth × the slowest stage, and a large batch the slowest stage
@@ -123,20 +124,34 @@ class WeightHomes:
         return totals
 
 
+def weight_reuse(micro: int, samples: int, batch: int) -> int:
+    """Samples that share one read of a kernel's weights: a token's, or a call's when the graph's
+    own batch is larger (its samples are rows of the same matrix product) — never more than the
+    batch has (a batch of fewer samples than a call still reads every weight once)."""
+    return min(max(micro, samples), batch)
+
+
+def token_scale(micro: int, samples: int) -> float:
+    """How many calls' worth of activations a stage stages at once: a token of ``micro`` samples
+    keeps them all on chip to apply each weight read to every one of them."""
+    return max(1.0, micro / samples)
+
+
 class _StageModel:
     """Per-sample stage time of one kernel as a function of its PCU count."""
 
     def __init__(self, k: Kernel, section: Section, machine: Machine, samples: int, micro: int,
-                 homes: WeightHomes):
+                 homes: WeightHomes, batch: int):
         f = machine.clock_ghz * 1e9
+        reuse = weight_reuse(micro, samples, batch)
         self.compute = k.flops / samples / (machine.flop_per_pcu_per_cycle * f)
-        moved = (k.in_bytes + k.out_bytes + k.weight_bytes) / samples
+        moved = (k.in_bytes + k.out_bytes) / samples + k.weight_bytes / reuse
         self.pmu = moved / (machine.pmu_bw_bytes_per_cycle * f)
         self.pmus = k.pmus
         self.network = k.out_bytes / samples / (machine.switch_bw_bytes_per_cycle * f)
         host = sum(section.host_in.get(n, 0) for n in k.inputs) + sum(section.host_out.get(n, 0) for n in k.outputs)
-        # streamed weights: read from the tiers that hold them once per micro-batch token
-        streamed = homes.read_s(k, 1.0 / micro) if k.streamed_weights else 0.0
+        # streamed weights: read from the tiers that hold them once per token (or call)
+        streamed = homes.read_s(k, 1.0 / reuse) if k.streamed_weights else 0.0
         self.offchip = host / samples / (machine.tiers[0].bw_gbps * 1e9) + streamed
         # tensor-parallel exchange with the other sockets (bandwidth per sample, latency per call)
         self.link = (k.link_bytes / (machine.link_gbps * 1e9) + k.link_steps * machine.link_latency_us * 1e-6) \
@@ -184,12 +199,12 @@ def samples_per_call(graph) -> int:
 def allocate_sections(sections: list[Section], machine: Machine, options: CompileOptions, samples: int) -> None:
     """Give every section's stages their PCUs on ``machine`` and place them (``estimate`` prices
     the placed plan, on this machine or another)."""
-    micro = options.micro_batch
-    tokens = math.ceil(options.batch_size / micro)
+    batch, micro = options.batch_size, options.micro_batch or 1
+    tokens = math.ceil(batch / micro)
     sync_s = machine.stage_sync_cycles / (machine.clock_ghz * 1e9)
     homes = WeightHomes(sections, machine)
     for section in sections:
-        models = [_StageModel(k, section, machine, samples, micro, homes) for k in section.kernels]
+        models = [_StageModel(k, section, machine, samples, micro, homes, batch) for k in section.kernels]
         pcus = _allocate(section, models, producers(section.kernels), machine.n_pcu, tokens, micro, sync_s)
         for k, p in zip(section.kernels, pcus):
             k.pcus = p
@@ -212,12 +227,47 @@ def latency_floor_us(sections: list[Section], machine: Machine, mode: str) -> fl
     return sum(reconfigurations(sections, mode)) * machine.reconfig_us
 
 
+def micro_batches(batch: int) -> list[int]:
+    """The micro-batches the compiler tries for a batch: the powers of two up to it and the batch
+    halved again and again (so those tried for a batch include those tried for a quarter of it)."""
+    found = {batch, *_halvings(batch)}
+    power = 1
+    while power < batch:
+        found.add(power)
+        power *= 2
+    return sorted(found)
+
+
+def fits_on_chip(sections: list[Section], machine: Machine, micro: int, samples: int) -> bool:
+    """Whether every section's held weights and its stages' buffers, staging a token of ``micro``
+    samples, fit on chip (or need no more room than one sample per token does)."""
+    scale = token_scale(micro, samples)
+    return all(held_weights(s) + staging_bytes(s, scale) <= max(machine.on_chip_bytes, held_weights(s) +
+                                                                  staging_bytes(s)) for s in sections)
+
+
+def best_micro_batch(sections: list[Section], machine: Machine, options: CompileOptions, samples: int) -> Estimate:
+    """The estimate of the placed plan with the fastest micro-batch that fits (``micro_batches``),
+    or with the options' own micro-batch when they give one."""
+    if options.micro_batch is not None:
+        return estimate(sections, machine, options, samples)
+    best: Estimate | None = None
+    for micro in micro_batches(options.batch_size):
+        if micro > 1 and not fits_on_chip(sections, machine, micro, samples):
+            continue
+        est = estimate(sections, machine, dataclasses.replace(options, micro_batch=micro), samples)
+        if best is None or est.totals["latency_us"] < best.totals["latency_us"] * (1 - 1e-12):
+            best = est
+    return best
+
+
 def estimate(sections: list[Section], machine: Machine, options: CompileOptions, samples: int) -> Estimate:
     """The time for the batch of the placed plan (``allocate_sections``) on ``machine``."""
-    batch, micro = options.batch_size, options.micro_batch
+    batch, micro = options.batch_size, options.micro_batch or 1
     tokens = math.ceil(batch / micro)
     sync_s = machine.stage_sync_cycles / (machine.clock_ghz * 1e9)
-    resident = _weights_resident(sections, machine)
+    scale = token_scale(micro, samples)
+    resident = _weights_resident(sections, machine, scale)
     homes = WeightHomes(sections, machine)
     spill_tier = _spill_tier(sections, machine, batch, homes.free)
     stages: list[StageEstimate] = []
@@ -225,7 +275,7 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
     offchip_busy_us: dict[int, float] = {}  # per section: its stages' off-chip reads, for the whole batch
     reconfigured = reconfigurations(sections, options.mode)
     for section, reconfigures in zip(sections, reconfigured):
-        models = [_StageModel(k, section, machine, samples, micro, homes) for k in section.kernels]
+        models = [_StageModel(k, section, machine, samples, micro, homes, batch) for k in section.kernels]
         producers_of = producers(section.kernels)
         worst, worst_name, worst_limit = 0.0, "", ""
         timed = [(model, *model.time(k.pcus)) for k, model in zip(section.kernels, models)]
@@ -258,11 +308,12 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
             weight_load_us=load_s * 1e6, kind=section.kind,
         ))
     if not resident:
-        _prefetch(sections, section_estimates, machine, offchip_busy_us)
+        _prefetch(sections, section_estimates, machine, offchip_busy_us, scale)
     result = Estimate(machine.name, options.mode, batch, micro, section_estimates, stages)
     result.totals = _totals(result, sections, machine, samples, resident)
     result.totals["weights_by_tier"] = homes.bytes_by_tier(k for s in sections for k in s.kernels)
-    result.totals["offchip_bytes_by_tier"] = _offchip_bytes(result, sections, homes, spill_tier, resident, tokens,
+    reads = tokens * micro / weight_reuse(micro, samples, batch)  # of each streamed weight
+    result.totals["offchip_bytes_by_tier"] = _offchip_bytes(result, sections, homes, spill_tier, resident, reads,
                                                             samples)
     for calls in _calls_spilling_faster(sections, machine, batch, homes.free, spill_tier):
         in_calls = _in_calls(sections, machine, options, samples, calls)
@@ -289,7 +340,9 @@ def _allocation(stages: tuple, producers_of: tuple, n_pcu: int, tokens: int, mic
     in a small section with off-chip streams, as if off-chip memory were 2, 4, … times slower,
     until it bounds every stage at one PCU. The scales do not depend on the bandwidth, so the
     allocations tried on a machine include every one tried on one with half its off-chip bandwidth
-    (whose allocation is then never priced slower here)."""
+    (whose allocation is then never priced slower here). Only a token of one sample has its
+    allocations refined against the latency (the local search is most of a compile's time, and the
+    compiler allocates a plan for every micro-batch it tries)."""
     models = [_StageModel.of(key) for key, _ in stages]
     max_pcus = [top for _, top in stages]
 
@@ -308,7 +361,7 @@ def _allocation(stages: tuple, producers_of: tuple, n_pcu: int, tokens: int, mic
     best: tuple[float, list[int]] | None = None
     for scale in scales:
         pcus = water_fill(len(models), n_pcu, max_pcus, lambda i, p, scale=scale: models[i].time(p, scale),
-                          latency_at(scale))
+                          latency_at(scale) if micro == 1 else None)
         t = latency(pcus)
         if best is None or t < best[0] * (1 - 1e-12):
             best = (t, pcus)
@@ -342,20 +395,22 @@ def _in_calls(sections: list[Section], machine: Machine, options: CompileOptions
               calls: int) -> Estimate:
     """The batch run as ``calls`` calls of (nearly) equal size: each call reconfigures, loads and
     spills as a batch of its size does; the rows are one call's, the times the sum over the calls."""
-    batch = options.batch_size
+    batch, micro = options.batch_size, options.micro_batch or 1
     size = math.ceil(batch / calls)
     last = batch - (calls - 1) * size
-    one = estimate(sections, machine, dataclasses.replace(options, batch_size=size), samples)
+    one = estimate(sections, machine, dataclasses.replace(options, batch_size=size, micro_batch=min(micro, size)),
+                   samples)
     latency = (calls - 1) * one.totals["latency_us"] + (
         one.totals["latency_us"] if last == size else
-        estimate(sections, machine, dataclasses.replace(options, batch_size=last), samples).totals["latency_us"])
+        estimate(sections, machine, dataclasses.replace(options, batch_size=last, micro_batch=min(micro, last)),
+                 samples).totals["latency_us"])
     scale = latency / one.totals["latency_us"] if one.totals["latency_us"] else float(calls)
-    result = Estimate(machine.name, options.mode, batch, options.micro_batch,
+    result = Estimate(machine.name, options.mode, batch, one.micro_batch,
                       [dataclasses.replace(s, pipeline_us=s.pipeline_us * scale, reconfig_us=s.reconfig_us * scale,
                                            spill_us=s.spill_us * scale, weight_load_us=s.weight_load_us * scale,
                                            weight_prefetch_us=s.weight_prefetch_us * scale)
                        for s in one.sections], one.stages)
-    result.totals = _totals(result, sections, machine, samples, _weights_resident(sections, machine))
+    result.totals = _totals(result, sections, machine, samples, one.totals["weights_resident"])
     result.totals["weights_by_tier"] = one.totals["weights_by_tier"]
     result.totals["offchip_bytes_by_tier"] = {t: b * scale for t, b in one.totals["offchip_bytes_by_tier"].items()}
     result.totals["calls"] = calls
@@ -363,15 +418,15 @@ def _in_calls(sections: list[Section], machine: Machine, options: CompileOptions
 
 
 def _offchip_bytes(est: Estimate, sections: list[Section], homes: WeightHomes, spill_tier: Tier,
-                   resident: bool, tokens: int, samples: int) -> dict[str, float]:
-    """Bytes each tier delivers during the batch: weight loads, streamed weights (once per token)
-    and spills/fills (host I/O counted on the first tier)."""
+                   resident: bool, reads: float, samples: int) -> dict[str, float]:
+    """Bytes each tier delivers during the batch: weight loads, streamed weights (``reads`` times:
+    once per token, or per call) and spills/fills (host I/O counted on the first tier)."""
     moved = {t.name: 0.0 for t in homes.tiers}
     for s in sections:
         for k in s.kernels:
             if k.streamed_weights or not resident:
                 for i, b in homes.of.get(id(k), ()):
-                    moved[homes.tiers[i].name] += b * (tokens if k.streamed_weights else 1)
+                    moved[homes.tiers[i].name] += b * (reads if k.streamed_weights else 1)
     for e in est.sections:
         moved[spill_tier.name] += e.spill_us * 1e-6 * spill_tier.bw_gbps * 1e9
     moved[homes.tiers[0].name] += host_bytes(sections) * est.batch_size / max(samples, 1)
@@ -390,18 +445,19 @@ def held_weights(section: Section) -> int:
     return sum(k.weight_bytes for k in section.kernels if not k.streamed_weights)
 
 
-def staging_bytes(section: Section) -> int:
-    """On-chip buffer bytes a section's stages stage their streamed inputs in."""
-    return sum(k.staging_bytes for k in section.kernels)
+def staging_bytes(section: Section, scale: float = 1.0) -> float:
+    """On-chip buffer bytes a section's stages stage their streamed inputs in (``scale``: calls'
+    worth of activations per token, ``token_scale``)."""
+    return sum(k.staging_bytes for k in section.kernels) * scale
 
 
 def _prefetch(sections: list[Section], estimates: list[SectionEstimate], machine: Machine,
-              offchip_busy_us: dict[int, float]) -> None:
+              offchip_busy_us: dict[int, float], scale: float) -> None:
     """A section's weights load while the previous section runs when both sections' weights and
     the larger one's buffers fit on chip at once (double buffering): only what the previous
     pipeline does not cover stays on the critical path."""
     for (before, after), (prev, cur) in zip(zip(sections, sections[1:]), zip(estimates, estimates[1:])):
-        buffers = max(staging_bytes(before), staging_bytes(after))
+        buffers = max(staging_bytes(before, scale), staging_bytes(after, scale))
         if held_weights(before) + held_weights(after) + buffers <= machine.on_chip_bytes:
             # only while the previous section is not itself reading off-chip memory
             free_us = max(0.0, prev.pipeline_us - offchip_busy_us.get(prev.index, 0.0))
@@ -410,13 +466,13 @@ def _prefetch(sections: list[Section], estimates: list[SectionEstimate], machine
             cur.weight_prefetch_us = hidden
 
 
-def _weights_resident(sections: list[Section], machine: Machine) -> bool:
+def _weights_resident(sections: list[Section], machine: Machine, scale: float) -> bool:
     """All sections' weights stay on chip when none is streamed and together they fit beside the
     largest section's buffers."""
     if any(k.streamed_weights for s in sections for k in s.kernels):
         return False
     weights = sum(k.weight_bytes for s in sections for k in s.kernels)
-    buffers = max((staging_bytes(s) for s in sections), default=0)
+    buffers = max((staging_bytes(s, scale) for s in sections), default=0)
     return weights + buffers <= machine.on_chip_bytes
 
 
@@ -439,12 +495,13 @@ def _totals(est: Estimate, sections: list[Section], machine: Machine, samples: i
     per_sample_us = sum(s.stage_us / est.micro_batch + s.spill_us / est.batch_size for s in est.sections)
     steady = 1e6 / per_sample_us if per_sample_us > 0 else float("inf")
     throughput = est.batch_size / (latency_us * 1e-6) if latency_us > 0 else float("inf")
-    buffers = max((staging_bytes(s) for s in sections), default=0)
+    scale = token_scale(est.micro_batch, samples)
+    buffers = max((staging_bytes(s, scale) for s in sections), default=0)
     units = max((s.pmus for s in est.sections), default=0)
     # resident: every section's weights at once beside the largest buffers; otherwise the chip holds
     # one section's weights and buffers at a time (the peak is one section's, not two maxima summed)
     on_chip = (sum(held_weights(s) for s in sections) + buffers if resident else
-               max((held_weights(s) + staging_bytes(s) for s in sections), default=0))
+               max((held_weights(s) + staging_bytes(s, scale) for s in sections), default=0))
     capacity = machine.on_chip_bytes if math.isfinite(machine.on_chip_bytes) else units * machine.pmu_bytes
     return {
         "sections": len(sections),

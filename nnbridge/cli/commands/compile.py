@@ -44,7 +44,10 @@ def add_rdu_args(p: argparse.ArgumentParser) -> None:
                    help="o0: one operator per section; o1: fusion + resource-driven sections (default)")
     p.add_argument("--batch-size", "-B", type=int,
                    help="samples per run (default 1, or the batch a .pef was compiled for)")
-    p.add_argument("--micro-batch", type=int, help="samples per pipeline token (default 1)")
+    p.add_argument("--micro-batch", type=int, help="samples per pipeline token (default: the compiler's "
+                   "choice, the fastest whose tokens fit on chip)")
+    p.add_argument("--allow-overcommit", action="store_true", default=None,
+                   help="price a model whose weights exceed the last off-chip tier instead of refusing it")
     p.add_argument("--config", metavar="FILE.toml", help="machine parameters from a TOML file ([rdu] table or "
                    "top level; the names --set takes, tiers as hbm_bw_gbps …); --set overrides them")
     serving = p.add_argument_group("LLM serving (MODEL = llama-3.1-8b, llama-3.1-70b or llama-3.1-405b: "
@@ -78,9 +81,10 @@ COMPILED = {"format": "--format", "input_shape": "--input-shape", "dim": "--dim"
             "lbann_training_layers": "--lbann-training-layers", "lbann_trust_paths": "--lbann-trust-paths",
             "opt_level": "--opt-level", "disable_pass": "--disable-pass", "backend_options": "--set",
             "config": "--config", "mode": "--mode", "preset": "--preset", "optimizer": "--optimizer",
-            "inference": "--inference", **SERVING, **TRAINING}
+            "inference": "--inference", "allow_overcommit": "--allow-overcommit", **SERVING, **TRAINING}
 #: the flags that are also settings of the RDU backend (``RduBackend.settings``)
-FLAG_SETTINGS = {"mode": "--mode", "preset": "--preset", "batch_size": "--batch-size", "micro_batch": "--micro-batch"}
+FLAG_SETTINGS = {"mode": "--mode", "preset": "--preset", "batch_size": "--batch-size", "micro_batch": "--micro-batch",
+                 "allow_overcommit": "--allow-overcommit"}
 
 
 def option(args: argparse.Namespace, name: str) -> Any:
@@ -91,7 +95,8 @@ def option(args: argparse.Namespace, name: str) -> Any:
 
 def rdu_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The RDU backend's settings from --config, then --set, then the flags that name settings
-    (--mode, --preset, --batch-size, --micro-batch), each checked against what the backend declares."""
+    (--mode, --preset, --batch-size, --micro-batch, --allow-overcommit), each checked against what the
+    backend declares."""
     from ...backends import get_backend
     from ...fileio import read_toml
 
