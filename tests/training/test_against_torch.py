@@ -57,13 +57,7 @@ class Encoder(torch.nn.Module):
         return self.head(self.layer(x).mean(dim=1))
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Tiny tensors: torch's thread pool only waits on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class Mobile(torch.nn.Module):

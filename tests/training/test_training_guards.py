@@ -21,13 +21,7 @@ from nnbridge import sambaflow  # noqa: E402
 from nnbridge.errors import InputError, NNBridgeWarning, NonFiniteError  # noqa: E402
 from nnbridge.training import train  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _mlp_model(batch=8, features=6, classes=4):

@@ -17,7 +17,7 @@ import numpy as np
 from ...errors import ShapeError
 from ...ir import DType
 from .import_context import ImportContext, Tensor
-from .import_ops import importer, layer_inputs, same_shapes
+from .import_ops import embedding_lookup, importer, layer_inputs, same_shapes
 
 FLOAT, INT, BOOL = DType.FLOAT32, DType.INT64, DType.BOOL
 
@@ -226,10 +226,7 @@ def _dist_embedding(ctx, layer, params, inputs):
     (x,) = layer_inputs(ctx, inputs)
     n, d = int(params.num_embeddings), int(params.embedding_dim)
     table = ctx.weights(0, "weights", d, n, fans=(n, d)).T  # stored D × N
-    index = x if x.value.type.dtype is DType.INT64 else \
-        ctx.emit("Cast", [x], x.dims, {"to": DType.INT64.onnx}, dtype=DType.INT64)
-    return [ctx.emit("Gather", [ctx.const(np.ascontiguousarray(table), "table", slot=0), index], (*x.dims, d),
-                     {"axis": 0}, final=True)]
+    return [embedding_lookup(ctx, x, table)]
 
 
 @importer("identity_zero")

@@ -230,10 +230,15 @@ def _embedding(ctx, layer, params, inputs):
     if 0 <= pad < min(d, n):  # LBANN zeroes that embedding at setup when 0 <= padding_idx < embedding_dim
         table = table.copy()
         table[pad] = 0.0
+    return [embedding_lookup(ctx, x, table)]
+
+
+def embedding_lookup(ctx: ImportContext, x: Tensor, table: np.ndarray) -> Tensor:
+    """The rows of ``table`` (N × D) that the indices ``x`` name, as LBANN's embedding layers read them."""
     index = x if x.value.type.dtype is DType.INT64 else \
         ctx.emit("Cast", [x], x.dims, {"to": DType.INT64.onnx}, dtype=DType.INT64)
-    return [ctx.emit("Gather", [ctx.const(np.ascontiguousarray(table), "table", slot=0), index], (*x.dims, d),
-                     {"axis": 0}, final=True)]
+    return ctx.emit("Gather", [ctx.const(np.ascontiguousarray(table), "table", slot=0), index],
+                    (*x.dims, table.shape[1]), {"axis": 0}, final=True)
 
 
 @importer("channelwise_fully_connected")
