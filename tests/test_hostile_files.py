@@ -412,3 +412,11 @@ def test_a_small_lbann_file_whose_default_initialisers_make_gigabytes_is_refused
     proc = _bounded("convert", path, tmp_path / "wide.onnx")
     assert proc.returncode == 1 and "NNBRIDGE_FOLD_LIMIT_MB" in proc.stderr and "fc_linearity_weights" in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["wide.prototext"]
+
+
+def test_a_small_lstm_file_declaring_65535_steps_is_refused_before_smaug_unrolls_it(tmp_path, cli):
+    """A 7 KB file whose sequence is 65,535 steps took 156 s of CPU to unroll into SMAUG nodes."""
+    src = Path(__file__).parent / "fuzz_fixtures" / "onnx-602" / "lstm_small.onnx"
+    code, text = cli("convert", src, tmp_path / "m_topo.pbtxt")
+    assert code == 1 and "a sequence of 65535 steps would unroll into about 786,420 SMAUG nodes" in text
+    assert "NNBRIDGE_MAX_UNROLLED_STEPS" in text and list(tmp_path.iterdir()) == []

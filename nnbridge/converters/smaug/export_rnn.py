@@ -7,6 +7,8 @@ Also Squeeze/Unsqueeze, which are Reshapes in SMAUG.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ...ir import Layout, Node
@@ -33,6 +35,15 @@ def unary(ex: Exporter, op: int, x: Ref, request: str) -> Ref:
     return ex.emit(op, request, [x], [(x.dims, x.layout)])[1][0]
 
 
+#: time steps an LSTM may unroll into (each step is about a dozen SMAUG nodes and ~2 ms of export):
+#: a small file declaring a 65,535-step sequence would otherwise take minutes and a huge topology
+MAX_UNROLLED_STEPS = 1024
+
+
+def max_unrolled_steps() -> int:
+    return int(os.environ.get("NNBRIDGE_MAX_UNROLLED_STEPS", MAX_UNROLLED_STEPS))
+
+
 def check_lstm(ex: Exporter, node: Node) -> None:
     if node.attr("direction", "forward") not in ("forward", b"forward"):
         raise Inexpressible("only forward LSTMs are decomposed for SMAUG")
@@ -52,6 +63,10 @@ def check_lstm(ex: Exporter, node: Node) -> None:
     if 0 in node.inputs[0].type.shape:
         raise Inexpressible(f"input X has the shape {list(node.inputs[0].type.shape)}; SMAUG unrolls no "
                             "empty sequence, batch or input")
+    steps, limit = node.inputs[0].type.shape[0], max_unrolled_steps()
+    if steps > limit:
+        raise Inexpressible(f"a sequence of {steps} steps would unroll into about {12 * steps:,} SMAUG nodes, over "
+                            f"the limit of {limit} steps (NNBRIDGE_MAX_UNROLLED_STEPS raises it)")
 
 
 @exporter("LSTM")
