@@ -29,7 +29,7 @@ $(BENCH_STAMP): $(STAMP)
 	touch $(BENCH_STAMP)
 
 demo: $(STAMP)
-	$(PY) -m nnbridge.demo
+	$(PY) -m nnbridge.apps.demo
 
 test: $(TEST_STAMP)
 	$(PY) -m ruff check nnbridge tests bench tools

@@ -123,7 +123,7 @@ def _load(path: Path):
 
 def _cases() -> list[tuple[str, str, Path, dict]]:
     """(group, name, model path, feeds) for every model of the set."""
-    from nnbridge.corpus import LIGHT_MODELS, light_case
+    from nnbridge.zoo.corpus import LIGHT_MODELS, light_case
 
     cases = []
     for path in sorted(FIXTURES.glob("*.onnx")):  # the pretrained-models issue's fixtures, as the tests run them
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     import onnx
     import onnxruntime as ort
 
-    from nnbridge.threads import all_cores
+    from nnbridge.api.threads import all_cores
 
     argv = sys.argv[1:] if argv is None else argv
     if argv == ["--unpinned"]:  # the child of _unpinned_summary: 1 thread, summary lines only

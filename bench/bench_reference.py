@@ -36,7 +36,7 @@ def _measure(name: str) -> tuple[float, float, float, int, int]:
     from onnx.reference import ReferenceEvaluator
 
     import nnbridge
-    from nnbridge.corpus import light_case
+    from nnbridge.zoo.corpus import light_case
 
     case = light_case(name)
     feeds = case.inputs[0]
@@ -58,7 +58,7 @@ def main() -> int:
     import onnx
     import onnxruntime as ort
 
-    from nnbridge.corpus import LIGHT_MODELS
+    from nnbridge.zoo.corpus import LIGHT_MODELS
 
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"python {platform.python_version()}, onnxruntime {ort.__version__}, onnx {onnx.__version__}")

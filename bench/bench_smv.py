@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import nnbridge
+from nnbridge.api.inputs import random_inputs
 from nnbridge.backends.smv import SmvConfig
 from nnbridge.backends.smv.cost.calibration import (
     MEASURED,
@@ -30,7 +31,6 @@ from nnbridge.backends.smv.cost.calibration import (
     held_out_breakdowns,
     held_out_errors,
 )
-from nnbridge.inputs import random_inputs
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "smaug"
 FILES = {"minerva": "minerva/minerva_smv_topo.pbtxt", "lenet5": "lenet5/lenet5_smv_topo.pbtxt",

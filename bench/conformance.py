@@ -1,4 +1,4 @@
-"""ONNX node-test conformance report (``nnbridge/conformance.py``) for the three runtimes.
+"""ONNX node-test conformance report (``nnbridge/apps/conformance.py``) for the three runtimes.
 
     python -m bench.conformance                  # all cases, all three runtimes → docs/conformance.md
     python -m bench.conformance --only nnbridge --op Conv --verbose
@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from nnbridge.conformance import RUNTIMES, run_all, summary_table, write_report
+from nnbridge.apps.conformance import RUNTIMES, run_all, summary_table, write_report
 
 
 def main(argv: list[str] | None = None) -> int:

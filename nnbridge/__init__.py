@@ -17,10 +17,9 @@ from typing import Any
 import numpy as np
 from onnx import ModelProto
 
-from .check import CheckResult
-from .check import check as _check
-from .compiler import compile, run
-from .errors import (
+from .api.compiler import compile, run
+from .api.threads import cpu_threads
+from .base.errors import (
     FormatError,
     InputError,
     NNBridgeError,
@@ -28,10 +27,11 @@ from .errors import (
     ShapeError,
     UnsupportedOpError,
 )
+from .base.version import __version__
+from .check import CheckResult
+from .check import check as _check
 from .ir import Graph
-from .threads import cpu_threads
 from .training import train
-from .version import __version__
 
 __all__ = [
     "__version__", "load", "save", "convert", "compile", "run", "check", "train", "from_torch", "cpu_threads",
@@ -44,15 +44,15 @@ __all__ = [
 def load(model: Any, **options: Any) -> Graph:
     """Load a model file (format from its name) or an onnx.ModelProto into the IR; ``input_shapes``
     and ``dims`` pin dynamic input dimensions (``nnbridge.passes.pin_shapes``)."""
-    from .model_io import as_graph
+    from .api.model_io import as_graph
 
     return as_graph(model, **options)
 
 
 def save(graph: Graph, path: str | os.PathLike, **options: Any) -> Any:
     """Write ``graph`` in the format that ``path``'s name asks for (.onnx, _topo.pbtxt, .prototext)."""
+    from .api.model_io import warn_if_synthetic
     from .converters import save_model
-    from .model_io import warn_if_synthetic
 
     warn_if_synthetic(graph, path)
     return save_model(graph, path, **options)

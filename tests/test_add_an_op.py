@@ -95,7 +95,7 @@ def _summed(model):
 
 
 def test_a_gradient_rule_registered_after_the_row_reaches_autodiff_and_a_second_one_is_refused(cube_op):
-    from nnbridge.errors import DuplicateRegistrationError
+    from nnbridge.base.errors import DuplicateRegistrationError
     from nnbridge.ir.gradients import RULES, rule
     from nnbridge.passes.autodiff import gradients
 

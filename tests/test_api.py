@@ -7,8 +7,8 @@ import onnx
 import pytest
 
 import nnbridge
+from nnbridge.api.inputs import random_inputs
 from nnbridge.converters.onnx import graph_to_model
-from nnbridge.inputs import random_inputs
 from nnbridge.zoo import build
 
 

@@ -17,7 +17,7 @@ from architecture_fixtures import CONVERTS, FIXTURES, MANIFEST, NAMES, SUFFIX, l
 from real_smaug import relative_error as smaug_relative_error
 
 import nnbridge
-from nnbridge.errors import InputError, UnsupportedOpError
+from nnbridge.base.errors import InputError, UnsupportedOpError
 
 
 def oracle(path: Path, feeds: dict) -> list[np.ndarray]:

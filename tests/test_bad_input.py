@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import nnbridge
-from nnbridge.errors import FormatError, InputError, SecurityError, ShapeError, UnsupportedOpError
+from nnbridge.base.errors import FormatError, InputError, SecurityError, ShapeError, UnsupportedOpError
 from nnbridge.zoo import build
 
 
@@ -363,7 +363,7 @@ def test_a_name_that_is_not_utf8_is_refused_in_one_line(tmp_path, cli):
 def test_the_memory_budget_bounds_declared_tensors_and_is_set_with_max_memory(tmp_path, cli):
     """A [1, 3, 2048, 2048] input (48 MiB of float32) fits the default budget, not a 64 MiB one
     (a tensor may take a quarter of it)."""
-    from nnbridge.fileio import memory_budget
+    from nnbridge.base.fileio import memory_budget
 
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 2048, 2048])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 2048, 2048])

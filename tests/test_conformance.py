@@ -14,10 +14,10 @@ import pytest
 from onnx import TensorProto, helper
 
 import nnbridge
-from nnbridge import conformance
+from nnbridge.apps import conformance
+from nnbridge.base.errors import UnsupportedOpError
 from nnbridge.check import run_onnxruntime
 from nnbridge.converters.onnx.opset import TYPE_ONLY_BUMPS
-from nnbridge.errors import UnsupportedOpError
 from nnbridge.ir.schema import IR_OPSET
 
 #: passes reached so far (the acceptance target is 1300); raise it as kernels land

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nnbridge.errors import NNBridgeError
+from nnbridge.base.errors import NNBridgeError
 from nnbridge.ir import DType, Graph, PatternKind, TensorType, get_schema, pattern_kind
 from nnbridge.passes import PassManager, register_pass
 

@@ -14,8 +14,8 @@ from onnx import TensorProto, helper
 
 import nnbridge
 from nnbridge.backends import get_backend
+from nnbridge.base.errors import InputError, OptionError
 from nnbridge.cli import build_parser
-from nnbridge.errors import InputError, OptionError
 from nnbridge.zoo import build
 
 
@@ -215,7 +215,7 @@ def test_run_out_refuses_two_outputs_that_would_share_a_file(cli, tmp_path):
 
 
 def test_saved_inputs_never_overwrite_each_other(tmp_path):
-    from nnbridge.inputs import save_inputs
+    from nnbridge.api.inputs import save_inputs
 
     with pytest.raises(InputError, match="inputs 'x:0' and 'x_0' would both be written as x_0.npy"):
         save_inputs({"x:0": np.zeros(2), "x_0": np.ones(2)}, tmp_path)

@@ -23,10 +23,10 @@ import pytest
 from onnx import numpy_helper
 
 import nnbridge
+from nnbridge.base.errors import NNBridgeError, UnsupportedOpError
 from nnbridge.check import run_onnxruntime
 from nnbridge.converters.onnx import graph_to_model
 from nnbridge.converters.onnx.opset import normalize
-from nnbridge.errors import NNBridgeError, UnsupportedOpError
 
 DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"
 #: ops that onnxruntime itself cannot run here; their simple cases may be unsupported

@@ -9,8 +9,8 @@ from onnx import TensorProto, helper
 
 import nnbridge
 import nnbridge.zoo
+from nnbridge.base.errors import FormatError
 from nnbridge.converters.onnx import save_onnx
-from nnbridge.errors import FormatError
 from nnbridge.ir import IR_OPSET
 
 

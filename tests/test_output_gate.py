@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import nnbridge
-from nnbridge.errors import OutputError
+from nnbridge.base.errors import OutputError
 
 
 def _relu(path: Path) -> Path:

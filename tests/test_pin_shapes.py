@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import nnbridge
-from nnbridge.errors import InputError
+from nnbridge.base.errors import InputError
 
 RNG = np.random.default_rng(3)
 

@@ -13,7 +13,7 @@ from architecture_fixtures import MANIFEST, load
 from onnx import TensorProto, helper, numpy_helper
 
 import nnbridge
-from nnbridge.corpus import DATA
+from nnbridge.zoo.corpus import DATA
 
 mk = helper.make_node
 RNG = np.random.default_rng(31)

@@ -16,8 +16,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import nnbridge
+from nnbridge.base.errors import FormatError
 from nnbridge.converters.onnx import reader
-from nnbridge.errors import FormatError
 from nnbridge.zoo import OnnxBuilder
 
 MIB = 1 << 20

@@ -65,7 +65,7 @@ def test_plots_stay_readable_at_any_size(tmp_path):
     import matplotlib.pyplot as plt
     from PIL import Image
 
-    from nnbridge.report import Report
+    from nnbridge.reporting.report import Report
 
     report = Report("smv", "ocr_detector")
     for i in range(300):

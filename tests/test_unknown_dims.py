@@ -13,8 +13,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import nnbridge
+from nnbridge.base.errors import InputError
 from nnbridge.check import run_onnxruntime
-from nnbridge.errors import InputError
 
 F = TensorProto.FLOAT
 

@@ -298,7 +298,7 @@ STEPS = ("summary", "run", "convert", "simulate", "interrupt")  # an input's ste
 
 def run_input(fmt: str, files: dict[str, bytes], index: int, work: Path) -> tuple[str, str]:
     """(outcome, detail) of one input through load and one more entry point."""
-    from nnbridge.errors import NNBridgeError
+    from nnbridge.base.errors import NNBridgeError
 
     folder = Path(tempfile.mkdtemp(dir=work))
     for name, data in files.items():
@@ -336,7 +336,7 @@ def run_input(fmt: str, files: dict[str, bytes], index: int, work: Path) -> tupl
 
 def _exercise(fmt: str, path: Path, step: str, out: Path) -> None:
     import nnbridge
-    from nnbridge.inputs import random_inputs
+    from nnbridge.api.inputs import random_inputs
 
     if fmt == "pef":
         from nnbridge.backends.rdu import load_pef
@@ -367,7 +367,7 @@ def _interrupted(fmt: str, path: Path, out: Path, index: int) -> None:
     """The convert step with SIGTERM sent to this process after a delay the index chooses, as
     ``timeout`` or a CI cancellation would: nnbridge unwinds and no temp file may remain (where
     in the work the signal lands varies from run to run)."""
-    from nnbridge.fileio import Terminated, unwind_on_signals
+    from nnbridge.base.fileio import Terminated, unwind_on_signals
 
     timer = threading.Timer(0.01 * (index % 10), signal.pthread_kill, (threading.main_thread().ident, signal.SIGTERM))
     with unwind_on_signals():
@@ -387,7 +387,7 @@ def _mistaken_destination(fmt: str, path: Path, out: Path, index: int) -> None:
     directory, a path through a file, a name too long, a NUL in the name. Each must be refused with
     an OutputError that writes nothing and leaves the file in the way unharmed."""
     import nnbridge
-    from nnbridge.errors import OutputError
+    from nnbridge.base.errors import OutputError
 
     if fmt == "pef":
         return

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, OptionError
+from ..base.errors import InputError, OptionError
+from ..base.registry import Registry
 from ..ir import DType, Graph, Node
 from ..passes import Step
-from ..registry import Registry
-from ..report import Report
+from ..reporting.report import Report
 
 #: pass groups the backends' pipelines share (specs/passes.md §9, §12): clean-up after rewrites
 #: (shapes are re-inferred after the rewrites that change them), constant folding, scale folding

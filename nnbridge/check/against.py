@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, NNBridgeError
+from ..base.errors import InputError, NNBridgeError
 from ..ir import DType, Graph
 from .feeds import check_feeds
 from .result import CheckResult, declared_nonfinite, model_precision, numerics_notes
@@ -91,7 +91,7 @@ def _load(model: Any, backend: str, load_options: Mapping[str, Any] | None) -> t
             raise InputError(f"{os.fspath(model)} is a compiled RDU program; it runs on rdu, not on {backend}")
         program = load_pef(model)
         return program.graph, program
-    from ..model_io import as_graph
+    from ..api.model_io import as_graph
 
     return as_graph(model, **(load_options or {})), None
 
@@ -104,7 +104,7 @@ def _side(model: Any, graph: Graph, program: Any, backend: str, shapes: Mapping[
     if program is not None:
         return Side(f"{os.path.basename(name)} (rdu program)", graph, get_backend("rdu").precision, program.run,
                     list(program.output_names), numerics_notes(program.report))
-    from ..compiler import compile as compile_model
+    from ..api.compiler import compile as compile_model
 
     exe = compile_model(graph.copy(), backend=backend, passes=passes, input_shapes=shapes, **config)
     return Side(f"{os.path.basename(name)} on {backend}", graph, get_backend(backend).precision, exe.run,

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from onnx import ModelProto
 
-from ..errors import InputError, NNBridgeError
+from ..base.errors import InputError, NNBridgeError
 from ..ir import Graph
 from .exact import judged_against_float64
 from .feeds import check_feeds
@@ -52,9 +52,9 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     ``save_outputs``: write the inputs and this run's outputs to an ``.npz``; ``load_outputs``:
     judge this run, on the inputs saved there, against the outputs saved there (``saved.py``).
     """
+    from ..api.compiler import compile as compile_model
+    from ..api.model_io import as_graph
     from ..backends import get_backend
-    from ..compiler import compile as compile_model
-    from ..model_io import as_graph
 
     metric = parse_metric(metric)
     saved = None

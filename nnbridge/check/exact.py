@@ -16,7 +16,7 @@ import ml_dtypes
 import numpy as np
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, TypeProto, helper, numpy_helper
 
-from ..errors import NNBridgeError
+from ..base.errors import NNBridgeError
 from .oracle import ort_session
 from .verdict import OutputCheck, Rule, against_exact, joined, retryable
 

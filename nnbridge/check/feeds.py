@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..inputs import InputInfo, generate_inputs
+from ..api.inputs import InputInfo, generate_inputs
 from ..ir import Graph
 
 

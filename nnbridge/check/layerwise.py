@@ -28,7 +28,7 @@ import ml_dtypes
 import numpy as np
 from onnx import ModelProto, NodeProto, numpy_helper
 
-from ..errors import NNBridgeError
+from ..base.errors import NNBridgeError
 from ..ir import DType, Graph
 from .exact import judged_against_float64
 from .oracle import expose, node_model, run_onnxruntime

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 from onnx import ModelProto, NodeProto, helper
 
-from ..errors import NNBridgeError
+from ..api.threads import current_threads
+from ..base.errors import NNBridgeError
 from ..ir import Graph
-from ..threads import current_threads
 
 
 def oracle_model(model: Any, graph: Graph) -> ModelProto:
@@ -43,7 +43,7 @@ def ort_session(model: ModelProto, level: str = "ORT_DISABLE_ALL", optimized_pat
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     options.log_severity_level = 4  # errors reach the caller as exceptions; keep stderr quiet
     threads = current_threads()
-    if threads is not None:  # the same count as the reference backend's BLAS (nnbridge.threads)
+    if threads is not None:  # the same count as the reference backend's BLAS (nnbridge.api.threads)
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
     if optimized_path:

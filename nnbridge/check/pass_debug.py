@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ..inputs import random_inputs
+from ..api.inputs import random_inputs
+from ..api.model_io import as_graph
 from ..ir import Graph
-from ..model_io import as_graph
 from ..passes import get_pass
 from .oracle import oracle_model, run_onnxruntime
 from .program import EXECUTABLE
@@ -62,7 +62,7 @@ def debug_passes(model: Any, passes: Sequence[str], inputs: Mapping[str, np.ndar
     result = PassDebugResult(graph.name)
 
     def evaluate(name: str, changed: bool) -> PassStep:
-        from ..compiler import compile as compile_model
+        from ..api.compiler import compile as compile_model
 
         try:
             actual = compile_model(graph.copy(), "reference", passes=EXECUTABLE).run(feeds)

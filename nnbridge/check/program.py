@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..inputs import batch_inputs, joined
+from ..api.inputs import batch_inputs, joined
 from .result import CheckResult, declared_nonfinite, model_precision, numerics_notes
 from .verdict import checked_tolerances, compare, format_name, rule_for, with_tolerances
 
@@ -31,10 +31,10 @@ def check_program(path: str | os.PathLike, inputs: Mapping[str, np.ndarray] | No
                   nonfinite: bool | Collection[str] = False, layerwise: bool = False,
                   tolerances: Mapping[str, tuple[float, float]] | None = None, metric: str = "max") -> CheckResult:
     """Run the program in ``path`` and the reference backend on its graph; compare the outputs."""
+    from ..api.compiler import compile as compile_model
     from ..backends import get_backend
     from ..backends.rdu import load_pef
-    from ..compiler import compile as compile_model
-    from ..errors import InputError
+    from ..base.errors import InputError
 
     if layerwise:
         raise InputError(f"{os.fspath(path)}: --layerwise needs the model, not a compiled program "

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..inputs import InputInfo
+from ..api.inputs import InputInfo
 from ..ir import DType, Graph
 from .layerwise import LayerwiseResult, NonfiniteOrigin
 from .verdict import OutputCheck, Rule, coarsest, jsonable

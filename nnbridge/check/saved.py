@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError, InputError, UsageError
-from ..fileio import TENSOR_SHARE, atomic_write, memory_budget, read_npy
+from ..base.errors import FormatError, InputError, UsageError
+from ..base.fileio import TENSOR_SHARE, atomic_write, memory_budget, read_npy
 from ..ir import DType, Graph
 from .result import CheckResult
 from .verdict import RULES
@@ -47,7 +47,7 @@ class SavedRun:
 def write_saved(path: str | os.PathLike, inputs: Mapping[str, Any], outputs: Mapping[str, Any],
                  meta: Mapping[str, Any]) -> None:
     """Write ``inputs``, ``outputs`` (tensors) and ``meta`` (JSON-able) to ``path``."""
-    from ..version import __version__
+    from ..base.version import __version__
 
     arrays = {}
     for prefix, values in ((_INPUT, inputs), (_OUTPUT, outputs)):

@@ -127,7 +127,7 @@ METRICS = ("max", "mean", "median", "quantile:Q")
 
 def parse_metric(text: str) -> str:
     """``max``, ``mean``, ``median`` or ``quantile:Q`` with 0 ≤ Q ≤ 1, normalised; refused in one line otherwise."""
-    from ..errors import UsageError
+    from ..base.errors import UsageError
 
     name, sep, q = text.strip().partition(":")
     if not sep and name in ("max", "mean", "median"):
@@ -155,7 +155,7 @@ def with_tolerances(rule: Rule, tolerances: Mapping[str, tuple[float, float]] | 
 def checked_tolerances(tolerances: Mapping[str, tuple[float, float]] | None,
                        outputs: Sequence[str]) -> Mapping[str, tuple[float, float]] | None:
     """``tolerances`` when every name is an output; refused in one line listing the outputs otherwise."""
-    from ..errors import InputError
+    from ..base.errors import InputError
 
     unknown = sorted(set(tolerances or {}) - set(outputs))
     if unknown:

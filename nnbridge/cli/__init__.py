@@ -22,8 +22,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import NNBridgeError, NNBridgeWarning, OptionError, UnsupportedOpError, UsageError
-from ..threads import cpu_threads
+from ..api.threads import cpu_threads
+from ..base.errors import NNBridgeError, NNBridgeWarning, OptionError, UnsupportedOpError, UsageError
 
 #: markup off: names, paths and messages come from models and users, so "[...]" must print as
 #: written (styled parts are ``rich.text.Text`` pieces, see ``common.styled``)
@@ -46,7 +46,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..version import __version__
+    from ..base.version import __version__
 
     parser = Parser(
         prog="nnbridge",
@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..fileio import LIMITS, Terminated, unwind_on_signals
+    from ..base.fileio import LIMITS, Terminated, unwind_on_signals
 
     previous = dict(LIMITS)
     try:
@@ -145,7 +145,7 @@ if __name__ == "__main__":
 
 
 def _set_limits(args: argparse.Namespace) -> None:
-    from ..fileio import LIMITS, parse_size
+    from ..base.fileio import LIMITS, parse_size
 
     for key, flag in (("max_memory", "--max-memory"), ("max_output_bytes", "--max-output-bytes")):
         text = getattr(args, key, None)

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 from rich.text import Text
 
-from ..errors import InputError, OptionError
-from ..fileio import read_npy
+from ..base.errors import InputError, OptionError
+from ..base.fileio import read_npy
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter):
@@ -236,7 +236,7 @@ def load_options(args: argparse.Namespace) -> dict:
 
 
 def load_model_from_args(args: argparse.Namespace):
-    from ..model_io import as_graph
+    from ..api.model_io import as_graph
 
     fmt = getattr(args, "format", None)
     return as_graph(args.model, **load_options(args), **({"fmt": fmt} if fmt else {}))
@@ -306,7 +306,7 @@ def write_json(data: Any, target: str) -> None:
     import json
     import math
 
-    from ..fileio import atomic_write
+    from ..base.fileio import atomic_write
 
     def plain(value: Any) -> Any:
         if isinstance(value, dict):

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import FormatError, InputError
-from ..fileio import check_destination, check_output_size
+from ..base.errors import FormatError, InputError
+from ..base.fileio import check_destination, check_output_size
+from ..base.registry import Registry
 from ..ir import Graph
-from ..registry import Registry
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ def _refuse_unread(options: Mapping[str, Any], takes: frozenset[str] | set[str],
     """One line for options the format's reader or writer would not read (another format's, a typo)."""
     unread = sorted(set(options) - set(takes))
     if unread:
-        from ..errors import OptionError
+        from ..base.errors import OptionError
 
         raise OptionError(f"{', '.join(unread)}: not read when {doing} (it takes {', '.join(sorted(takes)) or 'none'})")
 

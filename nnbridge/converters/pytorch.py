@@ -12,7 +12,7 @@ from typing import Any
 
 import onnx
 
-from ..errors import InputError
+from ..base.errors import InputError
 from ..ir.schema import IR_OPSET
 
 #: model metadata: the framework a model came from ("torch"), so that training follows its semantics

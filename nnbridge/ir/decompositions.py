@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..registry import Registry
+from ..base.registry import Registry
 
 
 @dataclass(frozen=True)

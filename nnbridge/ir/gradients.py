@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..registry import Registry
+from ..base.registry import Registry
 from .dtypes import DType
 
 Rule = Callable[[Any, Any, list], list]

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import NNBridgeError
+from ..base.errors import NNBridgeError
 from .dtypes import DType
 from .schema import get_schema
 from .types import Layout, TensorType

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..registry import Registry
+from ..base.registry import Registry
 from .decompositions import DECOMPOSITIONS
 from .gradients import RULES
 from .schema import OpSchema, PatternKind, register_schema

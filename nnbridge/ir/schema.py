@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import onnx.defs
 from onnx import helper
 
-from ..errors import NNBridgeError
-from ..registry import Registry
+from ..base.errors import NNBridgeError
+from ..base.registry import Registry
 
 if TYPE_CHECKING:
     from .graph import Node

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import KernelError, NNBridgeError, Unsupported, UnsupportedOpError
+from ..base.errors import KernelError, NNBridgeError, Unsupported, UnsupportedOpError
 from ..ir import Graph, Node, op_traits
 from .registry import KernelSpec, get_kernel
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..base.registry import Registry
 from ..ir import DType, Node
-from ..registry import Registry
 
 KernelFn = Callable[..., Any]
 CheckFn = Callable[[Node], "str | None"]

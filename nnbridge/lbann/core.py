@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from google.protobuf.message import Message
 
-from ..errors import InputError
+from ..base.errors import InputError
 from ..protos.lbann import lbann_pb2
 
 _WRAPPERS = {"google.protobuf.BoolValue", "google.protobuf.Int64Value", "google.protobuf.UInt64Value",
@@ -366,8 +366,8 @@ def save_prototext(filename: str | os.PathLike, *, model: Model, trainer: Traine
                    optimizer: Any = None, data_reader: Any = None, lbann_version: str = "0.104") -> Path:
     """Write an experiment prototext (LBANN's ``lbann.proto.save_prototext``), atomically;
     ``data_reader`` is an ``lbann_pb2.DataReader`` message (or has ``export_proto``)."""
+    from ..base.fileio import atomic_write
     from ..converters.lbann import textio
-    from ..fileio import atomic_write
 
     pb = lbann_pb2.LbannPB(model=model.export_proto(), trainer=(trainer or Trainer()).export_proto())
     if optimizer is not None:

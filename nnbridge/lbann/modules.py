@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import InputError
+from ..base.errors import InputError
 from .classes import ALL
 from .core import Layer, Weights, _as_list
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InputError, Unsupported, UnsupportedOpError
+from ..base.errors import InputError, Unsupported, UnsupportedOpError
 from ..ir import DType, Graph, Node, TensorType, Value, op_traits
 
 #: graph metadata: JSON {value name: "bwd" | "opt"} for the values a training program's backward

@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from ..errors import NNBridgeError
+from ..base.errors import NNBridgeError
+from ..base.registry import Registry
 from ..ir import Graph
 from ..ir.graph import paused_gc
-from ..registry import Registry
 
 #: a front end watching long work sets this: called with (pipeline steps done, steps)
 PASS_PROGRESS: ContextVar[Callable[[int, int], None] | None] = ContextVar("pass_progress", default=None)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..errors import InputError, UsageError
+from ..base.errors import InputError, UsageError
 from ..ir import Graph, TypeKind, Value
 from .manager import run_passes
 

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..base.errors import InputError, NNBridgeWarning
 from ..converters.smaug import layouts, params
 from ..converters.smaug.files import PARAMS_SUFFIX, TOPO_SUFFIX, write_files
 from ..converters.smaug.naming import NameScope, output_name
-from ..errors import InputError, NNBridgeWarning
 from ..protos.smaug import smaug_graph_pb2 as gpb
 from ..protos.smaug import smaug_node_pb2 as npb
 from ..protos.smaug import smaug_tensor_pb2 as tpb

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..errors import InputError
+from ..base.errors import InputError
 from . import nn
 from .graph import Graph, Tensor, input_data
 from .tensor import pb

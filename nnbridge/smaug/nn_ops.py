@@ -6,9 +6,9 @@ kernels, ``[in, out]`` CN FC weights; SMV: NHWC and ``[out, in]`` NC), as SMAUG'
 
 from __future__ import annotations
 
+from ..base.errors import InputError
 from ..converters.smaug import layouts
 from ..converters.smaug.export_ops import fill_act_params
-from ..errors import InputError
 from ..protos.smaug import smaug_node_pb2 as npb
 from ..protos.smaug import smaug_types_pb2 as pb
 from .graph import Tensor, graph_of

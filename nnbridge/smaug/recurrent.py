@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
+from ..base.errors import InputError
 from ..protos.smaug import smaug_types_pb2 as pb
 from . import math, tensor
 from . import nn_ops as nn

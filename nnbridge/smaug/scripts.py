@@ -9,7 +9,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import NNBridgeError
+from ..base.errors import NNBridgeError
 
 
 @contextmanager

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import FormatError
+from ..base.errors import FormatError
 from ..protos.smaug import smaug_graph_pb2 as gpb
 from ..protos.smaug import smaug_tensor_pb2 as tpb
 from ..protos.smaug import smaug_types_pb2 as pb

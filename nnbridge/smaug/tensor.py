@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import InputError, NNBridgeWarning
+from ..base.errors import InputError, NNBridgeWarning
 from ..protos.smaug import smaug_node_pb2 as npb
 from ..protos.smaug import smaug_types_pb2 as pb
 from .graph import Tensor, graph_of, reorder_tensor

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ..base.errors import InputError
 from .spec import Spec, point_key
 from .targets import TARGETS, evaluate_point
 

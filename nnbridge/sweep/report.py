@@ -14,8 +14,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..html_page import SORT_SCRIPT, STYLE, png_figure, sortable_table
+from ..base.errors import InputError
+from ..reporting.html_page import SORT_SCRIPT, STYLE, png_figure, sortable_table
 from .engine import read_results
 from .targets import TARGETS
 

@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
-from ..fileio import read_toml
+from ..base.errors import InputError
+from ..base.fileio import read_toml
 from .targets import TARGETS, Target, resolve_model_ref
 
 

@@ -18,7 +18,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, NNBridgeError
+from ..base.errors import InputError, NNBridgeError
 from ..ir import Graph
 
 

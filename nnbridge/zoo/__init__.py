@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from ..registry import Registry
+from ..base.registry import Registry
 from .builder import OnnxBuilder
 from .large import bert_base, squeezenet11
 from .transformer import llama_decoder, transformer
@@ -47,7 +47,7 @@ def describe(name: str) -> str:
 
 def build(name: str, batch: int = 1) -> onnx.ModelProto:
     if name not in MODELS:
-        from ..errors import InputError
+        from ..base.errors import InputError
 
         raise InputError(f"no zoo model '{name}'; choose from {', '.join(MODELS)}")
     return MODELS[name].build(batch)

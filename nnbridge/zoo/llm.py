@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
+from ..base.errors import InputError
 from ..ir import DType, Graph, TensorType, Value
 from ..ir.schema import NNBRIDGE_DOMAIN
 

@@ -12,7 +12,7 @@ from onnx import helper, numpy_helper
 
 import nnbridge
 from nnbridge import zoo
-from nnbridge.errors import InputError
+from nnbridge.base.errors import InputError
 
 
 @pytest.fixture(scope="module")

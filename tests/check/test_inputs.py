@@ -8,8 +8,8 @@ import pytest
 from models import embedding, large_outputs
 
 import nnbridge
-from nnbridge.errors import InputError
-from nnbridge.inputs import generate_inputs, index_ranges
+from nnbridge.api.inputs import generate_inputs, index_ranges
+from nnbridge.base.errors import InputError
 
 
 def test_every_input_is_described_with_its_distribution_seed_and_range():

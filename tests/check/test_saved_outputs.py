@@ -13,7 +13,7 @@ from models import large_outputs, model, tensor
 from onnx import TensorProto, helper
 
 import nnbridge
-from nnbridge.errors import InputError, OutputError, SecurityError
+from nnbridge.base.errors import InputError, OutputError, SecurityError
 
 
 @pytest.fixture

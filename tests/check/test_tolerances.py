@@ -11,9 +11,9 @@ from models import model, tensor
 from onnx import helper
 
 import nnbridge
+from nnbridge.base.errors import InputError
 from nnbridge.check import RULES, compare
 from nnbridge.check.verdict import parse_metric, with_tolerances
-from nnbridge.errors import InputError
 
 
 def two_outputs() -> onnx.ModelProto:

@@ -11,9 +11,9 @@ from google.protobuf import any_pb2, text_format
 from lbann_facts import SINCE, fields
 
 import nnbridge
+from nnbridge.api.inputs import random_inputs
 from nnbridge.check import run_onnxruntime
 from nnbridge.converters.onnx import graph_to_model
-from nnbridge.inputs import random_inputs
 from nnbridge.protos.lbann import lbann_pb2
 
 SHA256 = {

@@ -10,7 +10,7 @@ from lbann_helpers import assert_fields_in_spec, onnx_outputs, strict_parse
 import nnbridge
 import nnbridge.converters
 from nnbridge import lbann
-from nnbridge.errors import InputError
+from nnbridge.base.errors import InputError
 
 
 def _lenet():

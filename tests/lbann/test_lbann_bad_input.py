@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import nnbridge
-from nnbridge.errors import FormatError, SecurityError, UnsupportedOpError
+from nnbridge.base.errors import FormatError, SecurityError, UnsupportedOpError
 
 HEADER = "# nnbridge-input: x 4 float32\n"
 

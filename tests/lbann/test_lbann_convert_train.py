@@ -14,8 +14,8 @@ from lbann_helpers import assert_fields_in_spec, strict_parse
 from onnx import helper, numpy_helper
 
 import nnbridge
+from nnbridge.base.errors import InputError
 from nnbridge.converters.lbann.experiment import trained_with
-from nnbridge.errors import InputError
 from nnbridge.training import train
 
 

@@ -16,9 +16,9 @@ from onnx import TensorProto, helper
 
 import nnbridge
 import nnbridge.zoo
+from nnbridge.base.errors import InputError, SecurityError, UnsupportedOpError
 from nnbridge.converters.lbann import graph_to_lbann, textio
 from nnbridge.converters.lbann.writer import text_notes
-from nnbridge.errors import InputError, SecurityError, UnsupportedOpError
 
 LIGHT = ["light_bvlc_alexnet", "light_densenet121", "light_inception_v1", "light_inception_v2", "light_resnet50",
          "light_shufflenet", "light_squeezenet", "light_vgg19", "light_zfnet512"]

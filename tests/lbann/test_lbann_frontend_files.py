@@ -12,7 +12,7 @@ import pytest
 from google.protobuf import text_format
 
 import nnbridge
-from nnbridge.inputs import random_inputs
+from nnbridge.api.inputs import random_inputs
 from nnbridge.protos.lbann import lbann_pb2
 
 IMAGENET = {"samples": (3, 224, 224), "labels": (1000,)}

@@ -12,7 +12,7 @@ from google.protobuf import text_format
 
 import nnbridge
 import nnbridge.lbann as lbann
-from nnbridge.errors import InputError
+from nnbridge.base.errors import InputError
 from nnbridge.protos.lbann import lbann_pb2
 
 

@@ -12,9 +12,9 @@ import pytest
 from lbann_helpers import lbann_file, onnx_outputs, strict_parse
 
 import nnbridge
+from nnbridge.base.errors import FormatError, InputError, ShapeError
 from nnbridge.converters.lbann import textio
 from nnbridge.converters.onnx import graph_to_model
-from nnbridge.errors import FormatError, InputError, ShapeError
 
 LENET_SHAPES = {"conv1": [20, 24, 24], "pool1": [20, 12, 12], "conv2": [50, 8, 8], "pool2": [50, 4, 4],
                 "ip1": [500], "relu1": [500], "ip2": [10], "prob": [10]}

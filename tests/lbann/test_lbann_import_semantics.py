@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import nnbridge
-from nnbridge.errors import ShapeError, UnsupportedOpError
+from nnbridge.base.errors import ShapeError, UnsupportedOpError
 
 
 def _file(tmp_path: Path, inputs: dict[str, tuple[int, ...]], body: str, weights: str = "") -> Path:
@@ -331,7 +331,7 @@ def test_input_shape_may_name_the_data_field_an_input_layer_reads(tmp_path):
                     '  layer { name: "y" parents: "input1" relu {} }\n}\n')
     graph = nnbridge.load(path, input_shapes={"samples": (29,)})
     assert graph.inputs[0].name == "input1" and graph.inputs[0].shape == (1, 29)
-    with pytest.raises(nnbridge.errors.InputError, match=r"input layers are input1 \(data fields samples\)"):
+    with pytest.raises(nnbridge.InputError, match=r"input layers are input1 \(data fields samples\)"):
         nnbridge.load(path, input_shapes={"labels": (3,)})
 
 

@@ -13,8 +13,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import nnbridge
 import nnbridge.zoo
+from nnbridge.base.errors import UnsupportedOpError
 from nnbridge.converters.onnx import graph_to_model
-from nnbridge.errors import UnsupportedOpError
 
 EXPRESSIBLE_ZOO = ["mlp", "minerva", "lenet5", "cnn10", "vgg_cifar", "resnet_tiny", "transformer_tiny"]
 #: inline weights for the models under the 1 M-parameter default threshold (above it text is

@@ -9,8 +9,8 @@ import numpy as np
 import onnx
 
 import nnbridge
+from nnbridge.api.inputs import random_inputs
 from nnbridge.check import run_onnxruntime
-from nnbridge.inputs import random_inputs
 from nnbridge.ir import Graph
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"

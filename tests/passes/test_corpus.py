@@ -24,9 +24,9 @@ from onnx import numpy_helper
 from passcheck import BACKENDS, LIGHT_MODELS, assert_close, light_case, light_graph, pipeline_for, run, run_exported
 
 import nnbridge
+from nnbridge.api.inputs import random_inputs
+from nnbridge.base.errors import NNBridgeError
 from nnbridge.check import run_onnxruntime
-from nnbridge.errors import NNBridgeError
-from nnbridge.inputs import random_inputs
 from nnbridge.ir import Graph
 from nnbridge.passes import available_passes, run_passes
 

@@ -99,7 +99,7 @@ def test_the_table_is_filed_in_the_op_traits():
 
 
 def test_a_rule_registered_later_reaches_the_op_and_a_second_one_is_refused():
-    from nnbridge.errors import DuplicateRegistrationError
+    from nnbridge.base.errors import DuplicateRegistrationError
     from nnbridge.ir.decompositions import decomposes
 
     @decomposes("Cube", "lbann", domain="com.example")

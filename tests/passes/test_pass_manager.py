@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nnbridge.errors import NNBridgeError
+from nnbridge.base.errors import NNBridgeError
 from nnbridge.ir import DType, Graph, TensorType
 from nnbridge.passes import PASSES, Fixpoint, PassManager, register_pass
 

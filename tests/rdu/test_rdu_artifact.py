@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import nnbridge
+from nnbridge.api.inputs import random_inputs
 from nnbridge.backends.rdu import load_pef
-from nnbridge.errors import FormatError, SecurityError
-from nnbridge.inputs import random_inputs
+from nnbridge.base.errors import FormatError, SecurityError
 from nnbridge.zoo import build
 
 

@@ -15,7 +15,7 @@ import pytest
 import nnbridge
 from bench.llm_roofline import KERNEL_LOOPING_8B, decode_roofline
 from nnbridge.backends.rdu.presets import SN40L
-from nnbridge.errors import InputError
+from nnbridge.base.errors import InputError
 from nnbridge.zoo import bert_base
 from nnbridge.zoo.llm import LLAMA_3_1, llama_config, llama_graph
 

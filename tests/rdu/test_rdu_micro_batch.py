@@ -12,7 +12,7 @@ import pytest
 import nnbridge
 import nnbridge.zoo
 from nnbridge.backends.rdu.pipeline_model import fits_on_chip, micro_batches
-from nnbridge.errors import CapacityError
+from nnbridge.base.errors import CapacityError
 from nnbridge.ir import TRAINING_DOMAIN
 from nnbridge.training import training_program
 from nnbridge.zoo import OnnxBuilder

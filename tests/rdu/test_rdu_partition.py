@@ -9,7 +9,7 @@ import nnbridge
 from nnbridge.backends.rdu import machine_for
 from nnbridge.backends.rdu.allocate import water_fill
 from nnbridge.backends.rdu.partition import build_kernels, partition
-from nnbridge.errors import InputError
+from nnbridge.base.errors import InputError
 from nnbridge.passes.fuse_chains import chain_groups
 from nnbridge.zoo import build
 

@@ -108,7 +108,7 @@ def test_measure_performance_rescales_with_batch_on_a_fixed_placement():
 def test_symbolic_shapes_are_pinned_or_refused_never_silently_costed():
     from onnx import TensorProto, helper
 
-    from nnbridge.errors import InputError
+    from nnbridge.base.errors import InputError
     from nnbridge.ir import IR_OPSET
 
     def relu(dims) -> onnx.ModelProto:

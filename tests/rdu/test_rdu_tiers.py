@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import nnbridge
-from nnbridge.errors import InputError
+from nnbridge.base.errors import InputError
 from nnbridge.zoo import OnnxBuilder
 
 

@@ -14,7 +14,7 @@ import pytest
 import nnbridge
 import nnbridge.zoo
 from nnbridge.backends.rdu import load_pef
-from nnbridge.training import _Optimizer, _TrainingStep, training_program
+from nnbridge.training import Optimizer, TrainingStep, training_program
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +46,9 @@ def test_the_program_computes_the_reference_loops_step(program):
     x, y = np.random.default_rng(0).random((16, 1, 8, 8), np.float32), np.arange(16) % 10
     out = nnbridge.compile(program, backend="reference", passes=[]).run({"image": x, "labels": y, "T": np.int64(0)})
     model = nnbridge.load(nnbridge.zoo.build("digits_cnn", batch=16))
-    step = _TrainingStep(model, (1, 8, 8), y, 16, "cross-entropy")
+    step = TrainingStep(model, (1, 8, 8), y, 16, "cross-entropy")
     loss, _, grads, _ = step.run(x, y, np.random.default_rng(0))
-    optimizer = _Optimizer(step.params, "sgd", 0.9, 0.0, 0.05)
+    optimizer = Optimizer(step.params, "sgd", 0.9, 0.0, 0.05)
     optimizer.apply(step.params, grads, 0)
     assert float(out["loss"]) == pytest.approx(loss, rel=1e-6)
     for i, (name, want) in enumerate(step.params.items()):

@@ -9,8 +9,8 @@ import onnx
 import pytest
 
 from nnbridge import sambaflow as api
+from nnbridge.base.errors import InputError
 from nnbridge.cli import main
-from nnbridge.errors import InputError
 from nnbridge.zoo import build
 
 
@@ -92,7 +92,7 @@ def test_a_program_runs_the_batch_it_was_compiled_for_and_a_batch_below_one_is_r
     """SambaFlow's semantics: a .pef compiled for batch 16 runs 16 samples (a batch-1 graph call by
     call), each the reference's answer for its own input."""
     import nnbridge
-    from nnbridge.inputs import batch_inputs
+    from nnbridge.api.inputs import batch_inputs
     from nnbridge.zoo import build
 
     source, pef = tmp_path / "lenet.onnx", tmp_path / "lenet.pef"

@@ -7,8 +7,8 @@ import pytest
 from onnx import TensorProto, helper
 
 import nnbridge
+from nnbridge.base.errors import KernelError
 from nnbridge.check import run_onnxruntime
-from nnbridge.errors import KernelError
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 

@@ -13,8 +13,8 @@ import pytest
 from single_node import node_model, run_ours
 
 import nnbridge
+from nnbridge.base.errors import UnsupportedOpError
 from nnbridge.check import run_onnxruntime
-from nnbridge.errors import UnsupportedOpError
 from nnbridge.kernels.ops.activation import erf
 
 RNG = np.random.default_rng(11)

@@ -12,8 +12,8 @@ from onnx import helper, numpy_helper
 from single_node import node_model, run_ours
 
 import nnbridge
+from nnbridge.base.errors import UnsupportedOpError
 from nnbridge.check import run_onnxruntime
-from nnbridge.errors import UnsupportedOpError
 from nnbridge.ir import DType, Graph, TensorType
 
 INT64_MAX = np.iinfo(np.int64).max

@@ -11,8 +11,8 @@ import pytest
 from single_node import node_model, run_ours
 
 import nnbridge
+from nnbridge.base.errors import UnsupportedOpError
 from nnbridge.check import run_onnxruntime
-from nnbridge.errors import UnsupportedOpError
 
 RNG = np.random.default_rng(11)
 I64 = np.int64

@@ -8,8 +8,8 @@ import pytest
 from onnx import helper
 
 import nnbridge
+from nnbridge.base.errors import UnsupportedOpError
 from nnbridge.check import run_onnxruntime
-from nnbridge.errors import UnsupportedOpError
 from nnbridge.ir import DType
 
 

@@ -28,7 +28,7 @@ from single_ops import MODELS
 
 import nnbridge
 import nnbridge.zoo
-from nnbridge.errors import NNBridgeWarning, UnsupportedOpError
+from nnbridge.base.errors import NNBridgeWarning, UnsupportedOpError
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 ZOO = ["mlp", "minerva", "lenet5", "cnn10", "vgg_cifar", "resnet_tiny", "lstm_small"]

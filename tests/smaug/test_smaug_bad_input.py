@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
+from nnbridge.base.errors import FormatError
 from nnbridge.converters.smaug import graph_from_proto, load_smaug, read_topology
 from nnbridge.converters.smaug.files import parse_topology, topology_text
-from nnbridge.errors import FormatError
 
 
 @pytest.fixture()

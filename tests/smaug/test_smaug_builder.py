@@ -11,7 +11,7 @@ from smaug_data import EXPECTED
 
 import nnbridge
 import nnbridge.smaug as sg
-from nnbridge.errors import InputError
+from nnbridge.base.errors import InputError
 
 BACKENDS = [("SMV", "smv", np.float16), ("Reference", "ref", np.float32)]
 
@@ -244,7 +244,7 @@ def test_a_tensor_made_outside_any_graph_is_stored_unpadded_as_smaug_does_and_sa
     """SMAUG gives a Tensor the alignment of the graph active when it is made (0 outside any): its
     Data input keeps that alignment and its params entry is not padded. On SMV the real runtime then
     computes it wrong (a convolution) or aborts (a matrix multiply), so nnbridge warns."""
-    from nnbridge.errors import NNBridgeWarning
+    from nnbridge.base.errors import NNBridgeWarning
 
     data = np.arange(6, dtype=np.float16).reshape(1, 2, 3)
     outside = sg.Tensor(data_layout=sg.NTC, tensor_data=data)
@@ -266,7 +266,7 @@ def test_check_never_agrees_on_an_smv_file_whose_convolution_reads_an_unpadded_t
     import warnings
 
     import nnbridge
-    from nnbridge.errors import NNBridgeWarning
+    from nnbridge.base.errors import NNBridgeWarning
 
     rng = np.random.default_rng(0)
     x = sg.Tensor(data_layout=sg.NHWC, tensor_data=rng.uniform(-1, 1, (1, 4, 4, 3)).astype(np.float16))

@@ -90,7 +90,7 @@ def test_lstm_files_run_on_nnbridges_reference_as_on_smaugs_reference_runtime(tm
     """SMAUG's Reference kernels compute σ with a float exp and a double division, and tanh as
     2σ(2x) − 1, which loses the relative precision of an LSTM's small values (1.2e-2 of the
     output scale here): ``activations="reference"`` reproduces them, bit for bit on this file."""
-    from nnbridge.errors import FormatError
+    from nnbridge.base.errors import FormatError
 
     (build,) = [b for b in MANIFEST["builds"] if b["script"] == "lstm.py" and b["variant"] is None]
     run_build(build, tmp_path, monkeypatch)

@@ -12,9 +12,9 @@ import onnxruntime as ort
 import pytest
 
 import nnbridge.zoo
+from nnbridge.base.errors import UnsupportedOpError
 from nnbridge.converters.onnx import graph_to_model, load_onnx
 from nnbridge.converters.smaug import load_smaug, read_topology, save_smaug
-from nnbridge.errors import UnsupportedOpError
 from nnbridge.protos.smaug import smaug_types_pb2 as pb
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"

@@ -11,7 +11,7 @@ from real_smaug import matching_output, run_smaug, same_fp16_bits
 
 import nnbridge
 import nnbridge.smaug as sg
-from nnbridge.errors import UnsupportedOpError
+from nnbridge.base.errors import UnsupportedOpError
 from nnbridge.smaug.summary import file_summary
 
 BACKENDS = {"Reference": ("reference", np.float32), "SMV": ("smv", np.float16)}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nnbridge.base.errors import FormatError
 from nnbridge.converters.smaug.params import FIELD, decode, encode, pack_half, storage_size
-from nnbridge.errors import FormatError
 from nnbridge.protos.smaug import smaug_tensor_pb2 as tpb
 from nnbridge.protos.smaug import smaug_types_pb2 as pb
 

@@ -9,9 +9,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from nnbridge.base.errors import UnsupportedOpError
 from nnbridge.converters.onnx import graph_to_model, load_onnx
 from nnbridge.converters.smaug import load_smaug, read_topology, save_smaug
-from nnbridge.errors import UnsupportedOpError
 from nnbridge.protos.smaug import smaug_types_pb2 as pb
 
 RNG = np.random.default_rng(7)

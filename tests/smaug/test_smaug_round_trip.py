@@ -84,7 +84,7 @@ def test_writer_regenerates_params_from_the_recipe(smaug_dir, tmp_path, rel):
 
 
 def test_save_writes_both_files_or_none(tmp_path):
-    from nnbridge.errors import UnsupportedOpError
+    from nnbridge.base.errors import UnsupportedOpError
     from nnbridge.ir import Graph, TensorType
     from nnbridge.ir.dtypes import DType
 
@@ -177,7 +177,7 @@ def test_scoped_names_and_a_lone_data_node_round_trip(tmp_path):
 
 def test_writing_synthetic_weights_says_so(smaug_dir, tmp_path, cli):
     import nnbridge
-    from nnbridge.errors import NNBridgeWarning
+    from nnbridge.base.errors import NNBridgeWarning
 
     source = smaug_dir / "cifar10-cnn/cnn_smv_topo.pbtxt"
     with pytest.warns(NNBridgeWarning, match="random-data recipe"):

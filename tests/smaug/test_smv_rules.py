@@ -17,8 +17,8 @@ import nnbridge
 import nnbridge.smaug as sg
 from nnbridge.backends.smv.layers import ConvLayer, PoolLayer
 from nnbridge.backends.smv.tiling import plan_layer
+from nnbridge.base.errors import ShapeError, UnsupportedOpError
 from nnbridge.converters.smaug.smv_rules import hazards
-from nnbridge.errors import ShapeError, UnsupportedOpError
 from nnbridge.protos.smaug import smaug_tensor_pb2 as tpb
 from nnbridge.zoo import OnnxBuilder
 

@@ -9,7 +9,7 @@ import pytest
 
 import nnbridge
 from nnbridge.backends.smv import MemPolicy, SmvConfig, make_config
-from nnbridge.errors import InputError
+from nnbridge.base.errors import InputError
 from nnbridge.zoo import build
 
 

@@ -92,7 +92,7 @@ def test_outputs_are_fp16_values_and_fused_activation_runs_before_the_store():
     model = zoo.build("cnn10")
     exe = nnbridge.compile(model, backend="smv")
     assert any("+Relu" in s.op for s in exe.steps)
-    out = next(iter(exe.run(nnbridge.inputs.random_inputs(exe.graph)).values()))
+    out = next(iter(exe.run(nnbridge.api.inputs.random_inputs(exe.graph)).values()))
     assert np.array_equal(out, out.astype(F16).astype(out.dtype))
 
 
@@ -148,7 +148,7 @@ def test_real_smaug_files_give_the_documented_outputs(shared_data, path):
 @pytest.mark.parametrize("model", ["cnn10", "vgg", "resnet50"])
 def test_topology_only_smaug_files_run_and_match_the_reference_backend(smaug_graphs, model):
     graph = smaug_graphs[model]
-    feeds = nnbridge.inputs.random_inputs(graph, seed=1)
+    feeds = nnbridge.api.inputs.random_inputs(graph, seed=1)
     feeds = {k: (v * 0.1).astype(v.dtype) for k, v in feeds.items()}
     got = nnbridge.run(graph, feeds, backend="smv")
     want = nnbridge.run(graph, feeds, backend="reference")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import nnbridge
 from nnbridge.backends.smv.cost.compute import compute_cycles
-from nnbridge.errors import UnsupportedOpError
+from nnbridge.base.errors import UnsupportedOpError
 from nnbridge.zoo import OnnxBuilder
 
 #: 500 generated cases in make test; make bench runs more (NNBRIDGE_PROPERTY_CASES, bench/bench_physics.py)

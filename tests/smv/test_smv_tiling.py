@@ -7,7 +7,7 @@ import pytest
 from nnbridge.backends.smv.layers import BNLayer, ConvLayer, FCLayer, PoolLayer, VectorLayer
 from nnbridge.backends.smv.tiling import plan_layer
 from nnbridge.backends.smv.tiling.common import TilingDims, cut_dim, find_best_tiling_dims
-from nnbridge.errors import ShapeError
+from nnbridge.base.errors import ShapeError
 
 
 def dims(text: str) -> tuple[int, ...]:

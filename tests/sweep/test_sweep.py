@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from nnbridge.errors import InputError
+from nnbridge.base.errors import InputError
 from nnbridge.sweep import load_spec, parse_spec, run_sweep
 
 pytest.importorskip("ray")  # installed by make test (the sweep extra); a plain install has no sweep

@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import nnbridge
-from nnbridge.errors import UnsupportedOpError
+from nnbridge.base.errors import UnsupportedOpError
 from nnbridge.passes import run_passes
 from nnbridge.passes.autodiff import gradients, training_form
 

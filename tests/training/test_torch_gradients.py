@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")  # the optional extra; make test / .ci/run install it
 
 import nnbridge  # noqa: E402
-from nnbridge.training import _TrainingStep  # noqa: E402
+from nnbridge.training import TrainingStep  # noqa: E402
 
 
 class Encoder(torch.nn.Module):
@@ -69,7 +69,7 @@ def test_training_step_gradients_match_torch_autograd(build):
     torch.nn.functional.cross_entropy(module(x), labels).backward()
     want = {name: p.grad.numpy() for name, p in module.named_parameters()}
 
-    step = _TrainingStep(graph, tuple(shape[1:]), labels.numpy(), shape[0], "cross-entropy")
+    step = TrainingStep(graph, tuple(shape[1:]), labels.numpy(), shape[0], "cross-entropy")
     _, _, grads, _ = step.run(x.numpy(), labels.numpy(), np.random.default_rng(0))
     got = dict(zip(step.params, grads))
     assert set(want) <= set(got), f"parameters without a gradient: {sorted(set(want) - set(got))}"

@@ -14,8 +14,8 @@ from onnx import TensorProto, helper
 
 import nnbridge
 import nnbridge.zoo
+from nnbridge.base.errors import FormatError, InputError, UnsupportedOpError
 from nnbridge.check import run_onnxruntime
-from nnbridge.errors import FormatError, InputError, UnsupportedOpError
 from nnbridge.training import digits, train
 
 pytest.importorskip("sklearn")  # the digits data (make test installs it)

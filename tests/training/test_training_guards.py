@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")  # the optional extra; make test / .ci/run 
 
 import nnbridge  # noqa: E402
 from nnbridge import sambaflow  # noqa: E402
-from nnbridge.errors import InputError, NNBridgeWarning, NonFiniteError  # noqa: E402
+from nnbridge.base.errors import InputError, NNBridgeWarning, NonFiniteError  # noqa: E402
 from nnbridge.training import train  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -148,7 +148,7 @@ def test_batch_norm_statistics_that_are_computed_are_one_line():
 
 
 def test_a_recurrence_the_unrolled_form_does_not_cover_is_refused_naming_the_op():
-    from nnbridge.errors import UnsupportedOpError
+    from nnbridge.base.errors import UnsupportedOpError
 
     class Recurrent(torch.nn.Module):
         def __init__(self):

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import FormatError
-from ...fileio import TENSOR_SHARE, atomic_write, memory_budget, read_npy
+from ...base.errors import FormatError
+from ...base.fileio import TENSOR_SHARE, atomic_write, memory_budget, read_npy
 from ...ir import NNBRIDGE_DOMAIN, Graph, TypeKind
 from .graph_codec import decode_graph, encode_graph
 
@@ -36,7 +36,7 @@ VERSION = 1
 
 def write_pef(path: str | os.PathLike, graph: Graph, plan: dict[str, Any]) -> None:
     """Write the artifact atomically (a failed write leaves no partial file)."""
-    from ...version import __version__
+    from ...base.version import __version__
 
     arrays: dict[str, np.ndarray] = {}
     members: dict[str, bytes] = {

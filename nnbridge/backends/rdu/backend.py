@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import CapacityError, FormatError, NonFiniteError
-from ...fileio import check_output_size, max_elements
+from ...base.errors import CapacityError, FormatError, NonFiniteError
+from ...base.fileio import check_output_size, max_elements
 from ...ir import DType, Graph, Node
 from ...kernels import get_kernel, kernel_op_names
 from ...passes.autodiff import UPDATES_KEY
-from ...report import Report
+from ...reporting.report import Report
 from ..base import CLEAN, FOLD, SCALE, Backend, Executable
 from .artifact import read_pef, write_pef
 from .config import CompileOptions, Machine, compile_settings

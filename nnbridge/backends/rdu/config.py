@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import InputError
+from ...base.errors import InputError
 from ..base import Setting
 
 MODES = ("o0", "o1")

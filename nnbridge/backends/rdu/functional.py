@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import KernelError, NNBridgeError, Unsupported, UnsupportedOpError
+from ...base.errors import KernelError, NNBridgeError, Unsupported, UnsupportedOpError
 from ...ir import NNBRIDGE_DOMAIN, TRAINING_DOMAIN, Graph, Node
 from ...kernels import KernelContext, get_kernel, unsupported_nodes
 from ...passes.autodiff import PHASES_KEY

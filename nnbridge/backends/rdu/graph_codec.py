@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import FormatError
+from ...base.errors import FormatError
 from ...ir import DType, Graph, Layout, Node, TensorType, TypeKind
 
 

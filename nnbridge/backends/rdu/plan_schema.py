@@ -14,7 +14,7 @@ import types
 import typing
 from typing import Any, TypeVar
 
-from ...errors import FormatError
+from ...base.errors import FormatError
 
 T = TypeVar("T")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import InputError
+from ...base.errors import InputError
 from .config import Machine, Tier
 
 KIB = 1024

@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import UnsupportedOpError
+from ...base.errors import UnsupportedOpError
 from ...ir import Graph, Node
 from ...kernels import Plan, get_kernel, kernel_op_names, unsupported_nodes
 from ...kernels.allocator import keep_freed_memory
-from ...report import Report
+from ...reporting.report import Report
 from ..base import CLEAN, FOLD, SCALE, Backend, Executable, Setting
 
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import Unsupported, UnsupportedOpError
+from ...base.errors import Unsupported, UnsupportedOpError
+from ...base.smaug_runtime import DEVIATIONS_KEY
 from ...ir import DType, Graph, Node
 from ...kernels import get_kernel
-from ...report import Report
-from ...smaug_runtime import DEVIATIONS_KEY
+from ...reporting.report import Report
 from ..base import CLEAN, FOLD, Backend, Executable, Setting
 from .config import ALIASES, SmvConfig, config_settings
 from .cost import LayerCost, cost_cpu_op, cost_plan

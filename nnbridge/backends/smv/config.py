@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ...errors import InputError
-from ...fileio import read_toml
+from ...base.errors import InputError
+from ...base.fileio import read_toml
 from ..base import Setting
 
 

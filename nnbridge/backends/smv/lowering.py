@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import ShapeError
+from ...base.errors import ShapeError
+from ...base.registry import Registry
 from ...ir import DType, Layout
-from ...registry import Registry
 from .flatten import FlatGraph, FlatNode
 from .layers import BNLayer, ConvLayer, FCLayer, Layer, PoolLayer, SoftmaxLayer, VectorLayer
 from .tiling.common import ceil_to

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...report import Report
+from ...reporting.report import Report
 from .config import SmvConfig
 from .cost import LayerCost
 from .lowering import Step

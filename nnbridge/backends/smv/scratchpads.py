@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...smaug_runtime import padded, repeat_copies
+from ...base.smaug_runtime import padded, repeat_copies
 
 WORDS = 16384  # each scratchpad is allocated as 2 × 32 KB and addressed as fp32 words
 VECTOR = 8

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from ...errors import InputError, OptionError
+from ...base.errors import InputError, OptionError
 from ..common import (
     add_backend_args,
     add_input_args,
@@ -163,7 +163,7 @@ def run(args) -> int:
             **({} if program else {"passes": chosen_passes(args, backend), "opt_level": opt_level(args), **config}))
     saved = {}
     if args.save_inputs:
-        from ...inputs import save_inputs
+        from ...api.inputs import save_inputs
 
         saved = save_inputs(result.inputs, args.save_inputs)
     if args.json:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ...errors import InputError, OptionError
+from ...base.errors import InputError, OptionError
 from ..common import (
     add_backend_args,
     add_model_args,
@@ -98,7 +98,7 @@ def rdu_settings(args: argparse.Namespace) -> dict[str, Any]:
     (--mode, --preset, --batch-size, --micro-batch, --allow-overcommit), each checked against what the
     backend declares."""
     from ...backends import get_backend
-    from ...fileio import read_toml
+    from ...base.fileio import read_toml
 
     rdu = get_backend("rdu")
     out = rdu.options(read_toml(args.config, "RDU machine file", "rdu"), args.config) if args.config else {}
@@ -157,7 +157,7 @@ def compile_from_args(args: argparse.Namespace):
 
 
 def run(args) -> int:
-    from ...model_io import warn_if_synthetic
+    from ...api.model_io import warn_if_synthetic
     from .. import console
 
     if args.model.lower().endswith(".pef"):

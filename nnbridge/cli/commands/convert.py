@@ -5,9 +5,9 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+from ...base.errors import NNBridgeWarning
 from ...converters.lbann.experiment import describe as describe_experiment
 from ...converters.lbann.experiment import inference_only
-from ...errors import NNBridgeWarning
 from ...ir.stats import parameters
 from ..common import (
     add_json_arg,
@@ -147,8 +147,8 @@ def dry_run(args, options: dict) -> int:
 
     import nnbridge
 
+    from ...base.errors import UnsupportedOpError
     from ...converters import format_for
-    from ...errors import UnsupportedOpError
     from .. import console
 
     fmt = format_for(args.dst)

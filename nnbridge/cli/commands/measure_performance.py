@@ -43,11 +43,11 @@ def run(args) -> int:
     data = est.to_dict()
     rollups = {"by_cause": by_cause(data), "by_op": by_op(data)}
     if args.trace:
-        from ...trace import rdu_trace, write_trace
+        from ...reporting.trace import rdu_trace, write_trace
 
         write_trace(rdu_trace(data, exe.graph.name), args.trace)
     if args.html:
-        from ...html_report import write_html_report
+        from ...reporting.html_report import write_html_report
 
         stages = exe.section_report(est, stages=True)
         ops = {(s.index, k.name): k.ops for s in exe.sections for k in s.kernels}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...report import Report
+from ...reporting.report import Report
 from ..common import add_backend_args, add_model_args, add_parser
 from .compile import add_rdu_args, compile_from_args
 

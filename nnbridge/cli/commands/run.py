@@ -66,13 +66,13 @@ def register(sub) -> None:
 def run(args) -> int:
     import nnbridge
 
-    from ...inputs import batch_inputs, joined, random_inputs
-    from ...report import Report
+    from ...api.inputs import batch_inputs, joined, random_inputs
+    from ...reporting.report import Report
     from .. import console
 
     if args.model.lower().endswith(".pef"):  # an RDU compiled artifact: run it as stored
         from ...backends.rdu import load_pef
-        from ...errors import OptionError
+        from ...base.errors import OptionError
 
         if args.backend not in ("reference", "rdu"):
             raise OptionError(f"{args.model} is a compiled RDU program; it runs on rdu, not --backend {args.backend}")
@@ -82,7 +82,7 @@ def run(args) -> int:
         if exe.training or args.data:
             return _train(args, exe)
     else:
-        from ...errors import OptionError
+        from ...base.errors import OptionError
 
         if args.data:
             raise OptionError(f"--data trains a compiled training program (compile --optimizer); {args.model} "
@@ -128,7 +128,7 @@ def run(args) -> int:
 
 def _train(args, exe) -> int:
     """SambaFlow's run of a training PEF: steps over the data in bf16 with fp32 master weights."""
-    from ...errors import InputError
+    from ...base.errors import InputError
     from ...training import digits, load_data, train_compiled
     from .. import console
     from .train import print_history, progress_bar
@@ -172,9 +172,9 @@ def _save_outputs(outputs: dict, out: Path) -> None:
     """One .npy per output, each written atomically, after every output was found writable (no
     partial result: a sequence output, or two outputs that would share a file, are refused before
     the first file)."""
-    from ...errors import InputError, OutputError
-    from ...fileio import atomic_write, check_numel, check_output_size, output_errors
-    from ...inputs import npy_names
+    from ...api.inputs import npy_names
+    from ...base.errors import InputError, OutputError
+    from ...base.fileio import atomic_write, check_numel, check_output_size, output_errors
 
     files = npy_names(outputs, "output")
     arrays = {}

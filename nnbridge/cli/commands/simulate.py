@@ -62,13 +62,13 @@ def run(args) -> int:
 
     import nnbridge
 
+    from ...api.inputs import random_inputs
     from ...backends.smv import make_config
     from ...backends.smv.reporting import STACK, display_view
-    from ...inputs import random_inputs
     from .. import console
 
     if args.passes is not None and args.opt_level is not None:
-        from ...errors import OptionError
+        from ...base.errors import OptionError
 
         raise OptionError("--opt-level picks the SMV pipeline and --passes replaces it: give one of them")
     config = make_config(args.config, **_settings(args))
@@ -98,14 +98,14 @@ def run(args) -> int:
         exe.run(feeds) if not config.perf_only else None
     report = exe.report
     if args.trace:
-        from ...trace import smv_trace, write_trace
+        from ...reporting.trace import smv_trace, write_trace
 
         write_trace(smv_trace(report.rows, exe.config.num_accels, report.model), args.trace)
     measure = f"{args.sort}_us"
     rollups = {"by_op": report.rollup("op", measure), "by_where": report.rollup(_where, measure)}
     total = sum(value for _, _, value in rollups["by_op"])
     if args.html:
-        from ...html_report import write_html_report
+        from ...reporting.html_report import write_html_report
 
         write_html_report(args.html, report, STACK, measure, rollups, exe.graph,
                           {r["name"]: float(r.get(measure) or 0.0) for r in report.rows}, note="op")
@@ -142,7 +142,7 @@ def _settings(args) -> dict:
     setting given both ways is refused (one of the two would be ignored)."""
     from ...backends import get_backend
     from ...backends.smv.config import ALIASES
-    from ...errors import OptionError
+    from ...base.errors import OptionError
 
     smv = get_backend("smv")
     out = smv.options(parse_assignments(args.set, "--set"), "--set")

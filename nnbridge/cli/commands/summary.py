@@ -44,8 +44,8 @@ def run(args) -> int:
     from .. import console
 
     if args.style == "smaug":
+        from ...base.errors import InputError
         from ...converters.smaug.files import TOPO_SUFFIX
-        from ...errors import InputError
         from ...smaug.summary import file_summary
 
         refuse_unread(args, "with --style smaug (SMAUG's own summary of the file as written)",

@@ -36,7 +36,7 @@ a spec (TOML):
 def run(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from ...errors import InputError
+    from ...base.errors import InputError
     from ...sweep import load_spec, run_sweep
     from .. import console
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from google.protobuf import text_format
 
-from ...errors import FormatError, InputError
+from ...base.errors import FormatError, InputError
 from ...ir import Graph
 from ...protos.lbann import lbann_pb2
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 from google.protobuf.message import Message
 
+from ...base.registry import Registry
 from ...ir import Graph, Node, Value
 from ...protos.lbann import lbann_pb2
-from ...registry import Registry
 from .mapping import LBANN_VERSIONS, SINCE_V0104
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import FormatError, ShapeError
+from ...base.errors import FormatError, ShapeError
 from ...ir import DType, Graph, Layout, TensorType, Value
 from .weights import WeightSpec, read_matrix
 

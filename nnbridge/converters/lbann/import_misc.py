@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...errors import ShapeError
+from ...base.errors import ShapeError
 from ...ir import DType
 from .import_context import ImportContext, Tensor
 from .import_ops import embedding_lookup, importer, layer_inputs, same_shapes

@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ...errors import FormatError, ShapeError, Unsupported, UnsupportedOpError
+from ...base.errors import FormatError, ShapeError, Unsupported, UnsupportedOpError
+from ...base.registry import Registry
 from ...ir import DType
 from ...protos.lbann import lbann_pb2
-from ...registry import Registry
 from .import_composed import COMPOSED, Builder
 from .import_context import ImportContext, Tensor
 from .mapping import BINARY, COMPOSITE, CONSTANT_OPS, UNARY

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from google.protobuf.message import Message
 
-from ...errors import FormatError
+from ...base.errors import FormatError
 from ...protos.lbann import lbann_pb2, lbann_v099_pb2
 
 #: Era A layer kinds that keep their name and have no fields to translate.

@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import FormatError, InputError, ShapeError, Unsupported, UnsupportedOpError
-from ...fileio import check_numel
+from ...base.errors import FormatError, InputError, ShapeError, Unsupported, UnsupportedOpError
+from ...base.fileio import check_numel
 from ...ir import DType, Graph
 from ...protos.lbann import lbann_pb2
 from . import experiment, import_misc, legacy, textio  # noqa: F401 - import_misc registers importers

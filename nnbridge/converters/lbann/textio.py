@@ -21,7 +21,7 @@ import numpy as np
 from google.protobuf import text_format
 from google.protobuf.message import Message
 
-from ...errors import FormatError
+from ...base.errors import FormatError
 from ...protos.lbann import lbann_pb2, lbann_v099_pb2
 
 ERA_C = "C"

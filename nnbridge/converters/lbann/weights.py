@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import FormatError, SecurityError, ShapeError
-from ...fileio import check_numel, read_npy, resolve_inside
+from ...base.errors import FormatError, SecurityError, ShapeError
+from ...base.fileio import check_numel, read_npy, resolve_inside
 
 #: Above this many parameters the writer defaults to .npy files (spec §6.3).
 NPY_THRESHOLD = 1_000_000

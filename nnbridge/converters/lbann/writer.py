@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import FormatError, InputError, Unsupported, UnsupportedOpError
-from ...fileio import atomic_outputs
+from ...base.errors import FormatError, InputError, Unsupported, UnsupportedOpError
+from ...base.fileio import atomic_outputs
 from ...ir import Graph
 from ...ir.decompositions import LAYER_NORM_START_DIM, Target
 from ...passes import run_passes

@@ -21,7 +21,7 @@ import onnx
 import onnx.version_converter
 from onnx import NodeProto, TensorProto, helper, numpy_helper
 
-from ...registry import Registry
+from ...base.registry import Registry
 
 #: value name → rank, from shape inference at the model's own opset (may be partial)
 Ranks = dict[str, int]

@@ -20,7 +20,7 @@ import onnx
 import onnx.defs
 from onnx import ModelProto, version_converter
 
-from ...errors import FormatError, Unsupported, UnsupportedOpError
+from ...base.errors import FormatError, Unsupported, UnsupportedOpError
 from ...ir.schema import IR_OPSET
 from . import adapters
 

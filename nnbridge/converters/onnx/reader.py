@@ -18,8 +18,8 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import AttributeProto, ModelProto, TensorProto, helper, inliner, numpy_helper
 
-from ...errors import FormatError, NNBridgeError
-from ...fileio import check_numel
+from ...base.errors import FormatError, NNBridgeError
+from ...base.fileio import check_numel
 from ...ir import DType, Graph, Layout, Node, TensorType, TypeKind
 from ...ir.graph import paused_gc
 from ..wire import ONNX_GRAPH, ONNX_INITIALIZER, ONNX_RAW_DATA, WireError, cut_field, split_nested

@@ -11,8 +11,8 @@ import onnx
 from onnx import AttributeProto, ModelProto, TensorProto
 from onnx.external_data_helper import load_external_data_for_model, load_external_data_for_tensor, uses_external_data
 
-from ...errors import FormatError, Unsupported, UnsupportedOpError
-from ...fileio import check_numel, resolve_inside
+from ...base.errors import FormatError, Unsupported, UnsupportedOpError
+from ...base.fileio import check_numel, resolve_inside
 from ...ir import DType
 
 #: the largest pad of a window op nnbridge accepts (real models pad by a few pixels)

@@ -21,10 +21,10 @@ import onnx
 import onnx.defs
 from onnx import AttributeProto, ModelProto, TensorProto, helper, numpy_helper
 
-from ...errors import FormatError, ShapeError
-from ...fileio import temp_dir_beside
+from ...base.errors import FormatError, ShapeError
+from ...base.fileio import temp_dir_beside
+from ...base.registry import Registry
 from ...ir import IR_OPSET, NNBRIDGE_DOMAIN, Graph, Node, TensorType, TypeKind
-from ...registry import Registry
 from ..wire import ONNX_GRAPH, ONNX_INITIALIZER, ONNX_RAW_DATA, field_header
 from .opset import SOURCE_OPSET_KEY, _detach_large_tensors, _reattach
 

@@ -16,12 +16,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...errors import ShapeError
+from ...base.errors import ShapeError
+from ...base.registry import Registry
+from ...base.smaug_runtime import ALIGN, padded
 from ...ir import Layout, Node, Value
 from ...protos.smaug import smaug_node_pb2 as npb
 from ...protos.smaug import smaug_types_pb2 as pb
-from ...registry import Registry
-from ...smaug_runtime import ALIGN, padded
 from . import layouts
 from .exporter import SMV_TILER, Exporter, Inexpressible, Ref
 from .import_ops import RUNTIME_DEFAULTS

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...errors import FormatError, Unsupported
+from ...base.errors import FormatError, Unsupported
 from ...ir import DType, Graph, Layout, Node, Value
 from ...passes.fold_constants import oversized_constant
 from ...protos.smaug import smaug_graph_pb2 as gpb

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from google.protobuf import message, text_format
 
-from ...errors import FormatError
-from ...fileio import atomic_outputs
+from ...base.errors import FormatError
+from ...base.fileio import atomic_outputs
 from ...protos.smaug import smaug_graph_pb2 as gpb
 from ...protos.smaug import smaug_tensor_pb2 as tpb
 from .fast_text import parse_printed

@@ -12,11 +12,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...errors import FormatError
+from ...base.errors import FormatError
+from ...base.registry import Registry
 from ...ir import DType, Layout, TensorType, Value
 from ...protos.smaug import smaug_node_pb2 as npb
 from ...protos.smaug import smaug_types_pb2 as pb
-from ...registry import Registry
 from . import layouts
 from .importer import Importer
 from .naming import output_name

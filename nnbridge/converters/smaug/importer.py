@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import FormatError, Unsupported
-from ...fileio import check_numel
+from ...base.errors import FormatError, Unsupported
+from ...base.fileio import check_numel
 from ...ir import NNBRIDGE_DOMAIN, DType, Graph, Layout, TensorType, Value
 from ...protos.smaug import smaug_graph_pb2 as gpb
 from ...protos.smaug import smaug_tensor_pb2 as tpb

@@ -6,7 +6,7 @@ Facts from specs/smaug-format.md §5 and §6.4; one table per rule.
 
 from __future__ import annotations
 
-from ...errors import FormatError
+from ...base.errors import FormatError
 from ...ir import Layout
 from ...protos.smaug import smaug_types_pb2 as pb
 

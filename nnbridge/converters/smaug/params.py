@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ...errors import FormatError
+from ...base.errors import FormatError
 from ...ir import DType
 from ...protos.smaug import smaug_tensor_pb2 as tpb
 from ...protos.smaug import smaug_types_pb2 as pb

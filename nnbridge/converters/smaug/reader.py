@@ -17,12 +17,12 @@ import os
 
 import numpy as np
 
-from ...errors import FormatError, Unsupported, UnsupportedOpError
+from ...base.errors import FormatError, Unsupported, UnsupportedOpError
+from ...base.smaug_runtime import DEVIATIONS_KEY
 from ...ir import DType, Graph
 from ...protos.smaug import smaug_graph_pb2 as gpb
 from ...protos.smaug import smaug_tensor_pb2 as tpb
 from ...protos.smaug import smaug_types_pb2 as pb
-from ...smaug_runtime import DEVIATIONS_KEY
 from . import layouts, params
 from .files import model_paths, read_params, read_topology
 from .import_ops import IMPORTERS, Unimportable

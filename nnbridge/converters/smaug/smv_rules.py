@@ -33,14 +33,14 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from ...errors import Unsupported
+from ...base.errors import Unsupported
+from ...base.smaug_runtime import ALIGN, padded, repeat_copies
 from ...ir import Graph, Node
 from ...kernels import Plan
 from ...passes import run_passes
 from ...protos.smaug import smaug_graph_pb2 as gpb
 from ...protos.smaug import smaug_node_pb2 as npb
 from ...protos.smaug import smaug_types_pb2 as pb
-from ...smaug_runtime import ALIGN, padded, repeat_copies
 
 
 def hazards(graph: gpb.GraphProto) -> list[Unsupported]:

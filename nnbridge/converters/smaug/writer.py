@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import FormatError, UnsupportedOpError
-from ...inputs import match_inputs
+from ...base.errors import FormatError, UnsupportedOpError
 from ...ir import Graph, op_traits
 from ...ir.decompositions import Target
+from ...ir.feeds import match_inputs
 from ...protos.smaug import smaug_graph_pb2 as gpb
 from ...protos.smaug import smaug_node_pb2 as npb
 from ...protos.smaug import smaug_types_pb2 as pb

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import KernelError
+from ...base.errors import KernelError
 from ...ir import Graph, Value
 from ..registry import kernel
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import KernelError
+from ...base.errors import KernelError
 from ..registry import kernel
 from ._common import axes_of, axis_of, ints
 

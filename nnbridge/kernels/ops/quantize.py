@@ -11,7 +11,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from ...errors import KernelError
+from ...base.errors import KernelError
 from ...ir import DType
 from ..registry import kernel
 from .cast import cast_array

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import KernelError
+from ...base.errors import KernelError
 from ...ir import Graph
 from ..registry import kernel
 

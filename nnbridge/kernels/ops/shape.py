@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ...errors import Unsupported, UnsupportedOpError
+from ...base.errors import Unsupported, UnsupportedOpError
 from ..registry import kernel
 from ._common import axes_of, axis_of, const_input, ints
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import Unsupported, UnsupportedOpError
+from ...base.errors import Unsupported, UnsupportedOpError
 from ..registry import kernel
 from ._common import FLOATS, axis_of
 

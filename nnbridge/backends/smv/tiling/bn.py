@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from ....errors import ShapeError
+from ....base.errors import ShapeError
 from ..layers import BNLayer
 from .common import TilingDims, best, cut, enum_2d, enum_4d, find_best_tiling_dims, storage_size
 from .plan import Invocation, TilingPlan, fp16_bytes

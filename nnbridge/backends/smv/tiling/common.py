@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from ....errors import ShapeError
+from ....base.errors import ShapeError
 
 Shape = tuple[int, ...]
 

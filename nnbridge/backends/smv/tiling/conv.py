@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ....errors import ShapeError
+from ....base.errors import ShapeError
 from ..layers import ConvLayer
 from .common import (
     TiledTensor,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ....errors import ShapeError
+from ....base.errors import ShapeError
 from ..layers import FCLayer
 from .common import TilingDims, best, cut, enum_2d, find_best_tiling_dims, storage_size
 from .plan import Invocation, TilingPlan, fp16_bytes

@@ -6,7 +6,7 @@ import dataclasses
 import itertools
 from collections.abc import Callable
 
-from ....errors import ShapeError
+from ....base.errors import ShapeError
 from ..layers import PoolLayer
 from .common import TilingDims, Window, best, cut, enum_4d, find_best_tiling_dims, storage_size
 from .plan import Invocation, TilingPlan, fp16_bytes

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ....errors import ShapeError
+from ....base.errors import ShapeError
 from ..layers import SoftmaxLayer
 from .common import TilingDims, ceil_to, cut
 from .plan import Invocation, TilingPlan, fp16_bytes

@@ -3,7 +3,7 @@ the padded storage, at most one scratchpad (16 384 elements) each."""
 
 from __future__ import annotations
 
-from ....errors import ShapeError
+from ....base.errors import ShapeError
 from ..layers import VectorLayer
 from .common import TilingDims, cut, storage_size
 from .plan import Invocation, TilingPlan, fp16_bytes

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .fileio import atomic_write
+from ..base.fileio import atomic_write
 
 
 def _slice(name: str, cat: str, start: float, dur: float, pid: int, tid: int, args: Mapping | None = None) -> dict:

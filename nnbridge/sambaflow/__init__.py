@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from .backends.rdu.backend import RduExecutable, load_pef
-from .backends.rdu.presets import DEFAULT_PRESET
-from .converters.pytorch import from_torch, is_torch_module
-from .errors import InputError, NonFiniteError
-from .training import check_labels, dropout_masks
+from ..backends.rdu.backend import RduExecutable, load_pef
+from ..backends.rdu.presets import DEFAULT_PRESET
+from ..base.errors import InputError, NonFiniteError
+from ..converters.pytorch import from_torch, is_torch_module
+from ..training import check_labels, dropout_masks
 
 SECTION_TYPES = ("fwd",)
 TRAINING_SECTION_TYPES = ("fwd", "bwd", "opt")
@@ -60,7 +60,7 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, optimizer: 
         model = from_torch(model, traced) if not training else nnbridge.from_torch(model, traced, for_training=True)
     loss = loss or "cross-entropy"
     if training:
-        from .training import compile_training
+        from ..training import compile_training
 
         program = compile_training(model, batch_size=batch_size, loss=loss, opt_level=opt_level, mode=mode,
                                    preset=preset, micro_batch=micro_batch, **_optimizer_settings(optimizer),

@@ -14,9 +14,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .fileio import atomic_write
+from ..base.fileio import atomic_write
+from ..ir import Graph
 from .html_page import SORT_SCRIPT, STYLE, png_figure, sortable_table
-from .ir import Graph
 from .report import Report
 
 BOX_W, BOX_H, GAP_X, GAP_Y = 120, 28, 40, 12

@@ -57,7 +57,7 @@ class Report:
 
             sys.stdout.write(text + "\n")
         elif path is not None:
-            from .fileio import atomic_write
+            from ..base.fileio import atomic_write
 
             with atomic_write(path, "w") as fh:
                 fh.write(text + "\n")

@@ -7,15 +7,15 @@ from typing import Any
 
 from onnx import ModelProto
 
-from .errors import InputError
-from .ir import Graph
+from ..base.errors import InputError
+from ..ir import Graph
 
 
 def as_graph(model: Any, **load_options: Any) -> Graph:
     if isinstance(model, (Graph, ModelProto)):
         unread = sorted(set(load_options) - {"input_shapes", "dims"})
         if unread:
-            from .errors import OptionError
+            from ..base.errors import OptionError
 
             raise OptionError(f"{', '.join(unread)}: not read for a model already in memory (a file's reader takes "
                               f"them); pin shapes with input_shapes or dims")
@@ -25,20 +25,20 @@ def as_graph(model: Any, **load_options: Any) -> Graph:
         if isinstance(model, Graph):
             graph = model.copy()  # pinning never changes the caller's graph
         else:
-            from .converters.onnx import load_onnx
+            from ..converters.onnx import load_onnx
 
             graph = load_onnx(model)
         if shapes or dims:
-            from .passes.pin_shapes import pin_shapes
+            from ..passes.pin_shapes import pin_shapes
 
             pin_shapes(graph, shapes, dims)
         return graph
     if isinstance(model, (str, os.PathLike)):
         if _is_program(model) and not load_options.get("fmt"):  # a compiled RDU program: its graph
-            from .backends.rdu import load_pef
+            from ..backends.rdu import load_pef
 
             return load_pef(model).graph
-        from .converters import load_model
+        from ..converters import load_model
 
         return load_model(model, **load_options)
     raise InputError(f"expected a model path, an onnx.ModelProto or an nnbridge Graph, got {type(model).__name__}")
@@ -49,7 +49,7 @@ def warn_if_synthetic(graph: Graph, path: str | os.PathLike) -> None:
     if graph.metadata.get("nnbridge.synthetic_params") == "true":
         import warnings
 
-        from .errors import NNBridgeWarning
+        from ..base.errors import NNBridgeWarning
 
         warnings.warn(NNBridgeWarning(
             f"'{graph.name}' was loaded from a topology without its params file: the weights (and network "

@@ -58,7 +58,7 @@ def _close(actual, expected, rtol: float, atol: float) -> bool:
 
 def run_nnbridge(case):
     import nnbridge
-    from nnbridge.errors import UnsupportedOpError
+    from nnbridge.base.errors import UnsupportedOpError
 
     outcomes = []
     for inputs, expected in case.data_sets or [()]:
@@ -234,7 +234,7 @@ def write_report(results: dict[str, list[Outcome]], path: Path) -> None:
     import onnx
     import onnxruntime
 
-    from nnbridge.fileio import atomic_write
+    from nnbridge.base.fileio import atomic_write
 
     text = (
         "# ONNX node-test conformance\n\n"

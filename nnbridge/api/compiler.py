@@ -7,13 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from .backends import Executable, get_backend
-from .errors import InputError
-from .ir import Graph
-from .ir.graph import paused_gc
+from ..backends import Executable, get_backend
+from ..base.errors import InputError
+from ..ir import Graph
+from ..ir.graph import paused_gc
+from ..passes import Step, run_passes
+from ..passes.pin_shapes import describe_dynamic, dynamic_inputs, pin_shapes, pinning_hint
 from .model_io import as_graph
-from .passes import Step, run_passes
-from .passes.pin_shapes import describe_dynamic, dynamic_inputs, pin_shapes, pinning_hint
 
 
 def compile(model: Any, backend: str = "reference", *, passes: Sequence[Step] | None = None,

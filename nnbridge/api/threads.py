@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .errors import InputError
-from .kernels.parallel import all_cores, set_threads
-from .kernels.parallel import threads_setting as current_threads
+from ..base.errors import InputError
+from ..kernels.parallel import all_cores, set_threads
+from ..kernels.parallel import threads_setting as current_threads
 
 __all__ = ["all_cores", "cpu_threads", "current_threads"]
 

@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError, UsageError
-from .fileio import atomic_write, check_numel
-from .ir import DType, Flag, Graph, Node, PatternKind, TypeKind, op_traits, pattern_kind
+from ..base.errors import InputError, UsageError
+from ..base.fileio import atomic_write, check_numel
+from ..ir import DType, Flag, Graph, Node, PatternKind, TypeKind, op_traits, pattern_kind
+from ..ir.feeds import match_inputs, model_inputs
 
 #: integers that are not indices are drawn from [0, SMALL_INT)
 SMALL_INT = 10
@@ -52,7 +53,7 @@ def concrete_shape(shape, dims: Mapping[str, int]) -> tuple[int, ...] | None:
 
 def _unpinned(graph: Graph, dims: Mapping[str, int], given: Mapping[str, Any]) -> None:
     """One error naming every input whose shape is still unknown, and the flags that pin them all."""
-    from .passes.pin_shapes import describe_dynamic, pinning_hint
+    from ..passes.pin_shapes import describe_dynamic, pinning_hint
 
     missing = [v for v in graph.inputs if v.name not in given and v.type.kind is TypeKind.TENSOR
                and concrete_shape(v.type.shape, dims) is None]
@@ -97,44 +98,6 @@ def generate_inputs(graph: Graph, seed: int = 0, dims: Mapping[str, int] | None 
         feeds[v.name] = value
         infos.append(describe(v.name, value, how, seed))
     return feeds, infos
-
-
-def match_inputs(graph: Graph, given: Mapping[str, Any]) -> None:
-    """The one rule for inputs a user gives: each must be one of the model's inputs by name, then
-    have its dtype, then its rank and fixed dims (symbolic dims are bound when it runs); else one
-    ``UsageError`` line naming it and listing what the model takes."""
-    declared = {v.name: v for v in graph.inputs}
-    for name, value in given.items():
-        if name not in declared:
-            raise UsageError(f"input '{name}': the model has no input named so; {model_inputs(graph)}")
-        t = declared[name].type
-        if t.elem is not None or value is None or isinstance(value, (list, tuple)):
-            continue  # sequences and optionals: checked when the model runs
-        array = np.asarray(value)
-        if t.dtype is not None and t.dtype is not DType.STRING and array.dtype != t.dtype.numpy:
-            raise UsageError(f"input '{name}' is {array.dtype}, not {t.dtype.short}; {model_inputs(graph)}")
-        if t.shape is not None and (array.ndim != len(t.shape) or any(
-                isinstance(want, int) and want != got for want, got in zip(t.shape, array.shape))):
-            raise UsageError(f"input '{name}' has shape {_dims(array.shape)}, not {_dims(t.shape)}; "
-                             f"{model_inputs(graph)}")
-
-
-def model_inputs(graph: Graph) -> str:
-    """What the model takes, for messages: 'its inputs are data [1x3x224x224 float32], …'."""
-    def one(v) -> str:
-        t = v.type
-        if t.kind is not TypeKind.TENSOR:
-            return f"{v.name} [{t.kind.value}]"
-        shape = "?" if t.shape is None else _dims(t.shape)
-        return f"{v.name} [{shape} {t.dtype.short if t.dtype else '?'}]"
-
-    if not graph.inputs:
-        return "it takes no inputs"
-    return "its inputs are " + ", ".join(one(v) for v in graph.inputs)
-
-
-def _dims(shape) -> str:
-    return "x".join("?" if d is None else str(d) for d in shape) if len(shape) else "scalar"
 
 
 def calls_per_batch(graph: Graph, batch: int) -> int:

@@ -5,7 +5,7 @@ ONNX; the round-tripped model then runs on the reference, SMV and RDU backends,
 and every result is cross-checked against onnxruntime running the *original*
 ONNX model on the same input.
 
-    python -m nnbridge.demo [--model lenet5] [--out out/demo]
+    python -m nnbridge.apps.demo [--model lenet5] [--out out/demo]
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from rich.text import Text
 
 import nnbridge
 from nnbridge import zoo
+from nnbridge.api.inputs import random_inputs
+from nnbridge.base.errors import NNBridgeError
 from nnbridge.check import compare, model_precision, rule_for, run_onnxruntime
-from nnbridge.errors import NNBridgeError
-from nnbridge.inputs import random_inputs
 
 console = Console(highlight=False, markup=False, width=120)  # messages print verbatim
 
