@@ -39,7 +39,7 @@ def run(args) -> int:
     est = exe.measure_performance(args.batch_size, args.micro_batch)
     if args.plot:
         exe.section_report(est).plot(args.plot, stack=["pipeline_us", "reconfig_us", "spill_us", "weight_load_us"],
-                                     label="index", ylabel="µs for the batch", note="bottleneck")
+                                     ylabel="µs for the batch", note="bottleneck")
     data = est.to_dict()
     rollups = {"by_cause": by_cause(data), "by_op": by_op(data)}
     if args.trace:
