@@ -15,6 +15,7 @@ from typing import Any
 
 from ..base.fileio import atomic_write
 from ..ir import Graph
+from .baseline import Comparison
 from .html_page import SORT_SCRIPT, STYLE, sortable_table, svg_figure
 from .report import Report
 
@@ -23,8 +24,10 @@ BOX_W, BOX_H, GAP_X, GAP_Y = 120, 28, 40, 12
 
 def write_html_report(path: str | os.PathLike, report: Report, stack: list[str], measure: str,
                       rollups: Mapping[str, Sequence[tuple[str, int, float]]], graph: Graph | None,
-                      times: Mapping[str, float], note: str | None = None) -> None:
-    """``times``: node name → time in ``measure`` units, for colouring the graph."""
+                      times: Mapping[str, float], note: str | None = None,
+                      baseline: Comparison | None = None) -> None:
+    """``times``: node name → time in ``measure`` units, for colouring the graph; ``baseline``: this
+    run against an earlier one (``--baseline``), shown after the totals."""
     import matplotlib.pyplot as plt
 
     fig = report.figure(stack, note=note, xlabel=measure)
@@ -47,6 +50,7 @@ def write_html_report(path: str | os.PathLike, report: Report, stack: list[str],
 <h1>{html.escape(report.backend.upper())}: {html.escape(report.model)}</h1>
 <table>{totals}</table>
 <p>{'<br>'.join(html.escape(n) for n in report.notes)}</p>
+{baseline.to_html(measure) if baseline else ""}
 {chart}
 {sections}
 <h2>The graph, each node coloured by its {html.escape(measure)}</h2>
