@@ -176,3 +176,31 @@ def test_attributes_are_bound_once_per_plan_not_per_run(monkeypatch):
     assert len(calls) == 2
     e = np.exp(feeds["x"] - feeds["x"].max(axis=0))
     np.testing.assert_allclose(first, e / e.sum(axis=0), rtol=1e-6)  # axis 0 was read, not the default -1
+
+
+_X = np.arange(12, dtype=np.float32).reshape(1, 3, 4, 1)
+
+
+@pytest.mark.parametrize("op, opset, attrs, want", [
+    ("Squeeze", 11, {"axes": [0]}, [_X[0]]),
+    ("Unsqueeze", 11, {"axes": [0]}, [_X[None]]),
+    ("ReduceSum", 11, {"axes": [1]}, [_X.sum(axis=1, keepdims=True)]),
+    ("ReduceMean", 13, {"axes": [1], "keepdims": 0}, [_X.mean(axis=1)]),
+    ("Split", 11, {"axis": 1, "split": [1, 2]}, [_X[:, :1], _X[:, 1:]]),
+    ("Split", 1, {"axis": 1, "split": [1, 2]}, [_X[:, :1], _X[:, 1:]]),
+    ("Pad", 2, {"pads": [0, 1, 0, 0, 0, 1, 0, 0], "value": 5.0},
+     [np.pad(_X, [(0, 0), (1, 1), (0, 0), (0, 0)], constant_values=5.0)]),
+    ("Slice", 9, {"starts": [1], "ends": [3], "axes": [1]}, [_X[:, 1:3]]),
+])
+def test_attributes_older_opsets_had_reach_the_kernels_as_inputs(op, opset, attrs, want):
+    """The kernels no longer read these attributes: the loader turns them into inputs (opset upgrade)."""
+    outs = [f"y{i}" for i in range(len(want))]
+    graph = helper.make_graph([helper.make_node(op, ["x"], outs, **attrs)], "g",
+                              [helper.make_tensor_value_info("x", 1, list(_X.shape))],
+                              [helper.make_tensor_value_info(o, 1, None) for o in outs])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    node = next(n for n in nnbridge.load(model).nodes if n.op == op)
+    assert not set(node.attrs) & {"axes", "split", "pads", "value", "starts", "ends"}
+    got = nnbridge.run(model, {"x": _X}, backend="reference", opt_level=0)
+    for name, expected in zip(outs, want):
+        np.testing.assert_array_equal(got[name], expected)
