@@ -133,7 +133,8 @@ class Plan:
         ctx = step.ctx.bound(env) if step.scoped else step.ctx
         start = time.perf_counter() if timings is not None else 0.0
         try:
-            result = step.spec.fn(ctx, *args, **step.kwargs)
+            kwargs = step.kwargs  # a call without ** when there are none: measurably cheaper per node
+            result = step.spec.fn(ctx, *args, **kwargs) if kwargs else step.spec.fn(ctx, *args)
         except NNBridgeError:
             raise
         except Exception as exc:

@@ -9,6 +9,7 @@ curves of ``fastmath``; float64 ``erf`` is computed from its power series
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 
 import numpy as np
@@ -64,6 +65,11 @@ def _activation(op: str, dtypes=WITH_BF16):
         def run(ctx, x, **attrs):
             return np.asarray(fn(ctx, x.astype(compute_dtype(x.dtype), copy=False), **attrs)).astype(
                 x.dtype, copy=False)
+
+        if not any(p.kind is p.KEYWORD_ONLY for p in inspect.signature(fn).parameters.values()):
+            @functools.wraps(fn)
+            def run(ctx, x):  # no attributes: no keyword forwarding on every call
+                return np.asarray(fn(ctx, x.astype(compute_dtype(x.dtype), copy=False))).astype(x.dtype, copy=False)
 
         kernel(op, dtypes=dtypes)(run)
         return fn
