@@ -77,13 +77,14 @@ def resave(topo: Path, folder: Path, **options) -> tuple[Path, Path]:
 
 
 def test_the_corpus_is_every_graph_of_smaugs_python_unit_tests():
-    """29 test methods write graphs (ops_test's four graph classes count once each); attention_test's one
-    is not rebuilt: nnbridge.smaug has no attention layers (see unit_test_graphs.py)."""
+    """39 graphs: one per test method that builds one (ops_test's four graph classes count once each;
+    unique_name_test's second test_user_supplied_names1 replaces its first, as in Python)."""
     by_file: dict[str, int] = {}
     for key in BUILDERS:
         by_file[key.split("::")[0]] = by_file.get(key.split("::")[0], 0) + 1
     assert by_file == {"ops/activation_ops_test.py": 2, "ops/control_flow_ops_test.py": 4, "ops/data_op_test.py": 6,
                        "ops/fp_precision_test.py": 4, "ops/ops_test.py": 4, "ops/recurrent_test.py": 3,
+                       "ops/attention_test.py": 1,
                        "subgraph_test.py": 4, "unique_name_test.py": 5, "tensor_test.py": 6}
     assert set(REFUSED) | set(OVERFLOWS) <= set(BUILDERS)
 
@@ -140,3 +141,18 @@ def test_smaugs_core_test_inputs_re_save_byte_for_byte(tmp_path, name):
         assert hashlib.sha256(path.read_bytes()).hexdigest() == SHA256[path.name]
     back = resave(topo, tmp_path)
     assert back[0].read_bytes() == topo.read_bytes() and back[1].read_bytes() == params.read_bytes()
+
+
+def test_the_attention_graph_runs_on_the_real_runtime_as_on_nnbridge(tmp_path):
+    """nnbridge.smaug's BahdanauAttention, as SMAUG's attention_test builds it after an LSTM step: the real
+    SMV runtime computes the float32 result within fp16's error, and nnbridge's SMV simulation bit for bit."""
+    from real_smaug import same_fp16_bits
+
+    topo, _ = written("ops/attention_test.py::test_bahdanau_attention", tmp_path)
+    real = run_smaug(topo)
+    assert real.ok and real.name == "bahdanau_attention:concat/output0"
+    graph = nnbridge.load(topo)
+    assert same_fp16_bits(matching_output(nnbridge.run(graph, graph.input_values, backend="smv"), real), real.output)
+    wide = nnbridge.load(topo, compute_dtype="float32")
+    exact = np.asarray(matching_output(nnbridge.run(wide, wide.input_values), real), np.float64)
+    assert np.abs(real.output.astype(np.float64) - exact).max() / np.abs(exact).max() < 2e-3

@@ -10,8 +10,7 @@ shapes, layouts, backends, dtypes; tensors made inside or outside ``with Graph``
 for these tests from those facts; no upstream code is copied. Values: SMAUG's tests draw unseeded
 ``np.random.rand`` (or TensorFlow's normal(0, 0.01)); here a seeded generator stands in.
 
-Not rebuilt: ``ops/attention_test.py::test_bahdanau_attention`` (``nnbridge.smaug`` has no attention
-layers). SMAUG's C++ core tests read files rather than build them: ``core/network_test.cpp`` reads the
+SMAUG's C++ core tests read files rather than build them: ``core/network_test.cpp`` reads the
 experiments' models (``tests/smaug/builders``) and ``core/tensor_test.cpp`` the three
 ``python/test_inputs/fp16_*`` pairs, copied in ``unit_test_inputs/``.
 """
@@ -324,6 +323,23 @@ def bidirectional_lstm() -> sg.Graph:
     bwd = [_nc(128, 32, seed=3), _nc(128, 32, seed=4)]
     with sg.Graph(name="test_graph", backend="SMV") as g:
         nn.BidirectionalLSTM(fwd, bwd)(sg.input_data(inputs))
+    return g
+
+
+# -- ops/attention_test.py (SmaugTest: SMV; TF's weights transposed to NC, made outside the graph) ---
+@builds("ops/attention_test.py::test_bahdanau_attention")
+def bahdanau_attention() -> sg.Graph:
+    batch, units, timestep = 2, 32, 8
+    query = sg.Tensor(data_layout=sg.NC, tensor_data=normal(batch, units, scale=1, seed=1))
+    w, u = _nc(4 * units, 2 * units, seed=2), _nc(4 * units, units, seed=3)  # the cell reads [query, attention]
+    memory = sg.Tensor(data_layout=sg.NTC, tensor_data=normal(batch, timestep, units, scale=1, seed=4))
+    w_alignment, w_decoder, w_encoder = _nc(1, units, seed=5), _nc(units, units, seed=6), _nc(units, units, seed=7)
+    with sg.Graph(name="test_graph", backend="SMV") as g:
+        cell = nn.LSTM([w, u])
+        attention = nn.BahdanauAttention(memory, w_encoder, w_decoder, w_alignment)
+        initial = sg.Tensor(data_layout=sg.NC, tensor_data=np.zeros((batch, units), np.float16))
+        out, _ = cell.step(tensor.concat([query, initial], axis=1), timestep=0)
+        attention(out)
     return g
 
 
