@@ -207,3 +207,25 @@ def test_an_onnx_where_on_one_boolean_is_a_switch_and_merge(tmp_path, backend):
                          smaug_backend=backend)
     assert [(i.op, i.node) for i in refused.value.items] == [("Where", "choose")]
     assert "condition varies per element" in refused.value.items[0].reason
+
+
+def test_a_predicate_of_several_values_is_refused_as_the_runtime_refuses_it(tmp_path):
+    """SMAUG's runtime validates a Switch's predicate: one value, else it stops before running. nnbridge
+    reads such a file (the kernels would take the first value) and refuses to write it, naming every
+    Switch and the Merge."""
+    x = np.linspace(-2, 2, 16, dtype=np.float32).reshape(1, 16)
+    with sg.Graph(name="cond2", backend="Reference") as g:
+        a = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=x), name="x")
+        pred = sg.input_data(sg.Tensor(data_layout=sg.N, tensor_data=np.array([True, False])), name="pred")
+        sg.cond(pred, lambda: sg.nn.relu(a), lambda: sg.math.mul(a, a))
+    topo, _ = g.write_graph(tmp_path / g.name)
+    real = run_smaug(topo)
+    assert real.status == "failed" and "switch was not configured correctly" in real.message
+    graph = nnbridge.load(topo)
+    np.testing.assert_array_equal(nnbridge.run(graph, graph.input_values)["merge/output0"], np.maximum(x, 0))
+    with pytest.raises(UnsupportedOpError) as refused:
+        nnbridge.save(graph, tmp_path / "back" / topo.name)
+    assert sorted((i.op, i.node) for i in refused.value.items) == [
+        ("Switch", "switch"), ("Switch", "switch_1"), ("Switch", "switch_2"), ("Where", "merge")]
+    assert all("predicate of 2 values" in i.reason for i in refused.value.items)
+    assert not (tmp_path / "back").exists()

@@ -11,6 +11,8 @@ first. Registered in the same table as ``export_ops``.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...ir import NNBRIDGE_DOMAIN, DType, Node, Value
 from ...protos.smaug import smaug_types_pb2 as pb
 from .export_ops import define, exporter, same_layout_ref
@@ -21,8 +23,8 @@ PORTS = {False: 0, True: 1}
 
 
 def first_value_of(value: Value) -> Value | None:
-    """``p`` when ``value`` is ``Gather(p, 0)`` of a 1-D ``p`` (or of ``Reshape(p, [-1])``): the first
-    value of a predicate holding several (the runtime's Switch and Merge read the first)."""
+    """``p`` when ``value`` is ``Gather(p, 0)`` of a 1-D ``p`` (or of ``Reshape(p, [-1])``): how the reader
+    takes the first value of a predicate holding several (which the runtime refuses to run)."""
     gather = value.producer
     if gather is None or gather.op != "Gather" or gather.domain or gather.input(1) is None:
         return None
@@ -36,14 +38,23 @@ def first_value_of(value: Value) -> Value | None:
     return source if source.type.rank == 1 else None
 
 
+def one_value(pred: Value) -> None:
+    """SMAUG's runtime validates a Switch's predicate: one value, else it stops before running."""
+    count = int(np.prod(pred.type.shape)) if pred.type.is_static else None
+    if count != 1:
+        raise Inexpressible(f"a predicate of {count or 'unknown'} values: SMAUG's runtime runs a Switch on one "
+                            "boolean only (it stops with 'switch was not configured correctly')")
+
+
 def predicate(ex: Exporter, cond: Value) -> Value:
-    """The SMAUG predicate tensor behind a Where's condition: a rank-1 bool tensor whose first value
-    decides (the condition itself when it holds one value)."""
+    """The SMAUG predicate tensor behind a Where's condition: one boolean, the condition itself or the
+    first value of a 1-D boolean tensor (which must then hold one value too)."""
     source = first_value_of(cond) or cond
     t = source.type
-    if t.dtype != DType.BOOL or t.rank != 1 or not t.is_static or (source is cond and t.shape != (1,)):
+    if t.dtype != DType.BOOL or t.rank != 1 or (source is cond and t.shape != (1,)):
         raise Inexpressible("a Where whose condition varies per element: SMAUG chooses between whole tensors "
                             "only (Switch/Merge on one boolean value)")
+    one_value(source)
     return source
 
 
@@ -92,7 +103,8 @@ def _switch(ex: Exporter, node: Node) -> None:
     x = same_layout_ref(ex, node.inputs[0])
     pred = node.inputs[1]
     if pred.type.dtype != DType.BOOL or pred.type.rank != 1:
-        raise Inexpressible("a Switch predicate is a 1-D boolean tensor (SMAUG reads its first value)")
+        raise Inexpressible("a Switch predicate is a 1-D boolean tensor")
+    one_value(pred)
     _, refs = ex.emit(pb.Switch, node.name, [x, _pred_ref(ex, pred)], [(x.dims, x.layout)] * 2)
     for value, ref in zip(node.outputs, refs):
         define(ex, value, ref)

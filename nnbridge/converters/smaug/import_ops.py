@@ -412,8 +412,9 @@ def _switch(imp: Importer, node: npb.NodeProto) -> None:
 @importer(pb.Merge)
 def _merge(imp: Importer, node: npb.NodeProto) -> None:
     """The first live input: ``Where(pred, true-branch input, false-branch input)`` for the two
-    branches of one Switch predicate (both branches are computed; only one is kept). The runtime
-    reads the predicate's first value: a one-value predicate is the condition itself."""
+    branches of one Switch predicate (both branches are computed; only one is kept). A one-value
+    predicate, the only kind the runtime runs, is the condition itself; of a longer one the
+    kernels would read the first value, which the IR takes (the writer refuses it)."""
     tags = [branches(imp, node, i) for i in range(len(node.parents))]
     if tags and not tags[0]:  # the first input is always live
         x = first_view(imp, node, 0)
