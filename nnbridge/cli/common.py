@@ -356,3 +356,18 @@ def rollup_table(title: str, key: str, groups: list[tuple[str, int, float]], tot
         table.add_row(f"… {len(rest)} more", str(sum(n for _, n, _ in rest)), f"{sum(v for _, _, v in rest):,.1f}",
                       share(sum(v for _, _, v in rest), total))
     return table
+
+
+def print_baseline(console, against, measure: str, columns: list[str], top: int) -> None:
+    """The per-row deltas against a baseline report, what only one side has, and the totals."""
+    console.print(against.table(measure, columns, top))
+    for line in against.one_sided_lines():
+        console.print(styled(("baseline:", "yellow"), " " + line))
+    console.print(against.totals_table())
+
+
+def print_written(console, files: tuple[tuple[str | None, str], ...]) -> None:
+    """'<what> written to <path>' for each (path, what) a command wrote."""
+    for path, what in files:
+        if path:
+            console.print(f"{what} written to {path}")
