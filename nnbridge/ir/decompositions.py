@@ -184,12 +184,10 @@ def _rows_of_the_batch(b, node, target):
     gemm = flat_y.producer
     if gemm is None or gemm.op != "Gemm" or b.uses(flat_y) != 1 or int(gemm.attr("transA", 0)):
         return None
-    flat_x, weight, bias = gemm.inputs[0], b.constant(gemm.input(1)), b.constant(gemm.input(2))
-    inner = flat_x.producer
-    if inner is None or inner.op != "Reshape" or b.uses(flat_x) != 1 or weight is None or \
-            (gemm.input(2) is not None and bias is None):
+    operands = _gemm_of_flattened_rows(b, gemm)
+    if operands is None:
         return None
-    x = inner.inputs[0]
+    flat_x, x, weight, bias = operands
     xs, ys = tuple(x.type.shape or ()), tuple(y.type.shape)
     if not x.type.is_static or len(xs) < 3 or xs[:-1] != ys[:-1] or \
             tuple(flat_x.type.shape) != (math.prod(xs[:-1]), xs[-1]):
@@ -199,6 +197,17 @@ def _rows_of_the_batch(b, node, target):
     if bias is not None:
         out = b.op("Add", out, b.const((bias * float(gemm.attr("beta", 1.0))).astype(bias.dtype)), like=y)
     return [out]
+
+
+def _gemm_of_flattened_rows(b, gemm):
+    """(flattened rows, unflattened x, weight, bias) of a Gemm with constant operands that reads
+    (alone) a Reshape of ``x``; None for any other Gemm."""
+    flat_x, weight, bias = gemm.inputs[0], b.constant(gemm.input(1)), b.constant(gemm.input(2))
+    inner = flat_x.producer
+    if inner is None or inner.op != "Reshape" or b.uses(flat_x) != 1 or weight is None or \
+            (gemm.input(2) is not None and bias is None):
+        return None
+    return flat_x, inner.inputs[0], weight, bias
 
 
 def _static(*values) -> bool:
