@@ -8,6 +8,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,16 +23,30 @@ from onnx import TensorProto, helper
 import nnbridge
 from nnbridge.zoo import build
 
-# The child runs the CLI with os.replace (the rename that ends every atomic write) made to announce
-# itself and wait: the signal lands while the temp files exist at full size, with no timing guess.
-_PAUSED_CLI = ("import os, sys, time\n"
+# The child runs the CLI with fileio.replace_all (the renames that end every write, made with
+# signals held) made to announce itself and wait: the signal lands while the temp files exist at
+# full size and before any rename, with no timing guess.
+_PAUSED_CLI = ("import sys, time\n"
+               "import nnbridge.base.fileio as fileio\n"
                "def paused(*args, **kwargs):\n"
                "    print('writing', flush=True)\n"
                "    while True:\n"
                "        time.sleep(60)\n"
-               "os.replace = paused\n"
+               "fileio.replace_all = paused\n"
                "from nnbridge.cli import main\n"
                "sys.exit(main(sys.argv[1:]))\n")
+
+# The child sends itself the signal (argv[1]) right after the first rename of the write: a signal
+# between two renames, where a partial set of files would be left.
+_SIGNALLED_AT_FIRST_RENAME = ("import os, sys\n"
+                              "signum, real = int(sys.argv.pop(1)), os.replace\n"
+                              "def replace(src, dst):\n"
+                              "    real(src, dst)\n"
+                              "    os.replace = real\n"
+                              "    os.kill(os.getpid(), signum)\n"
+                              "os.replace = replace\n"
+                              "from nnbridge.cli import main\n"
+                              "sys.exit(main(sys.argv[1:]))\n")
 
 
 def _listing(root: Path) -> dict[str, int]:
@@ -62,6 +77,76 @@ def test_a_signal_mid_write_leaves_the_directory_as_it_was(tmp_path, signum, tar
     assert child.returncode == 128 + signum
     assert signal.Signals(signum).name in err and "Traceback" not in err
     assert _listing(tmp_path) == before
+
+
+def _two_in_two_out() -> onnx.ModelProto:
+    a, b, y, z = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in "abyz")
+    return _model([helper.make_node("Add", ["a", "b"], ["y"]), helper.make_node("Mul", ["a", "b"], ["z"])],
+                  [a, b], [y, z])
+
+
+def _several_files(tmp_path: Path, target: str) -> tuple[Path, list]:
+    """A folder holding keep.txt (and an old y.npy), and the CLI command that writes several
+    files into it or into a new folder inside it."""
+    model = tmp_path / "model.onnx"
+    onnx.save(_two_in_two_out(), model)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("already here")
+    np.save(out / "y.npy", np.zeros(1, np.float32))
+    return out, {"run --out new": ["run", model, "--out", out / "outs"],
+                 "run --out existing": ["run", model, "--out", out],
+                 "check --save-inputs": ["check", model, "--save-inputs", out / "ins"],
+                 "convert smaug": ["convert", model, out / "m_topo.pbtxt"],
+                 "convert lbann": ["convert", _mlp(tmp_path), out / "m.prototext", "--lbann-weights", "npy"]}[target]
+
+
+def _mlp(tmp_path: Path) -> Path:
+    onnx.save(build("mlp"), tmp_path / "mlp.onnx")
+    return tmp_path / "mlp.onnx"
+
+
+def _child(script: str, *argv) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", script, *map(str, argv)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("target", ["run --out new", "run --out existing", "check --save-inputs"])
+def test_a_signal_mid_write_of_several_files_leaves_the_directory_as_it_was(tmp_path, target):
+    """``run --out`` left an empty outs/, or outs/y.npy without z.npy, when killed (#34)."""
+    out, argv = _several_files(tmp_path, target)
+    before = _listing(tmp_path)
+    child = _child(_PAUSED_CLI, *argv)
+    try:
+        assert child.stdout.readline().strip() == "writing"
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+    assert child.returncode == 128 + signal.SIGTERM and "SIGTERM" in err and "Traceback" not in err, err
+    assert _listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("target", ["run --out new", "run --out existing", "check --save-inputs", "convert smaug",
+                                    "convert lbann"])
+def test_a_signal_between_two_renames_lands_after_the_last(tmp_path, cli, target):
+    """The renames that put several files in place are one step: a kill after the first still
+    leaves every file of the write (a SMAUG topology never without its params, y.npy never without
+    z.npy), then ends the command."""
+    out, argv = _several_files(tmp_path, target)
+    whole = tmp_path / "whole"  # what an undisturbed run writes
+    shutil.copytree(out, whole)
+    assert cli(*(str(a).replace(str(out), str(whole)) for a in argv))[0] == 0
+    expected = _listing(whole)
+    assert len(set(expected) - set(_listing(out))) >= 2 or target == "run --out existing"
+    child = _child(_SIGNALLED_AT_FIRST_RENAME, int(signal.SIGTERM), *argv)
+    _, err = child.communicate(timeout=300)
+    assert child.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
+    assert set(_listing(out)) == set(expected)  # every file (a prototext names its own folder: sizes differ)
+    if target.startswith("run"):
+        written = out / "outs" if target.endswith("new") else out
+        assert np.array_equal(np.load(written / "y.npy"), np.load(whole / ("outs" if target.endswith("new") else "")
+                                                                    / "y.npy"))
 
 
 def test_stale_temp_files_of_a_destination_are_swept_but_live_ones_and_others_kept(tmp_path, cli):

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..base.errors import InputError, UsageError
-from ..base.fileio import atomic_write, check_numel
+from ..base.fileio import atomic_outputs, check_numel
 from ..ir import DType, Flag, Graph, Node, PatternKind, TypeKind, op_traits, pattern_kind
 from ..ir.feeds import match_inputs, model_inputs
 
@@ -250,18 +250,17 @@ def npy_names(names: Iterable[str], what: str) -> dict[str, str]:
 
 
 def save_inputs(feeds: Mapping[str, Any], directory: str | os.PathLike) -> dict[str, Path]:
-    """Write each input as ``<name>.npy`` in ``directory`` (atomically, never pickled); name → path.
-    Every input is checked before the first file is written."""
+    """Write each input as ``<name>.npy`` in ``directory`` (never pickled); name → path. Every input
+    is checked before the first file is written, and the files appear together or not at all."""
     out = Path(directory)
     files = npy_names(feeds, "input")
     arrays = {name: np.asarray(value) for name, value in feeds.items()}
     for name, arr in arrays.items():
         if arr.dtype.hasobject:
             raise InputError(f"input '{name}' holds Python objects; it cannot be saved as .npy")
-    paths = {}
-    for name, arr in arrays.items():
-        path = out / files[name]
-        with atomic_write(path, "wb") as fh:
-            np.save(fh, arr, allow_pickle=False)
-        paths[name] = path
+    paths = {name: out / files[name] for name in arrays}
+    with atomic_outputs(list(paths.values())) as temps:
+        for tmp, arr in zip(temps, arrays.values()):
+            with open(tmp, "wb") as fh:
+                np.save(fh, arr, allow_pickle=False)
     return paths
