@@ -469,16 +469,18 @@ def _endless_loop(tmp_path: Path) -> Path:
     return path
 
 
-# The child's own CPU time is bounded (a hang on old code ends as SIGXCPU, not as a stuck suite).
+# The child's own CPU time and address space are bounded (a hang or a blow-up on old code ends as
+# SIGXCPU or a MemoryError in the child, not as a stuck suite or a starved machine).
 _BOUNDED_CLI = ("import resource, sys\n"
                 "resource.setrlimit(resource.RLIMIT_CPU, (60, 60))\n"
+                "resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv.pop(1)),) * 2)\n"
                 "from nnbridge.cli import main\n"
                 "sys.exit(main(sys.argv[1:]))\n")
 
 
-def _bounded(*argv) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", _BOUNDED_CLI, *map(str, argv)], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL)
+def _bounded(*argv, memory: int = 8 << 30) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", _BOUNDED_CLI, str(memory), *map(str, argv)], capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL)
 
 
 def test_a_loop_of_1e12_trips_is_stopped_at_the_iteration_limit_which_is_named(tmp_path, cli, monkeypatch):
@@ -487,6 +489,73 @@ def test_a_loop_of_1e12_trips_is_stopped_at_the_iteration_limit_which_is_named(t
     monkeypatch.setenv("NNBRIDGE_MAX_ITERATIONS", "50")
     code, text = cli("run", _endless_loop(tmp_path))
     assert code == 1 and "after 50 iterations" in text and "1,000,000,000,000" in text
+
+
+def _collecting_loop(tmp_path: Path, trips: int | None) -> Path:
+    """A ~1 KB Loop whose every trip adds 1 MiB to a scan output; with ``trips`` None it runs while
+    i < 1e12 (its condition, computed in the body, could end it at any trip)."""
+    shape = helper.make_tensor("shape", TensorProto.INT64, [1], [1 << 18])
+    big = helper.make_tensor("big", TensorProto.INT64, [], [10**12])
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["ones"], value=helper.make_tensor(
+        "v", TensorProto.FLOAT, [1], [1.0])), helper.make_node("Cast", ["i"], ["f"], to=TensorProto.FLOAT),
+             helper.make_node("Add", ["ones", "f"], ["scan_out"])]  # a real 1 MiB array each trip
+    if trips is None:
+        nodes.append(helper.make_node("Less", ["i", "big"], ["cond_out"]))
+    else:
+        nodes.append(helper.make_node("Identity", ["cond_in"], ["cond_out"]))
+    body = helper.make_graph(
+        nodes, "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                        helper.make_tensor_value_info("cond_in", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("scan_out", TensorProto.FLOAT, [1 << 18])], [shape, big])
+    inits = [helper.make_tensor("c", TensorProto.BOOL, [], [True])]
+    if trips is not None:
+        inits.append(helper.make_tensor("M", TensorProto.INT64, [], [trips]))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    loop = helper.make_node("Loop", ["M" if trips is not None else "", "c"], ["ys"], body=body, name="collect")
+    path = tmp_path / f"collect_{trips}.onnx"
+    onnx.save(_model([loop, helper.make_node("Identity", ["x"], ["y"])], [x],
+                     [y, helper.make_tensor_value_info("ys", TensorProto.FLOAT, None)], inits), path)
+    assert path.stat().st_size < 1500
+    return path
+
+
+def test_a_loop_collecting_1e12_trips_of_1_mib_is_refused_after_its_first_trip(tmp_path):
+    """The trips a Loop will run times what one trip collects, against the memory budget: before
+    the fix it collected 1 MiB a trip up to the 100,000-trip stop (100 GB), here a child under a CPU
+    limit ends in one line after one trip."""
+    proc = _bounded("run", _collecting_loop(tmp_path, 10**12), memory=4 << 30)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    line = proc.stderr.strip()
+    assert line.count("\n") == 0 and "Loop 'collect'" in line and "--max-memory" in line, line
+    assert "would collect 100,000 trips (of its 1,000,000,000,000, where the iteration limit stops it) × 1.0 MiB" \
+        in line
+
+
+def test_a_loop_whose_condition_could_end_it_is_stopped_when_its_scan_outputs_cross_the_budget(tmp_path, cli):
+    code, text = cli("--max-memory", "64M", "run", _collecting_loop(tmp_path, None))  # 16 MiB for a tensor
+    assert code == 1 and "Loop 'collect': its scan outputs reached 17.0 MiB after 17 trips" in text, text
+    assert "--max-memory" in text
+    code, text = cli("--max-memory", "64M", "run", _collecting_loop(tmp_path, 10))
+    assert code == 0 and "ys: float32[10, 262144]" in text, text
+
+
+def test_a_scan_whose_outputs_would_cross_the_budget_is_refused_after_its_first_step(tmp_path, cli):
+    shape = helper.make_tensor("shape", TensorProto.INT64, [1], [1 << 18])
+    body = helper.make_graph(
+        [helper.make_node("ConstantOfShape", ["shape"], ["ones"]), helper.make_node("Add", ["ones", "x_t"], ["y_t"])],
+        "body", [helper.make_tensor_value_info("x_t", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y_t", TensorProto.FLOAT, [1 << 18])], [shape])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [40, 1])
+    ys = helper.make_tensor_value_info("ys", TensorProto.FLOAT, None)
+    path = tmp_path / "scan.onnx"
+    onnx.save(_model([helper.make_node("Scan", ["x"], ["ys"], body=body, num_scan_inputs=1, name="steps")], [x], [ys]),
+              path)
+    code, text = cli("--max-memory", "64M", "run", path)
+    assert code == 1 and "Scan 'steps': its scan outputs would collect 40 trips × 1.0 MiB = 40.0 MiB" in text, text
+    code, text = cli("--max-memory", "256M", "run", path)
+    assert code == 0 and "ys: float32[40, 262144]" in text, text
 
 
 def test_a_small_lbann_file_whose_default_initialisers_make_gigabytes_is_refused_before_allocating(tmp_path):
