@@ -142,7 +142,7 @@ def _train(args, exe) -> int:
     x, y = digits() if args.data == "digits" else load_data(args.data)
     bar, progress = progress_bar(console, args.epochs)
     with bar:
-        history = train_compiled(exe, x, y, epochs=args.epochs, val_split=args.val_split, seed=args.seed,
+        history = train_compiled(exe, x, y, epochs=args.epochs, val_split=args.val_split, seed=args.seed or 0,
                                  progress=progress)
     if args.json:
         write_json({"model": args.model, "data": args.data, "epochs": [vars(e) for e in history]}, args.json)

@@ -80,7 +80,8 @@ def run(args) -> int:
             table.add_row(name, str(getattr(value, "value", value)), provenance, doc)
         console.print(table)
     if config.perf_only:
-        refuse_unread(args, "with --perf-only (timing only: no values are computed)", {"input": "--input"})
+        refuse_unread(args, "with --perf-only (timing only: no values are computed)",
+                      {"input": "--input", "seed": "--seed"})
     graph = load_model_from_args(args)
     given = {**graph.input_values, **load_inputs(args.input)}  # a SMAUG file runs its stored input
     feeds = {} if config.perf_only else random_inputs(graph, seed=args.seed, dims=parse_dims(args.dim), given=given)
