@@ -58,3 +58,11 @@ def test_the_harness_reaches_every_outcome_it_reports(tmp_path, monkeypatch):
 
     monkeypatch.setattr(fuzz, "_exercise", spin)
     assert fuzz.run_input("onnx", {"m.onnx": b""}, 0, tmp_path)[0] == "hang"
+
+
+def test_a_fuzz_run_removes_its_work_folder(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    rows = fuzz.fuzz("onnx", seed=0, count=2)
+    assert len(rows) == 2 and not list(tmp_path.glob("nnbridge-fuzz-*"))

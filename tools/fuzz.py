@@ -454,8 +454,17 @@ def worker(fmt: str, seed: int, indices: list[int], work: Path, results: Path) -
 
 def fuzz(fmt: str, seed: int = 0, count: int | None = None, seconds: float | None = None,
          only: list[int] | None = None, progress: bool = False) -> list[dict]:
-    """Run inputs of one format in worker processes (restarted after a kill); their outcomes."""
+    """Run inputs of one format in worker processes (restarted after a kill); their outcomes. The
+    work folder (seeds, inputs, results) is removed however the run ends."""
     work = Path(tempfile.mkdtemp(prefix=f"nnbridge-fuzz-{fmt}-"))
+    try:
+        return _fuzz_in(work, fmt, seed, count, seconds, only, progress)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _fuzz_in(work: Path, fmt: str, seed: int, count: int | None, seconds: float | None, only: list[int] | None,
+             progress: bool) -> list[dict]:
     results = work / "results.jsonl"
     done: dict[int, dict] = {}
     deadline = time.monotonic() + seconds if seconds else None
