@@ -49,6 +49,19 @@ _SIGNALLED_AT_FIRST_RENAME = ("import os, sys\n"
                               "sys.exit(main(sys.argv[1:]))\n")
 
 
+# The child sends itself SIGTERM as a writer starts to remove its temp directory (after a write,
+# or after a failure): before the fix the signal cut the cleanup short and the directory stayed.
+_SIGNALLED_IN_CLEANUP = ("import os, shutil, signal, sys\n"
+                         "real = shutil.rmtree\n"
+                         "def rmtree(path, *args, **kwargs):\n"
+                         "    if str(path).endswith('.tmp'):\n"
+                         "        os.kill(os.getpid(), signal.SIGTERM)\n"
+                         "    real(path, *args, **kwargs)\n"
+                         "shutil.rmtree = rmtree\n"
+                         "from nnbridge.cli import main\n"
+                         "sys.exit(main(sys.argv[1:]))\n")
+
+
 def _listing(root: Path) -> dict[str, int]:
     return {str(p.relative_to(root)): p.stat().st_size for p in sorted(root.rglob("*")) if p.is_file()} | \
         {str(p.relative_to(root)) + "/": 0 for p in root.rglob("*") if p.is_dir()}
@@ -147,6 +160,15 @@ def test_a_signal_between_two_renames_lands_after_the_last(tmp_path, cli, target
         written = out / "outs" if target.endswith("new") else out
         assert np.array_equal(np.load(written / "y.npy"), np.load(whole / ("outs" if target.endswith("new") else "")
                                                                     / "y.npy"))
+
+
+def test_a_signal_during_the_cleanup_of_a_write_lands_after_it(tmp_path):
+    """Found by the fuzzer's interrupt step (a .m.onnx.*.tmp left behind): the cleanup runs with
+    signals held, so a signal that lands in it takes effect once it is done."""
+    child = _child(_SIGNALLED_IN_CLEANUP, "convert", _mlp(tmp_path), tmp_path / "m.onnx")
+    _, err = child.communicate(timeout=300)
+    assert child.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
+    assert not list(tmp_path.glob(".*.tmp")) and (tmp_path / "m.onnx").is_file()
 
 
 def test_stale_temp_files_of_a_destination_are_swept_but_live_ones_and_others_kept(tmp_path, cli):

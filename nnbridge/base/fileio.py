@@ -168,6 +168,20 @@ class _HeldSignals:
             signal.raise_signal(signum)
 
 
+@contextlib.contextmanager
+def _cleaning_up(held: _HeldSignals) -> Iterator[None]:
+    """The block (the cleanup of a write) with signals held, then ``held`` released: a signal that
+    lands during the cleanup takes effect after it, instead of leaving it half done."""
+    inner = _HeldSignals()
+    try:
+        yield
+    finally:
+        try:
+            inner.release()
+        finally:
+            held.release()
+
+
 #: a temp file younger than this may belong to a writer that has not locked it yet
 STALE_AFTER_S = 2.0
 
@@ -290,13 +304,13 @@ def temp_dir_beside(path: str | Path) -> Iterator[Path]:
             replace_all([(made, path.parent / made.name) for made in Path(tmp).iterdir()])
         done = True
     finally:
-        held.release()
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-        if fd is not None:
-            os.close(fd)
-        if not done:
-            _remove_empty(created)
+        with _cleaning_up(held):
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            if fd is not None:
+                os.close(fd)
+            if not done:
+                _remove_empty(created)
 
 
 @contextlib.contextmanager
@@ -315,11 +329,11 @@ def atomic_write(path: str | Path, mode: str = "wb") -> Iterator:
             fh.flush()
             replace_all([(tmp, path)])
     except BaseException:
-        held.release()
-        if tmp is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        _remove_empty(created)
+        with _cleaning_up(held):
+            if tmp is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+            _remove_empty(created)
         raise
 
 
@@ -354,11 +368,11 @@ def atomic_outputs(paths: Sequence[str | Path]) -> Iterator[list[Path]]:
             yield temps
             replace_all(zip(temps, finals))
     except BaseException:
-        held.release()
-        for tmp in temps:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        _remove_empty(created)
+        with _cleaning_up(held):
+            for tmp in temps:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+            _remove_empty(created)
         raise
     finally:
         for fd in locks:
