@@ -258,21 +258,25 @@ def _mutate_pef(data: bytes, rng: np.random.Generator) -> bytes:
     except Exception:  # noqa: BLE001 - an earlier mutation broke the archive: mutate bytes
         return _mutate_bytes(data, rng)
     names = [n for n in members if n != "manifest.json"]
-    if not names:
+    try:  # an earlier mutation may have left no manifest, or one that is not a JSON object
+        manifest = json.loads(members["manifest.json"])
+        listed = manifest.get("members")
+    except (KeyError, ValueError, AttributeError):
+        manifest = None
+    if not names or manifest is None:
         return _mutate_bytes(data, rng)
     kind = rng.random()
     if kind < 0.1:  # a large member nothing refers to, listed with its true hash
         members[f"weights/unused{int(rng.integers(100))}.npy"] = bytes(int(rng.choice([1, 16])) << 20)
     elif kind < 0.15:  # a manifest whose members are not a table
-        manifest = json.loads(members["manifest.json"])
-        manifest["members"] = [list(manifest["members"]), None, "members", 7][int(rng.integers(4))]
+        table = list(listed) if isinstance(listed, (dict, list)) else []
+        manifest["members"] = [table, None, "members", 7][int(rng.integers(4))]
         return _zipped({**members, "manifest.json": json.dumps(manifest).encode()})
     else:
         target = [n for n in names if n.endswith(".json")] if rng.random() < 0.8 else names
         name = target[int(rng.integers(len(target)))]
         members[name] = _mutate_text(members[name], rng) if name.endswith(".json") else \
             _mutate_bytes(members[name], rng)
-    manifest = json.loads(members["manifest.json"])
     manifest["members"] = {n: {"sha256": hashlib.sha256(d).hexdigest(), "size": len(d)}
                            for n, d in members.items() if n != "manifest.json"}
     members["manifest.json"] = json.dumps(manifest).encode()
