@@ -13,12 +13,13 @@ its index alone.
 
 Each input is loaded, then put through one more entry point in turn (summary, run on the
 reference backend, convert to every other format, SMV and RDU estimates, a convert interrupted
-by SIGTERM). Outcomes: ``ok`` or
-``clean`` (an nnbridge error) are good; ``traceback`` (any other exception), ``hang`` (over the
-time limit), ``memory`` (MemoryError or the worker killed under the address-space cap),
+by SIGTERM); an input that converts is also saved to a destination no file can go to (a directory,
+a path through a file, a name too long or holding NUL), which must be one OutputError. Outcomes:
+``ok`` or ``clean`` (an nnbridge error) are good; ``traceback`` (any other exception), ``hang``
+(over the CPU-time limit), ``memory`` (MemoryError or the worker killed under the address-space cap),
 ``oversized`` (an output over the size limit) and ``partial`` (a failed convert left a file, or
 any step left a temp file) are failures. Inputs run in a worker process with the limits set; a
-killed worker is restarted after the input that killed it.
+killed worker is restarted after the input that killed it. The work folder is removed at the end.
 
     python -m tools.fuzz --format onnx --count 2000            # what make test runs, per format
     python -m tools.fuzz --seconds 600                          # make fuzz: 10 minutes per format
