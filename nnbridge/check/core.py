@@ -12,7 +12,7 @@ the model whose outputs stay finite included); ``layerwise=True`` also compares 
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -114,20 +114,28 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
         return compile_model(exposed, backend=backend, passes=passes, input_shapes=shapes, **config).run(feeds)
 
     if layerwise or not result.ok or any(o.nonfinite_actual for o in result.outputs):
-        # where NaN/inf come from is named whenever an output holds some, even ones the model declares
-        # NaN/inf a model declares for an output are legitimate in the nodes that make them
         declared = any(allowed(name) for name in exe.output_names)
-        try:
-            found = run_layerwise(proto, graph, feeds, run_exposed, rule, lambda name: declared or allowed(name),
-                                  notes=node_notes(exe.report), origin_only=not layerwise)
-        except NNBridgeError as exc:
-            if layerwise:
-                raise
-            found = None  # the verdict stands; the search's failure is reported with it
-            result.notes.append(f"no search for NaN/inf inside the model: {exc}")
-        result.origin = found.origin if found else None
-        result.layerwise = found if layerwise else None
+        _search_inside(result, proto, graph, feeds, run_exposed, lambda name: declared or allowed(name),
+                       node_notes(exe.report), layerwise)
     return saved_to(save_outputs, result)
+
+
+def _search_inside(result: CheckResult, proto: ModelProto, graph: Graph, feeds: Mapping[str, np.ndarray],
+                   run_exposed: Callable[[Graph], dict[str, Any]], nonfinite_ok: Callable[[str], bool],
+                   notes: Mapping[str, str], layerwise: bool) -> None:
+    """Where NaN/inf come from, named whenever an output holds some (even ones the model declares),
+    and with ``layerwise`` every node compared; ``nonfinite_ok`` says which values may hold NaN/inf
+    (those a model declares for an output are legitimate in the nodes that make them)."""
+    try:
+        found = run_layerwise(proto, graph, feeds, run_exposed, result.rule, nonfinite_ok, notes=notes,
+                              origin_only=not layerwise)
+    except NNBridgeError as exc:
+        if layerwise:
+            raise
+        found = None  # the verdict stands; the search's failure is reported with it
+        result.notes.append(f"no search for NaN/inf inside the model: {exc}")
+    result.origin = found.origin if found else None
+    result.layerwise = found if layerwise else None
 
 
 def _is_program(model: Any) -> bool:
