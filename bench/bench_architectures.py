@@ -73,10 +73,10 @@ def _measure(path: Path, feeds: dict, threads: int) -> tuple[float, float, float
 def _matrix_products(exe, feeds: dict) -> Counter:
     """(batch, M, K, N) of every matrix product the model's Conv, MatMul and Gemm nodes make, with
     counts, from the shapes of one run (depthwise convolutions are not matrix products)."""
-    from nnbridge.backends.base import validate_feeds
+    from nnbridge.ir.feeds import match_inputs
 
     shapes = {name: np.shape(value) for name, value in exe.graph.initializers.items()}
-    given = validate_feeds(exe.graph, feeds)
+    given = match_inputs(exe.graph, feeds, complete=True)
     shapes.update((name, np.shape(value)) for name, value in given.items())
 
     def see(node, outputs) -> None:

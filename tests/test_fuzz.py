@@ -58,3 +58,29 @@ def test_the_harness_reaches_every_outcome_it_reports(tmp_path, monkeypatch):
 
     monkeypatch.setattr(fuzz, "_exercise", spin)
     assert fuzz.run_input("onnx", {"m.onnx": b""}, 0, tmp_path)[0] == "hang"
+
+
+def test_a_fuzz_run_removes_its_work_folder(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    rows = fuzz.fuzz("onnx", seed=0, count=2)
+    assert len(rows) == 2 and not list(tmp_path.glob("nnbridge-fuzz-*"))
+
+
+@pytest.mark.parametrize("manifest", [b'{"members": null}', b'{"members": 7}', b"[1, 2]", b"not json", None])
+def test_the_pef_mutator_takes_archives_an_earlier_mutation_broke(manifest):
+    """pef #2278 and #6788 of a 10-minute run: a second mutation of a manifest whose members the
+    first had set to null killed the worker (TypeError in the mutator), reported as 'memory'."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    members = {"program.json": b'{"a": 1}', **({"manifest.json": manifest} if manifest is not None else {})}
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    for seed in range(200):  # every branch of the mutator, the manifest's among them
+        assert isinstance(fuzz._mutate_pef(buf.getvalue(), np.random.default_rng(seed)), bytes)

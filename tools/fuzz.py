@@ -13,12 +13,13 @@ its index alone.
 
 Each input is loaded, then put through one more entry point in turn (summary, run on the
 reference backend, convert to every other format, SMV and RDU estimates, a convert interrupted
-by SIGTERM). Outcomes: ``ok`` or
-``clean`` (an nnbridge error) are good; ``traceback`` (any other exception), ``hang`` (over the
-time limit), ``memory`` (MemoryError or the worker killed under the address-space cap),
+by SIGTERM); an input that converts is also saved to a destination no file can go to (a directory,
+a path through a file, a name too long or holding NUL), which must be one OutputError. Outcomes:
+``ok`` or ``clean`` (an nnbridge error) are good; ``traceback`` (any other exception), ``hang``
+(over the CPU-time limit), ``memory`` (MemoryError or the worker killed under the address-space cap),
 ``oversized`` (an output over the size limit) and ``partial`` (a failed convert left a file, or
 any step left a temp file) are failures. Inputs run in a worker process with the limits set; a
-killed worker is restarted after the input that killed it.
+killed worker is restarted after the input that killed it. The work folder is removed at the end.
 
     python -m tools.fuzz --format onnx --count 2000            # what make test runs, per format
     python -m tools.fuzz --seconds 600                          # make fuzz: 10 minutes per format
@@ -258,21 +259,25 @@ def _mutate_pef(data: bytes, rng: np.random.Generator) -> bytes:
     except Exception:  # noqa: BLE001 - an earlier mutation broke the archive: mutate bytes
         return _mutate_bytes(data, rng)
     names = [n for n in members if n != "manifest.json"]
-    if not names:
+    try:  # an earlier mutation may have left no manifest, or one that is not a JSON object
+        manifest = json.loads(members["manifest.json"])
+        listed = manifest.get("members")
+    except (KeyError, ValueError, AttributeError):
+        manifest = None
+    if not names or manifest is None:
         return _mutate_bytes(data, rng)
     kind = rng.random()
     if kind < 0.1:  # a large member nothing refers to, listed with its true hash
         members[f"weights/unused{int(rng.integers(100))}.npy"] = bytes(int(rng.choice([1, 16])) << 20)
     elif kind < 0.15:  # a manifest whose members are not a table
-        manifest = json.loads(members["manifest.json"])
-        manifest["members"] = [list(manifest["members"]), None, "members", 7][int(rng.integers(4))]
+        table = list(listed) if isinstance(listed, (dict, list)) else []
+        manifest["members"] = [table, None, "members", 7][int(rng.integers(4))]
         return _zipped({**members, "manifest.json": json.dumps(manifest).encode()})
     else:
         target = [n for n in names if n.endswith(".json")] if rng.random() < 0.8 else names
         name = target[int(rng.integers(len(target)))]
         members[name] = _mutate_text(members[name], rng) if name.endswith(".json") else \
             _mutate_bytes(members[name], rng)
-    manifest = json.loads(members["manifest.json"])
     manifest["members"] = {n: {"sha256": hashlib.sha256(d).hexdigest(), "size": len(d)}
                            for n, d in members.items() if n != "manifest.json"}
     members["manifest.json"] = json.dumps(manifest).encode()
@@ -343,13 +348,13 @@ def _exercise(fmt: str, path: Path, step: str, out: Path) -> None:
 
         program = load_pef(path)
         if step == "run":
-            program.run(random_inputs(program.graph, seed=0))
+            program.run(random_inputs(program.graph))
         return
     graph = nnbridge.load(str(path))
     if step == "summary":
         str(graph)
     elif step == "run":
-        nnbridge.run(graph, random_inputs(graph, seed=0))
+        nnbridge.run(graph, random_inputs(graph))
     elif step == "convert":
         out.mkdir()
         for target in ("m.onnx", "m_topo.pbtxt", "m.prototext"):
@@ -454,8 +459,17 @@ def worker(fmt: str, seed: int, indices: list[int], work: Path, results: Path) -
 
 def fuzz(fmt: str, seed: int = 0, count: int | None = None, seconds: float | None = None,
          only: list[int] | None = None, progress: bool = False) -> list[dict]:
-    """Run inputs of one format in worker processes (restarted after a kill); their outcomes."""
+    """Run inputs of one format in worker processes (restarted after a kill); their outcomes. The
+    work folder (seeds, inputs, results) is removed however the run ends."""
     work = Path(tempfile.mkdtemp(prefix=f"nnbridge-fuzz-{fmt}-"))
+    try:
+        return _fuzz_in(work, fmt, seed, count, seconds, only, progress)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _fuzz_in(work: Path, fmt: str, seed: int, count: int | None, seconds: float | None, only: list[int] | None,
+             progress: bool) -> list[dict]:
     results = work / "results.jsonl"
     done: dict[int, dict] = {}
     deadline = time.monotonic() + seconds if seconds else None

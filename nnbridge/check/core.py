@@ -32,7 +32,7 @@ from .verdict import checked_tolerances, coarsest, compare, format_name, parse_m
 
 
 def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarray] | None = None,
-          rtol: float | None = None, atol: float | None = None, *, seed: int = 0,
+          rtol: float | None = None, atol: float | None = None, *, seed: int | None = None,
           dims: Mapping[str, int] | None = None, passes: Sequence[str] | None = None,
           input_ranges: Mapping[str, tuple[float, float]] | None = None, stored_inputs: bool = True,
           nonfinite: bool | Collection[str] = False, layerwise: bool = False,
@@ -60,7 +60,7 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     saved = None
     if load_outputs is not None:
         saved = opened(load_outputs, {"--input": inputs, "--input-range": input_ranges, "--layerwise": layerwise,
-                                      "--against": against is not None, "--seed": seed, "--dim": dims,
+                                      "--against": against is not None, "--seed": seed is not None, "--dim": dims,
                                       "--no-stored-inputs": not stored_inputs})
     if against is not None:
         from .against import check_against

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from rich.text import Text
 
-from ..base.errors import InputError, OptionError
+from ..base.errors import InputError, OptionError, UsageError
 from ..base.fileio import read_npy
 
 
@@ -58,12 +58,16 @@ def add_parser(sub, name: str, help: str, examples: str, description: str | None
 
 
 def parse_assignments(items: list[str] | None, what: str) -> dict[str, str]:
+    """``NAME=VALUE`` flags as a dict; a name given twice (two files for one input, two values for
+    one setting) is refused, since one of them would be dropped without a word."""
     out: dict[str, str] = {}
     for item in items or []:
         if "=" not in item:
-            raise InputError(f"{what} '{item}' must look like NAME=VALUE")
-        key, value = item.split("=", 1)
-        out[key.strip()] = value.strip()
+            raise UsageError(f"{what} '{item}' must look like NAME=VALUE")
+        key, value = (part.strip() for part in item.split("=", 1))
+        if key in out:
+            raise UsageError(f"{what} {key} is given twice ({key}={out[key]} and {key}={value}); give it once")
+        out[key] = value
     return out
 
 
@@ -207,7 +211,7 @@ def add_threads_arg(p: argparse.ArgumentParser) -> None:
 def add_input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", "-i", action="append", metavar="NAME=FILE.npy",
                    help="an input tensor from a .npy file; repeatable")
-    p.add_argument("--seed", type=int, default=0, help="seed for generated inputs (default 0)")
+    p.add_argument("--seed", type=int, help="seed for generated inputs (default 0); refused when every input is given")
 
 
 def load_options(args: argparse.Namespace) -> dict:

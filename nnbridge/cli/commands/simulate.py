@@ -75,7 +75,8 @@ def run(args) -> int:
     if args.show_config:
         console.print(_config_table(config))
     if config.perf_only:
-        refuse_unread(args, "with --perf-only (timing only: no values are computed)", {"input": "--input"})
+        refuse_unread(args, "with --perf-only (timing only: no values are computed)",
+                      {"input": "--input", "seed": "--seed"})
     baseline = read_baseline(args.baseline, "smv") if args.baseline else None
     graph = load_model_from_args(args)
     if baseline is not None:  # another model's report is refused before simulating
