@@ -1,7 +1,7 @@
 """LLM serving on the RDU model, judged outside nnbridge: the zoo's Llama 3.1 configurations have
 exactly Meta's parameter counts and the bytes per token the Kernel Looping paper tabulates; every
 decode estimate (8B, 70B, 405B on 1, 8 and 16 SN40L sockets) stays under the capacity-aware
-roofline computed from the configuration and the preset alone (bench/llm_roofline.py); one
+roofline computed from the configuration and the preset alone (tests/rdu/llm_roofline.py); one
 socket's 70B and 405B read most weights from DDR and are bounded by it; compute-heavy work at
 large batch reaches half the peak."""
 
@@ -11,9 +11,9 @@ import json
 
 import numpy as np
 import pytest
+from llm_roofline import KERNEL_LOOPING_8B, decode_roofline
 
 import nnbridge
-from bench.llm_roofline import KERNEL_LOOPING_8B, decode_roofline
 from nnbridge.backends.rdu.presets import SN40L
 from nnbridge.base.errors import InputError
 from nnbridge.zoo import bert_base
