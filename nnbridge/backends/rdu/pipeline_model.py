@@ -404,10 +404,25 @@ def _allocation(stages: tuple, producers_of: tuple, n_pcu: int, tokens: int, mic
 
     def latency_at(scale: float):
         stage_time = timer(scale)
+        token_memo: dict[tuple[int, int], float] = {}
 
         def latency(pcus: list[int]) -> float:
-            token_times = [micro * stage_time(i, p)[0] + sync_s for i, p in enumerate(pcus)]
-            way = max((s + t for s, t in zip(arrivals(producers_of, token_times), token_times)), default=0.0)
+            """A token's way through the stages (``arrivals`` plus its own time, inlined: the local
+            search calls this millions of times) and the slowest stage per further token."""
+            token_times = []
+            for i, p in enumerate(pcus):
+                t = token_memo.get((i, p))
+                if t is None:
+                    t = token_memo[i, p] = micro * stage_time(i, p)[0] + sync_s
+                token_times.append(t)
+            reach: list[float] = []
+            way = 0.0
+            for before, t in zip(producers_of, token_times):
+                begin = (reach[before[0]] if len(before) == 1 else
+                         max((reach[j] for j in before), default=0.0)) + t
+                reach.append(begin)
+                if begin > way:
+                    way = begin
             return way + (tokens - 1) * max(token_times, default=0.0)
         return latency
 
