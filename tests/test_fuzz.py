@@ -1,7 +1,8 @@
 """The fuzzer's guarantee, kept by CI: mutated ONNX, SMAUG, LBANN and .pef files through the entry
 points end in a result or a clean nnbridge error — no traceback, hang, memory blow-up, oversized
-or partial output — for a fixed budget of 2,000 inputs per format (``make fuzz`` runs longer).
-Inputs that once failed are kept as fixtures (tests/fuzz_fixtures) and must stay clean."""
+or partial output — for a fixed budget of inputs per format that reaches every mutation family,
+every seed and every step (``make fuzz`` runs ten minutes per format). Inputs that once failed are
+kept as fixtures (tests/fuzz_fixtures) and must stay clean."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import pytest
 from tools import fuzz
 
 FIXTURES = sorted((Path(__file__).parent / "fuzz_fixtures").glob("*/fixture.json"))
-BUDGET = 2000
+#: inputs per format: every family of fuzz.FAMILIES is hit by index 130, every (seed, step) pair by
+#: 5 × seeds; ~60 ms of CPU each (2,000 per format cost 200 CPU-s of make test)
+BUDGET = 200
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.parent.name)
@@ -39,6 +42,11 @@ def test_a_fixed_fuzz_budget_finds_no_failure(fmt):
     assert len(rows) == BUDGET
     bad = [f"#{r['index']} {r['outcome']}: {r['detail']}" for r in rows if r["outcome"] in fuzz.BAD]
     assert not bad, "\n".join(bad[:20])
+    hit = {family for r in rows for family in r["families"]}
+    assert set(fuzz.FAMILIES[fmt]) <= hit, f"the budget misses {sorted(set(fuzz.FAMILIES[fmt]) - hit)}"
+    seeds = {r["seed"] for r in rows}
+    pairs = {(r["seed"], fuzz.STEPS[r["index"] % len(fuzz.STEPS)]) for r in rows}
+    assert len(seeds) >= 3 and pairs == {(s, step) for s in seeds for step in fuzz.STEPS}
 
 
 def test_the_harness_reaches_every_outcome_it_reports(tmp_path, monkeypatch):
