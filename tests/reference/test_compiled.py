@@ -16,10 +16,19 @@ import numpy as np
 import pytest
 
 from nnbridge.kernels import compiled
+from nnbridge.kernels.ops.conv import conv_nd
 
+RNG = np.random.default_rng(11)
 U = 2.0**-24  # float32's unit roundoff
 
-pytestmark = pytest.mark.skipif(compiled.load("curves") is None, reason="numba is not available")
+pytestmark = pytest.mark.skipif(compiled.load("conv") is None, reason="numba is not available")
+
+
+def _numpy(monkeypatch, fn, *args, **kwargs):
+    """``fn`` with the compiled kernels switched off (the numpy reference)."""
+    with monkeypatch.context() as patch:
+        patch.setenv(compiled.DISABLE, "1")
+        return fn(*args, **kwargs)
 
 
 # -- the float32 curves every compiled module shares ------------------------------------------
@@ -65,14 +74,78 @@ def test_compiled_curves_are_within_their_stated_ulps_of_float64(name, exact, bo
     assert np.array_equal(np.signbit(curves.apply(name, special)), np.signbit(reference))
 
 
+# -- depthwise and grouped convolution ---------------------------------------------------------
+
+GEOMETRIES = [  # (channels, multiplier or group width, size, kernel, strides, dilations, pads begin+end)
+    (24, 1, (30, 30), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),    # the numpy flat path: same order, bit for bit
+    (16, 1, (13, 17), (5, 3), (2, 1), (1, 2), (2, 0, 1, 3)),   # asymmetric everything
+    (12, 1, (9, 9), (3, 3), (3, 2), (2, 1), (0, 2, 3, 0)),     # stride 3
+    (40, 1, (7, 7), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),     # a small map: the channels-last path
+    (8, 2, (11, 10), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),    # channel multiplier 2
+    (12, 4, (10, 10), (3, 3), (1, 2), (1, 1), (1, 0, 1, 2)),   # grouped: 4 channels per group
+]
+
+
+def _conv(x, w, b, groups, strides, dilations, pads):
+    from nnbridge.kernels.ops.conv import _compiled_grouped
+
+    rank = x.ndim - 2
+    begin, end = list(pads[:rank]), list(pads[rank:])
+    fast = _compiled_grouped(x, w, b, groups, list(strides), list(dilations), begin, end)
+    if fast is not None:
+        return fast
+    y = conv_nd(x, w, groups, list(strides), list(dilations), begin, end)
+    return y + b.reshape(1, -1, *[1] * rank) if b is not None else y
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: f"c{g[0]}x{g[1]}-{g[2][0]}x{g[2][1]}-k{g[3][0]}"
+                                                               f"{g[3][1]}-s{g[4][0]}{g[4][1]}-d{g[5][0]}{g[5][1]}")
+def test_compiled_grouped_convolution_equals_the_numpy_kernel(monkeypatch, geometry):
+    """Each output is a sum of (input channels per group)·KH·KW products. The compiled loops add them
+    one by one in kernel order, as the numpy flat and tap-by-tap paths do (there: bit for bit); the
+    numpy einsum and im2col paths leave the order to einsum or BLAS. Two sums of the same n products
+    in different orders are each within γₙ·Σ|products| of the exact sum (γₙ = n·u/(1 - n·u), u = 2⁻²⁴,
+    the product's own rounding included by counting n + 1), so they are within twice that of each
+    other; the exact sum is float64's."""
+    channels, width, size, kernel, strides, dilations, pads = geometry
+    grouped = width > 1 and channels % width == 0 and geometry is GEOMETRIES[-1]
+    groups = channels // width if grouped else channels
+    outs = channels if grouped else channels * width
+    x = RNG.standard_normal((2, channels, *size)).astype(np.float32)
+    w = RNG.standard_normal((outs, channels // groups, *kernel)).astype(np.float32)
+    b = RNG.standard_normal(outs).astype(np.float32)
+    ours = _conv(x, w, b, groups, strides, dilations, pads)
+    theirs = _numpy(monkeypatch, _conv, x, w, b, groups, strides, dilations, pads)
+    assert ours.shape == theirs.shape and ours.dtype == np.float32
+    rank = len(size)
+    exact = conv_nd(x.astype(np.float64), w.astype(np.float64), groups, list(strides), list(dilations),
+                    list(pads[:rank]), list(pads[rank:])) + b.reshape(1, -1, 1, 1)
+    magnitude = conv_nd(np.abs(x).astype(np.float64), np.abs(w).astype(np.float64), groups, list(strides),
+                        list(dilations), list(pads[:rank]), list(pads[rank:])) + np.abs(b).reshape(1, -1, 1, 1)
+    n = (channels // groups) * int(np.prod(kernel)) + 2  # products, their roundings and the bias's add
+    gamma = n * U / (1 - n * U)
+    assert np.all(np.abs(ours - exact) <= gamma * magnitude)
+    assert np.all(np.abs(ours - theirs) <= 2 * gamma * magnitude)
+    if geometry is GEOMETRIES[0]:  # the numpy kernel's flat path adds in the same order
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def test_a_one_dimensional_depthwise_convolution_runs_as_one_row_of_the_two_dimensional_loops(monkeypatch):
+    x = RNG.standard_normal((1, 6, 40)).astype(np.float32)
+    w = RNG.standard_normal((6, 1, 5)).astype(np.float32)
+    ours = _conv(x, w, None, 6, (2,), (2,), (3, 1))
+    theirs = _numpy(monkeypatch, _conv, x, w, None, 6, (2,), (2,), (3, 1))
+    np.testing.assert_array_equal(ours, theirs)  # the numpy tap-by-tap path: the same order
+
+
 # -- the switch, the fallback and the cache ----------------------------------------------------
 
 def test_nnbridge_no_numba_runs_the_numpy_kernels_and_says_so(monkeypatch):
     monkeypatch.setenv(compiled.DISABLE, "1")
-    assert compiled.load("curves") is None
+    assert compiled.load("conv") is None
     assert compiled.describe() == f"numpy kernels only ({compiled.DISABLE} is set)"
     monkeypatch.setenv(compiled.DISABLE, "0")
-    assert compiled.load("curves") is not None
+    assert compiled.load("conv") is not None
     assert compiled.describe().startswith("numba ")
 
 

@@ -14,6 +14,7 @@ import itertools
 import numpy as np
 
 from ...ir import DType, Node
+from .. import compiled
 from ..registry import kernel
 from ._windows import (
     FLOATS,
@@ -171,10 +172,29 @@ def _bias_shape(rank: int) -> tuple[int, ...]:
     return (1, -1) + (1,) * rank
 
 
+def _compiled_grouped(x: np.ndarray, w: np.ndarray, b, group: int, strides, dilations, begin, end):
+    """A float32 1-D or 2-D depthwise or narrow-group convolution through the compiled loops
+    (bias included), or None where they do not apply or numba is off."""
+    fast = compiled.load("conv")
+    if fast is None or group == 1 or x.ndim not in (3, 4):
+        return None
+    if x.ndim == 3:  # a 1-D convolution is a 2-D one over a single row
+        y = _compiled_grouped(x[:, :, None], w[:, :, None], b, group, [1, *strides], [1, *dilations],
+                              [0, *begin], [0, *end])
+        return None if y is None else y[:, :, 0]
+    if not fast.handles(x, w, group, begin) or (b is not None and b.dtype != np.float32):
+        return None
+    out = output_sizes(x.shape[2:], w.shape[2:], strides, dilations, begin, end)
+    return fast.grouped_conv2d(x, w, b, strides, dilations, begin, out)
+
+
 @kernel("Conv", dtypes=FLOATS, check=_check_conv)
 def conv(ctx, x, w, b=None):
     dt = compute_dtype(x.dtype)
     strides, dilations, begin, end = _geometry(ctx, x, w.shape[2:])
+    y = _compiled_grouped(x, w, b, int(ctx.attr("group", 1)), strides, dilations, begin, end)
+    if y is not None:
+        return y
     y = conv_nd(x.astype(dt, copy=False), w.astype(dt, copy=False), int(ctx.attr("group", 1)),
                 strides, dilations, begin, end)
     if b is not None:
