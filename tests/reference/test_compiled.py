@@ -74,6 +74,27 @@ def test_compiled_curves_are_within_their_stated_ulps_of_float64(name, exact, bo
     assert np.array_equal(np.signbit(curves.apply(name, special)), np.signbit(reference))
 
 
+def test_compiled_activations_equal_the_numpy_forms(monkeypatch):
+    """Hard sigmoid and hard swish are the same operations in the same order: bit for bit. The
+    transcendental ones (erf, GELU, sigmoid, SiLU) differ in their tanh/exp (≤ 3.2 ulp here, ≤ 1.4
+    for numpy's); each is held to its bound against float64 in test_fast_paths, which runs the
+    compiled forms when numba is on, so here they only need to be the numpy forms' near twins:
+    within 8 ulp of them plus the bounds' absolute slack (2⁻²³·|x| for GELU and SiLU)."""
+    from nnbridge.kernels.ops import activation, fastmath
+
+    x = np.concatenate([_sweep()[::16], np.float32([np.nan, np.inf, -np.inf, 0.0, -0.0, 3.0, -3.0])])
+    for alpha, beta, swish in ((np.float32(0.2), np.float32(0.5), False), (np.float32(1 / 6), np.float32(0.5), True)):
+        ours = activation._hard_sigmoid(x, alpha, beta, swish)
+        theirs = _numpy(monkeypatch, activation._hard_sigmoid, x, alpha, beta, swish)
+        np.testing.assert_array_equal(ours, theirs)
+    finite = x[np.isfinite(x)]
+    with np.errstate(all="ignore"):
+        for curve in (fastmath.erf32, fastmath.gelu32, fastmath.sigmoid32, fastmath.silu32):
+            ours, theirs = curve(finite), _numpy(monkeypatch, curve, finite)
+            slack = np.spacing(np.abs(theirs)) * 8 + np.abs(finite) * 2.0**-23 + 2.0**-24
+            assert np.all(np.abs(ours.astype(np.float64) - theirs) <= slack), curve.__name__
+
+
 # -- depthwise and grouped convolution ---------------------------------------------------------
 
 GEOMETRIES = [  # (channels, multiplier or group width, size, kernel, strides, dilations, pads begin+end)
