@@ -239,3 +239,18 @@ def test_compiled_recurrences_agree_with_the_numpy_kernel(monkeypatch, op, attrs
     if lens:  # past a sequence's end: zeros, exactly
         y = ours[0]
         assert not y[3:, :, 1].any() and not y[1:, :, 3].any()
+
+
+def test_a_model_without_compiled_kernels_never_imports_numba():
+    """numba's import and first call cost about a second; LeNet-5 (plain convolutions, pooling,
+    matrix products) must not pay it, so that ``nnbridge run`` on it stays quick."""
+    code = ("import sys, numpy as np, nnbridge\n"
+            "from nnbridge.zoo import build\n"
+            "exe = nnbridge.compile(build('lenet5'))\n"
+            "exe.run({v.name: np.zeros([d if isinstance(d, int) else 1 for d in v.type.shape], np.float32)"
+            " for v in exe.graph.inputs})\n"
+            "print('numba' in sys.modules)\n")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(root)), cwd=root,
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

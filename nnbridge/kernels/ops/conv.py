@@ -175,8 +175,10 @@ def _bias_shape(rank: int) -> tuple[int, ...]:
 def _compiled_grouped(x: np.ndarray, w: np.ndarray, b, group: int, strides, dilations, begin, end):
     """A float32 1-D or 2-D depthwise or narrow-group convolution through the compiled loops
     (bias included), or None where they do not apply or numba is off."""
+    if group == 1 or x.ndim not in (3, 4):  # before loading: a model without one never imports numba
+        return None
     fast = compiled.load("conv")
-    if fast is None or group == 1 or x.ndim not in (3, 4):
+    if fast is None:
         return None
     if x.ndim == 3:  # a 1-D convolution is a 2-D one over a single row
         y = _compiled_grouped(x[:, :, None], w[:, :, None], b, group, [1, *strides], [1, *dilations],
