@@ -64,7 +64,7 @@ def run(args) -> int:
 
     from ...api.inputs import random_inputs
     from ...backends.smv import make_config
-    from ...backends.smv.reporting import STACK, display_view
+    from ...backends.smv.reporting import STACK, display_view, rollups, write_html
     from .. import console
 
     if args.passes is not None and args.opt_level is not None:
@@ -102,16 +102,13 @@ def run(args) -> int:
 
         write_trace(smv_trace(report.rows, exe.config.num_accels, report.model), args.trace)
     measure = f"{args.sort}_us"
-    rollups = {"by_op": report.rollup("op", measure), "by_where": report.rollup(_where, measure)}
-    total = sum(value for _, _, value in rollups["by_op"])
+    groups_by = rollups(report, measure)
+    total = sum(value for _, _, value in groups_by["by_op"])
     if args.html:
-        from ...reporting.html_report import write_html_report
-
-        write_html_report(args.html, report, STACK, measure, rollups, exe.graph,
-                          {r["name"]: float(r.get(measure) or 0.0) for r in report.rows}, note="op")
+        write_html(args.html, report, exe.graph, measure)
     if args.json:
         report.to_json(args.json, {"rollups": {k: [{"group": g, "layers": n, measure: v} for g, n, v in groups]
-                                               for k, groups in rollups.items()}})
+                                               for k, groups in groups_by.items()}})
         if args.json == "-":  # standard output carries the JSON alone
             if args.plot:
                 report.plot(args.plot, STACK, ylabel="latency (µs)", note="op")
@@ -124,7 +121,7 @@ def run(args) -> int:
                       f"({share(sum(rest), total)})")
     else:
         console.print(display_view(report).to_table())
-    for title, groups in (("op type", rollups["by_op"]), ("where it runs", rollups["by_where"])):
+    for title, groups in (("op type", groups_by["by_op"]), ("where it runs", groups_by["by_where"])):
         console.print(rollup_table(f"{args.sort} by {title}", title, groups, total, unit=f"{args.sort} µs"))
     for note in report.notes:
         console.print(styled((note, "dim")))
@@ -156,11 +153,4 @@ def _settings(args) -> dict:
             raise OptionError(f"{flag} and --set {aliases[0]}=…: give one of them")
         out.update(smv.options({name: value}))
     return out
-
-
-def _where(row: dict) -> str:
-    """Accelerated, or on the CPU and why."""
-    if row.get("where") != "cpu":
-        return "SMV accelerator"
-    return f"CPU: {row['note']}" if row.get("note") else "CPU"
 
