@@ -139,14 +139,15 @@ class _Run:
         path = self.scratch / Path(target.destination(self.out_dir, self.stem)).name
         if target.fmt is None:
             return self._compile(target, row, path)
-        from .. import save
-        from ..converters import format_for
+        from ..api.model_io import warn_if_synthetic
+        from ..converters import format_for, save_model
         from ..converters.notes import conversion_notes
 
         fmt = format_for(path)
         try:
             rewrites = dict(fmt.prepare(self.graph, target.options)[1]) if fmt.prepare else {}
-            save(self.graph.copy(), path, **target.options)
+            warn_if_synthetic(self.graph, path)  # as nnbridge.save (convert) warns
+            save_model(self.graph.copy(), path, **target.options)
         except UnsupportedOpError as exc:
             row.conversion = Conversion("no", headline=exc.headline(), reasons=_root_first(exc.lines()))
             return row
@@ -160,10 +161,10 @@ class _Run:
         return row
 
     def _compile(self, target: Target, row: TargetReport, path: Path) -> TargetReport:
-        import nnbridge
+        from ..api.compiler import compile as compile_model
 
         try:
-            exe = nnbridge.compile(self.graph.copy(), backend=target.backend)
+            exe = compile_model(self.graph.copy(), backend=target.backend)
         except UnsupportedOpError as exc:
             row.conversion = Conversion("no", headline=exc.headline(), reasons=_root_first(exc.lines()))
             return row
@@ -180,8 +181,7 @@ class _Run:
 
     # -- numerics -------------------------------------------------------------------------------
     def judge(self, target: Target, row: TargetReport) -> None:
-        import nnbridge
-
+        from ..api.model_io import as_graph
         from ..check import check
 
         if not row.conversion.ok:
@@ -195,7 +195,7 @@ class _Run:
             else:
                 from .numerics import source_as
 
-                converted = nnbridge.load(self.written[target.name])
+                converted = as_graph(self.written[target.name])
                 wrapped = source_as(self.source, self.graph, converted, self.feeds)
                 result = check(converted, target.backend, inputs=wrapped.feeds, oracle=wrapped.oracle)
         except NNBridgeError as exc:
@@ -235,8 +235,7 @@ class _Run:
 
     # -- cost -----------------------------------------------------------------------------------
     def price(self, target: Target, row: TargetReport) -> None:
-        import nnbridge
-
+        from ..api.model_io import as_graph
         from .cost import rdu_cost, smv_cost
 
         if target.name == "smaug-smv":
@@ -244,7 +243,7 @@ class _Run:
             file = self.written.get(target.name)
             try:
                 if file is not None:
-                    row.smv, exe = smv_cost(nnbridge.load(file), "the SMV file")
+                    row.smv, exe = smv_cost(as_graph(file), "the SMV file")
                 else:
                     row.smv, exe = smv_cost(self.graph.copy(), "the source model: no SMV file is written")
             except NNBridgeError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..api.compiler import compile as compile_model
 from ..backends.rdu.reporting import COMPUTE_BOUND, by_cause
 from ..ir import Graph
 from .report import RduCost, RduThroughput, SmvCost
@@ -15,9 +16,7 @@ MAX_SEARCH_BATCH = 1024
 
 def smv_cost(graph: Graph, priced: str) -> tuple[SmvCost, Any]:
     """SMAUG's breakdown of ``graph`` on one SMV accelerator (timing only, no values) and its executable."""
-    import nnbridge
-
-    exe = nnbridge.compile(graph, backend="smv", perf_only=True)
+    exe = compile_model(graph, backend="smv", perf_only=True)
     t = exe.report.totals
     cpu = sum(1 for row in exe.report.rows if row.get("where") == "cpu")
     return SmvCost(priced, t["latency_ms"], t["compute_pct"], t["transfer_pct"], t["cpu_pct"], cpu), exe
@@ -30,8 +29,6 @@ def rdu_cost(graph: Graph, batch1: Any, progress: Any = None) -> tuple[RduCost, 
     ``measure-performance MODEL --batch-size B`` does (when no batch up to ``MAX_SEARCH_BATCH`` is, the
     largest is estimated on ``batch1``, as ``measure-performance FILE.pef --batch-size B`` does).
     Returns the cost, the program it priced and its estimate."""
-    import nnbridge
-
     first = _throughput(batch1.estimate, batch1)
     batch, bound = 1, first.bound == COMPUTE_BOUND
     while not bound and batch < MAX_SEARCH_BATCH:
@@ -41,7 +38,7 @@ def rdu_cost(graph: Graph, batch1: Any, progress: Any = None) -> tuple[RduCost, 
     if bound and batch > 1:
         if progress:
             progress(f"compiling for batch {batch}")
-        busy_exe = nnbridge.compile(graph.copy(), backend="rdu", batch_size=batch)
+        busy_exe = compile_model(graph.copy(), backend="rdu", batch_size=batch)
         est = busy_exe.estimate
     elif batch > 1:  # none found: the largest batch tried, on the batch-1 program (no compile that large)
         est = batch1.measure_performance(batch)

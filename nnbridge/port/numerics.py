@@ -71,13 +71,30 @@ def source_as(source: ModelProto, source_graph: Graph, converted: Graph,
 
 
 def _paired(what: str, source: list[Value], converted: list[Value]) -> list[tuple[Value, Value]]:
+    """By name, else by position; a file with more outputs (SMV's padding slices of a wide layer)
+    pairs each source output with the next of the file's that holds as many elements."""
     if sorted(v.name for v in source) == sorted(v.name for v in converted):
         by_name = {v.name: v for v in converted}
         return [(s, by_name[s.name]) for s in source]
     if len(source) == len(converted):
         return list(zip(source, converted))
+    if what == "outputs" and len(converted) > len(source):
+        pairs, rest = [], iter(converted)
+        for s in source:
+            size = _size(s)
+            c = next((c for c in rest if size is not None and _size(c) == size), None)
+            if c is None:
+                break
+            pairs.append((s, c))
+        else:
+            return pairs
     raise Unmatched(f"the file has {len(converted)} {what} ({', '.join(v.name for v in converted)}), the source "
                     f"{len(source)} ({', '.join(v.name for v in source)})")
+
+
+def _size(value: Value) -> int | None:
+    shape = value.type.shape
+    return math.prod(shape) if shape is not None and all(isinstance(d, int) for d in shape) else None
 
 
 def _static(value: Value, what: str) -> tuple[int, ...]:
@@ -128,8 +145,8 @@ def _adapter(graph: GraphProto, frm: Value, to: Value, src: str, dst: str, sourc
         nodes.append(helper.make_node("Reshape", [at, const], [f"{dst}/port.shape_out"]))
     if nodes:
         at = nodes[-1].output[0]
-    if not into_source and to.type.dtype is not None and not _both_float(to.type.dtype.numpy, source_dtype) \
-            and to.type.dtype.numpy != np.dtype(source_dtype):  # float outputs compare as they are
+    if not into_source and to.type.dtype is not None and to.type.dtype.numpy != np.dtype(source_dtype):
+        # the file's output type (SMV's fp16): the source's value rounded as the file must store it
         nodes.append(helper.make_node("Cast", [at], [f"{dst}/port.cast"], to=to.type.dtype.onnx))
         at = nodes[-1].output[0]
     if at != dst:
@@ -138,10 +155,6 @@ def _adapter(graph: GraphProto, frm: Value, to: Value, src: str, dst: str, sourc
         else:
             nodes.append(helper.make_node("Identity", [at], [dst]))
     return nodes
-
-
-def _both_float(a: np.dtype, b: np.dtype) -> bool:
-    return np.dtype(a).kind == "f" and np.dtype(b).kind == "f" or "bfloat16" in (np.dtype(a).name, np.dtype(b).name)
 
 
 def _onnx_code(dtype: np.dtype) -> int:

@@ -47,10 +47,20 @@ def run(args) -> int:
     targets = parse_targets(args.targets)
     options = load_options(args)
     dims, shapes = options.pop("dims", None), options.pop("input_shapes", None)
-    ask = _ask if sys.stdin.isatty() and console.is_terminal else None
-    with _status(console) as say:
+    with _status(console) as status:
+        def ask(values):  # the spinner stops while a question waits for its answer
+            if status is not None:
+                status.stop()
+            try:
+                return _ask(values)
+            finally:
+                if status is not None:
+                    status.start()
+
+        say = None if status is None else (lambda text: status.update(f"port: {text}"))
         report = port(args.model, targets, dims=dims, input_shapes=shapes, seed=args.seed, out_dir=args.out_dir,
-                      keep=args.keep, ask=ask, progress=say, load_options=options)
+                      keep=args.keep, ask=ask if sys.stdin.isatty() and console.is_terminal else None,
+                      progress=say, load_options=options)
     written = []
     if args.html:
         from ...port.html import write_html
@@ -102,18 +112,12 @@ def _styled(cell: str):
 
 
 def _status(console):
-    """On a terminal: a spinner saying what port is doing; quiet when piped."""
+    """On a terminal: a spinner saying what port is doing (None when piped: quiet)."""
     import contextlib
 
     if not console.is_terminal:
         return contextlib.nullcontext(None)
-
-    @contextlib.contextmanager
-    def spinner():
-        with console.status("port: reading the model") as status:
-            yield lambda text: status.update(f"port: {text}")
-
-    return spinner()
+    return console.status("port: reading the model")
 
 
 def _ask(values) -> tuple[dict[str, int], dict[str, tuple[int, ...]]]:
