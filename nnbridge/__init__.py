@@ -84,8 +84,12 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
           rtol: float | None = None, atol: float | None = None, **options: Any) -> CheckResult:
     """Run ``model`` on ``backend`` and on onnxruntime with the same inputs; judge each output by
     the verdict table of docs/check.md. Options: ``seed``, ``dims``, ``input_ranges``,
-    ``nonfinite``, ``layerwise``, ``passes``, ``opt_level``, backend settings (see
-    ``nnbridge.check.core.check``). A ``.pef`` path is checked against the reference backend."""
+    ``nonfinite``, ``layerwise``, ``passes``, ``opt_level``, backend settings; ``against`` (another
+    model or ``.pef``, run on ``against_backend``, as the reference instead of onnxruntime),
+    ``save_outputs`` / ``load_outputs`` (an ``.npz`` of inputs and outputs to judge a later run
+    by), ``tolerances`` (output → (rtol, atol) for that output only) and ``metric`` (``max``,
+    ``mean``, ``median``, ``quantile:Q``: the error statistic held to the bound); see
+    ``nnbridge.check.core.check``. A ``.pef`` path is checked against the reference backend."""
     return _check(model, backend=backend, inputs=inputs, rtol=rtol, atol=atol, **options)
 
 

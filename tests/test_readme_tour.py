@@ -39,7 +39,7 @@ def test_every_tour_command_runs_after_make_demo(tmp_path):
     (repo / "tests").mkdir()
     (repo / "tests" / "fixtures").symlink_to(ROOT / "tests" / "fixtures")  # the repository's own fixtures
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
-    demo = subprocess.run([sys.executable, "-m", "nnbridge.demo"], cwd=repo, env=env, capture_output=True,
+    demo = subprocess.run([sys.executable, "-m", "nnbridge.apps.demo"], cwd=repo, env=env, capture_output=True,
                           text=True, stdin=subprocess.DEVNULL, timeout=600)
     assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]
     for line in tour_commands():

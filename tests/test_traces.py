@@ -7,6 +7,7 @@ import json
 from collections import defaultdict
 
 import pytest
+from browser import probe
 
 
 def _tracks(trace: dict) -> dict[tuple[int, int], list[dict]]:
@@ -92,8 +93,6 @@ def test_the_html_report_renders_in_headless_chromium_with_the_graph_coloured_by
                                                                                       chromium):
     """The page opens in a real browser: its script sorts the layer table, the graph has one box
     per node of the compiled graph (the slowest one red), and a screenshot is not blank."""
-    import html
-    import re
     import subprocess
 
     from PIL import Image
@@ -103,8 +102,7 @@ def test_the_html_report_renders_in_headless_chromium_with_the_graph_coloured_by
                      "--json", tmp_path / "r.json")
     assert code == 0, text
     rows = json.loads((tmp_path / "r.json").read_text())["rows"]
-    probe = """<script>
-window.addEventListener('load', function () {
+    probe_out = probe(chromium, page, """
   var tables = document.querySelectorAll('table.sortable');
   var table = tables[tables.length - 1];
   var heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
@@ -113,18 +111,8 @@ window.addEventListener('load', function () {
   var values = Array.prototype.map.call(table.tBodies[0].rows, function (r) { return r.cells[column].textContent; });
   var reds = Array.prototype.filter.call(document.querySelectorAll('g.node rect'),
     function (r) { return r.getAttribute('fill') === 'rgb(255,0,0)'; }).length;
-  var out = document.createElement('pre'); out.id = 'probe';
-  out.textContent = JSON.stringify({values: values, nodes: document.querySelectorAll('g.node').length, reds: reds});
-  document.body.appendChild(out);
-});
-</script></body>"""
-    probed = tmp_path / "probed.html"
-    probed.write_text(page.read_text().replace("</body>", probe))
-    done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", probed.as_uri()],
-                          capture_output=True, text=True, timeout=120)
-    found = re.search(r'<pre id="probe">(.*?)</pre>', done.stdout, re.S)
-    assert found, "the page's script did not run:\n" + done.stdout[-2000:]
-    probe_out = json.loads(html.unescape(found.group(1)))
+  window.probe = {values: values, nodes: document.querySelectorAll('g.node').length, reds: reds};
+""", tmp_path)
     values = [float(v) for v in probe_out["values"]]
     assert len(values) == len(rows) and values == sorted(values)
     assert probe_out["nodes"] >= len(rows) and probe_out["reds"] >= 1
@@ -144,3 +132,40 @@ def test_measure_performance_writes_an_html_page_with_its_stages_and_graph(cli, 
     assert html.count('<g class="node">') >= len(estimate["stages"])  # every op of every stage drawn
     assert 'fill="rgb(255,0,0)"' in html and "by_cause" not in html and "by cause" in html
     assert html.count("<tr>") >= len(estimate["stages"])
+
+
+def test_rdu_bars_are_labelled_by_their_stage_and_section_in_the_page_and_the_plot(cli, tmp_path, onnx_data,
+                                                                                   chromium):
+    """The bars of measure-performance --html name each stage's kernel and its bound, as the
+    slowest-stages table does (they read '0 (compute)', '1 (compute)': the row's rank); --plot's
+    bars name each section and its slowest stage. Read from the page in a browser and from the SVG."""
+    import xml.etree.ElementTree as ET
+
+    page, plot = tmp_path / "rdu.html", tmp_path / "sections.svg"
+    code, text = cli("measure-performance", onnx_data / "light" / "light_squeezenet.onnx", "--batch-size", "4",
+                     "--html", page, "--plot", plot, "--json", tmp_path / "e.json")
+    assert code == 0, text
+    estimate = json.loads((tmp_path / "e.json").read_text())
+    labels = probe(chromium, page, """
+  var chart = document.querySelector('figure[aria-label="where the time goes"] svg');
+  window.probe = Array.prototype.map.call(chart.querySelectorAll('text'), function (t) { return t.textContent; });
+""", tmp_path)
+    stages = sorted(estimate["stages"], key=lambda s: -s["stage_us"])
+    assert len(stages) > 25  # the top 25 are drawn and the rest summed in one bar
+    expected = [f"{s['kernel']} ({s['bottleneck']})" for s in stages[:25]]
+    drawn = [t for t in labels if t in expected]
+    assert sorted(drawn) == sorted(expected), labels
+    assert not [t for t in labels if t.split(" ")[0].isdigit()]  # no bar named by its rank
+    assert any(t.startswith(f"… {len(stages) - 25} more: ") for t in labels)
+    texts = [t.text for t in ET.parse(plot).iter("{http://www.w3.org/2000/svg}text")]
+    sections = [f"section {s['index']} ({s['bottleneck']})" for s in estimate["sections"]]
+    assert set(sections) <= set(texts), texts
+
+
+def test_a_plot_refuses_to_label_bars_by_a_column_its_rows_do_not_have():
+    from nnbridge.reporting.report import Report
+
+    report = Report("rdu", "m")
+    report.add_row(kernel="k0", stage_us=1.0)
+    with pytest.raises(ValueError, match="1 of 1 rows have no 'name' column"):
+        report.figure(["stage_us"])

@@ -1,6 +1,6 @@
 """Pieces of nnbridge's single-file HTML reports: sortable tables, inlined PNGs, the sort script.
 
-A report is one file to open or mail: plots are inlined as base64 PNGs, and a small script sorts
+A report is one file to open or mail: plots are inlined (as SVG, or base64 PNGs), and a small script sorts
 any ``table.sortable`` by the clicked column (numbers numerically, text alphabetically).
 """
 
@@ -37,6 +37,22 @@ def sortable_table(header: list[str], rows: list[list[Any]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in r) + "</tr>" for r in rows)
     return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def svg_figure(fig: Any, caption: str) -> str:
+    """A matplotlib figure inlined as SVG with its text kept as text: the page stays one file, its
+    labels can be searched and copied, and they read the same at any zoom."""
+    import io
+
+    import matplotlib
+
+    buffer = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        fig.savefig(buffer, format="svg")
+    svg = buffer.getvalue()
+    svg = svg[svg.index("<svg"):]  # the XML declaration and doctype cannot sit inside HTML
+    return f'<figure role="img" aria-label="{html.escape(caption)}">{svg}<figcaption>{html.escape(caption)}' \
+           f"</figcaption></figure>"
 
 
 def png_figure(data: bytes, caption: str) -> str:

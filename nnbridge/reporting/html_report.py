@@ -1,6 +1,6 @@
 """``simulate --html`` / ``measure-performance --html``: one HTML file that says where the time goes.
 
-It holds the totals, the plot (inlined PNG), the roll-ups, every row in a sortable table, and the
+It holds the totals, the plot (inlined SVG, its labels text), the roll-ups, every row in a sortable table, and the
 graph drawn as SVG with each node coloured by its share of the time (white: none, red: the most):
 nodes sit in columns by their depth from the inputs, edges join producers to consumers, and
 hovering a node shows its name, op and time.
@@ -9,14 +9,14 @@ hovering a node shows its name, op and time.
 from __future__ import annotations
 
 import html
-import io
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..base.fileio import atomic_write
 from ..ir import Graph
-from .html_page import SORT_SCRIPT, STYLE, png_figure, sortable_table
+from .baseline import Comparison
+from .html_page import SORT_SCRIPT, STYLE, sortable_table, svg_figure
 from .report import Report
 
 BOX_W, BOX_H, GAP_X, GAP_Y = 120, 28, 40, 12
@@ -24,13 +24,14 @@ BOX_W, BOX_H, GAP_X, GAP_Y = 120, 28, 40, 12
 
 def write_html_report(path: str | os.PathLike, report: Report, stack: list[str], measure: str,
                       rollups: Mapping[str, Sequence[tuple[str, int, float]]], graph: Graph | None,
-                      times: Mapping[str, float], note: str | None = None) -> None:
-    """``times``: node name → time in ``measure`` units, for colouring the graph."""
+                      times: Mapping[str, float], note: str | None = None,
+                      baseline: Comparison | None = None) -> None:
+    """``times``: node name → time in ``measure`` units, for colouring the graph; ``baseline``: this
+    run against an earlier one (``--baseline``), shown after the totals."""
     import matplotlib.pyplot as plt
 
     fig = report.figure(stack, note=note, xlabel=measure)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
+    chart = svg_figure(fig, "where the time goes")
     plt.close(fig)
     total = sum(value for _, _, value in next(iter(rollups.values()), []))
     totals = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{_cell(v)}</td></tr>" for k, v in report.totals.items())
@@ -49,7 +50,8 @@ def write_html_report(path: str | os.PathLike, report: Report, stack: list[str],
 <h1>{html.escape(report.backend.upper())}: {html.escape(report.model)}</h1>
 <table>{totals}</table>
 <p>{'<br>'.join(html.escape(n) for n in report.notes)}</p>
-{png_figure(buffer.getvalue(), "where the time goes")}
+{baseline.to_html(measure) if baseline else ""}
+{chart}
 {sections}
 <h2>The graph, each node coloured by its {html.escape(measure)}</h2>
 <div class="graph">{drawing}</div>

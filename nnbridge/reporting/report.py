@@ -80,11 +80,13 @@ class Report:
 
     def plot(self, path: str | os.PathLike, stack: list[str], label: str = "name", ylabel: str = "",
              top: int = 25, note: str | None = None) -> None:
-        """A PNG of :meth:`figure`."""
+        """A PNG of :meth:`figure` (or SVG, PDF… by the file's suffix; an SVG keeps its text as text)."""
+        import matplotlib
         import matplotlib.pyplot as plt
 
         fig = self.figure(stack, label, ylabel, top, note)
-        fig.savefig(path, dpi=120)
+        with matplotlib.rc_context({"svg.fonttype": "none"}):
+            fig.savefig(path, dpi=120)
         plt.close(fig)
 
     def figure(self, stack: list[str], label: str = "name", xlabel: str = "", top: int = 25,
@@ -102,9 +104,12 @@ class Report:
         def total(row: dict) -> float:
             return sum(float(row.get(col) or 0) for col in stack)
 
+        unnamed = sum(label not in r for r in self.rows)
+        if unnamed:  # a bar labelled by its rank says nothing: the caller named the wrong column
+            raise ValueError(f"{unnamed} of {len(self.rows)} rows have no '{label}' column to label their bars")
         ranked = sorted(self.rows, key=lambda r: -total(r))
         shown, rest = ranked[:top], ranked[top:]
-        labels = [str(r.get(label, i)) + (f" ({r[note]})" if note and r.get(note) else "") for i, r in enumerate(shown)]
+        labels = [str(r[label]) + (f" ({r[note]})" if note and r.get(note) else "") for r in shown]
         values = [[float(r.get(col) or 0) for col in stack] for r in shown]
         grand = sum(total(r) for r in self.rows)
         if rest:  # summed in its label, not drawn: one long bar would flatten every other

@@ -1,10 +1,10 @@
 """``nnbridge sweep-report DIR``: PNG plots and one self-contained HTML page of a sweep.
 
-Plots: each metric against each swept field (one marker colour per model), and per model the
-Pareto front of a latency metric against a hardware cost — by default the compute the point pays
-for (SMV: accelerators × PEs × MACs per PE; RDU: PCUs), or a product of fields given with
-``--cost``. The HTML page inlines the plots (base64) and holds sortable tables of the Pareto
-points and of every row, so it is one file to open or mail.
+Plots: each metric against each swept field, and per model the Pareto front of a latency metric
+against a hardware cost — by default the compute the point pays for (SMV: accelerators × PEs ×
+MACs per PE; RDU: PCUs), or a product of fields given with ``--cost``. A model keeps one colour
+in every plot (its cloud of points and its front alike). The HTML page inlines the plots (base64)
+and holds sortable tables of the Pareto points and of every row, so it is one file to open or mail.
 """
 
 from __future__ import annotations
@@ -47,8 +47,24 @@ def pareto(points: list[tuple[float, float, dict]]) -> list[tuple[float, float, 
     return front
 
 
-def write_report(out_dir: str | Path, cost_fields: list[str] | None = None, latency: str = "latency_ms") -> list[Path]:
-    """Write ``DIR/plots/*.png`` and ``DIR/report.html``; returns the files written."""
+def model_colours(models: list[str]) -> dict[str, Any]:
+    """One colour per model, the same in every plot, no two models alike: a qualitative palette
+    (tab10, then tab20), past 20 models evenly spaced along a perceptual map."""
+    from matplotlib import colormaps
+
+    if len(models) <= 20:
+        palette = colormaps["tab10" if len(models) <= 10 else "tab20"]
+        return {m: palette(i) for i, m in enumerate(models)}
+    spread = colormaps["turbo"]
+    return {m: spread(i / (len(models) - 1)) for i, m in enumerate(models)}
+
+
+def figures(out_dir: str | Path, cost_fields: list[str] | None = None,
+            latency: str = "latency_ms") -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, list], list[str],
+                                                  dict[str, Any]]:
+    """The sweep's results and its plots, unsaved: (recorded, rows, Pareto fronts per model, cost
+    fields, file stem → figure, the Pareto plot first). Every artist of a model carries its name as
+    its ``gid`` and its colour from :func:`model_colours`."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -66,34 +82,18 @@ def write_report(out_dir: str | Path, cost_fields: list[str] | None = None, late
     good = [r for r in rows if not r["error"]]
     if not good:
         raise InputError(f"{out}: no successful points to report ({len(rows)} failed)")
-    plots = out / "plots"
-    plots.mkdir(exist_ok=True)
     models = sorted({r["model"] for r in good})
-    written: list[Path] = []
-    swept = [f for f, values in recorded["space"].items() if len(set(map(str, values))) > 1]
-    for metric in recorded["metrics"]:
-        for name in swept:
-            fig, ax = plt.subplots(figsize=(5, 3.4))
-            for model in models:
-                mine = [r for r in good if r["model"] == model]
-                ax.plot([str(r[name]) if isinstance(r[name], str) else r[name] for r in mine],
-                        [r[metric] for r in mine], "o", alpha=0.6, label=Path(model).stem)
-            ax.set_xlabel(name)
-            ax.set_ylabel(metric)
-            ax.legend(fontsize=7)
-            fig.tight_layout()
-            path = plots / f"{metric}_vs_{name}.png"
-            fig.savefig(path, dpi=90)
-            plt.close(fig)
-            written.append(path)
+    colour = model_colours(models)
+    plots: dict[str, Any] = {}
     fronts: dict[str, list[tuple[float, float, dict]]] = {}
     fig, ax = plt.subplots(figsize=(6, 4))
     for model in models:
         pts = [(math.prod(_setting(recorded, r, f) for f in cost_fields), r[latency], r)
                for r in good if r["model"] == model]
         fronts[model] = pareto(pts)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], ".", alpha=0.3)
-        ax.plot([p[0] for p in fronts[model]], [p[1] for p in fronts[model]], "-o", label=Path(model).stem)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], ".", alpha=0.3, color=colour[model], gid=model)
+        ax.plot([p[0] for p in fronts[model]], [p[1] for p in fronts[model]], "-o", color=colour[model], gid=model,
+                label=Path(model).stem)
     ax.set_xlabel(" × ".join(cost_fields))
     ax.set_ylabel(latency)
     ax.set_xscale("log")
@@ -101,13 +101,40 @@ def write_report(out_dir: str | Path, cost_fields: list[str] | None = None, late
     ax.set_title("Pareto front: latency against cost")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    pareto_png = plots / "pareto.png"
-    fig.savefig(pareto_png, dpi=90)
-    plt.close(fig)
-    written.append(pareto_png)
+    plots["pareto"] = fig
+    swept = [f for f, values in recorded["space"].items() if len(set(map(str, values))) > 1]
+    for metric in recorded["metrics"]:
+        for name in swept:
+            fig, ax = plt.subplots(figsize=(5, 3.4))
+            for model in models:
+                mine = [r for r in good if r["model"] == model]
+                ax.plot([str(r[name]) if isinstance(r[name], str) else r[name] for r in mine],
+                        [r[metric] for r in mine], "o", alpha=0.6, color=colour[model], gid=model,
+                        label=Path(model).stem)
+            ax.set_xlabel(name)
+            ax.set_ylabel(metric)
+            ax.legend(fontsize=7)
+            fig.tight_layout()
+            plots[f"{metric}_vs_{name}"] = fig
+    return recorded, rows, fronts, cost_fields, plots
+
+
+def write_report(out_dir: str | Path, cost_fields: list[str] | None = None, latency: str = "latency_ms") -> list[Path]:
+    """Write ``DIR/plots/*.png`` and ``DIR/report.html``; returns the files written."""
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    recorded, rows, fronts, cost_fields, plots = figures(out, cost_fields, latency)
+    (out / "plots").mkdir(exist_ok=True)
+    written: list[Path] = []
+    for stem, fig in plots.items():
+        path = out / "plots" / f"{stem}.png"
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        written.append(path)
     page = out / "report.html"
-    page.write_text(_html(recorded, rows, fronts, cost_fields, [pareto_png, *written[:-1]]), encoding="utf-8")
-    return [*written, page]
+    page.write_text(_html(recorded, rows, fronts, cost_fields, written), encoding="utf-8")
+    return [*written[1:], written[0], page]
 
 
 def _html(recorded: dict[str, Any], rows: list[dict[str, Any]], fronts: dict[str, list], cost_fields: list[str],

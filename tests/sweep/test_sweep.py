@@ -6,9 +6,7 @@ from __future__ import annotations
 import base64
 import csv
 import html.parser
-import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -16,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from browser import probe
 
 from nnbridge.base.errors import InputError
 from nnbridge.sweep import load_spec, parse_spec, run_sweep
@@ -189,25 +188,43 @@ def test_the_html_report_opens_in_headless_chromium_without_errors_and_sorts(tmp
     spec = load_spec(_spec_file(tmp_path, CASE_STUDY))
     run_sweep(spec, tmp_path / "out", serial=True)
     write_report(tmp_path / "out")
-    page = (tmp_path / "out" / "report.html").read_text()
-    probe = """<script>
-window.addEventListener('load', function () {
+    values = [float(v) for v in probe(chromium, tmp_path / "out" / "report.html", """
   var table = document.querySelectorAll('table.sortable')[1];
   var heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
   var column = heads.findIndex(function (h) { return h.textContent === 'latency_ms'; });
   heads[column].click();
-  var values = Array.prototype.map.call(table.tBodies[0].rows, function (r) {
+  window.probe = Array.prototype.map.call(table.tBodies[0].rows, function (r) {
     return r.cells[column].textContent; });
-  var out = document.createElement('pre'); out.id = 'probe';
-  out.textContent = JSON.stringify(values); document.body.appendChild(out);
-});
-</script></body>"""
-    probed = tmp_path / "probed.html"
-    probed.write_text(page.replace("</body>", probe))
-    done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
-                           probed.as_uri()], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    found = re.search(r'<pre id="probe">(.*?)</pre>', done.stdout, re.S)
-    assert found, "the page's script did not run (no probe output):\n" + done.stdout[-2000:]
-    values = [float(v) for v in json.loads(html.unescape(found.group(1)))]
+""", tmp_path)]
     assert len(values) == 32 and values == sorted(values)
+
+
+def test_each_model_keeps_one_colour_in_every_plot_and_no_two_models_share_one(tmp_path):
+    """matplotlib's cycle gave a model's cloud and its Pareto front two colours, the cloud the
+    colour another model's markers had in the other plots."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgba
+
+    from nnbridge.sweep.report import figures, model_colours
+
+    spec = load_spec(_spec_file(tmp_path, """
+backend = "smv"
+models = ["minerva", "lenet5", "mlp"]
+metrics = ["latency_ms", "cycles"]
+[space]
+num_accels = [1, 2]
+mem_policy = ["dma", "acp"]
+"""))
+    run_sweep(spec, tmp_path / "out", serial=True)
+    _, _, _, _, plots = figures(tmp_path / "out")
+    assert len(plots) == 1 + 2 * 2
+    seen: dict[str, set] = {}
+    for fig in plots.values():
+        for line in fig.axes[0].get_lines():
+            seen.setdefault(line.get_gid(), set()).add(to_rgba(line.get_color(), 1.0))
+        plt.close(fig)
+    assert len(seen) == 3 and all(len(colours) == 1 for colours in seen.values()), seen
+    assert len({c for colours in seen.values() for c in colours}) == 3
+    for n in (3, 12, 20, 40):  # distinct at any count
+        names = [f"m{i}" for i in range(n)]
+        assert len(set(model_colours(names).values())) == n

@@ -102,7 +102,10 @@ class RduExecutable(Executable):
         report = Report("rdu", self.graph.name, totals=dict(est.totals))
         rows = est.stages if stages else est.sections
         for row in rows:
-            data = dict(row.__dict__)
+            # the name a plot or page labels the row with: the stage's kernel (as in the trace and
+            # the slowest-stages table), or the section's index
+            name = row.kernel if stages else f"section {row.index}"
+            data = {"name": name, **row.__dict__}
             if not stages:
                 data["total_us"] = row.total_us
             report.add_row(**data)

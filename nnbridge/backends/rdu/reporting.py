@@ -49,9 +49,10 @@ def _group(estimate: dict, key: Callable[[dict], str]) -> list[tuple[str, int, f
     return sorted(((k, n, v) for k, (n, v) in sums.items()), key=lambda item: -item[2])
 
 
-def write_html(path: str | os.PathLike, exe: Any, est: Estimate) -> None:
+def write_html(path: str | os.PathLike, exe: Any, est: Estimate, baseline: Any = None) -> None:
     """``measure-performance --html``'s page: totals, the sections plot, roll-ups, the graph coloured
-    by its stages' time and every stage in a sortable table."""
+    by its stages' time and every stage in a sortable table (beside ``baseline``'s, a
+    ``reporting.baseline`` comparison, when given)."""
     from ...reporting.html_report import write_html_report
 
     data = est.to_dict()
@@ -59,4 +60,5 @@ def write_html(path: str | os.PathLike, exe: Any, est: Estimate) -> None:
     ops = {(s.index, k.name): k.ops for s in exe.sections for k in s.kernels}
     times = {op: st["stage_us"] for st in data["stages"] for op in ops.get((st["section"], st["kernel"]), [])}
     rollups = {"by_cause": by_cause(data), "by_op": by_op(data)}
-    write_html_report(path, stages, ["stage_us"], "stage_us", rollups, exe.graph, times, note="bottleneck")
+    write_html_report(path, stages, ["stage_us"], "stage_us", rollups, exe.graph, times, note="bottleneck",
+                      baseline=baseline)

@@ -82,10 +82,11 @@ def rollups(report: Report, measure: str) -> dict[str, list[tuple[str, int, floa
     return {"by_op": report.rollup("op", measure), "by_where": report.rollup(where, measure)}
 
 
-def write_html(path, report: Report, graph, measure: str = "latency_us") -> None:
+def write_html(path, report: Report, graph, measure: str = "latency_us", baseline=None) -> None:
     """``simulate --html``'s page: totals, the stacked plot, the roll-ups, the graph coloured by
-    ``measure`` and every layer in a sortable table."""
+    ``measure`` and every layer in a sortable table (beside ``baseline``'s, a ``reporting.baseline``
+    comparison, when given)."""
     from ...reporting.html_report import write_html_report
 
     write_html_report(path, report, STACK, measure, rollups(report, measure), graph,
-                      {r["name"]: float(r.get(measure) or 0.0) for r in report.rows}, note="op")
+                      {r["name"]: float(r.get(measure) or 0.0) for r in report.rows}, note="op", baseline=baseline)

@@ -15,6 +15,7 @@ def register(sub) -> None:
   nnbridge measure-performance model.onnx --top 5 --trace rdu.json   # slowest stages; a Perfetto timeline
   nnbridge measure-performance llama-3.1-70b --sockets 16            # an LLM decode step, weights as shapes
   nnbridge measure-performance model.onnx --config machine.toml --set hbm_capacity_bytes=8e9
+  nnbridge measure-performance model.onnx --batch-size 64 --baseline batch16.json   # per-stage deltas
 """)
     add_model_args(p)
     add_backend_args(p, default="rdu")
@@ -27,18 +28,23 @@ def register(sub) -> None:
                    "(open it in Perfetto or chrome://tracing)")
     p.add_argument("--html", metavar="FILE.html", help="write one HTML page: totals, the sections plot, roll-ups, the "
                    "graph coloured by its stages' time and every stage in a sortable table")
+    p.add_argument("--baseline", metavar="FILE.json", help="compare with an earlier run's --json estimate of the "
+                   "same model: per-stage and total deltas in the table, the JSON and the HTML")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from ...reporting.baseline import compare, read_baseline
     from .. import console
 
+    baseline = read_baseline(args.baseline, "rdu") if args.baseline else None
     exe = compile_from_args(args)
     est = exe.measure_performance(args.batch_size, args.micro_batch)
+    data = {"model": exe.graph.name, **est.to_dict()}
+    against = compare(baseline, args.baseline, "rdu", data) if baseline else None
     if args.plot:
         exe.section_report(est).plot(args.plot, stack=["pipeline_us", "reconfig_us", "spill_us", "weight_load_us"],
-                                     label="index", ylabel="µs for the batch", note="bottleneck")
-    data = est.to_dict()
+                                     ylabel="µs for the batch", note="bottleneck")
     rollups = {"by_cause": by_cause(data), "by_op": by_op(data)}
     if args.trace:
         from ...reporting.trace import rdu_trace, write_trace
@@ -47,10 +53,11 @@ def run(args) -> int:
     if args.html:
         from ...backends.rdu.reporting import write_html
 
-        write_html(args.html, exe, est)
+        write_html(args.html, exe, est, baseline=against)
     if args.json:
         write_json({**data, "rollups": {k: [{"group": g, "sections": n, "us": v} for g, n, v in groups]
-                                        for k, groups in rollups.items()}}, args.json)
+                                        for k, groups in rollups.items()},
+                    **({"baseline": against.to_dict()} if against else {})}, args.json)
         if args.json == "-":
             return 0
     t = est.totals
@@ -92,6 +99,12 @@ def run(args) -> int:
         console.print(_slowest_stages(data, args.top, total))
     console.print(rollup_table("batch latency by what bounds it", "bound", rollups["by_cause"], total, "sections"))
     console.print(rollup_table("batch latency by the slowest stage's op", "op", rollups["by_op"], total, "sections"))
+    if against:
+        console.print(against.table("stage_us", ["compute_us", "pmu_us", "network_us", "offchip_us", "pcus"],
+                                    args.top))
+        for line in against.one_sided_lines():
+            console.print(styled(("baseline:", "yellow"), " " + line))
+        console.print(against.totals_table())
     for path, what in ((args.plot, "plot"), (args.trace, "trace"), (args.html, "HTML report"), (args.json, "JSON")):
         if path:
             console.print(f"{what} written to {path}")

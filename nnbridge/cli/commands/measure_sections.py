@@ -30,10 +30,10 @@ def run(args) -> int:
     report = exe.section_report(est, stages=args.stages)
     if args.plot:
         if args.stages:
-            report.plot(args.plot, stack=["stage_us"], label="kernel", ylabel="µs per token", note="bottleneck")
+            report.plot(args.plot, stack=["stage_us"], ylabel="µs per token", note="bottleneck")
         else:
             report.plot(args.plot, stack=["pipeline_us", "reconfig_us", "spill_us", "weight_load_us"],
-                        label="index", ylabel="µs for the batch", note="bottleneck")
+                        ylabel="µs for the batch", note="bottleneck")
     if args.json:
         console.print(report.to_json(), soft_wrap=True)
         return 0

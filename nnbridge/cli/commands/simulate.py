@@ -29,6 +29,7 @@ def register(sub) -> None:
   nnbridge simulate model.onnx --perf-only --top 10 --sort transfer   # the 10 most transfer-bound layers
   nnbridge simulate model.onnx --perf-only --html report.html --trace timeline.json
   nnbridge simulate model.onnx --config smv.toml --set dma_setup_cycles=50
+  nnbridge simulate model.onnx --perf-only --accels 4 --baseline one-accel.json   # per-layer deltas
 """)
     add_model_args(p)
     p.add_argument("--backend", "-b", default="smv", choices=["smv"], help="the simulator (default: smv)")
@@ -46,6 +47,8 @@ def register(sub) -> None:
                    "coloured by time and every layer in a sortable table")
     p.add_argument("--trace", metavar="FILE.json", help="write a Chrome trace of the layers on the host CPU and "
                    "on each accelerator (open it in Perfetto or chrome://tracing)")
+    p.add_argument("--baseline", metavar="FILE.json", help="compare with an earlier run's --json report of the "
+                   "same model: per-layer and total deltas in the table, the JSON and the HTML")
     p.add_argument("--top", type=int, default=20, metavar="N",
                    help="print the N most expensive layers (default 20; 0: every layer in graph order)")
     p.add_argument("--sort", choices=["latency", "compute", "transfer", "cpu", "tiling"], default="latency",
@@ -65,6 +68,7 @@ def run(args) -> int:
     from ...api.inputs import random_inputs
     from ...backends.smv import make_config
     from ...backends.smv.reporting import STACK, display_view, rollups, write_html
+    from ...reporting.baseline import compare, read_baseline, same_model
     from .. import console
 
     if args.passes is not None and args.opt_level is not None:
@@ -81,7 +85,10 @@ def run(args) -> int:
         console.print(table)
     if config.perf_only:
         refuse_unread(args, "with --perf-only (timing only: no values are computed)", {"input": "--input"})
+    baseline = read_baseline(args.baseline, "smv") if args.baseline else None
     graph = load_model_from_args(args)
+    if baseline is not None:  # another model's report is refused before simulating
+        same_model(baseline, args.baseline, graph.name)
     given = {**graph.input_values, **load_inputs(args.input)}  # a SMAUG file runs its stored input
     feeds = {} if config.perf_only else random_inputs(graph, seed=args.seed, dims=parse_dims(args.dim), given=given)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -104,11 +111,13 @@ def run(args) -> int:
     measure = f"{args.sort}_us"
     groups_by = rollups(report, measure)
     total = sum(value for _, _, value in groups_by["by_op"])
+    against = compare(baseline, args.baseline, "smv", report.to_dict()) if baseline else None
     if args.html:
-        write_html(args.html, report, exe.graph, measure)
+        write_html(args.html, report, exe.graph, measure, baseline=against)
     if args.json:
-        report.to_json(args.json, {"rollups": {k: [{"group": g, "layers": n, measure: v} for g, n, v in groups]
-                                               for k, groups in groups_by.items()}})
+        extra = {"rollups": {k: [{"group": g, "layers": n, measure: v} for g, n, v in groups]
+                             for k, groups in groups_by.items()}}
+        report.to_json(args.json, extra | ({"baseline": against.to_dict()} if against else {}))
         if args.json == "-":  # standard output carries the JSON alone
             if args.plot:
                 report.plot(args.plot, STACK, ylabel="latency (µs)", note="op")
@@ -123,6 +132,11 @@ def run(args) -> int:
         console.print(display_view(report).to_table())
     for title, groups in (("op type", groups_by["by_op"]), ("where it runs", groups_by["by_where"])):
         console.print(rollup_table(f"{args.sort} by {title}", title, groups, total, unit=f"{args.sort} µs"))
+    if against:
+        console.print(against.table(measure, STACK, args.top))
+        for line in against.one_sided_lines():
+            console.print(styled(("baseline:", "yellow"), " " + line))
+        console.print(against.totals_table())
     for note in report.notes:
         console.print(styled((note, "dim")))
     for path, what in ((args.json, "report"), (args.html, "HTML report"), (args.trace, "trace")):
