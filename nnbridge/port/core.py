@@ -148,11 +148,8 @@ class _Run:
             rewrites = dict(fmt.prepare(self.graph, target.options)[1]) if fmt.prepare else {}
             warn_if_synthetic(self.graph, path)  # as nnbridge.save (convert) warns
             save_model(self.graph.copy(), path, **target.options)
-        except UnsupportedOpError as exc:
-            row.conversion = Conversion("no", headline=exc.headline(), reasons=_root_first(exc.lines()))
-            return row
         except NNBridgeError as exc:
-            row.conversion = Conversion("no", headline=str(exc))
+            row.conversion = _refused(exc)
             return row
         files = {str(f.relative_to(self.scratch)): f.stat().st_size for f in fmt.written(path) if f.is_file()}
         notes = conversion_notes(self.graph, fmt.name, dict(target.options)) + fmt.notes(path)
@@ -165,11 +162,8 @@ class _Run:
 
         try:
             exe = compile_model(self.graph.copy(), backend=target.backend)
-        except UnsupportedOpError as exc:
-            row.conversion = Conversion("no", headline=exc.headline(), reasons=_root_first(exc.lines()))
-            return row
         except NNBridgeError as exc:
-            row.conversion = Conversion("no", headline=str(exc))
+            row.conversion = _refused(exc)
             return row
         exe.save(path)
         self.programs[target.name] = exe
@@ -298,6 +292,13 @@ def _numerics(result: Any) -> Numerics:
               f"{len(bad)} of {len(result.outputs)} output(s) differ: '{worst.name}' max |err|/scale "
               f"{worst.err_vs_scale:.3g}, {worst.outside} element(s) outside{note}")
     return Numerics("agree" if result.ok else "DIFFER", result.backend, f"rule {result.rule.describe()}", detail)
+
+
+def _refused(exc: NNBridgeError) -> Conversion:
+    """A refusal as convert (compile) prints it: the headline, and one line per reason."""
+    if isinstance(exc, UnsupportedOpError):
+        return Conversion("no", headline=exc.headline(), reasons=_root_first(exc.lines()))
+    return Conversion("no", headline=str(exc))
 
 
 def _root_first(lines: list[str]) -> list[str]:
