@@ -213,16 +213,18 @@ window.addEventListener('load', function () {
     assert len(image.getcolors(maxcolors=1 << 16) or []) > 20  # text and colours, not a blank page
 
 
-def test_keep_leaves_nothing_behind_when_the_run_fails(tmp_path, monkeypatch):
-    """--keep writes in place; a run that fails afterwards removes what it wrote."""
+@pytest.mark.parametrize("where", ["_compile", "_numerics"])
+def test_keep_leaves_nothing_behind_when_the_run_fails(tmp_path, monkeypatch, where):
+    """--keep writes in place; a run that fails afterwards (while compiling for the RDU, after LBANN's
+    files are written; or while judging) removes every file it wrote."""
     from nnbridge.port import core
 
     def broken(*args, **kwargs):
-        raise RuntimeError("simulated failure after the conversions")
+        raise RuntimeError("simulated failure")
 
-    monkeypatch.setattr(core, "_numerics", broken)
+    monkeypatch.setattr(core._Run if where == "_compile" else core, where, broken)
     with pytest.raises(RuntimeError):
-        nnbridge.port(str(FIXTURES / "regnet.onnx"), ["lbann"], out_dir=str(tmp_path / "out"), keep=True)
+        nnbridge.port(str(FIXTURES / "regnet.onnx"), ["lbann", "rdu"], out_dir=str(tmp_path / "out"), keep=True)
     assert not any(p.is_file() for p in (tmp_path / "out").rglob("*"))
 
 

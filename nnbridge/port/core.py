@@ -77,11 +77,10 @@ def port(model: str | os.PathLike, targets: Sequence[str] | None = None, *, dims
     stem = Path(model).name
     for suffix in (".onnx", "_topo.pbtxt", ".prototext"):
         stem = stem.removesuffix(suffix)
-    run = _Run(model, graph, {**pins, **extra}, feeds, source, seed, out_dir, stem, say)
+    run = _Run(model, graph, {**pins, **extra}, feeds, source, out_dir, stem, say)
     with _workspace(out_dir if keep else None) as (scratch, written):
-        run.scratch = scratch
+        run.scratch, run.files = scratch, written
         rows = {name: run.convert(TARGETS[name]) for name in names}
-        written += [scratch / name for row in rows.values() for name in row.conversion.files]
         for name, row in rows.items():
             if not row.conversion.ok:
                 row.conversion.hints += [f"{other.title} takes it ({other.target} row)" for other in rows.values()
@@ -125,10 +124,11 @@ class _Run:
     """What one port run shares between its targets."""
 
     def __init__(self, model: Any, graph: Graph, pins: dict[str, Any], feeds: dict[str, np.ndarray], source: Any,
-                 seed: int, out_dir: str, stem: str, say: Callable[[str], None]):
+                 out_dir: str, stem: str, say: Callable[[str], None]):
         self.model, self.graph, self.pins, self.feeds, self.source = model, graph, pins, feeds, source
-        self.seed, self.out_dir, self.stem, self.say = seed, out_dir, stem, say
+        self.out_dir, self.stem, self.say = out_dir, stem, say
         self.scratch = Path(".")
+        self.files: list[Path] = []          # every file written, as soon as it is (removed if the run fails)
         self.written: dict[str, Path] = {}   # target → the file it wrote (in scratch)
         self.programs: dict[str, Any] = {}   # "rdu" → the batch-1 program
 
@@ -151,7 +151,9 @@ class _Run:
         except NNBridgeError as exc:
             row.conversion = _refused(exc)
             return row
-        files = {str(f.relative_to(self.scratch)): f.stat().st_size for f in fmt.written(path) if f.is_file()}
+        written = [f for f in fmt.written(path) if f.is_file()]
+        self.files += written
+        files = {str(f.relative_to(self.scratch)): f.stat().st_size for f in written}
         notes = conversion_notes(self.graph, fmt.name, dict(target.options)) + fmt.notes(path)
         row.conversion = Conversion("with rewrites" if rewrites else "yes", rewrites=rewrites, files=files, notes=notes)
         self.written[target.name] = path
@@ -166,6 +168,7 @@ class _Run:
             row.conversion = _refused(exc)
             return row
         exe.save(path)
+        self.files.append(path)
         self.programs[target.name] = exe
         self.written[target.name] = path
         row.conversion = Conversion("yes", files={path.name: path.stat().st_size},
