@@ -93,7 +93,7 @@ def _evaluate(node: Node, graph: Graph, twins: dict[int, Value], budget: int) ->
     if spec is None or spec.unsupported_reason(node):
         return None
     try:
-        result = spec.fn(KernelContext(node), *[v.const if v is not None else None for v in inputs])
+        result = spec.fn(KernelContext(node), *[v.const if v is not None else None for v in inputs], **spec.bind(node))
     except Exception:  # an input the kernel rejects: leave the node for run time to report
         return None
     results = result if isinstance(result, tuple) else (result,)

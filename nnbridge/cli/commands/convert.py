@@ -175,4 +175,5 @@ def _decomposed(graph, fmt, options: dict) -> dict[str, int]:
 
 
 #: the loader's options among convert's (the writer's go to the scratch conversion only)
-_LOAD_KEYS = {"input_shapes", "dims", "batch_size", "lbann_training_layers", "lbann_trust_paths", "synthetic_scale"}
+_LOAD_KEYS = {"input_shapes", "dims", "batch_size", "lbann_training_layers", "lbann_trust_paths", "synthetic_scale",
+              "activations"}

@@ -36,8 +36,8 @@ def _scalar(value) -> Any:
 
 
 @kernel("If")
-def if_(ctx, cond):
-    branch = ctx.attr("then_branch") if bool(_scalar(cond)) else ctx.attr("else_branch")
+def if_(ctx, cond, *, else_branch, then_branch):
+    branch = then_branch if bool(_scalar(cond)) else else_branch
     return tuple(ctx.run_graph(branch, {}))
 
 
@@ -123,8 +123,7 @@ def max_iterations() -> int:
 
 
 @kernel("Loop")
-def loop(ctx, max_trips=None, cond=None, *carried):
-    body: Graph = ctx.attr("body")
+def loop(ctx, max_trips=None, cond=None, *carried, body: Graph):
     if not carried and max_trips is not None and (cond is None or bool(_scalar(cond))):
         bags = _bag_reduction(ctx, body, int(_scalar(max_trips)))
         if bags is not None:
@@ -156,14 +155,14 @@ def loop(ctx, max_trips=None, cond=None, *carried):
 
 
 @kernel("Scan")
-def scan(ctx, *inputs):
-    body: Graph = ctx.attr("body")
-    n_scan = ctx.attr("num_scan_inputs")
+def scan(ctx, *inputs, body: Graph, num_scan_inputs, scan_input_axes=None, scan_input_directions=None,
+         scan_output_axes=None, scan_output_directions=None):
+    n_scan = num_scan_inputs
     n_state = len(inputs) - n_scan
     n_out = len(body.outputs) - n_state
-    in_axes = _axes(ctx.attr("scan_input_axes"), n_scan, [np.ndim(x) for x in inputs[n_state:]])
-    in_dirs = ctx.attr("scan_input_directions") or [0] * n_scan
-    out_dirs = ctx.attr("scan_output_directions") or [0] * n_out
+    in_axes = _axes(scan_input_axes, n_scan, [np.ndim(x) for x in inputs[n_state:]])
+    in_dirs = scan_input_directions or [0] * n_scan
+    out_dirs = scan_output_directions or [0] * n_out
     sequences = [np.moveaxis(x, axis, 0) for x, axis in zip(inputs[n_state:], in_axes)]
     sequences = [s[::-1] if d else s for s, d in zip(sequences, in_dirs)]
     lengths = {len(s) for s in sequences}
@@ -181,7 +180,7 @@ def scan(ctx, *inputs):
             bucket.append(value)
     results = []
     elem_ranks = [np.ndim(b[0]) + 1 if b else 1 for b in scans]
-    out_axes = _axes(ctx.attr("scan_output_axes"), n_out, elem_ranks)
+    out_axes = _axes(scan_output_axes, n_out, elem_ranks)
     for bucket, value, axis, direction in zip(scans, body.outputs[n_state:], out_axes, out_dirs):
         stacked = np.stack(bucket[::-1] if direction else bucket) if bucket else _empty_stack(value)
         results.append(np.moveaxis(stacked, 0, axis))

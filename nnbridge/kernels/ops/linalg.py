@@ -18,26 +18,24 @@ INTS = frozenset({DType.INT32, DType.INT64, DType.UINT32, DType.UINT64})
 QUANT = frozenset({DType.UINT8, DType.INT8})
 
 
-def _check_gemm(node: Node) -> str | None:
+def _check_gemm(node: Node, *, alpha=1.0, beta=1.0) -> str | None:
     a = node.input(0)
     if a is not None and a.type.dtype in INTS:
-        for name in ("alpha", "beta"):
-            value = float(node.attr(name, 1.0))
+        for name, value in (("alpha", float(alpha)), ("beta", float(beta))):
             if not value.is_integer():
                 return f"integer Gemm with {name}={value} is not implemented"
     return None
 
 
 @kernel("Gemm", dtypes=WITH_BF16 | INTS, check=_check_gemm)
-def gemm(ctx, a, b, c=None):
+def gemm(ctx, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
     dt = compute_dtype(a.dtype)
     a_ = a.astype(dt, copy=False)
     b_ = b.astype(dt, copy=False)
-    if ctx.attr("transA", 0):
+    if transA:
         a_ = a_.T
-    if ctx.attr("transB", 0):
+    if transB:
         b_ = b_.T
-    alpha, beta = ctx.attr("alpha", 1.0), ctx.attr("beta", 1.0)
     y = a_ @ b_
     if alpha != 1.0:
         y *= dt.type(alpha)
@@ -98,9 +96,9 @@ def qlinear_matmul(ctx, a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero)
 
 
 @kernel("Einsum", dtypes=WITH_BF16 | INTS)
-def einsum(ctx, *operands):
+def einsum(ctx, *operands, equation):
     dt = compute_dtype(operands[0].dtype)
-    equation = ctx.attr("equation").replace(" ", "")
+    equation = equation.replace(" ", "")
     y = np.einsum(equation, *(o.astype(dt, copy=False) for o in operands), optimize=True)
     return np.asarray(y).astype(operands[0].dtype, copy=False)
 

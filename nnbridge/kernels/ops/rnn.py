@@ -46,43 +46,44 @@ _DEFAULTS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "T
 _GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
 
-def _directions(node: Node) -> int:
-    return 2 if node.attr("direction", "forward") == "bidirectional" else 1
+#: ONNX's RNN schema lists two Tanh as the default of ``activations`` (one per direction of a
+#: bidirectional RNN); the kernels apply the per-op default for the node's directions instead
+_OWN_DEFAULTS = {"activations": "the default depends on the direction: the kernel applies one Tanh per direction"}
 
 
-def _activation_names(node: Node) -> list[str] | None:
-    """The explicit ``activations`` attribute (the schema default is per-op and applied here instead)."""
-    names = node.attrs.get("activations")
-    if not names:
+def _directions(direction: str) -> int:
+    return 2 if direction == "bidirectional" else 1
+
+
+def _activation_names(activations) -> list[str] | None:
+    """The explicit ``activations`` attribute (the per-op default is applied by the caller)."""
+    if not activations:
         return None
-    return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+    return [n.decode() if isinstance(n, bytes) else str(n) for n in activations]
 
 
-def _check_rnn(node: Node) -> str | None:
-    direction = node.attr("direction", "forward")
+def _check_rnn(node: Node, *, activations=None, direction="forward", layout=0) -> str | None:
     if direction not in ("forward", "reverse", "bidirectional"):
         return f"direction={direction} is not implemented"
-    names = _activation_names(node)
+    names = _activation_names(activations)
     if names:
         unknown = [n for n in names if n.lower() not in _ACTIVATIONS]
         if unknown:
             return f"activations {unknown} are not implemented"
-        if len(names) != len(_DEFAULTS[node.op]) * _directions(node):
+        if len(names) != len(_DEFAULTS[node.op]) * _directions(direction):
             return f"{len(names)} activations do not match the direction"
-    if int(node.attr("layout", 0)) not in (0, 1):
-        return f"layout={node.attr('layout')} is not implemented"
+    if int(layout) not in (0, 1):
+        return f"layout={layout} is not implemented"
     return None
 
 
-def _activation_fns(ctx) -> list[list[Callable]]:
+def _activation_fns(op: str, dirs: int, names: list[str] | None, alphas, betas) -> list[list[Callable]]:
     """Activation functions per direction; alpha/beta lists are consumed in order by those that take them."""
-    op = ctx.node.op
-    dirs = _directions(ctx.node)
-    names = _activation_names(ctx.node) or _DEFAULTS[op] * dirs
+    names = names or _DEFAULTS[op] * dirs
     if len(names) == len(_DEFAULTS[op]):
         names = names * dirs
-    alphas = list(ctx.attr("activation_alpha", None) or [])
-    betas = list(ctx.attr("activation_beta", None) or [])
+    alphas = list(alphas or [])
+    betas = list(betas or [])
     fns = []
     for name in names:
         fn, alpha, beta = _ACTIVATIONS[name.lower()]
@@ -94,11 +95,13 @@ def _activation_fns(ctx) -> list[list[Callable]]:
 
 
 class Recurrence:
-    """Common plumbing: layout, per-direction weights, masks for sequence_lens, output assembly."""
+    """Common plumbing: layout, per-direction weights, masks for sequence_lens, output assembly;
+    the attributes every recurrent op has arrive as keywords."""
 
-    def __init__(self, ctx, x, w, r, b, seq_lens, initial):
+    def __init__(self, ctx, x, w, r, b, seq_lens, *, activation_alpha, activation_beta, activations, clip,
+                 direction: str, layout: int):
         self.ctx = ctx
-        self.layout = int(ctx.attr("layout", 0))
+        self.layout = int(layout)
         self.dtype = compute_dtype(x.dtype)
         xs = x.astype(self.dtype, copy=False)
         self.x = xs.transpose(1, 0, 2) if self.layout else xs  # (seq, batch, input)
@@ -111,13 +114,13 @@ class Recurrence:
         self.lens = (np.asarray(seq_lens).astype(np.int64) if seq_lens is not None
                      else np.full(self.batch, self.seq, np.int64))
         self.dirs = w.shape[0]
-        self.clip = ctx.attr("clip", None)
-        self.acts = _activation_fns(ctx)
-        direction = ctx.attr("direction", "forward")
+        self.clip = clip
+        names = _activation_names(activations)
+        self.acts = _activation_fns(ctx.node.op, _directions(direction), names, activation_alpha, activation_beta)
         self.reverse = [direction == "reverse"] if self.dirs == 1 else [False, True]
         # the common case runs in place: float32, default activations, no clip, full-length sequences
         self.plain = (self.dtype == np.float32 and self.clip is None and bool((self.lens >= self.seq).all())
-                      and [n.lower() for n in (_activation_names(ctx.node) or [])] in ([], [
+                      and [n.lower() for n in (names or [])] in ([], [
                           a.lower() for a in _DEFAULTS[ctx.node.op] * self.dirs]))
 
     def order(self, d: int) -> range:
@@ -248,9 +251,11 @@ def _lstm_plain(rec: Recurrence, d: int, h: np.ndarray, c: np.ndarray):
     return y, [h.copy(), c]
 
 
-@kernel("RNN", dtypes=FLOATS, check=_check_rnn)
-def rnn(ctx, x, w, r, b=None, seq_lens=None, initial_h=None):
-    rec = Recurrence(ctx, x, w, r, b, seq_lens, initial_h)
+@kernel("RNN", dtypes=FLOATS, check=_check_rnn, own_defaults=_OWN_DEFAULTS)
+def rnn(ctx, x, w, r, b=None, seq_lens=None, initial_h=None, *, activation_alpha=None, activation_beta=None,
+        activations=None, clip=None, direction="forward", layout=0):
+    rec = Recurrence(ctx, x, w, r, b, seq_lens, activation_alpha=activation_alpha, activation_beta=activation_beta,
+                     activations=activations, clip=clip, direction=direction, layout=layout)
 
     def cell(xw, states, rt, rb, d):
         return [rec.acts[d][0](rec.clipped(xw + states[0] @ rt))]
@@ -260,10 +265,12 @@ def rnn(ctx, x, w, r, b=None, seq_lens=None, initial_h=None):
 
 
 @kernel("GRU", dtypes=FLOATS, check=_check_rnn)
-def gru(ctx, x, w, r, b=None, seq_lens=None, initial_h=None):
-    rec = Recurrence(ctx, x, w, r, b, seq_lens, initial_h)
+def gru(ctx, x, w, r, b=None, seq_lens=None, initial_h=None, *, activation_alpha=None, activation_beta=None,
+        activations=None, clip=None, direction="forward", layout=0, linear_before_reset=0):
+    rec = Recurrence(ctx, x, w, r, b, seq_lens, activation_alpha=activation_alpha, activation_beta=activation_beta,
+                     activations=activations, clip=clip, direction=direction, layout=layout)
     hdim = rec.hidden
-    before_reset = bool(ctx.attr("linear_before_reset", 0))
+    before_reset = bool(linear_before_reset)
 
     def cell(xw, states, rt, rb, d):
         f, g = rec.acts[d]
@@ -298,10 +305,13 @@ def gru(ctx, x, w, r, b=None, seq_lens=None, initial_h=None):
 
 
 @kernel("LSTM", dtypes=FLOATS, check=_check_rnn)
-def lstm(ctx, x, w, r, b=None, seq_lens=None, initial_h=None, initial_c=None, peepholes=None):
-    rec = Recurrence(ctx, x, w, r, b, seq_lens, initial_h)
+def lstm(ctx, x, w, r, b=None, seq_lens=None, initial_h=None, initial_c=None, peepholes=None, *,
+         activation_alpha=None, activation_beta=None, activations=None, clip=None, direction="forward",
+         input_forget=0, layout=0):
+    rec = Recurrence(ctx, x, w, r, b, seq_lens, activation_alpha=activation_alpha, activation_beta=activation_beta,
+                     activations=activations, clip=clip, direction=direction, layout=layout)
     hdim = rec.hidden
-    couple = bool(ctx.attr("input_forget", 0))
+    couple = bool(input_forget)
     p = peepholes.astype(rec.dtype, copy=False) if peepholes is not None else None
 
     def cell(xw, states, rt, rb, d):
