@@ -71,9 +71,9 @@ def port(model: str | os.PathLike, targets: Sequence[str] | None = None, *, dims
     graph, pins = _pinned(model, graph, pins, ask, extra)
     feeds, infos = check_feeds(model, graph, None, seed, None, None, True)
     source = oracle_model(model, graph)
-    report = PortReport(os.fspath(model), dict(pins.get("dims", {})),
-                        {k: list(v) for k, v in pins.get("input_shapes", {}).items()},
-                        [i.to_dict() for i in infos])
+    report = PortReport(model=os.fspath(model), dims=dict(pins.get("dims", {})),
+                        input_shapes={k: list(v) for k, v in pins.get("input_shapes", {}).items()},
+                        inputs=[i.to_dict() for i in infos])
     stem = Path(model).name
     for suffix in (".onnx", "_topo.pbtxt", ".prototext"):
         stem = stem.removesuffix(suffix)
@@ -135,7 +135,8 @@ class _Run:
     # -- converts? ------------------------------------------------------------------------------
     def convert(self, target: Target) -> TargetReport:
         self.say(f"{target.name}: converting")
-        row = TargetReport(target.name, target.title, Conversion("no"), Numerics("not run"))
+        row = TargetReport(target=target.name, title=target.title, conversion=Conversion(status="no"),
+                           numerics=Numerics(verdict="not run"))
         path = self.scratch / Path(target.destination(self.out_dir, self.stem)).name
         if target.fmt is None:
             return self._compile(target, row, path)
@@ -155,7 +156,8 @@ class _Run:
         self.files += written
         files = {str(f.relative_to(self.scratch)): f.stat().st_size for f in written}
         notes = conversion_notes(self.graph, fmt.name, dict(target.options)) + fmt.notes(path)
-        row.conversion = Conversion("with rewrites" if rewrites else "yes", rewrites=rewrites, files=files, notes=notes)
+        row.conversion = Conversion(status="with rewrites" if rewrites else "yes", rewrites=rewrites, files=files,
+                                    notes=notes)
         self.written[target.name] = path
         return row
 
@@ -171,7 +173,7 @@ class _Run:
         self.files.append(path)
         self.programs[target.name] = exe
         self.written[target.name] = path
-        row.conversion = Conversion("yes", files={path.name: path.stat().st_size},
+        row.conversion = Conversion(status="yes", files={path.name: path.stat().st_size},
                                     notes=[f"compiled for batch 1: {exe.estimate.totals['sections']} section(s) on "
                                            f"{exe.machine.name}"])
         return row
@@ -182,7 +184,7 @@ class _Run:
         from ..check import check
 
         if not row.conversion.ok:
-            row.numerics = Numerics("not run", detail="nothing to run: the target refuses the model")
+            row.numerics = Numerics(verdict="not run", detail="nothing to run: the target refuses the model")
             return
         self.say(f"{target.name}: running on {target.backend}")
         try:
@@ -196,7 +198,7 @@ class _Run:
                 wrapped = source_as(self.source, self.graph, converted, self.feeds)
                 result = check(converted, target.backend, inputs=wrapped.feeds, oracle=wrapped.oracle)
         except NNBridgeError as exc:
-            row.numerics = Numerics("not run", target.backend, detail=f"{exc}")
+            row.numerics = Numerics(verdict="not run", backend=target.backend, detail=f"{exc}")
             return
         row.numerics = _numerics(result)
         if result.ok and not any(o.nonfinite_actual for o in result.outputs):
@@ -288,20 +290,21 @@ class _Run:
 def _numerics(result: Any) -> Numerics:
     worst = max(result.outputs, key=lambda o: (not o.ok, o.err_vs_scale), default=None)
     if worst is None:
-        return Numerics("not run", result.backend, detail="the model has no output to compare")
+        return Numerics(verdict="not run", backend=result.backend, detail="the model has no output to compare")
     bad = [o for o in result.outputs if not o.ok]
     note = f" ({worst.note})" if worst.note else ""
     detail = (f"max |err|/scale {worst.err_vs_scale:.3g} over {len(result.outputs)} output(s)" if not bad else
               f"{len(bad)} of {len(result.outputs)} output(s) differ: '{worst.name}' max |err|/scale "
               f"{worst.err_vs_scale:.3g}, {worst.outside} element(s) outside{note}")
-    return Numerics("agree" if result.ok else "DIFFER", result.backend, f"rule {result.rule.describe()}", detail)
+    return Numerics(verdict="agree" if result.ok else "DIFFER", backend=result.backend,
+                    rule=f"rule {result.rule.describe()}", detail=detail)
 
 
 def _refused(exc: NNBridgeError) -> Conversion:
     """A refusal as convert (compile) prints it: the headline, and one line per reason."""
     if isinstance(exc, UnsupportedOpError):
-        return Conversion("no", headline=exc.headline(), reasons=_root_first(exc.lines()))
-    return Conversion("no", headline=str(exc))
+        return Conversion(status="no", headline=exc.headline(), reasons=_root_first(exc.lines()))
+    return Conversion(status="no", headline=str(exc))
 
 
 def _root_first(lines: list[str]) -> list[str]:

@@ -19,7 +19,8 @@ def smv_cost(graph: Graph, priced: str) -> tuple[SmvCost, Any]:
     exe = compile_model(graph, backend="smv", perf_only=True)
     t = exe.report.totals
     cpu = sum(1 for row in exe.report.rows if row.get("where") == "cpu")
-    return SmvCost(priced, t["latency_ms"], t["compute_pct"], t["transfer_pct"], t["cpu_pct"], cpu), exe
+    return SmvCost(priced=priced, latency_ms=t["latency_ms"], compute_pct=t["compute_pct"],
+                   transfer_pct=t["transfer_pct"], cpu_pct=t["cpu_pct"], cpu_layers=cpu), exe
 
 
 def rdu_cost(graph: Graph, batch1: Any, progress: Any = None) -> tuple[RduCost, Any, Any]:
@@ -44,8 +45,9 @@ def rdu_cost(graph: Graph, batch1: Any, progress: Any = None) -> tuple[RduCost, 
         est = batch1.measure_performance(batch)
     busy = _throughput(est, batch1 if busy_exe is batch1 else None)
     t = est.totals
-    return RduCost(first, busy, busy.bound == COMPUTE_BOUND, t["sections"], est.machine, t["memory_bytes"],
-                   dict(t.get("weights_by_tier", {}))), busy_exe, est
+    return RduCost(batch1=first, busy=busy, compute_bound=busy.bound == COMPUTE_BOUND, sections=t["sections"],
+                   machine=est.machine, on_chip_bytes=t["memory_bytes"],
+                   weights_by_tier=dict(t.get("weights_by_tier", {}))), busy_exe, est
 
 
 def _throughput(est: Any, batch1: Any = None) -> RduThroughput:
@@ -54,5 +56,6 @@ def _throughput(est: Any, batch1: Any = None) -> RduThroughput:
     total = sum(v for _, _, v in causes)
     cause, _, value = causes[0] if causes else ("nothing", 0, 0.0)
     program = "the batch-1 program" if batch1 is not None else f"compiled for batch {est.batch_size}"
-    return RduThroughput(est.batch_size, est.micro_batch, est.totals["throughput_samples_per_s"], cause,
-                         value / total if total else 0.0, program)
+    return RduThroughput(batch=est.batch_size, micro_batch=est.micro_batch,
+                         samples_per_s=est.totals["throughput_samples_per_s"], bound=cause,
+                         bound_share=value / total if total else 0.0, program=program)

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Conversion:
     """Does the target take the model: ``yes``, ``with rewrites`` or ``no``."""
 
@@ -44,7 +44,7 @@ class Conversion:
         return "\n".join(lines)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Numerics:
     """The converted file on its target's simulator or reference backend against onnxruntime on
     the source model: ``agree``, ``DIFFER`` or ``not run`` (and why)."""
@@ -66,7 +66,7 @@ class Numerics:
         return "\n".join(p for p in (head, self.detail, self.rule, self.first_node) if p)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SmvCost:
     """SMAUG's latency breakdown (``simulate --perf-only``) of the file, or of the source model
     when no file is written."""
@@ -84,7 +84,7 @@ class SmvCost:
                 f"{self.transfer_pct:.0f} %, CPU {self.cpu_pct:.0f} %{cpu}")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RduThroughput:
     batch: int
     micro_batch: int
@@ -100,7 +100,7 @@ class RduThroughput:
                 f"{self.program}; {self.bound} {100 * self.bound_share:.0f} %)")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RduCost:
     """RDU throughput at batch 1 and at the smallest batch (powers of two) whose time goes mostly to
     compute-bound stages, and the program's sections and memory tiers."""
@@ -126,7 +126,7 @@ class RduCost:
                 f"{self.on_chip_bytes / 2**20:,.2f} MiB on chip; weights off chip: {tiers}")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TargetReport:
     target: str
     title: str
@@ -171,7 +171,7 @@ class TargetReport:
 COLUMNS = ["target", "converts?", "numerics (vs onnxruntime on the source)", "cost", "size", "next"]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PortReport:
     model: str
     #: the pins applied to every target (symbol → value, input → shape)

@@ -3,13 +3,14 @@ say them on ``convert``'s command line, and the backend that runs the file."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Target:
     name: str
     title: str
@@ -27,19 +28,19 @@ class Target:
 
     def destination(self, out_dir: str, stem: str) -> str:
         """Where the suggested command writes the file: ``out/<stem><suffix>``."""
-        return f"{out_dir.rstrip('/') or '.'}/{_safe(stem)}{self.suffix}"
+        return os.path.join(out_dir, f"{_safe(stem)}{self.suffix}")
 
 
 TARGETS: dict[str, Target] = {t.name: t for t in (
-    Target("smaug-ref", "SMAUG (Reference)", "smaug", "_ref_topo.pbtxt", {"smaug_backend": "Reference"},
-           ("--smaug-backend", "Reference"),
+    Target(name="smaug-ref", title="SMAUG (Reference)", fmt="smaug", suffix="_ref_topo.pbtxt",
+           options={"smaug_backend": "Reference"}, flags=("--smaug-backend", "Reference"),
            unpriced="no cost model: SMAUG's Reference backend is plain C++ on the host CPU (the SMV row is its "
                     "accelerator)"),
-    Target("smaug-smv", "SMAUG (SMV)", "smaug", "_smv_topo.pbtxt", {"smaug_backend": "SMV"},
-           ("--smaug-backend", "SMV"), backend="smv"),
-    Target("lbann", "LBANN", "lbann", ".prototext",
+    Target(name="smaug-smv", title="SMAUG (SMV)", fmt="smaug", suffix="_smv_topo.pbtxt",
+           options={"smaug_backend": "SMV"}, flags=("--smaug-backend", "SMV"), backend="smv"),
+    Target(name="lbann", title="LBANN", fmt="lbann", suffix=".prototext",
            unpriced="no cost model: LBANN runs on CPU and GPU clusters, which nnbridge does not simulate"),
-    Target("rdu", "RDU", None, ".pef", backend="rdu"),
+    Target(name="rdu", title="RDU", fmt=None, suffix=".pef", backend="rdu"),
 )}
 
 
