@@ -28,8 +28,8 @@ from .report import Conversion, Numerics, PortReport, TargetReport
 from .targets import TARGETS, Target
 
 #: the reader's options port takes besides pins, and the flag that says each on every command
-LOAD_FLAGS = {"synthetic_scale": "--smaug-synthetic-scale", "lbann_training_layers": "--lbann-training-layers",
-              "lbann_trust_paths": "--lbann-trust-paths"}
+LOAD_FLAGS = {"synthetic_scale": "--smaug-synthetic-scale", "activations": "--smaug-activations",
+              "lbann_training_layers": "--lbann-training-layers", "lbann_trust_paths": "--lbann-trust-paths"}
 #: asks for the values of dynamic dims: the inputs left dynamic → (dims, input_shapes) to pin
 Ask = Callable[[list[Value]], tuple[dict[str, int], dict[str, tuple[int, ...]]]]
 
