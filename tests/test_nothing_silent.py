@@ -32,6 +32,7 @@ def files(tmp_path_factory):
 #: command → (its arguments on the mlp files, how it names an input: '--input', '--input-shape' or None)
 COMMANDS = {
     "convert": (["{d}/mlp.onnx", "{d}/out/copy.onnx"], "--input-shape"),
+    "port": (["{d}/mlp.onnx", "--out-dir", "{d}/out", "--keep", "--json", "{d}/out/port.json"], "--input-shape"),
     "run": (["{d}/mlp.onnx", "--out", "{d}/out"], "--input"),
     "run .pef": (["{d}/mlp.pef", "--out", "{d}/out"], "--input"),
     "check": (["{d}/mlp.onnx", "--save-inputs", "{d}/out"], "--input"),

@@ -39,7 +39,7 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
           load_options: Mapping[str, Any] | None = None, tolerances: Mapping[str, tuple[float, float]] | None = None,
           metric: str = "max", against: Any = None, against_backend: str = "reference",
           save_outputs: str | os.PathLike | None = None, load_outputs: str | os.PathLike | None = None,
-          **config: Any) -> CheckResult:
+          oracle: ModelProto | None = None, executable: Any = None, **config: Any) -> CheckResult:
     """Run ``model`` on ``backend`` and on onnxruntime with the same inputs and compare.
 
     ``nonfinite``: outputs declared to carry NaN/inf (True: all) besides those the model's
@@ -51,12 +51,19 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     ``against_backend`` is the reference instead of onnxruntime (``against.py``).
     ``save_outputs``: write the inputs and this run's outputs to an ``.npz``; ``load_outputs``:
     judge this run, on the inputs saved there, against the outputs saved there (``saved.py``).
+    ``oracle``: the model onnxruntime runs instead of ``model``'s own ONNX form, taking and giving
+    ``model``'s inputs and outputs (a converted file judged against its source, as ``port`` does);
+    no search for NaN/inf inside the model is made then, since its nodes are not the oracle's.
+    ``executable``: ``model`` already compiled for ``backend``, so that its compile is not repeated.
     """
     from ..api.compiler import compile as compile_model
     from ..api.model_io import as_graph
     from ..backends import get_backend
 
     metric = parse_metric(metric)
+    if oracle is not None and layerwise:
+        raise InputError("layerwise compares a model with its own ONNX form node by node; it cannot be combined "
+                         "with another model as the oracle")
     saved = None
     if load_outputs is not None:
         saved = opened(load_outputs, {"--input": inputs, "--input-range": input_ranges, "--layerwise": layerwise,
@@ -85,10 +92,11 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
         infos = [replace(i, distribution=f"saved in {saved.meta['file']}", seed=None) for i in infos]
         proto, expected = None, saved.outputs
     else:
-        proto, expected = _oracle(model, graph, feeds)
+        proto, expected = _oracle(model, graph, feeds) if oracle is None else (oracle, run_onnxruntime(oracle, feeds))
     chosen = get_backend(backend)
     shapes = {name: np.shape(value) for name, value in feeds.items()}
-    exe = compile_model(graph.copy(), backend=backend, passes=passes, input_shapes=shapes, **config)
+    exe = executable if executable is not None else \
+        compile_model(graph.copy(), backend=backend, passes=passes, input_shapes=shapes, **config)
     actual = exe.run(feeds)
     precision = model_precision(graph)
     saved_format = saved.format if saved is not None else None
@@ -113,6 +121,8 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     def run_exposed(exposed: Graph) -> dict[str, Any]:
         return compile_model(exposed, backend=backend, passes=passes, input_shapes=shapes, **config).run(feeds)
 
+    if oracle is not None:
+        return saved_to(save_outputs, result)
     if layerwise or not result.ok or any(o.nonfinite_actual for o in result.outputs):
         declared = any(allowed(name) for name in exe.output_names)
         _search_inside(result, proto, graph, feeds, run_exposed, lambda name: declared or allowed(name),

@@ -33,7 +33,7 @@ console = Console(highlight=False, markup=False, width=_WIDTH)
 err_console = Console(stderr=True, highlight=False)
 
 #: the order commands appear in `nnbridge --help`
-_ORDER = ["convert", "run", "check", "train", "summary", "ir", "ops", "simulate", "compile",
+_ORDER = ["convert", "port", "run", "check", "train", "summary", "ir", "ops", "simulate", "compile",
           "measure_performance", "measure_sections", "sweep", "sweep_report"]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...backends.rdu.reporting import by_cause, by_op
 from ..common import (
     add_backend_args,
     add_model_args,
@@ -13,9 +14,6 @@ from ..common import (
     write_json,
 )
 from .compile import add_rdu_args, compile_from_args
-
-#: a section's time besides its pipelined batch, by cause
-OVERHEADS = {"reconfig_us": "reconfiguration", "weight_load_us": "weight loads", "spill_us": "spills and fills"}
 
 
 def register(sub) -> None:
@@ -62,7 +60,9 @@ def run(args) -> int:
 
         write_trace(rdu_trace(data, exe.graph.name), args.trace)
     if args.html:
-        _write_html(args.html, exe, est, data, rollups, against)
+        from ...backends.rdu.reporting import write_html
+
+        write_html(args.html, exe, est, baseline=against)
     if args.json:
         write_json({**data, "rollups": {k: [{"group": g, "sections": n, "us": v} for g, n, v in groups]
                                         for k, groups in rollups.items()},
@@ -82,17 +82,6 @@ def run(args) -> int:
     print_written(console, ((args.plot, "plot"), (args.trace, "trace"), (args.html, "HTML report"),
                             (args.json, "JSON")))
     return 0
-
-
-def _write_html(path: str, exe, est, data: dict, rollups: dict, against) -> None:
-    """One HTML page of the stages, the graph coloured by the time of the stage each op is in."""
-    from ...reporting.html_report import write_html_report
-
-    stages = exe.section_report(est, stages=True)
-    ops = {(s.index, k.name): k.ops for s in exe.sections for k in s.kernels}
-    times = {op: st["stage_us"] for st in data["stages"] for op in ops.get((st["section"], st["kernel"]), [])}
-    write_html_report(path, stages, ["stage_us"], "stage_us", rollups, exe.graph, times, note="bottleneck",
-                      baseline=against)
 
 
 def _summary_lines(graph, est) -> list:
@@ -148,39 +137,6 @@ def _training_lines(t: dict) -> list[str]:
     split = ", ".join(f"{kind} {us / 1e3:,.3f} ms ({100 * us / t['latency_us']:.0f} %)"
                       for kind, us in kinds.items())
     return [f"training: {t['throughput_samples_per_s']:,.1f} samples/s per step; {split}"]
-
-
-def by_cause(estimate: dict) -> list[tuple[str, int, float]]:
-    """Batch latency by cause: each section's pipelined time goes to the bound of its slowest
-    stage (compute, on-chip memory, network, off-chip); its other time to reconfiguration,
-    weight loads and spills. The groups sum to the batch latency."""
-    return _group(estimate, lambda s: f"stage bound: {_bound(s['bottleneck'])}")
-
-
-def by_op(estimate: dict) -> list[tuple[str, int, float]]:
-    """Batch latency by the anchor op of each section's slowest stage (overheads as in by_cause)."""
-    anchors = {(st["section"], st["kernel"]): st["anchor"] for st in estimate["stages"]}
-    def op(section: dict) -> str:
-        kernel = section["bottleneck"].split(" (")[0]
-        return anchors.get((section["index"], kernel)) or kernel
-
-    return _group(estimate, op)
-
-
-def _bound(bottleneck: str) -> str:
-    return bottleneck.rsplit("(", 1)[-1].rstrip(")") if "(" in bottleneck else bottleneck or "?"
-
-
-def _group(estimate: dict, key) -> list[tuple[str, int, float]]:
-    sums: dict[str, list] = {}
-    for section in estimate["sections"]:
-        parts = {key(section): section["pipeline_us"], **{name: section[k] for k, name in OVERHEADS.items()}}
-        for name, value in parts.items():
-            if value > 0:
-                entry = sums.setdefault(name, [0, 0.0])
-                entry[0] += 1
-                entry[1] += value
-    return sorted(((k, n, v) for k, (n, v) in sums.items()), key=lambda item: -item[2])
 
 
 def _slowest_stages(estimate: dict, n: int, total: float):

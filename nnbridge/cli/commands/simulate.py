@@ -63,7 +63,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ...backends.smv import make_config
-    from ...backends.smv.reporting import STACK
+    from ...backends.smv.reporting import STACK, rollups
     from ...reporting.baseline import compare, read_baseline, same_model
     from .. import console
 
@@ -88,12 +88,12 @@ def run(args) -> int:
 
         write_trace(smv_trace(report.rows, exe.config.num_accels, report.model), args.trace)
     measure = f"{args.sort}_us"
-    rollups = {"by_op": report.rollup("op", measure), "by_where": report.rollup(_where, measure)}
+    groups_by = rollups(report, measure)
     against = compare(baseline, args.baseline, "smv", report.to_dict()) if baseline else None
-    _write_reports(args, exe, measure, rollups, against)
+    _write_reports(args, exe, measure, groups_by, against)
     json_alone = args.json == "-"  # standard output carries the JSON alone
     if not json_alone:
-        _print_report(args, report, measure, rollups, against)
+        _print_report(args, report, measure, groups_by, against)
     if args.plot:
         report.plot(args.plot, STACK, ylabel="latency (µs)", note="op")
         if not json_alone:
@@ -142,15 +142,11 @@ def _simulate(args, graph, config):
 
 def _write_reports(args, exe, measure: str, rollups: dict, against) -> None:
     """The HTML page and the JSON report, if asked for."""
-    from ...backends.smv.reporting import STACK
+    from ...backends.smv.reporting import write_html
 
     report = exe.report
     if args.html:
-        from ...reporting.html_report import write_html_report
-
-        write_html_report(args.html, report, STACK, measure, rollups, exe.graph,
-                          {r["name"]: float(r.get(measure) or 0.0) for r in report.rows}, note="op",
-                          baseline=against)
+        write_html(args.html, report, exe.graph, measure, baseline=against)
     if args.json:
         extra = {"rollups": {k: [{"group": g, "layers": n, measure: v} for g, n, v in groups]
                              for k, groups in rollups.items()}}
@@ -200,11 +196,4 @@ def _settings(args) -> dict:
             raise OptionError(f"{flag} and --set {aliases[0]}=…: give one of them")
         out.update(smv.options({name: value}))
     return out
-
-
-def _where(row: dict) -> str:
-    """Accelerated, or on the CPU and why."""
-    if row.get("where") != "cpu":
-        return "SMV accelerator"
-    return f"CPU: {row['note']}" if row.get("note") else "CPU"
 
