@@ -10,6 +10,7 @@ from ...converters.lbann.experiment import describe as describe_experiment
 from ...converters.lbann.experiment import inference_only
 from ...ir.stats import parameters
 from ..common import (
+    LBANN_SOURCE_FLAGS,
     add_json_arg,
     add_parser,
     add_shape_args,
@@ -196,4 +197,4 @@ def _decomposed(graph, fmt, options: dict) -> dict[str, int]:
 
 
 #: the loader's options among convert's (the writer's go to the scratch conversion only)
-_LOAD_KEYS = {"input_shapes", "dims", "batch_size", "lbann_training_layers", "lbann_trust_paths", "synthetic_scale"}
+_LOAD_KEYS = {"input_shapes", "dims", "batch_size", "synthetic_scale", *LBANN_SOURCE_FLAGS}
