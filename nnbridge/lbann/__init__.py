@@ -20,6 +20,7 @@ initializers (``ValueInitializer`` …), optimizers (``SGD`` …) and callbacks
 from . import modules
 from .classes import ALL
 from .core import (
+    KFAC,
     BatchedIterativeOptimizer,
     L2WeightRegularization,
     Layer,
@@ -35,5 +36,5 @@ from .core import (
 
 globals().update(ALL)
 
-__all__ = ["modules", "BatchedIterativeOptimizer", "L2WeightRegularization", "Layer", "LayerTerm", "Metric",
+__all__ = ["modules", "KFAC", "BatchedIterativeOptimizer", "L2WeightRegularization", "Layer", "LayerTerm", "Metric",
            "Model", "ObjectiveFunction", "Trainer", "Weights", "save_prototext", "traverse_layer_graph", *ALL]

@@ -195,8 +195,8 @@ def test_a_layer_type_without_an_equivalent_is_unsupported_not_malformed(tmp_pat
 def test_slice_points_from_the_reader_are_given_or_named(tmp_path):
     """LBANN's slice takes its points from the data reader when it says so; nnbridge reads no
     reader: the points are given (lbann_slice_points) or the field and the option are named."""
-    body = ('  layer { name: "s" parents: "x" children: "a" children: "b" slice { axis: 0 slice_points: 0 slice_points: 4 '
-            'get_slice_points_from_reader: "independent" } }\n'
+    body = ('  layer { name: "s" parents: "x" children: "a" children: "b" slice { axis: 0 slice_points: 0 '
+            'slice_points: 4 get_slice_points_from_reader: "independent" } }\n'
             '  layer { name: "a" parents: "s" identity {} }\n  layer { name: "b" parents: "s" identity {} }')
     path = _file(tmp_path, {"x": (4,)}, body)
     with pytest.raises(FormatError, match="get_slice_points_from_reader 'independent': its size comes from LBANN's "

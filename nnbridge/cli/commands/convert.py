@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ...base.errors import NNBridgeWarning
 from ...converters.lbann.experiment import describe as describe_experiment
-from ...converters.lbann.experiment import inference_only
+from ...converters.lbann.experiment import inference_only, optimizer_state_note
 from ...ir.stats import parameters
 from ..common import (
     LBANN_SOURCE_FLAGS,
@@ -138,6 +138,8 @@ def conversion_notes(graph, fmt: str, options: dict) -> list[str]:
                      f"mini_batch_size")
         if kept := describe_experiment(graph):
             notes.append(kept)
+        if "lbann_train" in options and (state := optimizer_state_note(options["lbann_train"])):
+            notes.append(state)
     return notes
 
 
