@@ -57,19 +57,29 @@ FEATURES = ("GPU", "DISTCONV", "NVSHMEM", "CUTENSOR", "CUTT", "FFT", "ONEDNN", "
             "GPU_FP16", "ONNX", "PYTHON", "NCCL", "ALUMINUM")
 #: where the generating checkout's absolute paths are written instead (as in ../frontend/)
 CHECKOUT = "/opt/lbann"
-#: lbann.models builders: file stem → (builder, arguments), each applied to Input(data_field='samples')
-MODELS = {
-    "lenet": ("LeNet", {"output_size": 10}),
-    "alexnet": ("AlexNet", {"output_size": 1000}),
-    "resnet18": ("ResNet18", {"output_size": 1000}),
-    "resnet34": ("ResNet34", {"output_size": 1000}),
-    "resnet50": ("ResNet50", {"output_size": 1000}),
-    "resnet101": ("ResNet101", {"output_size": 1000}),
-    "resnet152": ("ResNet152", {"output_size": 1000}),
-    "wide_resnet50_2": ("ResNet50", {"output_size": 1000, "width": 2}),
-    "resnet18_bn_stats": ("ResNet18", {"output_size": 10, "bn_statistics_group_size": 4, "zero_init_residual": False}),
+#: lbann.models builders LBANN's frontend runs for models/: file stem → (builder, keyword arguments);
+#: image models take Input(data_field='samples', name='samples'), the Transformer that input
+#: reshaped to a [16, 64] sequence as source and target (target_length 16). Written beside them
+#: as models/index.json, which the test reads to build the same with nnbridge.lbann.models.
+MODELS: dict[str, tuple[str, dict]] = {
+    "lenet": ("LeNet", {"output_size": 10, "name": "lenet_module1"}),
+    "alexnet": ("AlexNet", {"output_size": 1000, "name": "alexnet_module1"}),
+    "resnet18": ("ResNet18", {"output_size": 1000, "name": "resnet18_module1"}),
+    "resnet18_no_zero_init_bn_stats_0": ("ResNet18", {"output_size": 10, "zero_init_residual": False,
+                                                      "bn_statistics_group_size": 0, "name": "r18"}),
+    "resnet34": ("ResNet34", {"output_size": 1000, "name": "resnet34_module1"}),
+    "resnet50": ("ResNet50", {"output_size": 1000, "name": "resnet50_module1"}),
+    "resnet101": ("ResNet101", {"output_size": 1000, "name": "resnet101_module1"}),
+    "resnet152": ("ResNet152", {"output_size": 1000, "name": "resnet152_module1"}),
+    "wide_resnet34_2": ("ResNet34", {"output_size": 100, "width": 2, "name": "wide_resnet34"}),
     "transformer": ("Transformer", {"hidden_size": 64, "num_heads": 4, "num_encoder_layers": 2,
-                                    "num_decoder_layers": 2, "filter_size": 128, "dropout": 0.1}),
+                                    "num_decoder_layers": 2, "feedforward_size": 128, "dropout": 0.1,
+                                    "name": "transformer"}),
+    "transformer_pre_layernorm_heads_on_grids": ("Transformer", {
+        "hidden_size": 64, "num_heads": 4, "num_encoder_layers": 1, "num_decoder_layers": 1, "dropout": 0.0,
+        "attn_dropout": 0.1, "pre_layernorm": True, "parallel_attention_heads": 2, "name": "t2"}),
+    "transformer_encoder_only": ("Transformer", {"hidden_size": 64, "num_heads": 2, "num_encoder_layers": 3,
+                                                 "num_decoder_layers": 0, "name": "enc"}),
 }
 
 
@@ -191,10 +201,11 @@ def _protobuf_label() -> None:
             lambda f: f.LABEL_REPEATED if f.is_repeated else f.LABEL_REQUIRED if f.is_required else f.LABEL_OPTIONAL)
 
 
-def _save(lbann, path: Path, root: str, **parts) -> None:
+def _save(lbann, path: Path, root: str | None, **parts) -> None:
+    """LBANN's save_prototext; the generating checkout's paths (under ``root``) as /opt/lbann."""
     lbann.proto.save_prototext(str(path), **{k: v for k, v in parts.items() if v is not None})
-    text = path.read_text()
-    path.write_text(text.replace(root, CHECKOUT))
+    if root:
+        path.write_text(path.read_text().replace(root, CHECKOUT))
 
 
 def _reader_data(lbann, module, reader) -> dict:
@@ -260,20 +271,28 @@ def worker_models(target: Path) -> dict:
 
     for stem, (builder, kwargs) in MODELS.items():
         x = lbann.Input(data_field="samples", name="samples")
-        kw = dict(kwargs)
+        model = getattr(lbann.models, builder)(**kwargs)
         if builder == "Transformer":
-            model = lbann.models.Transformer(**kw, name="transformer")
-            y = model(x, lbann.Input(data_field="labels", name="labels"))
+            sequence = lbann.Reshape(x, dims=[16, 64])
+            model(sequence, sequence, 16)
         else:
-            y = getattr(lbann.models, builder)(**kw)(x)
-        layers = list(lbann.traverse_layer_graph([x, *y] if isinstance(y, (list, tuple)) else x))
-        _save(lbann, target / f"{stem}.prototext", "", model=lbann.Model(0, layers=layers))
+            model(x)
+        _save(lbann, target / f"{stem}.prototext", None, model=lbann.Model(0, layers=lbann.traverse_layer_graph(x)))
+    (target / "index.json").write_text(json.dumps({stem: {"builder": b, "kwargs": kw} for stem, (b, kw) in
+                                                   MODELS.items()}, indent=1) + "\n")
     return {"models": list(MODELS)}
 
 
 # -- README -------------------------------------------------------------------------------------
 
-def write_readme(out: Path, rows: list[dict]) -> None:
+def write_readme(out: Path, rows: list[dict], parts: list[str]) -> None:
+    """README.md with every file's provenance: this run's rows replace those of the parts it wrote
+    (``provenance.json`` keeps the rows of every part written so far)."""
+    kept = out / "provenance.json"
+    earlier = json.loads(kept.read_text()) if kept.is_file() else []
+    rows = [r for r in earlier if r["file"].split("/", 1)[0] not in parts] + rows
+    rows.sort(key=lambda r: r["file"])
+    kept.write_text(json.dumps(rows, indent=1) + "\n")
     lines = [
         "# LBANN's corpus for nnbridge's tests",
         "",
@@ -292,7 +311,7 @@ def write_readme(out: Path, rows: list[dict]) -> None:
     lines += [f"| `{r['file']}` | {r['upstream']} | {r['blob'][:12]} |" for r in rows]
     lines += ["", "SHA-256:", "```"]
     lines += [f"{sha256(path)}  {path.relative_to(out)}" for path in sorted(out.rglob("*"))
-              if path.is_file() and path.name != "README.md"]
+              if path.is_file() and path.name not in ("README.md", "provenance.json")]
     lines += ["```", ""]
     (out / "README.md").write_text("\n".join(lines))
 
@@ -323,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows += write_unit_tests(args.git_dir, args.out, Path(tmp), config)
             if "models" in parts:
                 rows += write_models(args.out, Path(tmp), config)
-    write_readme(args.out, rows)
+    write_readme(args.out, rows, parts)
     print(f"{len(rows)} files written to {args.out}")
     return 0
 

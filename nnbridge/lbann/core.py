@@ -292,6 +292,7 @@ class Model:
         assign(proto, {"name": self.name})
         if self.summary_dir:
             proto.summarizer.dir = self.summary_dir
+        proto.objective_function.SetInParent()  # LBANN's frontend writes one, empty when not given
         if self.objective_function is not None:
             proto.objective_function.CopyFrom(self.objective_function.export_proto())
         proto.metric.extend(m.export_proto() for m in self.metrics)

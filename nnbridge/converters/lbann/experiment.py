@@ -269,7 +269,8 @@ def _training_data(path: str) -> tuple[np.ndarray, np.ndarray]:
 def inference_only(graph: Graph, path: str) -> str | None:
     """The one line ``convert`` warns with when the written file has nothing to train with."""
     shell = kept(graph)
-    if shell is not None and shell.model.HasField("objective_function") and \
+    objective = shell.model.objective_function if shell is not None else None
+    if objective is not None and (objective.layer_term or objective.l2_weight_regularization) and \
             unmet(shell, set(graph.values)) is None:
         return None
     return (f"{path} is inference-only (no loss, objective or optimizer: LBANN would not train it); "
