@@ -108,3 +108,21 @@ def test_every_builder_variant_lbann_wrote(tmp_path):
         if diff := _differences(ours, CORPUS / f"{stem}.prototext", model_only=True):
             different[stem] = diff
     assert not different, different
+
+
+def test_densenet_is_the_network_of_lbanns_vision_application(shared_data, tmp_path):
+    """apps__vision_densenet121 was written by applications/vision/densenet.py with its default
+    arguments, whose --model is 169 (the file's name notwithstanding): 66 dense layers in blocks of
+    6, 12, 32 and 16. Its layers (network, loss and metrics) are ours, by position."""
+    images, labels = lbann.Input(data_field="samples"), lbann.Input(data_field="labels")
+    probs = MODELS.DenseNet(169)(images)
+    lbann.CrossEntropy([probs, labels])
+    lbann.CategoricalAccuracy([probs, labels])
+    lbann.TopKCategoricalAccuracy([probs, labels], k=5)
+    ours = lbann.save_prototext(tmp_path / "d.prototext",
+                                model=lbann.Model(90, layers=lbann.traverse_layer_graph([images, labels])))
+    theirs = shared_data / "lbann" / "frontend" / "apps__vision_densenet121.prototext"
+    assert list(canonical(read_experiment(ours), rename=True).model.layer) == \
+        list(canonical(read_experiment(theirs), rename=True).model.layer)
+    with pytest.raises(nnbridge.base.errors.InputError, match="DenseNet-120: LBANN builds 121, 161, 169, 201"):
+        MODELS.DenseNet(120)

@@ -8,12 +8,14 @@ frontend wrote.
   with pooling, LRN and dropout between them;
 - ``ResNet`` and ``ResNet18`` / ``34`` / ``50`` / ``101`` / ``152`` (``width`` for the wide
   variants), basic or bottleneck residual blocks of convolution + batch norm (+ ReLU);
+- ``DenseNet`` (121, 161, 169, 201) as LBANN's vision application builds it (``lbann.models`` has
+  none), ending in the class probabilities;
 - ``Transformer`` with ``TransformerEncoderLayer`` / ``TransformerDecoderLayer``, over
   ``lbann.modules.MultiheadAttention``.
 """
 
 from .transformer import LayerNorm, Transformer, TransformerDecoderLayer, TransformerEncoderLayer
-from .vision import AlexNet, LeNet, ResNet, ResNet18, ResNet34, ResNet50, ResNet101, ResNet152
+from .vision import AlexNet, DenseNet, LeNet, ResNet, ResNet18, ResNet34, ResNet50, ResNet101, ResNet152
 
-__all__ = ["AlexNet", "LeNet", "LayerNorm", "ResNet", "ResNet18", "ResNet34", "ResNet50", "ResNet101", "ResNet152",
-           "Transformer", "TransformerDecoderLayer", "TransformerEncoderLayer"]
+__all__ = ["AlexNet", "DenseNet", "LeNet", "LayerNorm", "ResNet", "ResNet18", "ResNet34", "ResNet50", "ResNet101",
+           "ResNet152", "Transformer", "TransformerDecoderLayer", "TransformerEncoderLayer"]

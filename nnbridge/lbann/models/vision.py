@@ -9,6 +9,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
+from ...base.errors import InputError
 from ..classes import ALL
 from ..core import Layer, Weights
 from ..modules import Convolution2dModule, FullyConnectedModule, Module
@@ -208,3 +209,53 @@ ResNet34 = _resnet(34, BasicBlock, (3, 4, 6, 3))
 ResNet50 = _resnet(50, BottleneckBlock, (3, 4, 6, 3))
 ResNet101 = _resnet(101, BottleneckBlock, (3, 4, 23, 3))
 ResNet152 = _resnet(152, BottleneckBlock, (3, 8, 36, 3))
+
+
+#: DenseNet versions: (growth rate k, layers per dense block, initial features)
+DENSENETS = {121: (32, (6, 12, 24, 16), 64), 169: (32, (6, 12, 32, 16), 64), 201: (32, (6, 12, 48, 32), 64),
+             161: (48, (96, 48, 36, 24), 96)}
+
+
+class DenseNet(Module):
+    """Huang et al. 2017 as LBANN's vision application builds it (applications/vision/densenet.py;
+    ``lbann.models`` has no DenseNet): a 7 × 7 stride-2 convolution, batch norm, ReLU and a 3 × 3
+    max pool; dense blocks whose every layer (BN, ReLU, 1 × 1 convolution to 4k channels, BN, ReLU,
+    3 × 3 convolution to k) reads the concatenation of everything before it in the block;
+    transitions (BN, ReLU, 1 × 1 convolution halving the channels, 2 × 2 average pool) between
+    blocks; then BN, ReLU, a 7 × 7 average pool, 1000 neurons without bias and a softmax (the
+    output is the class probabilities). Layers take LBANN's generated names."""
+
+    def __init__(self, version: int = 121, statistics_group_size: int = 1):
+        if version not in DENSENETS:
+            raise InputError(f"DenseNet-{version}: LBANN builds {', '.join(map(str, sorted(DENSENETS)))}")
+        self.growth, self.blocks, self.initial = DENSENETS[version]
+        self.group_size = statistics_group_size
+
+    def _norm_relu(self, x: Layer) -> Layer:
+        bn = ALL["BatchNormalization"](x, bias_init=0.0, decay=0.9, epsilon=1e-5, scale_init=1.0,
+                                       statistics_group_size=self.group_size)
+        return ALL["Relu"](bn)
+
+    @staticmethod
+    def _conv(x: Layer, channels: int, kernel: int, padding: int, stride: int = 1) -> Layer:
+        return ALL["Convolution"](x, kernel_size=kernel, padding=padding, stride=stride, has_bias=False, num_dims=2,
+                                  out_channels=channels)
+
+    def forward(self, images: Layer) -> Layer:
+        x = self._norm_relu(self._conv(images, self.initial, 7, 3, stride=2))
+        x = ALL["Pooling"](x, num_dims=2, pool_dims_i=3, pool_mode="max", pool_pads_i=1, pool_strides_i=2)
+        features = self.initial
+        for number, layers in enumerate(self.blocks, start=1):
+            block = [x]
+            for _ in range(layers):
+                y = self._conv(self._norm_relu(ALL["Concatenation"](list(block))), 4 * self.growth, 1, 0)
+                block.append(self._conv(self._norm_relu(y), self.growth, 3, 1))
+            features += layers * self.growth
+            x = ALL["Concatenation"](block)
+            if number < len(self.blocks):
+                features //= 2
+                x = self._conv(self._norm_relu(x), features, 1, 0)
+                x = ALL["Pooling"](x, num_dims=2, pool_dims_i=2, pool_mode="average", pool_pads_i=0, pool_strides_i=2)
+        x = ALL["Pooling"](self._norm_relu(x), num_dims=2, pool_dims_i=7, pool_mode="average", pool_pads_i=1,
+                           pool_strides_i=1)
+        return ALL["Softmax"](ALL["FullyConnected"](x, num_neurons=1000, has_bias=False))
