@@ -27,7 +27,7 @@ from ..ir.feeds import match_inputs, model_inputs
 SMALL_INT = 10
 
 
-@dataclass
+@dataclass(kw_only=True)
 class InputInfo:
     """How one input was made: enough to reason about a result and to draw it again."""
 
@@ -183,7 +183,8 @@ def describe(name: str, value: Any, distribution: str, seed: int | None) -> Inpu
     elif arr.size and arr.dtype.kind == "V":  # bfloat16 and other ml_dtypes
         wide = arr.astype(np.float32)
         lo, hi = float(np.min(wide)), float(np.max(wide))
-    return InputInfo(name, list(arr.shape), str(arr.dtype), distribution, seed, lo, hi)
+    return InputInfo(name=name, shape=list(arr.shape), dtype=str(arr.dtype), distribution=distribution, seed=seed,
+                     min=lo, max=hi)
 
 
 def index_ranges(graph: Graph) -> dict[str, tuple[int, str]]:

@@ -72,7 +72,8 @@ def check_against(model: Any, against: Any, backend: str, against_backend: str,
         if renamed:
             notes.append(f"{what} matched by position: "
                          + ", ".join(f"'{k}' ↔ '{v}'" for k, v in renamed.items()))
-    result = CheckResult(mine.label, first.name, rule, format_name(coarsest(model_precision(first),
+    result = CheckResult(backend=mine.label, model=first.name, rule=rule,
+                         precision=format_name(coarsest(model_precision(first),
                                                                             model_precision(other_graph))),
                          oracle=other.label, input_info=infos, inputs=feeds, actual=actual,
                          expected=expected, notes=notes)

@@ -95,7 +95,8 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     rule = replace(rule_for(coarsest(precision, saved_format), chosen.precision, rtol, atol), metric=metric)
     rule_of = with_tolerances(rule, checked_tolerances(tolerances, exe.output_names), metric)
     allowed = declared_nonfinite(graph, nonfinite)
-    result = CheckResult(backend, graph.name, rule, format_name(precision), input_info=infos,
+    result = CheckResult(backend=backend, model=graph.name, rule=rule, precision=format_name(precision),
+                         input_info=infos,
                          inputs=feeds, actual=actual, expected=expected, notes=numerics_notes(exe.report))
     result.output_rules = {name: rule_of(name) for name in tolerances or {}}
     if saved is not None:

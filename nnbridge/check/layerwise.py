@@ -60,7 +60,7 @@ class NodeCheck:
                 "local": [o.to_dict() for o in self.local], "note": self.note}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class NonfiniteOrigin:
     """The first node whose backend output holds NaN/inf, and why."""
 
@@ -241,11 +241,12 @@ def _origin(node: NodeProto, outs: list[str], actual, expected, rule: Rule) -> N
             v = np.asarray(actual[i]) if i in actual else None
             ranges[i] = ([float(np.min(v)), float(np.max(v))] if v is not None and v.size and v.dtype.kind == "f"
                          else None)
-        return NonfiniteOrigin(node.name or name, node.op_type, name, int(np.count_nonzero(~np.isfinite(a))),
-                               int(a.size), int(np.count_nonzero(~np.isfinite(e))),
-                               float(finite.min()) if finite.size else None,
-                               float(finite.max()) if finite.size else None, ranges,
-                               float(ml_dtypes.finfo(rule.format.numpy).max))
+        return NonfiniteOrigin(node=node.name or name, op=node.op_type, output=name,
+                               count=int(np.count_nonzero(~np.isfinite(a))),
+                               size=int(a.size), oracle_nonfinite=int(np.count_nonzero(~np.isfinite(e))),
+                               exact_min=float(finite.min()) if finite.size else None,
+                               exact_max=float(finite.max()) if finite.size else None, input_ranges=ranges,
+                               format_max=float(ml_dtypes.finfo(rule.format.numpy).max))
     return None
 
 

@@ -51,7 +51,8 @@ def check_program(path: str | os.PathLike, inputs: Mapping[str, np.ndarray] | No
     rule = replace(rule_for(precision, get_backend("rdu").precision, rtol, atol), metric=metric)
     rule_of = with_tolerances(rule, checked_tolerances(tolerances, program.output_names), metric)
     allowed = declared_nonfinite(graph, nonfinite)
-    result = CheckResult("rdu (program)", graph.name, rule, format_name(precision), oracle="reference",
+    result = CheckResult(backend="rdu (program)", model=graph.name, rule=rule, precision=format_name(precision),
+                         oracle="reference",
                          input_info=infos, inputs=feeds, actual=actual, expected=expected,
                          notes=[f"compiled for batch {batch}: {_batch_note(graph, batch, len(per_call))}",
                                 *numerics_notes(program.report)])

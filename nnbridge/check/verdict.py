@@ -41,7 +41,7 @@ _BY_PRECISION = (DType.FLOAT64, DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16)
 _FORMAT_NAMES = {DType.FLOAT32: "fp32", DType.FLOAT16: "fp16", DType.BFLOAT16: "bf16"}
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Rule:
     """One row of the verdict table: the elementwise bound of a number format."""
 
@@ -93,9 +93,9 @@ class Rule:
 #: inputs rounds once, so its bound is tighter, and a 5 % fault in one node stays above it
 #: (bf16: 2 ulps + 2 eps·max|ref| is at most 4 eps = 3.1 % at the largest elements).
 RULES: dict[str, Rule] = {
-    "fp32": Rule("fp32", DType.FLOAT32, ulps=64, scale=512, node_scale=256),
-    "fp16": Rule("fp16", DType.FLOAT16, ulps=2, scale=8, node_scale=4),
-    "bf16": Rule("bf16", DType.BFLOAT16, ulps=2, scale=4, node_scale=2),
+    "fp32": Rule(name="fp32", format=DType.FLOAT32, ulps=64, scale=512, node_scale=256),
+    "fp16": Rule(name="fp16", format=DType.FLOAT16, ulps=2, scale=8, node_scale=4),
+    "bf16": Rule(name="bf16", format=DType.BFLOAT16, ulps=2, scale=4, node_scale=2),
 }
 
 
@@ -116,7 +116,7 @@ def rule_for(model_precision: DType | None, backend_precision: DType | None,
     """The table row for a model on a backend; ``rtol``/``atol`` replace it by a custom bound."""
     fmt = coarsest(model_precision, backend_precision)
     if rtol is not None or atol is not None:
-        return Rule("custom", fmt, rtol=rtol or 0.0, atol=atol or 0.0)
+        return Rule(name="custom", format=fmt, rtol=rtol or 0.0, atol=atol or 0.0)
     return RULES[format_name(fmt)]
 
 
@@ -147,7 +147,7 @@ def with_tolerances(rule: Rule, tolerances: Mapping[str, tuple[float, float]] | 
     """Output name → its rule: ``rule`` (with ``metric``), or ``|a−ref| ≤ atol + rtol·|ref|`` for the
     outputs ``tolerances`` names (``--tol NAME=RTOL,ATOL``)."""
     base = replace(rule, metric=metric)
-    custom = {name: Rule(f"custom ({name})", rule.format, rtol=rtol, atol=atol, metric=metric)
+    custom = {name: Rule(name=f"custom ({name})", format=rule.format, rtol=rtol, atol=atol, metric=metric)
               for name, (rtol, atol) in (tolerances or {}).items()}
     return lambda name: custom.get(name, base)
 
@@ -172,7 +172,7 @@ def ulp(x: np.ndarray, fmt: DType) -> np.ndarray:
     return np.ldexp(1.0, exp - info.nmant)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class OutputCheck:
     """One output compared with the oracle under one rule."""
 
@@ -221,7 +221,7 @@ def compare(name: str, actual: Any, expected: Any, rule: Rule, nonfinite_ok: boo
         return _compare_sequence(name, actual, expected, rule, nonfinite_ok, same_dtype)
     a, e = np.asarray(actual), np.asarray(expected)
     shape = list(e.shape)
-    base = OutputCheck(name, shape, str(e.dtype), rule.name, False, int(e.size))
+    base = OutputCheck(name=name, shape=shape, dtype=str(e.dtype), rule=rule.name, ok=False, size=int(e.size))
     if a.shape != e.shape:
         base.note = f"shape {list(a.shape)} != expected {shape}"
         base.max_abs_err = base.err_vs_scale = math.inf
@@ -360,12 +360,13 @@ def _compare_sequence(name: str, actual: Any, expected: Any, rule: Rule, nonfini
     """A sequence output: same length, every tensor under the rule; the worst figures are reported."""
     if not isinstance(actual, (list, tuple)) or not isinstance(expected, (list, tuple)) or len(actual) != len(expected):
         size = len(expected) if isinstance(expected, (list, tuple)) else 1
-        return OutputCheck(name, [size], "sequence", rule.name, False, size, math.inf, 0.0, math.inf, size, 1.0,
+        return OutputCheck(name=name, shape=[size], dtype="sequence", rule=rule.name, ok=False, size=size,
+                           max_abs_err=math.inf, scale=0.0, err_vs_scale=math.inf, outside=size, outside_frac=1.0,
                            note=f"sequence of {_length(actual)} != expected sequence of {_length(expected)}")
     parts = [compare(f"{name}[{i}]", a, e, rule, nonfinite_ok, same_dtype)
              for i, (a, e) in enumerate(zip(actual, expected))]
-    merged = OutputCheck(name, [len(parts)], "sequence", parts[0].rule if parts else rule.name,
-                         all(p.ok for p in parts), sum(p.size for p in parts))
+    merged = OutputCheck(name=name, shape=[len(parts)], dtype="sequence", rule=parts[0].rule if parts else rule.name,
+                         ok=all(p.ok for p in parts), size=sum(p.size for p in parts))
     for key in ("max_abs_err", "scale", "err_vs_scale"):
         setattr(merged, key, max((getattr(p, key) for p in parts), default=0.0))
     for key in ("outside", "nonfinite_expected", "nonfinite_actual", "nonfinite_matched"):

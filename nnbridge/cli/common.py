@@ -113,6 +113,10 @@ def add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--smaug-synthetic-scale", type=float, metavar="S",
                    help="SMAUG sources without a params file: the scale of the weights made up in their place "
                         "(default 0.005, SMAUG's random-data recipe; smaller keeps fp16 files from overflowing)")
+    p.add_argument("--smaug-activations", choices=["exact", "reference"],
+                   help="SMAUG Reference sources: 'reference' computes sigmoid and tanh as SMAUG's Reference "
+                        "backend does (tanh = 2*sigmoid(2x) - 1, which loses small values' precision), so a run "
+                        "reproduces its outputs; 'exact' (default) keeps ONNX's Sigmoid and Tanh")
     p.add_argument("--lbann-training-layers", action="store_true",
                    help="LBANN sources: import the loss and metric layers (and the labels feeding them) as "
                         "graph outputs, to evaluate them; by default they are kept aside for LBANN writes")
@@ -232,8 +236,8 @@ def parse_slice_points(items: list[str] | None) -> dict[str, tuple[int, ...]]:
 
 
 def load_options(args: argparse.Namespace) -> dict:
-    """--input-shape, --dim, an LBANN source's --batch-size, --smaug-synthetic-scale and the --lbann-*
-    switches as loader options."""
+    """--input-shape, --dim, an LBANN source's --batch-size, --smaug-synthetic-scale, --smaug-activations and
+    the --lbann-* switches as loader options."""
     options: dict = {option: True for option in ("lbann_training_layers", "lbann_trust_paths")
                      if getattr(args, option, False)}
     if getattr(args, "lbann_slice_points", None):
@@ -241,6 +245,8 @@ def load_options(args: argparse.Namespace) -> dict:
     dims = parse_dims(getattr(args, "dim", None))
     if dims:
         options["dims"] = dims
+    if getattr(args, "smaug_activations", None) is not None:  # a SMAUG file's σ/tanh (its reader refuses others)
+        options["activations"] = args.smaug_activations
     scale = getattr(args, "smaug_synthetic_scale", None)
     if scale is not None:  # a SMAUG file's made-up weights (its reader refuses it for others)
         if not 0 < scale < float("inf"):

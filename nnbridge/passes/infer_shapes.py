@@ -285,4 +285,8 @@ def _fused(node: Node) -> list[TensorType | None]:
     return [v.type for v in body.outputs]
 
 
-_NNBRIDGE_RULES = {"Reorder": _reorder, "Repeat": _repeat, "Fused": _fused}
+def _switch(node: Node) -> list[TensorType | None]:
+    return [node.inputs[0].type] * 2
+
+
+_NNBRIDGE_RULES = {"Reorder": _reorder, "Repeat": _repeat, "Fused": _fused, "Switch": _switch}

@@ -29,7 +29,7 @@ from .graph import logits, pinned, redeclared, training_graph
 from .optimizer import Optimizer
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Epoch:
     """One epoch's figures: mean training loss/accuracy over its steps, validation after it."""
 
@@ -165,8 +165,8 @@ def run_epochs(x: np.ndarray, y: np.ndarray, train_idx: np.ndarray, batch: int, 
         if not losses:
             raise NonFiniteError(f"epoch {epoch}: every one of its {steps} batches had a non-finite loss, gradient "
                                  f"or update; training stopped and nothing written")
-        record = Epoch(epoch, float(np.mean(losses)),
-                       hits / (len(losses) * batch) if loss == "cross-entropy" else None, skipped=skipped)
+        record = Epoch(epoch=epoch, loss=float(np.mean(losses)),
+                       accuracy=hits / (len(losses) * batch) if loss == "cross-entropy" else None, skipped=skipped)
         if validate is not None:
             record.val_loss, record.val_accuracy = validate()
         record.seconds = time.perf_counter() - start

@@ -22,7 +22,7 @@ from .config import Machine
 from .costs import op_cost
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Kernel:
     """One pipeline stage: fused ops on one or more PCUs with their PMU buffers."""
 
@@ -73,7 +73,7 @@ class Kernel:
         return (0 if self.streamed_weights else self.weight_bytes) + self.staging_bytes
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Section:
     index: int
     kernels: list[Kernel]

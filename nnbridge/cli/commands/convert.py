@@ -199,4 +199,4 @@ def _decomposed(graph, fmt, options: dict) -> dict[str, int]:
 
 
 #: the loader's options among convert's (the writer's go to the scratch conversion only)
-_LOAD_KEYS = {"input_shapes", "dims", "batch_size", "synthetic_scale", *LBANN_SOURCE_FLAGS}
+_LOAD_KEYS = {"input_shapes", "dims", "batch_size", "synthetic_scale", "activations", *LBANN_SOURCE_FLAGS}

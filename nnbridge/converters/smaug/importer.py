@@ -34,9 +34,22 @@ ALIGNMENTS = (0, 8)
 CONSTANT_USERS = {pb.Repeat, pb.EltwiseAdd, pb.EltwiseMul}
 #: graph metadata key: the file's node names in file order, so that writing it back keeps the order
 NODE_ORDER_KEY = "smaug.node_order"
-#: graph metadata key: "<Data node>\t<its tensor>" lines for Data tensors not named "<node>/input0"
-#: (the frontend keeps a Tensor's own name, e.g. an LSTM's "lstm0:/h"), so writing back keeps them
-DATA_TENSOR_NAMES_KEY = "smaug.data_tensor_names"
+#: graph metadata key: "<name the writer gives>\t<the file's name>" lines for tensors not named by the
+#: frontend's rule ("<node>/input0" for a Data tensor, "<node>/output<k>"): the frontend keeps a
+#: Tensor's own name (an LSTM's "lstm0:/h"), older files name a Data node's output after its input
+TENSOR_NAMES_KEY = "smaug.tensor_names"
+#: graph metadata key: "<tensor>\t<DataType>\t<DataLayout>\t<alignment>" lines for the tensors whose
+#: storage the writer would not derive: a float type other than the backend's (fp16 on Reference),
+#: a layout label that does not fit the rank (a 2-D NCHW tensor), an alignment other than the
+#: backend's (a frontend Tensor made outside any graph); so writing back keeps them
+TENSOR_TYPES_KEY = "smaug.tensor_types"
+#: graph metadata key: "<Data node>\t<layout>\t<Reorder node>" for the file's Reorders of Data nodes (the IR
+#: reads constants and inputs in any layout directly), so writing back keeps them
+DATA_REORDERS_KEY = "smaug.data_reorders"
+#: graph metadata key: "<node>\t<its Params, serialized, hex>" for the parameters the runtime ignores
+#: (a standalone LReLU/ELU/SELU/HardTanh's act_params, quirks Q1/Q2; a fused Softmax, Q3): the IR
+#: computes what the runtime does, and writing back keeps what the file said
+IGNORED_PARAMS_KEY = "smaug.ignored_params"
 #: Scale of SMAUG's random-data recipe (experiments' *_network.py builders).
 RECIPE_SEED = 1234
 RECIPE_SCALE = 0.005

@@ -25,9 +25,18 @@ from ...protos.smaug import smaug_tensor_pb2 as tpb
 from ...protos.smaug import smaug_types_pb2 as pb
 from . import layouts, params
 from .files import model_paths, read_params, read_topology
-from .import_ops import IMPORTERS, Unimportable
-from .importer import DATA_TENSOR_NAMES_KEY, NODE_ORDER_KEY, RECIPE_SCALE, Importer, recipe_arrays
-from .naming import data_input_name
+from .import_ops import FUSES_ACTIVATION, IMPORTERS, RUNTIME_DEFAULTS, Unimportable
+from .importer import (
+    DATA_REORDERS_KEY,
+    IGNORED_PARAMS_KEY,
+    NODE_ORDER_KEY,
+    RECIPE_SCALE,
+    TENSOR_NAMES_KEY,
+    TENSOR_TYPES_KEY,
+    Importer,
+    recipe_arrays,
+)
+from .naming import data_input_name, output_name
 
 
 def load_smaug(path: str | os.PathLike, *, inputs: list[str] | None = None,
@@ -98,10 +107,20 @@ def graph_from_proto(proto: gpb.GraphProto, array: tpb.TensorDataArray | None, w
         raise UnsupportedOpError(f"SMAUG import of {what}", imp.unsupported)
     graph.metadata["smaug.input_layouts"] = ",".join(f"{v.name}:{v.type.layout.value}" for v in graph.inputs)
     graph.metadata[NODE_ORDER_KEY] = "\n".join(node.name for node in proto.nodes)
-    named = [f"{node.name}\t{node.input_tensors[0].name}" for node in proto.nodes if node.op == pb.Data
-             and node.input_tensors and node.input_tensors[0].name != data_input_name(node.name)]
+    named = own_tensor_names(proto)
     if named:
-        graph.metadata[DATA_TENSOR_NAMES_KEY] = "\n".join(named)
+        graph.metadata[TENSOR_NAMES_KEY] = "\n".join(named)
+    reorders = [f"{node.parents[0]}\t{layouts.TO_IR[node.output_tensors[0].shape.layout].value}\t{node.name}"
+                for node in proto.nodes if node.op == pb.Reorder and imp.nodes[node.parents[0]].op == pb.Data
+                and node.output_tensors and node.output_tensors[0].shape.layout in layouts.TO_IR]
+    if reorders:
+        graph.metadata[DATA_REORDERS_KEY] = "\n".join(reorders)
+    ignored = ignored_params(proto)
+    if ignored:
+        graph.metadata[IGNORED_PARAMS_KEY] = "\n".join(ignored)
+    unusual = unusual_tensors(proto)
+    if unusual:
+        graph.metadata[TENSOR_TYPES_KEY] = "\n".join(unusual)
     if graph.metadata["smaug.backend"] == "SMV":
         from .smv_rules import hazards
 
@@ -115,6 +134,46 @@ def graph_from_proto(proto: gpb.GraphProto, array: tpb.TensorDataArray | None, w
                 graph.outputs.append(imp.view_of(f"{node.name}:{k}", decl.layout))
     imp.tidy_constants()
     return graph
+
+
+def ignored_params(proto: gpb.GraphProto) -> list[str]:
+    """The ``IGNORED_PARAMS_KEY`` lines of a file: the params of its standalone parameterised
+    activations (the runtime runs its own constants), the act_params of its fused Softmaxes (the
+    runtime drops them); a node without params is recorded as "-"."""
+    lines = []
+    for node in proto.nodes:
+        if node.op in RUNTIME_DEFAULTS:
+            lines.append(f"{node.name}\t{node.params.SerializeToString().hex() if node.HasField('params') else '-'}")
+        elif node.op in FUSES_ACTIVATION and node.params.act_params.activation == pb.Softmax:
+            lines.append(f"{node.name}\t{node.params.act_params.SerializeToString().hex()}")
+    return lines
+
+
+def own_tensor_names(proto: gpb.GraphProto) -> list[str]:
+    """The ``TENSOR_NAMES_KEY`` lines of a file: its tensors not named by the frontend's rule."""
+    lines = []
+    for node in proto.nodes:
+        named = [(output_name(node.name, k), t.name) for k, t in enumerate(node.output_tensors)]
+        if node.op == pb.Data and node.input_tensors:
+            named.insert(0, (data_input_name(node.name), node.input_tensors[0].name))
+        lines += [f"{rule}\t{name}" for rule, name in named if name != rule]
+    return lines
+
+
+def unusual_tensors(proto: gpb.GraphProto) -> list[str]:
+    """The ``TENSOR_TYPES_KEY`` lines of a file: its tensors stored otherwise than the writer derives."""
+    backend = proto.backend or "SMV"
+    float_type = pb.Float16 if backend == "SMV" else pb.Float32
+    lines: dict[str, str] = {}
+    for node in proto.nodes:
+        for t in [*(node.input_tensors[:1] if node.op == pb.Data else []), *node.output_tensors]:
+            layout = layouts.TO_IR.get(t.shape.layout)
+            odd_type = t.data_type in params.FLOATS and t.data_type != float_type
+            odd_layout = layout is not None and layouts.layout_for_rank(layout, len(t.shape.dims)) != layout
+            if (odd_type or odd_layout or t.shape.alignment != layouts.ALIGNMENT.get(backend)) and t.name not in lines:
+                lines[t.name] = "\t".join([t.name, _enum_name(pb.DataType, t.data_type, t.name),
+                                           _enum_name(pb.DataLayout, t.shape.layout, t.name), str(t.shape.alignment)])
+    return list(lines.values())
 
 
 def _enum_name(enum, value: int, what: str) -> str:

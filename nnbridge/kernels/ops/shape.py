@@ -62,6 +62,13 @@ def all_reduce(ctx, x):
     return x
 
 
+@kernel("Switch", domain="nnbridge")
+def switch(ctx, x, pred):
+    """Both branches of a SMAUG conditional are computed: each output is the data (the Where that
+    joins them picks one)."""
+    return x, x
+
+
 @kernel("Squeeze")
 def squeeze(ctx, x, axes=None):
     if axes is None:
