@@ -17,7 +17,9 @@ every file's provenance, licence and SHA-256):
 LBANN's frontend runs from a temporary ``git archive`` of the checkout; it needs protobuf modules
 of LBANN's schema, which here are nnbridge's (``nnbridge/protos/lbann/lbann_pb2.py``, generated
 from the facts of LBANN's schema) under LBANN's module names. Nothing of LBANN is built.
-Each unit-test script runs in its own process (LBANN's layer names count per process).
+Each unit-test script runs in its own process (LBANN's layer names count per process). Two runs
+differ only where LBANN's frontend does: it lists a model's weights in set order, and a few scripts
+draw unseeded samples; the tests compare weights by name.
 
     python tools/lbann_corpus.py GIT_DIR OUT [--part v099 --part unit_tests --part models]
 

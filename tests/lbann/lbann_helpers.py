@@ -122,3 +122,19 @@ def canonical(pb: lbann_pb2.LbannPB, rename: bool) -> lbann_pb2.LbannPB:
     out.model.ClearField("weights")
     out.model.weights.extend(weights)
     return out
+
+
+def verified_corpus(shared_data: Path, part: str) -> Path:
+    """``../shared/data/lbann/<part>`` (written by tools/lbann_corpus.py), each of its files checked
+    against the SHA-256 the folder's README lists (the provenance that came with them)."""
+    root = shared_data / "lbann"
+    listed = {}
+    for line in (root / "README.md").read_text().splitlines():
+        digest, _, name = line.partition("  ")
+        if len(digest) == 64 and name.startswith(f"{part}/"):
+            listed[name] = digest
+    files = {str(p.relative_to(root)): p for p in (root / part).rglob("*") if p.is_file()}
+    assert files and set(files) == set(listed), f"{root / part} and its README's list differ"
+    for name, path in files.items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == listed[name], f"{path} differs from its README"
+    return root / part

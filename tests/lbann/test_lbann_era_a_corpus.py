@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 import pytest
+from lbann_helpers import verified_corpus
 from shared_paths import SHARED_DATA
 
 import nnbridge
@@ -28,14 +29,17 @@ JAG_REAL_POINTS = {"independent": (0, 3 * 4 * 64 * 64 + 15, 3 * 4 * 64 * 64 + 15
 JAG_SAMPLE, JAG_REAL_SAMPLE = (JAG_POINTS["independent"][-1],), (JAG_REAL_POINTS["independent"][-1],)
 #: the older JAG files slice their samples at fixed points: 50 × 50 images and 11 values
 JAG_2511 = (2511,)
-MNIST, CIFAR, IMAGENET = (1, 28, 28), (3, 32, 32), (3, 224, 224)
+#: ImageNet models run on 127 × 127 images rather than 224 × 224 where their pools allow it: the
+#: fully connected layers (sized by what reaches them) stay a quarter as big
+MNIST, CIFAR, IMAGENET = (1, 28, 28), (3, 32, 32), (3, 127, 127)
 #: per-sample input shapes by path (the first pattern that matches), as each file's data reader gives them
 SHAPES: list[tuple[str, dict[str, tuple[int, ...]]]] = [
     (r"mnist|lenet", {"image": MNIST, "images": MNIST}),
     (r"cifar10", {"image": CIFAR}),
     (r"alexnet/", {"image": IMAGENET, "label": (1000,)}),
-    (r"imagenet|resnet50", {"image": IMAGENET, "images": IMAGENET}),
-    (r"siamese/triplet", {"input_samples": (9, 224, 224), "label": (20,)}),  # three patches stacked
+    (r"resnet50", {"images": (3, 224, 224)}),  # its last pool is a fixed 7 × 7
+    (r"imagenet", {"image": IMAGENET}),
+    (r"siamese/triplet", {"input_samples": (9, *IMAGENET[1:]), "label": (20,)}),  # three patches stacked
     (r"candle/pilot1/combo", {"data": (8579,)}),  # its slice points end at 8579
     (r"candle/pilot1", {"recon_data": (942,)}),
     (r"autoencoder_candle_pilot1", {"data": (3000,), "finetunedata": (3000,)}),  # ECFP fingerprints
@@ -92,3 +96,8 @@ def test_lbann_v099_model_files_upgrade_load_and_run():
     assert all("\n" not in why for why in refused.values())
     assert len(ran) >= 60, refused
     assert len(ran) == len(files) - len(REFUSED)
+
+
+def test_the_files_are_those_their_readme_lists():
+    """Each file's SHA-256 is the one tools/lbann_corpus.py listed when it wrote them."""
+    assert verified_corpus(SHARED_DATA, "v099") == CORPUS

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from google.protobuf import text_format
+from lbann_helpers import verified_corpus
 from shared_paths import SHARED_DATA
 
 import nnbridge
@@ -162,3 +163,8 @@ def test_lbanns_unit_test_checks_hold_on_nnbridges_values(tmp_path):
     assert not failed, "\n".join(failed)
     assert missized == MISSIZED
     assert checked >= 100
+
+
+def test_the_files_are_those_their_readme_lists():
+    """Each file's SHA-256 is the one tools/lbann_corpus.py listed when it wrote them."""
+    assert verified_corpus(SHARED_DATA, "unit_tests") == CORPUS
