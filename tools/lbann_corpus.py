@@ -36,6 +36,7 @@ import inspect
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -95,12 +96,20 @@ def sha256(path: Path) -> str:
 
 # -- v0.99 --------------------------------------------------------------------------------------
 
+def fresh(folder: Path) -> Path:
+    """``folder``, emptied: a part is written whole, with nothing left of an earlier run."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
 def write_v099(git_dir: Path, out: Path) -> list[dict]:
     from google.protobuf import text_format
 
     from nnbridge.protos.lbann import lbann_v099_pb2
 
     names = git(git_dir, "ls-tree", "-r", "--name-only", V099, *V099_DIRS).decode().split("\n")
+    fresh(out / "v099")
     rows = []
     for name in sorted(n for n in names if n.endswith(".prototext") and "template" not in n):
         text = git(git_dir, "show", f"{V099}:{name}")
@@ -156,17 +165,18 @@ def run_worker(root: Path, config: Path, args: list[str]) -> dict:
 
 
 def write_unit_tests(git_dir: Path, out: Path, root: Path, config: Path) -> list[dict]:
-    target = out / "unit_tests"
-    target.mkdir(parents=True, exist_ok=True)
+    target = fresh(out / "unit_tests")
     index, rows = {}, []
     for script in sorted((root / "ci_test" / "unit_tests").glob("test_unit_*.py")):
         result = run_worker(root, config, ["unit_test", str(script), str(target)])
         blob = git(git_dir, "rev-parse", f"{DEVELOP}:ci_test/unit_tests/{script.name}").decode().strip()
         for name, info in result.get("experiments", {}).items():
             index[name] = {"script": f"ci_test/unit_tests/{script.name}", "blob": blob, **info}
-            rows.append({"file": f"unit_tests/{name}.prototext",
-                         "upstream": f"generated from develop {DEVELOP[:8]}, ci_test/unit_tests/{script.name}",
-                         "blob": blob})
+            upstream = f"generated from develop {DEVELOP[:8]}, ci_test/unit_tests/{script.name}"
+            rows.append({"file": f"unit_tests/{name}.prototext", "upstream": upstream, "blob": blob})
+            if (target / f"{name}.npz").is_file():
+                rows.append({"file": f"unit_tests/{name}.npz", "upstream": f"its data reader's samples, {upstream}",
+                             "blob": blob})
         why = result.get("error") or result.get("skipped") or ("" if result.get("experiments") else
                                                                 "no experiment (it calls no tools.create_tests)")
         if why:
@@ -181,8 +191,7 @@ def write_unit_tests(git_dir: Path, out: Path, root: Path, config: Path) -> list
 
 
 def write_models(out: Path, root: Path, config: Path) -> list[dict]:
-    target = out / "models"
-    target.mkdir(parents=True, exist_ok=True)
+    target = fresh(out / "models")
     result = run_worker(root, config, ["models", str(target)])
     if "error" in result:
         raise SystemExit(f"lbann.models: {result['error']}")

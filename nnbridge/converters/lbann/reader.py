@@ -198,8 +198,9 @@ def _dropped(order, children, by_name) -> set[str]:
         if layer.WhichOneof("layer_type") in TRAINING_ONLY or any(p in dropped for p in layer.parents):
             dropped.add(layer.name)
     hinted = {layer.hint_layer for layer in order if layer.name not in dropped}
+    lone = _inputs_only(order)
     for layer in reversed(order):  # inputs that feed nothing but dropped layers
-        if layer.WhichOneof("layer_type") == "input" and layer.name not in hinted and not _inputs_only(order) and \
+        if layer.WhichOneof("layer_type") == "input" and layer.name not in hinted and not lone and \
                 all(c in dropped for c in children[layer.name]):
             dropped.add(layer.name)
     return dropped
