@@ -127,6 +127,10 @@ def add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lbann-trust-paths", action="store_true",
                    help="LBANN sources you trust: weights .npy files may lie anywhere (by default only inside "
                         "the model's directory)")
+    p.add_argument("--lbann-slice-points", action="append", metavar="CATEGORY=P0,P1,…",
+                   help="LBANN sources whose layers take slice points from the data reader "
+                        "(get_slice_points_from_reader: JAG models): the points the reader gives for CATEGORY "
+                        "(independent or dependent); repeatable")
 
 
 def add_pass_args(p: argparse.ArgumentParser, backends: tuple[str, ...] = ("reference", "smv", "rdu")) -> None:
@@ -214,11 +218,34 @@ def add_input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, help="seed for generated inputs (default 0); refused when every input is given")
 
 
+#: the loader options of LBANN sources, by flag (what a compiled program does not read)
+LBANN_SOURCE_FLAGS = {"lbann_training_layers": "--lbann-training-layers", "lbann_trust_paths": "--lbann-trust-paths",
+                      "lbann_slice_points": "--lbann-slice-points"}
+
+
+def parse_slice_points(items: list[str] | None) -> dict[str, tuple[int, ...]]:
+    """--lbann-slice-points CATEGORY=P0,P1,… (repeatable) → {category: points}."""
+    points = {}
+    for category, text in parse_assignments(items, "--lbann-slice-points").items():
+        try:
+            values = tuple(int(v) for v in text.split(","))
+        except ValueError:
+            raise OptionError(f"--lbann-slice-points {category}={text}: write increasing integers like "
+                             f"0,49167,49172") from None
+        if category not in ("independent", "dependent") or list(values) != sorted(values) or values[0] < 0:
+            raise OptionError(f"--lbann-slice-points {category}={text}: give independent= or dependent= and "
+                             f"increasing points from 0 on")
+        points[category] = values
+    return points
+
+
 def load_options(args: argparse.Namespace) -> dict:
     """--input-shape, --dim, an LBANN source's --batch-size, --smaug-synthetic-scale, --smaug-activations and
     the --lbann-* switches as loader options."""
-    options = {option: True for option in ("lbann_training_layers", "lbann_trust_paths")
-               if getattr(args, option, False)}
+    options: dict = {option: True for option in ("lbann_training_layers", "lbann_trust_paths")
+                     if getattr(args, option, False)}
+    if getattr(args, "lbann_slice_points", None):
+        options["lbann_slice_points"] = parse_slice_points(args.lbann_slice_points)
     dims = parse_dims(getattr(args, "dim", None))
     if dims:
         options["dims"] = dims

@@ -6,6 +6,7 @@ from typing import Any
 
 from ..ir import Graph
 from .lbann.experiment import describe as describe_experiment
+from .lbann.experiment import optimizer_state_note
 
 
 def conversion_notes(graph: Graph, fmt: str, options: dict[str, Any]) -> list[str]:
@@ -26,4 +27,6 @@ def conversion_notes(graph: Graph, fmt: str, options: dict[str, Any]) -> list[st
                      f"mini_batch_size")
         if kept := describe_experiment(graph):
             notes.append(kept)
+        if "lbann_train" in options and (state := optimizer_state_note(options["lbann_train"])):
+            notes.append(state)
     return notes

@@ -126,6 +126,18 @@ def _spatial_mean(b, node, target):
     return [b.op("Reshape", pooled, b.ints([n, c]), shape=(n, c), like=x)]
 
 
+@decomposes("Gelu", "lbann")
+def _exact_gelu(b, node, target):
+    """x/2 · (1 + erf(x/√2)): LBANN's GeluOperator is the tanh approximation, so the exact Gelu is
+    written over its ErfOperator (the tanh one maps as it is)."""
+    if node.attr("approximate", "none") == "tanh":
+        return None
+    x = node.inputs[0]
+    erf = b.op("Erf", b.op("Mul", x, b.scalar(1 / math.sqrt(2), x), like=x), like=x)
+    half = b.op("Mul", x, b.scalar(0.5, x), like=x)
+    return [b.op("Mul", half, b.op("Add", erf, b.scalar(1.0, x), like=x), like=x)]
+
+
 @decomposes("LayerNormalization", "lbann")
 def _layer_norm_over_trailing_dims(b, node, target):
     """Normalizing the trailing dims of a sample: the sample seen as [rows, normalized] is

@@ -7,6 +7,7 @@ import math
 
 from ...base.errors import InputError, OptionError
 from ..common import (
+    LBANN_SOURCE_FLAGS,
     add_backend_args,
     add_input_args,
     add_model_args,
@@ -26,8 +27,7 @@ from ..common import (
 
 #: what a compiled program (.pef) does not read: it runs as it was compiled
 COMPILED = {"format": "--format", "input_shape": "--input-shape", "dim": "--dim",
-            "lbann_training_layers": "--lbann-training-layers", "lbann_trust_paths": "--lbann-trust-paths",
-            "passes": "--passes", "opt_level": "--opt-level", "disable_pass": "--disable-pass",
+            **LBANN_SOURCE_FLAGS, "passes": "--passes", "opt_level": "--opt-level", "disable_pass": "--disable-pass",
             "backend_options": "--set", "no_stored_inputs": "--no-stored-inputs"}
 #: what --debug-passes does not read: it runs the reference backend after each pass, on whole outputs
 DEBUG_PASSES = {"backend_options": "--set", "input_range": "--input-range", "save_inputs": "--save-inputs",

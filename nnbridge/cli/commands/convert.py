@@ -10,6 +10,7 @@ from ...converters.lbann.experiment import inference_only
 from ...converters.notes import conversion_notes
 from ...ir.stats import parameters
 from ..common import (
+    LBANN_SOURCE_FLAGS,
     add_json_arg,
     add_parser,
     add_shape_args,
@@ -175,5 +176,4 @@ def _decomposed(graph, fmt, options: dict) -> dict[str, int]:
 
 
 #: the loader's options among convert's (the writer's go to the scratch conversion only)
-_LOAD_KEYS = {"input_shapes", "dims", "batch_size", "lbann_training_layers", "lbann_trust_paths", "synthetic_scale",
-              "activations"}
+_LOAD_KEYS = {"input_shapes", "dims", "batch_size", "synthetic_scale", "activations", *LBANN_SOURCE_FLAGS}

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ..common import (
+    LBANN_SOURCE_FLAGS,
     add_backend_args,
     add_input_args,
     add_json_arg,
@@ -25,8 +26,8 @@ from ..common import (
 )
 
 #: what a compiled program (.pef) does not read: it runs as it was compiled
-COMPILED = {"format": "--format", "input_shape": "--input-shape", "lbann_training_layers": "--lbann-training-layers",
-            "lbann_trust_paths": "--lbann-trust-paths", "passes": "--passes", "opt_level": "--opt-level",
+COMPILED = {"format": "--format", "input_shape": "--input-shape", **LBANN_SOURCE_FLAGS, "passes": "--passes",
+            "opt_level": "--opt-level",
             "disable_pass": "--disable-pass", "backend_options": "--set", "source_batch_size": "--batch-size"}
 
 #: outputs with at most this many values are printed in full

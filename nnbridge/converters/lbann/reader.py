@@ -31,25 +31,26 @@ from .mapping import NO_EFFECT, TRAINING_ONLY
 
 
 def read_prototext(path: str | os.PathLike, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
-                   batch_size: int | None = None, training_layers: bool = False, trust_paths: bool = False
-                   ) -> Graph:
+                   batch_size: int | None = None, training_layers: bool = False, trust_paths: bool = False,
+                   slice_points: Mapping[str, Sequence[int]] | None = None) -> Graph:
     """Load an LBANN ``.prototext`` (Era C, or legacy Era A) into the IR; ``training_layers``
     imports the loss and metric layers (and the labels feeding them) as graph nodes too;
-    ``trust_paths`` lets weights files lie outside the model's directory."""
+    ``trust_paths`` lets weights files lie outside the model's directory; ``slice_points`` are
+    the data reader's (``independent``/``dependent`` → points) for layers that ask the reader."""
     path = Path(path)
     text = textio.read_text(path)
     message, era = textio.parse(text, str(path))
     if era == textio.ERA_A:
-        message = legacy.upgrade(message, str(path))
+        message = legacy.upgrade(message, str(path), slice_points)
     return build_graph(message, source=str(path), base_dir=path.parent, input_shapes=input_shapes,
                        batch_size=batch_size, header=textio.parse_header(text, str(path)), name=path.stem,
-                       training_layers=training_layers, trust_paths=trust_paths)
+                       training_layers=training_layers, trust_paths=trust_paths, slice_points=slice_points)
 
 
 def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Path | None = None,
                 input_shapes: Mapping[str, Sequence[int]] | None = None, batch_size: int | None = None,
                 header: textio.Header | None = None, name: str = "lbann", training_layers: bool = False,
-                trust_paths: bool = False) -> Graph:
+                trust_paths: bool = False, slice_points: Mapping[str, Sequence[int]] | None = None) -> Graph:
     """An Era C ``LbannPB`` message → IR graph (also used by ``nnbridge.lbann``)."""
     header = header or textio.Header()
     layers = list(pb.model.layer)
@@ -91,7 +92,7 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
     for layer in layers:
         graph.reserve_name(layer.name)
     ctx = ImportContext(graph, batch, {w.name: w for w in pb.model.weights}, base_dir or Path.cwd(), source,
-                        any_path=trust_paths)
+                        any_path=trust_paths, slice_points=slice_points)
     outputs: dict[str, list[Tensor]] = {}
     ignored: list[Unsupported] = []
     for layer in kept:
@@ -104,6 +105,7 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
             outputs[layer.name] = [Tensor(value, tuple(dims))]
             continue
         inputs = [_parent_output(layer, p, outputs, children, source) for p in layer.parents]
+        ctx.imported[layer.name] = (layer, inputs)
         ctx.hint = _hint_dims(layer, outputs, source)
         params = UsedFields(getattr(layer, kind))
         try:
@@ -196,11 +198,17 @@ def _dropped(order, children, by_name) -> set[str]:
         if layer.WhichOneof("layer_type") in TRAINING_ONLY or any(p in dropped for p in layer.parents):
             dropped.add(layer.name)
     hinted = {layer.hint_layer for layer in order if layer.name not in dropped}
+    lone = _inputs_only(order)
     for layer in reversed(order):  # inputs that feed nothing but dropped layers
-        if layer.WhichOneof("layer_type") == "input" and layer.name not in hinted and \
+        if layer.WhichOneof("layer_type") == "input" and layer.name not in hinted and not lone and \
                 all(c in dropped for c in children[layer.name]):
             dropped.add(layer.name)
     return dropped
+
+
+def _inputs_only(layers) -> bool:
+    """A model of input layers alone (LBANN's data-reader tests): its inputs are its outputs."""
+    return all(layer.WhichOneof("layer_type") == "input" for layer in layers)
 
 
 def _hint_dims(layer, outputs, source: str) -> tuple[int, ...] | None:
@@ -226,8 +234,8 @@ def _parent_output(layer, parent: str, outputs, children, source: str) -> Tensor
 
 def _set_outputs(graph: Graph, kept, children, outputs, header: textio.Header, dropped: set[str]) -> None:
     by_kind = {layer.name: layer.WhichOneof("layer_type") for layer in kept}
-    leaves = [layer.name for layer in kept if by_kind[layer.name] != "input"
-              and not [c for c in children[layer.name] if c not in dropped]]
+    leaves = [layer.name for layer in kept if not [c for c in children[layer.name] if c not in dropped]
+              and (by_kind[layer.name] != "input" or _inputs_only(kept))]
     names = [n for n in header.outputs if n in outputs]
     # the recorded outputs, and the loss and metric layers when those are imported
     names = [*names, *(n for n in leaves if n not in names and by_kind[n] in TRAINING_ONLY)] if names else leaves
