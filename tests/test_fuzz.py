@@ -91,4 +91,4 @@ def test_the_pef_mutator_takes_archives_an_earlier_mutation_broke(manifest):
         for name, data in members.items():
             zf.writestr(name, data)
     for seed in range(200):  # every branch of the mutator, the manifest's among them
-        assert isinstance(fuzz._mutate_pef(buf.getvalue(), np.random.default_rng(seed)), bytes)
+        assert isinstance(fuzz._mutate_pef(buf.getvalue(), np.random.default_rng(seed), []), bytes)
