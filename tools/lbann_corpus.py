@@ -1,6 +1,6 @@
 """Write LBANN's own corpus for nnbridge's tests from a git copy of LLNL/lbann.
 
-Three parts, each a folder of ``OUT`` (meant for ``../shared/data/lbann/``, with a README giving
+Three parts, each a folder of ``OUT`` (committed as ``tests/fixtures/lbann_corpus/``, with a README giving
 every file's provenance, licence and SHA-256):
 
 - ``v099/``: LBANN v0.99's model files as the tag holds them (``model_zoo/models``,

@@ -124,10 +124,9 @@ def canonical(pb: lbann_pb2.LbannPB, rename: bool) -> lbann_pb2.LbannPB:
     return out
 
 
-def verified_corpus(shared_data: Path, part: str) -> Path:
-    """``../shared/data/lbann/<part>`` (written by tools/lbann_corpus.py), each of its files checked
-    against the SHA-256 the folder's README lists (the provenance that came with them)."""
-    root = shared_data / "lbann"
+def verified_corpus(root: Path, part: str) -> Path:
+    """``root/<part>`` of the committed LBANN corpus (written by tools/lbann_corpus.py), each of its
+    files checked against the SHA-256 the corpus README lists (the provenance that came with them)."""
     listed = {}
     for line in (root / "README.md").read_text().splitlines():
         digest, _, name = line.partition("  ")

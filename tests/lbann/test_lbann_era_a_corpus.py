@@ -1,4 +1,4 @@
-"""LBANN v0.99's own model files (../shared/data/lbann/v099: every model file of the tag's
+"""LBANN v0.99's own model files (tests/fixtures/lbann_corpus/v099: every model file of the tag's
 model_zoo/models, model_zoo/tests and bamboo/unit_tests that v0.99's schema parses, written there
 byte for byte by tools/lbann_corpus.py): at least 60 of the 73 upgrade to Era C, load and run; the
 others are refused in one line, for the reason written down."""
@@ -8,18 +8,14 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pytest
 from lbann_helpers import verified_corpus
-from shared_paths import SHARED_DATA
+from shared_paths import LBANN_CORPUS
 
 import nnbridge
 from nnbridge.api.inputs import random_inputs
 from nnbridge.base.errors import NNBridgeError
 
-CORPUS = SHARED_DATA / "lbann" / "v099"
-pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason=(
-    f"LBANN v0.99's model files are not in the shared data ({CORPUS}): tools/lbann_corpus.py writes them"))
-
+CORPUS = LBANN_CORPUS / "v099"
 #: the JAG reader's slice points: its independent variable groups (jag_100M_metadata.prototext) are
 #: the images (3 views × 4 channels of 64 × 64) with the 15 scalars, then the 5 inputs. The models
 #: size themselves from what the reader gives, so most run here with one 16 × 16 view (a few hundred
@@ -87,7 +83,7 @@ def test_lbann_v099_model_files_upgrade_load_and_run():
             except nnbridge.ShapeError as exc:  # LBANN files hold no input shapes: give the reader's
                 graph = nnbridge.load(CORPUS / path, batch_size=1, lbann_slice_points=points,
                                       input_shapes=_shapes(path, _needed(str(exc))))
-            outputs = nnbridge.run(graph, random_inputs(graph, seed=0))
+            outputs = nnbridge.run(graph, random_inputs(graph))  # seed 0
             assert outputs and all(np.isfinite(v).all() or v.dtype.kind != "f" for v in outputs.values()), path
             ran.append(path)
         except NNBridgeError as exc:
@@ -100,4 +96,4 @@ def test_lbann_v099_model_files_upgrade_load_and_run():
 
 def test_the_files_are_those_their_readme_lists():
     """Each file's SHA-256 is the one tools/lbann_corpus.py listed when it wrote them."""
-    assert verified_corpus(SHARED_DATA, "v099") == CORPUS
+    assert verified_corpus(LBANN_CORPUS, "v099") == CORPUS

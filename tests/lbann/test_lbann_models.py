@@ -1,6 +1,6 @@
 """``nnbridge.lbann.models`` builds what LBANN's ``lbann.models`` builds, message for message: the
-experiments LBANN's frontend wrote around its model zoo (../shared/data/lbann/frontend/models__*)
-and the builders' variants it wrote alone (../shared/data/lbann/models, tools/lbann_corpus.py:
+experiments LBANN's frontend wrote around its model zoo (tests/fixtures/lbann_corpus/frontend/models__*)
+and the builders' variants it wrote alone (tests/fixtures/lbann_corpus/models, tools/lbann_corpus.py:
 other depths, widths, batch-norm settings, pre-layer-norm Transformers with heads on grids,
 encoder-only). Equal up to LBANN's generated layer names (``layer<count>``, compared by position)
 and its set-ordered weights lists."""
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from google.protobuf import text_format
 from lbann_helpers import canonical, read_experiment, verified_corpus
-from shared_paths import SHARED_DATA
+from shared_paths import LBANN_CORPUS
 
 import nnbridge
 import nnbridge.lbann as lbann
@@ -82,17 +82,14 @@ def test_the_transformer_is_lbanns(shared_data, tmp_path):
     assert all(np.isfinite(v).all() for v in out.values())
 
 
-CORPUS = SHARED_DATA / "lbann" / "models"
+CORPUS = LBANN_CORPUS / "models"
 
 
-@pytest.mark.skipif(not (CORPUS / "index.json").is_file(),
-                    reason=f"LBANN's lbann.models files are not in the shared data ({CORPUS}): "
-                           f"tools/lbann_corpus.py writes them")
 def test_every_builder_variant_lbann_wrote(tmp_path):
     """Each builder and arguments of models/index.json, applied as LBANN's frontend applied it
     (image models to the input, the Transformer to it reshaped to [16, 64] as source and
     target), writes what LBANN wrote."""
-    index = json.loads((verified_corpus(SHARED_DATA, "models") / "index.json").read_text())
+    index = json.loads((verified_corpus(LBANN_CORPUS, "models") / "index.json").read_text())
     assert len(index) >= 12
     different = {}
     for stem, entry in index.items():

@@ -1,4 +1,4 @@
-"""LBANN's own unit-test experiments as LBANN's frontend writes them (../shared/data/lbann/unit_tests,
+"""LBANN's own unit-test experiments as LBANN's frontend writes them (tests/fixtures/lbann_corpus/unit_tests,
 written by tools/lbann_corpus.py from LLNL/lbann develop 04c297bd): each file loads (loss and
 metric layers included) and runs once; and where LBANN's test checks a metric against its numpy
 expectation (a ``check_metric`` callback on the test set, before any training), nnbridge's value on
@@ -11,20 +11,16 @@ import math
 from pathlib import Path
 
 import numpy as np
-import pytest
 from google.protobuf import text_format
 from lbann_helpers import verified_corpus
-from shared_paths import SHARED_DATA
+from shared_paths import LBANN_CORPUS
 
 import nnbridge
 from nnbridge.api.inputs import random_inputs
 from nnbridge.base.errors import NNBridgeError
 from nnbridge.protos.lbann import lbann_pb2
 
-CORPUS = SHARED_DATA / "lbann" / "unit_tests"
-pytestmark = pytest.mark.skipif(not (CORPUS / "index.json").is_file(), reason=(
-    f"LBANN's unit-test corpus is not in the shared data ({CORPUS}): tools/lbann_corpus.py writes it"))
-
+CORPUS = LBANN_CORPUS / "unit_tests"
 MNIST = {"samples": (1, 28, 28), "labels": (10,)}
 #: inputs of the files whose readers are not Python readers (their dims come from the reader's data)
 READER_DIMS = {
@@ -167,4 +163,4 @@ def test_lbanns_unit_test_checks_hold_on_nnbridges_values(tmp_path):
 
 def test_the_files_are_those_their_readme_lists():
     """Each file's SHA-256 is the one tools/lbann_corpus.py listed when it wrote them."""
-    assert verified_corpus(SHARED_DATA, "unit_tests") == CORPUS
+    assert verified_corpus(LBANN_CORPUS, "unit_tests") == CORPUS
