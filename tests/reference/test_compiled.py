@@ -26,8 +26,7 @@ pytestmark = pytest.mark.skipif(compiled.load("conv") is None, reason="numba is 
 
 def _numpy(monkeypatch, fn, *args, **kwargs):
     """``fn`` with the compiled kernels switched off (the numpy reference)."""
-    with monkeypatch.context() as patch:
-        patch.setenv(compiled.DISABLE, "1")
+    with compiled.numpy_only():
         return fn(*args, **kwargs)
 
 
@@ -75,7 +74,7 @@ def test_compiled_curves_are_within_their_stated_ulps_of_float64(name, exact, bo
 
 
 def test_compiled_activations_equal_the_numpy_forms(monkeypatch):
-    """Hard sigmoid and hard swish are the same operations in the same order: bit for bit. The
+    """Hard sigmoid, hard swish and Relu are the same operations in the same order: bit for bit. The
     transcendental ones (erf, GELU, sigmoid, SiLU) differ in their tanh/exp (≤ 3.2 ulp here, ≤ 1.4
     for numpy's); each is held to its bound against float64 in test_fast_paths, which runs the
     compiled forms when numba is on, so here they only need to be the numpy forms' near twins:
@@ -87,6 +86,12 @@ def test_compiled_activations_equal_the_numpy_forms(monkeypatch):
         ours = activation._hard_sigmoid(x, alpha, beta, swish)
         theirs = _numpy(monkeypatch, activation._hard_sigmoid, x, alpha, beta, swish)
         np.testing.assert_array_equal(ours, theirs)
+    from nnbridge.kernels.ops.elementwise import relu
+
+    assert compiled.loaded("curves") is not None  # relu uses them once another kernel has loaded them
+    ours, theirs = relu(None, x), _numpy(monkeypatch, relu, None, x)  # a select: bit for bit, signs of zero too
+    np.testing.assert_array_equal(ours, theirs)
+    assert np.array_equal(np.signbit(ours), np.signbit(theirs))
     finite = x[np.isfinite(x)]
     with np.errstate(all="ignore"):
         for curve in (fastmath.erf32, fastmath.gelu32, fastmath.sigmoid32, fastmath.silu32):
@@ -161,13 +166,22 @@ def test_a_one_dimensional_depthwise_convolution_runs_as_one_row_of_the_two_dime
 
 # -- the switch, the fallback and the cache ----------------------------------------------------
 
-def test_nnbridge_no_numba_runs_the_numpy_kernels_and_says_so(monkeypatch):
-    monkeypatch.setenv(compiled.DISABLE, "1")
-    assert compiled.load("conv") is None
-    assert compiled.describe() == f"numpy kernels only ({compiled.DISABLE} is set)"
-    monkeypatch.setenv(compiled.DISABLE, "0")
+def test_nnbridge_no_numba_runs_the_numpy_kernels_and_says_so():
+    """The variable is read as the process starts (a fresh one here); ``numpy_only`` switches within one."""
+    code = ("from nnbridge.kernels import compiled\n"
+            "print(compiled.load('conv') is None, compiled.describe())\n")
+    root = Path(__file__).resolve().parents[2]
+    for value, off in (("1", True), ("0", False)):
+        env = {**os.environ, compiled.DISABLE: value, "PYTHONPATH": str(root)}
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                              cwd=root)
+        if off:
+            assert done.stdout.strip() == f"True numpy kernels only ({compiled.DISABLE} is set)"
+        else:
+            assert done.stdout.startswith("False numba ")
+    with compiled.numpy_only():
+        assert compiled.load("conv") is None and compiled.describe().startswith("numpy kernels only")
     assert compiled.load("conv") is not None
-    assert compiled.describe().startswith("numba ")
 
 
 def test_compiled_code_is_cached_in_the_per_user_directory(tmp_path):

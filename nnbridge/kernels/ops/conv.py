@@ -9,6 +9,7 @@ one matmul to columns, then a scatter-add per kernel tap (col2im).
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -193,10 +194,37 @@ def _compiled_grouped(x: np.ndarray, w: np.ndarray, b, group: int, strides, dila
     return fast.grouped_conv2d(x, w, b, strides, dilations, begin, out)
 
 
+def _tuple(values) -> tuple | None:
+    return None if values is None else tuple(values)
+
+
+@functools.lru_cache(maxsize=4096)
+def _window(shape: tuple, kernel: tuple, auto_pad: str, dilations, pads, strides) -> tuple:
+    """(strides, dilations, pads begin, pads end, output size, a plain matrix product) of a
+    convolution window over an input of ``shape``: computed once per shape and attributes (a
+    mobile network's small layers spent as long in these few lines as in their arithmetic)."""
+    rank = len(shape) - 2
+    strides = list(strides or [1] * rank)
+    dilations = list(dilations or [1] * rank)
+    begin, end = resolve_pads(auto_pad, shape[2:], kernel, strides, dilations, pads)
+    out = output_sizes(shape[2:], kernel, strides, dilations, begin, end)
+    pointwise = (all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(begin)
+                 and not any(end))
+    return strides, dilations, begin, end, out, pointwise
+
+
 @kernel("Conv", dtypes=FLOATS, check=_check_conv)
 def conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, pads=None, strides=None):
+    strides, dilations, begin, end, out, pointwise = _window(x.shape, w.shape[2:], auto_pad, _tuple(dilations),
+                                                             _tuple(pads), _tuple(strides))
+    if pointwise and group == 1 and x.shape[0] == 1 and x.dtype == w.dtype == np.float32:
+        # a 1×1 convolution of one image: the matrix product and the bias, as conv_nd and below
+        m, c = w.shape[:2]
+        y = np.matmul(w.reshape(m, c), x.reshape(c, -1))
+        if b is not None:
+            y += b.astype(np.float32, copy=False).reshape(m, 1)
+        return y.reshape(1, m, *out)
     dt = compute_dtype(x.dtype)
-    strides, dilations, begin, end = _geometry(x, w.shape[2:], auto_pad, dilations, pads, strides)
     y = _compiled_grouped(x, w, b, int(group), strides, dilations, begin, end)
     if y is not None:
         return y
