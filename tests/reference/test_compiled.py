@@ -100,6 +100,27 @@ def test_compiled_activations_equal_the_numpy_forms(monkeypatch):
             assert np.all(np.abs(ours.astype(np.float64) - theirs) <= slack), curve.__name__
 
 
+@pytest.mark.parametrize("pixels", [1, 5, 7, 8, 12, 49, 127, 128, 136, 784])
+def test_compiled_means_equal_numpy_bit_for_bit(monkeypatch, pixels):
+    """ReduceMean over trailing axes and GlobalAveragePool sum each row of up to 128 values as
+    numpy's pairwise sum does (8 partial sums) and divide in float32: the same terms in the same
+    order, so bit for bit, at every row length around the edges (longer rows run numpy's own)."""
+    from nnbridge.kernels.ops.pool import global_average_pool
+    from nnbridge.kernels.ops.reduce import _reduction
+
+    compiled.load("reduce")
+    height = 7 if pixels % 7 == 0 else 1
+    x = (RNG.standard_normal((2, 5, height, pixels // height)) * 30).astype(np.float32)
+    x[0, 0] = -0.0  # a row of negative zeros sums to +0 from numpy's 0 start
+    mean = _reduction("ReduceMean")
+    for axes, keep in ((np.array([2, 3]), 1), (np.array([-1]), 0), (np.array([3, 1, 2]), 1)):
+        ours, theirs = mean(None, x, axes, keepdims=keep), _numpy(monkeypatch, mean, None, x, axes, keepdims=keep)
+        assert ours.shape == theirs.shape
+        np.testing.assert_array_equal(ours, theirs)
+        assert np.array_equal(np.signbit(ours), np.signbit(theirs))
+    np.testing.assert_array_equal(global_average_pool(None, x), _numpy(monkeypatch, global_average_pool, None, x))
+
+
 # -- depthwise and grouped convolution ---------------------------------------------------------
 
 GEOMETRIES = [  # (channels, multiplier or group width, size, kernel, strides, dilations, pads begin+end)

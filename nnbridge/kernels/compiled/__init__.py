@@ -101,9 +101,13 @@ def load(family: str) -> ModuleType | None:
 
 
 def loaded(family: str) -> ModuleType | None:
-    """The compiled module of an op family if a kernel has already loaded it, else None: for a
-    kernel whose numpy path is nearly as fast, so that it alone never costs numba's import."""
-    return None if _OFF[0] else _MODULES.get(family)
+    """The compiled module of an op family once another kernel has brought numba in, else None:
+    for a kernel whose numpy path costs only a few µs more, so that it alone never costs numba's
+    import (about a second: LeNet's ``nnbridge run`` stays quick)."""
+    module = _MODULES.get(family)
+    if module is not None or _OFF[0]:
+        return None if _OFF[0] else module
+    return load(family) if any(_MODULES.values()) else None
 
 
 def _import(family: str) -> ModuleType | None:
