@@ -132,6 +132,7 @@ GEOMETRIES = [  # (channels, multiplier or group width, size, kernel, strides, d
     (448, 1, (14, 14), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),  # work for threads: channels last in blocks
     (8, 2, (11, 10), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),    # channel multiplier 2
     (12, 4, (10, 10), (3, 3), (1, 2), (1, 1), (1, 0, 1, 2)),   # grouped: 4 channels per group
+    (3, 16, (224, 224), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),  # one group of 3 channels: a mobile stem
 ]
 
 
@@ -157,9 +158,10 @@ def test_compiled_grouped_convolution_equals_the_numpy_kernel(monkeypatch, geome
     the product's own rounding included by counting n + 1), so they are within twice that of each
     other; the exact sum is float64's."""
     channels, width, size, kernel, strides, dilations, pads = geometry
-    grouped = width > 1 and channels % width == 0 and geometry is GEOMETRIES[-1]
-    groups = channels // width if grouped else channels
-    outs = channels if grouped else channels * width
+    grouped = width > 1 and channels % width == 0 and geometry is GEOMETRIES[-2]
+    stem = geometry is GEOMETRIES[-1]
+    groups = 1 if stem else channels // width if grouped else channels
+    outs = width if stem else channels if grouped else channels * width
     x = RNG.standard_normal((2, channels, *size)).astype(np.float32)
     w = RNG.standard_normal((outs, channels // groups, *kernel)).astype(np.float32)
     b = RNG.standard_normal(outs).astype(np.float32)
@@ -167,6 +169,10 @@ def test_compiled_grouped_convolution_equals_the_numpy_kernel(monkeypatch, geome
     theirs = _numpy(monkeypatch, _conv, x, w, b, groups, strides, dilations, pads)
     assert ours.shape == theirs.shape and ours.dtype == np.float32
     rank = len(size)
+    from nnbridge.kernels.ops.conv import _compiled_grouped
+
+    assert _compiled_grouped(x, w, b, groups, list(strides), list(dilations), list(pads[:rank]),
+                             list(pads[rank:])) is not None  # the compiled loops ran
     exact = conv_nd(x.astype(np.float64), w.astype(np.float64), groups, list(strides), list(dilations),
                     list(pads[:rank]), list(pads[rank:])) + b.reshape(1, -1, 1, 1)
     magnitude = conv_nd(np.abs(x).astype(np.float64), np.abs(w).astype(np.float64), groups, list(strides),

@@ -328,8 +328,8 @@ _NONE = np.empty(0, np.float32)
 
 
 def handles(x: np.ndarray, w: np.ndarray, group: int, begin) -> bool:
-    """Float32 2-D grouped convolutions with few channels per group and no cropping pads."""
-    return (x.dtype == np.float32 and w.dtype == np.float32 and x.ndim == 4 and group > 1
+    """Float32 2-D convolutions with few channels per group and no cropping pads."""
+    return (x.dtype == np.float32 and w.dtype == np.float32 and x.ndim == 4
             and w.shape[1] <= MAX_GROUP_CHANNELS and min(begin) >= 0)
 
 

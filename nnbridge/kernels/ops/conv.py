@@ -38,6 +38,15 @@ SMALL_DEPTHWISE = 4096
 #: 5×5 taps below 56×56, where the per-row paths win)
 FLAT_DEPTHWISE_PIXELS = 28 * 28
 FLAT_DEPTHWISE_TAPS = 9
+#: a one-group convolution of at most this many input channels and weights (a mobile network's
+#: stem on an RGB image) runs the compiled direct loops from this much work (input pixels × weights):
+#: im2col's strided copy of every tap costs more than its small matrix product (measured at 1
+#: thread: MobileNetV3's 16-filter 224×224 stem 530 → 305 µs, the OCR classifier's 8-filter 48×192
+#: one 57 → 37; at 24 filters on par, at 64 7×7 ones (ResNet's) 1.4× slower, as each filter is a
+#: pass over the map); LeNet's, below the work, stays numpy's and never imports numba
+MAX_STEM_CHANNELS = 4
+MAX_STEM_WEIGHTS = 16 * 3 * 3 * 3
+STEM_WORK = 1 << 20
 
 
 def conv_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begin, end) -> np.ndarray:
@@ -178,11 +187,12 @@ def _bias_shape(rank: int) -> tuple[int, ...]:
 
 def _compiled_grouped(x: np.ndarray, w: np.ndarray, b, group: int, strides, dilations, begin, end,
                       out=None):
-    """A float32 1-D or 2-D depthwise or narrow-group convolution through the compiled loops
-    (bias included), or None where they do not apply or numba is off; ``out`` the output size
-    when the caller has it."""
-    if group == 1 or x.ndim not in (3, 4):  # before loading: a model without one never imports numba
-        return None
+    """A float32 1-D or 2-D depthwise or narrow-group convolution, or a large one-group one of
+    few input channels (a stem), through the compiled loops (bias included), or None where they
+    do not apply or numba is off; ``out`` the output size when the caller has it."""
+    if x.ndim not in (3, 4) or (group == 1 and (w.size > MAX_STEM_WEIGHTS or x.shape[1] > MAX_STEM_CHANNELS
+                                                or w.size * prod(x.shape[2:]) < STEM_WORK)):
+        return None  # before loading: a model without one never imports numba
     fast = compiled.load("conv")
     if fast is None:
         return None
@@ -227,7 +237,7 @@ def conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, pads=
         if b is not None:
             y += b.astype(np.float32, copy=False).reshape(m, 1)
         return y.reshape(1, m, *out)
-    if group != 1:
+    if group != 1 or x.shape[1] <= MAX_STEM_CHANNELS:
         y = _compiled_grouped(x, w, b, int(group), strides, dilations, begin, end, out)
         if y is not None:
             return y
