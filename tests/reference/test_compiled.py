@@ -121,6 +121,39 @@ def test_compiled_means_equal_numpy_bit_for_bit(monkeypatch, pixels):
     np.testing.assert_array_equal(global_average_pool(None, x), _numpy(monkeypatch, global_average_pool, None, x))
 
 
+@pytest.mark.parametrize("shape", [(3, 5), (2, 4, 8), (7, 32), (2, 3, 4, 11), (5, 128)])
+def test_compiled_layer_norm_equals_the_numpy_kernel_bit_for_bit(monkeypatch, shape):
+    """Rows of up to 128 values: numpy's pairwise sums, then the kernel's float32 operations one by
+    one in its order (centre, square, mean, + ε, 1/√, × scale, + bias): bit for bit."""
+    from types import SimpleNamespace
+
+    from nnbridge.kernels.ops.normalization import layer_norm
+
+    compiled.load("reduce")
+    ctx = SimpleNamespace(node=SimpleNamespace(outputs=[None]))
+    axis = -2 if len(shape) == 4 else -1
+    x = (RNG.standard_normal(shape) * 4 + 3).astype(np.float32)
+    scale = RNG.standard_normal(shape[axis:]).astype(np.float32)
+    for bias in (RNG.standard_normal(shape[axis:]).astype(np.float32), None):
+        ours = layer_norm(ctx, x, scale, bias, axis=axis)
+        theirs = _numpy(monkeypatch, layer_norm, ctx, x, scale, bias, axis=axis)
+        np.testing.assert_array_equal(ours, theirs)
+    assert compiled.load("reduce").layer_norm(x, scale[None], None, len(shape) + axis, np.float32(1e-5)) is None
+
+
+def test_compiled_softmax_of_small_rows_equals_the_numpy_kernel_bit_for_bit(monkeypatch):
+    """The shift (the row's max, 0 where it is not finite) and the sums compiled, numpy's exp
+    between them: the same operations in the same order, so bit for bit, NaN and infinities too."""
+    from nnbridge.kernels.ops.softmax import softmax
+
+    compiled.load("reduce")
+    x = (RNG.standard_normal((2, 3, 6, 37)) * 5).astype(np.float32)
+    x[0, 0, 0, 5], x[0, 0, 1, 0], x[0, 0, 2, 3], x[0, 0, 3, :] = np.nan, np.inf, -np.inf, -np.inf
+    with np.errstate(invalid="ignore"):
+        ours, theirs = softmax(None, x), _numpy(monkeypatch, softmax, None, x)
+    np.testing.assert_array_equal(ours, theirs)
+
+
 # -- depthwise and grouped convolution ---------------------------------------------------------
 
 GEOMETRIES = [  # (channels, multiplier or group width, size, kernel, strides, dilations, pads begin+end)

@@ -103,7 +103,8 @@ def load(family: str) -> ModuleType | None:
 def loaded(family: str) -> ModuleType | None:
     """The compiled module of an op family once another kernel has brought numba in, else None:
     for a kernel whose numpy path costs only a few µs more, so that it alone never costs numba's
-    import (about a second: LeNet's ``nnbridge run`` stays quick)."""
+    import (about a second: LeNet's ``nnbridge run`` stays quick). Such a kernel's compiled loop
+    must equal its numpy path bit for bit: a run before numba came in took the numpy path."""
     module = _MODULES.get(family)
     if module is not None or _OFF[0]:
         return None if _OFF[0] else module
