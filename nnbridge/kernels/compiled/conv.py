@@ -264,17 +264,24 @@ def _depthwise_pixels(x, tap_row, tap_col, w, y, first, last, sh, sw):
 
 
 @jit
-def depthwise_last(x, w, y, first, last, sh, sw, dh, dw):
-    """Output pixels ``[first, last)`` (of ``N·OH·OW``) of a depthwise convolution in
-    channels-last layout: ``x (N, Hp, Wp, C)`` padded, ``w (KH, KW, C)``, ``y (N, OH, OW, C)``."""
-    kh_, kw_ = w.shape[0], w.shape[1]
-    oh, ow = y.shape[1], y.shape[2]
+def _tap_offsets(kh_, kw_, dh, dw):
+    """(row, column) offset of each kernel tap, in kernel order, for the channels-last loops."""
     tap_row = np.empty(kh_ * kw_, np.int64)
     tap_col = np.empty(kh_ * kw_, np.int64)
     for kh in range(kh_):
         for kw in range(kw_):
             tap_row[kh * kw_ + kw] = kh * dh
             tap_col[kh * kw_ + kw] = kw * dw
+    return tap_row, tap_col
+
+
+@jit
+def depthwise_last(x, w, y, first, last, sh, sw, dh, dw):
+    """Output pixels ``[first, last)`` (of ``N·OH·OW``) of a depthwise convolution in
+    channels-last layout: ``x (N, Hp, Wp, C)`` padded, ``w (KH, KW, C)``, ``y (N, OH, OW, C)``."""
+    kh_, kw_ = w.shape[0], w.shape[1]
+    oh, ow = y.shape[1], y.shape[2]
+    tap_row, tap_col = _tap_offsets(kh_, kw_, dh, dw)
     taps = w.reshape(kh_ * kw_, w.shape[2])
     for pix in range(first, last):
         n, rest = pix // (oh * ow), pix % (oh * ow)
@@ -293,12 +300,9 @@ def depthwise_small(x, w, bias, y, top, left, sh, sw, dh, dw):
     hp, wp = (oh - 1) * sh + (kh_ - 1) * dh + 1, (ow - 1) * sw + (kw_ - 1) * dw + 1
     padded = np.zeros((hp, wp, c), np.float32)
     taps = np.empty((kh_ * kw_, c), np.float32)
-    tap_row = np.empty(kh_ * kw_, np.int64)
-    tap_col = np.empty(kh_ * kw_, np.int64)
+    tap_row, tap_col = _tap_offsets(kh_, kw_, dh, dw)
     for kh in range(kh_):
         for kw in range(kw_):
-            tap_row[kh * kw_ + kw] = kh * dh
-            tap_col[kh * kw_ + kw] = kw * dw
             for q in range(c):
                 taps[kh * kw_ + kw, q] = w[q, 0, kh, kw]
     last = np.empty((oh, ow, c), np.float32)
