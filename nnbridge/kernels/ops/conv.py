@@ -9,11 +9,13 @@ one matmul to columns, then a scatter-add per kernel tap (col2im).
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
 
 from ...ir import DType, Node
+from .. import compiled
 from ..registry import kernel
 from ._windows import (
     FLOATS,
@@ -36,6 +38,15 @@ SMALL_DEPTHWISE = 4096
 #: 5×5 taps below 56×56, where the per-row paths win)
 FLAT_DEPTHWISE_PIXELS = 28 * 28
 FLAT_DEPTHWISE_TAPS = 9
+#: a one-group convolution of at most this many input channels and weights (a mobile network's
+#: stem on an RGB image) runs the compiled direct loops from this much work (input pixels × weights):
+#: im2col's strided copy of every tap costs more than its small matrix product (measured at 1
+#: thread: MobileNetV3's 16-filter 224×224 stem 530 → 305 µs, the OCR classifier's 8-filter 48×192
+#: one 57 → 37; at 24 filters on par, at 64 7×7 ones (ResNet's) 1.4× slower, as each filter is a
+#: pass over the map); LeNet's, below the work, stays numpy's and never imports numba
+MAX_STEM_CHANNELS = 4
+MAX_STEM_WEIGHTS = 16 * 3 * 3 * 3
+STEM_WORK = 1 << 20
 
 
 def conv_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begin, end) -> np.ndarray:
@@ -145,17 +156,20 @@ def _grouped_matmul(w: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return np.matmul(w, cols)
 
 
-def _geometry(ctx, x: np.ndarray, kernel) -> tuple[list[int], list[int], list[int], list[int]]:
+Geometry = tuple[list[int], list[int], list[int], list[int]]
+
+
+def _geometry(x: np.ndarray, kernel, auto_pad: str, dilations, pads, strides) -> Geometry:
+    """(strides, dilations, pads begin, pads end) of a convolution window over ``x``."""
     rank = x.ndim - 2
-    strides = list(ctx.attr("strides", None) or [1] * rank)
-    dilations = list(ctx.attr("dilations", None) or [1] * rank)
-    begin, end = resolve_pads(ctx.attr("auto_pad", "NOTSET"), x.shape[2:], kernel, strides, dilations,
-                              ctx.attr("pads", None))
+    strides = list(strides or [1] * rank)
+    dilations = list(dilations or [1] * rank)
+    begin, end = resolve_pads(auto_pad, x.shape[2:], kernel, strides, dilations, pads)
     return strides, dilations, begin, end
 
 
-def _check_conv(node: Node) -> str | None:
-    reason = check_auto_pad(node)
+def _check_conv(node: Node, *, auto_pad="NOTSET") -> str | None:
+    reason = check_auto_pad(auto_pad)
     if reason:
         return reason
     x, w = node.input(0), node.input(1)
@@ -171,31 +185,85 @@ def _bias_shape(rank: int) -> tuple[int, ...]:
     return (1, -1) + (1,) * rank
 
 
+def _compiled_grouped(x: np.ndarray, w: np.ndarray, b, group: int, strides, dilations, begin, end,
+                      out=None):
+    """A float32 1-D or 2-D depthwise or narrow-group convolution, or a large one-group one of
+    few input channels (a stem), through the compiled loops (bias included), or None where they
+    do not apply or numba is off; ``out`` the output size when the caller has it."""
+    if x.ndim not in (3, 4) or (group == 1 and (w.size > MAX_STEM_WEIGHTS or x.shape[1] > MAX_STEM_CHANNELS
+                                                or w.size * prod(x.shape[2:]) < STEM_WORK)):
+        return None  # before loading: a model without one never imports numba
+    fast = compiled.load("conv")
+    if fast is None:
+        return None
+    if x.ndim == 3:  # a 1-D convolution is a 2-D one over a single row
+        y = _compiled_grouped(x[:, :, None], w[:, :, None], b, group, [1, *strides], [1, *dilations],
+                              [0, *begin], [0, *end], None if out is None else [1, *out])
+        return None if y is None else y[:, :, 0]
+    if not fast.handles(x, w, group, begin) or (b is not None and b.dtype != np.float32):
+        return None
+    if out is None:
+        out = output_sizes(x.shape[2:], w.shape[2:], strides, dilations, begin, end)
+    return fast.grouped_conv2d(x, w, b, strides, dilations, begin, out)
+
+
+def _tuple(values) -> tuple | None:
+    return None if values is None else tuple(values)
+
+
+@functools.lru_cache(maxsize=4096)
+def _window(shape: tuple, kernel: tuple, auto_pad: str, dilations, pads, strides) -> tuple:
+    """(strides, dilations, pads begin, pads end, output size, a plain matrix product) of a
+    convolution window over an input of ``shape``: computed once per shape and attributes (a
+    mobile network's small layers spent as long in these few lines as in their arithmetic)."""
+    rank = len(shape) - 2
+    strides = list(strides or [1] * rank)
+    dilations = list(dilations or [1] * rank)
+    begin, end = resolve_pads(auto_pad, shape[2:], kernel, strides, dilations, pads)
+    out = output_sizes(shape[2:], kernel, strides, dilations, begin, end)
+    pointwise = (all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(begin)
+                 and not any(end))
+    return strides, dilations, begin, end, out, pointwise
+
+
 @kernel("Conv", dtypes=FLOATS, check=_check_conv)
-def conv(ctx, x, w, b=None):
+def conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, pads=None, strides=None):
+    strides, dilations, begin, end, out, pointwise = _window(x.shape, w.shape[2:], auto_pad, _tuple(dilations),
+                                                             _tuple(pads), _tuple(strides))
+    if pointwise and group == 1 and x.shape[0] == 1 and x.dtype == w.dtype == np.float32:
+        # a 1×1 convolution of one image: the matrix product and the bias, as conv_nd and below
+        m, c = w.shape[:2]
+        y = np.matmul(w.reshape(m, c), x.reshape(c, -1))
+        if b is not None:
+            y += b.astype(np.float32, copy=False).reshape(m, 1)
+        return y.reshape(1, m, *out)
+    if group != 1 or x.shape[1] <= MAX_STEM_CHANNELS:
+        y = _compiled_grouped(x, w, b, int(group), strides, dilations, begin, end, out)
+        if y is not None:
+            return y
     dt = compute_dtype(x.dtype)
-    strides, dilations, begin, end = _geometry(ctx, x, w.shape[2:])
-    y = conv_nd(x.astype(dt, copy=False), w.astype(dt, copy=False), int(ctx.attr("group", 1)),
-                strides, dilations, begin, end)
+    y = conv_nd(x.astype(dt, copy=False), w.astype(dt, copy=False), int(group), strides, dilations, begin, end)
     if b is not None:
         y += b.astype(dt, copy=False).reshape(_bias_shape(x.ndim - 2))
     return y.astype(x.dtype, copy=False)
 
 
-def _integer_conv(ctx, x, x_zero, w, w_zero) -> np.ndarray:
+def _integer_conv(x, x_zero, w, w_zero, group: int, window: dict) -> np.ndarray:
     """Exact integer convolution (float64 holds every int8 product sum of realistic size)."""
     xf = x.astype(np.float64) - (0 if x_zero is None else np.float64(np.asarray(x_zero).reshape(-1)[0]))
     wf = w.astype(np.float64)
     if w_zero is not None:
         wz = np.asarray(w_zero, dtype=np.float64)
         wf = wf - (wz.reshape((-1,) + (1,) * (w.ndim - 1)) if wz.size > 1 else wz.reshape(-1)[0])
-    strides, dilations, begin, end = _geometry(ctx, x, w.shape[2:])
-    return conv_nd(xf, wf, int(ctx.attr("group", 1)), strides, dilations, begin, end)
+    strides, dilations, begin, end = _geometry(x, w.shape[2:], **window)
+    return conv_nd(xf, wf, int(group), strides, dilations, begin, end)
 
 
 @kernel("ConvInteger", dtypes=QUANT, check=_check_conv)
-def conv_integer(ctx, x, w, x_zero=None, w_zero=None):
-    return np.rint(_integer_conv(ctx, x, x_zero, w, w_zero)).astype(np.int32)
+def conv_integer(ctx, x, w, x_zero=None, w_zero=None, *, auto_pad="NOTSET", dilations=None, group=1, pads=None,
+                 strides=None):
+    window = {"auto_pad": auto_pad, "dilations": dilations, "pads": pads, "strides": strides}
+    return np.rint(_integer_conv(x, x_zero, w, w_zero, group, window)).astype(np.int32)
 
 
 def requantize(real: np.ndarray, y_scale, y_zero) -> np.ndarray:
@@ -208,8 +276,10 @@ def requantize(real: np.ndarray, y_scale, y_zero) -> np.ndarray:
 
 
 @kernel("QLinearConv", dtypes=QUANT, check=_check_conv)
-def qlinear_conv(ctx, x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero, b=None):
-    acc = _integer_conv(ctx, x, x_zero, w, w_zero)
+def qlinear_conv(ctx, x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero, b=None, *, auto_pad="NOTSET",
+                 dilations=None, group=1, pads=None, strides=None):
+    window = {"auto_pad": auto_pad, "dilations": dilations, "pads": pads, "strides": strides}
+    acc = _integer_conv(x, x_zero, w, w_zero, group, window)
     rank = x.ndim - 2
     if b is not None:
         acc = acc + b.astype(np.float64).reshape(_bias_shape(rank))
@@ -219,20 +289,21 @@ def qlinear_conv(ctx, x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero, b
 
 
 @kernel("ConvTranspose", dtypes=FLOATS, check=_check_conv)
-def conv_transpose(ctx, x, w, b=None):
+def conv_transpose(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, output_padding=None,
+                   output_shape=None, pads=None, strides=None):
     dt = compute_dtype(x.dtype)
     xc, wc = x.astype(dt, copy=False), w.astype(dt, copy=False)
     n, c = x.shape[:2]
     sizes = x.shape[2:]
     rank = len(sizes)
-    group = int(ctx.attr("group", 1))
+    group = int(group)
     kernel_ = w.shape[2:]
     cg, mg = c // group, w.shape[1]
-    strides = list(ctx.attr("strides", None) or [1] * rank)
-    dilations = list(ctx.attr("dilations", None) or [1] * rank)
-    out_pad = list(ctx.attr("output_padding", None) or [0] * rank)
+    strides = list(strides or [1] * rank)
+    dilations = list(dilations or [1] * rank)
+    out_pad = list(output_padding or [0] * rank)
     full = [s * (i - 1) + window_extent(k, d) for s, i, k, d in zip(strides, sizes, kernel_, dilations)]
-    begin, out = _transpose_geometry(ctx, sizes, full, strides, out_pad)
+    begin, out = _transpose_geometry(sizes, full, strides, out_pad, auto_pad, output_shape, pads)
 
     # columns: (G, Mg*K, N*P) = W_g^T @ x_g
     pixels = prod(sizes)
@@ -257,11 +328,10 @@ def conv_transpose(ctx, x, w, b=None):
     return y.astype(x.dtype, copy=False)
 
 
-def _transpose_geometry(ctx, sizes, full, strides, out_pad) -> tuple[list[int], list[int]]:
+def _transpose_geometry(sizes, full, strides, out_pad, auto_pad: str, output_shape, pads
+                        ) -> tuple[list[int], list[int]]:
     """(crop begin, output size) per axis from pads / output_shape / auto_pad."""
     rank = len(sizes)
-    auto_pad = ctx.attr("auto_pad", "NOTSET")
-    output_shape = ctx.attr("output_shape", None)
     if output_shape is not None:
         output_shape = list(output_shape)[-rank:]
     elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
@@ -272,7 +342,7 @@ def _transpose_geometry(ctx, sizes, full, strides, out_pad) -> tuple[list[int], 
             total = f + op - o
             begin.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
         return begin, output_shape
-    pads = list(ctx.attr("pads", None) or [0] * (2 * rank)) if auto_pad != "VALID" else [0] * (2 * rank)
+    pads = list(pads or [0] * (2 * rank)) if auto_pad != "VALID" else [0] * (2 * rank)
     out = [f + op - pads[i] - pads[rank + i] for i, (f, op) in enumerate(zip(full, out_pad))]
     return pads[:rank], out
 
@@ -304,17 +374,18 @@ def _bilinear_zeros(image: np.ndarray, py: np.ndarray, px: np.ndarray) -> np.nda
 
 
 @kernel("DeformConv", dtypes=FLOATS, check=_check_deform)
-def deform_conv(ctx, x, w, offset, b=None, mask=None):
+def deform_conv(ctx, x, w, offset, b=None, mask=None, *, dilations=None, group=1, offset_group=1, pads=None,
+                strides=None):
     """Each kernel tap samples the input bilinearly at its offset position; then one grouped matmul."""
     dt = compute_dtype(x.dtype)
     n, c, h, wd = x.shape
     m, cg = w.shape[:2]
     kh, kw = w.shape[2:]
-    group = int(ctx.attr("group", 1))
-    off_groups = int(ctx.attr("offset_group", 1))
-    strides = list(ctx.attr("strides", None) or [1, 1])
-    dilations = list(ctx.attr("dilations", None) or [1, 1])
-    pads = list(ctx.attr("pads", None) or [0, 0, 0, 0])
+    group = int(group)
+    off_groups = int(offset_group)
+    strides = list(strides or [1, 1])
+    dilations = list(dilations or [1, 1])
+    pads = list(pads or [0, 0, 0, 0])
     oh, ow = offset.shape[2:]
     offsets = offset.astype(dt, copy=False).reshape(n, off_groups, kh, kw, 2, oh, ow)
     masks = (mask.astype(dt, copy=False).reshape(n, off_groups, kh, kw, oh, ow) if mask is not None
