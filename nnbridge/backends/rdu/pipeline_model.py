@@ -221,10 +221,21 @@ def reconfigurations(sections: list[Section], mode: str) -> list[bool]:
     return [i > 0 and programs[i] != programs[i - 1] for i in range(len(sections))]
 
 
-def latency_floor_us(sections: list[Section], machine: Machine, mode: str) -> float:
-    """A lower bound on any estimate of the plan: its reconfigurations alone (each call of the
-    batch makes them all), so a plan whose floor exceeds a known latency need not be priced."""
-    return sum(reconfigurations(sections, mode)) * machine.reconfig_us
+def latency_floor_us(sections: list[Section], machine: Machine, options: CompileOptions, samples: int) -> float:
+    """A lower bound on any estimate of the plan, so a plan whose floor exceeds a known latency
+    need not be priced: its reconfigurations (each call of the batch makes them all), and per
+    section the batch at the pace of its slowest stage — given every PCU the other stages leave it
+    and the most weight reuse a token can have — or of all its stages' compute on every PCU."""
+    floor = sum(reconfigurations(sections, options.mode)) * machine.reconfig_us
+    batch = options.batch_size
+    homes = WeightHomes(sections, machine)
+    for section in sections:
+        left = max(1, machine.n_pcu - len(section.kernels) + 1)
+        models = [_StageModel(k, section, machine, samples, batch, homes, batch) for k in section.kernels]
+        slowest = max(m.time(min(k.max_pcus, left))[0] for m, k in zip(models, section.kernels))
+        shared = sum(m.compute for m in models) / machine.n_pcu
+        floor += batch * max(slowest, shared) * 1e6
+    return floor
 
 
 def micro_batches(batch: int) -> list[int]:
@@ -337,8 +348,8 @@ def _allocate(section: Section, models: list[_StageModel], producers_of: tuple, 
 def _allocation(stages: tuple, producers_of: tuple, n_pcu: int, tokens: int, micro: int,
                 sync_s: float) -> tuple[int, ...]:
     """The allocation with the least latency for the batch among those made for the machine and,
-    in a small section with off-chip streams, as if off-chip memory were 2, 4, … times slower,
-    until it bounds every stage at one PCU. The scales do not depend on the bandwidth, so the
+    in a section with off-chip streams, as if off-chip memory were 2, 4, … times slower, until it
+    bounds every stage at one PCU. The scales do not depend on the bandwidth, so the
     allocations tried on a machine include every one tried on one with half its off-chip bandwidth
     (whose allocation is then never priced slower here). Only a token of one sample has its
     allocations refined against the latency (the local search is most of a compile's time, and the
@@ -346,22 +357,38 @@ def _allocation(stages: tuple, producers_of: tuple, n_pcu: int, tokens: int, mic
     models = [_StageModel.of(key) for key, _ in stages]
     max_pcus = [top for _, top in stages]
 
-    def latency_at(scale: float):
+    def times_at(scale: float):
+        """A stage's time at a PCU count (``_StageModel.time``), each computed once: the
+        water-fill's bisections and the local search revisit the same ones many times."""
+        memo: dict[tuple[int, int], tuple[float, str]] = {}
+
+        def stage_time(i: int, p: int) -> tuple[float, str]:
+            found = memo.get((i, p))
+            if found is None:
+                found = memo[(i, p)] = models[i].time(p, scale)
+            return found
+        return stage_time
+
+    def latency_of(stage_time):
         def latency(pcus: list[int]) -> float:
-            token_times = [micro * m.time(p, scale)[0] + sync_s for m, p in zip(models, pcus)]
+            token_times = [micro * stage_time(i, p)[0] + sync_s for i, p in enumerate(pcus)]
             way = max((s + t for s, t in zip(arrivals(producers_of, token_times), token_times)), default=0.0)
             return way + (tokens - 1) * max(token_times, default=0.0)
         return latency
 
     scales = [1.0]
-    if 1 < len(models) <= REFINED_STAGES and any(m.offchip > 0 for m in models):
-        while scales[-1] < OFFCHIP_SCALES_TRIED and any(m.offchip * scales[-1] < m.time(1, 0.0)[0] for m in models):
+    if len(models) > 1 and any(m.offchip > 0 for m in models):
+        # until every stage that reads off-chip memory is bound by it at one PCU (from there on the
+        # allocation no longer changes; a stage that reads none never does)
+        while scales[-1] < OFFCHIP_SCALES_TRIED and any(0 < m.offchip * scales[-1] < m.time(1, 0.0)[0]
+                                                        for m in models):
             scales.append(scales[-1] * 2)
-    latency = latency_at(1.0)
+    unscaled = times_at(1.0)
+    latency = latency_of(unscaled)
     best: tuple[float, list[int]] | None = None
     for scale in scales:
-        pcus = water_fill(len(models), n_pcu, max_pcus, lambda i, p, scale=scale: models[i].time(p, scale),
-                          latency_at(scale) if micro == 1 else None)
+        stage_time = unscaled if scale == 1.0 else times_at(scale)
+        pcus = water_fill(len(models), n_pcu, max_pcus, stage_time, latency_of(stage_time) if micro == 1 else None)
         t = latency(pcus)
         if best is None or t < best[0] * (1 - 1e-12):
             best = (t, pcus)
