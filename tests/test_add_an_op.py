@@ -19,13 +19,14 @@ DOMAIN = "com.example"
 
 @pytest.fixture
 def cube_op():
-    """Cube(x) = x³, elementwise, 2 FLOP per element: the row, the schema and the kernel."""
+    """Cube(x) {scale = 1.0} = scale·x³, elementwise, 2 FLOP per element: the row, the schema and the
+    kernel, whose keyword is the schema's attribute."""
     register_op(OpTraits("Cube", DOMAIN, PatternKind.ELEMWISE, ShapeRule.SAME, flops_per_element=2.0,
-                         schema=OpSchema("Cube", DOMAIN, 1, 1, 1, 1, doc="x cubed")))
+                         schema=OpSchema("Cube", DOMAIN, 1, 1, 1, 1, {"scale": 1.0}, doc="x cubed, scaled")))
 
     @kernel("Cube", domain=DOMAIN)
-    def cube(ctx, x):
-        return x * x * x
+    def cube(ctx, x, *, scale=1.0):
+        return x * x * x * x.dtype.type(scale)
 
     yield
     OP_TRAITS.unregister((DOMAIN, "Cube"))
@@ -40,7 +41,7 @@ def _model():
     nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]),
              helper.make_node("Cube", ["m"], ["c"], domain=DOMAIN),
              helper.make_node("Relu", ["c"], ["r"]),
-             helper.make_node("Cube", ["k"], ["kc"], domain=DOMAIN),  # fed by a constant: folds
+             helper.make_node("Cube", ["k"], ["kc"], domain=DOMAIN, scale=2.0),  # fed by a constant: folds
              helper.make_node("Add", ["r", "kc"], ["y"])]
     graph = helper.make_graph(nodes, "cube", [helper.make_tensor_value_info("x", 1, [4, 8])],
                               [helper.make_tensor_value_info("y", 1, None)],
@@ -53,7 +54,7 @@ def _model():
 def test_an_elementwise_op_is_one_traits_row_and_one_kernel(cube_op):
     model, w, k = _model()
     x = np.random.default_rng(1).uniform(-1, 1, (4, 8)).astype(np.float32)
-    want = np.maximum((x @ w) ** 3, 0) + k ** 3
+    want = np.maximum((x @ w) ** 3, 0) + 2 * k ** 3  # the folded Cube's scale reaches its kernel
 
     got = nnbridge.run(model, {"x": x}, backend="reference", opt_level=0)["y"]  # the kernel runs
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -289,3 +289,23 @@ def test_smaug_synthetic_scale_sets_the_made_up_weights_of_a_topology_without_pa
     assert code == 2 and "synthetic_scale: not read when reading the onnx file" in text
     code, text = cli("run", tmp_path / "mm_topo.pbtxt", "--smaug-synthetic-scale", "-1")
     assert code == 2 and "--smaug-synthetic-scale -1.0: a scale is a positive number" in text
+
+
+def test_smaug_activations_is_a_smaug_load_option_on_every_loading_command(tmp_path, cli):
+    """--smaug-activations reaches the SMAUG reader (tested against the real runtime in
+    tests/smaug/test_smaug_builder_scripts.py); another format refuses it in one line (exit 2)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Tanh", ["x"], ["y"])], "t",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "t.onnx")
+    assert cli("convert", tmp_path / "t.onnx", tmp_path / "t_topo.pbtxt", "--smaug-backend", "Reference")[0] == 0
+    for command in (["run"], ["summary"], ["ir"], ["check"], ["simulate"], ["compile", "--backend", "rdu"]):
+        code, text = cli(*command, tmp_path / "t.onnx", "--smaug-activations", "reference")
+        assert code == 2 and "activations: not read when reading the onnx file" in text, (command, text)
+    code, text = cli("ir", tmp_path / "t_topo.pbtxt", "--smaug-activations", "reference")
+    assert code == 0 and "Tanh" not in text and "Exp" in text  # tanh as 2σ(2x) − 1
+    code, text = cli("run", tmp_path / "t_topo.pbtxt", "--smaug-activations", "exp")
+    assert code == 2 and "invalid choice: 'exp'" in text

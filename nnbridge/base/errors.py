@@ -57,7 +57,11 @@ class NonFiniteError(NNBridgeError):
     and the first such tensor (nothing of that step was applied)."""
 
 
-class DuplicateRegistrationError(NNBridgeError):
+class RegistrationError(NNBridgeError):
+    """A table entry is malformed at import time (a kernel's keyword that its op's schema lacks...)."""
+
+
+class DuplicateRegistrationError(RegistrationError):
     """Two definitions claim the same key of a registry (an op's kernel, a format, a pass...)."""
 
 

@@ -37,7 +37,8 @@ class Side:
 
 def check_against(model: Any, against: Any, backend: str, against_backend: str,
                   inputs: Mapping[str, np.ndarray] | None, rtol: float | None, atol: float | None, *,
-                  seed: int, dims: Mapping[str, int] | None, input_ranges: Mapping[str, tuple[float, float]] | None,
+                  seed: int | None, dims: Mapping[str, int] | None,
+                  input_ranges: Mapping[str, tuple[float, float]] | None,
                   stored_inputs: bool, nonfinite: bool | Collection[str], layerwise: bool,
                   load_options: Mapping[str, Any] | None, tolerances: Mapping[str, tuple[float, float]] | None,
                   metric: str, passes: Sequence[str] | None = None, **config: Any) -> CheckResult:
@@ -72,7 +73,8 @@ def check_against(model: Any, against: Any, backend: str, against_backend: str,
         if renamed:
             notes.append(f"{what} matched by position: "
                          + ", ".join(f"'{k}' ↔ '{v}'" for k, v in renamed.items()))
-    result = CheckResult(mine.label, first.name, rule, format_name(coarsest(model_precision(first),
+    result = CheckResult(backend=mine.label, model=first.name, rule=rule,
+                         precision=format_name(coarsest(model_precision(first),
                                                                             model_precision(other_graph))),
                          oracle=other.label, input_info=infos, inputs=feeds, actual=actual,
                          expected=expected, notes=notes)

@@ -18,7 +18,7 @@ from .verdict import OutputCheck, Rule, coarsest, jsonable
 NONFINITE_KEY = "nnbridge.nonfinite_outputs"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CheckResult:
     backend: str
     model: str

@@ -41,7 +41,7 @@ _BY_PRECISION = (DType.FLOAT64, DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16)
 _FORMAT_NAMES = {DType.FLOAT32: "fp32", DType.FLOAT16: "fp16", DType.BFLOAT16: "bf16"}
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Rule:
     """One row of the verdict table: the elementwise bound of a number format."""
 
@@ -93,9 +93,9 @@ class Rule:
 #: inputs rounds once, so its bound is tighter, and a 5 % fault in one node stays above it
 #: (bf16: 2 ulps + 2 eps·max|ref| is at most 4 eps = 3.1 % at the largest elements).
 RULES: dict[str, Rule] = {
-    "fp32": Rule("fp32", DType.FLOAT32, ulps=64, scale=512, node_scale=256),
-    "fp16": Rule("fp16", DType.FLOAT16, ulps=2, scale=8, node_scale=4),
-    "bf16": Rule("bf16", DType.BFLOAT16, ulps=2, scale=4, node_scale=2),
+    "fp32": Rule(name="fp32", format=DType.FLOAT32, ulps=64, scale=512, node_scale=256),
+    "fp16": Rule(name="fp16", format=DType.FLOAT16, ulps=2, scale=8, node_scale=4),
+    "bf16": Rule(name="bf16", format=DType.BFLOAT16, ulps=2, scale=4, node_scale=2),
 }
 
 
@@ -116,7 +116,7 @@ def rule_for(model_precision: DType | None, backend_precision: DType | None,
     """The table row for a model on a backend; ``rtol``/``atol`` replace it by a custom bound."""
     fmt = coarsest(model_precision, backend_precision)
     if rtol is not None or atol is not None:
-        return Rule("custom", fmt, rtol=rtol or 0.0, atol=atol or 0.0)
+        return Rule(name="custom", format=fmt, rtol=rtol or 0.0, atol=atol or 0.0)
     return RULES[format_name(fmt)]
 
 
@@ -147,7 +147,7 @@ def with_tolerances(rule: Rule, tolerances: Mapping[str, tuple[float, float]] | 
     """Output name → its rule: ``rule`` (with ``metric``), or ``|a−ref| ≤ atol + rtol·|ref|`` for the
     outputs ``tolerances`` names (``--tol NAME=RTOL,ATOL``)."""
     base = replace(rule, metric=metric)
-    custom = {name: Rule(f"custom ({name})", rule.format, rtol=rtol, atol=atol, metric=metric)
+    custom = {name: Rule(name=f"custom ({name})", format=rule.format, rtol=rtol, atol=atol, metric=metric)
               for name, (rtol, atol) in (tolerances or {}).items()}
     return lambda name: custom.get(name, base)
 
@@ -172,7 +172,7 @@ def ulp(x: np.ndarray, fmt: DType) -> np.ndarray:
     return np.ldexp(1.0, exp - info.nmant)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class OutputCheck:
     """One output compared with the oracle under one rule."""
 
@@ -221,7 +221,7 @@ def compare(name: str, actual: Any, expected: Any, rule: Rule, nonfinite_ok: boo
         return _compare_sequence(name, actual, expected, rule, nonfinite_ok, same_dtype)
     a, e = np.asarray(actual), np.asarray(expected)
     shape = list(e.shape)
-    base = OutputCheck(name, shape, str(e.dtype), rule.name, False, int(e.size))
+    base = OutputCheck(name=name, shape=shape, dtype=str(e.dtype), rule=rule.name, ok=False, size=int(e.size))
     if a.shape != e.shape:
         base.note = f"shape {list(a.shape)} != expected {shape}"
         base.max_abs_err = base.err_vs_scale = math.inf
@@ -232,23 +232,54 @@ def compare(name: str, actual: Any, expected: Any, rule: Rule, nonfinite_ok: boo
             a = a.astype(e.dtype)
         return _compare_exact(base, a, e, same_dtype)
     wide = np.float64 if np.float64 in (a.dtype, e.dtype) else np.float32  # fp32 differences are exact enough
-    af, ef = a.astype(wide, copy=False), e.astype(wide, copy=False)
-    fa, fe = np.isfinite(af), np.isfinite(ef)
-    both = fa & fe
-    if both.all():
-        with np.errstate(over="ignore"):  # fp32 values near the top of the range
-            ref, diff = ef, np.abs(af - ef)
-        same_special = mismatched = np.zeros(0, bool)
-    else:
+    terms = _ErrorTerms(a.astype(wide, copy=False), e.astype(wide, copy=False))
+    _fill_errors(base, terms, rule, nonfinite_ok)
+    notes = [f"dtype {a.dtype} != expected {e.dtype}"] if a.dtype != e.dtype else []
+    if base.nonfinite_matched and not nonfinite_ok:
+        notes.append(f"NaN/inf at the same {base.nonfinite_matched} position(s) on both sides, and the model "
+                     "does not declare non-finite outputs")
+    base.note = "; ".join(notes + terms.mismatch_notes())
+    within = base.outside == 0 if base.metric_value is None else base.metric_value <= 1
+    base.ok = within and (a.dtype == e.dtype or not same_dtype)
+    return base
+
+
+class _ErrorTerms:
+    """Element-wise error of ``actual`` against ``expected``: the reference values and differences
+    where both are finite, and the NaN/inf positions that agree or do not."""
+
+    def __init__(self, actual: np.ndarray, expected: np.ndarray):
+        self.fa, self.fe = np.isfinite(actual), np.isfinite(expected)
+        both = self.fa & self.fe
+        if both.all():
+            with np.errstate(over="ignore"):  # fp32 values near the top of the range
+                self.ref, self.diff = expected, np.abs(actual - expected)
+            self.same_special = self.mismatched = np.zeros(0, bool)
+            return
         with np.errstate(invalid="ignore", over="ignore"):
-            same_special = ~fa & ~fe & ((np.isnan(af) & np.isnan(ef)) | (af == ef))
-            diff = np.where(both, np.abs(af - ef), 0)
-        mismatched = ~both & ~same_special
-        ref = np.where(both, ef, 0)
+            self.same_special = ~self.fa & ~self.fe & ((np.isnan(actual) & np.isnan(expected)) | (actual == expected))
+            self.diff = np.where(both, np.abs(actual - expected), 0)
+        self.mismatched = ~both & ~self.same_special
+        self.ref = np.where(both, expected, 0)
+
+    def mismatch_notes(self) -> list[str]:
+        if not self.mismatched.size:
+            return []
+        counts = ((int(np.count_nonzero(~self.fa & self.fe)), "NaN/inf where the oracle is finite"),
+                  (int(np.count_nonzero(self.fa & ~self.fe)), "finite where the oracle has NaN/inf"),
+                  (int(np.count_nonzero(~self.fa & ~self.fe & ~self.same_special)),
+                   "NaN/inf of another kind than the oracle's"))
+        return [f"{n} {what}" for n, what in counts if n]
+
+
+def _fill_errors(base: OutputCheck, terms: _ErrorTerms, rule: Rule, nonfinite_ok: bool) -> None:
+    """The check's figures from the error terms: scale, counts outside the rule, the statistic,
+    err/scale and, for narrow formats, ULPs and SQNR."""
+    ref, diff, mismatched, same_special = terms.ref, terms.diff, terms.mismatched, terms.same_special
     scale = float(np.max(np.abs(ref))) if ref.size else 0.0
     base.scale = scale
-    base.nonfinite_expected = int(ef.size - np.count_nonzero(fe))
-    base.nonfinite_actual = int(af.size - np.count_nonzero(fa))
+    base.nonfinite_expected = int(terms.fe.size - np.count_nonzero(terms.fe))
+    base.nonfinite_actual = int(terms.fa.size - np.count_nonzero(terms.fa))
     base.nonfinite_matched = int(np.count_nonzero(same_special))
     base.outside = _count_outside(diff, ref, scale, rule) + int(np.count_nonzero(mismatched))
     if base.nonfinite_matched and not nonfinite_ok:
@@ -263,26 +294,6 @@ def compare(name: str, actual: Any, expected: Any, rule: Rule, nonfinite_ok: boo
     if rule.format is not DType.FLOAT32:
         base.ulp_err = base.max_abs_err / float(ulp(np.float64(scale), rule.format))
         base.sqnr_db = _sqnr_db(ref, diff, scale)
-    notes = []
-    if a.dtype != e.dtype:
-        notes.append(f"dtype {a.dtype} != expected {e.dtype}")
-    if base.nonfinite_matched and not nonfinite_ok:
-        notes.append(f"NaN/inf at the same {base.nonfinite_matched} position(s) on both sides, and the model "
-                     "does not declare non-finite outputs")
-    if mismatched.size:
-        only_actual = int(np.count_nonzero(~fa & fe))
-        only_expected = int(np.count_nonzero(fa & ~fe))
-        differing_special = int(np.count_nonzero(~fa & ~fe & ~same_special))
-        if only_actual:
-            notes.append(f"{only_actual} NaN/inf where the oracle is finite")
-        if only_expected:
-            notes.append(f"{only_expected} finite where the oracle has NaN/inf")
-        if differing_special:
-            notes.append(f"{differing_special} NaN/inf of another kind than the oracle's")
-    base.note = "; ".join(notes)
-    within = base.outside == 0 if base.metric_value is None else base.metric_value <= 1
-    base.ok = within and (a.dtype == e.dtype or not same_dtype)
-    return base
 
 
 def _statistic(diff: np.ndarray, ref: np.ndarray, scale: float, rule: Rule, mismatched: np.ndarray | None,
@@ -360,12 +371,13 @@ def _compare_sequence(name: str, actual: Any, expected: Any, rule: Rule, nonfini
     """A sequence output: same length, every tensor under the rule; the worst figures are reported."""
     if not isinstance(actual, (list, tuple)) or not isinstance(expected, (list, tuple)) or len(actual) != len(expected):
         size = len(expected) if isinstance(expected, (list, tuple)) else 1
-        return OutputCheck(name, [size], "sequence", rule.name, False, size, math.inf, 0.0, math.inf, size, 1.0,
+        return OutputCheck(name=name, shape=[size], dtype="sequence", rule=rule.name, ok=False, size=size,
+                           max_abs_err=math.inf, scale=0.0, err_vs_scale=math.inf, outside=size, outside_frac=1.0,
                            note=f"sequence of {_length(actual)} != expected sequence of {_length(expected)}")
     parts = [compare(f"{name}[{i}]", a, e, rule, nonfinite_ok, same_dtype)
              for i, (a, e) in enumerate(zip(actual, expected))]
-    merged = OutputCheck(name, [len(parts)], "sequence", parts[0].rule if parts else rule.name,
-                         all(p.ok for p in parts), sum(p.size for p in parts))
+    merged = OutputCheck(name=name, shape=[len(parts)], dtype="sequence", rule=parts[0].rule if parts else rule.name,
+                         ok=all(p.ok for p in parts), size=sum(p.size for p in parts))
     for key in ("max_abs_err", "scale", "err_vs_scale"):
         setattr(merged, key, max((getattr(p, key) for p in parts), default=0.0))
     for key in ("outside", "nonfinite_expected", "nonfinite_actual", "nonfinite_matched"):

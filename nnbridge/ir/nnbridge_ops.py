@@ -23,6 +23,16 @@ REPEAT = register_op(OpTraits(
                     "SMAUG Repeat (exports to Tile)"),
 )).schema
 
+#: Switch(data, pred) -> (if_false, if_true): SMAUG's control-flow switch. The IR computes both
+#: branches of a conditional, so both outputs are ``data``; the ``Where`` that joins the branches
+#: (SMAUG's Merge) picks one. Kept as an op (never folded) so that a SMAUG file's switches are
+#: written back where they were; exports to ONNX as two Identity nodes.
+SWITCH = register_op(OpTraits(
+    "Switch", NNBRIDGE_DOMAIN, PatternKind.OPAQUE, flags=frozenset({Flag.NO_FOLD}),
+    schema=OpSchema("Switch", NNBRIDGE_DOMAIN, 2, 2, 2, 2, {}, frozenset(),
+                    "SMAUG Switch: both outputs are the data (exports to two Identity nodes)"),
+)).schema
+
 #: Fused(inputs…) {body: Graph, kind: str}: a fused group that a backend runs as one
 #: kernel; the body's inputs bind positionally; exports by inlining the body.
 FUSED = register_op(OpTraits(

@@ -1,7 +1,9 @@
-"""``sg.nn``, as in SMAUG: the neural-network ops (``nn_ops``) and the recurrent layers (``recurrent``)."""
+"""``sg.nn``, as in SMAUG: the neural-network ops (``nn_ops``), the recurrent layers (``recurrent``) and the
+attention layers (``attention``)."""
 
 from __future__ import annotations
 
+from .attention import AttentionBase, BahdanauAttention
 from .nn_ops import (
     ACTIVATION_OPS,
     ACTIVATIONS,
@@ -22,4 +24,5 @@ from .nn_ops import (
 from .recurrent import LSTM, BidirectionalLSTM
 
 __all__ = ["ACTIVATIONS", "ACTIVATION_OPS", "convolution", "max_pool", "avg_pool", "mat_mul", "batch_norm", "relu",
-           "lrelu", "elu", "selu", "tanh", "hard_tanh", "sigmoid", "softmax", "LSTM", "BidirectionalLSTM"]
+           "lrelu", "elu", "selu", "tanh", "hard_tanh", "sigmoid", "softmax", "LSTM", "BidirectionalLSTM",
+           "AttentionBase", "BahdanauAttention"]

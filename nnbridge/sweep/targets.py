@@ -47,7 +47,7 @@ class SettingField:
         raise InputError(f"{where}: value {value!r} is not {expected}")
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class Target:
     name: str
     fields: dict[str, SettingField]
@@ -177,15 +177,16 @@ _RDU_METRICS: dict[str, Callable[[dict[str, Any]], float]] = {
 _NO_ENERGY = "its spec gives no per-operation energies (SMAUG reports only normalized energy)"
 
 TARGETS: dict[str, Target] = {
-    "smv": Target("smv", _smv_fields(), _SMV_METRICS,
-                  {"energy": _NO_ENERGY, "memory_bytes": "SMV's scratchpads are fixed; use dram_bytes"},
-                  ("latency_ms", "cycles", "dram_bytes", "utilisation_pct"),
-                  _smv_validate, _smv_evaluate, "smv"),
-    "rdu": Target("rdu", _rdu_fields(), _RDU_METRICS,
-                  {"energy": "the RDU model has no power figures", "cycles": "the RDU model reports time, not cycles",
-                   "dram_bytes": "the RDU model reports on-chip memory (memory_bytes), not DRAM traffic"},
-                  ("latency_ms", "throughput_samples_per_s", "utilisation_pct", "memory_bytes"),
-                  _rdu_validate, _rdu_evaluate, "rdu"),
+    "smv": Target(name="smv", fields=_smv_fields(), metrics=_SMV_METRICS,
+                  undefined={"energy": _NO_ENERGY, "memory_bytes": "SMV's scratchpads are fixed; use dram_bytes"},
+                  default_metrics=("latency_ms", "cycles", "dram_bytes", "utilisation_pct"),
+                  validate=_smv_validate, evaluate=_smv_evaluate, pipeline_backend="smv"),
+    "rdu": Target(name="rdu", fields=_rdu_fields(), metrics=_RDU_METRICS,
+                  undefined={"energy": "the RDU model has no power figures",
+                             "cycles": "the RDU model reports time, not cycles",
+                             "dram_bytes": "the RDU model reports on-chip memory (memory_bytes), not DRAM traffic"},
+                  default_metrics=("latency_ms", "throughput_samples_per_s", "utilisation_pct", "memory_bytes"),
+                  validate=_rdu_validate, evaluate=_rdu_evaluate, pipeline_backend="rdu"),
 }
 
 

@@ -61,7 +61,7 @@ def logits(graph: Graph) -> Value:
     return node.inputs[0] if node is not None and node.op == "Softmax" and not node.domain else out
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TrainingGraph:
     """One training step as a graph: inputs the batch, its labels (or targets), the weights, the
     batch-norm states, the other float tensors and the dropout masks; outputs the loss, the scores,
@@ -115,5 +115,6 @@ def training_graph(graph: Graph, sample: tuple, target_shape: tuple, batch: int,
     grads = gradients(tg, value, [tg.get(n) for n in trainable])
     masks = {name: (tuple(tg.get(name).type.shape), ratio) for name, ratio in form.masks.items()}
     tg.outputs[:] = [value, scores, *grads.values(), *form.updates.values()]
-    return TrainingGraph(tg, params, states, fixed, masks, value, scores, grads, dict(form.updates),
-                         "labels" if loss == "cross-entropy" else "targets", forward)
+    return TrainingGraph(graph=tg, params=params, states=states, fixed=fixed, masks=masks, loss=value, scores=scores,
+                         grads=grads, updates=dict(form.updates),
+                         target="labels" if loss == "cross-entropy" else "targets", forward=forward)

@@ -15,13 +15,21 @@ import numpy as np
 from ..api.compiler import compile as compile_graph
 from ..base.errors import NonFiniteError
 from ..ir import Graph
-from .checks import NonFiniteStep, check_data, check_labels, check_settings, resolve_semantics, warn_lost_layers
+from .checks import (
+    NonFiniteStep,
+    check_data,
+    check_labels,
+    check_settings,
+    check_training_algorithm,
+    resolve_semantics,
+    warn_lost_layers,
+)
 from .data import split_indices
 from .graph import logits, pinned, redeclared, training_graph
 from .optimizer import Optimizer
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Epoch:
     """One epoch's figures: mean training loss/accuracy over its steps, validation after it."""
 
@@ -84,6 +92,7 @@ def train(model: Any, x: np.ndarray, y: np.ndarray, *, loss: str = "cross-entrop
     graph = as_graph(model).copy()
     semantics = resolve_semantics(model, graph, semantics)
     warn_lost_layers(graph)
+    check_training_algorithm(graph)
     x, y = check_data(graph, x, y, loss)
     train_idx, val_idx = split_indices(len(x), val_split, seed, batch_size, "one batch")
     step = TrainingStep(graph, x.shape[1:], y, batch_size, loss, semantics)
@@ -156,8 +165,8 @@ def run_epochs(x: np.ndarray, y: np.ndarray, train_idx: np.ndarray, batch: int, 
         if not losses:
             raise NonFiniteError(f"epoch {epoch}: every one of its {steps} batches had a non-finite loss, gradient "
                                  f"or update; training stopped and nothing written")
-        record = Epoch(epoch, float(np.mean(losses)),
-                       hits / (len(losses) * batch) if loss == "cross-entropy" else None, skipped=skipped)
+        record = Epoch(epoch=epoch, loss=float(np.mean(losses)),
+                       accuracy=hits / (len(losses) * batch) if loss == "cross-entropy" else None, skipped=skipped)
         if validate is not None:
             record.val_loss, record.val_accuracy = validate()
         record.seconds = time.perf_counter() - start

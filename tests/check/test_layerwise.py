@@ -128,7 +128,7 @@ def faulty_rdu_kernels(monkeypatch):
             if op not in factors or spec is None:
                 return spec
             fn, factor = spec.fn, np.float32(factors[op])
-            return dataclasses.replace(spec, fn=lambda ctx, *args: fn(ctx, *args) * factor)
+            return dataclasses.replace(spec, fn=lambda ctx, *args, **attrs: fn(ctx, *args, **attrs) * factor)
 
         monkeypatch.setattr(functional, "get_kernel", get_kernel)
 

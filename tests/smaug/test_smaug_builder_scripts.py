@@ -58,6 +58,7 @@ def build_id(build: dict) -> str:
 
 @pytest.mark.parametrize("build", MANIFEST["builds"], ids=build_id)
 def test_a_builder_script_writes_smaugs_own_files(build, tmp_path, monkeypatch, smaug_dir):
+    """... and each pair, SMAUG's own files where it wrote them, re-saves byte for byte (load → save)."""
     printed = run_build(build, tmp_path, monkeypatch)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(build["writes"])
     for name, blob in build["writes"].items():
@@ -69,6 +70,10 @@ def test_a_builder_script_writes_smaugs_own_files(build, tmp_path, monkeypatch, 
     golden = GOLDENS / f"{build_id(build)}.txt"
     if golden.exists():
         assert printed == golden.read_text()
+    (topo,) = [tmp_path / name for name in build["writes"] if name.endswith("_topo.pbtxt")]
+    again = nnbridge.save(nnbridge.load(topo), tmp_path / "resaved" / topo.name)
+    for path in again:
+        assert Path(path).read_bytes() == (tmp_path / Path(path).name).read_bytes(), f"{Path(path).name} changed"
 
 
 def test_the_bidirectional_lstm_runs_on_the_real_smv_runtime_as_on_nnbridge(tmp_path, monkeypatch):
@@ -86,10 +91,11 @@ def test_every_builder_script_is_in_the_manifest():
     assert {p.name for p in BUILDERS.glob("*.py")} - {"check_upstream.py"} == {b["script"] for b in MANIFEST["builds"]}
 
 
-def test_lstm_files_run_on_nnbridges_reference_as_on_smaugs_reference_runtime(tmp_path, monkeypatch):
+def test_lstm_files_run_on_nnbridges_reference_as_on_smaugs_reference_runtime(tmp_path, monkeypatch, cli):
     """SMAUG's Reference kernels compute σ with a float exp and a double division, and tanh as
     2σ(2x) − 1, which loses the relative precision of an LSTM's small values (1.2e-2 of the
-    output scale here): ``activations="reference"`` reproduces them, bit for bit on this file."""
+    output scale here): ``activations="reference"`` (``--smaug-activations reference`` on the command
+    line) reproduces them, bit for bit on this file."""
     from nnbridge.base.errors import FormatError
 
     (build,) = [b for b in MANIFEST["builds"] if b["script"] == "lstm.py" and b["variant"] is None]
@@ -102,11 +108,19 @@ def test_lstm_files_run_on_nnbridges_reference_as_on_smaugs_reference_runtime(tm
         graph = nnbridge.load(topo, activations=activations)
         error = np.abs(matching_output(nnbridge.run(graph, graph.input_values), real) - real.output).max() / scale
         assert within[0] <= error <= within[1], (activations, error)
+        out = tmp_path / f"cli_{activations}"
+        code, text = cli("run", topo, "--smaug-activations", activations, "--out", out)
+        assert code == 0, text
+        (saved,) = out.glob("*.npy")
+        cli_error = np.abs(np.load(saved).reshape(real.output.shape) - real.output).max() / scale
+        assert within[0] <= cli_error <= within[1], (activations, cli_error)
     (smv,) = [b for b in MANIFEST["builds"] if b["script"] == "lstm.py" and b["variant"] == "smv"]
     (tmp_path / "smv").mkdir()
     run_build(smv, tmp_path / "smv", monkeypatch)
     with pytest.raises(FormatError, match="activations='reference' reproduces SMAUG's Reference backend"):
         nnbridge.load(tmp_path / "smv" / "lstm_smv_topo.pbtxt", activations="reference")
+    code, text = cli("run", tmp_path / "smv" / "lstm_smv_topo.pbtxt", "--smaug-activations", "reference")
+    assert code == 1 and text.count("\n") == 1 and "activations='reference' reproduces SMAUG's Reference" in text
 
 
 def test_python_m_nnbridge_smaug_runs_a_script_and_reports_its_mistake_in_one_line(tmp_path):

@@ -138,3 +138,94 @@ def test_style_smaug_is_byte_for_byte_what_smaugs_own_print_summary_printed(smau
     assert model in topo.name
     code, text = cli("summary", topo, "--style", "smaug")
     assert code == 0 and text == golden.read_text()
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_cond_is_written_back_as_switch_and_merge_and_runs_through_onnx_too(tmp_path, backend):
+    """A SMAUG cond re-saves byte for byte (its Switches where the file had them, its Merge); through
+    ONNX (two Identity nodes per Switch, the Merge a Where) it comes back as a Merge of freshly switched
+    branches, which the real runtime runs to the same result for either predicate."""
+    from nnbridge.converters.onnx import load_onnx, save_onnx
+    from nnbridge.protos.smaug import smaug_types_pb2 as pb
+
+    dtype = BACKENDS[backend][1]
+    for flag in (True, False):
+        with sg.Graph(name="cond", backend=backend) as g:
+            a = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=np.linspace(-2, 2, 16, dtype=dtype)
+                                        .reshape(1, 16)), name="x")
+            pred = sg.input_data(sg.Tensor(data_layout=sg.N, tensor_data=np.array([flag])), name="pred")
+            sg.cond(pred, lambda a=a: sg.nn.relu(a), lambda a=a: sg.math.mul(a, a))
+        folder = tmp_path / str(flag)
+        topo, params = g.write_graph(folder / g.name)
+        graph = nnbridge.load(topo)
+        again = nnbridge.save(graph, folder / "again" / topo.name)
+        assert (Path(again[0]).read_bytes(), Path(again[1]).read_bytes()) == (topo.read_bytes(), params.read_bytes())
+        save_onnx(graph, folder / "cond.onnx")
+        back = Path(nnbridge.save(load_onnx(folder / "cond.onnx"), folder / "back" / topo.name,
+                                  smaug_inputs=graph.input_values)[0])
+        ops = [n.op for n in sg_nodes(back)]
+        assert ops.count(pb.Merge) == 1 and ops.count(pb.Switch) >= 2
+        real, real_back = run_smaug(topo), run_smaug(back)
+        assert real.ok and real_back.ok
+        assert same_fp16_bits(real_back.output, real.output)
+
+
+def sg_nodes(topo: Path):
+    from nnbridge.converters.smaug import read_topology
+
+    return read_topology(topo).nodes
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_an_onnx_where_on_one_boolean_is_a_switch_and_merge(tmp_path, backend):
+    """ONNX's Where with a one-value condition chooses a whole tensor: SMAUG writes it as a Switch per
+    branch and a Merge, and the real runtime picks the branch the condition names; a Where whose
+    condition varies per element is refused in one line naming the node."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    def model(cond_shape):
+        nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["x", "x"], ["m"]),
+                 helper.make_node("Where", ["c", "r", "m"], ["y"], name="choose")]
+        graph = helper.make_graph(nodes, "where", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16]),
+                                                   helper.make_tensor_value_info("c", TensorProto.BOOL, cond_shape)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    x = np.linspace(-2, 2, 16, dtype=np.float32).reshape(1, 16)
+    onnx.save(model([1]), tmp_path / "where.onnx")
+    for flag in (True, False):
+        topo = tmp_path / str(flag) / "where_topo.pbtxt"
+        nnbridge.convert(str(tmp_path / "where.onnx"), str(topo), smaug_backend=backend,
+                         smaug_inputs={"x": x, "c": np.array([flag])})
+        real = run_smaug(topo)
+        assert real.ok and real.name == "choose/output0"
+        np.testing.assert_allclose(real.output.astype(np.float32), np.maximum(x, 0) if flag else x * x, rtol=1e-3)
+    onnx.save(model([1, 16]), tmp_path / "elementwise.onnx")
+    with pytest.raises(UnsupportedOpError) as refused:
+        nnbridge.convert(str(tmp_path / "elementwise.onnx"), str(tmp_path / "e" / "e_topo.pbtxt"),
+                         smaug_backend=backend)
+    assert [(i.op, i.node) for i in refused.value.items] == [("Where", "choose")]
+    assert "condition varies per element" in refused.value.items[0].reason
+
+
+def test_a_predicate_of_several_values_is_refused_as_the_runtime_refuses_it(tmp_path):
+    """SMAUG's runtime validates a Switch's predicate: one value, else it stops before running. nnbridge
+    reads such a file (the kernels would take the first value) and refuses to write it, naming every
+    Switch and the Merge."""
+    x = np.linspace(-2, 2, 16, dtype=np.float32).reshape(1, 16)
+    with sg.Graph(name="cond2", backend="Reference") as g:
+        a = sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=x), name="x")
+        pred = sg.input_data(sg.Tensor(data_layout=sg.N, tensor_data=np.array([True, False])), name="pred")
+        sg.cond(pred, lambda: sg.nn.relu(a), lambda: sg.math.mul(a, a))
+    topo, _ = g.write_graph(tmp_path / g.name)
+    real = run_smaug(topo)
+    assert real.status == "failed" and "switch was not configured correctly" in real.message
+    graph = nnbridge.load(topo)
+    np.testing.assert_array_equal(nnbridge.run(graph, graph.input_values)["merge/output0"], np.maximum(x, 0))
+    with pytest.raises(UnsupportedOpError) as refused:
+        nnbridge.save(graph, tmp_path / "back" / topo.name)
+    assert sorted((i.op, i.node) for i in refused.value.items) == [
+        ("Switch", "switch"), ("Switch", "switch_1"), ("Switch", "switch_2"), ("Where", "merge")]
+    assert all("predicate of 2 values" in i.reason for i in refused.value.items)
+    assert not (tmp_path / "back").exists()

@@ -98,10 +98,11 @@ def test_save_writes_both_files_or_none(tmp_path):
 
 
 def load_save(topo, folder) -> tuple[bytes, bytes]:
-    """``nnbridge.load`` then ``nnbridge.save`` with no help: the bytes of both files written."""
+    """``nnbridge.load`` then ``nnbridge.save`` with no help: the bytes of both files written (into
+    ``folder/resaved``, never over the source, whose bytes the caller compares them with)."""
     import nnbridge
 
-    out_topo, out_params = nnbridge.save(nnbridge.load(topo), folder / topo.name)
+    out_topo, out_params = nnbridge.save(nnbridge.load(topo), folder / "resaved" / topo.name)
     return open(out_topo, "rb").read(), open(out_params, "rb").read()
 
 
@@ -184,3 +185,59 @@ def test_writing_synthetic_weights_says_so(smaug_dir, tmp_path, cli):
         nnbridge.save(nnbridge.load(source), tmp_path / "a" / source.name)
     code, text = cli("convert", source, tmp_path / "cnn.onnx")
     assert code == 0 and "warning:" in text and "without its params file" in text
+
+
+#: what SMAUG's runtime computes for a standalone activation whatever its params say (quirks Q1, Q2)
+RUNTIME_ACTIVATION = {
+    "lrelu": (dict(slope=0.5), lambda x: np.where(x >= 0, x, 0.1 * x)),
+    "elu": (dict(alpha=0.2), lambda x: np.where(x < 0, 0.1 * np.expm1(x), x)),
+    "selu": (dict(alpha=0.4, lambda_param=0.8), lambda x: 1.0507 * np.where(x < 0, 1.6733 * np.expm1(x), x)),
+    "hard_tanh": (dict(min=-1.5, max=1.5), lambda x: np.clip(x, -1, 1)),
+}
+
+
+@pytest.mark.parametrize("kind", list(RUNTIME_ACTIVATION))
+def test_parameters_the_runtime_ignores_are_kept_and_computed_as_it_does(tmp_path, kind):
+    """SMAUG's runtime runs a standalone LReLU/ELU/SELU/HardTanh with its own constants (measured here on
+    the real runtime), and nnbridge computes what it does; a load and save keeps the params the file
+    states (the runtime ignores them either way) instead of rewriting them to the runtime's constants."""
+    from real_smaug import run_smaug
+
+    import nnbridge
+    import nnbridge.smaug as sg
+
+    params, runtime = RUNTIME_ACTIVATION[kind]
+    x = np.linspace(-3, 3, 16, dtype=np.float32).reshape(1, 16)
+    with sg.Graph(name=kind, backend="Reference") as g:
+        getattr(sg.nn, kind)(sg.input_data(sg.Tensor(data_layout=sg.NC, tensor_data=x)), name=kind, **params)
+    topo, params_file = g.write_graph(tmp_path / kind)
+    real = run_smaug(topo)
+    np.testing.assert_allclose(real.output, runtime(x.astype(np.float64)), rtol=1e-5, atol=1e-6)
+    graph = nnbridge.load(topo)
+    np.testing.assert_allclose(nnbridge.run(graph, graph.input_values)[f"{kind}/output0"], real.output, rtol=1e-6)
+    assert load_save(topo, tmp_path) == (topo.read_bytes(), params_file.read_bytes())
+
+
+def test_a_fused_softmax_the_runtime_drops_is_kept_and_dropped(tmp_path):
+    """The runtime's activation decoder turns a fused Softmax into no activation (quirk Q3, seen here on
+    the real runtime); nnbridge computes that, and a load and save writes the Softmax back."""
+    from real_smaug import run_smaug
+
+    import nnbridge
+    import nnbridge.smaug as sg
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 2, 4, 4)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    with sg.Graph(name="conv_softmax", backend="Reference") as g:
+        sg.nn.convolution(sg.input_data(sg.Tensor(data_layout=sg.NCHW, tensor_data=x)),
+                          sg.Tensor(data_layout=sg.NCHW, tensor_data=w), stride=[1, 1], padding="same",
+                          activation="softmax", name="conv")
+    topo, params_file = g.write_graph(tmp_path / g.name)
+    real = run_smaug(topo)
+    graph = nnbridge.load(topo)
+    assert "Softmax" not in [n.op for n in graph.nodes]
+    ours = nnbridge.run(graph, graph.input_values)["conv/output0"]
+    np.testing.assert_allclose(ours, real.output, rtol=1e-5, atol=1e-6)
+    assert real.output.min() < 0  # not a softmax's output
+    assert load_save(topo, tmp_path) == (topo.read_bytes(), params_file.read_bytes())

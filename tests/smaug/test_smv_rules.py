@@ -172,7 +172,7 @@ def test_a_conv_the_tiler_rejects_aborts_and_is_refused(tmp_path):
     run = run_smaug(topo)
     assert run.status == "abort" and "Failed to get best tiling config" in run.message
     with pytest.raises(ShapeError, match="Failed to get best tiling config"):
-        plan_layer(ConvLayer("stem", (1, 224, 224, 3), 64, 3, 3))
+        plan_layer(ConvLayer(name="stem", input=(1, 224, 224, 3), kernels=64, kh=3, kw=3))
     b = OnnxBuilder("stem")
     b.output(b.conv(b.input("x", [1, 3, 224, 224]), 3, 64, 3))
     with pytest.raises(UnsupportedOpError, match="Failed to get best tiling config"):
@@ -185,7 +185,7 @@ def test_a_max_pool_the_tiler_pairs_wrongly_crashes_and_is_split_by_channels(tmp
     topo, _ = g.write_graph(tmp_path / "real")
     assert run_smaug(topo).status == "segfault"
     with pytest.raises(ShapeError, match="crashes"):
-        plan_layer(PoolLayer("pool", (1, 55, 55, 128), 3, 3, 2, 2))
+        plan_layer(PoolLayer(name="pool", input=(1, 55, 55, 128), ph=3, pw=3, stride_h=2, stride_w=2))
     b = OnnxBuilder("pool")
     b.output(b.op("MaxPool", [b.input("x", [1, 128, 55, 55])], "pool", kernel_shape=[3, 3], strides=[2, 2]))
     model = b.model()
@@ -199,7 +199,8 @@ def test_a_max_pool_the_tiler_pairs_wrongly_crashes_and_is_split_by_channels(tmp
 def test_alexnet_stem_finds_no_tiling_dimensions(tmp_path):
     """light_bvlc_alexnet's 11x11/4 stem conv on 224x224x3: no tiling dimensions exist on SMV."""
     with pytest.raises(ShapeError, match="Unable to find a supported set of tiling dimensions"):
-        plan_layer(ConvLayer("stem", (1, 224, 224, 3), 64, 11, 11, 4, 4, False))
+        plan_layer(ConvLayer(name="stem", input=(1, 224, 224, 3), kernels=64, kh=11, kw=11, stride_h=4, stride_w=4,
+                             same=False))
     g, x = smv_graph("alexnet", fp16((1, 224, 224, 3)), sg.NHWC)
     w = sg.Tensor(alignment=8, data_layout=sg.NHWC, tensor_data=fp16((64, 11, 11, 3)))
     sg.nn.convolution(x, w, [4, 4], "valid")

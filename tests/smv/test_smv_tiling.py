@@ -35,7 +35,8 @@ CONV = [
 
 
 def conv(text, k_out, k, stride, same):
-    return plan_layer(ConvLayer("c", dims(text), k_out, k, k, stride, stride, same))
+    return plan_layer(ConvLayer(name="c", input=dims(text), kernels=k_out, kh=k, kw=k, stride_h=stride,
+                                stride_w=stride, same=same))
 
 
 @pytest.mark.parametrize("case", CONV, ids=[f"conv{i + 1}" for i in range(len(CONV))])
@@ -115,7 +116,7 @@ POOL = [  # input, window, stride, strategies, input tile, output tile, tiles in
 @pytest.mark.parametrize("case", POOL, ids=[c[0] + f"_p{c[1]}" for c in POOL])
 def test_pooling_golden(case):
     text, window, stride, strategies, t_in, t_out, n_in, n_out = case
-    plan = plan_layer(PoolLayer("p", dims(text), window, window, stride, stride))
+    plan = plan_layer(PoolLayer(name="p", input=dims(text), ph=window, pw=window, stride_h=stride, stride_w=stride))
     assert plan.strategy_summary() == strategies
     assert plan.tiles == {"input": dims(t_in), "output": dims(t_out)}
     assert (plan.tiled["input"].num_tiles, plan.tiled["output"].num_tiles) == (n_in, n_out)

@@ -17,7 +17,7 @@ from ...ir import Flag, Node, PatternKind, Value, op_traits
 from ...ir.schema import NNBRIDGE_DOMAIN, TRAINING_DOMAIN
 
 
-@dataclass
+@dataclass(kw_only=True)
 class OpCost:
     """Work of one call of an op (all samples of the graph's declared batch).
 

@@ -37,9 +37,6 @@ class FunctionalSim:
     def __init__(self, graph: Graph, stored: Iterable[str]):
         self.graph = graph
         self.stored = frozenset(stored)  # values rounded to bf16 when produced
-        # (node, context, kernel, whether it runs subgraphs: those see the run's values)
-        self.steps = [(node, KernelContext(node), get_kernel(node.op, node.domain), bool(node.subgraphs()))
-                      for node in graph.nodes]
         self.weights = {name: round_bf16(array) for name, array in graph.initializers.items()}
         # fp32 master copies: the optimizer op of a training program reads and writes these (mixed
         # precision as SambaFlow trains: bf16 forward and backward, fp32 weight update)
@@ -60,6 +57,10 @@ class FunctionalSim:
         bad = unsupported(graph)
         if bad:
             raise UnsupportedOpError("the rdu backend (functional simulation)", bad)
+        # (node, context, kernel, its bound attributes, whether it runs subgraphs: those see the run's values)
+        self.steps = [(node, KernelContext(node), spec, spec.bind(node) if spec is not None else {},
+                       bool(node.subgraphs()))
+                      for node in graph.nodes for spec in [get_kernel(node.op, node.domain)]]
 
     def set_tensors(self, tensors: Mapping[str, np.ndarray]) -> None:
         """New values for the graph's tensors (a training step's updates): fp32 kept as masters,
@@ -71,12 +72,12 @@ class FunctionalSim:
     def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
         env: dict[str, Any] = dict(self.weights)
         env.update({name: round_bf16(value) for name, value in feeds.items()})
-        for i, (node, ctx, spec, scoped) in enumerate(self.steps):
+        for i, (node, ctx, spec, kwargs, scoped) in enumerate(self.steps):
             update = id(node) in self.fp32
             args = [(self.master.get(v.name, env[v.name]) if update else env[v.name]) if v is not None else None
                     for v in node.inputs]
             try:
-                result = self._call(node, ctx.bound(env) if scoped else ctx, spec, args)
+                result = self._call(node, ctx.bound(env) if scoped else ctx, spec, args, kwargs)
             except NNBridgeError:
                 raise
             except Exception as exc:
@@ -92,9 +93,9 @@ class FunctionalSim:
         return {v.name: env[v.name] for v in self.graph.outputs}
 
     @staticmethod
-    def _call(node: Node, ctx: KernelContext, spec, args: list[Any]) -> Any:
+    def _call(node: Node, ctx: KernelContext, spec, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if spec is None and node.op == "Fused" and node.domain == NNBRIDGE_DOMAIN:
             body: Graph = node.attrs["body"]
             values = ctx.run_graph(body, {v.name: a for v, a in zip(body.inputs, args)})
             return tuple(values)
-        return spec.fn(ctx, *args)
+        return spec.fn(ctx, *args, **kwargs)

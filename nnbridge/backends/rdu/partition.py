@@ -22,7 +22,7 @@ from .config import Machine
 from .costs import op_cost
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Kernel:
     """One pipeline stage: fused ops on one or more PCUs with their PMU buffers."""
 
@@ -73,7 +73,7 @@ class Kernel:
         return (0 if self.streamed_weights else self.weight_bytes) + self.staging_bytes
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Section:
     index: int
     kernels: list[Kernel]
@@ -269,7 +269,7 @@ def arrivals(producers_of: tuple[tuple[int, ...], ...], weights: list[float]) ->
     reach: list[float] = []  # arrival + own weight
     start: list[float] = []
     for before, weight in zip(producers_of, weights):
-        begin = max((reach[j] for j in before), default=0.0)
+        begin = reach[before[0]] if len(before) == 1 else max((reach[j] for j in before), default=0.0)
         start.append(begin)
         reach.append(begin + weight)
     return start

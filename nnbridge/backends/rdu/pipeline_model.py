@@ -15,15 +15,48 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
-from .allocate import REFINED_STAGES, place, water_fill
+from .allocate import place, water_fill
 from .config import CompileOptions, Machine, Tier
 from .partition import Kernel, Section, arrivals, producers
 
 
-@dataclass
+class Totals(TypedDict, total=False):
+    """What an estimate adds up to, one key per figure (keyword-built, type-checked: a figure
+    misnamed or given the wrong type is caught by the checker, not printed silently)."""
+
+    sections: int
+    kernels: int
+    ops: int
+    max_depth: int
+    flop_per_sample: float
+    throughput_samples_per_s: float
+    steady_throughput_samples_per_s: float
+    stage_latency_us: float
+    latency_us: float
+    latency_per_sample_us: float
+    flops_utilization: float
+    steady_flops_utilization: float
+    compute_units_used: int
+    compute_units: int
+    memory_bytes: float
+    memory_units: int
+    memory_utilization: float
+    weights_resident: bool
+    reconfig_us: float
+    spill_us: float
+    weight_load_us: float
+    unknown_shape_values: int
+    latency_us_by_kind: dict[str, float]
+    weights_by_tier: dict[str, int]
+    offchip_bytes_by_tier: dict[str, float]
+    calls: int  # a batch larger than the graph's own runs the graph this many times
+
+
+@dataclass(kw_only=True)
 class StageEstimate:
     section: int
     kernel: str
@@ -42,7 +75,7 @@ class StageEstimate:
     sockets_us: float = 0.0  # exchanging partial sums with the other tensor-parallel sockets
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SectionEstimate:
     index: int
     kernels: int
@@ -64,7 +97,7 @@ class SectionEstimate:
         return self.pipeline_us + self.reconfig_us + self.spill_us + self.weight_load_us
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Estimate:
     machine: str
     mode: str
@@ -72,7 +105,7 @@ class Estimate:
     micro_batch: int
     sections: list[SectionEstimate]
     stages: list[StageEstimate]
-    totals: dict[str, Any] = field(default_factory=dict)
+    totals: Totals = field(default_factory=lambda: Totals())
 
     def to_dict(self) -> dict[str, Any]:
         return {"machine": self.machine, "mode": self.mode, "batch_size": self.batch_size,
@@ -179,11 +212,18 @@ class _StageModel:
         """The stage time and what bounds it (``terms`` without building a dict: the allocation
         calls this for every PCU count it tries); ``offchip_scale``: as if off-chip memory were
         that many times slower."""
-        best, limit = self.compute / pcus, "compute"
-        for value, name in ((self.pmu / max(self.pmus, pcus, 1), "pmu"), (self.network / pcus, "network"),
-                            (self.offchip * offchip_scale, "offchip"), (self.link, "sockets")):
-            if value > best:
-                best, limit = value, name
+        best, limit = self.compute / pcus, "compute"  # unrolled: the compiler's innermost call
+        value = self.pmu / (self.pmus if self.pmus > pcus else pcus if pcus > 1 else 1)
+        if value > best:
+            best, limit = value, "pmu"
+        value = self.network / pcus
+        if value > best:
+            best, limit = value, "network"
+        value = self.offchip * offchip_scale
+        if value > best:
+            best, limit = value, "offchip"
+        if self.link > best:
+            best, limit = self.link, "sockets"
         return best, limit
 
 
@@ -295,9 +335,10 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
         for k, (model, _, limit), token_s, start in zip(section.kernels, timed, token_times, starts):
             terms = model.terms(k.pcus)
             stages.append(StageEstimate(
-                section.index, k.name, len(k.ops), k.anchor, k.pcus, k.pmus, k.flops / samples,
-                terms["compute"] * 1e6, terms["pmu"] * 1e6, terms["network"] * 1e6, terms["offchip"] * 1e6,
-                token_s * 1e6, limit, start * 1e6, terms["sockets"] * 1e6))
+                section=section.index, kernel=k.name, ops=len(k.ops), anchor=k.anchor, pcus=k.pcus, pmus=k.pmus,
+                flops_per_sample=k.flops / samples, compute_us=terms["compute"] * 1e6, pmu_us=terms["pmu"] * 1e6,
+                network_us=terms["network"] * 1e6, offchip_us=terms["offchip"] * 1e6, stage_us=token_s * 1e6,
+                bottleneck=limit, start_us=start * 1e6, sockets_us=terms["sockets"] * 1e6))
             if token_s > worst:
                 worst, worst_name, worst_limit = token_s, k.name, limit
         fill = max((s + t for s, t in zip(starts, token_times)), default=0.0)  # one token across the section
@@ -320,7 +361,8 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
         ))
     if not resident:
         _prefetch(sections, section_estimates, machine, offchip_busy_us, scale)
-    result = Estimate(machine.name, options.mode, batch, micro, section_estimates, stages)
+    result = Estimate(machine=machine.name, mode=options.mode, batch_size=batch, micro_batch=micro,
+                      sections=section_estimates, stages=stages)
     result.totals = _totals(result, sections, machine, samples, resident)
     result.totals["weights_by_tier"] = homes.bytes_by_tier(k for s in sections for k in s.kernels)
     reads = tokens * micro / weight_reuse(micro, samples, batch)  # of each streamed weight
@@ -356,23 +398,42 @@ def _allocation(stages: tuple, producers_of: tuple, n_pcu: int, tokens: int, mic
     compiler allocates a plan for every micro-batch it tries)."""
     models = [_StageModel.of(key) for key, _ in stages]
     max_pcus = [top for _, top in stages]
+    timers: dict[float, Callable[[int, int], tuple[float, str]]] = {}
 
-    def times_at(scale: float):
-        """A stage's time at a PCU count (``_StageModel.time``), each computed once: the
-        water-fill's bisections and the local search revisit the same ones many times."""
-        memo: dict[tuple[int, int], tuple[float, str]] = {}
+    def timer(scale: float) -> Callable[[int, int], tuple[float, str]]:
+        """Stage i's time on p PCUs, remembered: the searches ask for the same ones again and again."""
+        if scale not in timers:
+            memo: dict[tuple[int, int], tuple[float, str]] = {}
 
-        def stage_time(i: int, p: int) -> tuple[float, str]:
-            found = memo.get((i, p))
-            if found is None:
-                found = memo[(i, p)] = models[i].time(p, scale)
-            return found
-        return stage_time
+            def stage_time(i: int, p: int) -> tuple[float, str]:
+                found = memo.get((i, p))
+                if found is None:
+                    found = memo[i, p] = models[i].time(p, scale)
+                return found
+            timers[scale] = stage_time
+        return timers[scale]
 
-    def latency_of(stage_time):
+    def latency_at(scale: float):
+        stage_time = timer(scale)
+        token_memo: dict[tuple[int, int], float] = {}
+
         def latency(pcus: list[int]) -> float:
-            token_times = [micro * stage_time(i, p)[0] + sync_s for i, p in enumerate(pcus)]
-            way = max((s + t for s, t in zip(arrivals(producers_of, token_times), token_times)), default=0.0)
+            """A token's way through the stages (``arrivals`` plus its own time, inlined: the local
+            search calls this millions of times) and the slowest stage per further token."""
+            token_times = []
+            for i, p in enumerate(pcus):
+                t = token_memo.get((i, p))
+                if t is None:
+                    t = token_memo[i, p] = micro * stage_time(i, p)[0] + sync_s
+                token_times.append(t)
+            reach: list[float] = []
+            way = 0.0
+            for before, t in zip(producers_of, token_times):
+                begin = (reach[before[0]] if len(before) == 1 else
+                         max((reach[j] for j in before), default=0.0)) + t
+                reach.append(begin)
+                if begin > way:
+                    way = begin
             return way + (tokens - 1) * max(token_times, default=0.0)
         return latency
 
@@ -383,12 +444,10 @@ def _allocation(stages: tuple, producers_of: tuple, n_pcu: int, tokens: int, mic
         while scales[-1] < OFFCHIP_SCALES_TRIED and any(0 < m.offchip * scales[-1] < m.time(1, 0.0)[0]
                                                         for m in models):
             scales.append(scales[-1] * 2)
-    unscaled = times_at(1.0)
-    latency = latency_of(unscaled)
+    latency = latency_at(1.0)
     best: tuple[float, list[int]] | None = None
     for scale in scales:
-        stage_time = unscaled if scale == 1.0 else times_at(scale)
-        pcus = water_fill(len(models), n_pcu, max_pcus, stage_time, latency_of(stage_time) if micro == 1 else None)
+        pcus = water_fill(len(models), n_pcu, max_pcus, timer(scale), latency_at(scale) if micro == 1 else None)
         t = latency(pcus)
         if best is None or t < best[0] * (1 - 1e-12):
             best = (t, pcus)
@@ -432,11 +491,11 @@ def _in_calls(sections: list[Section], machine: Machine, options: CompileOptions
         estimate(sections, machine, dataclasses.replace(options, batch_size=last, micro_batch=min(micro, last)),
                  samples).totals["latency_us"])
     scale = latency / one.totals["latency_us"] if one.totals["latency_us"] else float(calls)
-    result = Estimate(machine.name, options.mode, batch, one.micro_batch,
-                      [dataclasses.replace(s, pipeline_us=s.pipeline_us * scale, reconfig_us=s.reconfig_us * scale,
-                                           spill_us=s.spill_us * scale, weight_load_us=s.weight_load_us * scale,
-                                           weight_prefetch_us=s.weight_prefetch_us * scale)
-                       for s in one.sections], one.stages)
+    scaled = [dataclasses.replace(s, pipeline_us=s.pipeline_us * scale, reconfig_us=s.reconfig_us * scale,
+                                  spill_us=s.spill_us * scale, weight_load_us=s.weight_load_us * scale,
+                                  weight_prefetch_us=s.weight_prefetch_us * scale) for s in one.sections]
+    result = Estimate(machine=machine.name, mode=options.mode, batch_size=batch, micro_batch=one.micro_batch,
+                      sections=scaled, stages=one.stages)
     result.totals = _totals(result, sections, machine, samples, one.totals["weights_resident"])
     result.totals["weights_by_tier"] = one.totals["weights_by_tier"]
     result.totals["offchip_bytes_by_tier"] = {t: b * scale for t, b in one.totals["offchip_bytes_by_tier"].items()}
@@ -516,7 +575,7 @@ def _spill_tier(sections: list[Section], machine: Machine, batch: int, free: lis
 
 
 def _totals(est: Estimate, sections: list[Section], machine: Machine, samples: int,
-            resident: bool) -> dict[str, Any]:
+            resident: bool) -> Totals:
     latency_us = sum(s.total_us for s in est.sections)
     flops = sum(k.flops for s in sections for k in s.kernels) / samples
     per_sample_us = sum(s.stage_us / est.micro_batch + s.spill_us / est.batch_size for s in est.sections)
@@ -530,29 +589,29 @@ def _totals(est: Estimate, sections: list[Section], machine: Machine, samples: i
     on_chip = (sum(held_weights(s) for s in sections) + buffers if resident else
                max((held_weights(s) + staging_bytes(s, scale) for s in sections), default=0))
     capacity = machine.on_chip_bytes if math.isfinite(machine.on_chip_bytes) else units * machine.pmu_bytes
-    return {
-        "sections": len(sections),
-        "kernels": sum(len(s.kernels) for s in sections),
-        "ops": sum(len(k.ops) for s in sections for k in s.kernels),
-        "max_depth": max((s.depth for s in sections), default=0),
-        "flop_per_sample": flops,
-        "throughput_samples_per_s": throughput,
-        "steady_throughput_samples_per_s": steady,
-        "stage_latency_us": max((s.stage_us for s in est.sections), default=0.0),
-        "latency_us": latency_us,
-        "latency_per_sample_us": latency_us / est.batch_size,
-        "flops_utilization": flops * throughput / machine.peak_flops,
-        "steady_flops_utilization": flops * steady / machine.peak_flops,
-        "compute_units_used": max((s.pcus for s in est.sections), default=0),
-        "compute_units": machine.n_pcu,
-        "memory_bytes": on_chip,
-        "memory_units": units,
-        "memory_utilization": on_chip / capacity if capacity else 0.0,
-        "weights_resident": resident,
-        "reconfig_us": sum(s.reconfig_us for s in est.sections),
-        "spill_us": sum(s.spill_us for s in est.sections),
-        "weight_load_us": sum(s.weight_load_us for s in est.sections),
-        "unknown_shape_values": sum(k.unknown_shapes for s in sections for k in s.kernels),
-        "latency_us_by_kind": {kind: sum(s.total_us for s in est.sections if s.kind == kind)
-                               for kind in dict.fromkeys(s.kind for s in est.sections)},
-    }
+    return Totals(
+        sections=len(sections),
+        kernels=sum(len(s.kernels) for s in sections),
+        ops=sum(len(k.ops) for s in sections for k in s.kernels),
+        max_depth=max((s.depth for s in sections), default=0),
+        flop_per_sample=flops,
+        throughput_samples_per_s=throughput,
+        steady_throughput_samples_per_s=steady,
+        stage_latency_us=max((s.stage_us for s in est.sections), default=0.0),
+        latency_us=latency_us,
+        latency_per_sample_us=latency_us / est.batch_size,
+        flops_utilization=flops * throughput / machine.peak_flops,
+        steady_flops_utilization=flops * steady / machine.peak_flops,
+        compute_units_used=max((s.pcus for s in est.sections), default=0),
+        compute_units=machine.n_pcu,
+        memory_bytes=on_chip,
+        memory_units=units,
+        memory_utilization=on_chip / capacity if capacity else 0.0,
+        weights_resident=resident,
+        reconfig_us=sum(s.reconfig_us for s in est.sections),
+        spill_us=sum(s.spill_us for s in est.sections),
+        weight_load_us=sum(s.weight_load_us for s in est.sections),
+        unknown_shape_values=sum(k.unknown_shapes for s in sections for k in s.kernels),
+        latency_us_by_kind={kind: sum(s.total_us for s in est.sections if s.kind == kind)
+                           for kind in dict.fromkeys(s.kind for s in est.sections)},
+    )

@@ -199,7 +199,8 @@ def _cpu_macs(step: Step, flat: FlatGraph) -> int:
 def pool_channel_group(input_nhwc: tuple[int, int, int, int], kernel: list[int], stride: list[int],
                        kind: str) -> int:
     """Channels per SMV pooling operator for the SMAUG writer (tiling.pool.channel_group)."""
-    return channel_group(PoolLayer("", tuple(input_nhwc), *kernel, *stride, kind))
+    return channel_group(PoolLayer(name="", input=tuple(input_nhwc), ph=kernel[0], pw=kernel[1], stride_h=stride[0],
+                                   stride_w=stride[1], kind=kind))
 
 
 def file_deviations(graph: Graph) -> dict[str, str]:

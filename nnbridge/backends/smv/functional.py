@@ -224,7 +224,7 @@ def run_cpu(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
     if nhwc:
         args = [a.transpose(0, 3, 1, 2) if i in slots and a is not None and a.ndim == 4 else a
                 for i, a in enumerate(args)]
-    result = spec.fn(ctx, *args)
+    result = spec.fn(ctx, *args, **spec.bind(step.fn.node))
     if not isinstance(result, tuple):
         result = (result,)
     if nhwc:

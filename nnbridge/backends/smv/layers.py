@@ -14,7 +14,7 @@ from dataclasses import dataclass
 Shape = tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class ConvLayer:
     name: str
     input: Shape  # N, H, W, C
@@ -73,7 +73,7 @@ class FCLayer:
         return self.batch * self.inputs * self.neurons
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True, frozen=True)
 class PoolLayer:
     name: str
     input: Shape

@@ -30,7 +30,7 @@ COMPARISONS = {"Less": "less", "LessOrEqual": "less_equal", "Greater": "greater"
 FUSING_FAMILIES = {"conv", "fc", "bn"}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Step:
     name: str
     op: str  # label shown in reports, e.g. "Conv+Relu"
@@ -90,7 +90,8 @@ def lowers(*ops: str) -> Callable[[Lowerer], Lowerer]:
 
 
 def _step(fn: FlatNode, family: str, layers: list[Layer], **params: Any) -> Step:
-    return Step(fn.name, fn.op, family, fn, list(fn.inputs), list(fn.outputs), layers, params)
+    return Step(name=fn.name, op=fn.op, family=family, fn=fn, inputs=list(fn.inputs), outputs=list(fn.outputs),
+                layers=layers, params=params)
 
 
 def _spatial_pads(fn: FlatNode, h: int, w: int, kh: int, kw: int, sh: int, sw: int) -> tuple[int, int, int, int]:
@@ -129,7 +130,7 @@ def _conv(fn: FlatNode, lw: Lowering) -> Step | str:
     k, kh, kw = (ws[0], ws[1], ws[2]) if lw.nhwc(w) else (ws[0], ws[2], ws[3])
     sh, sw = (list(fn.node.attr("strides") or [1, 1]) + [1, 1])[:2]
     top, bottom, left, right = _spatial_pads(fn, h, wd, kh, kw, sh, sw)
-    same = ConvLayer("", (n, h, wd, c), k, kh, kw, sh, sw, True).pads
+    same = ConvLayer(name="", input=(n, h, wd, c), kernels=k, kh=kh, kw=kw, stride_h=sh, stride_w=sw, same=True).pads
     explicit = None
     if (top, bottom, left, right) == (0, 0, 0, 0):
         is_same = False
@@ -138,7 +139,8 @@ def _conv(fn: FlatNode, lw: Lowering) -> Step | str:
     else:  # SMAUG expresses other padding with a CPU Padding node and a valid conv
         explicit, is_same = (top, bottom, left, right), False
         h, wd = h + top + bottom, wd + left + right
-    layers: list[Layer] = [ConvLayer(fn.name, (n, h, wd, c), k, kh, kw, sh, sw, is_same)]
+    layers: list[Layer] = [ConvLayer(name=fn.name, input=(n, h, wd, c), kernels=k, kh=kh, kw=kw, stride_h=sh,
+                                     stride_w=sw, same=is_same)]
     bias = fn.inputs[2] if len(fn.inputs) > 2 else None
     if bias is not None:
         layers.append(BNLayer(fn.name + "/bias", layers[0].output))
@@ -199,7 +201,8 @@ def _pool(fn: FlatNode, lw: Lowering) -> Step | str:
     if any(d != 1 for d in node.attr("dilations") or [1, 1]):
         return "dilated pooling"
     top, bottom, left, right = pads  # SMAUG pads on the CPU, then pools valid windows
-    layer = PoolLayer(fn.name, (n, h + top + bottom, w + left + right, c), kh, kw, sh, sw, kind)
+    layer = PoolLayer(name=fn.name, input=(n, h + top + bottom, w + left + right, c), ph=kh, pw=kw, stride_h=sh,
+                      stride_w=sw, kind=kind)
     return _step(fn, "pool", [layer], kind=kind, pad=pads if any(pads) else None)
 
 
@@ -211,7 +214,8 @@ def _global_pool(fn: FlatNode, lw: Lowering) -> Step | str:
         return "only 2-D floating-point pooling with static shapes"
     n, h, w, c = lw.to_nhwc(x, xs)
     kind = "max" if fn.op == "GlobalMaxPool" else "avg"
-    return _step(fn, "pool", [PoolLayer(fn.name, (n, h, w, c), h, w, 1, 1, kind)], kind=kind)
+    return _step(fn, "pool", [PoolLayer(name=fn.name, input=(n, h, w, c), ph=h, pw=w, stride_h=1, stride_w=1,
+                                        kind=kind)], kind=kind)
 
 
 @lowers("BatchNormalization")
@@ -306,7 +310,8 @@ def lower(flat: FlatGraph, cpu_refusal: Callable[[FlatNode], str | None],
             if refusal is not None:
                 unsupported.append((fn, refusal))
                 continue
-            result = Step(fn.name, fn.op, "cpu", fn, list(fn.inputs), list(fn.outputs), reason=result)
+            result = Step(name=fn.name, op=fn.op, family="cpu", fn=fn, inputs=list(fn.inputs),
+                          outputs=list(fn.outputs), reason=result)
         if fn.name in deviations:
             result.deviation = deviations[fn.name]
             result.params["undefined"] = fn.op in UNDEFINED_WHEN_DEVIANT

@@ -1,7 +1,8 @@
 """ONNX exporters for nnbridge-domain ops: each lowers to standard ONNX nodes.
 
 ``Reorder`` → ``Transpose`` (same perm); ``Repeat`` → ``Tile`` (multiples as an
-int64 constant); ``AllReduce`` → ``Identity`` (one socket's view); ``Fused`` → its body inlined
+int64 constant); ``AllReduce`` → ``Identity`` (one socket's view); ``Switch`` → an ``Identity`` per output (both
+branches are computed); ``Fused`` → its body inlined
 (body inputs and outputs renamed
 to the node's, nested nnbridge ops lowered in turn).
 """
@@ -33,6 +34,12 @@ def export_repeat(node: Node, builder: ProtoBuilder) -> list[onnx.NodeProto]:
 @register_exporter("AllReduce")
 def export_all_reduce(node: Node, builder: ProtoBuilder) -> list[onnx.NodeProto]:
     return [helper.make_node("Identity", [node.inputs[0].name], [node.outputs[0].name], name=node.name)]
+
+
+@register_exporter("Switch")
+def export_switch(node: Node, builder: ProtoBuilder) -> list[onnx.NodeProto]:
+    return [helper.make_node("Identity", [node.inputs[0].name], [out.name], name=f"{node.name}/{port}")
+            for out, port in zip(node.outputs, ("false", "true"))]
 
 
 @register_exporter("Fused")

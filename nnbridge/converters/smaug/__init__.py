@@ -8,7 +8,7 @@ Registered as the ``smaug`` format (file suffix ``_topo.pbtxt``). Load options:
 from __future__ import annotations
 
 from .. import Format, register_format
-from . import export_ops, export_rnn, export_tensor, import_ops  # noqa: F401 - fill the op tables
+from . import export_control, export_ops, export_rnn, export_tensor, import_ops  # noqa: F401 - fill the op tables
 from .files import model_paths, read_params, read_topology, write_model
 from .reader import graph_from_proto, load_inputs, load_smaug
 from .writer import graph_to_smaug, prepare, save_smaug

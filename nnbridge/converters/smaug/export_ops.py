@@ -23,7 +23,7 @@ from ...ir import Layout, Node, Value
 from ...protos.smaug import smaug_node_pb2 as npb
 from ...protos.smaug import smaug_types_pb2 as pb
 from . import layouts
-from .exporter import SMV_TILER, Exporter, Inexpressible, Ref
+from .exporter import LOOKED_THROUGH, SMV_TILER, Exporter, Inexpressible, Ref
 from .import_ops import RUNTIME_DEFAULTS
 
 ExportFn = Callable[[Exporter, Node], None]
@@ -122,9 +122,11 @@ def fill_act_params(act: npb.ActivationParams, op: int, values: dict[str, float]
 
 
 def fusable_activation(ex: Exporter, value: Value) -> Node | None:
-    """The activation node that can be fused into the op producing ``value`` (never Softmax)."""
+    """The activation node that can be fused into the op producing ``value`` (never Softmax; never one
+    that was a node of its own in the SMAUG file the graph was loaded from)."""
     user = ex.single_consumer(value)
-    if user is None or user.domain or user.op not in ACTIVATIONS or user.inputs[0] is not value:
+    if user is None or user.domain or user.op not in ACTIVATIONS or user.inputs[0] is not value \
+            or user.name in ex.file_nodes:
         return None
     try:
         activation_params(ex, user)
@@ -349,29 +351,13 @@ def _pool(ex: Exporter, node: Node) -> None:
     have, layout = spatial(ex, node)
     x_value = node.inputs[0]
     _, _, h, w = nchw_dims(x_value, have)
-    if node.op.startswith("Global"):
-        kernel, strides, pads = [h, w], [h, w], [0, 0, 0, 0]
-    else:
-        kernel = int_list(node.attr("kernel_shape"))
-        strides = int_list(node.attr("strides")) or [1] * len(kernel)
-        if len(kernel) != 2:
-            raise Inexpressible("SMAUG pooling is 2-D")
-        if any(d != 1 for d in int_list(node.attr("dilations"))):
-            raise Inexpressible("SMAUG pooling has no dilation (quirk Q7)")
-        if int(node.attr("ceil_mode", 0)):
-            raise Inexpressible("SMAUG pooling has no ceil mode (quirk Q7)")
-        pads = explicit_pads(node, [h, w], kernel, strides)
+    kernel, strides, pads = _pool_window(node, h, w)
     if len(node.outputs) > 1 and len(ex.consumers.get(id(node.outputs[1]), [])):
         raise Inexpressible("MaxPool indices have no SMAUG equivalent")
     op = pb.MaxPooling if "Max" in node.op else pb.AveragePooling
     x = ex.need(x_value, layout, have)
     if any(pads):
-        if op == pb.MaxPooling and not non_negative(x_value):
-            raise Inexpressible("padded max pooling: SMAUG can only pad with zeros, which changes the "
-                                "maximum of a possibly negative input (quirk Q7)")
-        if op == pb.AveragePooling and not int(node.attr("count_include_pad", 0)):
-            raise Inexpressible("padded average pooling that excludes the padding has no SMAUG equivalent")
-        x = padding_node(ex, x, pads, node.name)
+        x = _padded_pool_input(ex, node, op, x, pads)
         h, w = h + pads[0] + pads[2], w + pads[1] + pads[3]
     if op == pb.MaxPooling and ex.backend == "Reference" and kernel == [1, 1]:
         if strides != [1, 1]:
@@ -379,17 +365,7 @@ def _pool(ex: Exporter, node: Node) -> None:
         define(ex, node.outputs[0], x)  # a 1x1/1 max pool is the identity
         return
     out = [(h - kernel[0]) // strides[0] + 1, (w - kernel[1]) // strides[1] + 1]
-    group = x.dims[3]
-    if ex.backend == "SMV" and SMV_TILER:
-        try:
-            group = SMV_TILER[0].pool_group(tuple(x.dims), kernel, strides, "max" if op == pb.MaxPooling else "avg")
-        except ShapeError as exc:
-            raise Inexpressible(f"SMAUG's SMV tiler cannot run this shape: {exc}") from None
-    parts = [x]
-    if group < x.dims[3]:  # tiles SMAUG pairs consistently only per channel group (whole 8-lane rows)
-        split, parts = ex.emit(pb.Split, f"{node.name}/groups", [x],
-                               [([*x.dims[:3], group], layout)] * (x.dims[3] // group))
-        split.params.split_params.split_axis = 3
+    parts = _channel_groups(ex, node, x, layout, _pool_group(ex, op, x, kernel, strides))
     pooled = []
     for part in parts:
         dims = [part.dims[0], *out, part.dims[3]] if layout == Layout.NHWC else [x.dims[0], x.dims[1], *out]
@@ -402,6 +378,53 @@ def _pool(ex: Exporter, node: Node) -> None:
         cat, pooled = ex.emit(pb.Concat, f"{node.name}/concat", pooled, [(dims, layout)])
         cat.params.concat_params.concat_axis = 3
     define(ex, node.outputs[0], pooled[0])
+
+
+def _pool_window(node: Node, h: int, w: int) -> tuple[list[int], list[int], list[int]]:
+    """Kernel, strides and explicit pads of a pooling node, refusing the windows SMAUG lacks."""
+    if node.op.startswith("Global"):
+        return [h, w], [h, w], [0, 0, 0, 0]
+    kernel = int_list(node.attr("kernel_shape"))
+    strides = int_list(node.attr("strides")) or [1] * len(kernel)
+    if len(kernel) != 2:
+        raise Inexpressible("SMAUG pooling is 2-D")
+    if any(d != 1 for d in int_list(node.attr("dilations"))):
+        raise Inexpressible("SMAUG pooling has no dilation (quirk Q7)")
+    if int(node.attr("ceil_mode", 0)):
+        raise Inexpressible("SMAUG pooling has no ceil mode (quirk Q7)")
+    return kernel, strides, explicit_pads(node, [h, w], kernel, strides)
+
+
+def _padded_pool_input(ex: Exporter, node: Node, op: int, x: Ref, pads: list[int]) -> Ref:
+    """The pooling input padded with zeros, where zeros do not change the result."""
+    if op == pb.MaxPooling and not non_negative(node.inputs[0]):
+        raise Inexpressible("padded max pooling: SMAUG can only pad with zeros, which changes the "
+                            "maximum of a possibly negative input (quirk Q7)")
+    if op == pb.AveragePooling and not int(node.attr("count_include_pad", 0)):
+        raise Inexpressible("padded average pooling that excludes the padding has no SMAUG equivalent")
+    return padding_node(ex, x, pads, node.name)
+
+
+def _pool_group(ex: Exporter, op: int, x: Ref, kernel: list[int], strides: list[int]) -> int:
+    """How many channels one pooling node may take: all of them, except where SMAUG's SMV tiler
+    splits them."""
+    if ex.backend != "SMV" or not SMV_TILER:
+        return x.dims[3]
+    try:
+        return SMV_TILER[0].pool_group(tuple(x.dims), kernel, strides, "max" if op == pb.MaxPooling else "avg")
+    except ShapeError as exc:
+        raise Inexpressible(f"SMAUG's SMV tiler cannot run this shape: {exc}") from None
+
+
+def _channel_groups(ex: Exporter, node: Node, x: Ref, layout: Layout, group: int) -> list[Ref]:
+    """``x`` split into channel groups of ``group`` (tiles SMAUG pairs consistently only per channel
+    group, whole 8-lane rows), or ``[x]`` when one group holds them all."""
+    if group >= x.dims[3]:
+        return [x]
+    split, parts = ex.emit(pb.Split, f"{node.name}/groups", [x],
+                           [([*x.dims[:3], group], layout)] * (x.dims[3] // group))
+    split.params.split_params.split_axis = 3
+    return parts
 
 
 def non_negative(value: Value) -> bool:
@@ -432,13 +455,16 @@ def inner_product(ex: Exporter, node: Node, a: Value, b: Value, b_have: Layout, 
         if array is None:
             raise Inexpressible("the weights must be constant (they absorb a scale, a flatten order "
                                 "or the padding of the output rows to a multiple of 8 on SMV)")
-        cn = array if b_have == Layout.CN else array.T
-        if x.feature_perm is not None:
-            cn = cn[x.feature_perm]
-        cn = cn * scale
-        if pad:
-            cn = np.concatenate([cn, np.zeros((cn.shape[0], padded(outs) - outs), cn.dtype)], axis=1)
-        w = ex.data(b.name, cn if want == Layout.CN else cn.T, want)
+        key = (id(b), b_have, x.node if x.feature_perm is not None else None, scale, pad)
+        if key not in ex.derived:
+            cn = array if b_have == Layout.CN else array.T
+            if x.feature_perm is not None:
+                cn = cn[x.feature_perm]
+            cn = cn * scale
+            if pad:
+                cn = np.concatenate([cn, np.zeros((cn.shape[0], padded(outs) - outs), cn.dtype)], axis=1)
+            ex.derived[key] = ex.data(b.name, cn if want == Layout.CN else cn.T, want)
+        w = ex.derived[key]
     else:
         w = ex.need(b, want, b_have)
     rows = padded(outs) if pad else outs
@@ -481,13 +507,16 @@ def _batch_norm(ex: Exporter, node: Node) -> None:
         have = layout = Layout.NC
     else:
         raise Inexpressible("SMAUG BatchNorm takes a 4-D or 2-D input")
-    scale, beta, mean, var = (const_input(ex, node, i, f"BatchNormalization input {i}").astype(np.float64)
-                              for i in range(1, 5))
+    given = [stat_input(ex, node, i) for i in range(1, 5)]
+    channels = int(x_value.type.shape[1])
+    rows = x_value.type.shape[0] if x_value.type.rank == 2 else 1
+    full = not (ex.backend == "SMV" and x_value.type.rank == 2 and (rows > 1 or row_tail(ex, channels)))
+    scale, beta, mean, var = (array.astype(np.float64).reshape(-1)[: None if full else channels] for array, _ in given)
     eps = float(node.attr("epsilon", 1e-5))
     inv_std = 1.0 / np.sqrt(var + eps)  # SMAUG stores var′ = 1/sqrt(var + ε) (§6.3)
-    names = [v.name if v is not None else f"{node.name}/{i}" for i, v in enumerate(node.inputs)]
+    names = [name for _, name in given]
     stats = [mean, inv_std, scale, beta]
-    if x_value.type.rank == 2 and row_tail(ex, int(x_value.type.shape[1])):
+    if x_value.type.rank == 2 and row_tail(ex, channels):
         x, width, _ = pad_rows(ex, x_value, node.name)
         extra = x.dims[1] - width  # the padding lanes pass through: mean 0, var′ 1, gamma 1, beta 0
         stats = [np.concatenate([a.reshape(-1), np.full(extra, fill)]) for a, fill in zip(stats, (0, 1, 1, 0))]
@@ -495,8 +524,41 @@ def _batch_norm(ex: Exporter, node: Node) -> None:
         finish_fused(ex, proto, ref, node.outputs[0], width)
         return
     x = ex.need(x_value, layout, have)
-    proto, ref = affine_node(ex, x, stats, node.name, names=[names[i] for i in (3, 4, 1, 2)])
+    proto, ref = affine_node(ex, x, stats, node.name, names=[names[i] for i in (2, 3, 0, 1)])
     finish_fused(ex, proto, ref, node.outputs[0])
+
+
+def first_values_of(value: Value) -> Value | None:
+    """``c`` when ``value`` is ``Slice(c, [0], [n])`` of a 1-D constant (the first values of a wider one)."""
+    p = value.producer
+    if p is None or p.op != "Slice" or p.domain or len(p.inputs) not in (3, 4) or p.inputs[0].const is None:
+        return None
+    bounds = [v.const if v is not None else None for v in p.inputs[1:]]
+    if any(b is None for b in bounds) or p.inputs[0].const.ndim != 1 or int(bounds[0].reshape(-1)[0]) != 0 \
+            or (len(bounds) == 3 and int(bounds[2].reshape(-1)[0]) != 0):
+        return None
+    return p.inputs[0]
+
+
+def stat_input(ex: Exporter, node: Node, i: int) -> tuple[np.ndarray, str]:
+    """A BatchNormalization statistic and the name of its constant: all of a wider constant whose first
+    values the IR reads (a SMAUG file's [1, C'] parameters; the runtime reads the first C)."""
+    wide = first_values_of(node.inputs[i]) if node.input(i) is not None else None
+    if wide is not None:
+        return np.asarray(wide.const), wide.name
+    return const_input(ex, node, i, f"BatchNormalization input {i}"), node.inputs[i].name
+
+
+def _claimed_stat(ex: Exporter, node: Node) -> bool:
+    """The Slice taking the first values of a wide statistic is read through by its BatchNormalizations."""
+    out = node.outputs[0]
+    if node.op != "Slice" or node.domain or first_values_of(out) is None or ex.graph.is_output(out):
+        return False
+    users = ex.consumers.get(id(out), [])
+    return bool(users) and all(u.op == "BatchNormalization" and not u.domain and u.inputs[0] is not out for u in users)
+
+
+LOOKED_THROUGH.append(_claimed_stat)
 
 
 # -- activations -------------------------------------------------------------------------------

@@ -151,6 +151,10 @@ def _tile(ex: Exporter, node: Node) -> None:
 @exporter("Pad")
 def _pad(ex: Exporter, node: Node) -> None:
     x_value, y = node.inputs[0], node.outputs[0]
+    if ex.backend == "SMV" and node.name in ex.file_nodes:
+        raise Inexpressible("SMV's Padding operator aborts (it fills fp16 tensors through a float32 path, quirk "
+                            "Q5); nnbridge writes zero padding on SMV as a Concat of zero blocks, which is not "
+                            "this file's Padding node: convert for --smaug-backend Reference to keep it")
     if node.attr("mode", "constant") not in ("constant", b"constant"):
         raise Inexpressible("SMAUG Padding only pads with zeros")
     pads = const_input(ex, node, 1, "the pads").astype(int).tolist()

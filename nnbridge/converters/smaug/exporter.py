@@ -23,7 +23,7 @@ from ...protos.smaug import smaug_node_pb2 as npb
 from ...protos.smaug import smaug_tensor_pb2 as tpb
 from ...protos.smaug import smaug_types_pb2 as pb
 from . import layouts, params
-from .importer import RECIPE_SCALE, recipe_arrays
+from .importer import DATA_REORDERS_KEY, NODE_ORDER_KEY, RECIPE_SCALE, recipe_arrays
 from .naming import NameScope, data_input_name, output_name
 
 
@@ -56,6 +56,11 @@ def ir_layout(value: Value) -> Layout:
     return layouts.layout_for_rank(value.type.layout, rank)
 
 
+#: Rules naming IR nodes that no SMAUG node stands for because their readers look through them
+#: (the first value of a Merge's predicate); registered by the per-op modules.
+LOOKED_THROUGH: list[Callable[[Exporter, Node], bool]] = []
+
+
 class Exporter:
     def __init__(self, graph: Graph, backend: str, mem_policy: int, inputs: dict[str, np.ndarray]):
         self.graph = graph
@@ -67,6 +72,9 @@ class Exporter:
         self.input_values = inputs
         self.cache: dict[tuple[int, Layout], Ref] = {}
         self.native: dict[int, Ref] = {}
+        #: constants written transformed for their readers (weights permuted for a flatten order,
+        #: scaled, padded), keyed by the constant and the transformation, so readers share one Data node
+        self.derived: dict[tuple, Ref] = {}
         #: SMV [N, C] values computed with rows padded to a multiple of 8 (see export_ops.row_tail):
         #: IR value id → (padded tensor, C, padding lanes hold the softmax mask); the slice back to
         #: C is emitted only when something reads it, so no Split is left dangling
@@ -78,6 +86,12 @@ class Exporter:
         self.stored_inputs: dict[str, np.ndarray] = {}  # network inputs as the params file holds them
         self.input_layouts = {v.name: lay for v in graph.inputs
                               if (lay := stored_input_layout(graph, v)) is not None}
+        #: the nodes of the SMAUG file the graph was loaded from: its own Reorders and standalone
+        #: activations are written back as they were (not folded into a stored input, not fused)
+        self.file_nodes = frozenset(graph.metadata.get(NODE_ORDER_KEY, "").split("\n")) - {""}
+        self.file_reorders = data_reorders(graph)
+        #: IR value id → the Switch branches it is computed in (export_control), filled on first use
+        self.live: dict[int, frozenset[tuple[int, int]]] | None = None
 
     def layout_of(self, value: Value) -> Layout:
         """The layout the value's IR dims are listed in; graph inputs keep the layout recorded in
@@ -113,7 +127,11 @@ class Exporter:
     def emit(self, op: int, request: str, inputs: list[Ref], outputs: list[tuple[list[int], Layout]],
              *, data_type: int | None = None) -> tuple[npb.NodeProto, list[Ref]]:
         """Append a node; ``outputs`` are (dims, layout) pairs. Returns the node and its output refs.
-        Names keep ':', SMAUG's scope separator (``lstm:step0:mm_x``)."""
+        Names keep ':', SMAUG's scope separator (``lstm:step0:mm_x``). Outputs take ``data_type``, else,
+        as in SMAUG's frontend, the first input's type when that is not a float (Int64, Bool), else
+        the backend's float type."""
+        if data_type is None and inputs and inputs[0].tensor.data_type in params.NON_FLOAT:
+            data_type = inputs[0].tensor.data_type
         name = self.names.unique(request or "node")
         node = self.proto.nodes.add(name=name, op=op)
         for ref in inputs:
@@ -181,14 +199,14 @@ class Exporter:
         return self.materialize(value, have)
 
     def produce(self, value: Value, layout: Layout, have: Layout) -> Ref:
+        """A new SMAUG tensor for ``value`` in ``layout``: through the layout change that made it,
+        as the file's own Reorder, as a Data node, or reordered from where it is computed."""
         change = self.layout_change(value, have)
         if change is not None:
-            node, src = change
-            source = node.inputs[0]
-            stored_input = self.backend == "SMV" and self.is_input(source) and self.native_of(source) is None
-            if have == layout and not stored_input:  # a real layout change (the file's own Reorder): keep it
-                return self.smaug_reorder(self.need(source, src, src), layout, node.name)
-            return self.need(node.inputs[0], layout, src)
+            return self._through_change(*change, layout, have)
+        named = self._file_reorder(value, layout, have)
+        if named is not None:
+            return named
         array = self.constant(value)
         if array is not None:
             p = layouts.perm(have, layout)
@@ -209,6 +227,26 @@ class Exporter:
         if source.layout == layout:
             return source
         return self.smaug_reorder(source, layout, "reorder")
+
+    def _through_change(self, node: Node, src: Layout, layout: Layout, have: Layout) -> Ref:
+        """A value that is a layout change of ``node``'s input: the file's own Reorder is kept; any
+        other change is folded into how the input is read."""
+        source = node.inputs[0]
+        stored_input = self.backend == "SMV" and self.is_input(source) and self.native_of(source) is None \
+            and node.name not in self.file_nodes
+        if have == layout and not stored_input:  # a real layout change (the file's own Reorder): keep it
+            return self.smaug_reorder(self.need(source, src, src), layout, node.name)
+        return self.need(source, layout, src)
+
+    def _file_reorder(self, value: Value, layout: Layout, have: Layout) -> Ref | None:
+        """The file stored this constant or input in its own layout and reordered it: so again."""
+        named = self.file_reorders.get((value.name, layout))
+        if named is None or (self.constant(value) is None and not self.is_input(value)):
+            return None
+        source = self.materialize(value, have)
+        if source is not None and layouts.reorder_supported(source.layout, layout):
+            return self.smaug_reorder(source, layout, named)
+        return None
 
     def materialize(self, value: Value, have: Layout) -> Ref | None:
         """Data nodes for constants and graph inputs in their own layout; computed tensors as is."""
@@ -254,8 +292,11 @@ class Exporter:
         return None
 
     def is_lazy(self, node: Node) -> bool:
-        """Layout changes are emitted on demand by :meth:`need`, not in the walk."""
+        """Layout changes are emitted on demand by :meth:`need`, not in the walk (and so are the nodes
+        a ``LOOKED_THROUGH`` rule claims for their readers)."""
         if node.op == "Reorder" and node.domain == "nnbridge":
+            return True
+        if any(rule(self, node) for rule in LOOKED_THROUGH):
             return True
         if node.op != "Transpose":
             return False
@@ -293,7 +334,10 @@ class Exporter:
                                 f"SMAUG needs static dims")
         dtype = np.float16 if self.float_type == pb.Float16 else np.float32
         scale = float(self.graph.metadata.get("nnbridge.synthetic_scale", RECIPE_SCALE))
-        return recipe_arrays([tuple(value.type.shape)], dtype, scale)[0]
+        array = recipe_arrays([tuple(value.type.shape)], dtype, scale)[0]
+        if value.type.dtype is not None and not value.type.dtype.is_float:  # a mask, ids: the input's own type
+            array = array.astype(value.type.dtype.numpy)
+        return array
 
     # -- the walk -------------------------------------------------------------------------------
     def run(self, exporters: Mapping[tuple[str, str], Callable[[Exporter, Node], None]]) -> None:
@@ -334,6 +378,16 @@ class Exporter:
         if len(users) == 1 and not self.graph.is_output(value):
             return users[0]
         return None
+
+
+def data_reorders(graph: Graph) -> dict[tuple[str, Layout], str]:
+    """(Data node, layout) → the file's Reorder of that Data node to that layout (``DATA_REORDERS_KEY``)."""
+    found = {}
+    for line in graph.metadata.get(DATA_REORDERS_KEY, "").split("\n"):
+        fields = line.split("\t")
+        if len(fields) == 3 and fields[1] in Layout._value2member_map_:
+            found[(fields[0], Layout(fields[1]))] = fields[2]
+    return found
 
 
 #: graph metadata key listing the network inputs' layouts ("data:NHWC,mask:NC")

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...base.errors import FormatError
 from ...base.registry import Registry
-from ...ir import DType, Layout, TensorType, Value
+from ...ir import NNBRIDGE_DOMAIN, DType, Layout, TensorType, Value
 from ...protos.smaug import smaug_node_pb2 as npb
 from ...protos.smaug import smaug_types_pb2 as pb
 from . import layouts
@@ -41,6 +41,8 @@ def importer(*ops: int) -> Callable[[ImportFn], ImportFn]:
 #: Standalone activations: the runtime ignores the proto parameters (quirks Q1, Q2).
 RUNTIME_DEFAULTS = {pb.LReLU: {"alpha": 0.1}, pb.ELU: {"alpha": 0.1},
                     pb.SELU: {"alpha": 1.6733, "gamma": 1.0507}, pb.HardTanh: {"min": -1.0, "max": 1.0}}
+#: The ops whose act_params the runtime reads (fused activations).
+FUSES_ACTIVATION = frozenset({pb.Convolution3d, pb.ConvolutionDepthwise, pb.InnerProduct, pb.BatchNorm})
 ONNX_ACT = {pb.ReLU: "Relu", pb.LReLU: "LeakyRelu", pb.ELU: "Elu", pb.SELU: "Selu", pb.Tanh: "Tanh",
             pb.HardTanh: "Clip", pb.Sigmoid: "Sigmoid", pb.Softmax: "Softmax"}
 
@@ -219,11 +221,15 @@ def _inner_product(imp: Importer, node: npb.NodeProto) -> None:
         raise FormatError(f"{imp.what}: node '{node.name}': its input was flattened from {len(order)} values, "
                           f"its weights expect {w.type.shape[0]}")
     if order is not None:  # the input was flattened in another order: permute the weight rows
-        rows = np.empty_like(w.const)
-        rows[order] = w.const
         data_name = node.parents[1]
-        w = imp.constant(f"{data_name}/{node.name}", rows, Layout.CN)
-        imp.renames[w.name] = data_name
+        name = f"{data_name}/{node.parents[0]}"  # one permuted copy per weight and flatten (FCs may share both)
+        if name in imp.graph.initializers:
+            w = imp.graph.values[name]
+        else:
+            rows = np.empty_like(w.const)
+            rows[order] = w.const
+            w = imp.constant(name, rows, Layout.CN)
+            imp.renames[w.name] = data_name
     finish(imp, node, "MatMul", [x, w], {}, x.type.with_shape([x.type.shape[0], w.type.shape[1]]))
 
 
@@ -242,19 +248,27 @@ def _batch_norm(imp: Importer, node: npb.NodeProto) -> None:
         if array.size < channels:
             raise FormatError(f"{imp.what}: BatchNorm '{node.name}': {role} has {array.size} values for "
                               f"{channels} channels")
-        stats.append(array.reshape(-1)[:channels])  # the runtime reads the first C values of wider ones
+        stats.append(array.reshape(-1))
     mean, inv_std, gamma, beta = stats
     names = [imp.nodes[node.parents[i]].name for i in range(1, 5)]
     with np.errstate(divide="ignore"):
         var = 1.0 / np.square(inv_std.astype(np.float64)) - BN_EPSILON
-    if np.any(inv_std < 0):  # a negative var′ (no variance gives one) is gamma's sign: v·g = |v|·(±g)
-        gamma = np.where(inv_std < 0, -gamma, gamma)
+    negative = inv_std[:channels] < 0
+    if np.any(negative):  # a negative var′ (no variance gives one) is gamma's sign: v·g = |v|·(±g)
+        gamma = gamma.copy()
+        gamma[:channels] = np.where(negative, -gamma[:channels], gamma[:channels])
     arrays = [(names[2], "scale", gamma), (names[3], "bias", beta),
               (names[0], "mean", mean.astype(np.float32)), (names[1], "var", var.astype(np.float32))]
     inputs = [x]
     for data_name, role, array in arrays:  # named after their Data nodes once those are dropped
-        inputs.append(imp.constant(f"{data_name}/{role}", array))
-        imp.renames[inputs[-1].name] = data_name
+        value = imp.constant(f"{data_name}/{role}", array)
+        imp.renames[value.name] = data_name
+        if array.size > channels:  # the runtime reads the first C values of a wider one; the file keeps all
+            bounds = [imp.constant(f"{node.name}/{role}/{end}", np.array([n], np.int64))
+                      for end, n in (("begin", 0), ("end", channels))]
+            value = imp.add("Slice", [value, *bounds], f"{node.name}/{role}", name=f"{node.name}/{role}",
+                            type=value.type.with_shape((channels,)))
+        inputs.append(value)
     finish(imp, node, "BatchNormalization", inputs, {"epsilon": BN_EPSILON}, x.type)
 
 
@@ -387,15 +401,20 @@ def branches(imp: Importer, node: npb.NodeProto, i: int) -> frozenset[tuple[str,
 def _switch(imp: Importer, node: npb.NodeProto) -> None:
     """Both outputs carry the data; which one is live is settled by the Merge that joins them."""
     x = first_view(imp, node, 0)
-    for k, port in enumerate(("false", "true")):
-        imp.define(node, k, imp.add("Identity", [x], output_name(node.name, k), name=f"{node.name}/{port}",
-                                    type=x.type))
+    pred = imp.view(node, 1)
+    ir = imp.graph.add_node("Switch", [x, pred], [output_name(node.name, 0), output_name(node.name, 1)],
+                            name=node.name, domain=NNBRIDGE_DOMAIN)
+    for k, out in enumerate(ir.outputs):
+        out.type = x.type
+        imp.define(node, k, out)
 
 
 @importer(pb.Merge)
 def _merge(imp: Importer, node: npb.NodeProto) -> None:
     """The first live input: ``Where(pred, true-branch input, false-branch input)`` for the two
-    branches of one Switch predicate (both branches are computed; only one is kept)."""
+    branches of one Switch predicate (both branches are computed; only one is kept). A one-value
+    predicate, the only kind the runtime runs, is the condition itself; of a longer one the
+    kernels would read the first value, which the IR takes (the writer refuses it)."""
     tags = [branches(imp, node, i) for i in range(len(node.parents))]
     if tags and not tags[0]:  # the first input is always live
         x = first_view(imp, node, 0)
@@ -414,9 +433,11 @@ def _merge(imp: Importer, node: npb.NodeProto) -> None:
     pred = imp.view_of(pred_key, imp.output_decl(imp.nodes[pred_node], int(pred_index)).layout)
     layout = imp.input_decl(node, 0).layout
     true, false = imp.view(node, found[1], layout), imp.view(node, found[0], layout)
-    flat = imp.add("Reshape", [pred, imp.constant(f"{node.name}/flat", np.array([-1], np.int64))],
-                   f"{node.name}/pred_flat", name=f"{node.name}/pred_flat",
-                   type=pred.type.with_shape((int(np.prod(pred.type.shape)),)))
-    flag = imp.add("Gather", [flat, imp.constant(f"{node.name}/first", np.array(0, np.int64))],
-                   f"{node.name}/pred", {"axis": 0}, name=f"{node.name}/pred", type=pred.type.with_shape(()))
+    flag = pred
+    if list(pred.type.shape) != [1]:
+        flat = imp.add("Reshape", [pred, imp.constant(f"{node.name}/flat", np.array([-1], np.int64))],
+                       f"{node.name}/pred_flat", name=f"{node.name}/pred_flat",
+                       type=pred.type.with_shape((int(np.prod(pred.type.shape)),)))
+        flag = imp.add("Gather", [flat, imp.constant(f"{node.name}/first", np.array(0, np.int64))],
+                       f"{node.name}/pred", {"axis": 0}, name=f"{node.name}/pred", type=pred.type.with_shape(()))
     finish(imp, node, "Where", [flag, true, false], {}, true.type)

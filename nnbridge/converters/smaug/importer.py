@@ -34,9 +34,22 @@ ALIGNMENTS = (0, 8)
 CONSTANT_USERS = {pb.Repeat, pb.EltwiseAdd, pb.EltwiseMul}
 #: graph metadata key: the file's node names in file order, so that writing it back keeps the order
 NODE_ORDER_KEY = "smaug.node_order"
-#: graph metadata key: "<Data node>\t<its tensor>" lines for Data tensors not named "<node>/input0"
-#: (the frontend keeps a Tensor's own name, e.g. an LSTM's "lstm0:/h"), so writing back keeps them
-DATA_TENSOR_NAMES_KEY = "smaug.data_tensor_names"
+#: graph metadata key: "<name the writer gives>\t<the file's name>" lines for tensors not named by the
+#: frontend's rule ("<node>/input0" for a Data tensor, "<node>/output<k>"): the frontend keeps a
+#: Tensor's own name (an LSTM's "lstm0:/h"), older files name a Data node's output after its input
+TENSOR_NAMES_KEY = "smaug.tensor_names"
+#: graph metadata key: "<tensor>\t<DataType>\t<DataLayout>\t<alignment>" lines for the tensors whose
+#: storage the writer would not derive: a float type other than the backend's (fp16 on Reference),
+#: a layout label that does not fit the rank (a 2-D NCHW tensor), an alignment other than the
+#: backend's (a frontend Tensor made outside any graph); so writing back keeps them
+TENSOR_TYPES_KEY = "smaug.tensor_types"
+#: graph metadata key: "<Data node>\t<layout>\t<Reorder node>" for the file's Reorders of Data nodes (the IR
+#: reads constants and inputs in any layout directly), so writing back keeps them
+DATA_REORDERS_KEY = "smaug.data_reorders"
+#: graph metadata key: "<node>\t<its Params, serialized, hex>" for the parameters the runtime ignores
+#: (a standalone LReLU/ELU/SELU/HardTanh's act_params, quirks Q1/Q2; a fused Softmax, Q3): the IR
+#: computes what the runtime does, and writing back keeps what the file said
+IGNORED_PARAMS_KEY = "smaug.ignored_params"
 #: Scale of SMAUG's random-data recipe (experiments' *_network.py builders).
 RECIPE_SEED = 1234
 RECIPE_SCALE = 0.005
@@ -105,11 +118,31 @@ class Importer:
     # -- structure ------------------------------------------------------------------
     def check_structure(self) -> list[gpb.NodeProto]:
         """Unique names, known parents, matching index lists; returns nodes in topological order."""
-        order: dict[str, int] = {}
+        self._check_computes()
+        order = self._index_names()
+        users: dict[str, list[str]] = {}
+        missing = {}
+        for node in self.proto.nodes:
+            self._check_parents(node)
+            for parent in node.parents:
+                users.setdefault(parent, []).append(node.name)
+            missing[node.name] = len(set(node.parents))
+        for node in self.proto.nodes:
+            self._check_dims(node)
+        result = self._topological_order(order, users, missing)
+        self.users = users
+        return result
+
+    def _check_computes(self) -> None:
+        """Refuse a graph without an op (one lone Data node is how SMAUG prints a tensor)."""
         kinds = {node.op for node in self.proto.nodes}
         if not kinds or (kinds == {pb.Data} and len(self.proto.nodes) > 1):
             raise FormatError(f"{self.what}: the graph has {len(self.proto.nodes)} nodes and no op; nothing to "
                               "compute (a graph of one Data node is how SMAUG prints a tensor)")
+
+    def _index_names(self) -> dict[str, int]:
+        """Each node's position in the file, by its (required, unique) name; fills ``self.nodes``."""
+        order: dict[str, int] = {}
         for i, node in enumerate(self.proto.nodes):
             if not node.name:
                 raise FormatError(f"{self.what}: node #{i} has no name")
@@ -117,27 +150,28 @@ class Importer:
                 raise FormatError(f"{self.what}: node name '{node.name}' is used twice")
             order[node.name] = i
             self.nodes[node.name] = node
-        users: dict[str, list[str]] = {}
-        missing = {}
-        for node in self.proto.nodes:
-            if node.op != pb.Data and not node.parents:
-                kind = pb.OpType.Name(node.op) if node.op in pb.OpType.values() else f"op code {node.op}"
-                raise FormatError(f"{self.what}: node '{node.name}' ({kind}) has no parents; every op but Data "
-                                  "reads at least one tensor")
-            if len(node.src_tensors_indices) != len(node.parents):
-                raise FormatError(f"{self.what}: node '{node.name}' has {len(node.parents)} parents but "
-                                  f"{len(node.src_tensors_indices)} src_tensors_indices")
-            for parent, index in zip(node.parents, node.src_tensors_indices):
-                if parent not in self.nodes:
-                    raise FormatError(f"{self.what}: node '{node.name}' names parent '{parent}', "
-                                      f"which is not a node of the graph")
-                if not 0 <= index < max(1, len(self.nodes[parent].output_tensors)):
-                    raise FormatError(f"{self.what}: node '{node.name}' reads output {index} of "
-                                      f"'{parent}', which has {len(self.nodes[parent].output_tensors)}")
-                users.setdefault(parent, []).append(node.name)
-            missing[node.name] = len(set(node.parents))
-        for node in self.proto.nodes:
-            self._check_dims(node)
+        return order
+
+    def _check_parents(self, node: gpb.NodeProto) -> None:
+        """Every op reads something, and each parent it names exists and has the output it reads."""
+        if node.op != pb.Data and not node.parents:
+            kind = pb.OpType.Name(node.op) if node.op in pb.OpType.values() else f"op code {node.op}"
+            raise FormatError(f"{self.what}: node '{node.name}' ({kind}) has no parents; every op but Data "
+                              "reads at least one tensor")
+        if len(node.src_tensors_indices) != len(node.parents):
+            raise FormatError(f"{self.what}: node '{node.name}' has {len(node.parents)} parents but "
+                              f"{len(node.src_tensors_indices)} src_tensors_indices")
+        for parent, index in zip(node.parents, node.src_tensors_indices):
+            if parent not in self.nodes:
+                raise FormatError(f"{self.what}: node '{node.name}' names parent '{parent}', "
+                                  f"which is not a node of the graph")
+            if not 0 <= index < max(1, len(self.nodes[parent].output_tensors)):
+                raise FormatError(f"{self.what}: node '{node.name}' reads output {index} of "
+                                  f"'{parent}', which has {len(self.nodes[parent].output_tensors)}")
+
+    def _topological_order(self, order: dict[str, int], users: dict[str, list[str]],
+                           missing: dict[str, int]) -> list[gpb.NodeProto]:
+        """The nodes in topological order, ties broken by file position; a cycle is refused."""
         ready = [(order[n], n) for n, k in missing.items() if k == 0]
         heapq.heapify(ready)
         result = []
@@ -151,7 +185,6 @@ class Importer:
         if len(result) != len(self.nodes):
             stuck = sorted((n for n, k in missing.items() if k > 0), key=order.get)[:5]
             raise FormatError(f"{self.what}: the nodes form a cycle (through {', '.join(stuck)})")
-        self.users = users
         return result
 
     def _check_dims(self, node: gpb.NodeProto) -> None:

@@ -18,6 +18,9 @@ from ..wire import field_header
 TO_IR = {pb.Int32: DType.INT32, pb.Int64: DType.INT64, pb.Float16: DType.FLOAT16,
          pb.Float32: DType.FLOAT32, pb.Float64: DType.FLOAT64, pb.Bool: DType.BOOL}
 FROM_IR = {v: k for k, v in TO_IR.items()}
+#: SMAUG DataTypes that are not floating point, and those that are
+NON_FLOAT = frozenset({pb.Int32, pb.Int64, pb.Bool})
+FLOATS = frozenset({pb.Float16, pb.Float32, pb.Float64})
 FIELD = {pb.Float16: "half_data", pb.Float32: "float_data", pb.Float64: "double_data",
          pb.Int32: "int_data", pb.Int64: "int64_data", pb.Bool: "bool_data"}
 
@@ -130,24 +133,25 @@ class ParamsFile:
 
     def __init__(self, alignment: int, what: str):
         self.alignment, self.what = alignment, what
-        self.entries: list[tuple[str, np.ndarray, int]] = []
+        self.entries: list[tuple[str, np.ndarray, int, int]] = []
 
-    def add(self, name: str, array: np.ndarray, data_type: int) -> None:
-        self.entries.append((name, array, data_type))
+    def add(self, name: str, array: np.ndarray, data_type: int, alignment: int | None = None) -> None:
+        """An entry, padded to ``alignment`` (default: the file's; a tensor may declare its own)."""
+        self.entries.append((name, array, data_type, self.alignment if alignment is None else alignment))
 
     def chunks(self):
         """The file's bytes, entry by entry; refuses a file SMAUG could not read back (the caller
         writes atomically, so nothing is left behind)."""
         size = 0
-        for name, array, data_type in self.entries:
+        for name, array, data_type, alignment in self.entries:
             if data_type in FIXED:
-                values = fixed_values(array, data_type, self.alignment)
+                values = fixed_values(array, data_type, alignment)
                 head = tpb.TensorData(name=name).SerializeToString()
                 if values.size:
                     head += field_header(FIXED[data_type][1], values.nbytes)
                 body = values.view(np.uint8).data
             else:
-                head, body = encode(name, array, data_type, self.alignment).SerializeToString(), b""
+                head, body = encode(name, array, data_type, alignment).SerializeToString(), b""
             head = field_header(_DATA_ARRAY, len(head) + len(body)) + head
             size += len(head) + len(body)
             if size > MESSAGE_LIMIT:
@@ -159,6 +163,6 @@ class ParamsFile:
     def message(self) -> tpb.TensorDataArray:
         """The entries as one message (for readers in memory, e.g. ``graph_from_proto``)."""
         array = tpb.TensorDataArray()
-        for name, values, data_type in self.entries:
-            encode(name, values, data_type, self.alignment, array.data_array.add())
+        for name, values, data_type, alignment in self.entries:
+            encode(name, values, data_type, alignment, array.data_array.add())
         return array

@@ -53,6 +53,13 @@ def axes_of(axes: Iterable[int], rank: int) -> tuple[int, ...]:
     return tuple(axis_of(int(a), rank) for a in axes)
 
 
+def one_given(names: Iterable[str], values: Iterable[object]) -> tuple[str, object] | None:
+    """(name, value) of the only one of ``values`` (named by ``names``, in order) that is given, else
+    None: ops such as Constant take exactly one of several attributes."""
+    present = [(name, v) for name, v in zip(names, values, strict=True) if v is not None]
+    return present[0] if len(present) == 1 else None
+
+
 def ints(values: np.ndarray | Iterable[int] | None) -> list[int]:
     """An int64 tensor input or an ints attribute as a Python list."""
     if values is None:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...ir import DType, Node
+from ...ir import DType
 
 FLOATS = frozenset({DType.FLOAT16, DType.FLOAT32, DType.FLOAT64})
 WITH_BF16 = FLOATS | {DType.BFLOAT16}  # for kernels that always compute through compute_dtype
@@ -89,8 +89,7 @@ def windows(xp: np.ndarray, out: Sequence[int], kernel: Sequence[int], strides: 
     return np.lib.stride_tricks.as_strided(xp, shape=shape, strides=strides_, writeable=False)
 
 
-def check_auto_pad(node: Node) -> str | None:
-    auto_pad = node.attr("auto_pad", "NOTSET")
+def check_auto_pad(auto_pad: str) -> str | None:
     if auto_pad not in AUTO_PADS:
         return f"auto_pad={auto_pad} is not implemented"
     return None

@@ -8,11 +8,14 @@ curves of ``fastmath``; float64 ``erf`` is computed from its power series
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 
 import numpy as np
 
 from ...ir.dtypes import INT_TYPES
+from .. import compiled
 from ..registry import kernel
 from ._windows import FLOATS, WITH_BF16, compute_dtype
 from .fastmath import erf32, gelu32, select, sigmoid32, silu32
@@ -55,11 +58,19 @@ def erf(x: np.ndarray) -> np.ndarray:
 
 
 def _activation(op: str, dtypes=WITH_BF16):
-    """Register ``fn(ctx, x_in_compute_dtype) -> y`` with the dtype round trip done once here."""
+    """Register ``fn(ctx, x_in_compute_dtype, *, attributes) -> y`` with the dtype round trip done
+    once here; the kernel shows ``fn``'s signature (its attributes) to the registry."""
 
     def wrap(fn):
-        def run(ctx, x):
-            return np.asarray(fn(ctx, x.astype(compute_dtype(x.dtype), copy=False))).astype(x.dtype, copy=False)
+        @functools.wraps(fn)
+        def run(ctx, x, **attrs):
+            return np.asarray(fn(ctx, x.astype(compute_dtype(x.dtype), copy=False), **attrs)).astype(
+                x.dtype, copy=False)
+
+        if not any(p.kind is p.KEYWORD_ONLY for p in inspect.signature(fn).parameters.values()):
+            @functools.wraps(fn)
+            def run(ctx, x):  # no attributes: no keyword forwarding on every call
+                return np.asarray(fn(ctx, x.astype(compute_dtype(x.dtype), copy=False))).astype(x.dtype, copy=False)
 
         kernel(op, dtypes=dtypes)(run)
         return fn
@@ -67,13 +78,9 @@ def _activation(op: str, dtypes=WITH_BF16):
     return wrap
 
 
-def _f(ctx, x, name: str, default: float):
-    return x.dtype.type(ctx.attr(name, default))
-
-
 @_activation("LeakyRelu")
-def leaky_relu(ctx, x):
-    return select(x >= 0, x, x * _f(ctx, x, "alpha", 0.01))
+def leaky_relu(ctx, x, *, alpha=0.01):
+    return select(x >= 0, x, x * x.dtype.type(alpha))
 
 
 def _negative_part(x: np.ndarray) -> np.ndarray:
@@ -82,41 +89,45 @@ def _negative_part(x: np.ndarray) -> np.ndarray:
 
 
 @_activation("Elu")
-def elu(ctx, x):
-    return select(x > 0, x, _f(ctx, x, "alpha", 1.0) * np.expm1(_negative_part(x)))
+def elu(ctx, x, *, alpha=1.0):
+    return select(x > 0, x, x.dtype.type(alpha) * np.expm1(_negative_part(x)))
 
 
 @_activation("Selu")
-def selu(ctx, x):
-    alpha = _f(ctx, x, "alpha", 1.67326319217681884765625)
-    gamma = _f(ctx, x, "gamma", 1.05070102214813232421875)
+def selu(ctx, x, *, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
+    alpha, gamma = x.dtype.type(alpha), x.dtype.type(gamma)
     return gamma * select(x > 0, x, alpha * np.expm1(_negative_part(x)))
 
 
 @_activation("Celu")
-def celu(ctx, x):
-    alpha = _f(ctx, x, "alpha", 1.0)
+def celu(ctx, x, *, alpha=1.0):
+    alpha = x.dtype.type(alpha)
     return np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(np.minimum(x, 0) / alpha))
 
 
-def _hard_sigmoid(x: np.ndarray, alpha, beta) -> np.ndarray:
-    """clip(alpha·x + beta, 0, 1) in one buffer (MobileNetV3 applies it to every activation map)."""
+def _hard_sigmoid(x: np.ndarray, alpha, beta, swish: bool = False) -> np.ndarray:
+    """clip(alpha·x + beta, 0, 1) in one buffer (MobileNetV3 applies it to every activation map),
+    times x for the hard swish; one compiled pass with numba."""
+    fast = compiled.load("curves") if x.dtype == np.float32 else None
+    if fast is not None:
+        return fast.apply("hard_swish32" if swish else "hard_sigmoid32", x, alpha, beta)
     y = np.multiply(x, alpha, out=np.empty_like(x))  # an array even for a 0-d x
     y += beta
-    return np.clip(y, 0, 1, out=y)
+    np.clip(y, 0, 1, out=y)
+    if swish:
+        y *= x
+    return y
 
 
 @_activation("HardSigmoid")
-def hard_sigmoid(ctx, x):
-    return _hard_sigmoid(x, _f(ctx, x, "alpha", 0.2), _f(ctx, x, "beta", 0.5))
+def hard_sigmoid(ctx, x, *, alpha=0.2, beta=0.5):
+    return _hard_sigmoid(x, x.dtype.type(alpha), x.dtype.type(beta))
 
 
 @_activation("HardSwish")
 def hard_swish(ctx, x):
     """x·HardSigmoid(x) with the spec's alpha = 1/6, beta = 1/2."""
-    y = _hard_sigmoid(x, x.dtype.type(1 / 6), x.dtype.type(0.5))
-    y *= x
-    return y
+    return _hard_sigmoid(x, x.dtype.type(1 / 6), x.dtype.type(0.5), swish=True)
 
 
 @_activation("Softplus")
@@ -147,16 +158,16 @@ def sigmoid_kernel(ctx, x):
 
 
 @_activation("Swish")
-def swish(ctx, x):
-    alpha = _f(ctx, x, "alpha", 1.0)
+def swish(ctx, x, *, alpha=1.0):
+    alpha = x.dtype.type(alpha)
     if alpha == 1 and x.dtype == np.float32:
         return silu32(x)
     return x * sigmoid(alpha * x)
 
 
 @_activation("ThresholdedRelu")
-def thresholded_relu(ctx, x):
-    return select(x > _f(ctx, x, "alpha", 1.0), x, 0)
+def thresholded_relu(ctx, x, *, alpha=1.0):
+    return select(x > x.dtype.type(alpha), x, 0)
 
 
 @_activation("Erf")
@@ -164,16 +175,15 @@ def erf_kernel(ctx, x):
     return erf32(x) if x.dtype == np.float32 else erf(x)
 
 
-def _check_gelu(node) -> str | None:
-    approx = node.attr("approximate", "none")
-    return None if approx in ("none", "tanh") else f"approximate={approx} is not implemented"
+def _check_gelu(node, *, approximate="none") -> str | None:
+    return None if approximate in ("none", "tanh") else f"approximate={approximate} is not implemented"
 
 
 @kernel("Gelu", dtypes=FLOATS, check=_check_gelu)
-def gelu(ctx, x):
+def gelu(ctx, x, *, approximate="none"):
     dt = compute_dtype(x.dtype)
     xc = x.astype(dt, copy=False)
-    if ctx.attr("approximate", "none") == "tanh":
+    if approximate == "tanh":
         inner = dt.type(math.sqrt(2 / math.pi)) * (xc + dt.type(0.044715) * xc * xc * xc)
         y = dt.type(0.5) * xc * (1 + np.tanh(inner))
     elif dt == np.float32:
@@ -189,8 +199,8 @@ def prelu(ctx, x, slope):
 
 
 @kernel("Shrink", dtypes=FLOATS | INT_TYPES)
-def shrink(ctx, x):
-    bias, lambd = float(ctx.attr("bias", 0.0)), float(ctx.attr("lambd", 0.5))
+def shrink(ctx, x, *, bias=0.0, lambd=0.5):
+    bias, lambd = float(bias), float(lambd)
     xf = x.astype(np.float64)
     y = np.where(xf < -lambd, xf + bias, np.where(xf > lambd, xf - bias, 0))
     return y.astype(x.dtype)

@@ -15,15 +15,15 @@ from ..registry import kernel
 from ._windows import FLOATS, WITH_BF16, compute_dtype
 
 
-def _check_attention(node: Node) -> str | None:
-    mode = int(node.attr("qk_matmul_output_mode", 0) or 0)
+def _check_attention(node: Node, *, left_window_size=-1, qk_matmul_output_mode=0, right_window_size=-1,
+                     softmax_precision=None) -> str | None:
+    mode = int(qk_matmul_output_mode or 0)
     if mode not in (0, 1, 2, 3):
         return f"qk_matmul_output_mode={mode} is not implemented"
-    for name in ("left_window_size", "right_window_size"):
-        value = node.attrs.get(name)
-        if value is not None and value < -1:
+    for name, value in (("left_window_size", left_window_size), ("right_window_size", right_window_size)):
+        if value < -1:
             return f"{name}={value} is invalid"
-    precision = node.attrs.get("softmax_precision")
+    precision = softmax_precision
     if precision is not None and DType(precision) not in FLOATS:
         return f"softmax_precision={precision} is not implemented"
     return None
@@ -37,10 +37,12 @@ def _split_heads(x: np.ndarray, heads: int | None) -> np.ndarray:
     return x.reshape(b, s, heads, hidden // heads).transpose(0, 2, 1, 3)
 
 
-def _bias(ctx, q_len: int, kv_len: int, past_len: int, mask, lengths, dtype) -> np.ndarray:
+def _bias(q_len: int, kv_len: int, past_len: int, mask, lengths, dtype, causal: bool, left: int,
+          right: int) -> np.ndarray:
     """Additive attention bias broadcastable to (B, heads, q, kv): 0 attends, -inf masks.
 
-    Causal and sliding-window limits are relative to each query's absolute position.
+    Causal and sliding-window limits (``left``/``right``: -1 for none) are relative to each
+    query's absolute position.
     """
     neg = dtype.type(-np.inf)
     bias = np.zeros((q_len, kv_len), dtype)
@@ -60,12 +62,11 @@ def _bias(ctx, q_len: int, kv_len: int, past_len: int, mask, lengths, dtype) -> 
     else:
         position = np.arange(q_len)[:, None] + past_len
     allowed = np.ones((1, 1), bool)
-    if ctx.attr("is_causal", 0):
+    if causal:
         allowed = allowed & (cols <= position)
-    left, right = ctx.node.attrs.get("left_window_size", -1), ctx.node.attrs.get("right_window_size", -1)
-    if left is not None and left >= 0:
+    if left >= 0:
         allowed = allowed & (position - cols <= left)
-    if right is not None and right >= 0:
+    if right >= 0:
         allowed = allowed & (cols - position <= right)
     if allowed.ndim > 2 or not allowed.all():
         bias = bias + np.where(allowed, dtype.type(0), neg)
@@ -76,12 +77,14 @@ def _bias(ctx, q_len: int, kv_len: int, past_len: int, mask, lengths, dtype) -> 
 
 
 @kernel("Attention", dtypes=WITH_BF16, check=_check_attention)
-def attention(ctx, q, k, v, mask=None, past_key=None, past_value=None, lengths=None):
+def attention(ctx, q, k, v, mask=None, past_key=None, past_value=None, lengths=None, *, is_causal=0,
+              kv_num_heads=None, left_window_size=-1, q_num_heads=None, qk_matmul_output_mode=0,
+              right_window_size=-1, scale=None, softcap=0.0, softmax_precision=None):
     dt = compute_dtype(q.dtype)
     rank = q.ndim
-    qh = _split_heads(q.astype(dt, copy=False), ctx.attr("q_num_heads", None))
-    kh = _split_heads(k.astype(dt, copy=False), ctx.attr("kv_num_heads", None))
-    vh = _split_heads(v.astype(dt, copy=False), ctx.attr("kv_num_heads", None))
+    qh = _split_heads(q.astype(dt, copy=False), q_num_heads)
+    kh = _split_heads(k.astype(dt, copy=False), kv_num_heads)
+    vh = _split_heads(v.astype(dt, copy=False), kv_num_heads)
     past_len = 0
     if past_key is not None:
         past_len = past_key.shape[2]
@@ -92,18 +95,16 @@ def attention(ctx, q, k, v, mask=None, past_key=None, past_value=None, lengths=N
     if heads != kv_heads:  # grouped-query attention: each KV head serves a block of query heads
         kh = np.repeat(kh, heads // kv_heads, axis=1)
         vh = np.repeat(vh, heads // kv_heads, axis=1)
-    scale = ctx.attr("scale", None)
     scale = 1 / np.sqrt(qh.shape[-1]) if scale is None else scale
     root = dt.type(np.sqrt(scale))
     scores = np.matmul(qh * root, (kh * root).transpose(0, 1, 3, 2))
-    softcap = ctx.attr("softcap", None)
     if softcap:
         scores = np.tanh(scores / dt.type(softcap)) * dt.type(softcap)
-    bias = _bias(ctx, qh.shape[2], kh.shape[2], past_len, mask, lengths, dt)
+    bias = _bias(qh.shape[2], kh.shape[2], past_len, mask, lengths, dt, bool(is_causal), left_window_size,
+                 right_window_size)
     biased = scores + bias
-    mode = int(ctx.attr("qk_matmul_output_mode", 0) or 0)
-    precision = ctx.node.attrs.get("softmax_precision")
-    logits = biased.astype(DType(precision).numpy, copy=False) if precision is not None else biased
+    mode = int(qk_matmul_output_mode or 0)
+    logits = biased.astype(DType(softmax_precision).numpy, copy=False) if softmax_precision is not None else biased
     probs = _masked_softmax(logits)
     blocked = np.isneginf(np.max(bias, axis=-1, keepdims=True))
     probs = np.where(blocked, 0, probs).astype(dt, copy=False)
@@ -124,18 +125,19 @@ def _masked_softmax(x: np.ndarray) -> np.ndarray:
 
 
 @kernel("RotaryEmbedding", dtypes=WITH_BF16)
-def rotary_embedding(ctx, x, cos_cache, sin_cache, position_ids=None):
+def rotary_embedding(ctx, x, cos_cache, sin_cache, position_ids=None, *, interleaved=0, num_heads=None,
+                     rotary_embedding_dim=0):
     dt = compute_dtype(x.dtype)
     four_d = x.ndim == 4
     xs = x.astype(dt, copy=False)
-    xs = xs.transpose(0, 2, 1, 3) if four_d else xs.reshape(x.shape[0], x.shape[1], ctx.attr("num_heads"), -1)
-    rot = int(ctx.attr("rotary_embedding_dim", 0) or 0) or xs.shape[-1]
+    xs = xs.transpose(0, 2, 1, 3) if four_d else xs.reshape(x.shape[0], x.shape[1], num_heads, -1)
+    rot = int(rotary_embedding_dim or 0) or xs.shape[-1]
     cos, sin = cos_cache.astype(dt, copy=False), sin_cache.astype(dt, copy=False)
     if position_ids is not None:
         cos, sin = cos[position_ids], sin[position_ids]
     cos, sin = cos[:, :, None, :], sin[:, :, None, :]  # (B, S, 1, rot/2)
     part = xs[..., :rot]
-    interleaved = bool(ctx.attr("interleaved", 0))
+    interleaved = bool(interleaved)
     x1, x2 = (part[..., 0::2], part[..., 1::2]) if interleaved else (part[..., :rot // 2], part[..., rot // 2:])
     real, imag = cos * x1 - sin * x2, sin * x1 + cos * x2
     rotated = np.stack([real, imag], axis=-1).reshape(part.shape) if interleaved else np.concatenate([real, imag], -1)

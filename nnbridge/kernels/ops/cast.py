@@ -40,9 +40,9 @@ def _check_pair(src: DType | None, dst: DType | None) -> str | None:
     return None
 
 
-def _check_cast(node: Node) -> str | None:
+def _check_cast(node: Node, *, to) -> str | None:
     src = node.inputs[0].type.dtype if node.inputs and node.inputs[0] is not None else None
-    return _check_pair(src, _target_of(node.attr("to")))
+    return _check_pair(src, _target_of(to))
 
 
 def _check_castlike(node: Node) -> str | None:
@@ -117,19 +117,18 @@ def _parse_numbers(x: np.ndarray, target: np.dtype) -> np.ndarray:
 
 
 @kernel("Cast", check=_check_cast)
-def cast(ctx, x):
-    target = DType.from_onnx(ctx.attr("to")).numpy
-    return cast_array(x, target, bool(ctx.attr("saturate", 1)))
+def cast(ctx, x, *, saturate=1, to):
+    return cast_array(x, DType.from_onnx(to).numpy, bool(saturate))
 
 
 @kernel("CastLike", check=_check_castlike)
-def cast_like(ctx, x, like):
-    return cast_array(x, np.asarray(like).dtype, bool(ctx.attr("saturate", 1)))
+def cast_like(ctx, x, like, *, saturate=1):
+    return cast_array(x, np.asarray(like).dtype, bool(saturate))
 
 
-def _check_bitcast(node: Node) -> str | None:
+def _check_bitcast(node: Node, *, to) -> str | None:
     src = node.inputs[0].type.dtype if node.inputs[0] is not None else None
-    dst = _target_of(node.attr("to"))
+    dst = _target_of(to)
     if dst is None or DType.STRING in (src, dst):
         return "BitCast needs two non-string element types known to the IR"
     if src is not None and src.numpy.itemsize != dst.numpy.itemsize:
@@ -138,6 +137,6 @@ def _check_bitcast(node: Node) -> str | None:
 
 
 @kernel("BitCast", check=_check_bitcast)
-def bit_cast(ctx, x):
+def bit_cast(ctx, x, *, to):
     """Same bytes, new type (numpy views are little-endian on every platform we run on)."""
-    return np.asarray(x, order="C").view(DType.from_onnx(ctx.attr("to")).numpy)
+    return np.asarray(x, order="C").view(DType.from_onnx(to).numpy)

@@ -14,6 +14,7 @@ import itertools
 import numpy as np
 
 from ...ir import DType, Node
+from .. import compiled
 from ..registry import kernel
 from ._windows import (
     FLOATS,
@@ -145,17 +146,20 @@ def _grouped_matmul(w: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return np.matmul(w, cols)
 
 
-def _geometry(ctx, x: np.ndarray, kernel) -> tuple[list[int], list[int], list[int], list[int]]:
+Geometry = tuple[list[int], list[int], list[int], list[int]]
+
+
+def _geometry(x: np.ndarray, kernel, auto_pad: str, dilations, pads, strides) -> Geometry:
+    """(strides, dilations, pads begin, pads end) of a convolution window over ``x``."""
     rank = x.ndim - 2
-    strides = list(ctx.attr("strides", None) or [1] * rank)
-    dilations = list(ctx.attr("dilations", None) or [1] * rank)
-    begin, end = resolve_pads(ctx.attr("auto_pad", "NOTSET"), x.shape[2:], kernel, strides, dilations,
-                              ctx.attr("pads", None))
+    strides = list(strides or [1] * rank)
+    dilations = list(dilations or [1] * rank)
+    begin, end = resolve_pads(auto_pad, x.shape[2:], kernel, strides, dilations, pads)
     return strides, dilations, begin, end
 
 
-def _check_conv(node: Node) -> str | None:
-    reason = check_auto_pad(node)
+def _check_conv(node: Node, *, auto_pad="NOTSET") -> str | None:
+    reason = check_auto_pad(auto_pad)
     if reason:
         return reason
     x, w = node.input(0), node.input(1)
@@ -171,31 +175,53 @@ def _bias_shape(rank: int) -> tuple[int, ...]:
     return (1, -1) + (1,) * rank
 
 
+def _compiled_grouped(x: np.ndarray, w: np.ndarray, b, group: int, strides, dilations, begin, end):
+    """A float32 1-D or 2-D depthwise or narrow-group convolution through the compiled loops
+    (bias included), or None where they do not apply or numba is off."""
+    if group == 1 or x.ndim not in (3, 4):  # before loading: a model without one never imports numba
+        return None
+    fast = compiled.load("conv")
+    if fast is None:
+        return None
+    if x.ndim == 3:  # a 1-D convolution is a 2-D one over a single row
+        y = _compiled_grouped(x[:, :, None], w[:, :, None], b, group, [1, *strides], [1, *dilations],
+                              [0, *begin], [0, *end])
+        return None if y is None else y[:, :, 0]
+    if not fast.handles(x, w, group, begin) or (b is not None and b.dtype != np.float32):
+        return None
+    out = output_sizes(x.shape[2:], w.shape[2:], strides, dilations, begin, end)
+    return fast.grouped_conv2d(x, w, b, strides, dilations, begin, out)
+
+
 @kernel("Conv", dtypes=FLOATS, check=_check_conv)
-def conv(ctx, x, w, b=None):
+def conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, pads=None, strides=None):
     dt = compute_dtype(x.dtype)
-    strides, dilations, begin, end = _geometry(ctx, x, w.shape[2:])
-    y = conv_nd(x.astype(dt, copy=False), w.astype(dt, copy=False), int(ctx.attr("group", 1)),
-                strides, dilations, begin, end)
+    strides, dilations, begin, end = _geometry(x, w.shape[2:], auto_pad, dilations, pads, strides)
+    y = _compiled_grouped(x, w, b, int(group), strides, dilations, begin, end)
+    if y is not None:
+        return y
+    y = conv_nd(x.astype(dt, copy=False), w.astype(dt, copy=False), int(group), strides, dilations, begin, end)
     if b is not None:
         y += b.astype(dt, copy=False).reshape(_bias_shape(x.ndim - 2))
     return y.astype(x.dtype, copy=False)
 
 
-def _integer_conv(ctx, x, x_zero, w, w_zero) -> np.ndarray:
+def _integer_conv(x, x_zero, w, w_zero, group: int, window: dict) -> np.ndarray:
     """Exact integer convolution (float64 holds every int8 product sum of realistic size)."""
     xf = x.astype(np.float64) - (0 if x_zero is None else np.float64(np.asarray(x_zero).reshape(-1)[0]))
     wf = w.astype(np.float64)
     if w_zero is not None:
         wz = np.asarray(w_zero, dtype=np.float64)
         wf = wf - (wz.reshape((-1,) + (1,) * (w.ndim - 1)) if wz.size > 1 else wz.reshape(-1)[0])
-    strides, dilations, begin, end = _geometry(ctx, x, w.shape[2:])
-    return conv_nd(xf, wf, int(ctx.attr("group", 1)), strides, dilations, begin, end)
+    strides, dilations, begin, end = _geometry(x, w.shape[2:], **window)
+    return conv_nd(xf, wf, int(group), strides, dilations, begin, end)
 
 
 @kernel("ConvInteger", dtypes=QUANT, check=_check_conv)
-def conv_integer(ctx, x, w, x_zero=None, w_zero=None):
-    return np.rint(_integer_conv(ctx, x, x_zero, w, w_zero)).astype(np.int32)
+def conv_integer(ctx, x, w, x_zero=None, w_zero=None, *, auto_pad="NOTSET", dilations=None, group=1, pads=None,
+                 strides=None):
+    window = {"auto_pad": auto_pad, "dilations": dilations, "pads": pads, "strides": strides}
+    return np.rint(_integer_conv(x, x_zero, w, w_zero, group, window)).astype(np.int32)
 
 
 def requantize(real: np.ndarray, y_scale, y_zero) -> np.ndarray:
@@ -208,8 +234,10 @@ def requantize(real: np.ndarray, y_scale, y_zero) -> np.ndarray:
 
 
 @kernel("QLinearConv", dtypes=QUANT, check=_check_conv)
-def qlinear_conv(ctx, x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero, b=None):
-    acc = _integer_conv(ctx, x, x_zero, w, w_zero)
+def qlinear_conv(ctx, x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero, b=None, *, auto_pad="NOTSET",
+                 dilations=None, group=1, pads=None, strides=None):
+    window = {"auto_pad": auto_pad, "dilations": dilations, "pads": pads, "strides": strides}
+    acc = _integer_conv(x, x_zero, w, w_zero, group, window)
     rank = x.ndim - 2
     if b is not None:
         acc = acc + b.astype(np.float64).reshape(_bias_shape(rank))
@@ -219,20 +247,21 @@ def qlinear_conv(ctx, x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero, b
 
 
 @kernel("ConvTranspose", dtypes=FLOATS, check=_check_conv)
-def conv_transpose(ctx, x, w, b=None):
+def conv_transpose(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, output_padding=None,
+                   output_shape=None, pads=None, strides=None):
     dt = compute_dtype(x.dtype)
     xc, wc = x.astype(dt, copy=False), w.astype(dt, copy=False)
     n, c = x.shape[:2]
     sizes = x.shape[2:]
     rank = len(sizes)
-    group = int(ctx.attr("group", 1))
+    group = int(group)
     kernel_ = w.shape[2:]
     cg, mg = c // group, w.shape[1]
-    strides = list(ctx.attr("strides", None) or [1] * rank)
-    dilations = list(ctx.attr("dilations", None) or [1] * rank)
-    out_pad = list(ctx.attr("output_padding", None) or [0] * rank)
+    strides = list(strides or [1] * rank)
+    dilations = list(dilations or [1] * rank)
+    out_pad = list(output_padding or [0] * rank)
     full = [s * (i - 1) + window_extent(k, d) for s, i, k, d in zip(strides, sizes, kernel_, dilations)]
-    begin, out = _transpose_geometry(ctx, sizes, full, strides, out_pad)
+    begin, out = _transpose_geometry(sizes, full, strides, out_pad, auto_pad, output_shape, pads)
 
     # columns: (G, Mg*K, N*P) = W_g^T @ x_g
     pixels = prod(sizes)
@@ -257,11 +286,10 @@ def conv_transpose(ctx, x, w, b=None):
     return y.astype(x.dtype, copy=False)
 
 
-def _transpose_geometry(ctx, sizes, full, strides, out_pad) -> tuple[list[int], list[int]]:
+def _transpose_geometry(sizes, full, strides, out_pad, auto_pad: str, output_shape, pads
+                        ) -> tuple[list[int], list[int]]:
     """(crop begin, output size) per axis from pads / output_shape / auto_pad."""
     rank = len(sizes)
-    auto_pad = ctx.attr("auto_pad", "NOTSET")
-    output_shape = ctx.attr("output_shape", None)
     if output_shape is not None:
         output_shape = list(output_shape)[-rank:]
     elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
@@ -272,7 +300,7 @@ def _transpose_geometry(ctx, sizes, full, strides, out_pad) -> tuple[list[int], 
             total = f + op - o
             begin.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
         return begin, output_shape
-    pads = list(ctx.attr("pads", None) or [0] * (2 * rank)) if auto_pad != "VALID" else [0] * (2 * rank)
+    pads = list(pads or [0] * (2 * rank)) if auto_pad != "VALID" else [0] * (2 * rank)
     out = [f + op - pads[i] - pads[rank + i] for i, (f, op) in enumerate(zip(full, out_pad))]
     return pads[:rank], out
 
@@ -304,17 +332,18 @@ def _bilinear_zeros(image: np.ndarray, py: np.ndarray, px: np.ndarray) -> np.nda
 
 
 @kernel("DeformConv", dtypes=FLOATS, check=_check_deform)
-def deform_conv(ctx, x, w, offset, b=None, mask=None):
+def deform_conv(ctx, x, w, offset, b=None, mask=None, *, dilations=None, group=1, offset_group=1, pads=None,
+                strides=None):
     """Each kernel tap samples the input bilinearly at its offset position; then one grouped matmul."""
     dt = compute_dtype(x.dtype)
     n, c, h, wd = x.shape
     m, cg = w.shape[:2]
     kh, kw = w.shape[2:]
-    group = int(ctx.attr("group", 1))
-    off_groups = int(ctx.attr("offset_group", 1))
-    strides = list(ctx.attr("strides", None) or [1, 1])
-    dilations = list(ctx.attr("dilations", None) or [1, 1])
-    pads = list(ctx.attr("pads", None) or [0, 0, 0, 0])
+    group = int(group)
+    off_groups = int(offset_group)
+    strides = list(strides or [1, 1])
+    dilations = list(dilations or [1, 1])
+    pads = list(pads or [0, 0, 0, 0])
     oh, ow = offset.shape[2:]
     offsets = offset.astype(dt, copy=False).reshape(n, off_groups, kh, kw, 2, oh, ow)
     masks = (mask.astype(dt, copy=False).reshape(n, off_groups, kh, kw, oh, ow) if mask is not None

@@ -10,9 +10,9 @@ import numpy as np
 
 from ...ir import DType
 from ..registry import kernel
-from ._common import NUMERIC, axis_of, ints
+from ._common import NUMERIC, axis_of, ints, one_given
 
-#: Constant's attribute → how its Python value becomes an array
+#: Constant's attributes, in the order of its keywords → how its Python value becomes an array
 _CONSTANT_ATTRS = {
     "value": lambda v: np.asarray(v),
     "sparse_value": lambda v: np.asarray(v),
@@ -25,28 +25,26 @@ _CONSTANT_ATTRS = {
 }
 
 
-def _constant_attr(node):
-    present = [name for name in _CONSTANT_ATTRS if node.attrs.get(name) is not None]
-    return present[0] if len(present) == 1 else None
-
-
-def _check_constant(node):
-    if _constant_attr(node) is None:
+def _check_constant(node, *, value=None, sparse_value=None, value_float=None, value_floats=None, value_int=None,
+                    value_ints=None, value_string=None, value_strings=None):
+    if one_given(_CONSTANT_ATTRS, (value, sparse_value, value_float, value_floats, value_int, value_ints,
+                                   value_string, value_strings)) is None:
         return "Constant needs exactly one value attribute"
-    if not isinstance(node.attrs.get("sparse_value", np.empty(0)), np.ndarray):
+    if sparse_value is not None and not isinstance(sparse_value, np.ndarray):
         return "sparse_value is not a dense array"
     return None
 
 
 @kernel("Constant", check=_check_constant)
-def constant(ctx):
-    name = _constant_attr(ctx.node)
-    return _CONSTANT_ATTRS[name](ctx.node.attrs[name])
+def constant(ctx, *, value=None, sparse_value=None, value_float=None, value_floats=None, value_int=None,
+             value_ints=None, value_string=None, value_strings=None):
+    name, given = one_given(_CONSTANT_ATTRS, (value, sparse_value, value_float, value_floats, value_int, value_ints,
+                                              value_string, value_strings))
+    return _CONSTANT_ATTRS[name](given)
 
 
 @kernel("ConstantOfShape")
-def constant_of_shape(ctx, target):
-    value = ctx.attr("value")
+def constant_of_shape(ctx, target, *, value=None):
     value = np.zeros(1, dtype=np.float32) if value is None else np.asarray(value).reshape(-1)
     return np.full(tuple(ints(target)), value[0], dtype=value.dtype)
 
@@ -72,21 +70,20 @@ def _check_eyelike(node):
 
 
 @kernel("EyeLike", check=_check_eyelike)
-def eye_like(ctx, x):
-    code = ctx.attr("dtype")
-    dtype = x.dtype if code is None else DType.from_onnx(code).numpy
-    return np.eye(x.shape[0], x.shape[1], k=ctx.attr("k", 0), dtype=dtype)
+def eye_like(ctx, x, *, dtype=None, k=0):
+    dtype = x.dtype if dtype is None else DType.from_onnx(dtype).numpy
+    return np.eye(x.shape[0], x.shape[1], k=k, dtype=dtype)
 
 
 @kernel("OneHot")
-def one_hot(ctx, indices, depth, values):
+def one_hot(ctx, indices, depth, values, *, axis=-1):
     """Out-of-range indices give an all-off row; negative ones count from the end."""
     depth = int(np.asarray(depth).reshape(-1)[0])
     off, on = np.asarray(values).reshape(-1)[:2]
     idx = np.asarray(indices).astype(np.int64)
     idx = np.where(idx < 0, idx + depth, idx)
     hot = idx[..., None] == np.arange(depth)
-    axis = axis_of(ctx.attr("axis", -1), idx.ndim + 1)
+    axis = axis_of(axis, idx.ndim + 1)
     hot = np.moveaxis(hot, -1, axis)
     return np.where(hot, on, off).astype(np.asarray(values).dtype, copy=False)
 
@@ -99,22 +96,21 @@ _WINDOWS = {
 }
 
 
-def _check_window(node):
-    code = node.attr("output_datatype", 1)
+def _check_window(node, *, output_datatype=1):
     try:
-        dtype = DType.from_onnx(code)
+        dtype = DType.from_onnx(output_datatype)
     except ValueError:
-        return f"output_datatype {code} is not an IR type"
+        return f"output_datatype {output_datatype} is not an IR type"
     return None if dtype in NUMERIC - {DType.BFLOAT16} else f"output_datatype {dtype.short} is not implemented"
 
 
 def _window(coefficients):
-    def run(ctx, size):
+    def run(ctx, size, *, output_datatype=1, periodic=1):
         n = int(np.asarray(size).reshape(-1)[0])
-        denominator = n if ctx.attr("periodic", 1) else n - 1
+        denominator = n if periodic else n - 1
         phase = 2 * np.pi * np.arange(n, dtype=np.float64) / max(denominator, 1)
         out = sum((-1) ** k * a * np.cos(k * phase) for k, a in enumerate(coefficients))
-        return np.asarray(out).astype(DType.from_onnx(ctx.attr("output_datatype", 1)).numpy)
+        return np.asarray(out).astype(DType.from_onnx(output_datatype).numpy)
 
     return run
 

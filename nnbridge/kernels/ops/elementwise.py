@@ -54,8 +54,8 @@ def isnan(ctx, x):
 
 
 @kernel("IsInf", dtypes=FLOATS)
-def isinf(ctx, x):
-    pos, neg = ctx.attr("detect_positive", 1), ctx.attr("detect_negative", 1)
+def isinf(ctx, x, *, detect_negative=1, detect_positive=1):
+    pos, neg = detect_positive, detect_negative
     if pos and neg:
         return np.isinf(x)
     if pos:
@@ -119,9 +119,9 @@ def truncated_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @kernel("Mod", dtypes=NUMERIC)
-def mod(ctx, a, b):
+def mod(ctx, a, b, *, fmod=0):
     with np.errstate(divide="ignore", invalid="ignore"):
-        fn = np.fmod if ctx.attr("fmod", 0) else np.mod  # fmod: sign of dividend; mod: of divisor
+        fn = np.fmod if fmod else np.mod  # fmod: sign of dividend; mod: of divisor
         return np.asarray(fn(a, b)).astype(a.dtype, copy=False)
 
 
@@ -148,19 +148,18 @@ def _power(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.power(a.astype(b.dtype), b).astype(a.dtype)
 
 
-def _bitshift_direction(node):
-    direction = node.attr("direction")
+def _bitshift_direction(node, *, direction):
     return None if direction in ("LEFT", "RIGHT") else f"direction {direction!r} is not LEFT or RIGHT"
 
 
 @kernel("BitShift", dtypes=INTS, check=_bitshift_direction)
-def bitshift(ctx, a, b):
+def bitshift(ctx, a, b, *, direction):
     """Right shifts of signed types are arithmetic; a shift outside [0, bits) leaves
     only the sign fill (-1 for a right shift of a negative value, else 0)."""
     shift = np.asarray(b).astype(np.int64)
     valid = (shift >= 0) & (shift < a.dtype.itemsize * 8)
     amount = np.where(valid, shift, 0).astype(a.dtype)
-    if ctx.attr("direction") == "LEFT":
+    if direction == "LEFT":
         shifted, fill = np.left_shift(a, amount), 0
     else:
         shifted, fill = np.right_shift(a, amount), np.where(a < 0, -1, 0)

@@ -6,7 +6,6 @@ from ..registry import kernel
 
 
 @kernel("Fused", domain="nnbridge")
-def fused(ctx, *inputs):
-    body = ctx.attr("body")
+def fused(ctx, *inputs, body):
     results = ctx.run_graph(body, {v.name: x for v, x in zip(body.inputs, inputs)})
     return results[0] if len(results) == 1 else tuple(results)

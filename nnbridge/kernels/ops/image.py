@@ -19,16 +19,15 @@ ANY_NUMERIC = WITH_BF16 | {DType.INT8, DType.UINT8, DType.INT16, DType.UINT16, D
                            DType.UINT32, DType.UINT64, DType.BOOL}
 
 
-def _check_depth_to_space(node: Node) -> str | None:
-    mode = node.attr("mode", "DCR")
+def _check_depth_to_space(node: Node, *, mode="DCR") -> str | None:
     return None if mode in ("DCR", "CRD") else f"mode={mode} is not implemented"
 
 
 @kernel("DepthToSpace", dtypes=ANY_NUMERIC, check=_check_depth_to_space)
-def depth_to_space(ctx, x):
-    b = int(ctx.attr("blocksize"))
+def depth_to_space(ctx, x, *, blocksize, mode="DCR"):
+    b = int(blocksize)
     n, c, h, w = x.shape
-    if ctx.attr("mode", "DCR") == "DCR":
+    if mode == "DCR":
         y = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
     else:
         y = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
@@ -36,22 +35,22 @@ def depth_to_space(ctx, x):
 
 
 @kernel("SpaceToDepth", dtypes=ANY_NUMERIC)
-def space_to_depth(ctx, x):
-    b = int(ctx.attr("blocksize"))
+def space_to_depth(ctx, x, *, blocksize):
+    b = int(blocksize)
     n, c, h, w = x.shape
     y = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
     return y.reshape(n, c * b * b, h // b, w // b)
 
 
 @kernel("Col2Im", dtypes=FLOATS)
-def col2im(ctx, x, image_shape, block_shape):
+def col2im(ctx, x, image_shape, block_shape, *, dilations=None, pads=None, strides=None):
     """Sum the columns ``(N, C*prod(block), L)`` back into ``(N, C, *image)`` (the adjoint of im2col)."""
     image = [int(v) for v in image_shape]
     block = [int(v) for v in block_shape]
     rank = len(image)
-    strides = list(ctx.attr("strides", None) or [1] * rank)
-    dilations = list(ctx.attr("dilations", None) or [1] * rank)
-    pads = list(ctx.attr("pads", None) or [0] * (2 * rank))
+    strides = list(strides or [1] * rank)
+    dilations = list(dilations or [1] * rank)
+    pads = list(pads or [0] * (2 * rank))
     padded = [i + pads[a] + pads[rank + a] for a, i in enumerate(image)]
     out = [(p - window_extent(k, d)) // s + 1 for p, k, d, s in zip(padded, block, dilations, strides)]
     n = x.shape[0]
@@ -67,12 +66,12 @@ def col2im(ctx, x, image_shape, block_shape):
 _GRID_MODES = {"linear": "linear", "bilinear": "linear", "nearest": "nearest", "cubic": "cubic", "bicubic": "cubic"}
 
 
-def _check_grid_sample(node: Node) -> str | None:
-    mode = node.attr("mode", "linear")
+def _check_grid_sample(node: Node, *, mode="linear", padding_mode="zeros") -> str | None:
     if mode not in _GRID_MODES:
         return f"mode={mode} is not implemented"
-    padding = node.attr("padding_mode", "zeros")
-    return None if padding in ("zeros", "border", "reflection") else f"padding_mode={padding} is not implemented"
+    if padding_mode not in ("zeros", "border", "reflection"):
+        return f"padding_mode={padding_mode} is not implemented"
+    return None
 
 
 def _reflect(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -103,10 +102,10 @@ def _cubic_weights(t: np.ndarray) -> list[np.ndarray]:
 
 
 @kernel("GridSample", dtypes=FLOATS, check=_check_grid_sample)
-def grid_sample(ctx, x, grid):
-    mode = _GRID_MODES[ctx.attr("mode", "linear")]
-    padding = ctx.attr("padding_mode", "zeros")
-    align = bool(ctx.attr("align_corners", 0))
+def grid_sample(ctx, x, grid, *, align_corners=0, mode="linear", padding_mode="zeros"):
+    mode = _GRID_MODES[mode]
+    padding = padding_mode
+    align = bool(align_corners)
     dims = x.shape[2:]
     rank = len(dims)
     dt = compute_dtype(grid.dtype)
@@ -160,10 +159,10 @@ def _pixel_index(index: np.ndarray, size: int, padding: str, lo: float, hi: floa
 
 
 @kernel("AffineGrid", dtypes=FLOATS)
-def affine_grid(ctx, theta, size):
+def affine_grid(ctx, theta, size, *, align_corners=0):
     """Sampling grid ``(N, *spatial, r)`` of normalized coordinates transformed by ``theta``."""
     dims = [int(v) for v in np.asarray(size).reshape(-1)[2:]]
-    align = bool(ctx.attr("align_corners", 0))
+    align = bool(align_corners)
     dt = compute_dtype(theta.dtype)
 
     def axis_coords(n: int) -> np.ndarray:
@@ -180,8 +179,8 @@ def affine_grid(ctx, theta, size):
 
 
 @kernel("CenterCropPad", dtypes=ANY_NUMERIC)
-def center_crop_pad(ctx, x, shape):
-    axes = [a % x.ndim for a in (ctx.attr("axes", None) or range(x.ndim))]
+def center_crop_pad(ctx, x, shape, *, axes=None):
+    axes = [a % x.ndim for a in (axes or range(x.ndim))]
     target = list(x.shape)
     for a, v in zip(axes, np.asarray(shape).reshape(-1)):
         target[a] = int(v)

@@ -28,8 +28,6 @@ def slice_bounds(dim: int, start: int, end: int, step: int) -> slice:
 
 @kernel("Slice")
 def slice_(ctx, x, starts=None, ends=None, axes=None, steps=None):
-    if starts is None:  # attributes before opset 10
-        starts, ends, axes = ctx.attr("starts"), ctx.attr("ends"), ctx.attr("axes")
     starts, ends = ints(starts), ints(ends)
     axes = axes_of(ints(axes), x.ndim) if axes is not None else tuple(range(len(starts)))
     steps = ints(steps) if steps is not None else [1] * len(starts)
@@ -53,21 +51,21 @@ def _wrap(indices: np.ndarray, dim: int | np.ndarray, ctx) -> np.ndarray:
 
 
 @kernel("Gather")
-def gather(ctx, x, indices):
-    axis = axis_of(ctx.attr("axis", 0), x.ndim)
+def gather(ctx, x, indices, *, axis=0):
+    axis = axis_of(axis, x.ndim)
     return np.take(x, _wrap(indices, x.shape[axis], ctx), axis=axis)
 
 
 @kernel("GatherElements")
-def gather_elements(ctx, x, indices):
-    axis = axis_of(ctx.attr("axis", 0), x.ndim)
+def gather_elements(ctx, x, indices, *, axis=0):
+    axis = axis_of(axis, x.ndim)
     return np.take_along_axis(x, _wrap(indices, x.shape[axis], ctx), axis=axis)
 
 
 @kernel("GatherND")
-def gather_nd(ctx, x, indices):
+def gather_nd(ctx, x, indices, *, batch_dims=0):
     """Batch dims are flattened to one, then each index tuple picks a slice."""
-    b = ctx.attr("batch_dims", 0)
+    b = batch_dims
     k = indices.shape[-1]
     batch = x.shape[:b]
     nbatch = int(np.prod(batch, dtype=np.int64))
@@ -80,8 +78,7 @@ def gather_nd(ctx, x, indices):
 _SCATTER_REDUCTIONS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
-def _check_reduction(node):
-    reduction = node.attr("reduction", "none")
+def _check_reduction(node, *, reduction="none"):
     if reduction != "none" and reduction not in _SCATTER_REDUCTIONS:
         return f"reduction {reduction!r} is not implemented"
     return None
@@ -102,23 +99,28 @@ def _element_index(indices: np.ndarray, axis: int, dim: int, ctx) -> tuple:
     return tuple(grids)
 
 
-@kernel("ScatterElements", "Scatter", check=_check_reduction)
-def scatter_elements(ctx, x, indices, updates):
-    axis = axis_of(ctx.attr("axis", 0), x.ndim)
+@kernel("ScatterElements", check=_check_reduction)
+def scatter_elements(ctx, x, indices, updates, *, axis=0, reduction="none"):
+    axis = axis_of(axis, x.ndim)
     where = _element_index(indices, axis, x.shape[axis], ctx)
-    return _scatter(x.copy(), where, updates, ctx.attr("reduction", "none"))
+    return _scatter(x.copy(), where, updates, reduction)
+
+
+@kernel("Scatter")
+def scatter(ctx, x, indices, updates, *, axis=0):
+    """ScatterElements before opset 11 (replacing only)."""
+    return scatter_elements(ctx, x, indices, updates, axis=axis)
 
 
 @kernel("ScatterND", check=_check_reduction)
-def scatter_nd(ctx, x, indices, updates):
+def scatter_nd(ctx, x, indices, updates, *, reduction="none"):
     k = indices.shape[-1]
     idx = _wrap(indices, np.array(x.shape[:k], dtype=np.int64), ctx)
-    return _scatter(x.copy(), tuple(np.moveaxis(idx, -1, 0)), updates, ctx.attr("reduction", "none"))
+    return _scatter(x.copy(), tuple(np.moveaxis(idx, -1, 0)), updates, reduction)
 
 
 @kernel("Compress")
-def compress(ctx, x, condition):
-    axis = ctx.attr("axis")
+def compress(ctx, x, condition, *, axis=None):
     if axis is None:
         return np.compress(condition.reshape(-1), x.reshape(-1))
     return np.compress(condition.reshape(-1), x, axis=axis_of(axis, x.ndim))
@@ -135,15 +137,14 @@ def nonzero(ctx, x):
 
 
 @kernel("Trilu")
-def trilu(ctx, x, k=None):
+def trilu(ctx, x, k=None, *, upper=1):
     k = 0 if k is None else int(np.asarray(k).reshape(-1)[0])
-    return np.triu(x, k) if ctx.attr("upper", 1) else np.tril(x, k)
+    return np.triu(x, k) if upper else np.tril(x, k)
 
 
 @kernel("ReverseSequence")
-def reverse_sequence(ctx, x, lengths):
+def reverse_sequence(ctx, x, lengths, *, batch_axis=1, time_axis=0):
     """Each batch entry's first ``lengths[b]`` time steps reversed, the rest kept."""
-    batch_axis, time_axis = ctx.attr("batch_axis", 1), ctx.attr("time_axis", 0)
     steps = x.shape[time_axis]
     shape = [1] * x.ndim
     shape[time_axis] = steps
@@ -155,22 +156,21 @@ def reverse_sequence(ctx, x, lengths):
     return np.take_along_axis(x, np.broadcast_to(source, x.shape), axis=time_axis)
 
 
-def _check_tensor_scatter(node):
-    mode = node.attr("mode", "linear")
+def _check_tensor_scatter(node, *, mode="linear"):
     return None if mode in ("linear", "circular") else f"mode {mode!r} is not implemented"
 
 
 @kernel("TensorScatter", check=_check_tensor_scatter)
-def tensor_scatter(ctx, past, update, write_indices=None):
+def tensor_scatter(ctx, past, update, write_indices=None, *, axis=-2, mode="linear"):
     """KV-cache update: batch entry b's update lands at ``write_indices[b] + t`` along ``axis``."""
-    axis = axis_of(ctx.attr("axis", -2), past.ndim)
+    axis = axis_of(axis, past.ndim)
     capacity, steps = past.shape[axis], update.shape[axis]
     batch = past.shape[0]
     starts = np.zeros(batch, np.int64) if write_indices is None else np.asarray(write_indices, np.int64)
     shape = [1] * past.ndim
     shape[0] = batch
     position = starts.reshape(shape) + np.arange(steps).reshape([-1 if i == axis else 1 for i in range(past.ndim)])
-    if ctx.attr("mode", "linear") == "circular":
+    if mode == "circular":
         position = position % capacity
     elif position.size and (position.max() >= capacity or position.min() < 0):
         raise IndexError(f"write position beyond the cache length {capacity}")

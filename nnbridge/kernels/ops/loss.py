@@ -14,14 +14,14 @@ from ._windows import WITH_BF16, compute_dtype
 from .softmax import log_softmax_along
 
 
-def _check_reduction(node: Node) -> str | None:
-    reduction = node.attr("reduction", "mean")
+def _check_reduction(node: Node, *, reduction="mean") -> str | None:
     return None if reduction in ("none", "sum", "mean") else f"reduction={reduction} is not implemented"
 
 
-def nll(ctx, log_prob: np.ndarray, target: np.ndarray, weight: np.ndarray | None) -> np.ndarray:
-    """-log_prob[n, target[n, ...], ...] weighted and reduced; computed in log_prob's dtype."""
-    ignore = ctx.node.attrs.get("ignore_index")
+def nll(log_prob: np.ndarray, target: np.ndarray, weight: np.ndarray | None, ignore: int | None,
+        reduction: str) -> np.ndarray:
+    """-log_prob[n, target[n, ...], ...] weighted and reduced (``ignore``: the ignore_index attribute);
+    computed in log_prob's dtype."""
     classes = log_prob.shape[1]
     target = target.astype(np.int64)
     counted = np.ones(target.shape, bool) if ignore is None else target != ignore
@@ -30,7 +30,6 @@ def nll(ctx, log_prob: np.ndarray, target: np.ndarray, weight: np.ndarray | None
     w = (np.ones(target.shape, log_prob.dtype) if weight is None
          else weight.astype(log_prob.dtype, copy=False)[safe]) * counted
     loss = -picked * w
-    reduction = ctx.attr("reduction", "mean")
     if reduction == "sum":
         return np.asarray(loss.sum(), dtype=log_prob.dtype)
     if reduction == "mean":
@@ -39,14 +38,15 @@ def nll(ctx, log_prob: np.ndarray, target: np.ndarray, weight: np.ndarray | None
 
 
 @kernel("NegativeLogLikelihoodLoss", dtypes=WITH_BF16, check=_check_reduction)
-def negative_log_likelihood_loss(ctx, x, target, weight=None):
-    return nll(ctx, x.astype(compute_dtype(x.dtype), copy=False), target, weight).astype(x.dtype, copy=False)
+def negative_log_likelihood_loss(ctx, x, target, weight=None, *, ignore_index=None, reduction="mean"):
+    log_prob = x.astype(compute_dtype(x.dtype), copy=False)
+    return nll(log_prob, target, weight, ignore_index, reduction).astype(x.dtype, copy=False)
 
 
 @kernel("SoftmaxCrossEntropyLoss", dtypes=WITH_BF16, check=_check_reduction)
-def softmax_cross_entropy_loss(ctx, scores, labels, weights=None):
+def softmax_cross_entropy_loss(ctx, scores, labels, weights=None, *, ignore_index=None, reduction="mean"):
     log_prob = log_softmax_along(scores.astype(compute_dtype(scores.dtype), copy=False), 1)
-    loss = nll(ctx, log_prob, labels, weights).astype(scores.dtype, copy=False)
+    loss = nll(log_prob, labels, weights, ignore_index, reduction).astype(scores.dtype, copy=False)
     if len(ctx.node.outputs) > 1:
         return loss, log_prob.astype(scores.dtype, copy=False)
     return loss

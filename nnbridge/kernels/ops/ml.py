@@ -6,14 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..registry import kernel
-from ._common import NUMERIC
+from ._common import NUMERIC, one_given
 
 ML = "ai.onnx.ml"
 
 
 @kernel("Binarizer", domain=ML, dtypes=NUMERIC)
-def binarizer(ctx, x):
-    threshold = ctx.node.attrs.get("threshold", 0.0)
+def binarizer(ctx, x, *, threshold=0.0):
     return (x > threshold).astype(x.dtype)
 
 
@@ -24,35 +23,30 @@ def array_feature_extractor(ctx, x, indices):
     return picked.reshape(1, -1) if x.ndim == 1 else picked
 
 
+#: LabelEncoder's keys_* and values_* attributes, in the order of its keywords → element type
 _KEYS = {"keys_int64s": np.int64, "keys_floats": np.float32, "keys_strings": object, "keys_tensor": None}
-_VALUES = {"values_int64s": (np.int64, "default_int64", -1), "values_floats": (np.float32, "default_float", -0.0),
-           "values_strings": (object, "default_string", "_Unused"), "values_tensor": (None, None, None)}
+_VALUES = {"values_int64s": np.int64, "values_floats": np.float32, "values_strings": object, "values_tensor": None}
 
 
-def _attribute(node, table):
-    present = [name for name in table if node.attrs.get(name) is not None]
-    return present[0] if len(present) == 1 else None
-
-
-def _check_label_encoder(node):
-    keys_name = _attribute(node, _KEYS)
-    if keys_name is None or _attribute(node, _VALUES) is None:
+def _check_label_encoder(node, *, keys_int64s=None, keys_floats=None, keys_strings=None, keys_tensor=None,
+                         values_int64s=None, values_floats=None, values_strings=None, values_tensor=None):
+    keys = one_given(_KEYS, (keys_int64s, keys_floats, keys_strings, keys_tensor))
+    if keys is None or one_given(_VALUES, (values_int64s, values_floats, values_strings, values_tensor)) is None:
         return "LabelEncoder needs exactly one keys_* and one values_* attribute"
-    keys = np.asarray(node.attrs[keys_name], dtype=_KEYS[keys_name]).reshape(-1)
+    keys_name, given = keys
+    keys = np.asarray(given, dtype=_KEYS[keys_name]).reshape(-1)
     if len(np.unique(keys)) != len(keys):  # the spec says the last wins, onnxruntime takes the first
         return "repeated keys are ambiguous"
     return None
 
 
-def _mapping(node) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    keys_name, values_name = _attribute(node, _KEYS), _attribute(node, _VALUES)
-    keys = np.asarray(node.attrs[keys_name], dtype=_KEYS[keys_name]).reshape(-1)
-    dtype, default_name, default = _VALUES[values_name]
-    values = np.asarray(node.attrs[values_name], dtype=dtype).reshape(-1)
-    if node.attrs.get("default_tensor") is not None:
-        fallback = np.asarray(node.attrs["default_tensor"]).reshape(-1)[:1]
-    else:
-        fallback = np.asarray([node.attrs.get(default_name, default) if default_name else 0], dtype=values.dtype)
+def _mapping(keys: tuple[str, object], values: tuple[str, object], fallback: object
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sorted keys, their values, the value of a missing key) from the (name, value) of the keys_* and
+    values_* attributes given."""
+    keys = np.asarray(keys[1], dtype=_KEYS[keys[0]]).reshape(-1)
+    values = np.asarray(values[1], dtype=_VALUES[values[0]]).reshape(-1)
+    fallback = np.asarray(fallback, dtype=values.dtype if np.ndim(fallback) == 0 else None).reshape(-1)[:1]
     if len(keys) != len(values):
         raise ValueError(f"{len(keys)} keys for {len(values)} values")
     order = np.argsort(keys, kind="stable")
@@ -60,8 +54,15 @@ def _mapping(node) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @kernel("LabelEncoder", domain=ML, check=_check_label_encoder)
-def label_encoder(ctx, x):
-    keys, values, fallback = _mapping(ctx.node)
+def label_encoder(ctx, x, *, default_float=-0.0, default_int64=-1, default_string="_Unused", default_tensor=None,
+                  keys_int64s=None, keys_floats=None, keys_strings=None, keys_tensor=None, values_int64s=None,
+                  values_floats=None, values_strings=None, values_tensor=None):
+    values_given = one_given(_VALUES, (values_int64s, values_floats, values_strings, values_tensor))
+    fallback = default_tensor if default_tensor is not None else {
+        "values_int64s": default_int64, "values_floats": default_float, "values_strings": default_string,
+        "values_tensor": 0}[values_given[0]]
+    keys, values, fallback = _mapping(one_given(_KEYS, (keys_int64s, keys_floats, keys_strings, keys_tensor)),
+                                      values_given, fallback)
     if x.dtype == object:
         keys = keys.astype(object)
     out = np.full(x.shape, fallback[0], dtype=values.dtype)
@@ -85,20 +86,20 @@ _AGGREGATES = {0: "AVERAGE", 1: "SUM", 2: "MIN", 3: "MAX"}
 _COMPARISONS = {0: np.less_equal, 1: np.less, 2: np.greater_equal, 3: np.greater, 4: np.equal, 5: np.not_equal}
 
 
-def _check_tree_ensemble(node):
-    if node.attrs.get("post_transform", 0) != 0:
-        return f"post_transform {node.attrs['post_transform']} is not implemented (only NONE)"
-    if node.attrs.get("aggregate_function", 1) not in _AGGREGATES:
-        return f"aggregate_function {node.attrs['aggregate_function']} is not implemented"
-    modes = np.asarray(node.attrs.get("nodes_modes", []), dtype=np.int64)
+def _check_tree_ensemble(node, *, aggregate_function=1, nodes_modes, post_transform=0):
+    if post_transform != 0:
+        return f"post_transform {post_transform} is not implemented (only NONE)"
+    if aggregate_function not in _AGGREGATES:
+        return f"aggregate_function {aggregate_function} is not implemented"
+    modes = np.asarray(nodes_modes, dtype=np.int64)
     if modes.size and (modes.min() < 0 or modes.max() > 6):
         return "unknown nodes_modes"
     return None
 
 
-def _membership_sets(node, modes: np.ndarray) -> np.ndarray:
+def _membership_sets(membership_values, modes: np.ndarray) -> np.ndarray:
     """[nodes, widest set] of each BRANCH_MEMBER node's members, NaN-padded."""
-    values = np.asarray(node.attrs.get("membership_values", []), dtype=np.float64).reshape(-1)
+    values = np.asarray(membership_values if membership_values is not None else [], dtype=np.float64).reshape(-1)
     cuts = np.flatnonzero(np.isnan(values))
     sets = np.split(values, cuts)
     sets = [s[~np.isnan(s)] for s in sets][: int((modes == 6).sum())]
@@ -109,20 +110,21 @@ def _membership_sets(node, modes: np.ndarray) -> np.ndarray:
 
 
 @kernel("TreeEnsemble", domain=ML, dtypes=NUMERIC, check=_check_tree_ensemble)
-def tree_ensemble(ctx, x):
+def tree_ensemble(ctx, x, *, aggregate_function=1, leaf_targetids, leaf_weights, membership_values=None, n_targets=1,
+                  nodes_falseleafs, nodes_falsenodeids, nodes_featureids, nodes_missing_value_tracks_true=None,
+                  nodes_modes, nodes_splits, nodes_trueleafs, nodes_truenodeids, tree_roots):
     """All (sample, tree) pairs descend one level per step until every one sits on a leaf."""
-    a = ctx.node.attrs
-    modes = np.asarray(a["nodes_modes"], dtype=np.int64).reshape(-1)
-    features = np.asarray(a["nodes_featureids"], dtype=np.int64)
-    splits = np.asarray(a.get("nodes_splits", np.zeros(len(modes))), dtype=np.float64).reshape(-1)
-    true_ids, false_ids = np.asarray(a["nodes_truenodeids"], np.int64), np.asarray(a["nodes_falsenodeids"], np.int64)
-    true_leaf = np.asarray(a["nodes_trueleafs"], bool)
-    false_leaf = np.asarray(a["nodes_falseleafs"], bool)
-    nan_true = np.asarray(a.get("nodes_missing_value_tracks_true") or np.zeros(len(modes)), bool)
-    members = _membership_sets(ctx.node, modes)
+    modes = np.asarray(nodes_modes, dtype=np.int64).reshape(-1)
+    features = np.asarray(nodes_featureids, dtype=np.int64)
+    splits = np.asarray(nodes_splits, dtype=np.float64).reshape(-1)
+    true_ids, false_ids = np.asarray(nodes_truenodeids, np.int64), np.asarray(nodes_falsenodeids, np.int64)
+    true_leaf = np.asarray(nodes_trueleafs, bool)
+    false_leaf = np.asarray(nodes_falseleafs, bool)
+    nan_true = np.asarray(nodes_missing_value_tracks_true or np.zeros(len(modes)), bool)
+    members = _membership_sets(membership_values, modes)
     data = x.astype(np.float64)
     samples = np.arange(data.shape[0])[:, None]
-    current = np.broadcast_to(np.asarray(a["tree_roots"], np.int64), (data.shape[0], len(a["tree_roots"]))).copy()
+    current = np.broadcast_to(np.asarray(tree_roots, np.int64), (data.shape[0], len(tree_roots))).copy()
     at_leaf = np.zeros(current.shape, bool)
     for _ in range(len(modes) + 1):
         active = ~at_leaf
@@ -141,11 +143,11 @@ def tree_ensemble(ctx, x):
         at_leaf |= active & np.where(go_true, true_leaf[node], false_leaf[node])
     if not at_leaf.all():
         raise ValueError("the trees contain a cycle")
-    weights = np.asarray(a["leaf_weights"], dtype=np.float64).reshape(-1)[current]
-    targets = np.asarray(a["leaf_targetids"], np.int64)[current]
+    weights = np.asarray(leaf_weights, dtype=np.float64).reshape(-1)[current]
+    targets = np.asarray(leaf_targetids, np.int64)[current]
     rows = np.broadcast_to(samples, current.shape)
-    aggregate = _AGGREGATES[a.get("aggregate_function", 1)]
-    shape = (data.shape[0], a.get("n_targets", 1))
+    aggregate = _AGGREGATES[aggregate_function]
+    shape = (data.shape[0], n_targets)
     if aggregate in ("SUM", "AVERAGE"):
         out = np.zeros(shape)
         np.add.at(out, (rows, targets), weights)

@@ -11,28 +11,26 @@ from ..registry import kernel
 _MODES = ("TF", "IDF", "TFIDF")
 
 
-def _pool(node) -> np.ndarray:
-    strings = node.attrs.get("pool_strings")
-    return np.asarray(strings, dtype=object) if strings is not None else np.asarray(
-        node.attrs.get("pool_int64s", []), dtype=np.int64)
+def _pool(pool_int64s, pool_strings) -> np.ndarray:
+    if pool_strings is not None:
+        return np.asarray(pool_strings, dtype=object)
+    return np.asarray(pool_int64s if pool_int64s is not None else [], dtype=np.int64)
 
 
-def _check_tfidf(node):
-    mode = node.attr("mode")
+def _check_tfidf(node, *, max_gram_length, mode, pool_int64s=None, pool_strings=None):
     if mode not in _MODES:
         return f"mode {mode!r} is not implemented"
-    if (node.attrs.get("pool_strings") is None) == (node.attrs.get("pool_int64s") is None):
+    if (pool_strings is None) == (pool_int64s is None):
         return "exactly one of pool_strings and pool_int64s is needed"
-    vocabulary = len(np.unique(_pool(node))) + 1
-    if float(vocabulary) ** max(int(node.attr("max_gram_length", 1)), 1) >= 2.0**62:
+    vocabulary = len(np.unique(_pool(pool_int64s, pool_strings))) + 1
+    if float(vocabulary) ** max(int(max_gram_length), 1) >= 2.0**62:
         return "the n-gram pool is too large for 64-bit n-gram keys"
     return None
 
 
-def _pool_grams(node, vocabulary: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+def _pool_grams(pool: np.ndarray, ngram_counts, vocabulary: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """n → (sorted keys of the pool's n-grams, their n-gram numbers in pool order)."""
-    pool = _pool(node)
-    starts = list(node.attrs.get("ngram_counts", [0])) + [len(pool)]
+    starts = list(ngram_counts) + [len(pool)]
     ids = np.searchsorted(vocabulary, pool) + 1
     grams: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     number = 0
@@ -54,21 +52,22 @@ def _keys(tuples: np.ndarray, base: int) -> np.ndarray:
 
 
 @kernel("TfIdfVectorizer", dtypes={DType.STRING, DType.INT32, DType.INT64}, check=_check_tfidf)
-def tfidf_vectorizer(ctx, x):
-    node = ctx.node
-    vocabulary = np.unique(_pool(node))
-    indexes = np.asarray(node.attrs.get("ngram_indexes", []), dtype=np.int64)
+def tfidf_vectorizer(ctx, x, *, max_gram_length, max_skip_count, min_gram_length, mode, ngram_counts, ngram_indexes,
+                     pool_int64s=None, pool_strings=None, weights=None):
+    pool = _pool(pool_int64s, pool_strings)
+    vocabulary = np.unique(pool)
+    indexes = np.asarray(ngram_indexes, dtype=np.int64)
     rows = x.reshape(1, -1) if x.ndim == 1 else x
     counts = np.zeros((rows.shape[0], int(indexes.max()) + 1 if indexes.size else 0), dtype=np.float32)
     slot = np.clip(np.searchsorted(vocabulary, rows), 0, max(len(vocabulary) - 1, 0))
     ids = np.where(vocabulary[slot] == rows, slot + 1, 0) if len(vocabulary) else np.zeros(rows.shape, np.int64)
-    grams = _pool_grams(node, vocabulary)
-    low, high = ctx.attr("min_gram_length", 1), ctx.attr("max_gram_length", 1)
+    grams = _pool_grams(pool, ngram_counts, vocabulary)
+    low, high = min_gram_length, max_gram_length
     for n in range(low, high + 1):
         if n not in grams or not grams[n][0].size:
             continue
         pool_keys, numbers = grams[n]
-        for skip in range(ctx.attr("max_skip_count", 0) + 1 if n > 1 else 1):  # unigrams have no skips
+        for skip in range(max_skip_count + 1 if n > 1 else 1):  # unigrams have no skips
             span = (n - 1) * (skip + 1)
             if span >= rows.shape[1]:
                 break
@@ -79,9 +78,7 @@ def tfidf_vectorizer(ctx, x):
             hit = (pool_keys[at] == keys) & (tuples > 0).all(axis=-1)
             row_of = np.broadcast_to(np.arange(rows.shape[0])[:, None], keys.shape)
             np.add.at(counts, (row_of[hit], indexes[numbers[at[hit]]]), 1.0)
-    mode = ctx.attr("mode")
     if mode != "TF":
-        weights = node.attrs.get("weights")
         scale = np.ones(counts.shape[1], np.float32)
         if weights is not None:
             scale[indexes] = np.asarray(weights, dtype=np.float32)

@@ -48,9 +48,8 @@ def _select(scores: np.ndarray, corners: np.ndarray, limit: int, iou_threshold: 
     return chosen
 
 
-def _check_nms(node):
-    center = node.attr("center_point_box", 0)
-    return None if center in (0, 1) else f"center_point_box={center} is not 0 or 1"
+def _check_nms(node, *, center_point_box=0):
+    return None if center_point_box in (0, 1) else f"center_point_box={center_point_box} is not 0 or 1"
 
 
 def _scalar(value, default):
@@ -58,15 +57,15 @@ def _scalar(value, default):
 
 
 @kernel("NonMaxSuppression", dtypes={DType.FLOAT32, DType.FLOAT64, DType.FLOAT16}, check=_check_nms)
-def non_max_suppression(ctx, boxes, scores, max_per_class=None, iou_threshold=None, score_threshold=None):
+def non_max_suppression(ctx, boxes, scores, max_per_class=None, iou_threshold=None, score_threshold=None, *,
+                        center_point_box=0):
     limit = int(_scalar(max_per_class, 0))
     iou_limit = float(_scalar(iou_threshold, 0.0))
     score_limit = None if score_threshold is None else float(_scalar(score_threshold, 0.0))
     rows: list[tuple[int, int, int]] = []
     if limit > 0:
-        center = ctx.attr("center_point_box", 0)
         for b in range(boxes.shape[0]):
-            corners = _corners(boxes[b], center)
+            corners = _corners(boxes[b], center_point_box)
             for c in range(scores.shape[1]):
                 picked = _select(scores[b, c].astype(np.float64), corners, limit, iou_limit, score_limit)
                 rows.extend((b, c, i) for i in picked)

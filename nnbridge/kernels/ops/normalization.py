@@ -21,18 +21,18 @@ def _channel_shape(x: np.ndarray) -> tuple[int, ...]:
     return (1, -1) + (1,) * (x.ndim - 2)
 
 
-def _check_batch_norm(node: Node) -> str | None:
-    if node.attr("training_mode", 0) and len(node.outputs) not in (1, 3):
+def _check_batch_norm(node: Node, *, training_mode=0) -> str | None:
+    if training_mode and len(node.outputs) not in (1, 3):
         return "training_mode with saved statistics outputs is not implemented"
     return None
 
 
 @kernel("BatchNormalization", dtypes=FLOATS, check=_check_batch_norm)
-def batch_norm(ctx, x, scale, bias, mean, var):
+def batch_norm(ctx, x, scale, bias, mean, var, *, epsilon=1e-5, momentum=0.9, training_mode=0):
     dt = compute_dtype(x.dtype)
-    eps = float(ctx.attr("epsilon", 1e-5))
+    eps = float(epsilon)
     xc = x.astype(dt, copy=False)
-    training = bool(ctx.attr("training_mode", 0))
+    training = bool(training_mode)
     if training:
         axes = (0,) + tuple(range(2, x.ndim))
         batch_mean, batch_var = xc.mean(axis=axes), xc.var(axis=axes)
@@ -45,28 +45,28 @@ def batch_norm(ctx, x, scale, bias, mean, var):
     y = (xc * factor.reshape(shape) + shift.reshape(shape)).astype(x.dtype, copy=False)
     if not training:
         return y
-    momentum = float(ctx.attr("momentum", 0.9))
+    momentum = float(momentum)
     running_mean = mean * momentum + batch_mean * (1 - momentum)
     running_var = var * momentum + batch_var * (1 - momentum)
     outs = (y, running_mean.astype(mean.dtype), running_var.astype(var.dtype))
     return outs[:len(ctx.node.outputs)]
 
 
-def _stash(ctx, x: np.ndarray) -> np.dtype:
+def _stash(stash_type: int, x: np.ndarray) -> np.dtype:
     """The stash type (attribute), widened to the input precision."""
-    stash = _STASH.get(int(ctx.attr("stash_type", 1)), np.dtype(np.float32))
+    stash = _STASH.get(int(stash_type), np.dtype(np.float32))
     return np.promote_types(stash, compute_dtype(x.dtype))
 
 
-def _check_stash(node: Node) -> str | None:
-    stash = int(node.attr("stash_type", 1))
+def _check_stash(node: Node, *, stash_type=1) -> str | None:
+    stash = int(stash_type)
     return None if stash in _STASH else f"stash_type={stash} is not implemented"
 
 
 @kernel("LayerNormalization", dtypes=FLOATS, check=_check_stash)
-def layer_norm(ctx, x, scale, bias=None):
-    dt = _stash(ctx, x)
-    axis = int(ctx.attr("axis", -1)) % x.ndim
+def layer_norm(ctx, x, scale, bias=None, *, axis=-1, epsilon=1e-5, stash_type=1):
+    dt = _stash(stash_type, x)
+    axis = int(axis) % x.ndim
     axes = tuple(range(axis, x.ndim))
     xc = x.astype(dt, copy=False)
     count = math.prod(x.shape[axis:])
@@ -75,7 +75,7 @@ def layer_norm(ctx, x, scale, bias=None):
     centered = xc - mean
     square = np.multiply(centered, centered)
     variance = np.divide(np.add.reduce(square, axis=axes, keepdims=True), count)
-    variance += dt.type(ctx.attr("epsilon", 1e-5))
+    variance += dt.type(epsilon)
     inv_std = np.reciprocal(np.sqrt(variance, out=variance), out=variance)
     y = np.multiply(centered, inv_std, out=centered)
     y *= scale.astype(dt, copy=False)
@@ -83,18 +83,18 @@ def layer_norm(ctx, x, scale, bias=None):
         y += bias.astype(dt, copy=False)
     if len(ctx.node.outputs) == 1:
         return y.astype(x.dtype, copy=False)
-    stat_type = _STASH.get(int(ctx.attr("stash_type", 1)), np.dtype(np.float32))
+    stat_type = _STASH.get(int(stash_type), np.dtype(np.float32))
     outs = (y.astype(x.dtype, copy=False), mean.astype(stat_type), inv_std.astype(stat_type))
     return outs[:len(ctx.node.outputs)]
 
 
 @kernel("RMSNormalization", dtypes=FLOATS, check=_check_stash)
-def rms_norm(ctx, x, scale):
-    dt = _stash(ctx, x)
-    axis = int(ctx.attr("axis", -1)) % x.ndim
+def rms_norm(ctx, x, scale, *, axis=-1, epsilon=1e-5, stash_type=1):
+    dt = _stash(stash_type, x)
+    axis = int(axis) % x.ndim
     xc = x.astype(dt, copy=False)
     mean_square = (xc * xc).mean(axis=tuple(range(axis, x.ndim)), keepdims=True)
-    y = xc / np.sqrt(mean_square + dt.type(ctx.attr("epsilon", 1e-5))) * scale.astype(dt, copy=False)
+    y = xc / np.sqrt(mean_square + dt.type(epsilon)) * scale.astype(dt, copy=False)
     return y.astype(x.dtype, copy=False)
 
 
@@ -105,21 +105,21 @@ def _standardize(xc: np.ndarray, axes: tuple[int, ...], eps: float) -> np.ndarra
 
 
 @kernel("InstanceNormalization", dtypes=FLOATS)
-def instance_norm(ctx, x, scale, bias):
+def instance_norm(ctx, x, scale, bias, *, epsilon=1e-5):
     dt = compute_dtype(x.dtype)
-    y = _standardize(x.astype(dt, copy=False), tuple(range(2, x.ndim)), float(ctx.attr("epsilon", 1e-5)))
+    y = _standardize(x.astype(dt, copy=False), tuple(range(2, x.ndim)), float(epsilon))
     shape = _channel_shape(x)
     y = y * scale.astype(dt).reshape(shape) + bias.astype(dt).reshape(shape)
     return y.astype(x.dtype, copy=False)
 
 
 @kernel("GroupNormalization", dtypes=FLOATS, check=_check_stash)
-def group_norm(ctx, x, scale, bias):
-    dt = _stash(ctx, x)
-    groups = int(ctx.attr("num_groups"))
+def group_norm(ctx, x, scale, bias, *, epsilon=1e-5, num_groups, stash_type=1):
+    dt = _stash(stash_type, x)
+    groups = int(num_groups)
     n, c = x.shape[:2]
     grouped = x.astype(dt, copy=False).reshape(n, groups, -1)
-    y = _standardize(grouped, (2,), float(ctx.attr("epsilon", 1e-5))).reshape(x.shape)
+    y = _standardize(grouped, (2,), float(epsilon)).reshape(x.shape)
     if scale.size == groups and c != groups:  # opset-18 form: one scale per group
         scale, bias = np.repeat(scale, c // groups), np.repeat(bias, c // groups)
     shape = _channel_shape(x)
@@ -128,11 +128,11 @@ def group_norm(ctx, x, scale, bias):
 
 
 @kernel("LRN", dtypes=FLOATS)
-def lrn(ctx, x):
+def lrn(ctx, x, *, alpha=1e-4, beta=0.75, bias=1.0, size):
     """Cross-channel normalization; the channel window sum loops over the (small) window taps only."""
     dt = compute_dtype(x.dtype)
-    size = int(ctx.attr("size"))
-    alpha, beta, bias = float(ctx.attr("alpha", 1e-4)), float(ctx.attr("beta", 0.75)), float(ctx.attr("bias", 1.0))
+    size = int(size)
+    alpha, beta, bias = float(alpha), float(beta), float(bias)
     xc = x.astype(dt, copy=False)
     sq = xc * xc
     before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
@@ -146,26 +146,25 @@ def lrn(ctx, x):
 
 
 @kernel("MeanVarianceNormalization", dtypes=FLOATS)
-def mean_variance_norm(ctx, x):
+def mean_variance_norm(ctx, x, *, axes=(0, 2, 3)):
     dt = compute_dtype(x.dtype)
-    axes = tuple(a % x.ndim for a in (ctx.attr("axes", None) or [0, 2, 3]))
+    axes = tuple(a % x.ndim for a in (axes or (0, 2, 3)))  # an empty list too
     xc = x.astype(dt, copy=False)
     mean = xc.mean(axis=axes, keepdims=True)
     std = np.sqrt(np.maximum((xc * xc).mean(axis=axes, keepdims=True) - mean * mean, 0))
     return ((xc - mean) / (std + dt.type(1e-9))).astype(x.dtype, copy=False)
 
 
-def _check_lp(node: Node) -> str | None:
-    p = node.attr("p", 2)
+def _check_lp(node: Node, *, p=2) -> str | None:
     return None if p in (1, 2) else f"p={p} is not implemented"
 
 
 @kernel("LpNormalization", dtypes=FLOATS, check=_check_lp)
-def lp_norm(ctx, x):
+def lp_norm(ctx, x, *, axis=-1, p=2):
     dt = compute_dtype(x.dtype)
-    axis = int(ctx.attr("axis", -1))
+    axis = int(axis)
     xc = x.astype(dt, copy=False)
-    if int(ctx.attr("p", 2)) == 1:
+    if int(p) == 1:
         norm = np.abs(xc).sum(axis=axis, keepdims=True)
     else:
         norm = np.sqrt((xc * xc).sum(axis=axis, keepdims=True))

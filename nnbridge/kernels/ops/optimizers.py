@@ -28,9 +28,9 @@ def _scalar(value) -> float:
 
 
 @kernel("Adagrad", domain=TRAINING_DOMAIN, dtypes=FLOATS)
-def adagrad(ctx, rate, step, *tensors):
-    r = _scalar(rate) / (1 + _scalar(step) * ctx.attr("decay_factor", 0.0))
-    norm, eps = ctx.attr("norm_coefficient", 0.0), ctx.attr("epsilon", 1e-6)
+def adagrad(ctx, rate, step, *tensors, decay_factor=0.0, epsilon=1e-6, norm_coefficient=0.0):
+    r = _scalar(rate) / (1 + _scalar(step) * decay_factor)
+    norm, eps = norm_coefficient, epsilon
     results = []
     for x, g, h in _groups(tensors, 3):
         g = norm * x + g
@@ -40,17 +40,16 @@ def adagrad(ctx, rate, step, *tensors):
     return _outputs(results)
 
 
-def _check_momentum(node):
-    mode = node.attr("mode")
+def _check_momentum(node, *, mode):
     return None if mode in ("standard", "nesterov") else f"mode {mode!r} is not standard or nesterov"
 
 
 @kernel("Momentum", domain=TRAINING_DOMAIN, dtypes=FLOATS, check=_check_momentum)
-def momentum(ctx, rate, step, *tensors):
+def momentum(ctx, rate, step, *tensors, alpha, beta, mode, norm_coefficient):
     r = _scalar(rate)
-    alpha, norm = ctx.attr("alpha"), ctx.attr("norm_coefficient")
-    beta = ctx.attr("beta") if _scalar(step) > 0 else 1.0  # the first step takes the whole gradient
-    nesterov = ctx.attr("mode") == "nesterov"
+    norm = norm_coefficient
+    beta = beta if _scalar(step) > 0 else 1.0  # the first step takes the whole gradient
+    nesterov = mode == "nesterov"
     results = []
     for x, g, v in _groups(tensors, 3):
         g = norm * x + g
@@ -61,10 +60,9 @@ def momentum(ctx, rate, step, *tensors):
 
 
 @kernel("Adam", domain=TRAINING_DOMAIN, dtypes=FLOATS)
-def adam(ctx, rate, step, *tensors):
-    alpha, beta = ctx.attr("alpha", 0.9), ctx.attr("beta", 0.999)
-    norm, norm_post, eps = ctx.attr("norm_coefficient", 0.0), ctx.attr("norm_coefficient_post", 0.0), \
-        ctx.attr("epsilon", 1e-6)
+def adam(ctx, rate, step, *tensors, alpha=0.9, beta=0.999, epsilon=1e-6, norm_coefficient=0.0,
+         norm_coefficient_post=0.0):
+    norm, norm_post, eps = norm_coefficient, norm_coefficient_post, epsilon
     t, r = _scalar(step), _scalar(rate)
     if t > 0:  # bias correction of both running averages
         r = r * np.sqrt(1 - beta**t) / (1 - alpha**t)

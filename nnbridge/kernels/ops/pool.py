@@ -32,15 +32,14 @@ MAX_TYPES = FLOATS | {DType.INT8, DType.UINT8}
 class PoolGeometry:
     """Padding, output size and ceil-mode extension of one pooling node applied to one input shape."""
 
-    def __init__(self, ctx, sizes, kernel_):
+    def __init__(self, sizes, kernel_shape, auto_pad: str, ceil_mode: int, dilations, pads, strides):
         rank = len(sizes)
-        self.kernel = list(kernel_)
-        self.strides = list(ctx.attr("strides", None) or [1] * rank)
-        self.dilations = list(ctx.attr("dilations", None) or [1] * rank)
-        ceil_mode = bool(ctx.attr("ceil_mode", 0))
-        self.begin, self.end = resolve_pads(ctx.attr("auto_pad", "NOTSET"), sizes, self.kernel, self.strides,
-                                            self.dilations, ctx.attr("pads", None))
-        self.out = output_sizes(sizes, self.kernel, self.strides, self.dilations, self.begin, self.end, ceil_mode)
+        self.kernel = list(kernel_shape)
+        self.strides = list(strides or [1] * rank)
+        self.dilations = list(dilations or [1] * rank)
+        self.begin, self.end = resolve_pads(auto_pad, sizes, self.kernel, self.strides, self.dilations, pads)
+        self.out = output_sizes(sizes, self.kernel, self.strides, self.dilations, self.begin, self.end,
+                                bool(ceil_mode))
         # ceil mode may need more trailing padding than the declared pads
         self.extra = [max(0, (o - 1) * s + window_extent(k, d) - (n + b + e))
                       for o, s, k, d, n, b, e in zip(self.out, self.strides, self.kernel, self.dilations, sizes,
@@ -57,12 +56,13 @@ class PoolGeometry:
             yield view[lead + tap]
 
 
-def _check_pool(node: Node) -> str | None:
-    reason = check_auto_pad(node)
-    if reason:
-        return reason
-    if not node.attr("kernel_shape", None):
-        return "kernel_shape attribute missing"
+def _check_pool(node: Node, *, auto_pad="NOTSET", kernel_shape) -> str | None:
+    return check_auto_pad(auto_pad) or _check_unpool(node, kernel_shape=kernel_shape)
+
+
+def _check_unpool(node: Node, *, kernel_shape) -> str | None:
+    if not kernel_shape:
+        return "kernel_shape is empty"
     x = node.input(0)
     if x is not None and x.type.rank is not None and x.type.rank < 3:
         return f"input of rank {x.type.rank}"
@@ -74,8 +74,9 @@ def _lowest(dtype: np.dtype):
 
 
 @kernel("MaxPool", dtypes=MAX_TYPES, check=_check_pool)
-def max_pool(ctx, x):
-    geo = PoolGeometry(ctx, x.shape[2:], ctx.attr("kernel_shape"))
+def max_pool(ctx, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape, pads=None, storage_order=0,
+             strides=None):
+    geo = PoolGeometry(x.shape[2:], kernel_shape, auto_pad, ceil_mode, dilations, pads, strides)
     xp = geo.padded(x, _lowest(x.dtype))
     if len(ctx.node.outputs) < 2:
         taps = geo.taps(xp)
@@ -83,10 +84,10 @@ def max_pool(ctx, x):
         for tap in taps:
             np.maximum(y, tap, out=y)
         return y
-    return _max_pool_with_indices(ctx, x, xp, geo)
+    return _max_pool_with_indices(x, xp, geo, storage_order)
 
 
-def _max_pool_with_indices(ctx, x, xp, geo: PoolGeometry):
+def _max_pool_with_indices(x, xp, geo: PoolGeometry, storage_order: int):
     """Max and its flat input index (row-major, or column-major over the spatial axes for storage_order=1)."""
     rank = len(geo.kernel)
     view = windows(xp, geo.out, geo.kernel, geo.strides, geo.dilations)
@@ -99,20 +100,21 @@ def _max_pool_with_indices(ctx, x, xp, geo: PoolGeometry):
     for axis in range(rank):
         grid = np.arange(geo.out[axis]).reshape([-1 if a == axis else 1 for a in range(rank)])
         coords.append(grid * geo.strides[axis] - geo.begin[axis] + taps[axis] * geo.dilations[axis])
-    order = "F" if int(ctx.attr("storage_order", 0)) else "C"
+    order = "F" if int(storage_order) else "C"
     spatial = np.ravel_multi_index(tuple(coords), sizes, order=order, mode="clip")
     channel = np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[0], x.shape[1], *([1] * rank))
     return y, (channel * int(np.prod(sizes)) + spatial).astype(np.int64)
 
 
 @kernel("AveragePool", dtypes=FLOATS, check=_check_pool)
-def average_pool(ctx, x):
+def average_pool(ctx, x, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None, kernel_shape,
+                 pads=None, strides=None):
     dt = compute_dtype(x.dtype)
     sizes = x.shape[2:]
-    geo = PoolGeometry(ctx, sizes, ctx.attr("kernel_shape"))
+    geo = PoolGeometry(sizes, kernel_shape, auto_pad, ceil_mode, dilations, pads, strides)
     total = _sum_taps(geo, geo.padded(x.astype(dt, copy=False), 0))
     # per-window divisor: pooled mask of counted positions (input, plus declared pads if count_include_pad)
-    if int(ctx.attr("count_include_pad", 0)):
+    if int(count_include_pad):
         mask = pad_spatial(np.ones([n + b + e for n, b, e in zip(sizes, geo.begin, geo.end)], dt),
                            [0] * len(sizes), geo.extra)
     else:
@@ -130,10 +132,10 @@ def _sum_taps(geo: PoolGeometry, xp: np.ndarray) -> np.ndarray:
 
 
 @kernel("LpPool", dtypes=FLOATS, check=_check_pool)
-def lp_pool(ctx, x):
+def lp_pool(ctx, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape, p=2, pads=None, strides=None):
     dt = compute_dtype(x.dtype)
-    p = float(ctx.attr("p", 2))
-    geo = PoolGeometry(ctx, x.shape[2:], ctx.attr("kernel_shape"))
+    p = float(p)
+    geo = PoolGeometry(x.shape[2:], kernel_shape, auto_pad, ceil_mode, dilations, pads, strides)
     powered = np.abs(x.astype(dt, copy=False)) ** dt.type(p)
     return (_sum_taps(geo, geo.padded(powered, 0)) ** dt.type(1 / p)).astype(x.dtype, copy=False)
 
@@ -154,20 +156,20 @@ def global_max_pool(ctx, x):
 
 
 @kernel("GlobalLpPool", dtypes=FLOATS)
-def global_lp_pool(ctx, x):
+def global_lp_pool(ctx, x, *, p=2):
     dt = compute_dtype(x.dtype)
-    p = float(ctx.attr("p", 2))
+    p = float(p)
     s = (np.abs(x.astype(dt, copy=False)) ** dt.type(p)).sum(axis=_spatial_axes(x), keepdims=True)
     return (s ** dt.type(1 / p)).astype(x.dtype, copy=False)
 
 
-@kernel("MaxUnpool", dtypes=FLOATS | {DType.INT8, DType.UINT8, DType.INT32, DType.INT64}, check=_check_pool)
-def max_unpool(ctx, x, indices, output_shape=None):
+@kernel("MaxUnpool", dtypes=FLOATS | {DType.INT8, DType.UINT8, DType.INT32, DType.INT64}, check=_check_unpool)
+def max_unpool(ctx, x, indices, output_shape=None, *, kernel_shape, pads=None, strides=None):
     """Indices address the inferred (pre-pooling) shape; an explicit output_shape places it top-left."""
     rank = x.ndim - 2
-    kernel_ = ctx.attr("kernel_shape")
-    strides = list(ctx.attr("strides", None) or [1] * rank)
-    pads = list(ctx.attr("pads", None) or [0] * (2 * rank))
+    kernel_ = kernel_shape
+    strides = list(strides or [1] * rank)
+    pads = list(pads or [0] * (2 * rank))
     inferred = list(x.shape[:2]) + [(n - 1) * s + k - pads[i] - pads[rank + i]
                                     for i, (n, s, k) in enumerate(zip(x.shape[2:], strides, kernel_))]
     y = np.zeros(int(np.prod(inferred)), dtype=x.dtype)

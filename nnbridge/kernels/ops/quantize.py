@@ -44,29 +44,30 @@ def broadcast_param(param: np.ndarray | None, x: np.ndarray, axis: int, block_si
     return param.reshape(shape)
 
 
-def _quantize_target(ctx, zero_point) -> np.dtype:
-    code = ctx.attr("output_dtype", 0)
-    if code:
-        return DType.from_onnx(code).numpy
+def _quantize_target(output_dtype: int, zero_point) -> np.dtype:
+    if output_dtype:
+        return DType.from_onnx(output_dtype).numpy
     return zero_point.dtype if zero_point is not None else np.dtype(np.uint8)
 
 
-def _check_dtype_attr(node) -> str | None:
-    code = node.attr("output_dtype", 0) or 0
-    precision = node.attr("precision", 0) or 0
-    for name, value in (("output_dtype", code), ("precision", precision)):
-        if value and value not in {d.value for d in DType}:
-            return f"{name} {value} is not an element type of the IR"
+def _unknown_code(name: str, code: int) -> str | None:
+    if code and code not in {d.value for d in DType}:
+        return f"{name} {code} is not an element type of the IR"
     return None
 
 
-@kernel("QuantizeLinear", check=_check_dtype_attr)
-def quantize_linear(ctx, x, scale, zero_point=None):
-    target = _quantize_target(ctx, zero_point)
-    axis, block = ctx.attr("axis", 1), ctx.attr("block_size", 0)
+def _check_quantize(node, *, output_dtype=0, precision=0) -> str | None:
+    return _unknown_code("output_dtype", output_dtype) or _unknown_code("precision", precision)
+
+
+@kernel("QuantizeLinear", check=_check_quantize)
+def quantize_linear(ctx, x, scale, zero_point=None, *, axis=1, block_size=0, output_dtype=0, precision=0,
+                    saturate=1):
+    target = _quantize_target(output_dtype, zero_point)
+    block = block_size
     scale = broadcast_param(scale, x, axis, block, f"node '{ctx.node.name}' scale")
     zero_point = broadcast_param(zero_point, x, axis, block, f"node '{ctx.node.name}' zero point")
-    precision = DType.from_onnx(ctx.attr("precision")).numpy if ctx.attr("precision", 0) else scale.dtype
+    precision = DType.from_onnx(precision).numpy if precision else scale.dtype
     scaled = x.astype(precision) / scale.astype(precision)
     if target in _INT_TARGETS:
         info = ml_dtypes.iinfo(target) if target.type in _SUB_BYTE_INTS else np.iinfo(target)
@@ -77,13 +78,17 @@ def quantize_linear(ctx, x, scale, zero_point=None):
     shifted = scaled.astype(np.float32)
     if zero_point is not None:
         shifted = shifted + zero_point.astype(np.float32)
-    return cast_array(shifted, target, bool(ctx.attr("saturate", 1)))
+    return cast_array(shifted, target, bool(saturate))
 
 
-@kernel("DequantizeLinear", check=_check_dtype_attr)
-def dequantize_linear(ctx, x, scale, zero_point=None):
-    out = DType.from_onnx(ctx.attr("output_dtype")).numpy if ctx.attr("output_dtype", 0) else scale.dtype
-    axis, block = ctx.attr("axis", 1), ctx.attr("block_size", 0)
+def _check_dequantize(node, *, output_dtype=0) -> str | None:
+    return _unknown_code("output_dtype", output_dtype)
+
+
+@kernel("DequantizeLinear", check=_check_dequantize)
+def dequantize_linear(ctx, x, scale, zero_point=None, *, axis=1, block_size=0, output_dtype=0):
+    out = DType.from_onnx(output_dtype).numpy if output_dtype else scale.dtype
+    block = block_size
     scale = broadcast_param(scale, x, axis, block, f"node '{ctx.node.name}' scale")
     zero_point = broadcast_param(zero_point, x, axis, block, f"node '{ctx.node.name}' zero point")
     diff = x.astype(np.float64)  # exact for every quantized type, int32 included

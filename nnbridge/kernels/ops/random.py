@@ -14,49 +14,46 @@ from ..registry import kernel
 from ._common import ints
 
 
-def _rng(ctx) -> np.random.Generator:
-    seed = ctx.attr("seed")
+def _rng(seed: float | None) -> np.random.Generator:
     return np.random.default_rng(None if seed is None else int(np.float32(seed).view(np.uint32)))
 
 
-def _dtype(ctx, like: np.ndarray | None = None) -> np.dtype:
-    code = ctx.attr("dtype")
+def _dtype(code: int | None, like: np.ndarray | None = None) -> np.dtype:
     if code is not None:
         return DType.from_onnx(code).numpy
     return like.dtype if like is not None else np.dtype(np.float32)
 
 
-def _normal(ctx, shape, dtype) -> np.ndarray:
-    draw = _rng(ctx).standard_normal(shape, dtype=np.float32 if dtype != np.float64 else np.float64)
-    return (draw * ctx.attr("scale", 1.0) + ctx.attr("mean", 0.0)).astype(dtype, copy=False)
+def _normal(shape, dtype, mean: float, scale: float, seed: float | None) -> np.ndarray:
+    draw = _rng(seed).standard_normal(shape, dtype=np.float32 if dtype != np.float64 else np.float64)
+    return (draw * scale + mean).astype(dtype, copy=False)
 
 
-def _uniform(ctx, shape, dtype) -> np.ndarray:
-    low, high = ctx.attr("low", 0.0), ctx.attr("high", 1.0)
-    return _rng(ctx).uniform(low, high, shape).astype(dtype, copy=False)
+def _uniform(shape, dtype, low: float, high: float, seed: float | None) -> np.ndarray:
+    return _rng(seed).uniform(low, high, shape).astype(dtype, copy=False)
 
 
 @kernel("RandomNormal")
-def random_normal(ctx):
-    return _normal(ctx, tuple(ints(ctx.attr("shape"))), _dtype(ctx))
+def random_normal(ctx, *, dtype=1, mean=0.0, scale=1.0, seed=None, shape):
+    return _normal(tuple(ints(shape)), _dtype(dtype), mean, scale, seed)
 
 
 @kernel("RandomNormalLike")
-def random_normal_like(ctx, x):
-    return _normal(ctx, x.shape, _dtype(ctx, x))
+def random_normal_like(ctx, x, *, dtype=None, mean=0.0, scale=1.0, seed=None):
+    return _normal(x.shape, _dtype(dtype, x), mean, scale, seed)
 
 
 @kernel("RandomUniform")
-def random_uniform(ctx):
-    return _uniform(ctx, tuple(ints(ctx.attr("shape"))), _dtype(ctx))
+def random_uniform(ctx, *, dtype=1, high=1.0, low=0.0, seed=None, shape):
+    return _uniform(tuple(ints(shape)), _dtype(dtype), low, high, seed)
 
 
 @kernel("RandomUniformLike")
-def random_uniform_like(ctx, x):
-    return _uniform(ctx, x.shape, _dtype(ctx, x))
+def random_uniform_like(ctx, x, *, dtype=None, high=1.0, low=0.0, seed=None):
+    return _uniform(x.shape, _dtype(dtype, x), low, high, seed)
 
 
 @kernel("Bernoulli")
-def bernoulli(ctx, p):
+def bernoulli(ctx, p, *, dtype=None, seed=None):
     """1 with probability p (element-wise), else 0, in ``dtype`` (default: p's type)."""
-    return (_rng(ctx).random(p.shape) < p).astype(_dtype(ctx, p))
+    return (_rng(seed).random(p.shape) < p).astype(_dtype(dtype, p))

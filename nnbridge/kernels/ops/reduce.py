@@ -56,12 +56,10 @@ _REDUCTIONS = {
 def _reduction(op: str):
     fn, identity = _REDUCTIONS[op]
 
-    def run(ctx, x, axes=None):
-        if axes is None:
-            axes = ctx.attr("axes")  # attribute before opset 18 (13 for ReduceSum)
+    def run(ctx, x, axes=None, *, keepdims=1, noop_with_empty_axes=0):
         axes = ints(axes) if axes is not None else []
         if not axes:
-            if ctx.attr("noop_with_empty_axes", 0):
+            if noop_with_empty_axes:
                 return x
             axes = list(range(x.ndim))
         axes = axes_of(axes, x.ndim)
@@ -70,7 +68,7 @@ def _reduction(op: str):
             out = np.full(shape, identity(x.dtype), dtype=x.dtype)
         else:
             out = np.asarray(fn(x, axes)).astype(x.dtype, copy=False)
-        return out if ctx.attr("keepdims", 1) else out.reshape([d for i, d in enumerate(out.shape) if i not in axes])
+        return out if keepdims else out.reshape([d for i, d in enumerate(out.shape) if i not in axes])
 
     return run
 
@@ -81,14 +79,14 @@ for _op in _REDUCTIONS:
 
 
 def _arg(pick):
-    def run(ctx, x):
-        axis = axis_of(ctx.attr("axis", 0), x.ndim)
-        if ctx.attr("select_last_index", 0):  # search the reversed axis, map back
+    def run(ctx, x, *, axis=0, keepdims=1, select_last_index=0):
+        axis = axis_of(axis, x.ndim)
+        if select_last_index:  # search the reversed axis, map back
             index = x.shape[axis] - 1 - pick(np.flip(x, axis), axis=axis, keepdims=True)
         else:
             index = pick(x, axis=axis, keepdims=True)
         index = index.astype(np.int64, copy=False)
-        return index if ctx.attr("keepdims", 1) else np.squeeze(index, axis=axis)
+        return index if keepdims else np.squeeze(index, axis=axis)
 
     return run
 
@@ -100,13 +98,12 @@ kernel("ArgMin", dtypes=NUMERIC | BOOL)(_arg(np.argmin))
 def _running(accumulate, identity: int):
     """CumSum/CumProd: optional reverse direction, exclusive = shifted by one."""
 
-    def run(ctx, x, axis):
+    def run(ctx, x, axis, *, exclusive=0, reverse=0):
         axis = axis_of(int(np.asarray(axis).reshape(-1)[0]), x.ndim)
-        reverse = ctx.attr("reverse", 0)
         if reverse:
             x = np.flip(x, axis)
         out = accumulate(x, axis=axis, dtype=x.dtype)
-        if ctx.attr("exclusive", 0) and x.shape[axis]:
+        if exclusive and x.shape[axis]:
             head = np.full_like(np.take(out, [0], axis=axis), identity)
             out = np.concatenate([head, np.take(out, np.arange(x.shape[axis] - 1), axis=axis)], axis=axis)
         return np.flip(out, axis) if reverse else out

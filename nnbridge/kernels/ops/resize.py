@@ -9,6 +9,8 @@ coordinate, edge-clamped neighbours, optional antialias (kernel widened by
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ...ir import DType, Node
@@ -21,18 +23,31 @@ _NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 NEAREST_TYPES = WITH_BF16 | {DType.INT8, DType.UINT8, DType.INT16, DType.UINT16, DType.INT32, DType.INT64}
 
 
-def _check_resize(node: Node) -> str | None:
-    mode = node.attr("mode", "nearest")
+@dataclass(frozen=True)
+class ResizeAttrs:
+    """A Resize node's attributes, as its kernel was given them (the helpers below read these)."""
+
+    antialias: int
+    axes: list[int] | None
+    coordinate_transformation_mode: str
+    cubic_coeff_a: float
+    exclude_outside: int
+    extrapolation_value: float
+    keep_aspect_ratio_policy: str
+    mode: str
+    nearest_mode: str
+
+
+def _check_resize(node: Node, *, coordinate_transformation_mode="half_pixel", keep_aspect_ratio_policy="stretch",
+                  mode="nearest", nearest_mode="round_prefer_floor") -> str | None:
     if mode not in ("nearest", "linear", "cubic"):
         return f"mode={mode} is not implemented"
-    coord = node.attr("coordinate_transformation_mode", "half_pixel")
-    if coord not in _COORD_MODES:
-        return f"coordinate_transformation_mode={coord} is not implemented"
-    if node.attr("nearest_mode", "round_prefer_floor") not in _NEAREST_MODES:
-        return f"nearest_mode={node.attr('nearest_mode')} is not implemented"
-    policy = node.attr("keep_aspect_ratio_policy", "stretch")
-    if policy not in ("stretch", "not_larger", "not_smaller"):
-        return f"keep_aspect_ratio_policy={policy} is not implemented"
+    if coordinate_transformation_mode not in _COORD_MODES:
+        return f"coordinate_transformation_mode={coordinate_transformation_mode} is not implemented"
+    if nearest_mode not in _NEAREST_MODES:
+        return f"nearest_mode={nearest_mode} is not implemented"
+    if keep_aspect_ratio_policy not in ("stretch", "not_larger", "not_smaller"):
+        return f"keep_aspect_ratio_policy={keep_aspect_ratio_policy} is not implemented"
     x = node.input(0)
     if mode != "nearest" and x is not None and x.type.dtype is not None and x.type.dtype not in WITH_BF16:
         return f"{mode} interpolation of {x.type.dtype.short} is not implemented"
@@ -70,11 +85,11 @@ def _cubic(t: np.ndarray, a: float) -> np.ndarray:
     return np.where(t <= 1, near, np.where(t < 2, far, 0.0))
 
 
-def _taps(ctx, x: np.ndarray, scale: float, in_len: int) -> tuple[np.ndarray, np.ndarray | None]:
+def _taps(attrs: ResizeAttrs, x: np.ndarray, scale: float, in_len: int) -> tuple[np.ndarray, np.ndarray | None]:
     """(indices (out, taps), weights (out, taps) or None for nearest)."""
-    mode = ctx.attr("mode", "nearest")
+    mode = attrs.mode
     if mode == "nearest":
-        nearest = ctx.attr("nearest_mode", "round_prefer_floor")
+        nearest = attrs.nearest_mode
         floor = np.floor(x)
         frac = x - floor
         if nearest == "floor":
@@ -90,7 +105,7 @@ def _taps(ctx, x: np.ndarray, scale: float, in_len: int) -> tuple[np.ndarray, np
     base = np.floor(x)
     base = np.where(base == x, x - 1, base)
     ratio = x - base
-    antialias = bool(ctx.attr("antialias", 0))
+    antialias = bool(attrs.antialias)
     s = min(scale, 1.0) if antialias else 1.0
     radius = 1 if mode == "linear" else 2
     start = int(np.floor(-radius / s) + 1)
@@ -99,21 +114,20 @@ def _taps(ctx, x: np.ndarray, scale: float, in_len: int) -> tuple[np.ndarray, np
     if mode == "linear":
         w = np.clip(1 - np.abs(args), 0, 1)
     else:
-        w = _cubic(args, float(ctx.attr("cubic_coeff_a", -0.75)))
+        w = _cubic(args, float(attrs.cubic_coeff_a))
     if antialias:
         w = w / w.sum(axis=1, keepdims=True)
     idx = base[:, None].astype(np.int64) + offsets[None, :]
-    if ctx.attr("exclude_outside", 0):
+    if attrs.exclude_outside:
         w = np.where((idx < 0) | (idx >= in_len), 0.0, w)
         total = w.sum(axis=1, keepdims=True)
         w = w / np.where(total == 0, 1.0, total)
     return np.clip(idx, 0, in_len - 1).astype(np.intp), w
 
 
-def _resize_axis(ctx, data: np.ndarray, axis: int, scale: float, out_len: int, roi) -> np.ndarray:
-    coord_mode = ctx.attr("coordinate_transformation_mode", "half_pixel")
-    x, outside = _source_coords(coord_mode, out_len, scale, data.shape[axis], roi)
-    idx, w = _taps(ctx, x, scale, data.shape[axis])
+def _resize_axis(attrs: ResizeAttrs, data: np.ndarray, axis: int, scale: float, out_len: int, roi) -> np.ndarray:
+    x, outside = _source_coords(attrs.coordinate_transformation_mode, out_len, scale, data.shape[axis], roi)
+    idx, w = _taps(attrs, x, scale, data.shape[axis])
     if w is None:
         result = np.take(data, idx[:, 0], axis=axis)
     else:
@@ -122,21 +136,21 @@ def _resize_axis(ctx, data: np.ndarray, axis: int, scale: float, out_len: int, r
         result = (gathered * w.astype(data.dtype).reshape(shape)).sum(axis=axis + 1)
     if outside is not None and outside.any():
         mask = outside.reshape((1,) * axis + (out_len,) + (1,) * (data.ndim - axis - 1))
-        result = np.where(mask, np.asarray(ctx.attr("extrapolation_value", 0.0)).astype(data.dtype), result)
+        result = np.where(mask, np.asarray(attrs.extrapolation_value).astype(data.dtype), result)
     return result
 
 
-def _plan(ctx, x: np.ndarray, roi, scales, sizes) -> tuple[list[float], list[int], list | None]:
+def _plan(attrs: ResizeAttrs, x: np.ndarray, roi, scales, sizes) -> tuple[list[float], list[int], list | None]:
     """Per-axis (scale, output size, roi) following ONNX: sizes win over scales; aspect-ratio policies."""
     rank = x.ndim
-    axes = [a % rank for a in (ctx.attr("axes", None) or range(rank))]
+    axes = [a % rank for a in (attrs.axes or range(rank))]
     scale_all, size_all = [1.0] * rank, list(x.shape)
     if sizes is not None and np.asarray(sizes).size:
         given = [int(v) for v in np.asarray(sizes).reshape(-1)]
         for a, v in zip(axes, given):
             scale_all[a] = v / x.shape[a]
             size_all[a] = v
-        policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
+        policy = attrs.keep_aspect_ratio_policy
         if policy != "stretch":
             pick = min if policy == "not_larger" else max
             common = pick(scale_all[a] for a in axes)
@@ -158,20 +172,27 @@ def _plan(ctx, x: np.ndarray, roi, scales, sizes) -> tuple[list[float], list[int
     return scale_all, size_all, rois
 
 
-def resize(ctx, x: np.ndarray, roi, scales, sizes) -> np.ndarray:
-    scale_all, size_all, rois = _plan(ctx, x, roi, scales, sizes)
-    nearest = ctx.attr("mode", "nearest") == "nearest"
+def resize(attrs: ResizeAttrs, x: np.ndarray, roi, scales, sizes) -> np.ndarray:
+    scale_all, size_all, rois = _plan(attrs, x, roi, scales, sizes)
+    nearest = attrs.mode == "nearest"
     data = x if nearest else x.astype(compute_dtype(x.dtype), copy=False)
-    crop = ctx.attr("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize"
+    crop = attrs.coordinate_transformation_mode == "tf_crop_and_resize"
     for axis in range(x.ndim):
         axis_roi = rois[axis] if rois is not None else None
         identity_roi = axis_roi is None or axis_roi == (0.0, 1.0)
         if scale_all[axis] == 1.0 and size_all[axis] == data.shape[axis] and (identity_roi or not crop):
             continue
-        data = _resize_axis(ctx, data, axis, scale_all[axis], size_all[axis], axis_roi)
+        data = _resize_axis(attrs, data, axis, scale_all[axis], size_all[axis], axis_roi)
     return data.astype(x.dtype, copy=False)
 
 
 @kernel("Resize", dtypes=NEAREST_TYPES, check=_check_resize)
-def resize_kernel(ctx, x, roi=None, scales=None, sizes=None):
-    return resize(ctx, x, roi, scales, sizes)
+def resize_kernel(ctx, x, roi=None, scales=None, sizes=None, *, antialias=0, axes=None,
+                  coordinate_transformation_mode="half_pixel", cubic_coeff_a=-0.75, exclude_outside=0,
+                  extrapolation_value=0.0, keep_aspect_ratio_policy="stretch", mode="nearest",
+                  nearest_mode="round_prefer_floor"):
+    attrs = ResizeAttrs(antialias=antialias, axes=axes, coordinate_transformation_mode=coordinate_transformation_mode,
+                        cubic_coeff_a=cubic_coeff_a, exclude_outside=exclude_outside,
+                        extrapolation_value=extrapolation_value, keep_aspect_ratio_policy=keep_aspect_ratio_policy,
+                        mode=mode, nearest_mode=nearest_mode)
+    return resize(attrs, x, roi, scales, sizes)

@@ -3,9 +3,11 @@
 All directions, ``sequence_lens`` (finished sequences keep their state and emit
 zeros), initial states, ``clip``, the ``activations`` attribute with
 alpha/beta, and both layouts. The input projection of every time step (with
-both biases) is one matmul; the loop runs over time steps only, with one
-recurrent matmul and a handful of in-place operators per step; the masking
-for ``sequence_lens`` is skipped when every sequence is full length.
+both biases) is one matmul; the loop runs over time steps only. With numba and
+the default activations in float32, each direction's whole loop is one compiled
+call (``compiled/rnn.py``); otherwise one recurrent matmul and a handful of
+in-place operators per step, the masking for ``sequence_lens`` skipped when
+every sequence is full length.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ...ir import Node
+from .. import compiled
+from ..parallel import grain, run_blocks
 from ..registry import kernel
 from ._windows import FLOATS, compute_dtype
 from .activation import sigmoid as _sigmoid
@@ -46,43 +50,44 @@ _DEFAULTS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "T
 _GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
 
-def _directions(node: Node) -> int:
-    return 2 if node.attr("direction", "forward") == "bidirectional" else 1
+#: ONNX's RNN schema lists two Tanh as the default of ``activations`` (one per direction of a
+#: bidirectional RNN); the kernels apply the per-op default for the node's directions instead
+_OWN_DEFAULTS = {"activations": "the default depends on the direction: the kernel applies one Tanh per direction"}
 
 
-def _activation_names(node: Node) -> list[str] | None:
-    """The explicit ``activations`` attribute (the schema default is per-op and applied here instead)."""
-    names = node.attrs.get("activations")
-    if not names:
+def _directions(direction: str) -> int:
+    return 2 if direction == "bidirectional" else 1
+
+
+def _activation_names(activations) -> list[str] | None:
+    """The explicit ``activations`` attribute (the per-op default is applied by the caller)."""
+    if not activations:
         return None
-    return [n.decode() if isinstance(n, bytes) else str(n) for n in names]
+    return [n.decode() if isinstance(n, bytes) else str(n) for n in activations]
 
 
-def _check_rnn(node: Node) -> str | None:
-    direction = node.attr("direction", "forward")
+def _check_rnn(node: Node, *, activations=None, direction="forward", layout=0) -> str | None:
     if direction not in ("forward", "reverse", "bidirectional"):
         return f"direction={direction} is not implemented"
-    names = _activation_names(node)
+    names = _activation_names(activations)
     if names:
         unknown = [n for n in names if n.lower() not in _ACTIVATIONS]
         if unknown:
             return f"activations {unknown} are not implemented"
-        if len(names) != len(_DEFAULTS[node.op]) * _directions(node):
+        if len(names) != len(_DEFAULTS[node.op]) * _directions(direction):
             return f"{len(names)} activations do not match the direction"
-    if int(node.attr("layout", 0)) not in (0, 1):
-        return f"layout={node.attr('layout')} is not implemented"
+    if int(layout) not in (0, 1):
+        return f"layout={layout} is not implemented"
     return None
 
 
-def _activation_fns(ctx) -> list[list[Callable]]:
+def _activation_fns(op: str, dirs: int, names: list[str] | None, alphas, betas) -> list[list[Callable]]:
     """Activation functions per direction; alpha/beta lists are consumed in order by those that take them."""
-    op = ctx.node.op
-    dirs = _directions(ctx.node)
-    names = _activation_names(ctx.node) or _DEFAULTS[op] * dirs
+    names = names or _DEFAULTS[op] * dirs
     if len(names) == len(_DEFAULTS[op]):
         names = names * dirs
-    alphas = list(ctx.attr("activation_alpha", None) or [])
-    betas = list(ctx.attr("activation_beta", None) or [])
+    alphas = list(alphas or [])
+    betas = list(betas or [])
     fns = []
     for name in names:
         fn, alpha, beta = _ACTIVATIONS[name.lower()]
@@ -94,11 +99,13 @@ def _activation_fns(ctx) -> list[list[Callable]]:
 
 
 class Recurrence:
-    """Common plumbing: layout, per-direction weights, masks for sequence_lens, output assembly."""
+    """Common plumbing: layout, per-direction weights, masks for sequence_lens, output assembly;
+    the attributes every recurrent op has arrive as keywords."""
 
-    def __init__(self, ctx, x, w, r, b, seq_lens, initial):
+    def __init__(self, ctx, x, w, r, b, seq_lens, *, activation_alpha, activation_beta, activations, clip,
+                 direction: str, layout: int):
         self.ctx = ctx
-        self.layout = int(ctx.attr("layout", 0))
+        self.layout = int(layout)
         self.dtype = compute_dtype(x.dtype)
         xs = x.astype(self.dtype, copy=False)
         self.x = xs.transpose(1, 0, 2) if self.layout else xs  # (seq, batch, input)
@@ -111,14 +118,15 @@ class Recurrence:
         self.lens = (np.asarray(seq_lens).astype(np.int64) if seq_lens is not None
                      else np.full(self.batch, self.seq, np.int64))
         self.dirs = w.shape[0]
-        self.clip = ctx.attr("clip", None)
-        self.acts = _activation_fns(ctx)
-        direction = ctx.attr("direction", "forward")
+        self.clip = clip
+        names = _activation_names(activations)
+        self.acts = _activation_fns(ctx.node.op, _directions(direction), names, activation_alpha, activation_beta)
         self.reverse = [direction == "reverse"] if self.dirs == 1 else [False, True]
+        self.default_activations = [n.lower() for n in (names or [])] in ([], [
+            a.lower() for a in _DEFAULTS[ctx.node.op] * self.dirs])
         # the common case runs in place: float32, default activations, no clip, full-length sequences
         self.plain = (self.dtype == np.float32 and self.clip is None and bool((self.lens >= self.seq).all())
-                      and [n.lower() for n in (_activation_names(ctx.node) or [])] in ([], [
-                          a.lower() for a in _DEFAULTS[ctx.node.op] * self.dirs]))
+                      and self.default_activations)
 
     def order(self, d: int) -> range:
         return range(self.seq - 1, -1, -1) if self.reverse[d] else range(self.seq)
@@ -161,6 +169,38 @@ class Recurrence:
         states = [np.stack(s, axis=1 if self.layout else 0) for s in zip(*finals)]
         outs = tuple(a.astype(out_dtype, copy=False) for a in (y, *states))
         return outs[:len(self.ctx.node.outputs)]
+
+
+def _compiled(rec: Recurrence, states: list[list[np.ndarray]], split: int | None = None, **options):
+    """Every direction's whole recurrence in one compiled call each (directions on the kernel
+    threads), or None where the compiled loops do not apply: numba off, not float32, an
+    activation other than the defaults. ``states``: the initial states per direction, updated."""
+    fast = compiled.load("rnn")
+    if fast is None or rec.dtype != np.float32 or not rec.default_activations:
+        return None
+    op = rec.ctx.node.op
+    loop = {"RNN": fast.rnn, "GRU": fast.gru, "LSTM": fast.lstm}[op]
+    lens = np.ascontiguousarray(np.minimum(rec.lens, rec.seq), np.int64)
+    clip = np.float32(rec.clip if rec.clip is not None else 0)
+    ys = [np.empty((rec.seq, rec.batch, rec.hidden), np.float32) for _ in range(rec.dirs)]
+
+    def direction(first: int, last: int) -> None:
+        for d in range(first, last):
+            xw, _, rb = rec.projected(d, split)
+            r = np.ascontiguousarray(rec.r[d].T)  # Rᵀ: the loops run along its rows
+            if op == "LSTM":
+                peep = options["peepholes"]
+                peep = np.ascontiguousarray(peep[d], np.float32) if peep is not None else np.empty(0, np.float32)
+                loop(xw, r, peep, *states[d], ys[d], lens, rec.reverse[d], clip, options["couple"])
+            elif op == "GRU":
+                rbh = np.ascontiguousarray(rb[2 * rec.hidden:], np.float32)
+                loop(xw, r, rbh, *states[d], ys[d], lens, rec.reverse[d], clip, options["before_reset"])
+            else:
+                loop(xw, r, *states[d], ys[d], lens, rec.reverse[d], clip)
+
+    gates = rec.w.shape[1]
+    run_blocks(rec.dirs, direction, grain(rec.seq * rec.batch * gates * rec.hidden))
+    return [(y, s) for y, s in zip(ys, states)]
 
 
 def _run(rec: Recurrence, cell, states0, d: int, split: int | None = None):
@@ -248,22 +288,28 @@ def _lstm_plain(rec: Recurrence, d: int, h: np.ndarray, c: np.ndarray):
     return y, [h.copy(), c]
 
 
-@kernel("RNN", dtypes=FLOATS, check=_check_rnn)
-def rnn(ctx, x, w, r, b=None, seq_lens=None, initial_h=None):
-    rec = Recurrence(ctx, x, w, r, b, seq_lens, initial_h)
+@kernel("RNN", dtypes=FLOATS, check=_check_rnn, own_defaults=_OWN_DEFAULTS)
+def rnn(ctx, x, w, r, b=None, seq_lens=None, initial_h=None, *, activation_alpha=None, activation_beta=None,
+        activations=None, clip=None, direction="forward", layout=0):
+    rec = Recurrence(ctx, x, w, r, b, seq_lens, activation_alpha=activation_alpha, activation_beta=activation_beta,
+                     activations=activations, clip=clip, direction=direction, layout=layout)
 
     def cell(xw, states, rt, rb, d):
         return [rec.acts[d][0](rec.clipped(xw + states[0] @ rt))]
 
-    results = [_run(rec, cell, [rec.state(initial_h, d)], d) for d in range(rec.dirs)]
+    results = _compiled(rec, [[rec.state(initial_h, d)] for d in range(rec.dirs)])
+    if results is None:
+        results = [_run(rec, cell, [rec.state(initial_h, d)], d) for d in range(rec.dirs)]
     return rec.outputs([y for y, _ in results], [s for _, s in results], x.dtype)
 
 
 @kernel("GRU", dtypes=FLOATS, check=_check_rnn)
-def gru(ctx, x, w, r, b=None, seq_lens=None, initial_h=None):
-    rec = Recurrence(ctx, x, w, r, b, seq_lens, initial_h)
+def gru(ctx, x, w, r, b=None, seq_lens=None, initial_h=None, *, activation_alpha=None, activation_beta=None,
+        activations=None, clip=None, direction="forward", layout=0, linear_before_reset=0):
+    rec = Recurrence(ctx, x, w, r, b, seq_lens, activation_alpha=activation_alpha, activation_beta=activation_beta,
+                     activations=activations, clip=clip, direction=direction, layout=layout)
     hdim = rec.hidden
-    before_reset = bool(ctx.attr("linear_before_reset", 0))
+    before_reset = bool(linear_before_reset)
 
     def cell(xw, states, rt, rb, d):
         f, g = rec.acts[d]
@@ -290,18 +336,22 @@ def gru(ctx, x, w, r, b=None, seq_lens=None, initial_h=None):
         return [h_new]
 
     split = 2 * hdim if before_reset else None
-    if rec.plain and before_reset:
+    results = _compiled(rec, [[rec.state(initial_h, d)] for d in range(rec.dirs)], split, before_reset=before_reset)
+    if results is None and rec.plain and before_reset:
         results = [_gru_plain(rec, d, rec.state(initial_h, d)) for d in range(rec.dirs)]
-    else:
+    if results is None:
         results = [_run(rec, cell, [rec.state(initial_h, d)], d, split) for d in range(rec.dirs)]
     return rec.outputs([y for y, _ in results], [s for _, s in results], x.dtype)
 
 
 @kernel("LSTM", dtypes=FLOATS, check=_check_rnn)
-def lstm(ctx, x, w, r, b=None, seq_lens=None, initial_h=None, initial_c=None, peepholes=None):
-    rec = Recurrence(ctx, x, w, r, b, seq_lens, initial_h)
+def lstm(ctx, x, w, r, b=None, seq_lens=None, initial_h=None, initial_c=None, peepholes=None, *,
+         activation_alpha=None, activation_beta=None, activations=None, clip=None, direction="forward",
+         input_forget=0, layout=0):
+    rec = Recurrence(ctx, x, w, r, b, seq_lens, activation_alpha=activation_alpha, activation_beta=activation_beta,
+                     activations=activations, clip=clip, direction=direction, layout=layout)
     hdim = rec.hidden
-    couple = bool(ctx.attr("input_forget", 0))
+    couple = bool(input_forget)
     p = peepholes.astype(rec.dtype, copy=False) if peepholes is not None else None
 
     def cell(xw, states, rt, rb, d):
@@ -326,8 +376,10 @@ def lstm(ctx, x, w, r, b=None, seq_lens=None, initial_h=None, initial_c=None, pe
         h_new *= o
         return [h_new, c_new]
 
-    if rec.plain and p is None and not couple:
+    results = _compiled(rec, [[rec.state(initial_h, d), rec.state(initial_c, d)] for d in range(rec.dirs)],
+                        peepholes=p, couple=couple)
+    if results is None and rec.plain and p is None and not couple:
         results = [_lstm_plain(rec, d, rec.state(initial_h, d), rec.state(initial_c, d)) for d in range(rec.dirs)]
-    else:
+    if results is None:
         results = [_run(rec, cell, [rec.state(initial_h, d), rec.state(initial_c, d)], d) for d in range(rec.dirs)]
     return rec.outputs([y for y, _ in results], [s for _, s in results], x.dtype)

@@ -16,11 +16,10 @@ from ..registry import kernel
 from ._windows import FLOATS, compute_dtype
 
 
-def _check_roi_align(node: Node) -> str | None:
-    mode = node.attr("mode", "avg")
+def _check_roi_align(node: Node, *, coordinate_transformation_mode="half_pixel", mode="avg") -> str | None:
     if mode not in ("avg", "max"):
         return f"mode={mode} is not implemented"
-    coord = node.attr("coordinate_transformation_mode", "half_pixel")
+    coord = coordinate_transformation_mode
     return None if coord in ("half_pixel", "output_half_pixel") else f"coordinate_transformation_mode={coord}"
 
 
@@ -39,13 +38,14 @@ def _axis_taps(start: float, bin_size: float, bins: int, grid: int, size: int):
 
 
 @kernel("RoiAlign", dtypes=FLOATS, check=_check_roi_align)
-def roi_align(ctx, x, rois, batch_indices):
+def roi_align(ctx, x, rois, batch_indices, *, coordinate_transformation_mode="half_pixel", mode="avg",
+              output_height=1, output_width=1, sampling_ratio=0, spatial_scale=1.0):
     dt = compute_dtype(x.dtype)
-    out_h, out_w = int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1))
-    ratio = int(ctx.attr("sampling_ratio", 0))
-    scale = float(ctx.attr("spatial_scale", 1.0))
-    half_pixel = ctx.attr("coordinate_transformation_mode", "half_pixel") == "half_pixel"
-    use_max = ctx.attr("mode", "avg") == "max"
+    out_h, out_w = int(output_height), int(output_width)
+    ratio = int(sampling_ratio)
+    scale = float(spatial_scale)
+    half_pixel = coordinate_transformation_mode == "half_pixel"
+    use_max = mode == "max"
     h, w = x.shape[2:]
     xc = x.astype(dt, copy=False)
     out = np.empty((rois.shape[0], x.shape[1], out_h, out_w), dt)
@@ -86,10 +86,10 @@ def _round_half_away(v: float) -> int:
 
 
 @kernel("MaxRoiPool", dtypes=FLOATS)
-def max_roi_pool(ctx, x, rois):
+def max_roi_pool(ctx, x, rois, *, pooled_shape, spatial_scale=1.0):
     """Max over each bin of each region; loops over regions and bin rows/columns only."""
-    pooled_h, pooled_w = (int(v) for v in ctx.attr("pooled_shape"))
-    scale = np.float32(ctx.attr("spatial_scale", 1.0))
+    pooled_h, pooled_w = (int(v) for v in pooled_shape)
+    scale = np.float32(spatial_scale)
     h, w = x.shape[2:]
     out = np.zeros((rois.shape[0], x.shape[1], pooled_h, pooled_w), x.dtype)
     for r, roi in enumerate(rois.astype(np.float32)):

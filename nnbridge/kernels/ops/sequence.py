@@ -63,12 +63,11 @@ def sequence_length(ctx, seq):
 
 
 @kernel("SplitToSequence")
-def split_to_sequence(ctx, x, split=None):
-    axis = ctx.attr("axis", 0)
+def split_to_sequence(ctx, x, split=None, *, axis=0, keepdims=1):
     axis = axis + x.ndim if axis < 0 else axis
     if split is None:
         parts = np.split(x, x.shape[axis], axis=axis)
-        return [np.squeeze(p, axis) for p in parts] if not ctx.attr("keepdims", 1) else parts
+        return [np.squeeze(p, axis) for p in parts] if not keepdims else parts
     split = np.asarray(split, np.int64)
     if split.ndim == 0:  # equal chunks of this size; the last one may be shorter
         bounds = np.arange(int(split), x.shape[axis], int(split))
@@ -81,19 +80,17 @@ def split_to_sequence(ctx, x, split=None):
 
 
 @kernel("ConcatFromSequence")
-def concat_from_sequence(ctx, seq):
-    axis = ctx.attr("axis")
+def concat_from_sequence(ctx, seq, *, axis, new_axis=0):
     if not seq:
         raise KernelError(f"node '{ctx.node.name}' (ConcatFromSequence): the sequence is empty")
-    if ctx.attr("new_axis", 0):
+    if new_axis:
         return np.stack(seq, axis=axis)
     return np.concatenate(seq, axis=axis)
 
 
 @kernel("SequenceMap")
-def sequence_map(ctx, *inputs):
+def sequence_map(ctx, *inputs, body: Graph):
     """Runs the body once per element of the first sequence; tensor inputs are passed unchanged."""
-    body: Graph = ctx.attr("body")
     count = len(inputs[0])
     is_seq = [isinstance(x, list) for x in inputs]
     if any(s and len(x) != count for s, x in zip(is_seq, inputs)):
@@ -107,9 +104,8 @@ def sequence_map(ctx, *inputs):
     return tuple(results)
 
 
-def _check_optional(node) -> str | None:
-    t = node.attr("type")
-    if node.input(0) is None and t is None:
+def _check_optional(node, *, type=None) -> str | None:  # the attribute's name shadows the builtin here
+    if node.input(0) is None and type is None:
         return "an empty Optional needs its 'type' attribute"
     return None
 

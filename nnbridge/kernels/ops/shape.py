@@ -15,9 +15,9 @@ from ._common import axes_of, axis_of, const_input, ints
 
 
 @kernel("Shape")
-def shape(ctx, x):
+def shape(ctx, x, *, end=None, start=0):
     rank = x.ndim
-    start, end = ctx.attr("start", 0), ctx.attr("end", rank)
+    end = rank if end is None else end
     start = min(max(start + rank if start < 0 else start, 0), rank)
     end = min(max(end + rank if end < 0 else end, 0), rank)
     return np.array(x.shape[start:end], dtype=np.int64)
@@ -29,31 +29,29 @@ def size(ctx, x):
 
 
 @kernel("Reshape")
-def reshape(ctx, x, target):
+def reshape(ctx, x, target, *, allowzero=0):
     dims = ints(target)
-    if not ctx.attr("allowzero", 0):  # 0 copies the input's dim unless allowzero
+    if not allowzero:  # 0 copies the input's dim unless allowzero
         dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
     return x.reshape(dims)
 
 
 @kernel("Flatten")
-def flatten(ctx, x):
-    axis = ctx.attr("axis", 1)
-    axis = axis + x.ndim if axis < 0 else axis
-    if not 0 <= axis <= x.ndim:
-        raise ValueError(f"axis {ctx.attr('axis', 1)} is out of range for rank {x.ndim}")
-    return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
+def flatten(ctx, x, *, axis=1):
+    at = axis + x.ndim if axis < 0 else axis
+    if not 0 <= at <= x.ndim:
+        raise ValueError(f"axis {axis} is out of range for rank {x.ndim}")
+    return x.reshape(math.prod(x.shape[:at]), math.prod(x.shape[at:]))
 
 
 @kernel("Transpose")
-def transpose(ctx, x):
-    perm = ctx.attr("perm")
+def transpose(ctx, x, *, perm=None):
     return np.transpose(x, None if perm is None else axes_of(perm, x.ndim))
 
 
 @kernel("Reorder", domain="nnbridge")
-def reorder(ctx, x):
-    return np.transpose(x, axes_of(ctx.attr("perm"), x.ndim))
+def reorder(ctx, x, *, perm):
+    return np.transpose(x, axes_of(perm, x.ndim))
 
 
 @kernel("AllReduce", domain="nnbridge")
@@ -62,10 +60,15 @@ def all_reduce(ctx, x):
     return x
 
 
+@kernel("Switch", domain="nnbridge")
+def switch(ctx, x, pred):
+    """Both branches of a SMAUG conditional are computed: each output is the data (the Where that
+    joins them picks one)."""
+    return x, x
+
+
 @kernel("Squeeze")
 def squeeze(ctx, x, axes=None):
-    if axes is None:
-        axes = ctx.attr("axes")  # before opset 13 axes was an attribute
     if axes is None:
         return np.squeeze(x)
     return np.squeeze(x, axis=axes_of(ints(axes), x.ndim))
@@ -73,7 +76,7 @@ def squeeze(ctx, x, axes=None):
 
 @kernel("Unsqueeze")
 def unsqueeze(ctx, x, axes=None):
-    axes = ints(axes if axes is not None else ctx.attr("axes"))
+    axes = ints(axes)
     rank = x.ndim + len(axes)
     positions = sorted(axes_of(axes, rank))
     if len(set(positions)) != len(positions):
@@ -85,23 +88,21 @@ def unsqueeze(ctx, x, axes=None):
 
 
 @kernel("Concat")
-def concat(ctx, *xs):
+def concat(ctx, *xs, axis):
     xs = [x for x in xs if x is not None]
-    return np.concatenate(xs, axis=axis_of(ctx.attr("axis"), xs[0].ndim))
+    return np.concatenate(xs, axis=axis_of(axis, xs[0].ndim))
 
 
 @kernel("Split")
-def split(ctx, x, sizes=None):
-    axis = axis_of(ctx.attr("axis", 0), x.ndim)
+def split(ctx, x, sizes=None, *, axis=0, num_outputs=None):
+    axis = axis_of(axis, x.ndim)
     dim = x.shape[axis]
-    if sizes is None:
-        sizes = ctx.attr("split")  # attribute before opset 13
     if sizes is not None and len(ints(sizes)):
         sizes = ints(sizes)
         if sum(sizes) != dim:
             raise ValueError(f"split sizes {sizes} do not add up to dim {dim}")
     else:
-        n = ctx.attr("num_outputs") or len(ctx.node.outputs)
+        n = num_outputs or len(ctx.node.outputs)
         chunk = -(-dim // n)  # ceil: every chunk but the last is full
         sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(n)]
     bounds = np.cumsum(sizes)[:-1]
@@ -119,8 +120,8 @@ def tile(ctx, x, repeats):
 
 
 @kernel("Repeat", domain="nnbridge")
-def repeat(ctx, x):
-    return np.tile(x, ints(ctx.attr("multiples")))
+def repeat(ctx, x, *, multiples):
+    return np.tile(x, ints(multiples))
 
 
 @kernel("Identity")
@@ -158,16 +159,14 @@ def dropout(ctx, x, ratio=None, training=None):
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
 
 
-def _check_pad(node):
-    mode = node.attr("mode", "constant")
+def _check_pad(node, *, mode="constant"):
     return None if mode in _PAD_MODES else f"pad mode {mode!r} is not implemented"
 
 
 @kernel("Pad", check=_check_pad)
-def pad(ctx, x, pads=None, value=None, axes=None):
-    """Negative pads crop; what remains is padded with numpy's matching mode."""
-    if pads is None:
-        pads = ctx.attr("pads")  # attribute before opset 11
+def pad(ctx, x, pads=None, value=None, axes=None, *, mode="constant"):
+    """Negative pads crop; what remains is padded with numpy's matching mode (the pads and value of
+    Pad before opset 11 were attributes: the loader upgrades them to inputs)."""
     pads = ints(pads)
     axes = axes_of(ints(axes), x.ndim) if axes is not None else tuple(range(x.ndim))
     if len(pads) != 2 * len(axes):
@@ -178,9 +177,7 @@ def pad(ctx, x, pads=None, value=None, axes=None):
     crop = tuple(slice(max(-b, 0), x.shape[i] - max(-a, 0)) for i, (b, a) in enumerate(zip(before, after)))
     x = x[crop]
     widths = [(max(b, 0), max(a, 0)) for b, a in zip(before, after)]
-    mode = ctx.attr("mode", "constant")
     if mode == "constant":
-        fill = ctx.attr("value", 0.0) if value is None else value
-        fill = np.asarray(fill).reshape(-1)
+        fill = np.asarray(0.0 if value is None else value).reshape(-1)
         return np.pad(x, widths, mode="constant", constant_values=fill[0] if fill.size else 0)
     return np.pad(x, widths, mode=_PAD_MODES[mode])

@@ -21,12 +21,11 @@ def _shifted(x: np.ndarray, axis: int) -> np.ndarray:
 
 
 @kernel("Softmax", dtypes=WITH_BF16)
-def softmax(ctx, x):
+def softmax(ctx, x, *, axis=-1):
     if x.size == 0:
         return x.copy()
     # fp16 stays in fp16 (rounded per step, as ONNX's own definition computes it); bf16 goes through fp32
     work = x if x.dtype == np.float16 else x.astype(compute_dtype(x.dtype), copy=False)
-    axis = ctx.attr("axis", -1)
     if axis in (-1, x.ndim - 1):
         return _softmax_rows(work).astype(x.dtype, copy=False)
     e = np.exp(_shifted(work, axis))
@@ -65,13 +64,12 @@ def log_softmax_along(x: np.ndarray, axis: int) -> np.ndarray:
 
 
 @kernel("LogSoftmax", dtypes=WITH_BF16)
-def log_softmax(ctx, x):
-    return log_softmax_along(x.astype(compute_dtype(x.dtype), copy=False), ctx.attr("axis", -1)).astype(x.dtype)
+def log_softmax(ctx, x, *, axis=-1):
+    return log_softmax_along(x.astype(compute_dtype(x.dtype), copy=False), axis).astype(x.dtype)
 
 
 @kernel("Hardmax", dtypes=FLOATS)
-def hardmax(ctx, x):
-    axis = ctx.attr("axis", -1)
+def hardmax(ctx, x, *, axis=-1):
     y = np.zeros_like(x)
     if x.size:
         np.put_along_axis(y, np.expand_dims(np.argmax(x, axis=axis), axis), 1, axis=axis)

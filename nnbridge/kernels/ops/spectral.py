@@ -23,21 +23,20 @@ def _pair(z: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.stack([z.real, z.imag], axis=-1).astype(dtype)
 
 
-def _check_dft(node):
+def _check_dft(node, *, inverse=0, onesided=0):
     shape = node.inputs[0].type.shape
-    if node.attr("onesided", 0) and not node.attr("inverse", 0) and shape and shape[-1] == 2:
+    if onesided and not inverse and shape and shape[-1] == 2:
         return "a one-sided forward DFT of a complex input is not defined"
     return None
 
 
 @kernel("DFT", dtypes=FLOATS, check=_check_dft)
-def dft(ctx, x, dft_length=None, axis=None):
+def dft(ctx, x, dft_length=None, axis=None, *, inverse=0, onesided=0):
     """Full DFT / inverse; RFFT (onesided forward, real input); IRFFT (onesided inverse)."""
     signal_rank = x.ndim - 1
     axis = axis_of(int(np.asarray(axis).reshape(-1)[0]) if axis is not None else -2, x.ndim)
     if axis >= signal_rank:
         raise ValueError("the last axis holds [real, imag] and cannot be transformed")
-    inverse, onesided = ctx.attr("inverse", 0), ctx.attr("onesided", 0)
     n = None if dft_length is None else int(np.asarray(dft_length).reshape(-1)[0])
     z = _complex(x)
     if onesided and inverse:  # IRFFT: one-sided spectrum in, real signal out
@@ -54,15 +53,15 @@ def dft(ctx, x, dft_length=None, axis=None):
     return _pair(transform(z, n=n, axis=axis), x.dtype)
 
 
-def _check_stft(node):
+def _check_stft(node, *, onesided=1):
     shape = node.inputs[0].type.shape
-    if node.attr("onesided", 1) and shape and shape[-1] == 2:
+    if onesided and shape and shape[-1] == 2:
         return "a one-sided STFT of a complex signal is not defined"
     return None
 
 
 @kernel("STFT", dtypes=FLOATS, check=_check_stft)
-def stft(ctx, signal, frame_step, window=None, frame_length=None):
+def stft(ctx, signal, frame_step, window=None, frame_length=None, *, onesided=1):
     """DFT of every windowed frame; frames are strided views of the signal (no copies)."""
     step = int(np.asarray(frame_step).reshape(-1)[0])
     if frame_length is not None:
@@ -75,6 +74,6 @@ def stft(ctx, signal, frame_step, window=None, frame_length=None):
     frames = np.lib.stride_tricks.sliding_window_view(z, length, axis=1)[:, ::step]  # [batch, frames, length]
     if window is not None:
         frames = frames * window.astype(z.real.dtype)
-    if ctx.attr("onesided", 1):
+    if onesided:
         return _pair(np.fft.rfft(frames.real, axis=-1), signal.dtype)
     return _pair(np.fft.fft(frames, axis=-1), signal.dtype)

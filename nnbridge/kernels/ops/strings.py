@@ -21,11 +21,10 @@ def string_concat(ctx, a, b):
 
 
 @kernel("StringSplit", dtypes=STRING)
-def string_split(ctx, x):
+def string_split(ctx, x, *, delimiter=None, maxsplit=None):
     """Substrings padded with "" to the longest split, and the substring counts.
     No delimiter (or "") splits on runs of whitespace, dropping leading/trailing ones."""
-    delimiter = ctx.attr("delimiter") or None
-    maxsplit = ctx.attr("maxsplit")
+    delimiter = delimiter or None
     maxsplit = -1 if maxsplit is None else maxsplit
     parts = np.frompyfunc(lambda s: s.split(delimiter, maxsplit), 1, 1)(x)
     parts = np.asarray(parts, dtype=object)
@@ -38,8 +37,7 @@ def string_split(ctx, x):
     return out, counts
 
 
-def _check_regex(node):
-    pattern = node.attr("pattern")
+def _check_regex(node, *, pattern=None):
     try:
         re.compile(pattern or "")
     except re.error as exc:
@@ -50,6 +48,6 @@ def _check_regex(node):
 
 
 @kernel("RegexFullMatch", dtypes=STRING, check=_check_regex)
-def regex_full_match(ctx, x):
-    matcher = re.compile(ctx.attr("pattern") or "")
+def regex_full_match(ctx, x, *, pattern=None):
+    matcher = re.compile(pattern or "")
     return np.frompyfunc(lambda s: matcher.fullmatch(s) is not None, 1, 1)(x).astype(bool).reshape(x.shape)

@@ -20,7 +20,7 @@ from .schedule import accel_phase_ns
 from .transfer import acp_cycles, convert_cycles, dma_cycles, flush_ns
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LayerCost:
     compute_ns: float = 0.0
     transfer_ns: float = 0.0

@@ -28,11 +28,11 @@ from .transfer import conversion_vectors, dma_requests, line_bytes
 
 
 def _conv(name, hw, c, k, same=True):
-    return ConvLayer(name, (1, hw, hw, c), k, 3, 3, 1, 1, same)
+    return ConvLayer(name=name, input=(1, hw, hw, c), kernels=k, kh=3, kw=3, stride_h=1, stride_w=1, same=same)
 
 
 def _pool(name, hw, c):
-    return PoolLayer(name, (1, hw, hw, c), 2, 2, 2, 2)
+    return PoolLayer(name=name, input=(1, hw, hw, c), ph=2, pw=2, stride_h=2, stride_w=2)
 
 
 #: SMAUG's shipped SMV networks (data/README.md §1.2; spec §7.6)
