@@ -73,11 +73,34 @@ def test_no_invocation_beats_the_pe_array_and_no_layer_beats_dram(model, cfg):
 
 
 @CASES
-@given(layers(), configs, st.sampled_from(["num_pes", "maccs_per_pe", "dram_gbps", "clock_ghz", "vector_width"]))
+@given(layers(), configs, st.sampled_from(["num_pes", "maccs_per_pe", "dram_gbps", "clock_ghz", "vector_width",
+                                           "num_accels"]))
 def test_a_bigger_or_faster_machine_is_never_slower(model, cfg, field):
     before = runnable(model, cfg).report.totals["latency_ms"]
-    after = simulate(model, {**cfg, field: cfg[field] * 2}).report.totals["latency_ms"]  # a bigger one runs it too
+    bigger = min(8, cfg[field] + 1) if field == "num_accels" else cfg[field] * 2  # one more accelerator, up to 8
+    after = simulate(model, {**cfg, field: bigger}).report.totals["latency_ms"]  # a bigger one runs it too
     assert after <= before * (1 + 1e-9), (field, before, after)
+
+
+def _three_convs(channels: tuple[int, ...], image: int, kernels: tuple[int, ...]):
+    b = OnnxBuilder("convs", seed=0)
+    x = b.input("x", [1, channels[0], image, image])
+    for i, k in enumerate(kernels):
+        x = b.op("Relu", [b.conv(x, channels[i], channels[i + 1], k, hint=f"c{i}")])
+    b.output(x)
+    return b.model()
+
+
+def test_one_more_accelerator_is_never_slower():
+    """Issue #35 item 3: dealing every conv over all the accelerators (SMAUG's runtime,
+    ``smaug_schedule``) changes which tiles each accelerator keeps and moves more DRAM bytes than
+    the extra accelerator saves; the compiler keeps the best count of accelerators per operator."""
+    model = _three_convs((25, 39, 37, 64), 24, (3, 5, 1))
+    smaug = {n: simulate(model, {"num_accels": n, "smaug_schedule": True}).report.totals["latency_ms"] for n in (3, 4)}
+    assert smaug[4] > smaug[3]  # SMAUG's own schedule: 4 accelerators slower than 3
+    ours = {n: simulate(model, {"num_accels": n}).report.totals["latency_ms"] for n in range(1, 9)}
+    assert all(ours[n + 1] <= ours[n] * (1 + 1e-12) for n in range(1, 8)), ours
+    assert ours[4] < smaug[4]
 
 
 def test_pes_and_maccs_change_compute_as_the_array_would():
