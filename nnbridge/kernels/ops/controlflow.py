@@ -19,7 +19,7 @@ import numpy as np
 
 from ...base.errors import KernelError
 from ...base.fileio import TENSOR_SHARE, memory_budget
-from ...ir import Graph, Value
+from ...ir import Graph, Node, Value
 from ..registry import kernel
 
 
@@ -46,33 +46,49 @@ _SEGMENT_REDUCERS = {"ReduceSum": np.add, "ReduceMean": np.add, "ReduceMax": np.
 
 
 def _bag_pattern(body: Graph) -> dict[str, Any] | None:
-    """The values of a bag-reduction body, or None when the body is anything else."""
+    """The values of a bag-reduction body, or None when the body is anything else: a reduction
+    over axis 0 of the table rows gathered at ``ids[starts[i]:ends[i]]`` (an EmbeddingBag)."""
     if len(body.inputs) != 2 or len(body.outputs) != 2 or len(body.nodes) > 8:
         return None
     ops = {n.op: n for n in body.nodes if n.op not in ("Cast", "Identity")}
     reduce = next((n for op, n in ops.items() if op in _SEGMENT_REDUCERS), None)
     if reduce is None or body.outputs[1].producer is not reduce or reduce.attr("keepdims", 1):
         return None
+    rows = _rows_reduced_over_axis_0(reduce)
+    cut = rows.inputs[1].producer if rows is not None else None
+    if cut is None or not _slice_along_axis_0(cut):
+        return None
+    bounds = [_bound_of_trip(bound, body) for bound in cut.inputs[1:3]]
+    if None in bounds or not _body_goes_on(body):
+        return None
+    return {"table": rows.inputs[0], "ids": cut.inputs[0], "starts": bounds[0], "ends": bounds[1],
+            "reduce": reduce.op}
+
+
+def _rows_reduced_over_axis_0(reduce: Node) -> Node | None:
+    """The axis-0 Gather a reduction over axis 0 reads, or None."""
     axes = reduce.inputs[1].const if len(reduce.inputs) > 1 and reduce.inputs[1] is not None else None
     rows = reduce.inputs[0].producer
     if axes is None or list(np.asarray(axes).reshape(-1)) != [0] or rows is None or rows.op != "Gather" \
             or rows.attr("axis", 0) != 0:
         return None
-    cut = rows.inputs[1].producer
-    if cut is None or cut.op != "Slice" or len(cut.inputs) not in (3, 4) or (
-            len(cut.inputs) == 4 and list(np.asarray(cut.inputs[3].const).reshape(-1)) != [0]):
+    return rows
+
+
+def _slice_along_axis_0(cut: Node) -> bool:
+    """A Slice of starts and ends only, or along axis 0."""
+    return cut.op == "Slice" and len(cut.inputs) in (3, 4) and (
+        len(cut.inputs) == 3 or list(np.asarray(cut.inputs[3].const).reshape(-1)) == [0])
+
+
+def _bound_of_trip(bound: Value, body: Graph) -> Value | None:
+    """The tensor a slice bound picks its element from at the loop's trip number (Unsqueeze of an
+    axis-0 Gather at the body's iteration input), or None."""
+    unsq = bound.producer
+    pick = unsq.inputs[0].producer if unsq is not None and unsq.op == "Unsqueeze" else None
+    if pick is None or pick.op != "Gather" or pick.inputs[1] is not body.inputs[0] or pick.attr("axis", 0):
         return None
-    bounds = []
-    for bound in cut.inputs[1:3]:
-        unsq = bound.producer
-        pick = unsq.inputs[0].producer if unsq is not None and unsq.op == "Unsqueeze" else None
-        if pick is None or pick.op != "Gather" or pick.inputs[1] is not body.inputs[0] or pick.attr("axis", 0):
-            return None
-        bounds.append(pick.inputs[0])
-    if not _body_goes_on(body):
-        return None
-    return {"table": rows.inputs[0], "ids": cut.inputs[0], "starts": bounds[0], "ends": bounds[1],
-            "reduce": reduce.op}
+    return pick.inputs[0]
 
 
 def _body_goes_on(body: Graph) -> bool:
