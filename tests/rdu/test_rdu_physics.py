@@ -159,6 +159,10 @@ def _chain(kind: str, shape: list[int], widths: list[int], k: int = 3):
     # with twice the DDR bandwidth the water-fill spent on the slowest stage PCUs that shortened the way
     (_chain("conv", [1, 1, 9, 14], [1, 97, 99, 59]), {"preset": "sn10", "mode": "o1", "batch_size": 2},
      "ddr_bw_gbps"),
+    # issue #35: 128 PMUs were 4.0 % slower than 64 (a plan made for fewer PMUs closes sections sooner,
+    # so more PCUs serve each stage; one valid for fewer PMUs is valid for more, so the compiler tries them)
+    (graph_of("decoder", (1, 2, 8, 1, 16, 4, 256, "prefill", 8, 16)),
+     {"preset": "plasticine", "mode": "o1", "batch_size": 8}, "n_pmu"),
 ])
 def test_what_the_longer_run_found_stays_fixed(model, cfg, field):
     _never_slower(model, cfg, field)
