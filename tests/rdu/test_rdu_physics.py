@@ -48,7 +48,7 @@ def value_of(machine, field: str) -> float:
     return getattr(machine, field)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=512)
 def _compiled(drawing: tuple, cfg: tuple):
     """One drawing compiled for one machine, once (the properties judge each compile several times)."""
     return nnbridge.compile(graph_of(*drawing), "rdu", **dict(cfg))

@@ -41,7 +41,7 @@ def simulate(model, cfg: dict):
     return nnbridge.compile(model, "smv", perf_only=True, **cfg)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=512)
 def _simulated(drawing: tuple, cfg: tuple):
     """One drawing simulated on one configuration, once; None when SMAUG's tiler cannot split one
     of its layers for it (no tile fits the scratchpads: tests/smaug checks those refusals against
