@@ -10,10 +10,14 @@ Only what the graph needs is carried over (layers, weights, mini-batch size).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
 from google.protobuf.message import Message
 
 from ...base.errors import FormatError
 from ...protos.lbann import lbann_pb2, lbann_v099_pb2
+from .import_context import reader_slice_points
 
 #: Era A layer kinds that keep their name and have no fields to translate.
 _SAME = {"relu": "relu", "softmax": "softmax", "identity": "identity", "split": "split", "sum": "sum",
@@ -39,7 +43,10 @@ def ints(text: str, source: str, what: str) -> list[int]:
         raise FormatError(f"{source}: {what} '{text}' is not a list of integers") from None
 
 
-def upgrade(old: lbann_v099_pb2.LbannPB, source: str) -> lbann_pb2.LbannPB:
+def upgrade(old: lbann_v099_pb2.LbannPB, source: str,
+            slice_points: Mapping[str, Sequence[int]] | None = None) -> lbann_pb2.LbannPB:
+    """The Era C experiment of an Era A file; ``slice_points`` are what the data reader would give
+    (``get_slice_points_from_reader``, ``get_num_neurons_of_slice_from_reader``)."""
     new = lbann_pb2.LbannPB()
     new.trainer.mini_batch_size = old.model.mini_batch_size
     new.model.name = old.model.name
@@ -53,7 +60,7 @@ def upgrade(old: lbann_v099_pb2.LbannPB, source: str) -> lbann_pb2.LbannPB:
     for layer in layers:
         if layer.name in replaced or layer.HasField("input"):
             continue  # replaced by Era C input layers below
-        upgraded = _upgrade_layer(layer, source, fields)
+        upgraded = _upgrade_layer(layer, source, fields, slice_points)
         for i, parent in enumerate(upgraded.parents):  # read from the input layer: its field's layer
             if (parent, layer.name) in inputs:
                 upgraded.parents[i] = inputs[parent, layer.name][0]
@@ -109,7 +116,8 @@ _LAYER_FIELDS = {"name", "parents", "children", "weights", "data_layout", "devic
 _FROM_READER = {"get_input_dimension_from_reader": "samples", "num_neurons_is_num_labels": "labels"}
 
 
-def _upgrade_layer(old: Message, source: str, fields: dict[str, str]) -> Message:
+def _upgrade_layer(old: Message, source: str, fields: dict[str, str],
+                   slice_points: Mapping[str, Sequence[int]] | None) -> Message:
     """One Era A layer as Era C; sizes Era A took from the data reader become a ``hint_layer`` on
     the input layer of that field (LBANN then gives the layer that input's size)."""
     new = lbann_pb2.Layer(name=old.name)
@@ -125,67 +133,136 @@ def _upgrade_layer(old: Message, source: str, fields: dict[str, str]) -> Message
     extra = [f.name for f, _ in old.ListFields() if f.name not in _LAYER_FIELDS and f.name != kind]
     if extra:
         raise FormatError(f"{where}: Era A field '{extra[0]}' has no Era C equivalent")
+    sized_by = _sized_by_reader(old, kind, params, fields, where)
+    if sized_by:
+        new.hint_layer = fields[sized_by]
+    _upgrade_params(kind, params, new, _Upgrade(where, old.hint_layer, bool(sized_by), slice_points))
+    return new
+
+
+def _sized_by_reader(old: Message, kind: str, params: Message, fields: dict[str, str], where: str) -> str | None:
+    """The data field an Era A layer takes its size from (v0.99's reader-sized layers), if any."""
     sized_by = ["samples"] if old.num_neurons_from_data_reader else []
     if kind == "fully_connected":
         sized_by += [f for name, f in _FROM_READER.items() if getattr(params, name)]
-        unknown = [f.name for f, v in params.ListFields() if f.name.startswith("get_") and f.name not in _FROM_READER]
-        if unknown:
-            raise FormatError(f"{where}: {unknown[0]}: its size comes from LBANN's data reader, which nnbridge "
-                              f"does not read")
-    if sized_by:
-        if old.hint_layer or len(sized_by) > 1 or sized_by[0] not in fields:
-            raise FormatError(f"{where}: takes its size from the data reader's {sized_by[0]}, which no input "
-                              f"layer gives (or it names a hint_layer too)")
-        new.hint_layer = fields[sized_by[0]]
+    if not sized_by:
+        return None
+    if old.hint_layer or len(sized_by) > 1 or sized_by[0] not in fields:
+        raise FormatError(f"{where}: takes its size from the data reader's {sized_by[0]}, which no input "
+                          f"layer gives (or it names a hint_layer too)")
+    return sized_by[0]
+
+
+@dataclass(frozen=True)
+class _Upgrade:
+    """What a layer type's upgrade needs besides its two messages."""
+
+    where: str
+    hint_layer: str  # the Era A layer's own
+    sized_by_reader: bool
+    slice_points: Mapping[str, Sequence[int]] | None
+
+
+def _upgrade_params(kind: str, params: Message, new: Message, up: _Upgrade) -> None:
+    """The layer type's own message, Era A → Era C."""
     if kind in _SAME:
         getattr(new, _SAME[kind]).SetInParent()
     elif kind in _OPERATORS:
         new.operator_layer.ops.add().parameters.Pack(getattr(lbann_pb2, _OPERATORS[kind])())
-    elif kind in ("convolution", "deconvolution"):
-        _upgrade_conv(params, getattr(new, kind), where)
-    elif kind == "pooling":
-        p = new.pooling
-        p.pool_mode, p.num_dims, p.has_vectors = params.pool_mode, params.num_dims, params.has_vectors
-        p.pool_dims_i, p.pool_pads_i, p.pool_strides_i = params.pool_dims_i, params.pool_pads_i, params.pool_strides_i
-        p.pool_dims.extend(ints(params.pool_dims, where, "pool_dims"))
-        p.pool_pads.extend(ints(params.pool_pads, where, "pool_pads"))
-        p.pool_strides.extend(ints(params.pool_strides, where, "pool_strides"))
-    elif kind == "fully_connected":
-        fc = new.fully_connected
-        fc.num_neurons, fc.has_bias, fc.transpose = params.num_neurons, params.has_bias, params.transpose
-    elif kind == "batch_normalization":
-        bn = new.batch_normalization
-        bn.decay, bn.epsilon = params.decay, params.epsilon
-    elif kind == "local_response_normalization":
-        new.local_response_normalization.CopyFrom(lbann_pb2.Layer.LocalResponseNormalization(
-            window_width=params.window_width, lrn_alpha=params.lrn_alpha, lrn_beta=params.lrn_beta,
-            lrn_k=params.lrn_k))
-    elif kind == "dropout":
-        new.dropout.keep_prob = params.keep_prob
-    elif kind == "elu":
-        new.elu.alpha = params.alpha
-    elif kind == "leaky_relu":
-        new.leaky_relu.negative_slope = params.negative_slope
-    elif kind == "concatenation":
-        new.concatenation.axis = params.axis
-    elif kind == "slice":
-        new.slice.axis = params.axis
-        new.slice.slice_points.extend(ints(params.slice_points, where, "slice_points"))
-    elif kind == "reshape":
-        new.reshape.dims.extend(ints(params.dims, where, "dims"))
-    elif kind == "top_k_categorical_accuracy":
-        new.top_k_categorical_accuracy.k = params.k
+    elif kind in _UPGRADES:
+        _UPGRADES[kind](params, new, up)
+    elif kind in _ONE_FIELD:
+        setattr(getattr(new, kind), _ONE_FIELD[kind], getattr(params, _ONE_FIELD[kind]))
     elif hasattr(lbann_pb2, _camel(kind) + "Operator"):  # element-wise math: an operator in Era C
         op = getattr(lbann_pb2, _camel(kind) + "Operator")()
-        _copy_fields(params, op, where)
+        _copy_fields(params, op, up.where)
         new.operator_layer.ops.add().parameters.Pack(op)
     elif kind in lbann_pb2.Layer.DESCRIPTOR.fields_by_name:  # the same layer type, its fields by name
         target = getattr(new, kind)
         target.SetInParent()
-        _copy_fields(params, target, where)
+        _copy_fields(params, target, up.where)
     else:
-        raise FormatError(f"{where}: Era A layer type '{kind}' has no Era C equivalent")
-    return new
+        raise FormatError(f"{up.where}: Era A layer type '{kind}' has no Era C equivalent")
+
+
+def _pooling(params: Message, new: Message, up: _Upgrade) -> None:
+    p = new.pooling
+    p.pool_mode, p.num_dims, p.has_vectors = params.pool_mode, params.num_dims, params.has_vectors
+    p.pool_dims_i, p.pool_pads_i, p.pool_strides_i = params.pool_dims_i, params.pool_pads_i, params.pool_strides_i
+    p.pool_dims.extend(ints(params.pool_dims, up.where, "pool_dims"))
+    p.pool_pads.extend(ints(params.pool_pads, up.where, "pool_pads"))
+    p.pool_strides.extend(ints(params.pool_strides, up.where, "pool_strides"))
+
+
+def _fully_connected(params: Message, new: Message, up: _Upgrade) -> None:
+    fc = new.fully_connected
+    fc.num_neurons, fc.has_bias, fc.transpose = params.num_neurons, params.has_bias, params.transpose
+    if up.sized_by_reader:  # v0.99 takes the reader's size instead of num_neurons
+        fc.num_neurons = 0
+    elif params.get_num_neurons_of_slice_from_reader:
+        fc.num_neurons = _slices_size(params, up.slice_points, up.where)
+
+
+def _slice(params: Message, new: Message, up: _Upgrade) -> None:
+    if params.get_slice_points_from_reader_bool:
+        raise FormatError(f"{up.where}: Era A field 'get_slice_points_from_reader_bool' has no Era C equivalent")
+    new.slice.axis = params.axis
+    new.slice.slice_points.extend(ints(params.slice_points, up.where, "slice_points"))
+    new.slice.get_slice_points_from_reader = _category(params.get_slice_points_from_reader)
+
+
+def _unpooling(params: Message, new: Message, up: _Upgrade) -> None:
+    """Era C pairs an unpooling layer with its pooling layer as its hint_layer."""
+    if up.hint_layer and up.hint_layer != params.pooling_layer:
+        raise FormatError(f"{up.where}: names pooling_layer '{params.pooling_layer}' and another hint_layer")
+    new.unpooling.num_dims = params.num_dims
+    new.hint_layer = params.pooling_layer
+
+
+def _batch_normalization(params: Message, new: Message, up: _Upgrade) -> None:
+    new.batch_normalization.decay, new.batch_normalization.epsilon = params.decay, params.epsilon
+
+
+def _lrn(params: Message, new: Message, up: _Upgrade) -> None:
+    new.local_response_normalization.CopyFrom(lbann_pb2.Layer.LocalResponseNormalization(
+        window_width=params.window_width, lrn_alpha=params.lrn_alpha, lrn_beta=params.lrn_beta, lrn_k=params.lrn_k))
+
+
+#: layer types whose one Era A field keeps its name in Era C
+_ONE_FIELD = {"dropout": "keep_prob", "elu": "alpha", "leaky_relu": "negative_slope", "concatenation": "axis",
+              "top_k_categorical_accuracy": "k"}
+
+
+#: layer types whose Era C message is built field by field (others: _SAME, _OPERATORS, by name)
+_UPGRADES: dict[str, Callable[[Message, Message, _Upgrade], None]] = {
+    "convolution": lambda params, new, up: _upgrade_conv(params, new.convolution, up.where),
+    "deconvolution": lambda params, new, up: _upgrade_conv(params, new.deconvolution, up.where),
+    "pooling": _pooling,
+    "fully_connected": _fully_connected,
+    "batch_normalization": _batch_normalization,
+    "local_response_normalization": _lrn,
+    "slice": _slice,
+    "reshape": lambda params, new, up: new.reshape.dims.extend(ints(params.dims, up.where, "dims")),
+    "unpooling": _unpooling,
+}
+
+
+def _category(name: str) -> str:
+    """v0.99's reader hands the independent variables' slice points for both categories
+    (src/proto/factories/layer_factory.cpp, get_slice_points_from_reader)."""
+    return "independent" if name == "dependent" else name
+
+
+def _slices_size(params: Message, slice_points: Mapping[str, Sequence[int]] | None, where: str) -> int:
+    """v0.99's fully connected size from the reader: the summed sizes of the listed slices
+    (slice i spans points i−1 … i)."""
+    category = params.get_slice_points_from_reader or "independent"
+    points = reader_slice_points(slice_points, _category(category), where, "get_num_neurons_of_slice_from_reader")
+    indices = [int(i) for i in params.get_num_neurons_of_slice_from_reader]
+    if any(not 0 < i < len(points) for i in indices):
+        raise FormatError(f"{where}: get_num_neurons_of_slice_from_reader {indices} names a slice the reader's "
+                          f"{len(points)} slice points {points} do not have")
+    return sum(points[i] - points[i - 1] for i in indices)
 
 
 def _camel(kind: str) -> str:

@@ -15,11 +15,13 @@ import math
 import numpy as np
 
 from ...ir.dtypes import INT_TYPES
+from .. import compiled
 from ..registry import kernel
 from ._windows import FLOATS, WITH_BF16, compute_dtype
 from .fastmath import erf32, gelu32, select, sigmoid32, silu32
 
 _SQRT_PI = math.sqrt(math.pi)
+_F32 = np.dtype(np.float32)
 _CF_DEPTH = 50  # continued-fraction terms: enough for 1e-15 at |x| >= 2
 
 
@@ -63,12 +65,16 @@ def _activation(op: str, dtypes=WITH_BF16):
     def wrap(fn):
         @functools.wraps(fn)
         def run(ctx, x, **attrs):
+            if x.dtype == _F32:  # computed as it is: no round trip (a small map's call is a few µs)
+                return np.asarray(fn(ctx, x, **attrs))
             return np.asarray(fn(ctx, x.astype(compute_dtype(x.dtype), copy=False), **attrs)).astype(
                 x.dtype, copy=False)
 
         if not any(p.kind is p.KEYWORD_ONLY for p in inspect.signature(fn).parameters.values()):
             @functools.wraps(fn)
             def run(ctx, x):  # no attributes: no keyword forwarding on every call
+                if x.dtype == _F32:
+                    return np.asarray(fn(ctx, x))
                 return np.asarray(fn(ctx, x.astype(compute_dtype(x.dtype), copy=False))).astype(x.dtype, copy=False)
 
         kernel(op, dtypes=dtypes)(run)
@@ -104,11 +110,18 @@ def celu(ctx, x, *, alpha=1.0):
     return np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(np.minimum(x, 0) / alpha))
 
 
-def _hard_sigmoid(x: np.ndarray, alpha, beta) -> np.ndarray:
-    """clip(alpha·x + beta, 0, 1) in one buffer (MobileNetV3 applies it to every activation map)."""
+def _hard_sigmoid(x: np.ndarray, alpha, beta, swish: bool = False) -> np.ndarray:
+    """clip(alpha·x + beta, 0, 1) in one buffer (MobileNetV3 applies it to every activation map),
+    times x for the hard swish; one compiled pass with numba."""
+    fast = compiled.load("curves") if x.dtype == np.float32 else None
+    if fast is not None:
+        return fast.apply("hard_swish32" if swish else "hard_sigmoid32", x, alpha, beta)
     y = np.multiply(x, alpha, out=np.empty_like(x))  # an array even for a 0-d x
     y += beta
-    return np.clip(y, 0, 1, out=y)
+    np.clip(y, 0, 1, out=y)
+    if swish:
+        y *= x
+    return y
 
 
 @_activation("HardSigmoid")
@@ -116,12 +129,13 @@ def hard_sigmoid(ctx, x, *, alpha=0.2, beta=0.5):
     return _hard_sigmoid(x, x.dtype.type(alpha), x.dtype.type(beta))
 
 
+_SIXTH = np.float32(1 / 6)
+
+
 @_activation("HardSwish")
 def hard_swish(ctx, x):
     """x·HardSigmoid(x) with the spec's alpha = 1/6, beta = 1/2."""
-    y = _hard_sigmoid(x, x.dtype.type(1 / 6), x.dtype.type(0.5))
-    y *= x
-    return y
+    return _hard_sigmoid(x, _SIXTH if x.dtype == _F32 else x.dtype.type(1 / 6), x.dtype.type(0.5), swish=True)
 
 
 @_activation("Softplus")
