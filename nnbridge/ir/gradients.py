@@ -640,6 +640,17 @@ def _gather(b, node, grads):
     return [out, None]
 
 
+@rule("GatherElements")
+def _gather_elements(b, node, grads):
+    """Each output's gradient added into the input element it read (ScatterElements with "add", so
+    an element read twice gets both)."""
+    g, (x, index) = grads[0], node.inputs
+    axis = _axis(node.attr("axis", 0), x.type.rank)
+    zeros = b.const(np.zeros(x.type.shape, b.numpy_dtype(g)))
+    return [b.op("ScatterElements", zeros, index, g, attrs={"axis": axis, "reduction": "add"},
+                 shape=tuple(x.type.shape), like=g), None]
+
+
 @rule("Expand")
 def _expand(b, node, grads):
     return [b.unbroadcast(grads[0], node.inputs[0]), None]
@@ -666,6 +677,67 @@ def _batch_norm_training(b, node, grads):
                              domain=NNBRIDGE_TRAINING_DOMAIN,
                              outputs=[(x.type.shape, None), (scale.type.shape, None), (bias.type.shape, None)])
     return [dx, dscale, dbias, None, None]
+
+
+@rule("InstanceNormalization")
+def _instance_norm(b, node, grads):
+    """With x̂ = (x − mean)/σ over each (sample, channel)'s m spatial values (σ recomputed from x):
+    dB = Σ g, dscale = Σ g·x̂ (over samples and space), dx = (scale/σ)·(g − mean g − x̂·mean(g·x̂))."""
+    g, (x, scale) = grads[0], node.inputs[:2]
+    shape, rank = tuple(x.type.shape), x.type.rank
+    spatial = list(range(2, rank))
+    kept = (*shape[:2], *([1] * (rank - 2)))
+    per_channel = (1, shape[1], *([1] * (rank - 2)))
+    ax = b.ints(spatial)
+
+    def mean(value):
+        return b.op("ReduceMean", value, ax, attrs={"keepdims": 1}, shape=kept, like=value)
+
+    centred = b.op("Sub", x, mean(x), like=x)
+    sigma = b.op("Sqrt", b.op("Add", mean(b.op("Mul", centred, centred, like=x)),
+                              b.scalar(node.attr("epsilon", 1e-5), x), like=x), shape=kept, like=x)
+    normed = b.op("Div", centred, sigma, like=x)
+    g_normed = b.op("Mul", g, normed, like=g)
+    over_batch = b.ints([0, *spatial])
+
+    def channel_sum(value):
+        return b.op("ReduceSum", value, over_batch, attrs={"keepdims": 0}, shape=(shape[1],), like=value)
+
+    gain = b.op("Div", b.op("Reshape", scale, b.ints(per_channel), shape=per_channel, like=scale), sigma,
+                shape=kept, like=x)
+    inner = b.op("Sub", b.op("Sub", g, mean(g), like=g), b.op("Mul", normed, mean(g_normed), like=g), like=g)
+    return [b.op("Mul", inner, gain, like=g), channel_sum(g_normed), channel_sum(g)]
+
+
+def _channel_window_sum(b, value, size: int, before: int, after: int):
+    """Σ of ``value`` (N, C, …) over channels c − before … c + after (zeros past the ends): a
+    convolution of ones along C on the (N, 1, C, rest) view."""
+    shape = tuple(value.type.shape)
+    rest = math.prod(shape[2:])
+    view = (shape[0], 1, shape[1], rest)
+    flat = b.op("Reshape", value, b.ints(view), shape=view, like=value)
+    ones = b.const(np.ones((1, 1, size, 1), b.numpy_dtype(value)))
+    summed = b.op("Conv", flat, ones, attrs={"pads": [before, 0, after, 0]}, shape=view, like=value)
+    return b.op("Reshape", summed, b.ints(shape), shape=shape, like=value)
+
+
+@rule("LRN")
+def _lrn(b, node, grads):
+    """y = x·d^−β with d = k + α/n·S, S the window's Σ x² (channels c − ⌊(n−1)/2⌋ … c + ⌈(n−1)/2⌉):
+    dx = g·d^−β − 2x·(αβ/n)·Σ'(g·x·d^−β−1), where Σ' sums the windows that hold c (the same window
+    mirrored)."""
+    g, x, y = grads[0], node.inputs[0], node.outputs[0]
+    size = int(node.attr("size"))
+    alpha, beta, bias = node.attr("alpha", 1e-4), node.attr("beta", 0.75), node.attr("bias", 1.0)
+    before, after = (size - 1) // 2, size // 2
+    square = b.op("Mul", x, x, like=x)
+    d = b.op("Add", b.op("Mul", _channel_window_sum(b, square, size, before, after), b.scalar(alpha / size, x)),
+             b.scalar(bias, x), like=x)
+    direct = b.op("Mul", g, b.op("Pow", d, b.scalar(-beta, x), like=x), like=g)  # g·d^−β
+    through = b.op("Div", b.op("Mul", g, y, like=g), d, like=g)  # g·x·d^−β−1 = g·y/d
+    spread = _channel_window_sum(b, through, size, after, before)
+    scaled = b.op("Mul", b.op("Mul", spread, x, like=g), b.scalar(-2 * alpha * beta / size, g), like=g)
+    return [b.op("Add", direct, scaled, like=g)]
 
 
 # -- losses ---------------------------------------------------------------------------------------

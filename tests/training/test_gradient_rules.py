@@ -281,6 +281,50 @@ def test_gather_along_another_axis():
     assert _worst_error(model, {"x": x}, ["x"]) <= 1e-6
 
 
+@pytest.mark.parametrize(("axis", "index"), [(0, [[2, 0, 1, 2], [-1, 1, 0, 0]]), (1, [[3, 3], [0, -2], [1, 0]])])
+def test_gather_elements_adds_the_gradient_of_an_element_read_twice(axis, index):
+    x = _normal((3, 4), 1)
+    index = np.array(index, np.int64)
+    model = _model([helper.make_node("GatherElements", ["x", "index"], ["y"], axis=axis)], {"x": x}, index.shape,
+                   [numpy_helper.from_array(index, "index")])
+    assert _worst_error(model, {"x": x}, ["x"]) <= 1e-6
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 5), (2, 3, 2, 3)])
+def test_instance_normalization(shape):
+    channels = shape[1]
+    feeds = {"x": _normal(shape, 1) * 2 + 0.5, "scale": _normal((channels,), 2), "bias": _normal((channels,), 3)}
+    model = _model([helper.make_node("InstanceNormalization", ["x", "scale", "bias"], ["y"], epsilon=1e-3)],
+                   feeds, shape)
+    assert _worst_error(model, feeds, list(feeds)) <= 1e-6
+
+
+@pytest.mark.parametrize(("shape", "size"), [((2, 6, 3), 3), ((2, 5, 2, 3), 4), ((3, 4), 5), ((2, 3, 2), 1)])
+def test_lrn_over_odd_and_even_windows(shape, size):
+    """Even sizes reach one channel further forward than back (ONNX's window)."""
+    x = _normal(shape, 1)
+    model = _model([helper.make_node("LRN", ["x"], ["y"], size=size, alpha=0.3, beta=0.6, bias=1.5)], {"x": x}, shape)
+    assert _worst_error(model, {"x": x}, ["x"]) <= 1e-6
+
+
+def test_an_if_whose_branch_reads_a_trained_value_is_refused_not_skipped():
+    """The If's only input is its condition; its branches capture x. Autodiff once saw no path and
+    gave x a zero gradient; now the If is on the path, and it has no rule."""
+    x = _normal((3, 4))
+    branch = helper.make_graph([helper.make_node("Tanh", ["x"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", D, [3, 4])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["n"])], "else", [],
+                              [helper.make_tensor_value_info("n", D, [3, 4])])
+    model = _model([helper.make_node("If", ["cond"], ["y"], then_branch=branch, else_branch=other)], {"x": x},
+                   (3, 4))
+    model.graph.input.append(helper.make_tensor_value_info("cond", TensorProto.BOOL, []))
+    graph = nnbridge.load(model)
+    run_passes(graph, ["infer-shapes"])
+    with pytest.raises(UnsupportedOpError) as info:
+        gradients(graph, graph.outputs[0], [graph.get("x")])
+    assert [i.op for i in info.value.items] == ["If"]
+
+
 @pytest.mark.parametrize(("op", "attrs"), [("LSTM", {}), ("GRU", {}), ("GRU", {"linear_before_reset": 1})])
 def test_lstm_and_gru_unrolled_in_training_form(op, attrs):
     """Spelled out step by step in training form; the gradients of the input, the weights, the

@@ -56,7 +56,30 @@ def _transformer():
     return Encoder(), (8, 6, 16)
 
 
-@pytest.mark.parametrize("build", [_mlp, _cnn, _transformer], ids=["mlp", "cnn", "transformer"])
+class NormsAndGather(torch.nn.Module):
+    """LRN, affine InstanceNorm and torch.gather (ONNX GatherElements, an index read twice) on one path."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 6, 3, padding=1)
+        self.lrn = torch.nn.LocalResponseNorm(3, alpha=0.3, beta=0.7, k=1.5)
+        self.norm = torch.nn.InstanceNorm2d(6, affine=True)
+        self.head = torch.nn.Linear(4 * 3, 5)
+        self.register_buffer("index", torch.tensor([[0, 5, 5], [1, 1, 2], [3, 4, 0], [2, 2, 5]]).repeat(8, 1, 1))
+
+    def forward(self, x):
+        x = torch.tanh(self.norm(self.lrn(self.conv(x))))
+        pooled = x.mean(dim=(2, 3)).reshape(-1, 1, 6).expand(-1, 4, 6)
+        picked = torch.gather(pooled, 2, self.index)
+        return self.head(picked.reshape(x.shape[0], -1))
+
+
+def _norms_and_gather():
+    return NormsAndGather(), (8, 3, 6, 6)
+
+
+@pytest.mark.parametrize("build", [_mlp, _cnn, _transformer, _norms_and_gather],
+                         ids=["mlp", "cnn", "transformer", "lrn-instance-norm-gather"])
 def test_training_step_gradients_match_torch_autograd(build):
     torch.manual_seed(0)
     module, shape = build()
@@ -129,3 +152,30 @@ def test_the_fused_batch_norm_pair_against_torch(shape):
                       (dscale, layer.weight.grad), (dbias, layer.bias.grad)):
         want = want.detach().numpy()
         assert np.abs(got - want).max() <= 1e-10 * np.abs(want).max()
+
+
+def test_the_lrn_rule_against_torch():
+    """An ONNX LRN node's gradient (float64) against torch's LocalResponseNorm (torch exports that as
+    primitives, so the rule is checked on its own: same odd window, α/n, β, k, each exact in float32)."""
+    from onnx import TensorProto, helper
+
+    from nnbridge.passes import run_passes
+    from nnbridge.passes.autodiff import gradients
+
+    rng = np.random.default_rng(0)
+    x, dy = rng.normal(size=(4, 7, 3, 5)), rng.normal(size=(4, 7, 3, 5))
+    nodes = [helper.make_node("LRN", ["x"], ["y"], size=5, alpha=0.5, beta=0.75, bias=1.25),
+             helper.make_node("Mul", ["y", "dy"], ["m"]), helper.make_node("ReduceSum", ["m"], ["loss"], keepdims=0)]
+    infos = [helper.make_tensor_value_info(n, TensorProto.DOUBLE, list(x.shape)) for n in ("x", "dy")]
+    model = helper.make_model(helper.make_graph(nodes, "lrn", infos,
+                                                [helper.make_tensor_value_info("loss", TensorProto.DOUBLE, [])]),
+                              opset_imports=[helper.make_opsetid("", 21)])
+    graph = nnbridge.load(model)
+    run_passes(graph, ["infer-shapes"])
+    grad = gradients(graph, graph.outputs[0], [graph.get("x")])["x"]
+    graph.outputs[:] = [grad]
+    got = next(iter(nnbridge.compile(graph, backend="reference", passes=[]).run({"x": x, "dy": dy}).values()))
+    xt = torch.from_numpy(x).requires_grad_()
+    torch.nn.LocalResponseNorm(5, alpha=0.5, beta=0.75, k=1.25)(xt).backward(torch.from_numpy(dy))
+    want = xt.grad.numpy()
+    assert np.abs(got - want).max() <= 1e-10 * np.abs(want).max()
