@@ -138,8 +138,12 @@ def test_conv_transpose_variants(attrs):
     dict(kernel_shape=[2, 2], strides=[1, 2], dilations=[2, 2], pads=[0, 1, 1, 0]),
     dict(kernel_shape=[3, 3], auto_pad="SAME_LOWER", strides=[2, 2]),
 ])
-def test_max_pool_with_indices(attrs):
+@pytest.mark.parametrize("ties", [False, True])
+def test_max_pool_with_indices(attrs, ties):
+    """With ties (values rounded to halves, zeros as after a ReLU) the first maximum's index, as onnxruntime."""
     x = rand(2, 3, 8, 7)
+    if ties:
+        x = np.maximum(np.round(x * 2) / 2, 0).astype(x.dtype)
     for order in (0, 1):
         assert_matches_ort("MaxPool", [("x", x)], dict(attrs, storage_order=order), outputs=2)
 

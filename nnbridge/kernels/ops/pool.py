@@ -92,10 +92,19 @@ def max_pool(ctx, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_s
 def _max_pool_with_indices(x, xp, geo: PoolGeometry, storage_order: int):
     """Max and its flat input index (row-major, or column-major over the spatial axes for storage_order=1)."""
     rank = len(geo.kernel)
-    view = windows(xp, geo.out, geo.kernel, geo.strides, geo.dilations)
-    flat = view.reshape(*view.shape[:2 + rank], -1)
-    best = np.argmax(flat, axis=-1)
-    y = np.take_along_axis(flat, best[..., None], axis=-1)[..., 0]
+    if x.dtype.kind == "f" and np.isnan(x).any():  # argmax's first NaN wins, as max propagates it
+        view = windows(xp, geo.out, geo.kernel, geo.strides, geo.dilations)
+        flat = view.reshape(*view.shape[:2 + rank], -1)
+        best = np.argmax(flat, axis=-1)
+        y = np.take_along_axis(flat, best[..., None], axis=-1)[..., 0]
+    else:  # tap by tap, the first of equal maxima kept (argmax's choice) without a copy of the windows
+        taps = geo.taps(xp)
+        y = np.array(next(taps))
+        best = np.zeros(y.shape, np.intp)
+        for index, tap in enumerate(taps, 1):
+            higher = tap > y
+            np.copyto(y, tap, where=higher)
+            np.copyto(best, index, where=higher)
     taps = np.unravel_index(best, geo.kernel)
     sizes = x.shape[2:]
     coords = []
