@@ -289,3 +289,47 @@ def test_a_mobile_cnn_fine_tunes_on_the_digits_and_onnxruntime_agrees(tmp_path):
     held_out = np.random.default_rng(0).permutation(len(x))[:120]  # train()'s validation split for seed 0
     scores = next(iter(run_onnxruntime(model, {model.graph.input[0].name: x[held_out]}).values()))
     assert float((scores.argmax(1) == y[held_out]).mean()) == pytest.approx(accuracies[-1], abs=1e-9)
+
+
+#: nnbridge train's flag for each setting of OPTIMIZERS
+FLAGS = {"lr": "--lr", "momentum": "--momentum", "weight_decay": "--weight-decay"}
+
+
+@pytest.mark.parametrize(("model", "optimizer"), [("cnn-batchnorm-dropout", "adamw"), ("mlp", "sgd-nesterov")])
+def test_the_cli_follows_torch_step_for_step(tmp_path, model, optimizer):
+    """``nnbridge train`` on the .onnx file from_torch wrote and an .npz: each epoch's mean loss (its
+    --json history) within 1e-5 of torch's and the saved model's weights and BatchNorm statistics
+    within 1e-4 after 100 steps."""
+    import subprocess
+    import sys
+
+    import onnx
+    from onnx import numpy_helper
+
+    module, x, y = _data(MODELS[model])
+    kind, settings, make = OPTIMIZERS[optimizer]
+    want_losses, want = _torch_run(module, x, y, make)
+    model_proto = nnbridge.converters.pytorch.from_torch(module, [torch.from_numpy(x[:BATCH])], for_training=True)
+    onnx.save(model_proto, tmp_path / "model.onnx")
+    np.savez(tmp_path / "data.npz", x=x, y=y)
+    flags = [f for name, value in settings.items() for f in
+             ((["--nesterov"] if value else []) if name == "nesterov" else [FLAGS[name], repr(value)])]
+    steps_per_epoch = len(x) // BATCH
+    done = subprocess.run([sys.executable, "-m", "nnbridge", "train", str(tmp_path / "model.onnx"), "--data",
+                           str(tmp_path / "data.npz"), "--optimizer", kind, *flags, "--batch-size", str(BATCH),
+                           "--epochs", str(STEPS // steps_per_epoch), "--val-split", "0", "--seed", str(SEED),
+                           "--json", str(tmp_path / "history.json"), "-o", str(tmp_path / "trained.onnx")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    history = json.loads((tmp_path / "history.json").read_text())
+    assert history["semantics"] == "torch"
+    epochs = np.array([e["loss"] for e in history["epochs"]])
+    want_epochs = want_losses.reshape(-1, steps_per_epoch).mean(axis=1)
+    error = np.abs(epochs - want_epochs) / np.abs(want_epochs)
+    assert error.max() <= 1e-5, f"epoch {int(error.argmax()) + 1}: {epochs[error.argmax()]} vs torch's " \
+                                f"{want_epochs[error.argmax()]}"
+    saved = {i.name: numpy_helper.to_array(i) for i in onnx.load(tmp_path / "trained.onnx").graph.initializer}
+    for name, tensor in want.items():
+        if not name.endswith("num_batches_tracked"):
+            np.testing.assert_allclose(saved[name].reshape(tensor.shape), tensor.detach().numpy(), atol=1e-4, rtol=0,
+                                       err_msg=name)
