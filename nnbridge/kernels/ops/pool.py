@@ -92,6 +92,9 @@ def max_pool(ctx, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_s
 def _max_pool_with_indices(x, xp, geo: PoolGeometry, storage_order: int):
     """Max and its flat input index (row-major, or column-major over the spatial axes for storage_order=1)."""
     rank = len(geo.kernel)
+    fast = compiled.load("pool") if rank == 2 and x.dtype in (np.float32, np.float64) else None
+    if fast is not None:
+        return fast.max_pool_with_indices(xp, geo, x.shape[2:], storage_order)
     if x.dtype.kind == "f" and np.isnan(x).any():  # argmax's first NaN wins, as max propagates it
         view = windows(xp, geo.out, geo.kernel, geo.strides, geo.dilations)
         flat = view.reshape(*view.shape[:2 + rank], -1)
