@@ -148,7 +148,32 @@ class NonFiniteStep(Exception):
     """A step met a non-finite tensor (the message names it); nothing was updated."""
 
 
+class CheckedOnce:
+    """An executable's run whose feeds are checked (``match_inputs``) on the first call only: a
+    training loop feeds the same names, dtypes and shapes every step (its own weights, full batches
+    of data checked once, masks it draws), and the check cost as much as a small model's kernels."""
+
+    def __init__(self, exe: Any):
+        self.exe, self.names, self.checked = exe, [v.name for v in exe.graph.outputs], False
+
+    def __call__(self, feeds: dict[str, Any]) -> dict[str, Any]:
+        if not self.checked:
+            out = self.exe.run(feeds)
+            self.checked = True
+            return out
+        return dict(zip(self.names, self.exe.plan.execute(feeds)))
+
+
+def all_finite(array: np.ndarray) -> bool:
+    """No NaN or infinity in ``array``: its sum first (one pass, no mask; a NaN or an infinity makes
+    it non-finite), the element test only when the sum is not finite (it may merely overflow)."""
+    array = np.asarray(array)
+    if array.dtype.kind != "f":
+        return True
+    return bool(np.isfinite(np.add.reduce(array, axis=None))) or bool(np.isfinite(array).all())
+
+
 def check_finite(arrays: dict[str, np.ndarray], what: str) -> None:
     for name, array in arrays.items():
-        if np.asarray(array).dtype.kind == "f" and not np.isfinite(array).all():
+        if not all_finite(array):
             raise NonFiniteStep(f"{what} '{name}'")
