@@ -102,22 +102,26 @@ def test_real_smaug_computes_what_onnxruntime_does(tmp_path, name, backend):
     check_real_run(model, backend, tmp_path)
 
 
+# the pooling split is SMV's (``_pool_group``): SMV is the family's representative in make test
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["Reference", "SMV"])
+@pytest.mark.parametrize("backend", [pytest.param("Reference", marks=pytest.mark.matrix), "SMV"])
 def test_light_densenet121(tmp_path, backend):
     """Max pooling whose SMAUG tiles would not pair up (the runtime segfaults) is split into
     channel groups it tiles consistently."""
     check_real_run(build("light_densenet121"), backend, tmp_path)
 
 
+# squeezenet represents the family in make test; ResNet-50 and VGG-19 (its 411 MB folded FC weight:
+# 40 CPU-s in SMAUG's runtime) run in make bench
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["light_squeezenet", "light_resnet50", "light_vgg19"])
+@pytest.mark.parametrize("name", ["light_squeezenet", pytest.param("light_resnet50", marks=pytest.mark.matrix),
+                                  pytest.param("light_vgg19", marks=pytest.mark.matrix)])
 def test_light_models_on_reference(tmp_path, name, monkeypatch):
     monkeypatch.setenv("NNBRIDGE_FOLD_LIMIT_MB", "1024")  # VGG-19's FC weight (411 MB) is a ConstantOfShape
     check_real_run(build(name), "Reference", tmp_path)
 
 
-@pytest.mark.parametrize("name", ["light_squeezenet", "light_resnet50"])
+@pytest.mark.parametrize("name", ["light_squeezenet", pytest.param("light_resnet50", marks=pytest.mark.matrix)])
 def test_light_models_whose_activations_exceed_fp16_are_refused_for_smv(tmp_path, name):
     """With every weight 0.02 these models' activations leave fp16's range (65504) on the way:
     the SMV files are refused at convert time, naming the first node that overflows. Written
@@ -150,7 +154,7 @@ def largest_activation(model: onnx.ModelProto, feeds: dict) -> float:
 
 SHIPPED = ["minerva/minerva_smv_topo.pbtxt", "lenet5/lenet5_smv_topo.pbtxt", "cifar10-cnn/cnn_smv_topo.pbtxt",
            "cifar10-vgg/vgg_smv_topo.pbtxt",
-           pytest.param("imagenet-resnet/resnet_smv_topo.pbtxt", marks=pytest.mark.slow)]
+           pytest.param("imagenet-resnet/resnet_smv_topo.pbtxt", marks=[pytest.mark.slow, pytest.mark.matrix])]
 
 
 @pytest.mark.parametrize("rel", SHIPPED)
