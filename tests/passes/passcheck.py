@@ -34,7 +34,7 @@ def light_graph(name: str) -> Graph:
 
 @functools.cache
 def light_case(name: str) -> tuple[dict, dict]:
-    """(feeds, onnxruntime outputs) of a light model, computed once per session."""
+    """(feeds, onnxruntime outputs) of a light model, computed once per test module (conftest)."""
     graph = light_graph(name)
     feeds = random_inputs(graph, seed=0)
     return feeds, run_onnxruntime(light_model(name), feeds)
