@@ -22,12 +22,14 @@ def light_path(name: str) -> Path:
     return LIGHT / f"light_{name}.onnx"
 
 
-@functools.cache
+#: the two most recent light models stay loaded: tests use one or two at a time, and all nine held
+#: at once weigh ~1.5 GB
+@functools.lru_cache(maxsize=2)
 def light_model(name: str) -> onnx.ModelProto:
     return onnx.load(str(light_path(name)))
 
 
-@functools.cache
+@functools.lru_cache(maxsize=2)
 def light_graph(name: str) -> Graph:
     return nnbridge.load(light_model(name))
 
