@@ -94,25 +94,8 @@ def _squeeze_excite(torch, channels, reduced, gate):
 
 
 def _inverted_residual(torch, cin, cout, expand, k, stride, act, se_gate):
-    nn = torch.nn
-    hidden = cin * expand
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            parts = [] if expand == 1 else [_conv_bn(torch, cin, hidden, 1, act=act)]
-            parts.append(_conv_bn(torch, hidden, hidden, k, stride, groups=hidden, act=act))
-            if se_gate is not None:
-                parts.append(_squeeze_excite(torch, hidden, max(8, hidden // 4), se_gate))
-            parts.append(_conv_bn(torch, hidden, cout, 1))
-            self.body = nn.Sequential(*parts)
-            self.residual = stride == 1 and cin == cout
-
-        def forward(self, x):
-            y = self.body(x)
-            return x + y if self.residual else y
-
-    return Block()
+    """An inverted residual block whose expansion is a ratio of its input width."""
+    return _bneck(torch, cin, cin * expand, cout, k, stride, act, se_gate)
 
 
 def _mobilenet_v3_tiny():
@@ -130,8 +113,10 @@ def _mobilenet_v3_tiny():
     return model, (torch.randn(1, 3, image, image),)
 
 
-def _bneck(torch, cin, expanded, cout, k, stride, act, se):
-    """A MobileNetV3 block with the paper's explicit expansion size (an expand ratio rounds it)."""
+def _bneck(torch, cin, expanded, cout, k, stride, act, se_gate):
+    """A MobileNetV3 / EfficientNet block with an explicit expansion size (the paper's: a ratio
+    rounds it): 1×1 expansion, depthwise conv, squeeze-excite gated by ``se_gate`` (none when
+    None), 1×1 projection, the skip where shapes allow."""
     nn = torch.nn
 
     class Block(nn.Module):
@@ -139,8 +124,8 @@ def _bneck(torch, cin, expanded, cout, k, stride, act, se):
             super().__init__()
             parts = [] if expanded == cin else [_conv_bn(torch, cin, expanded, 1, act=act)]
             parts.append(_conv_bn(torch, expanded, expanded, k, stride, groups=expanded, act=act))
-            if se:
-                parts.append(_squeeze_excite(torch, expanded, max(8, expanded // 4), nn.Hardsigmoid))
+            if se_gate is not None:
+                parts.append(_squeeze_excite(torch, expanded, max(8, expanded // 4), se_gate))
             parts.append(_conv_bn(torch, expanded, cout, 1))
             self.body = nn.Sequential(*parts)
             self.residual = stride == 1 and cin == cout
@@ -174,7 +159,8 @@ def _mobilenet_v3_paper(blocks, last: int, head: int, scale: float = 1.0, image=
 
     layers, cin = [_conv_bn(torch, 3, width(16), 3, 2, act=nn.Hardswish)], width(16)
     for k, expanded, out, se, hs, stride in blocks:
-        layers.append(_bneck(torch, cin, width(expanded), width(out), k, stride, nn.Hardswish if hs else nn.ReLU, se))
+        layers.append(_bneck(torch, cin, width(expanded), width(out), k, stride, nn.Hardswish if hs else nn.ReLU,
+                             nn.Hardsigmoid if se else None))
         cin = width(out)
     layers += [_conv_bn(torch, cin, width(last), 1, act=nn.Hardswish), nn.AdaptiveAvgPool2d(1),
                nn.Conv2d(width(last), head, 1), nn.Hardswish(), nn.Flatten(), nn.Linear(head, classes)]

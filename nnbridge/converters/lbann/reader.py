@@ -59,33 +59,8 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
     order = _topological(layers, by_name, source)
     dropped = set() if training_layers else _dropped(order, children, by_name)
     kept = [layer for layer in order if layer.name not in dropped]
-
-    shapes = {n: (tuple(d), t) for n, (d, t) in header.inputs.items()}
-    all_inputs = [layer.name for layer in layers if layer.WhichOneof("layer_type") == "input"]
-    by_field: dict[str, list[str]] = {}  # LBANN's own name for what an input layer reads: its data field
-    for layer in layers:
-        if layer.WhichOneof("layer_type") == "input" and layer.input.data_field:
-            by_field.setdefault(layer.input.data_field, []).append(layer.name)
-    for key, dims in (input_shapes or {}).items():
-        named = [key] if key in all_inputs else by_field.get(key)
-        if not named:
-            fields = f" (data fields {', '.join(by_field)})" if by_field else ""
-            raise InputError(f"{source}: --input-shape names '{key}', but the model's input layers are "
-                             f"{', '.join(all_inputs) or '(none)'}{fields}")
-        for name in named:
-            shapes[name] = (tuple(int(d) for d in dims), shapes.get(name, ((), "float32"))[1])
-    input_names = [layer.name for layer in kept if layer.WhichOneof("layer_type") == "input"]
-    missing = [n for n in input_names if n not in shapes]
-    if missing:
-        raise ShapeError(f"{source}: LBANN files do not store input shapes; give the per-sample shape "
-                         f"(without the batch dim) of {', '.join(missing)}, e.g. --input-shape "
-                         f"{missing[0]}=1x28x28")
-    bad = [Unsupported(layer.WhichOneof("layer_type") or "?", layer.name,
-                       "no layer type set" if layer.WhichOneof("layer_type") is None else
-                       "no ONNX equivalent in nnbridge")
-           for layer in kept if layer.WhichOneof("layer_type") not in {*IMPORTERS, "input"}]
-    if bad:
-        raise UnsupportedOpError(f"LBANN import of {source}", bad)
+    shapes = _input_shapes(layers, kept, header, input_shapes, source)
+    _refuse_unimportable(kept, source)
 
     batch = int(batch_size or pb.trainer.mini_batch_size or 1)
     graph = Graph(pb.model.name or name)
@@ -93,6 +68,54 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
         graph.reserve_name(layer.name)
     ctx = ImportContext(graph, batch, {w.name: w for w in pb.model.weights}, base_dir or Path.cwd(), source,
                         any_path=trust_paths, slice_points=slice_points)
+    outputs = _import_layers(ctx, kept, children, shapes)
+    _set_outputs(graph, kept, children, outputs, header, dropped)
+    graph.metadata["lbann_mini_batch_size"] = str(batch)
+    experiment.keep(graph, pb, dropped)
+    return graph
+
+
+def _input_shapes(layers, kept, header: textio.Header, given: Mapping[str, Sequence[int]] | None,
+                  source: str) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Each input layer's per-sample dims and dtype: the file's header, then ``--input-shape``
+    (by layer name or by LBANN's data field, e.g. ``samples``); every kept input must have one."""
+    shapes = {n: (tuple(d), t) for n, (d, t) in header.inputs.items()}
+    all_inputs = [layer.name for layer in layers if layer.WhichOneof("layer_type") == "input"]
+    by_field: dict[str, list[str]] = {}  # LBANN's own name for what an input layer reads: its data field
+    for layer in layers:
+        if layer.WhichOneof("layer_type") == "input" and layer.input.data_field:
+            by_field.setdefault(layer.input.data_field, []).append(layer.name)
+    for key, dims in (given or {}).items():
+        named = [key] if key in all_inputs else by_field.get(key)
+        if not named:
+            fields = f" (data fields {', '.join(by_field)})" if by_field else ""
+            raise InputError(f"{source}: --input-shape names '{key}', but the model's input layers are "
+                             f"{', '.join(all_inputs) or '(none)'}{fields}")
+        for name in named:
+            shapes[name] = (tuple(int(d) for d in dims), shapes.get(name, ((), "float32"))[1])
+    missing = [layer.name for layer in kept if layer.WhichOneof("layer_type") == "input" and layer.name not in shapes]
+    if missing:
+        raise ShapeError(f"{source}: LBANN files do not store input shapes; give the per-sample shape "
+                         f"(without the batch dim) of {', '.join(missing)}, e.g. --input-shape "
+                         f"{missing[0]}=1x28x28")
+    return shapes
+
+
+def _refuse_unimportable(kept, source: str) -> None:
+    """Every kept layer whose type has no importer, all in one error."""
+    bad = [Unsupported(layer.WhichOneof("layer_type") or "?", layer.name,
+                       "no layer type set" if layer.WhichOneof("layer_type") is None else
+                       "no ONNX equivalent in nnbridge")
+           for layer in kept if layer.WhichOneof("layer_type") not in {*IMPORTERS, "input"}]
+    if bad:
+        raise UnsupportedOpError(f"LBANN import of {source}", bad)
+
+
+def _import_layers(ctx: ImportContext, kept, children, shapes) -> dict[str, list[Tensor]]:
+    """Each kept layer through its importer, in order; a field set but not read refuses the file
+    (every such field, in one error)."""
+    graph, batch, source = ctx.graph, ctx.batch, ctx.source
+    input_names = [layer.name for layer in kept if layer.WhichOneof("layer_type") == "input"]
     outputs: dict[str, list[Tensor]] = {}
     ignored: list[Unsupported] = []
     for layer in kept:
@@ -117,10 +140,7 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
                     for field in params.unread() if field not in NO_EFFECT.get(kind, ())]
     if ignored:
         raise UnsupportedOpError(f"LBANN import of {source}", ignored)
-    _set_outputs(graph, kept, children, outputs, header, dropped)
-    graph.metadata["lbann_mini_batch_size"] = str(batch)
-    experiment.keep(graph, pb, dropped)
-    return graph
+    return outputs
 
 
 def _input_dtype(name: str) -> DType:
