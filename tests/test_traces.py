@@ -40,6 +40,7 @@ def test_the_smv_trace_lays_every_layer_on_the_host_and_each_accelerator(cli, tm
     assert busy == pytest.approx(end, rel=1e-9)  # the host and accelerator 0 together are the whole run
 
 
+@pytest.mark.slow
 def test_the_rdu_trace_and_roll_ups_add_up_to_the_batch_latency(cli, tmp_path, onnx_data):
     path = tmp_path / "trace.json"
     model = onnx_data / "light" / "light_resnet50.onnx"

@@ -85,6 +85,7 @@ def verify_corpus_model(graph: Graph, feeds: dict, want: dict, passes_on_ort: bo
     return executed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [_light_param(n) for n in LIGHT_MODELS])
 def test_light_model_after_each_pass_and_pipeline(name):
     feeds, want = light_case(name)

@@ -39,7 +39,7 @@ def checked(model):
     return nnbridge.check(model, backend="rdu")  # an unsupported op is a failure, not a skip
 
 
-@pytest.mark.parametrize("name", names())
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "vgg_cifar" else n for n in names()])
 def test_zoo_agrees_with_onnxruntime_in_bf16(name):
     assert_bf16_agreement(checked(build(name)))
 

@@ -121,6 +121,7 @@ def test_light_models_on_reference(tmp_path, name, monkeypatch):
     check_real_run(build(name), "Reference", tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["light_squeezenet", pytest.param("light_resnet50", marks=pytest.mark.matrix)])
 def test_light_models_whose_activations_exceed_fp16_are_refused_for_smv(tmp_path, name):
     """With every weight 0.02 these models' activations leave fp16's range (65504) on the way:

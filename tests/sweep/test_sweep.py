@@ -67,6 +67,7 @@ def test_a_failing_point_is_a_row_with_its_error_and_the_sweep_goes_on(tmp_path)
     assert summary.failed == 1 and "\n" not in rows[0]["error"]
 
 
+@pytest.mark.slow
 def test_resume_after_a_kill_computes_only_what_is_missing(tmp_path):
     spec_path = _spec_file(tmp_path, """
 backend = "smv"
@@ -169,6 +170,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "sweeps"
 _CORNER = {"sram_bytes": 1, "n_pcu": 1, "mode": 1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("whole", [False, pytest.param(True, marks=pytest.mark.matrix)])
 def test_the_rdu_example_over_bert_base_and_a_llama_decoder_runs_and_reports(tmp_path, cli, whole):
     from nnbridge.sweep.targets import prepared_graph
