@@ -19,6 +19,7 @@ import numpy as np
 
 from ..base.registry import Registry
 from .dtypes import DType
+from .schema import NNBRIDGE_TRAINING_DOMAIN
 
 Rule = Callable[[Any, Any, list], list]
 #: (domain, op) → reverse-mode rule; an op's traits read it live (``OpTraits.gradient``)
@@ -650,6 +651,21 @@ def _where(b, node, grads):
     zeros = b.scalar(0.0, g)  # Where broadcasts it
     return [None, b.unbroadcast(b.op("Where", cond, g, zeros, like=g), x),
             b.unbroadcast(b.op("Where", cond, zeros, g, like=g), y)]
+
+
+# -- normalization ------------------------------------------------------------------------------
+
+@rule("BatchNormTraining", domain=NNBRIDGE_TRAINING_DOMAIN)
+def _batch_norm_training(b, node, grads):
+    """One BatchNormTrainingGrad from the 1 / std the forward kept: dX, dscale, dB. The running
+    statistics are states, not on the loss's path."""
+    if any(g is not None for g in grads[1:]):
+        b.unsupported("a loss that reads the running or saved statistics")
+    x, scale, bias = node.inputs[:3]
+    dx, dscale, dbias = b.op("BatchNormTrainingGrad", grads[0], x, scale, node.outputs[3],
+                             domain=NNBRIDGE_TRAINING_DOMAIN,
+                             outputs=[(x.type.shape, None), (scale.type.shape, None), (bias.type.shape, None)])
+    return [dx, dscale, dbias, None, None]
 
 
 # -- losses ---------------------------------------------------------------------------------------

@@ -190,6 +190,25 @@ def test_batch_norm_and_layer_norm_in_training_form():
     assert _worst_error(model, feeds, list(feeds), training=True) <= 1e-6
 
 
+@pytest.mark.parametrize("shape", [(5, 3), (4, 3, 5), (3, 3, 2, 4)])
+def test_the_fused_batch_norm_pair(shape):
+    """Training form writes BatchNorm as one BatchNormTraining node, whose rule is one
+    BatchNormTrainingGrad: nothing spelled out; dX, dscale and dB against central differences."""
+    x, scale, bias = _normal(shape, 1) * 2 + 0.5, _normal((3,), 2), _normal((3,), 3)
+    stats = [numpy_helper.from_array(np.zeros(3), "mean"), numpy_helper.from_array(np.ones(3), "var")]
+    feeds = {"x": x, "scale": scale, "bias": bias}
+    model = _model([helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y"],
+                                     epsilon=1e-3)], feeds, shape, stats)
+    assert _worst_error(model, feeds, list(feeds), training=True) <= 1e-6
+    graph = nnbridge.load(model)
+    run_passes(graph, ["infer-shapes"])
+    training_form(graph)
+    gradients(graph, graph.outputs[0], [graph.get(n) for n in feeds])
+    ops = sorted(n.op for n in graph.nodes if n.domain == "nnbridge.training")
+    assert ops == ["BatchNormTraining", "BatchNormTrainingGrad"]
+    assert not {"ReduceMean", "Sqrt", "Div"} & {n.op for n in graph.nodes}
+
+
 def test_dropout_in_training_form_uses_the_fed_mask():
     x = _normal((3, 4))
     ratio = numpy_helper.from_array(np.array(0.25), "ratio")

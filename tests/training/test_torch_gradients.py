@@ -99,3 +99,33 @@ def test_a_trained_torch_export_saves_with_its_aliased_tensors_apart(tmp_path):
                                rtol=1e-4, atol=1e-5)
     names = {i.name for i in model.graph.initializer}
     assert {"1.running_var", "1.running_mean", "1.weight", "1.bias"} <= names
+
+
+@pytest.mark.parametrize("shape", [(16, 6), (8, 6, 5), (4, 6, 3, 5)])
+def test_the_fused_batch_norm_pair_against_torch(shape):
+    """BatchNormTraining and its BatchNormTrainingGrad (float64) against torch's BatchNorm in
+    training mode: the output, the running statistics (torch's unbiased variance) and the gradients
+    of the input, weight and bias, each within 1e-10 relative."""
+    from nnbridge.kernels import get_kernel
+
+    rng = np.random.default_rng(0)
+    x, dy = rng.normal(1.5, 2.0, shape), rng.normal(size=shape)
+    scale, bias, mean, var = rng.normal(size=6), rng.normal(size=6), rng.normal(size=6), rng.random(6) + 0.5
+    layer = {2: torch.nn.BatchNorm1d, 3: torch.nn.BatchNorm1d, 4: torch.nn.BatchNorm2d}[len(shape)](
+        6, eps=1e-3, momentum=0.3).double().train()
+    with torch.no_grad():
+        layer.weight.copy_(torch.from_numpy(scale))
+        layer.bias.copy_(torch.from_numpy(bias))
+        layer.running_mean.copy_(torch.from_numpy(mean))
+        layer.running_var.copy_(torch.from_numpy(var))
+    xt = torch.from_numpy(x).requires_grad_()
+    out = layer(xt)
+    out.backward(torch.from_numpy(dy))
+    forward, backward = (get_kernel(op, "nnbridge.training").fn for op in ("BatchNormTraining",
+                                                                           "BatchNormTrainingGrad"))
+    y, new_mean, new_var, inv_std = forward(None, x, scale, bias, mean, var, epsilon=1e-3, momentum=0.7, unbiased=1)
+    dx, dscale, dbias = backward(None, dy, x, scale, inv_std)
+    for got, want in ((y, out), (new_mean, layer.running_mean), (new_var, layer.running_var), (dx, xt.grad),
+                      (dscale, layer.weight.grad), (dbias, layer.bias.grad)):
+        want = want.detach().numpy()
+        assert np.abs(got - want).max() <= 1e-10 * np.abs(want).max()
