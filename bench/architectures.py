@@ -94,17 +94,39 @@ def _squeeze_excite(torch, channels, reduced, gate):
 
 
 def _inverted_residual(torch, cin, cout, expand, k, stride, act, se_gate):
+    """An inverted residual block whose expansion is a ratio of its input width."""
+    return _bneck(torch, cin, cin * expand, cout, k, stride, act, se_gate)
+
+
+def _mobilenet_v3_tiny():
+    """Three MobileNetV3-style blocks for the test fixture: depthwise convs, SE with HardSigmoid,
+    HardSwish (the bench's full models: ``_mobilenet_v3_paper``)."""
+    torch = _torch()
     nn = torch.nn
-    hidden = cin * expand
+    hs, re, hsig = nn.Hardswish, nn.ReLU, nn.Hardsigmoid
+    stem, head, classes, image = 8, 32, 10, 32
+    spec = [(8, 8, 1, 3, 2, re, hsig), (8, 16, 4, 3, 2, re, None), (16, 16, 3, 5, 1, hs, hsig)]
+    blocks = [_inverted_residual(torch, *s) for s in spec]
+    model = nn.Sequential(_conv_bn(torch, 3, stem, 3, 2, act=hs), *blocks,
+                          _conv_bn(torch, spec[-1][1], head, 1, act=hs),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(head, classes))
+    return model, (torch.randn(1, 3, image, image),)
+
+
+def _bneck(torch, cin, expanded, cout, k, stride, act, se_gate):
+    """A MobileNetV3 / EfficientNet block with an explicit expansion size (the paper's: a ratio
+    rounds it): 1×1 expansion, depthwise conv, squeeze-excite gated by ``se_gate`` (none when
+    None), 1×1 projection, the skip where shapes allow."""
+    nn = torch.nn
 
     class Block(nn.Module):
         def __init__(self):
             super().__init__()
-            parts = [] if expand == 1 else [_conv_bn(torch, cin, hidden, 1, act=act)]
-            parts.append(_conv_bn(torch, hidden, hidden, k, stride, groups=hidden, act=act))
+            parts = [] if expanded == cin else [_conv_bn(torch, cin, expanded, 1, act=act)]
+            parts.append(_conv_bn(torch, expanded, expanded, k, stride, groups=expanded, act=act))
             if se_gate is not None:
-                parts.append(_squeeze_excite(torch, hidden, max(8, hidden // 4), se_gate))
-            parts.append(_conv_bn(torch, hidden, cout, 1))
+                parts.append(_squeeze_excite(torch, expanded, max(8, expanded // 4), se_gate))
+            parts.append(_conv_bn(torch, expanded, cout, 1))
             self.body = nn.Sequential(*parts)
             self.residual = stride == 1 and cin == cout
 
@@ -115,23 +137,64 @@ def _inverted_residual(torch, cin, cout, expand, k, stride, act, se_gate):
     return Block()
 
 
-def _mobilenet_v3(tiny: bool = False):
-    """MobileNetV3-Small-shaped: depthwise convs, SE with HardSigmoid, HardSwish."""
+# MobileNetV3's blocks (Howard et al., "Searching for MobileNetV3", tables 1 and 2):
+# (kernel, expansion, output, squeeze-excite, hard swish, stride)
+_V3_LARGE = [(3, 16, 16, 0, 0, 1), (3, 64, 24, 0, 0, 2), (3, 72, 24, 0, 0, 1), (5, 72, 40, 1, 0, 2),
+             (5, 120, 40, 1, 0, 1), (5, 120, 40, 1, 0, 1), (3, 240, 80, 0, 1, 2), (3, 200, 80, 0, 1, 1),
+             (3, 184, 80, 0, 1, 1), (3, 184, 80, 0, 1, 1), (3, 480, 112, 1, 1, 1), (3, 672, 112, 1, 1, 1),
+             (5, 672, 160, 1, 1, 2), (5, 960, 160, 1, 1, 1), (5, 960, 160, 1, 1, 1)]
+_V3_SMALL = [(3, 16, 16, 1, 0, 2), (3, 72, 24, 0, 0, 2), (3, 88, 24, 0, 0, 1), (5, 96, 40, 1, 1, 2),
+             (5, 240, 40, 1, 1, 1), (5, 240, 40, 1, 1, 1), (5, 120, 48, 1, 1, 1), (5, 144, 48, 1, 1, 1),
+             (5, 288, 96, 1, 1, 2), (5, 576, 96, 1, 1, 1), (5, 576, 96, 1, 1, 1)]
+
+
+def _mobilenet_v3_paper(blocks, last: int, head: int, scale: float = 1.0, image=(224, 224), classes: int = 1000):
+    """MobileNetV3 as published (large or small), channels scaled by ``scale`` (rounded to 8 as the
+    reference implementations do)."""
     torch = _torch()
     nn = torch.nn
-    hs, re, hsig = nn.Hardswish, nn.ReLU, nn.Hardsigmoid
-    stem, head, classes, image = (8, 32, 10, 32) if tiny else (16, 576, 1000, 224)
-    if tiny:
-        spec = [(8, 8, 1, 3, 2, re, hsig), (8, 16, 4, 3, 2, re, None), (16, 16, 3, 5, 1, hs, hsig)]
-    else:
-        spec = [(16, 16, 1, 3, 2, re, hsig), (16, 24, 4, 3, 2, re, None), (24, 24, 3, 3, 1, re, None),
-                (24, 40, 4, 5, 2, hs, hsig), (40, 40, 6, 5, 1, hs, hsig), (40, 48, 3, 5, 1, hs, hsig),
-                (48, 96, 6, 5, 2, hs, hsig), (96, 96, 6, 5, 1, hs, hsig)]
-    blocks = [_inverted_residual(torch, *s) for s in spec]
-    model = nn.Sequential(_conv_bn(torch, 3, stem, 3, 2, act=hs), *blocks,
-                          _conv_bn(torch, spec[-1][1], head, 1, act=hs),
-                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(head, classes))
-    return model, (torch.randn(1, 3, image, image),)
+
+    def width(c: float) -> int:
+        return max(8, int(c * scale + 4) // 8 * 8)
+
+    layers, cin = [_conv_bn(torch, 3, width(16), 3, 2, act=nn.Hardswish)], width(16)
+    for k, expanded, out, se, hs, stride in blocks:
+        layers.append(_bneck(torch, cin, width(expanded), width(out), k, stride, nn.Hardswish if hs else nn.ReLU,
+                             nn.Hardsigmoid if se else None))
+        cin = width(out)
+    layers += [_conv_bn(torch, cin, width(last), 1, act=nn.Hardswish), nn.AdaptiveAvgPool2d(1),
+               nn.Conv2d(width(last), head, 1), nn.Hardswish(), nn.Flatten(), nn.Linear(head, classes)]
+    return nn.Sequential(*layers), (torch.randn(1, 3, *image),)
+
+
+def _densenet121(growth: int = 32, blocks=(6, 12, 24, 16), classes: int = 1000, image: int = 224):
+    """DenseNet-121 (Huang et al.): dense blocks of BN-ReLU-1×1-BN-ReLU-3×3 layers whose outputs are
+    concatenated, transitions of BN-ReLU-1×1 halving the channels and 2×2 average pooling."""
+    torch = _torch()
+    nn = torch.nn
+
+    class Layer(nn.Module):
+        def __init__(self, cin):
+            super().__init__()
+            self.body = nn.Sequential(nn.BatchNorm2d(cin), nn.ReLU(), nn.Conv2d(cin, 4 * growth, 1, bias=False),
+                                      nn.BatchNorm2d(4 * growth), nn.ReLU(),
+                                      nn.Conv2d(4 * growth, growth, 3, padding=1, bias=False))
+
+        def forward(self, x):
+            return torch.cat([x, self.body(x)], 1)
+
+    layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+    channels = 64
+    for i, count in enumerate(blocks):
+        for _ in range(count):
+            layers.append(Layer(channels))
+            channels += growth
+        if i < len(blocks) - 1:
+            layers += [nn.BatchNorm2d(channels), nn.ReLU(), nn.Conv2d(channels, channels // 2, 1, bias=False),
+                       nn.AvgPool2d(2, 2)]
+            channels //= 2
+    layers += [nn.BatchNorm2d(channels), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, classes)]
+    return nn.Sequential(*layers), (torch.randn(1, 3, image, image),)
 
 
 def _efficientnet_b0(tiny: bool = False):
@@ -243,6 +306,7 @@ def _poolformer(dims=(64, 128, 320, 512), depths=(2, 2, 6, 2), classes=1000, ima
 
 
 def _recurrent(kind: str):
+    """Two bidirectional layers of 128 over 100 steps of 64 features, batch 4."""
     torch = _torch()
     nn = torch.nn
     cell = {"lstm": nn.LSTM, "gru": nn.GRU}[kind]
@@ -250,8 +314,8 @@ def _recurrent(kind: str):
     class Model(nn.Module):
         def __init__(self):
             super().__init__()
-            self.rnn = cell(64, 128, num_layers=2, batch_first=True)
-            self.head = nn.Linear(128, 10)
+            self.rnn = cell(64, 128, num_layers=2, batch_first=True, bidirectional=True)
+            self.head = nn.Linear(256, 10)
 
         def forward(self, x):
             out = self.rnn(x)[0]
@@ -376,13 +440,18 @@ ARCHITECTURES: list[Architecture] = [
     Architecture("t5-encoder", lambda: _hf("T5EncoderModel", "T5Config", "input_ids", (1, 128), d_model=256,
                                            d_ff=1024, num_layers=4, num_heads=4, d_kv=64, vocab_size=32128)),
     Architecture("resnet50", _resnet50, full_size=True),
-    Architecture("mobilenetv3", _mobilenet_v3),
+    Architecture("densenet121", _densenet121, full_size=True),
+    Architecture("mobilenetv3-small", lambda: _mobilenet_v3_paper(_V3_SMALL, 576, 1024)),
+    Architecture("mobilenetv3-large", lambda: _mobilenet_v3_paper(_V3_LARGE, 960, 1280)),
+    # PaddleOCR's text-direction classifier: MobileNetV3-small at 0.35 width on 48×192 text lines, 2 classes
+    Architecture("ocr-direction-cls", lambda: _mobilenet_v3_paper(_V3_SMALL, 576, 1024, scale=0.35,
+                                                                  image=(48, 192), classes=2)),
     Architecture("efficientnet-b0", _efficientnet_b0),
     Architecture("convnext-t", _convnext),
     Architecture("regnetx-400mf", _regnet),
     Architecture("poolformer-s12", _poolformer),
-    Architecture("lstm", lambda: _recurrent("lstm")),
-    Architecture("gru", lambda: _recurrent("gru")),
+    Architecture("bilstm", lambda: _recurrent("lstm")),
+    Architecture("bigru", lambda: _recurrent("gru")),
     Architecture("embedding-bag", _embedding_bag),
     Architecture("einsum-attention", _einsum),
 ]
@@ -419,9 +488,9 @@ FIXTURES: list[Architecture] = [
                                                 d_model=32, encoder_layers=2, encoder_attention_heads=2,
                                                 encoder_ffn_dim=64, num_mel_bins=16, max_source_positions=32),
                  input_names=("input_features",), about="HF Whisper encoder: 16 mel bins, 64 frames, 2 layers"),
-    Architecture("mobilenetv3", lambda: _mobilenet_v3(tiny=True), input_names=("image",),
+    Architecture("mobilenetv3", lambda: _mobilenet_v3_tiny(), input_names=("image",),
                  about="MobileNetV3 blocks: depthwise convs, squeeze-and-excite with HardSigmoid, HardSwish"),
-    Architecture("mobilenetv3-dynamic", lambda: _mobilenet_v3(tiny=True), input_names=("image",),
+    Architecture("mobilenetv3-dynamic", lambda: _mobilenet_v3_tiny(), input_names=("image",),
                  dynamic={"image": {0: "batch", 2: "height", 3: "width"}},
                  about="the MobileNetV3 fixture with named dynamic batch, height and width"),
     Architecture("efficientnet", lambda: _efficientnet_b0(tiny=True), input_names=("image",),

@@ -6,17 +6,27 @@ configurations, where per-operator overhead counts), architectures exported by
 families in plain torch, BERT-base and ResNet-50 at full size) and onnx's nine light CNNs.
 Both runtimes run in this process on the same inputs with the same thread count
 (``nnbridge.cpu_threads``: numpy's BLAS and onnxruntime's intra-op pool); onnxruntime keeps its
-default graph optimisations. Each latency is the median of several runs after a warm-up. A ratio
+default graph optimisations. A ratio
 counts only when the outputs agree (max error ≤ 1e-3 of the output's scale). Results go to
-stdout and to ``docs/benchmarks.md``.
+stdout and to ``docs/benchmarks.md``. Each latency is the least of several runs after a warm-up
+(``timing.best_time``: the calling thread's CPU time at 1 thread, wall time at more), because
+this machine is shared and a run is only ever slowed by the others.
 
 Beside each ratio, the BLAS floor: the time numpy's BLAS takes for the model's matrix products
 alone (Conv as im2col products, MatMul, Gemm; operands ready), over onnxruntime's whole model.
 No change on the Python side can bring a model below its floor, so a floor above the target
 says the target needs a faster BLAS than numpy's, not better kernels.
 
-Targets (issue 17): geometric mean ≤ 1.5 at 1 thread and at all threads, no model above 3×,
-the light models ≤ 1.3.
+Targets (issue 33), judged where OpenBLAS picks its own kernels: geometric mean ≤ 1.5 over the
+architectures at 1 thread and at all threads with no model above 2.5×, the fixtures' geometric
+mean ≤ 3 (issue 17's light-model target, ≤ 1.3, is printed too). When the environment pins
+OpenBLAS (``OPENBLAS_CORETYPE``), a child process measures again without the pin
+(``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` unset); when it does not, the child measures with
+the Haswell pin the environment's notes describe, so both figures are always printed.
+
+Also printed: which kernels ran (numba's compiled ones, or numpy only: ``NNBRIDGE_NO_NUMBA=1``),
+the dispatch cost per node, first runs (with numba compiling into an empty cache, then loading
+from it) against warm runs, and ``nnbridge run`` on LeNet-5 in fresh processes (``startup.py``).
 """
 
 from __future__ import annotations
@@ -33,13 +43,15 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.timing import median_time
+from bench.timing import best_time
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "architectures"
 CACHE = Path(os.environ.get("NNBRIDGE_BENCH_CACHE", Path(tempfile.gettempdir()) / "nnbridge-bench-architectures"))
 BUDGET_S = float(os.environ.get("NNBRIDGE_BENCH_BUDGET", 1.5))  # measuring time per model and runtime
-TARGET_GEOMEAN, TARGET_MAX, TARGET_LIGHT = 1.5, 3.0, 1.3
+TARGET_GEOMEAN, TARGET_MAX, TARGET_FIXTURES, TARGET_LIGHT = 1.5, 2.5, 3.0, 1.3
+TARGET_DISPATCH_US, TARGET_LENET_S = 2.0, 2.0
+PIN = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 def _agree(ours: dict, theirs: list, names: list[str]) -> bool:
@@ -65,18 +77,18 @@ def _measure(path: Path, feeds: dict, threads: int) -> tuple[float, float, float
         wanted = {i.name for i in session.get_inputs()}
         ort_feeds = {k: v for k, v in feeds.items() if k in wanted}
         agree = _agree(exe.run(feeds), session.run(names, ort_feeds), names)
-        ours = median_time(lambda: exe.run(feeds), budget_s=BUDGET_S)
-        theirs = median_time(lambda: session.run(names, ort_feeds), budget_s=BUDGET_S)
-        return ours, theirs, _blas_floor(exe, feeds), agree
+        ours = best_time(lambda: exe.run(feeds), threads, budget_s=BUDGET_S)
+        theirs = best_time(lambda: session.run(names, ort_feeds), threads, budget_s=BUDGET_S)
+        return ours, theirs, _blas_floor(exe, feeds, threads), agree
 
 
 def _matrix_products(exe, feeds: dict) -> Counter:
     """(batch, M, K, N) of every matrix product the model's Conv, MatMul and Gemm nodes make, with
     counts, from the shapes of one run (depthwise convolutions are not matrix products)."""
-    from nnbridge.backends.base import validate_feeds
+    from nnbridge.ir.feeds import match_inputs
 
     shapes = {name: np.shape(value) for name, value in exe.graph.initializers.items()}
-    given = validate_feeds(exe.graph, feeds)
+    given = match_inputs(exe.graph, feeds, complete=True)
     shapes.update((name, np.shape(value)) for name, value in given.items())
 
     def see(node, outputs) -> None:
@@ -102,7 +114,7 @@ def _matrix_products(exe, feeds: dict) -> Counter:
     return products
 
 
-def _blas_floor(exe, feeds: dict) -> float:
+def _blas_floor(exe, feeds: dict, threads: int) -> float:
     """Seconds numpy's BLAS needs for the model's matrix products alone (operands ready, no
     im2col, no other op): a floor under the reference backend's latency that no Python-side
     change can lower, measured at the caller's thread count."""
@@ -111,7 +123,7 @@ def _blas_floor(exe, feeds: dict) -> float:
         a, b = np.full((batch, m, k), 0.5, np.float32), np.full((batch, k, n), 0.5, np.float32)
         if batch == 1:
             a, b = a[0], b[0]
-        total += count * median_time(partial(np.matmul, a, b), budget_s=0.1)
+        total += count * best_time(partial(np.matmul, a, b), threads, budget_s=0.1)
     return total
 
 
@@ -193,30 +205,74 @@ def _summary(ratios: dict) -> tuple[list[str], bool]:
     for (group, threads), rows in sorted(ratios.items()):
         geo = _geomean([r for _, r, _ in rows])
         worst_name, worst, _ = max(rows, key=lambda row: row[1])
-        target = TARGET_LIGHT if group == "light" else TARGET_GEOMEAN
+        target = {"light": TARGET_LIGHT, "fixtures": TARGET_FIXTURES}.get(group, TARGET_GEOMEAN)
+        capped = group == "architectures"
         floored = ", ".join(f"{name} {floor:.2f}" for name, _, floor in rows if floor > target)
-        passed = geo <= target and (group == "light" or worst <= TARGET_MAX)
+        passed = geo <= target and (not capped or worst <= TARGET_MAX)
         ok &= passed
         summary.append(f"{group}, {threads} thread{'s' if threads > 1 else ''}: geometric mean {geo:.2f} "
                        f"(target ≤ {target}), worst {worst_name} {worst:.2f}"
-                       f"{'' if group == 'light' else f' (target ≤ {TARGET_MAX})'} over {len(rows)} models "
+                       f"{f' (target ≤ {TARGET_MAX})' if capped else ''} over {len(rows)} models "
                        f"— {'met' if passed else 'NOT met'}; BLAS floor geometric mean "
                        f"{_geomean([f for _, _, f in rows]):.2f}"
                        + (f", above {target} from the matrix products alone: {floored}" if floored else ""))
     return summary, ok
 
 
-def _unpinned_summary() -> list[str]:
-    """The 1-thread geometric means again in a process where OpenBLAS picks its own kernels (run
-    when the environment pins them): what the pin costs, beside the figures measured under it."""
+def _pinned() -> bool:
+    return any(os.environ.get(name) for name in PIN)
+
+
+def _other_pin_run(settings: list[int]) -> tuple[str, list[str], list[str]]:
+    """The whole measurement again in a child with the other pin: (what it ran, summary lines,
+    table lines)."""
     import subprocess
 
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
-    done = subprocess.run([sys.executable, "-m", "bench.bench_architectures", "--unpinned"], env=env,
-                          capture_output=True, text=True, check=False)
-    found = [line for line in done.stdout.splitlines() if line.startswith(("blas:", "fixtures", "architectures",
-                                                                           "light"))]
-    return found or [f"(the unpinned run failed: {done.stderr.strip().splitlines()[-1:]})"]
+    env = dict(os.environ)
+    if _pinned():
+        for name in PIN:
+            env.pop(name, None)
+        label = "without the environment's pin (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset)"
+    else:
+        env["OPENBLAS_CORETYPE"] = "Haswell"
+        label = "with OPENBLAS_CORETYPE=Haswell (the pin the environment's notes describe)"
+    done = subprocess.run([sys.executable, "-m", "bench.bench_architectures", "--child", *map(str, settings)],
+                          env=env, capture_output=True, text=True, check=False)
+    lines = done.stdout.splitlines()
+    summary = [line for line in lines if line.startswith(("blas:", "fixtures", "architectures", "light"))]
+    table = [line for line in lines if line.startswith("|")]
+    if not summary:
+        summary = [f"(the child run failed: {done.stderr.strip().splitlines()[-1:]})"]
+    return label, summary, table
+
+
+def _startup_lines(cases: list) -> list[str]:
+    """Dispatch, first runs and the LeNet command (bench/startup.py)."""
+    import tempfile
+
+    from bench import startup
+
+    lines = []
+    run_us, plan_us = startup.dispatch_per_node()
+    lines.append(f"dispatch: {run_us:.2f} µs per node through Executable.run, {plan_us:.2f} in Plan.execute "
+                 f"(median of 51 runs of {startup.DISPATCH_NODES:,} Identity nodes; target ≤ {TARGET_DISPATCH_US}) "
+                 f"— {'met' if run_us <= TARGET_DISPATCH_US else 'NOT met'}")
+    chosen = {name: (path, feeds) for group, name, path, feeds in cases if name in startup.FIRST_RUN_MODELS}
+    if chosen:
+        paths = {name: path for name, (path, _) in chosen.items()}
+        feeds = {name: given for name, (_, given) in chosen.items()}
+        with tempfile.TemporaryDirectory() as cache:
+            empty = startup.first_runs(paths, feeds, cache)
+            warm = startup.first_runs(paths, feeds, cache)
+        for name in chosen:
+            lines.append(f"first run of {name} (compile + one run, 1 thread): {empty[name]['first_s']:.2f} s with an "
+                         f"empty numba cache, {warm[name]['first_s']:.2f} s with the cache it left; warm runs "
+                         f"{warm[name]['warm_ms']:.2f} ms")
+    wall, cpu, kernels = startup.lenet_command()
+    lines.append(f"nnbridge run lenet5.onnx in a fresh process: {wall:.2f} s wall, {cpu:.2f} s CPU (median of 5; "
+                 f"target < {TARGET_LENET_S} s; LeNet needs no compiled kernel, so numba is not even imported) "
+                 f"— {'met' if wall < TARGET_LENET_S else 'NOT met'}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,17 +280,21 @@ def main(argv: list[str] | None = None) -> int:
     import onnxruntime as ort
 
     from nnbridge.api.threads import all_cores
+    from nnbridge.kernels import compiled
 
     argv = sys.argv[1:] if argv is None else argv
-    if argv == ["--unpinned"]:  # the child of _unpinned_summary: 1 thread, summary lines only
+    if argv[:1] == ["--child"]:  # _other_pin_run's child: the summary and the table only
         print(f"blas: {_blas()}")
-        print("\n".join(_summary(_measure_all([1], echo=False)[1])[0]))
+        lines, ratios, _ = _measure_all([int(t) for t in argv[1:]], echo=False)
+        print("\n".join(_summary(ratios)[0]))
+        print("\n".join(lines))
         return 0
     cores = all_cores()
     machine = (f"{platform.processor() or platform.machine()}, {cores} cores, python {platform.python_version()}, "
                f"numpy {np.__version__} ({_blas()}), onnxruntime {ort.__version__}, onnx {onnx.__version__}")
     settings = [1] if cores == 1 else [1, cores]
     print(f"machine: {machine}")
+    print(f"kernels: {compiled.describe()}")
     lines, ratios, disagree = _measure_all(settings, echo=True)
     summary, ok = _summary(ratios)
     if disagree:
@@ -242,29 +302,39 @@ def main(argv: list[str] | None = None) -> int:
     print()
     for line in summary:
         print(line)
-    unpinned = _unpinned_summary() if os.environ.get("OPENBLAS_CORETYPE") else []
-    if unpinned:
-        print("\nthe same at 1 thread where OpenBLAS picks its own kernels (not the targets' figures):")
-        for line in unpinned:
-            print(f"  {line}")
+    label, other, other_table = _other_pin_run(settings)
+    print(f"\nthe same {label}:")
+    for line in other:
+        print(f"  {line}")
+    unpinned_ok = ok if not _pinned() else all("NOT met" not in line for line in other if not line.startswith("light"))
+    startup = _startup_lines(_cases())
+    print()
+    for line in startup:
+        print(line)
+    pin = ("the environment pins OpenBLAS (" + ", ".join(f"{n}={os.environ[n]}" for n in PIN if os.environ.get(n))
+           + "): the targets are judged on the unpinned run below") if _pinned() else \
+        "the environment does not pin OpenBLAS: these are the unpinned figures the targets are judged on"
     DOC.write_text(
         "# Benchmarks\n\n"
         "Written by `make bench` (`bench/bench_architectures.py`): the reference backend's latency against\n"
         "onnxruntime's (default graph optimisations) in one process, on the same inputs, with the same\n"
         "thread count on both sides (`nnbridge.cpu_threads` / `--threads`). `fixtures` are the test\n"
         "fixtures of real architectures (`tests/fixtures/architectures`, small configurations); `architectures`\n"
-        "are exported by `torch.onnx.export` from `bench/architectures.py` (random weights, BERT-base and\n"
-        "ResNet-50 at full size); `light` are onnx's nine light CNNs. Ratio = nnbridge / onnxruntime, the\n"
-        "median of several runs each. BLAS floor = the time numpy's BLAS takes for the model's matrix\n"
-        "products alone (Conv as im2col products, MatMul, Gemm; operands ready) / onnxruntime's whole model:\n"
-        "no Python-side change brings a model below it.\n\n"
-        f"Machine: {machine}.\n\n" + "\n".join(f"- {line}" for line in summary) + "\n\n"
-        + ("The same at 1 thread in a process where OpenBLAS picks its own kernels (the environment pins them; "
-           "numpy's matrix products run on them, onnxruntime's do not):\n\n"
-           + "\n".join(f"- {line}" for line in unpinned) + "\n\n" if unpinned else "")
-        + "\n".join(lines) + "\n")
+        "are exported by `torch.onnx.export` from `bench/architectures.py` (random weights; BERT-base,\n"
+        "ResNet-50, DenseNet-121, EfficientNet-B0 and the MobileNetV3s at full size, the OCR classifier at\n"
+        "PaddleOCR's); `light` are onnx's nine light CNNs. Ratio = nnbridge / onnxruntime, each the least\n"
+        "of several runs after a warm-up (CPU time of the calling thread at 1 thread, wall time at more:\n"
+        "the machine is shared, and a run is only ever slowed by others). BLAS floor = the time numpy's\n"
+        "BLAS takes for the model's matrix products alone (Conv as im2col products, MatMul, Gemm; operands\n"
+        "ready) / onnxruntime's whole model: no Python-side change brings a model below it.\n\n"
+        f"Machine: {machine}.\n\nKernels: {compiled.describe()}.\n\n"
+        f"In this run {pin}.\n\n" + "\n".join(f"- {line}" for line in summary) + "\n\n"
+        + f"The same {label}:\n\n" + "\n".join(f"- {line}" for line in other) + "\n\n"
+        + "Fixed costs:\n\n" + "\n".join(f"- {line}" for line in startup) + "\n\n"
+        + "\n".join(lines) + "\n\n"
+        + (f"The table {label}:\n\n" + "\n".join(other_table) + "\n" if other_table else ""))
     print(f"\nwrote {DOC}")
-    return 0 if ok and not disagree else 1
+    return 0 if unpinned_ok and not disagree else 1
 
 
 if __name__ == "__main__":

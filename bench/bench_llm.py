@@ -1,6 +1,6 @@
 """LLM serving on the RDU model (SN40L preset): Llama 3.1 8B / 70B / 405B decode, batch 1,
 context 4096, on 1, 8 and 16 tensor-parallel sockets, against the capacity-aware roofline
-(bench/llm_roofline.py, from the configuration and the preset alone) and SambaNova's published
+(tests/rdu/llm_roofline.py, from the configuration and the preset alone) and SambaNova's published
 tokens/s; fusion (o1 vs o0) against the SN40L paper's 2–13×; the 405B estimate's time and memory.
 
 Targets (issue 18): every estimate ≤ its roofline; one socket's 70B and 405B bounded by HBM + DDR;
@@ -15,16 +15,16 @@ import sys
 import time
 
 import nnbridge
-from bench.llm_roofline import (
+from nnbridge.backends.rdu.presets import SN40L
+from nnbridge.zoo import bert_base
+from nnbridge.zoo.llm import LLAMA_3_1, llama_graph
+from tests.rdu.llm_roofline import (
     FUSION_RANGE,
     KERNEL_LOOPING_FRACTION,
     PUBLISHED_16_SOCKETS,
     PUBLISHED_SOURCE,
     decode_roofline,
 )
-from nnbridge.backends.rdu.presets import SN40L
-from nnbridge.zoo import bert_base
-from nnbridge.zoo.llm import LLAMA_3_1, llama_graph
 
 CONTEXT = 4096
 

@@ -21,3 +21,22 @@ def median_time(fn: Callable[[], object], repeats: int | None = None, budget_s: 
         fn()
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
+
+
+def best_time(fn: Callable[[], object], threads: int, budget_s: float = 1.5) -> float:
+    """Seconds of ``fn()``, the least of several runs after one warm-up (as many, 5 to 25, as fit
+    ``budget_s``): on a shared machine a run is only ever slowed by others, so the least is the
+    closest to the code's own cost. With one thread the clock is the calling thread's CPU time (both
+    runtimes then compute on the calling thread: numpy's BLAS and onnxruntime's single-thread pool),
+    which time spent descheduled does not inflate; with more, wall time."""
+    clock = time.thread_time if threads == 1 else time.perf_counter
+    start = time.perf_counter()
+    fn()
+    first = time.perf_counter() - start
+    runs = max(5, min(25, int(budget_s / max(first, 1e-4))))
+    best = float("inf")
+    for _ in range(runs):
+        start = clock()
+        fn()
+        best = min(best, clock() - start)
+    return best

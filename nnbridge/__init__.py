@@ -31,12 +31,14 @@ from .base.version import __version__
 from .check import CheckResult
 from .check import check as _check
 from .ir import Graph
+from .port import PortReport
+from .port import port as _port
 from .training import train
 
 __all__ = [
-    "__version__", "load", "save", "convert", "compile", "run", "check", "train", "from_torch", "cpu_threads",
+    "__version__", "load", "save", "convert", "compile", "run", "check", "port", "train", "from_torch", "cpu_threads",
     "Graph",
-    "CheckResult",
+    "CheckResult", "PortReport",
     "NNBridgeError", "UnsupportedOpError", "FormatError", "ShapeError", "InputError", "SecurityError",
 ]
 
@@ -89,6 +91,15 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     ``mean``, ``median``, ``quantile:Q``: the error statistic held to the bound); see
     ``nnbridge.check.core.check``. A ``.pef`` path is checked against the reference backend."""
     return _check(model, backend=backend, inputs=inputs, rtol=rtol, atol=atol, **options)
+
+
+def port(model: str | os.PathLike, targets: Sequence[str] | None = None, **options: Any) -> PortReport:
+    """Where ``model`` can go — SMAUG (Reference, SMV), LBANN, the RDU — what must change, whether the
+    numbers hold against onnxruntime and what it costs, one ``TargetReport`` per target. Options:
+    ``dims``, ``input_shapes`` (pins for every target), ``seed``, ``out_dir``, ``keep``, ``ask``,
+    ``progress``, ``load_options`` (see ``nnbridge.port.core.port``); the subpackage is imported
+    above, so that this function, not the subpackage, is ``nnbridge.port``."""
+    return _port(model, targets, **options)
 
 
 def _wire() -> None:

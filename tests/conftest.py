@@ -1,4 +1,5 @@
-"""Shared fixtures: where the test data lives (onnx's shipped data, ../shared/data)."""
+"""Shared fixtures: where the test data lives (onnx's shipped data, ../shared/data); which cases
+run (the heavy matrices' other members only with ``--full-matrix``) and in what order."""
 
 from __future__ import annotations
 
@@ -7,6 +8,23 @@ from pathlib import Path
 
 import pytest
 from shared_paths import ONNX_DATA, SHARED_DATA
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--full-matrix", action="store_true",
+                     help="also run the cases marked matrix (make bench runs them: bench/bench_matrix.py)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A heavy matrix keeps one representative per family in ``make test``; its other members
+    (marked ``matrix``) run with ``--full-matrix``. Slow cases go first, so that on two workers
+    no long case is left to run alone at the end."""
+    if not config.getoption("--full-matrix"):
+        extra = [item for item in items if item.get_closest_marker("matrix")]
+        if extra:
+            config.hook.pytest_deselected(items=extra)
+            items[:] = [item for item in items if not item.get_closest_marker("matrix")]
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="session")

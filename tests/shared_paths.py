@@ -12,4 +12,7 @@ import onnx
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = Path(os.environ.get("NNBRIDGE_SHARED_DATA", REPO.parent / "shared" / "data"))
 SHARED_SPECS = SHARED_DATA.parent / "specs"
+#: LBANN's own files (v0.99 models, unit-test experiments and lbann.models output), written by
+#: tools/lbann_corpus.py and committed with their provenance and licence notice
+LBANN_CORPUS = REPO / "tests" / "fixtures" / "lbann_corpus"
 ONNX_DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"

@@ -76,7 +76,7 @@ LAYERS = {
     "api": {"base", "ir", "kernels", "passes", "reporting", "backends", "converters", "api"},
     "training": {"base", "ir", "kernels", "passes", "reporting", "backends", "converters", "api", "training"},
 }
-TOOLS = {"check", "cli", "sweep", "smaug", "lbann", "sambaflow", "apps"}
+TOOLS = {"check", "cli", "sweep", "port", "smaug", "lbann", "sambaflow", "apps"}
 
 
 def _folder(module: str) -> str:

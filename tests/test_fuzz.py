@@ -1,7 +1,8 @@
 """The fuzzer's guarantee, kept by CI: mutated ONNX, SMAUG, LBANN and .pef files through the entry
 points end in a result or a clean nnbridge error — no traceback, hang, memory blow-up, oversized
-or partial output — for a fixed budget of 2,000 inputs per format (``make fuzz`` runs longer).
-Inputs that once failed are kept as fixtures (tests/fuzz_fixtures) and must stay clean."""
+or partial output — for a fixed budget of inputs per format that reaches every mutation family,
+every seed and every step (``make fuzz`` runs ten minutes per format). Inputs that once failed are
+kept as fixtures (tests/fuzz_fixtures) and must stay clean."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import pytest
 from tools import fuzz
 
 FIXTURES = sorted((Path(__file__).parent / "fuzz_fixtures").glob("*/fixture.json"))
-BUDGET = 2000
+#: inputs per format: every family of fuzz.FAMILIES is hit by index 130, every (seed, step) pair by
+#: 5 × seeds; ~60 ms of CPU each (2,000 per format cost 200 CPU-s of make test)
+BUDGET = 200
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.parent.name)
@@ -39,6 +42,11 @@ def test_a_fixed_fuzz_budget_finds_no_failure(fmt):
     assert len(rows) == BUDGET
     bad = [f"#{r['index']} {r['outcome']}: {r['detail']}" for r in rows if r["outcome"] in fuzz.BAD]
     assert not bad, "\n".join(bad[:20])
+    hit = {family for r in rows for family in r["families"]}
+    assert set(fuzz.FAMILIES[fmt]) <= hit, f"the budget misses {sorted(set(fuzz.FAMILIES[fmt]) - hit)}"
+    seeds = {r["seed"] for r in rows}
+    pairs = {(r["seed"], fuzz.STEPS[r["index"] % len(fuzz.STEPS)]) for r in rows}
+    assert len(seeds) >= 3 and pairs == {(s, step) for s in seeds for step in fuzz.STEPS}
 
 
 def test_the_harness_reaches_every_outcome_it_reports(tmp_path, monkeypatch):
@@ -58,3 +66,29 @@ def test_the_harness_reaches_every_outcome_it_reports(tmp_path, monkeypatch):
 
     monkeypatch.setattr(fuzz, "_exercise", spin)
     assert fuzz.run_input("onnx", {"m.onnx": b""}, 0, tmp_path)[0] == "hang"
+
+
+def test_a_fuzz_run_removes_its_work_folder(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    rows = fuzz.fuzz("onnx", seed=0, count=2)
+    assert len(rows) == 2 and not list(tmp_path.glob("nnbridge-fuzz-*"))
+
+
+@pytest.mark.parametrize("manifest", [b'{"members": null}', b'{"members": 7}', b"[1, 2]", b"not json", None])
+def test_the_pef_mutator_takes_archives_an_earlier_mutation_broke(manifest):
+    """pef #2278 and #6788 of a 10-minute run: a second mutation of a manifest whose members the
+    first had set to null killed the worker (TypeError in the mutator), reported as 'memory'."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    members = {"program.json": b'{"a": 1}', **({"manifest.json": manifest} if manifest is not None else {})}
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    for seed in range(200):  # every branch of the mutator, the manifest's among them
+        assert isinstance(fuzz._mutate_pef(buf.getvalue(), np.random.default_rng(seed), []), bytes)

@@ -8,6 +8,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,16 +23,43 @@ from onnx import TensorProto, helper
 import nnbridge
 from nnbridge.zoo import build
 
-# The child runs the CLI with os.replace (the rename that ends every atomic write) made to announce
-# itself and wait: the signal lands while the temp files exist at full size, with no timing guess.
-_PAUSED_CLI = ("import os, sys, time\n"
+# The child runs the CLI with fileio.replace_all (the renames that end every write, made with
+# signals held) made to announce itself and wait: the signal lands while the temp files exist at
+# full size and before any rename, with no timing guess.
+_PAUSED_CLI = ("import sys, time\n"
+               "import nnbridge.base.fileio as fileio\n"
                "def paused(*args, **kwargs):\n"
                "    print('writing', flush=True)\n"
                "    while True:\n"
                "        time.sleep(60)\n"
-               "os.replace = paused\n"
+               "fileio.replace_all = paused\n"
                "from nnbridge.cli import main\n"
                "sys.exit(main(sys.argv[1:]))\n")
+
+# The child sends itself the signal (argv[1]) right after the first rename of the write: a signal
+# between two renames, where a partial set of files would be left.
+_SIGNALLED_AT_FIRST_RENAME = ("import os, sys\n"
+                              "signum, real = int(sys.argv.pop(1)), os.replace\n"
+                              "def replace(src, dst):\n"
+                              "    real(src, dst)\n"
+                              "    os.replace = real\n"
+                              "    os.kill(os.getpid(), signum)\n"
+                              "os.replace = replace\n"
+                              "from nnbridge.cli import main\n"
+                              "sys.exit(main(sys.argv[1:]))\n")
+
+
+# The child sends itself SIGTERM as a writer starts to remove its temp directory (after a write,
+# or after a failure): before the fix the signal cut the cleanup short and the directory stayed.
+_SIGNALLED_IN_CLEANUP = ("import os, shutil, signal, sys\n"
+                         "real = shutil.rmtree\n"
+                         "def rmtree(path, *args, **kwargs):\n"
+                         "    if str(path).endswith('.tmp'):\n"
+                         "        os.kill(os.getpid(), signal.SIGTERM)\n"
+                         "    real(path, *args, **kwargs)\n"
+                         "shutil.rmtree = rmtree\n"
+                         "from nnbridge.cli import main\n"
+                         "sys.exit(main(sys.argv[1:]))\n")
 
 
 def _listing(root: Path) -> dict[str, int]:
@@ -62,6 +90,85 @@ def test_a_signal_mid_write_leaves_the_directory_as_it_was(tmp_path, signum, tar
     assert child.returncode == 128 + signum
     assert signal.Signals(signum).name in err and "Traceback" not in err
     assert _listing(tmp_path) == before
+
+
+def _two_in_two_out() -> onnx.ModelProto:
+    a, b, y, z = (helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in "abyz")
+    return _model([helper.make_node("Add", ["a", "b"], ["y"]), helper.make_node("Mul", ["a", "b"], ["z"])],
+                  [a, b], [y, z])
+
+
+def _several_files(tmp_path: Path, target: str) -> tuple[Path, list]:
+    """A folder holding keep.txt (and an old y.npy), and the CLI command that writes several
+    files into it or into a new folder inside it."""
+    model = tmp_path / "model.onnx"
+    onnx.save(_two_in_two_out(), model)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("already here")
+    np.save(out / "y.npy", np.zeros(1, np.float32))
+    return out, {"run --out new": ["run", model, "--out", out / "outs"],
+                 "run --out existing": ["run", model, "--out", out],
+                 "check --save-inputs": ["check", model, "--save-inputs", out / "ins"],
+                 "convert smaug": ["convert", model, out / "m_topo.pbtxt"],
+                 "convert lbann": ["convert", _mlp(tmp_path), out / "m.prototext", "--lbann-weights", "npy"]}[target]
+
+
+def _mlp(tmp_path: Path) -> Path:
+    onnx.save(build("mlp"), tmp_path / "mlp.onnx")
+    return tmp_path / "mlp.onnx"
+
+
+def _child(script: str, *argv) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", script, *map(str, argv)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("target", ["run --out new", "run --out existing", "check --save-inputs"])
+def test_a_signal_mid_write_of_several_files_leaves_the_directory_as_it_was(tmp_path, target):
+    """``run --out`` left an empty outs/, or outs/y.npy without z.npy, when killed (#34)."""
+    out, argv = _several_files(tmp_path, target)
+    before = _listing(tmp_path)
+    child = _child(_PAUSED_CLI, *argv)
+    try:
+        assert child.stdout.readline().strip() == "writing"
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+    assert child.returncode == 128 + signal.SIGTERM and "SIGTERM" in err and "Traceback" not in err, err
+    assert _listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("target", ["run --out new", "run --out existing", "check --save-inputs", "convert smaug",
+                                    "convert lbann"])
+def test_a_signal_between_two_renames_lands_after_the_last(tmp_path, cli, target):
+    """The renames that put several files in place are one step: a kill after the first still
+    leaves every file of the write (a SMAUG topology never without its params, y.npy never without
+    z.npy), then ends the command."""
+    out, argv = _several_files(tmp_path, target)
+    whole = tmp_path / "whole"  # what an undisturbed run writes
+    shutil.copytree(out, whole)
+    assert cli(*(str(a).replace(str(out), str(whole)) for a in argv))[0] == 0
+    expected = _listing(whole)
+    assert len(set(expected) - set(_listing(out))) >= 2 or target == "run --out existing"
+    child = _child(_SIGNALLED_AT_FIRST_RENAME, int(signal.SIGTERM), *argv)
+    _, err = child.communicate(timeout=300)
+    assert child.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
+    assert set(_listing(out)) == set(expected)  # every file (a prototext names its own folder: sizes differ)
+    if target.startswith("run"):
+        written = out / "outs" if target.endswith("new") else out
+        assert np.array_equal(np.load(written / "y.npy"), np.load(whole / ("outs" if target.endswith("new") else "")
+                                                                    / "y.npy"))
+
+
+def test_a_signal_during_the_cleanup_of_a_write_lands_after_it(tmp_path):
+    """Found by the fuzzer's interrupt step (a .m.onnx.*.tmp left behind): the cleanup runs with
+    signals held, so a signal that lands in it takes effect once it is done."""
+    child = _child(_SIGNALLED_IN_CLEANUP, "convert", _mlp(tmp_path), tmp_path / "m.onnx")
+    _, err = child.communicate(timeout=300)
+    assert child.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err
+    assert not list(tmp_path.glob(".*.tmp")) and (tmp_path / "m.onnx").is_file()
 
 
 def test_stale_temp_files_of_a_destination_are_swept_but_live_ones_and_others_kept(tmp_path, cli):
@@ -384,16 +491,18 @@ def _endless_loop(tmp_path: Path) -> Path:
     return path
 
 
-# The child's own CPU time is bounded (a hang on old code ends as SIGXCPU, not as a stuck suite).
+# The child's own CPU time and address space are bounded (a hang or a blow-up on old code ends as
+# SIGXCPU or a MemoryError in the child, not as a stuck suite or a starved machine).
 _BOUNDED_CLI = ("import resource, sys\n"
                 "resource.setrlimit(resource.RLIMIT_CPU, (60, 60))\n"
+                "resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv.pop(1)),) * 2)\n"
                 "from nnbridge.cli import main\n"
                 "sys.exit(main(sys.argv[1:]))\n")
 
 
-def _bounded(*argv) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", _BOUNDED_CLI, *map(str, argv)], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL)
+def _bounded(*argv, memory: int = 8 << 30) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", _BOUNDED_CLI, str(memory), *map(str, argv)], capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL)
 
 
 def test_a_loop_of_1e12_trips_is_stopped_at_the_iteration_limit_which_is_named(tmp_path, cli, monkeypatch):
@@ -402,6 +511,73 @@ def test_a_loop_of_1e12_trips_is_stopped_at_the_iteration_limit_which_is_named(t
     monkeypatch.setenv("NNBRIDGE_MAX_ITERATIONS", "50")
     code, text = cli("run", _endless_loop(tmp_path))
     assert code == 1 and "after 50 iterations" in text and "1,000,000,000,000" in text
+
+
+def _collecting_loop(tmp_path: Path, trips: int | None) -> Path:
+    """A ~1 KB Loop whose every trip adds 1 MiB to a scan output; with ``trips`` None it runs while
+    i < 1e12 (its condition, computed in the body, could end it at any trip)."""
+    shape = helper.make_tensor("shape", TensorProto.INT64, [1], [1 << 18])
+    big = helper.make_tensor("big", TensorProto.INT64, [], [10**12])
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["ones"], value=helper.make_tensor(
+        "v", TensorProto.FLOAT, [1], [1.0])), helper.make_node("Cast", ["i"], ["f"], to=TensorProto.FLOAT),
+             helper.make_node("Add", ["ones", "f"], ["scan_out"])]  # a real 1 MiB array each trip
+    if trips is None:
+        nodes.append(helper.make_node("Less", ["i", "big"], ["cond_out"]))
+    else:
+        nodes.append(helper.make_node("Identity", ["cond_in"], ["cond_out"]))
+    body = helper.make_graph(
+        nodes, "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                        helper.make_tensor_value_info("cond_in", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("scan_out", TensorProto.FLOAT, [1 << 18])], [shape, big])
+    inits = [helper.make_tensor("c", TensorProto.BOOL, [], [True])]
+    if trips is not None:
+        inits.append(helper.make_tensor("M", TensorProto.INT64, [], [trips]))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    loop = helper.make_node("Loop", ["M" if trips is not None else "", "c"], ["ys"], body=body, name="collect")
+    path = tmp_path / f"collect_{trips}.onnx"
+    onnx.save(_model([loop, helper.make_node("Identity", ["x"], ["y"])], [x],
+                     [y, helper.make_tensor_value_info("ys", TensorProto.FLOAT, None)], inits), path)
+    assert path.stat().st_size < 1500
+    return path
+
+
+def test_a_loop_collecting_1e12_trips_of_1_mib_is_refused_after_its_first_trip(tmp_path):
+    """The trips a Loop will run times what one trip collects, against the memory budget: before
+    the fix it collected 1 MiB a trip up to the 100,000-trip stop (100 GB), here a child under a CPU
+    limit ends in one line after one trip."""
+    proc = _bounded("run", _collecting_loop(tmp_path, 10**12), memory=4 << 30)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    line = proc.stderr.strip()
+    assert line.count("\n") == 0 and "Loop 'collect'" in line and "--max-memory" in line, line
+    assert "would collect 100,000 trips (of its 1,000,000,000,000, where the iteration limit stops it) × 1.0 MiB" \
+        in line
+
+
+def test_a_loop_whose_condition_could_end_it_is_stopped_when_its_scan_outputs_cross_the_budget(tmp_path, cli):
+    code, text = cli("--max-memory", "64M", "run", _collecting_loop(tmp_path, None))  # 16 MiB for a tensor
+    assert code == 1 and "Loop 'collect': its scan outputs reached 17.0 MiB after 17 trips" in text, text
+    assert "--max-memory" in text
+    code, text = cli("--max-memory", "64M", "run", _collecting_loop(tmp_path, 10))
+    assert code == 0 and "ys: float32[10, 262144]" in text, text
+
+
+def test_a_scan_whose_outputs_would_cross_the_budget_is_refused_after_its_first_step(tmp_path, cli):
+    shape = helper.make_tensor("shape", TensorProto.INT64, [1], [1 << 18])
+    body = helper.make_graph(
+        [helper.make_node("ConstantOfShape", ["shape"], ["ones"]), helper.make_node("Add", ["ones", "x_t"], ["y_t"])],
+        "body", [helper.make_tensor_value_info("x_t", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y_t", TensorProto.FLOAT, [1 << 18])], [shape])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [40, 1])
+    ys = helper.make_tensor_value_info("ys", TensorProto.FLOAT, None)
+    path = tmp_path / "scan.onnx"
+    onnx.save(_model([helper.make_node("Scan", ["x"], ["ys"], body=body, num_scan_inputs=1, name="steps")], [x], [ys]),
+              path)
+    code, text = cli("--max-memory", "64M", "run", path)
+    assert code == 1 and "Scan 'steps': its scan outputs would collect 40 trips × 1.0 MiB = 40.0 MiB" in text, text
+    code, text = cli("--max-memory", "256M", "run", path)
+    assert code == 0 and "ys: float32[40, 262144]" in text, text
 
 
 def test_a_small_lbann_file_whose_default_initialisers_make_gigabytes_is_refused_before_allocating(tmp_path):

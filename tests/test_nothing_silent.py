@@ -14,7 +14,7 @@ from onnx import TensorProto, helper
 
 import nnbridge
 from nnbridge.backends import get_backend
-from nnbridge.base.errors import InputError, OptionError
+from nnbridge.base.errors import InputError, OptionError, UsageError
 from nnbridge.cli import build_parser
 from nnbridge.zoo import build
 
@@ -32,6 +32,7 @@ def files(tmp_path_factory):
 #: command → (its arguments on the mlp files, how it names an input: '--input', '--input-shape' or None)
 COMMANDS = {
     "convert": (["{d}/mlp.onnx", "{d}/out/copy.onnx"], "--input-shape"),
+    "port": (["{d}/mlp.onnx", "--out-dir", "{d}/out", "--keep", "--json", "{d}/out/port.json"], "--input-shape"),
     "run": (["{d}/mlp.onnx", "--out", "{d}/out"], "--input"),
     "run .pef": (["{d}/mlp.pef", "--out", "{d}/out"], "--input"),
     "check": (["{d}/mlp.onnx", "--save-inputs", "{d}/out"], "--input"),
@@ -52,7 +53,11 @@ MISSPELT = {
     "input": lambda flag: [flag or "--input", "inptu=1x64" if flag == "--input-shape" else "inptu={d}/x.npy"],
     "option": lambda flag: ["--bogus-flag"],
     "set": lambda flag: ["--set", "bogus=1"],
+    "repeated input": lambda flag: [flag or "--input",
+                                    "input=1x64" if flag == "--input-shape" else "input={d}/x.npy"] * 2,
 }
+#: what each case's one line must say (a command that takes no input names refuses the flag itself)
+SAID = {"input": "inptu", "option": "--bogus-flag", "set": "bogus", "repeated input": "given twice"}
 
 
 def test_the_table_covers_every_command():
@@ -67,7 +72,7 @@ def test_every_command_refuses_a_misspelt_input_option_or_setting_in_one_line(fi
     argv = [command.split()[0], *args, *MISSPELT[case](input_flag)]
     code, text = cli(*(a.format(d=files) for a in argv))
     assert code == 2 and text.startswith("error:") and text.strip().count("\n") == 0, text
-    assert {"input": "inptu", "option": "--bogus-flag", "set": "bogus"}[case] in text
+    assert SAID[case] in text or (input_flag is None and "unrecognized arguments: --input" in text), text
     assert not (files / "out").exists()  # nothing written
 
 
@@ -79,11 +84,38 @@ def test_an_unknown_input_name_is_refused_with_what_the_model_takes(files, cli):
         nnbridge.check(files / "mlp.onnx", inputs={"dta": np.ones((1, 64), np.float32)})
 
 
+@pytest.mark.parametrize("command", ["run", "check", "simulate", "run .pef", "check .pef"])
+def test_a_seed_is_refused_when_every_input_is_given(files, cli, command):
+    """--seed draws only inputs that have no value: with every input given it changes nothing."""
+    model = files / ("mlp.pef" if command.endswith(".pef") else "mlp.onnx")
+    code, text = cli(command.split()[0], model, "--input", f"input={files / 'x.npy'}", "--seed", "3")
+    assert code == 2 and text.strip().count("\n") == 0, text
+    assert "--seed 3: not read, as every input of the model already has a value (input)" in text, text
+    assert cli(command.split()[0], model, "--seed", "3")[0] == 0  # it draws the input
+
+
+def test_a_seed_given_to_python_with_every_input_is_refused_and_the_default_is_not(files):
+    x = {"input": np.ones((1, 64), np.float32)}
+    with pytest.raises(InputError, match="--seed 0: not read"):
+        nnbridge.check(files / "mlp.onnx", inputs=x, seed=0)
+    assert nnbridge.check(files / "mlp.onnx", inputs=x).ok
+
+
+def test_python_and_the_cli_refuse_a_given_input_by_the_same_rule(files, cli, tmp_path):
+    """One rule (ir/feeds.py match_inputs): Executable.run raises the line the CLI prints (a
+    UsageError, so an InputError to Python callers; exit 2 in the CLI)."""
+    np.save(tmp_path / "wide.npy", np.ones((1, 64)))
+    with pytest.raises(UsageError) as info:
+        nnbridge.run(files / "mlp.onnx", {"input": np.ones((1, 64))})
+    code, text = cli("run", files / "mlp.onnx", "--input", f"input={tmp_path / 'wide.npy'}")
+    assert code == 2 and text.strip() == f"error: {info.value}"
+
+
 def test_a_given_input_of_another_dtype_or_shape_is_refused_before_compiling(files, cli, tmp_path):
     np.save(tmp_path / "wide.npy", np.ones((1, 64)))
     np.save(tmp_path / "long.npy", np.ones((1, 65), np.float32))
     code, text = cli("run", files / "mlp.onnx", "--backend", "rdu", "--input", f"input={tmp_path / 'wide.npy'}")
-    assert code == 2 and "input 'input' is float64, not float32; its inputs are input [1x64 float32]" in text
+    assert code == 2 and "input 'input' has dtype float64, not float32; its inputs are input [1x64 float32]" in text
     code, text = cli("check", files / "mlp.pef", "--input", f"input={tmp_path / 'long.npy'}")
     assert code == 2 and "input 'input' has shape 1x65, not 1x64" in text
 

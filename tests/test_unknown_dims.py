@@ -71,5 +71,5 @@ def test_unknown_dims_via_cli_run(cli, tmp_path):
 
 def test_a_named_dim_must_still_agree_across_inputs():
     model = _model(x_dims=("batch", 3, "?", "?"), y_dims=("batch", "?"))
-    with pytest.raises(InputError, match="symbolic dim 'batch' is 3 here but 2 in another input"):
+    with pytest.raises(InputError, match="symbolic dim 'batch' is 3 here but 2 in input 'x'"):
         nnbridge.run(model, _inputs())

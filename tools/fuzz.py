@@ -13,12 +13,13 @@ its index alone.
 
 Each input is loaded, then put through one more entry point in turn (summary, run on the
 reference backend, convert to every other format, SMV and RDU estimates, a convert interrupted
-by SIGTERM). Outcomes: ``ok`` or
-``clean`` (an nnbridge error) are good; ``traceback`` (any other exception), ``hang`` (over the
-time limit), ``memory`` (MemoryError or the worker killed under the address-space cap),
+by SIGTERM); an input that converts is also saved to a destination no file can go to (a directory,
+a path through a file, a name too long or holding NUL), which must be one OutputError. Outcomes:
+``ok`` or ``clean`` (an nnbridge error) are good; ``traceback`` (any other exception), ``hang``
+(over the CPU-time limit), ``memory`` (MemoryError or the worker killed under the address-space cap),
 ``oversized`` (an output over the size limit) and ``partial`` (a failed convert left a file, or
 any step left a temp file) are failures. Inputs run in a worker process with the limits set; a
-killed worker is restarted after the input that killed it.
+killed worker is restarted after the input that killed it. The work folder is removed at the end.
 
     python -m tools.fuzz --format onnx --count 2000            # what make test runs, per format
     python -m tools.fuzz --seconds 600                          # make fuzz: 10 minutes per format
@@ -55,6 +56,17 @@ MEMORY_LIMIT = 4 * 1024**3
 OUTPUT_LIMIT = 64 * 1024**2
 EXTREMES = [-1, 0, 1, 2, 7, 65535, 2**31 - 1, 2**31, 2**62, 10**9, -(2**63), 10**12]
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "smaug"
+_BYTES = ("bytes-truncated", "bytes-flipped", "bytes-inserted", "bytes-repeated")
+_TEXT = ("text-number", "text-line-dropped", "text-line-repeated", "text-name-swapped")
+#: the mutation families each format's inputs are made of (a run records which ones each input got)
+FAMILIES = {
+    "onnx": _BYTES + ("onnx-int-attribute", "onnx-declared-dim", "onnx-opset", "onnx-dangling-input",
+                      "onnx-node-removed", "onnx-op-replaced", "onnx-int64-scalar", "onnx-initializer-type",
+                      "onnx-initializer-dims"),
+    "smaug": _BYTES + _TEXT,
+    "lbann": _BYTES + _TEXT + ("lbann-without-weights",),
+    "pef": _BYTES + _TEXT + ("pef-unreferenced-member", "pef-malformed-manifest"),
+}
 
 
 # -- seeds -----------------------------------------------------------------------------------
@@ -123,22 +135,26 @@ def _files(folder: Path, first: str) -> dict[str, bytes]:
 
 
 # -- mutations -------------------------------------------------------------------------------
-def mutate(fmt: str, files: dict[str, bytes], rng: np.random.Generator) -> dict[str, bytes]:
-    """One mutated copy of a seed: one or two mutations of one of its files."""
+def mutate(fmt: str, files: dict[str, bytes], rng: np.random.Generator,
+           log: list[str] | None = None) -> dict[str, bytes]:
+    """One mutated copy of a seed: one or two mutations of one of its files (their families,
+    the names of ``FAMILIES``, appended to ``log``)."""
+    log = [] if log is None else log
     files = dict(files)
     name = list(files)[int(rng.integers(len(files)))] if rng.random() < 0.3 else next(iter(files))
     for _ in range(1 + int(rng.random() < 0.3)):
         data = files[name]
         if fmt == "onnx" and name.endswith(".onnx") and rng.random() < 0.6:
-            files[name] = _mutate_onnx(data, rng)
+            files[name] = _mutate_onnx(data, rng, log)
         elif fmt == "pef" and name.endswith(".pef") and rng.random() < 0.7:
-            files[name] = _mutate_pef(data, rng)
+            files[name] = _mutate_pef(data, rng, log)
         elif fmt == "lbann" and name.endswith(".prototext") and rng.random() < 0.2:
             files[name] = _without_weights(data)
+            log.append("lbann-without-weights")
         elif _is_text(name) and rng.random() < 0.7:
-            files[name] = _mutate_text(data, rng)
+            files[name] = _mutate_text(data, rng, log)
         else:
-            files[name] = _mutate_bytes(data, rng)
+            files[name] = _mutate_bytes(data, rng, log)
     return files
 
 
@@ -146,12 +162,14 @@ def _is_text(name: str) -> bool:
     return name.endswith((".pbtxt", ".prototext", ".json"))
 
 
-def _mutate_bytes(data: bytes, rng: np.random.Generator) -> bytes:
+def _mutate_bytes(data: bytes, rng: np.random.Generator, log: list[str]) -> bytes:
     if not data:
+        log.append("bytes-random")
         return bytes(rng.integers(0, 256, 8, dtype=np.uint8))
     buf = bytearray(data)
     kind = int(rng.integers(4))
     at = int(rng.integers(len(buf)))
+    log.append(("bytes-truncated", "bytes-flipped", "bytes-inserted", "bytes-repeated")[kind])
     if kind == 0:
         return bytes(buf[:at])
     if kind == 1:
@@ -177,7 +195,7 @@ _NUMBER = re.compile(rb"(?<![\w.])-?\d+(\.\d+)?(e-?\d+)?")
 _NAME = re.compile(rb'"[^"\n]{1,60}"')
 
 
-def _mutate_text(data: bytes, rng: np.random.Generator) -> bytes:
+def _mutate_text(data: bytes, rng: np.random.Generator, log: list[str]) -> bytes:
     lines = data.split(b"\n")
     kind = int(rng.integers(4))
     if kind == 0:  # a number to an extreme
@@ -185,28 +203,32 @@ def _mutate_text(data: bytes, rng: np.random.Generator) -> bytes:
         if numbers:
             m = numbers[int(rng.integers(len(numbers)))]
             value = EXTREMES[int(rng.integers(len(EXTREMES)))] if rng.random() < 0.8 else float("nan")
+            log.append("text-number")
             return data[:m.start()] + str(value).encode() + data[m.end():]
     if kind == 1 and len(lines) > 1:  # a line dropped
         del lines[int(rng.integers(len(lines)))]
+        log.append("text-line-dropped")
         return b"\n".join(lines)
     if kind == 2 and lines:  # a line repeated
         at = int(rng.integers(len(lines)))
+        log.append("text-line-repeated")
         return b"\n".join(lines[:at + 1] + [lines[at]] * int(rng.integers(1, 4)) + lines[at + 1:])
     names = list(_NAME.finditer(data))  # a quoted name replaced by another one of the file
     if len(names) > 1:
         m, other = (names[int(i)] for i in rng.integers(len(names), size=2))
+        log.append("text-name-swapped")
         return data[:m.start()] + other.group(0) + data[m.end():]
-    return _mutate_bytes(data, rng)
+    return _mutate_bytes(data, rng, log)
 
 
-def _mutate_onnx(data: bytes, rng: np.random.Generator) -> bytes:
+def _mutate_onnx(data: bytes, rng: np.random.Generator, log: list[str]) -> bytes:
     import onnx
 
     model = onnx.ModelProto()
     try:
         model.ParseFromString(data)
     except Exception:  # noqa: BLE001 - an earlier mutation broke the wire format: mutate bytes
-        return _mutate_bytes(data, rng)
+        return _mutate_bytes(data, rng, log)
     graph = model.graph
     extreme = EXTREMES[int(rng.integers(len(EXTREMES)))]
     kind = int(rng.integers(8))
@@ -217,62 +239,78 @@ def _mutate_onnx(data: bytes, rng: np.random.Generator) -> bytes:
             a = attrs[int(rng.integers(len(attrs)))]
             if a.type == onnx.AttributeProto.INT:
                 a.i = max(min(extreme, 2**63 - 1), -(2**63))
+                log.append("onnx-int-attribute")
             elif a.ints:
                 a.ints[int(rng.integers(len(a.ints)))] = max(min(extreme, 2**63 - 1), -(2**63))
+                log.append("onnx-int-attribute")
     elif kind == 1:  # a declared dim
         values = [d for vi in (*graph.input, *graph.output) for d in vi.type.tensor_type.shape.dim]
         if values:
             values[int(rng.integers(len(values)))].dim_value = max(min(extreme, 2**63 - 1), -(2**63))
+            log.append("onnx-declared-dim")
     elif kind == 2 and model.opset_import:  # the opset
         model.opset_import[0].version = int(rng.choice([1, 6, 9, 13, 21, 28, 29, 99, 0, -1]))
+        log.append("onnx-opset")
     elif kind == 3 and nodes:  # a dangling input
         node = nodes[int(rng.integers(len(nodes)))]
         if node.input:
             node.input[int(rng.integers(len(node.input)))] = "nowhere"
+            log.append("onnx-dangling-input")
     elif kind == 4 and nodes:  # a node removed
         graph.node.remove(nodes[int(rng.integers(len(nodes)))])
+        log.append("onnx-node-removed")
     elif kind == 6:  # an int64 scalar (a Loop's trip count, an axis, a count) to an extreme
         scalars = [t for t in graph.initializer if t.data_type == onnx.TensorProto.INT64 and not t.dims]
         if scalars:
             t = scalars[int(rng.integers(len(scalars)))]
             t.CopyFrom(onnx.helper.make_tensor(t.name, onnx.TensorProto.INT64, [], [max(min(extreme, 2**63 - 1),
                                                                                           -(2**63))]))
+            log.append("onnx-int64-scalar")
     elif kind == 5 and nodes:  # another op
         ops = ["Conv", "MatMul", "Reshape", "Gather", "Loop", "If", "Softmax", "Concat", "Expand", "Tile", "Resize"]
         nodes[int(rng.integers(len(nodes)))].op_type = ops[int(rng.integers(len(ops)))]
+        log.append("onnx-op-replaced")
     elif graph.initializer:  # an initializer's type or dims
         t = graph.initializer[int(rng.integers(len(graph.initializer)))]
         if rng.random() < 0.5:
             t.data_type = int(rng.integers(0, 27))
+            log.append("onnx-initializer-type")
         elif t.dims:
             t.dims[int(rng.integers(len(t.dims)))] = max(min(extreme, 2**63 - 1), -(2**63))
+            log.append("onnx-initializer-dims")
     return model.SerializeToString()
 
 
-def _mutate_pef(data: bytes, rng: np.random.Generator) -> bytes:
+def _mutate_pef(data: bytes, rng: np.random.Generator, log: list[str]) -> bytes:
     """A JSON member mutated as text and the archive re-zipped with matching hashes, so the
     mutation reaches the reader instead of stopping at the manifest check."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             members = {n: zf.read(n) for n in zf.namelist()}
     except Exception:  # noqa: BLE001 - an earlier mutation broke the archive: mutate bytes
-        return _mutate_bytes(data, rng)
+        return _mutate_bytes(data, rng, log)
     names = [n for n in members if n != "manifest.json"]
-    if not names:
-        return _mutate_bytes(data, rng)
+    try:  # an earlier mutation may have left no manifest, or one that is not a JSON object
+        manifest = json.loads(members["manifest.json"])
+        listed = manifest.get("members")
+    except (KeyError, ValueError, AttributeError):
+        manifest = None
+    if not names or manifest is None:
+        return _mutate_bytes(data, rng, log)
     kind = rng.random()
     if kind < 0.1:  # a large member nothing refers to, listed with its true hash
+        log.append("pef-unreferenced-member")
         members[f"weights/unused{int(rng.integers(100))}.npy"] = bytes(int(rng.choice([1, 16])) << 20)
     elif kind < 0.15:  # a manifest whose members are not a table
-        manifest = json.loads(members["manifest.json"])
-        manifest["members"] = [list(manifest["members"]), None, "members", 7][int(rng.integers(4))]
+        log.append("pef-malformed-manifest")
+        table = list(listed) if isinstance(listed, (dict, list)) else []
+        manifest["members"] = [table, None, "members", 7][int(rng.integers(4))]
         return _zipped({**members, "manifest.json": json.dumps(manifest).encode()})
     else:
         target = [n for n in names if n.endswith(".json")] if rng.random() < 0.8 else names
         name = target[int(rng.integers(len(target)))]
-        members[name] = _mutate_text(members[name], rng) if name.endswith(".json") else \
-            _mutate_bytes(members[name], rng)
-    manifest = json.loads(members["manifest.json"])
+        members[name] = _mutate_text(members[name], rng, log) if name.endswith(".json") else \
+            _mutate_bytes(members[name], rng, log)
     manifest["members"] = {n: {"sha256": hashlib.sha256(d).hexdigest(), "size": len(d)}
                            for n, d in members.items() if n != "manifest.json"}
     members["manifest.json"] = json.dumps(manifest).encode()
@@ -287,15 +325,23 @@ def _zipped(members: dict[str, bytes]) -> bytes:
     return out.getvalue()
 
 
-def generate(fmt: str, seed: int, index: int, pool: list[dict[str, bytes]]) -> dict[str, bytes]:
-    rng = np.random.default_rng([seed, index, FORMATS.index(fmt)])
-    return mutate(fmt, pool[index % len(pool)], rng)
-
-
-# -- running one input -----------------------------------------------------------------------
 STEPS = ("summary", "run", "convert", "simulate", "interrupt")  # an input's step: its index modulo 5
 
 
+def seed_of(index: int, pool: list[dict[str, bytes]]) -> dict[str, bytes]:
+    """The seed input ``index`` mutates: each seed in turn for as many inputs as there are steps, so
+    every seed goes through every step (``index % len(pool)`` paired seed k with step k alone when
+    a format had five seeds)."""
+    return pool[index // len(STEPS) % len(pool)]
+
+
+def generate(fmt: str, seed: int, index: int, pool: list[dict[str, bytes]],
+             log: list[str] | None = None) -> dict[str, bytes]:
+    rng = np.random.default_rng([seed, index, FORMATS.index(fmt)])
+    return mutate(fmt, seed_of(index, pool), rng, log)
+
+
+# -- running one input -----------------------------------------------------------------------
 def run_input(fmt: str, files: dict[str, bytes], index: int, work: Path) -> tuple[str, str]:
     """(outcome, detail) of one input through load and one more entry point."""
     from nnbridge.base.errors import NNBridgeError
@@ -343,13 +389,13 @@ def _exercise(fmt: str, path: Path, step: str, out: Path) -> None:
 
         program = load_pef(path)
         if step == "run":
-            program.run(random_inputs(program.graph, seed=0))
+            program.run(random_inputs(program.graph))
         return
     graph = nnbridge.load(str(path))
     if step == "summary":
         str(graph)
     elif step == "run":
-        nnbridge.run(graph, random_inputs(graph, seed=0))
+        nnbridge.run(graph, random_inputs(graph))
     elif step == "convert":
         out.mkdir()
         for target in ("m.onnx", "m_topo.pbtxt", "m.prototext"):
@@ -444,18 +490,29 @@ def worker(fmt: str, seed: int, indices: list[int], work: Path, results: Path) -
     pool = seeds(fmt, work)
     with open(results, "a") as fh:
         for index in indices:
-            files = generate(fmt, seed, index, pool)
+            families: list[str] = []
+            files = generate(fmt, seed, index, pool, families)
             start = time.perf_counter()
             outcome, detail = run_input(fmt, files, index, work)
             fh.write(json.dumps({"index": index, "outcome": outcome, "detail": detail,
+                                 "seed": next(iter(seed_of(index, pool))), "families": families,
                                  "seconds": round(time.perf_counter() - start, 3)}) + "\n")
             fh.flush()
 
 
 def fuzz(fmt: str, seed: int = 0, count: int | None = None, seconds: float | None = None,
          only: list[int] | None = None, progress: bool = False) -> list[dict]:
-    """Run inputs of one format in worker processes (restarted after a kill); their outcomes."""
+    """Run inputs of one format in worker processes (restarted after a kill); their outcomes. The
+    work folder (seeds, inputs, results) is removed however the run ends."""
     work = Path(tempfile.mkdtemp(prefix=f"nnbridge-fuzz-{fmt}-"))
+    try:
+        return _fuzz_in(work, fmt, seed, count, seconds, only, progress)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _fuzz_in(work: Path, fmt: str, seed: int, count: int | None, seconds: float | None, only: list[int] | None,
+             progress: bool) -> list[dict]:
     results = work / "results.jsonl"
     done: dict[int, dict] = {}
     deadline = time.monotonic() + seconds if seconds else None

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..base.errors import InputError, UsageError
-from ..base.fileio import atomic_write, check_numel
+from ..base.fileio import atomic_outputs, check_numel
 from ..ir import DType, Flag, Graph, Node, PatternKind, TypeKind, op_traits, pattern_kind
 from ..ir.feeds import match_inputs, model_inputs
 
@@ -62,21 +62,36 @@ def _unpinned(graph: Graph, dims: Mapping[str, int], given: Mapping[str, Any]) -
                          f"{pinning_hint(missing, dims)} (or pass the inputs with --input)")
 
 
-def random_inputs(graph: Graph, seed: int = 0, dims: Mapping[str, int] | None = None,
+def random_inputs(graph: Graph, seed: int | None = None, dims: Mapping[str, int] | None = None,
                   given: Mapping[str, np.ndarray] | None = None,
                   ranges: Mapping[str, tuple[float, float]] | None = None) -> dict[str, np.ndarray]:
     """Values for every graph input not in ``given`` (see the module docstring)."""
     return generate_inputs(graph, seed, dims, given, ranges)[0]
 
 
-def generate_inputs(graph: Graph, seed: int = 0, dims: Mapping[str, int] | None = None,
+def refuse_unread_seed(graph: Graph, seed: int | None, given: Mapping[str, Any]) -> None:
+    """A seed draws only the inputs that have no value: one given (not None) when every input has
+    one would change nothing, and is refused. A given name the model does not take is left to
+    ``match_inputs`` to name."""
+    declared = [v.name for v in graph.inputs]
+    if seed is None or set(given) - set(declared) or any(name not in given for name in declared):
+        return
+    held = f"every input of the model already has a value ({', '.join(declared)})" if declared else \
+        "the model takes no inputs"
+    raise UsageError(f"--seed {seed}: not read, as {held}; the seed draws only inputs that have none")
+
+
+def generate_inputs(graph: Graph, seed: int | None = None, dims: Mapping[str, int] | None = None,
                     given: Mapping[str, np.ndarray] | None = None,
                     ranges: Mapping[str, tuple[float, float]] | None = None,
                     sources: Mapping[str, str] | None = None) -> tuple[dict[str, np.ndarray], list[InputInfo]]:
-    """Feeds for every graph input plus one ``InputInfo`` each; ``sources`` says where given ones came from."""
-    rng = np.random.default_rng(seed)
+    """Feeds for every graph input plus one ``InputInfo`` each; ``sources`` says where given ones
+    came from. ``seed`` None draws with seed 0 (a seed given when nothing is drawn is refused)."""
     dims, ranges, sources = dims or {}, dict(ranges or {}), sources or {}
     match_inputs(graph, given or {})
+    refuse_unread_seed(graph, seed, given or {})
+    seed = 0 if seed is None else seed
+    rng = np.random.default_rng(seed)
     for name in ranges:
         if name not in {v.name for v in graph.inputs}:
             raise UsageError(f"--input-range '{name}': the model has no input named so; {model_inputs(graph)}")
@@ -111,7 +126,7 @@ def calls_per_batch(graph: Graph, batch: int) -> int:
     return 1
 
 
-def batch_inputs(graph: Graph, batch: int, seed: int = 0, dims: Mapping[str, int] | None = None,
+def batch_inputs(graph: Graph, batch: int, seed: int | None = None, dims: Mapping[str, int] | None = None,
                  inputs: Mapping[str, np.ndarray] | None = None,
                  ranges: Mapping[str, tuple[float, float]] | None = None
                  ) -> tuple[dict[str, np.ndarray], list[InputInfo], list[dict[str, np.ndarray]]]:
@@ -127,10 +142,13 @@ def batch_inputs(graph: Graph, batch: int, seed: int = 0, dims: Mapping[str, int
     if calls == 1 or any(np.shape(a)[:1] != (batch,) for a in given.values()):
         feeds, infos = generate_inputs(graph, seed, dims, given, ranges)
         return feeds, infos, [feeds]
+    refuse_unread_seed(graph, seed, given)
+    drawn = any(v.name not in given for v in graph.inputs)
+    seed = 0 if seed is None else seed
     per_call, first = [], []
     for k in range(calls):
         part = {name: np.asarray(a)[k * width:(k + 1) * width] for name, a in given.items()}
-        call_feeds, call_infos = generate_inputs(graph, seed + k, dims, part, ranges)
+        call_feeds, call_infos = generate_inputs(graph, seed + k if drawn else None, dims, part, ranges)
         per_call.append(call_feeds)
         first = first or call_infos
     feeds = {name: np.concatenate([f[name] for f in per_call]) for name in per_call[0]}
@@ -251,18 +269,17 @@ def npy_names(names: Iterable[str], what: str) -> dict[str, str]:
 
 
 def save_inputs(feeds: Mapping[str, Any], directory: str | os.PathLike) -> dict[str, Path]:
-    """Write each input as ``<name>.npy`` in ``directory`` (atomically, never pickled); name → path.
-    Every input is checked before the first file is written."""
+    """Write each input as ``<name>.npy`` in ``directory`` (never pickled); name → path. Every input
+    is checked before the first file is written, and the files appear together or not at all."""
     out = Path(directory)
     files = npy_names(feeds, "input")
     arrays = {name: np.asarray(value) for name, value in feeds.items()}
     for name, arr in arrays.items():
         if arr.dtype.hasobject:
             raise InputError(f"input '{name}' holds Python objects; it cannot be saved as .npy")
-    paths = {}
-    for name, arr in arrays.items():
-        path = out / files[name]
-        with atomic_write(path, "wb") as fh:
-            np.save(fh, arr, allow_pickle=False)
-        paths[name] = path
+    paths = {name: out / files[name] for name in arrays}
+    with atomic_outputs(list(paths.values())) as temps:
+        for tmp, arr in zip(temps, arrays.values()):
+            with open(tmp, "wb") as fh:
+                np.save(fh, arr, allow_pickle=False)
     return paths

@@ -1,5 +1,5 @@
 """Execution targets. Backends consume ``ir.Graph`` and never import converters."""
 
-from .base import Backend, Executable, available_backends, get_backend, validate_feeds
+from .base import Backend, Executable, available_backends, get_backend
 
-__all__ = ["Backend", "Executable", "available_backends", "get_backend", "validate_feeds"]
+__all__ = ["Backend", "Executable", "available_backends", "get_backend"]

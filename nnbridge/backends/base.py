@@ -20,6 +20,7 @@ import numpy as np
 from ..base.errors import InputError, OptionError
 from ..base.registry import Registry
 from ..ir import DType, Graph, Node
+from ..ir.feeds import match_inputs
 from ..passes import Step
 from ..reporting.report import Report
 
@@ -55,7 +56,7 @@ class Executable(abc.ABC):
         return [v.name for v in self.graph.outputs]
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        feeds = validate_feeds(self.graph, inputs)
+        feeds = match_inputs(self.graph, inputs, complete=True)
         outputs, self.report = self._run(feeds)
         return outputs
 
@@ -221,42 +222,6 @@ class Backend(abc.ABC):
 
     def supported_ops(self) -> set[str]:
         return set()
-
-
-def validate_feeds(graph: Graph, inputs: Mapping[str, Any]) -> dict[str, Any]:
-    """Check names, dtypes and shapes of user inputs; symbolic dims must agree."""
-    expected = {v.name: v for v in graph.inputs}
-    unknown = sorted(set(inputs) - set(expected))
-    if unknown:
-        raise InputError(f"unknown input(s) {unknown}; the model takes {sorted(expected)}")
-    missing = [n for n in expected if n not in inputs]
-    if missing:
-        raise InputError(f"missing input(s) {missing}; the model takes {sorted(expected)}")
-    bound: dict[str, int] = {}
-    feeds: dict[str, Any] = {}
-    for name, value in expected.items():
-        given = inputs[name]
-        t = value.type
-        if t.elem is not None or isinstance(given, (list, tuple)) or given is None:
-            feeds[name] = given  # sequences / optionals: passed through
-            continue
-        array = np.asarray(given)
-        if t.dtype is not None and t.dtype is not DType.STRING and array.dtype != t.dtype.numpy:
-            raise InputError(f"input '{name}' has dtype {array.dtype}; the model declares {t.dtype.short}")
-        if t.shape is not None:
-            if array.ndim != len(t.shape):
-                raise InputError(f"input '{name}' has shape {list(array.shape)}; the model declares "
-                                 f"rank {len(t.shape)} {list(t.shape)}")
-            for axis, (want, got) in enumerate(zip(t.shape, array.shape)):
-                if isinstance(want, int) and want != got:
-                    raise InputError(f"input '{name}' has shape {list(array.shape)}; the model "
-                                     f"declares {list(t.shape)} (axis {axis})")
-                if isinstance(want, str):
-                    if bound.setdefault(want, got) != got:
-                        raise InputError(f"input '{name}': symbolic dim '{want}' is {got} here but "
-                                         f"{bound[want]} in another input")
-        feeds[name] = array
-    return feeds
 
 
 #: backend name → the module that exposes it as ``BACKEND`` (imported on first use)

@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 import tomllib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -139,20 +139,47 @@ def unwind_on_signals() -> Iterator[None]:
 
 
 class _HeldSignals:
-    """SIGINT, SIGTERM and SIGHUP held back (on the main thread, where Python runs handlers) until
-    ``release``: a temp file is made and its name known to the cleanup before a signal can unwind."""
+    """SIGINT, SIGTERM and SIGHUP held back until ``release``: a temp file is made and its name known
+    to the cleanup, or a set of files renamed into place, before a signal can unwind. Python runs
+    signal handlers on the main thread whichever thread the kernel delivers a signal to, so the
+    handlers are swapped for a recorder there (a thread's signal mask would not do: numpy's and
+    onnxruntime's threads would take the signal); off the main thread nothing can be held."""
 
-    SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self):
-        main = threading.current_thread() is threading.main_thread()
-        self._previous = signal.pthread_sigmask(signal.SIG_BLOCK, self.SIGNALS) if main else None
+        self._arrived: list[int] = []
+        self._previous = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {s: signal.signal(s, self._record) for s in self.SIGNALS}
+
+    def _record(self, signum: int, _frame: object) -> None:
+        self._arrived.append(signum)
 
     def release(self) -> None:
-        """Deliver what arrived meanwhile (it raises here, inside the caller's cleanup); idempotent."""
+        """Restore the handlers and deliver what arrived meanwhile (it raises here, inside the
+        caller's cleanup); idempotent."""
         previous, self._previous = self._previous, None
-        if previous is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        if previous is None:
+            return
+        for s, handler in previous.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+        for signum in dict.fromkeys(self._arrived):
+            signal.raise_signal(signum)
+
+
+@contextlib.contextmanager
+def _cleaning_up(held: _HeldSignals) -> Iterator[None]:
+    """The block (the cleanup of a write) with signals held, then ``held`` released: a signal that
+    lands during the cleanup takes effect after it, instead of leaving it half done."""
+    inner = _HeldSignals()
+    try:
+        yield
+    finally:
+        try:
+            inner.release()
+        finally:
+            held.release()
 
 
 #: a temp file younger than this may belong to a writer that has not locked it yet
@@ -262,8 +289,9 @@ def sweep_stale_temps(path: str | Path) -> list[Path]:
 
 @contextlib.contextmanager
 def temp_dir_beside(path: str | Path) -> Iterator[Path]:
-    """A locked scratch directory beside ``path`` for writers that make several files there and
-    rename them into place; removed on exit, however it ends."""
+    """A locked scratch directory beside ``path`` for a writer that makes several files (a model and
+    its external data): on success every file left in it is renamed beside ``path`` at once
+    (``replace_all``); the directory is removed on exit, however it ends."""
     path = check_destination(path)
     held, created, tmp, fd, done = _HeldSignals(), [], None, None, False
     try:
@@ -273,15 +301,16 @@ def temp_dir_beside(path: str | Path) -> Iterator[Path]:
         held.release()
         with output_errors(path):
             yield Path(tmp)
+            replace_all([(made, path.parent / made.name) for made in Path(tmp).iterdir()])
         done = True
     finally:
-        held.release()
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-        if fd is not None:
-            os.close(fd)
-        if not done:
-            _remove_empty(created)
+        with _cleaning_up(held):
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            if fd is not None:
+                os.close(fd)
+            if not done:
+                _remove_empty(created)
 
 
 @contextlib.contextmanager
@@ -298,19 +327,32 @@ def atomic_write(path: str | Path, mode: str = "wb") -> Iterator:
         with output_errors(path), os.fdopen(fd, mode) as fh:
             yield fh
             fh.flush()
-            os.replace(tmp, path)
+            replace_all([(tmp, path)])
     except BaseException:
-        held.release()
-        if tmp is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        _remove_empty(created)
+        with _cleaning_up(held):
+            if tmp is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+            _remove_empty(created)
         raise
+
+
+def replace_all(moves: Iterable[tuple[str | Path, str | Path]]) -> None:
+    """Rename each temp file onto its destination with SIGINT, SIGTERM and SIGHUP held: a kill lands
+    before the first rename or after the last, never between (a model's topology without its params,
+    one output of a run without the next). A signal that arrived meanwhile is raised after the last."""
+    held = _HeldSignals()
+    try:
+        for tmp, final in moves:
+            os.replace(tmp, final)
+    finally:
+        held.release()
 
 
 @contextlib.contextmanager
 def atomic_outputs(paths: Sequence[str | Path]) -> Iterator[list[Path]]:
-    """For writers with several files: yields temp paths, renames all on success."""
+    """For writers with several files: yields temp paths, renames all on success (``replace_all``);
+    a failure or a signal before that removes the temp files and the directories made for them."""
     finals = [check_destination(p) for p in paths]
     locks, temps, created = [], [], []
     held = _HeldSignals()
@@ -324,14 +366,13 @@ def atomic_outputs(paths: Sequence[str | Path]) -> Iterator[list[Path]]:
         held.release()
         with output_errors(finals[0] if finals else ""):
             yield temps
-            for tmp, final in zip(temps, finals):
-                os.replace(tmp, final)
+            replace_all(zip(temps, finals))
     except BaseException:
-        held.release()
-        for tmp in temps:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        _remove_empty(created)
+        with _cleaning_up(held):
+            for tmp in temps:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+            _remove_empty(created)
         raise
     finally:
         for fd in locks:

@@ -37,7 +37,8 @@ class Side:
 
 def check_against(model: Any, against: Any, backend: str, against_backend: str,
                   inputs: Mapping[str, np.ndarray] | None, rtol: float | None, atol: float | None, *,
-                  seed: int, dims: Mapping[str, int] | None, input_ranges: Mapping[str, tuple[float, float]] | None,
+                  seed: int | None, dims: Mapping[str, int] | None,
+                  input_ranges: Mapping[str, tuple[float, float]] | None,
                   stored_inputs: bool, nonfinite: bool | Collection[str], layerwise: bool,
                   load_options: Mapping[str, Any] | None, tolerances: Mapping[str, tuple[float, float]] | None,
                   metric: str, passes: Sequence[str] | None = None, **config: Any) -> CheckResult:

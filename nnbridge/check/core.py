@@ -12,7 +12,7 @@ the model whose outputs stay finite included); ``layerwise=True`` also compares 
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -32,14 +32,14 @@ from .verdict import checked_tolerances, coarsest, compare, format_name, parse_m
 
 
 def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarray] | None = None,
-          rtol: float | None = None, atol: float | None = None, *, seed: int = 0,
+          rtol: float | None = None, atol: float | None = None, *, seed: int | None = None,
           dims: Mapping[str, int] | None = None, passes: Sequence[str] | None = None,
           input_ranges: Mapping[str, tuple[float, float]] | None = None, stored_inputs: bool = True,
           nonfinite: bool | Collection[str] = False, layerwise: bool = False,
           load_options: Mapping[str, Any] | None = None, tolerances: Mapping[str, tuple[float, float]] | None = None,
           metric: str = "max", against: Any = None, against_backend: str = "reference",
           save_outputs: str | os.PathLike | None = None, load_outputs: str | os.PathLike | None = None,
-          **config: Any) -> CheckResult:
+          oracle: ModelProto | None = None, executable: Any = None, **config: Any) -> CheckResult:
     """Run ``model`` on ``backend`` and on onnxruntime with the same inputs and compare.
 
     ``nonfinite``: outputs declared to carry NaN/inf (True: all) besides those the model's
@@ -51,16 +51,23 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     ``against_backend`` is the reference instead of onnxruntime (``against.py``).
     ``save_outputs``: write the inputs and this run's outputs to an ``.npz``; ``load_outputs``:
     judge this run, on the inputs saved there, against the outputs saved there (``saved.py``).
+    ``oracle``: the model onnxruntime runs instead of ``model``'s own ONNX form, taking and giving
+    ``model``'s inputs and outputs (a converted file judged against its source, as ``port`` does);
+    no search for NaN/inf inside the model is made then, since its nodes are not the oracle's.
+    ``executable``: ``model`` already compiled for ``backend``, so that its compile is not repeated.
     """
     from ..api.compiler import compile as compile_model
     from ..api.model_io import as_graph
     from ..backends import get_backend
 
     metric = parse_metric(metric)
+    if oracle is not None and layerwise:
+        raise InputError("layerwise compares a model with its own ONNX form node by node; it cannot be combined "
+                         "with another model as the oracle")
     saved = None
     if load_outputs is not None:
         saved = opened(load_outputs, {"--input": inputs, "--input-range": input_ranges, "--layerwise": layerwise,
-                                      "--against": against is not None, "--seed": seed, "--dim": dims,
+                                      "--against": against is not None, "--seed": seed is not None, "--dim": dims,
                                       "--no-stored-inputs": not stored_inputs})
     if against is not None:
         from .against import check_against
@@ -85,10 +92,11 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
         infos = [replace(i, distribution=f"saved in {saved.meta['file']}", seed=None) for i in infos]
         proto, expected = None, saved.outputs
     else:
-        proto, expected = _oracle(model, graph, feeds)
+        proto, expected = _oracle(model, graph, feeds) if oracle is None else (oracle, run_onnxruntime(oracle, feeds))
     chosen = get_backend(backend)
     shapes = {name: np.shape(value) for name, value in feeds.items()}
-    exe = compile_model(graph.copy(), backend=backend, passes=passes, input_shapes=shapes, **config)
+    exe = executable if executable is not None else \
+        compile_model(graph.copy(), backend=backend, passes=passes, input_shapes=shapes, **config)
     actual = exe.run(feeds)
     precision = model_precision(graph)
     saved_format = saved.format if saved is not None else None
@@ -113,21 +121,31 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     def run_exposed(exposed: Graph) -> dict[str, Any]:
         return compile_model(exposed, backend=backend, passes=passes, input_shapes=shapes, **config).run(feeds)
 
+    if oracle is not None:
+        return saved_to(save_outputs, result)
     if layerwise or not result.ok or any(o.nonfinite_actual for o in result.outputs):
-        # where NaN/inf come from is named whenever an output holds some, even ones the model declares
-        # NaN/inf a model declares for an output are legitimate in the nodes that make them
         declared = any(allowed(name) for name in exe.output_names)
-        try:
-            found = run_layerwise(proto, graph, feeds, run_exposed, rule, lambda name: declared or allowed(name),
-                                  notes=node_notes(exe.report), origin_only=not layerwise)
-        except NNBridgeError as exc:
-            if layerwise:
-                raise
-            found = None  # the verdict stands; the search's failure is reported with it
-            result.notes.append(f"no search for NaN/inf inside the model: {exc}")
-        result.origin = found.origin if found else None
-        result.layerwise = found if layerwise else None
+        _search_inside(result, proto, graph, feeds, run_exposed, lambda name: declared or allowed(name),
+                       node_notes(exe.report), layerwise)
     return saved_to(save_outputs, result)
+
+
+def _search_inside(result: CheckResult, proto: ModelProto, graph: Graph, feeds: Mapping[str, np.ndarray],
+                   run_exposed: Callable[[Graph], dict[str, Any]], nonfinite_ok: Callable[[str], bool],
+                   notes: Mapping[str, str], layerwise: bool) -> None:
+    """Where NaN/inf come from, named whenever an output holds some (even ones the model declares),
+    and with ``layerwise`` every node compared; ``nonfinite_ok`` says which values may hold NaN/inf
+    (those a model declares for an output are legitimate in the nodes that make them)."""
+    try:
+        found = run_layerwise(proto, graph, feeds, run_exposed, result.rule, nonfinite_ok, notes=notes,
+                              origin_only=not layerwise)
+    except NNBridgeError as exc:
+        if layerwise:
+            raise
+        found = None  # the verdict stands; the search's failure is reported with it
+        result.notes.append(f"no search for NaN/inf inside the model: {exc}")
+    result.origin = found.origin if found else None
+    result.layerwise = found if layerwise else None
 
 
 def _is_program(model: Any) -> bool:

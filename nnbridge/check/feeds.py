@@ -12,7 +12,7 @@ from ..api.inputs import InputInfo, generate_inputs
 from ..ir import Graph
 
 
-def check_feeds(model: Any, graph: Graph, given: Mapping[str, np.ndarray] | None, seed: int,
+def check_feeds(model: Any, graph: Graph, given: Mapping[str, np.ndarray] | None, seed: int | None,
                 dims: Mapping[str, int] | None, ranges: Mapping[str, tuple[float, float]] | None,
                 stored: bool) -> tuple[dict[str, np.ndarray], list[InputInfo]]:
     """Given inputs, then the values the model file stores (a SMAUG params file), then generated ones."""

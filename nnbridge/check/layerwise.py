@@ -141,17 +141,8 @@ def layerwise(proto: ModelProto, graph: Graph, feeds: Mapping[str, Any], run_bac
     ``origin_only``: just find where NaN/inf first appear (no comparisons; onnxruntime then runs
     only for the values of that node)."""
     nodes = list(proto.graph.node)
-    # values something reads (or the model returns): an unread output (an inference-mode
-    # Dropout mask) cannot change the result, and its type may differ between opsets
-    read = {i for n in nodes for i in n.input} | {o.name for o in proto.graph.output}
-    wanted = [o for n in nodes for o in n.output if o and o in read]
-    exposed = graph.copy()
-    present = {v.name for v in exposed.outputs}
-    computed = {v.name: v for n in exposed.nodes for v in n.outputs if v is not None}
-    for name in wanted:
-        if name in computed and name not in present:
-            exposed.outputs.append(computed[name])
-            present.add(name)
+    wanted = _read_outputs(proto)
+    exposed = _exposing(graph, wanted)
     if origin_only:
         return LayerwiseResult(origin=_first_nonfinite(proto, nodes, feeds, run_backend(exposed), rule))
     expected = run_onnxruntime(expose(proto, wanted), feeds)
@@ -163,8 +154,7 @@ def layerwise(proto: ModelProto, graph: Graph, feeds: Mapping[str, Any], run_bac
     known: dict[str, Any] = {**feeds, **expected}
     produced = {**feeds, **actual}
     for node in nodes:
-        outs = [o for o in node.output if o in expected and o in actual
-                and isinstance(expected[o], np.ndarray) and isinstance(actual[o], np.ndarray)]  # tensors only
+        outs = _compared_outputs(node, expected, actual)
         if not outs:
             continue
         if result.origin is None:
@@ -180,6 +170,31 @@ def layerwise(proto: ModelProto, graph: Graph, feeds: Mapping[str, Any], run_bac
     for row in result.nodes:
         row.outputs = [next(judged) for _ in row.outputs]
     return result
+
+
+def _read_outputs(proto: ModelProto) -> list[str]:
+    """Node outputs something reads (or the model returns), in the model's order: an unread output
+    (an inference-mode Dropout mask) cannot change the result, and its type may differ between opsets."""
+    read = {i for n in proto.graph.node for i in n.input} | {o.name for o in proto.graph.output}
+    return [o for n in proto.graph.node for o in n.output if o and o in read]
+
+
+def _exposing(graph: Graph, wanted: list[str]) -> Graph:
+    """A copy of ``graph`` whose outputs also include each wanted value it computes."""
+    exposed = graph.copy()
+    present = {v.name for v in exposed.outputs}
+    computed = {v.name: v for n in exposed.nodes for v in n.outputs if v is not None}
+    for name in wanted:
+        if name in computed and name not in present:
+            exposed.outputs.append(computed[name])
+            present.add(name)
+    return exposed
+
+
+def _compared_outputs(node: NodeProto, expected: Mapping[str, Any], actual: Mapping[str, Any]) -> list[str]:
+    """The node's outputs both sides computed as tensors (sequences have no one row)."""
+    return [o for o in node.output if o in expected and o in actual
+            and isinstance(expected[o], np.ndarray) and isinstance(actual[o], np.ndarray)]
 
 
 def _first_nonfinite(proto: ModelProto, nodes: list[NodeProto], feeds: Mapping[str, Any],

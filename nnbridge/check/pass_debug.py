@@ -49,7 +49,7 @@ class PassDebugResult:
 
 
 def debug_passes(model: Any, passes: Sequence[str], inputs: Mapping[str, np.ndarray] | None = None,
-                 rtol: float | None = None, atol: float | None = None, seed: int = 0,
+                 rtol: float | None = None, atol: float | None = None, seed: int | None = None,
                  dims: Mapping[str, int] | None = None) -> PassDebugResult:
     """Run ``passes`` one by one on ``model``, checking outputs against onnxruntime after each."""
     infos = [get_pass(n) for n in passes]  # fail on a typo before any work

@@ -232,23 +232,54 @@ def compare(name: str, actual: Any, expected: Any, rule: Rule, nonfinite_ok: boo
             a = a.astype(e.dtype)
         return _compare_exact(base, a, e, same_dtype)
     wide = np.float64 if np.float64 in (a.dtype, e.dtype) else np.float32  # fp32 differences are exact enough
-    af, ef = a.astype(wide, copy=False), e.astype(wide, copy=False)
-    fa, fe = np.isfinite(af), np.isfinite(ef)
-    both = fa & fe
-    if both.all():
-        with np.errstate(over="ignore"):  # fp32 values near the top of the range
-            ref, diff = ef, np.abs(af - ef)
-        same_special = mismatched = np.zeros(0, bool)
-    else:
+    terms = _ErrorTerms(a.astype(wide, copy=False), e.astype(wide, copy=False))
+    _fill_errors(base, terms, rule, nonfinite_ok)
+    notes = [f"dtype {a.dtype} != expected {e.dtype}"] if a.dtype != e.dtype else []
+    if base.nonfinite_matched and not nonfinite_ok:
+        notes.append(f"NaN/inf at the same {base.nonfinite_matched} position(s) on both sides, and the model "
+                     "does not declare non-finite outputs")
+    base.note = "; ".join(notes + terms.mismatch_notes())
+    within = base.outside == 0 if base.metric_value is None else base.metric_value <= 1
+    base.ok = within and (a.dtype == e.dtype or not same_dtype)
+    return base
+
+
+class _ErrorTerms:
+    """Element-wise error of ``actual`` against ``expected``: the reference values and differences
+    where both are finite, and the NaN/inf positions that agree or do not."""
+
+    def __init__(self, actual: np.ndarray, expected: np.ndarray):
+        self.fa, self.fe = np.isfinite(actual), np.isfinite(expected)
+        both = self.fa & self.fe
+        if both.all():
+            with np.errstate(over="ignore"):  # fp32 values near the top of the range
+                self.ref, self.diff = expected, np.abs(actual - expected)
+            self.same_special = self.mismatched = np.zeros(0, bool)
+            return
         with np.errstate(invalid="ignore", over="ignore"):
-            same_special = ~fa & ~fe & ((np.isnan(af) & np.isnan(ef)) | (af == ef))
-            diff = np.where(both, np.abs(af - ef), 0)
-        mismatched = ~both & ~same_special
-        ref = np.where(both, ef, 0)
+            self.same_special = ~self.fa & ~self.fe & ((np.isnan(actual) & np.isnan(expected)) | (actual == expected))
+            self.diff = np.where(both, np.abs(actual - expected), 0)
+        self.mismatched = ~both & ~self.same_special
+        self.ref = np.where(both, expected, 0)
+
+    def mismatch_notes(self) -> list[str]:
+        if not self.mismatched.size:
+            return []
+        counts = ((int(np.count_nonzero(~self.fa & self.fe)), "NaN/inf where the oracle is finite"),
+                  (int(np.count_nonzero(self.fa & ~self.fe)), "finite where the oracle has NaN/inf"),
+                  (int(np.count_nonzero(~self.fa & ~self.fe & ~self.same_special)),
+                   "NaN/inf of another kind than the oracle's"))
+        return [f"{n} {what}" for n, what in counts if n]
+
+
+def _fill_errors(base: OutputCheck, terms: _ErrorTerms, rule: Rule, nonfinite_ok: bool) -> None:
+    """The check's figures from the error terms: scale, counts outside the rule, the statistic,
+    err/scale and, for narrow formats, ULPs and SQNR."""
+    ref, diff, mismatched, same_special = terms.ref, terms.diff, terms.mismatched, terms.same_special
     scale = float(np.max(np.abs(ref))) if ref.size else 0.0
     base.scale = scale
-    base.nonfinite_expected = int(ef.size - np.count_nonzero(fe))
-    base.nonfinite_actual = int(af.size - np.count_nonzero(fa))
+    base.nonfinite_expected = int(terms.fe.size - np.count_nonzero(terms.fe))
+    base.nonfinite_actual = int(terms.fa.size - np.count_nonzero(terms.fa))
     base.nonfinite_matched = int(np.count_nonzero(same_special))
     base.outside = _count_outside(diff, ref, scale, rule) + int(np.count_nonzero(mismatched))
     if base.nonfinite_matched and not nonfinite_ok:
@@ -263,26 +294,6 @@ def compare(name: str, actual: Any, expected: Any, rule: Rule, nonfinite_ok: boo
     if rule.format is not DType.FLOAT32:
         base.ulp_err = base.max_abs_err / float(ulp(np.float64(scale), rule.format))
         base.sqnr_db = _sqnr_db(ref, diff, scale)
-    notes = []
-    if a.dtype != e.dtype:
-        notes.append(f"dtype {a.dtype} != expected {e.dtype}")
-    if base.nonfinite_matched and not nonfinite_ok:
-        notes.append(f"NaN/inf at the same {base.nonfinite_matched} position(s) on both sides, and the model "
-                     "does not declare non-finite outputs")
-    if mismatched.size:
-        only_actual = int(np.count_nonzero(~fa & fe))
-        only_expected = int(np.count_nonzero(fa & ~fe))
-        differing_special = int(np.count_nonzero(~fa & ~fe & ~same_special))
-        if only_actual:
-            notes.append(f"{only_actual} NaN/inf where the oracle is finite")
-        if only_expected:
-            notes.append(f"{only_expected} finite where the oracle has NaN/inf")
-        if differing_special:
-            notes.append(f"{differing_special} NaN/inf of another kind than the oracle's")
-    base.note = "; ".join(notes)
-    within = base.outside == 0 if base.metric_value is None else base.metric_value <= 1
-    base.ok = within and (a.dtype == e.dtype or not same_dtype)
-    return base
 
 
 def _statistic(diff: np.ndarray, ref: np.ndarray, scale: float, rule: Rule, mismatched: np.ndarray | None,

@@ -33,7 +33,7 @@ console = Console(highlight=False, markup=False, width=_WIDTH)
 err_console = Console(stderr=True, highlight=False)
 
 #: the order commands appear in `nnbridge --help`
-_ORDER = ["convert", "run", "check", "train", "summary", "ir", "ops", "simulate", "compile",
+_ORDER = ["convert", "port", "run", "check", "train", "summary", "ir", "ops", "simulate", "compile",
           "measure_performance", "measure_sections", "sweep", "sweep_report"]
 
 
@@ -90,10 +90,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
-        args, extra = parser.parse_known_args(argv)
-        if extra:
-            command = " ".join(["nnbridge", *([args.command] if getattr(args, "command", None) else [])])
-            raise UsageError(f"{command}: unrecognized arguments: {' '.join(extra)} (see '{command} --help')")
+        args = _parse(parser, argv)
     except UsageError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, markup=True)
         return 2
@@ -101,17 +98,7 @@ def _main(argv: list[str] | None) -> int:
         parser.print_help()
         return 2
     try:
-        _set_limits(args)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", NNBridgeWarning)
-            with cpu_threads(getattr(args, "threads", None)):
-                code = int(args.func(args) or 0)
-        for warning in caught:
-            if issubclass(warning.category, NNBridgeWarning):
-                err_console.print(f"[yellow]warning:[/] {escape(str(warning.message))}", soft_wrap=True, markup=True)
-            else:
-                warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
-        return code
+        return _run_command(args)
     except UnsupportedOpError as exc:  # one line per reason
         err_console.print(f"[bold red]error:[/] {escape(exc.headline())}:", soft_wrap=True, markup=True)
         for line in exc.lines():
@@ -129,15 +116,45 @@ def _main(argv: list[str] | None) -> int:
     except Exception as exc:  # a bug, not bad input: one line, and the way to the traceback
         if os.environ.get("NNBRIDGE_TRACEBACK"):
             raise
-        where = exc.__traceback__
-        while where is not None and where.tb_next is not None:
-            where = where.tb_next
-        site = f" at {Path(where.tb_frame.f_code.co_filename).name}:{where.tb_lineno}" if where else ""
-        command = " ".join(shlex.quote(a) for a in ["nnbridge", *(argv if argv is not None else sys.argv[1:])])
-        err_console.print(f"[bold red]internal error:[/] {escape(type(exc).__name__)}: {escape(str(exc)[:300])}"
-                          f"{escape(site)} — a bug in nnbridge; rerun with NNBRIDGE_TRACEBACK=1 "
-                          f"{escape(command)} to see where, and report it", soft_wrap=True, markup=True)
+        _print_internal_error(exc, argv)
         return 3
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """The parsed command line; an argument no parser takes is a usage error."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = " ".join(["nnbridge", *([args.command] if getattr(args, "command", None) else [])])
+        raise UsageError(f"{command}: unrecognized arguments: {' '.join(extra)} (see '{command} --help')")
+    return args
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    """Run the command within its limits and thread budget; nnbridge's own warnings print as one
+    line each after it, other warnings as Python shows them."""
+    _set_limits(args)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", NNBridgeWarning)
+        with cpu_threads(getattr(args, "threads", None)):
+            code = int(args.func(args) or 0)
+    for warning in caught:
+        if issubclass(warning.category, NNBridgeWarning):
+            err_console.print(f"[yellow]warning:[/] {escape(str(warning.message))}", soft_wrap=True, markup=True)
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    return code
+
+
+def _print_internal_error(exc: Exception, argv: list[str] | None) -> None:
+    """One line for a bug: the exception, where it was raised, and how to see the traceback."""
+    where = exc.__traceback__
+    while where is not None and where.tb_next is not None:
+        where = where.tb_next
+    site = f" at {Path(where.tb_frame.f_code.co_filename).name}:{where.tb_lineno}" if where else ""
+    command = " ".join(shlex.quote(a) for a in ["nnbridge", *(argv if argv is not None else sys.argv[1:])])
+    err_console.print(f"[bold red]internal error:[/] {escape(type(exc).__name__)}: {escape(str(exc)[:300])}"
+                      f"{escape(site)} — a bug in nnbridge; rerun with NNBRIDGE_TRACEBACK=1 "
+                      f"{escape(command)} to see where, and report it", soft_wrap=True, markup=True)
 
 
 if __name__ == "__main__":

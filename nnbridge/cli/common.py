@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from rich.text import Text
 
-from ..base.errors import InputError, OptionError
+from ..base.errors import InputError, OptionError, UsageError
 from ..base.fileio import read_npy
 
 
@@ -58,12 +58,16 @@ def add_parser(sub, name: str, help: str, examples: str, description: str | None
 
 
 def parse_assignments(items: list[str] | None, what: str) -> dict[str, str]:
+    """``NAME=VALUE`` flags as a dict; a name given twice (two files for one input, two values for
+    one setting) is refused, since one of them would be dropped without a word."""
     out: dict[str, str] = {}
     for item in items or []:
         if "=" not in item:
-            raise InputError(f"{what} '{item}' must look like NAME=VALUE")
-        key, value = item.split("=", 1)
-        out[key.strip()] = value.strip()
+            raise UsageError(f"{what} '{item}' must look like NAME=VALUE")
+        key, value = (part.strip() for part in item.split("=", 1))
+        if key in out:
+            raise UsageError(f"{what} {key} is given twice ({key}={out[key]} and {key}={value}); give it once")
+        out[key] = value
     return out
 
 
@@ -123,6 +127,10 @@ def add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lbann-trust-paths", action="store_true",
                    help="LBANN sources you trust: weights .npy files may lie anywhere (by default only inside "
                         "the model's directory)")
+    p.add_argument("--lbann-slice-points", action="append", metavar="CATEGORY=P0,P1,…",
+                   help="LBANN sources whose layers take slice points from the data reader "
+                        "(get_slice_points_from_reader: JAG models): the points the reader gives for CATEGORY "
+                        "(independent or dependent); repeatable")
 
 
 def add_pass_args(p: argparse.ArgumentParser, backends: tuple[str, ...] = ("reference", "smv", "rdu")) -> None:
@@ -207,14 +215,37 @@ def add_threads_arg(p: argparse.ArgumentParser) -> None:
 def add_input_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", "-i", action="append", metavar="NAME=FILE.npy",
                    help="an input tensor from a .npy file; repeatable")
-    p.add_argument("--seed", type=int, default=0, help="seed for generated inputs (default 0)")
+    p.add_argument("--seed", type=int, help="seed for generated inputs (default 0); refused when every input is given")
+
+
+#: the loader options of LBANN sources, by flag (what a compiled program does not read)
+LBANN_SOURCE_FLAGS = {"lbann_training_layers": "--lbann-training-layers", "lbann_trust_paths": "--lbann-trust-paths",
+                      "lbann_slice_points": "--lbann-slice-points"}
+
+
+def parse_slice_points(items: list[str] | None) -> dict[str, tuple[int, ...]]:
+    """--lbann-slice-points CATEGORY=P0,P1,… (repeatable) → {category: points}."""
+    points = {}
+    for category, text in parse_assignments(items, "--lbann-slice-points").items():
+        try:
+            values = tuple(int(v) for v in text.split(","))
+        except ValueError:
+            raise OptionError(f"--lbann-slice-points {category}={text}: write increasing integers like "
+                             f"0,49167,49172") from None
+        if category not in ("independent", "dependent") or list(values) != sorted(values) or values[0] < 0:
+            raise OptionError(f"--lbann-slice-points {category}={text}: give independent= or dependent= and "
+                             f"increasing points from 0 on")
+        points[category] = values
+    return points
 
 
 def load_options(args: argparse.Namespace) -> dict:
     """--input-shape, --dim, an LBANN source's --batch-size, --smaug-synthetic-scale, --smaug-activations and
     the --lbann-* switches as loader options."""
-    options = {option: True for option in ("lbann_training_layers", "lbann_trust_paths")
-               if getattr(args, option, False)}
+    options: dict = {option: True for option in ("lbann_training_layers", "lbann_trust_paths")
+                     if getattr(args, option, False)}
+    if getattr(args, "lbann_slice_points", None):
+        options["lbann_slice_points"] = parse_slice_points(args.lbann_slice_points)
     dims = parse_dims(getattr(args, "dim", None))
     if dims:
         options["dims"] = dims
@@ -356,3 +387,18 @@ def rollup_table(title: str, key: str, groups: list[tuple[str, int, float]], tot
         table.add_row(f"… {len(rest)} more", str(sum(n for _, n, _ in rest)), f"{sum(v for _, _, v in rest):,.1f}",
                       share(sum(v for _, _, v in rest), total))
     return table
+
+
+def print_baseline(console, against, measure: str, columns: list[str], top: int) -> None:
+    """The per-row deltas against a baseline report, what only one side has, and the totals."""
+    console.print(against.table(measure, columns, top))
+    for line in against.one_sided_lines():
+        console.print(styled(("baseline:", "yellow"), " " + line))
+    console.print(against.totals_table())
+
+
+def print_written(console, files: tuple[tuple[str | None, str], ...]) -> None:
+    """'<what> written to <path>' for each (path, what) a command wrote."""
+    for path, what in files:
+        if path:
+            console.print(f"{what} written to {path}")

@@ -126,6 +126,18 @@ def _spatial_mean(b, node, target):
     return [b.op("Reshape", pooled, b.ints([n, c]), shape=(n, c), like=x)]
 
 
+@decomposes("Gelu", "lbann")
+def _exact_gelu(b, node, target):
+    """x/2 · (1 + erf(x/√2)): LBANN's GeluOperator is the tanh approximation, so the exact Gelu is
+    written over its ErfOperator (the tanh one maps as it is)."""
+    if node.attr("approximate", "none") == "tanh":
+        return None
+    x = node.inputs[0]
+    erf = b.op("Erf", b.op("Mul", x, b.scalar(1 / math.sqrt(2), x), like=x), like=x)
+    half = b.op("Mul", x, b.scalar(0.5, x), like=x)
+    return [b.op("Mul", half, b.op("Add", erf, b.scalar(1.0, x), like=x), like=x)]
+
+
 @decomposes("LayerNormalization", "lbann")
 def _layer_norm_over_trailing_dims(b, node, target):
     """Normalizing the trailing dims of a sample: the sample seen as [rows, normalized] is
@@ -184,12 +196,10 @@ def _rows_of_the_batch(b, node, target):
     gemm = flat_y.producer
     if gemm is None or gemm.op != "Gemm" or b.uses(flat_y) != 1 or int(gemm.attr("transA", 0)):
         return None
-    flat_x, weight, bias = gemm.inputs[0], b.constant(gemm.input(1)), b.constant(gemm.input(2))
-    inner = flat_x.producer
-    if inner is None or inner.op != "Reshape" or b.uses(flat_x) != 1 or weight is None or \
-            (gemm.input(2) is not None and bias is None):
+    operands = _gemm_of_flattened_rows(b, gemm)
+    if operands is None:
         return None
-    x = inner.inputs[0]
+    flat_x, x, weight, bias = operands
     xs, ys = tuple(x.type.shape or ()), tuple(y.type.shape)
     if not x.type.is_static or len(xs) < 3 or xs[:-1] != ys[:-1] or \
             tuple(flat_x.type.shape) != (math.prod(xs[:-1]), xs[-1]):
@@ -199,6 +209,17 @@ def _rows_of_the_batch(b, node, target):
     if bias is not None:
         out = b.op("Add", out, b.const((bias * float(gemm.attr("beta", 1.0))).astype(bias.dtype)), like=y)
     return [out]
+
+
+def _gemm_of_flattened_rows(b, gemm):
+    """(flattened rows, unflattened x, weight, bias) of a Gemm with constant operands that reads
+    (alone) a Reshape of ``x``; None for any other Gemm."""
+    flat_x, weight, bias = gemm.inputs[0], b.constant(gemm.input(1)), b.constant(gemm.input(2))
+    inner = flat_x.producer
+    if inner is None or inner.op != "Reshape" or b.uses(flat_x) != 1 or weight is None or \
+            (gemm.input(2) is not None and bias is None):
+        return None
+    return flat_x, inner.inputs[0], weight, bias
 
 
 def _static(*values) -> bool:

@@ -1,6 +1,6 @@
 """The one rule for inputs a user gives a model: matched against the graph's declared inputs by
 name, then dtype, then shape, each refusal one line listing what the model takes. Every command,
-``check`` and the SMAUG writer's stored inputs use it."""
+``check``, ``Executable.run`` (so the Python API) and the SMAUG writer's stored inputs use it."""
 
 from __future__ import annotations
 
@@ -15,24 +15,44 @@ from .graph import Graph
 from .types import TypeKind
 
 
-def match_inputs(graph: Graph, given: Mapping[str, Any]) -> None:
-    """The one rule for inputs a user gives: each must be one of the model's inputs by name, then
-    have its dtype, then its rank and fixed dims (symbolic dims are bound when it runs); else one
-    ``UsageError`` line naming it and listing what the model takes."""
+def match_inputs(graph: Graph, given: Mapping[str, Any], *, complete: bool = False) -> dict[str, Any]:
+    """The one rule for inputs a user gives, from the command line or from Python: each must be one
+    of the model's inputs by name, then have its dtype, then its rank and fixed dims, and a named
+    symbolic dim one size across them (unnamed dims are distinct unknowns); ``complete`` (a run's
+    feeds) also wants every input. Else one ``UsageError`` line (exit 2 in the CLI; an ``InputError``
+    to Python callers) naming it and listing what the model takes. The feeds, tensors as arrays,
+    in the model's order."""
     declared = {v.name: v for v in graph.inputs}
-    for name, value in given.items():
+    for name in given:
         if name not in declared:
             raise UsageError(f"input '{name}': the model has no input named so; {model_inputs(graph)}")
-        t = declared[name].type
+    missing = [name for name in declared if name not in given]
+    if complete and missing:
+        raise UsageError(f"missing input{'s' if len(missing) > 1 else ''} {', '.join(missing)}; {model_inputs(graph)}")
+    bound: dict[str, tuple[int, str]] = {}
+    feeds: dict[str, Any] = {}
+    for name, v in declared.items():
+        if name not in given:
+            continue
+        value, t = given[name], v.type
         if t.elem is not None or value is None or isinstance(value, (list, tuple)):
-            continue  # sequences and optionals: checked when the model runs
+            feeds[name] = value  # sequences and optionals: checked when the model runs
+            continue
         array = np.asarray(value)
         if t.dtype is not None and t.dtype is not DType.STRING and array.dtype != t.dtype.numpy:
-            raise UsageError(f"input '{name}' is {array.dtype}, not {t.dtype.short}; {model_inputs(graph)}")
+            raise UsageError(f"input '{name}' has dtype {array.dtype}, not {t.dtype.short}; {model_inputs(graph)}")
         if t.shape is not None and (array.ndim != len(t.shape) or any(
                 isinstance(want, int) and want != got for want, got in zip(t.shape, array.shape))):
             raise UsageError(f"input '{name}' has shape {dims_text(array.shape)}, not {dims_text(t.shape)}; "
                              f"{model_inputs(graph)}")
+        for want, got in zip(t.shape or (), array.shape):
+            if isinstance(want, str):
+                size, other = bound.setdefault(want, (got, name))
+                if size != got:
+                    raise UsageError(f"input '{name}': symbolic dim '{want}' is {got} here but {size} in input "
+                                     f"'{other}'; {model_inputs(graph)}")
+        feeds[name] = array
+    return feeds
 
 
 def model_inputs(graph: Graph) -> str:

@@ -422,16 +422,12 @@ class Graph:
         ``visible``: ids of the enclosing graphs' values, passed down so that verifying
         many subgraphs (fused groups) does not rescan their parents each time."""
         if visible is None:
-            visible = set()
-            g = self.parent
-            while g is not None:  # everything of enclosing graphs is visible
-                visible.update(id(v) for v in g.values.values())
-                g = g.parent
+            visible = self._enclosing_values()
         defined: set[int] = {id(v) for v in self.inputs}
         defined.update(id(self.values[n]) for n in self.initializers if n in self.values)
         seen_outputs: set[str] = set()
         scope: set[int] | None = None  # what a subgraph sees: built once, at the first subgraph
-        for node in self.nodes:
+        for node in self.nodes:  # (inline: this loop runs over every node of large graphs)
             for i, v in enumerate(node.inputs):
                 if v is not None and id(v) not in defined and id(v) not in visible:
                     raise NNBridgeError(
@@ -454,6 +450,19 @@ class Graph:
                     scope = visible | {id(v) for v in self.values.values()}
                 for sub in subgraphs:
                     sub.verify(scope)
+        self._verify_outputs(defined, visible)
+
+    def _enclosing_values(self) -> set[int]:
+        """Ids of every value of the enclosing graphs (all visible to this one)."""
+        visible: set[int] = set()
+        g = self.parent
+        while g is not None:
+            visible.update(id(v) for v in g.values.values())
+            g = g.parent
+        return visible
+
+    def _verify_outputs(self, defined: set[int], visible: set[int]) -> None:
+        """Every graph output is produced here or visible from an enclosing graph."""
         for v in self.outputs:
             if id(v) not in defined and id(v) not in visible:
                 raise NNBridgeError(f"graph '{self.name}': output '{v.name}' is never produced")

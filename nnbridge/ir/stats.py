@@ -25,22 +25,25 @@ def parameter_values(graph: Graph) -> dict[str, tuple[int, int]]:
     """Name → (values, bytes) of the constants that non-constant nodes read: initializers plus the
     outputs of constant-only subgraphs, as constant folding would store them. int64 constants are
     shapes, axes and indices, not parameters; sizes unknown statically are left out."""
+    constant = _constant_names(graph)
+    read_by_computed = [v for n in graph.nodes if not all(o.name in constant for o in n.outputs)
+                        for v in n.inputs if v is not None]
+    read: dict[str, tuple[int, int]] = {}
+    for v in [*read_by_computed, *graph.outputs]:  # a constant output is stored too
+        if v.name in constant and v.name not in read and v.type.dtype is not DType.INT64:
+            read[v.name] = _size(graph, v)
+    return read
+
+
+def _constant_names(graph: Graph) -> set[str]:
+    """The initializers and the outputs of foldable nodes fed only by constants."""
     constant = set(graph.initializers)
     for node in graph.nodes:
         inputs = [v for v in node.inputs if v is not None]
         foldable = not node.subgraphs() and op_traits(node.op, node.domain).foldable
         if foldable and all(v.name in constant for v in inputs):
             constant.update(o.name for o in node.outputs)
-    read: dict[str, tuple[int, int]] = {}
-    computed_readers = [n for n in graph.nodes if not all(o.name in constant for o in n.outputs)]
-    for node in computed_readers:
-        for v in node.inputs:
-            if v is not None and v.name in constant and v.name not in read and v.type.dtype is not DType.INT64:
-                read[v.name] = _size(graph, v)
-    for v in graph.outputs:  # a constant output is stored too
-        if v.name in constant and v.name not in read and v.type.dtype is not DType.INT64:
-            read[v.name] = _size(graph, v)
-    return read
+    return constant
 
 
 def _size(graph: Graph, value) -> tuple[int, int]:

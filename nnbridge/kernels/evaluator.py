@@ -1,16 +1,18 @@
-"""Runs an IR graph with the registered numpy kernels (the evaluator of the kernel layer).
+"""Runs an IR graph with the registered kernels (the evaluator of the kernel layer).
 
-Compilation turns the graph into a flat list of steps once (kernel, context,
-input and output names, and which values die after the step) so that a run is a
-tight loop; dead intermediates are dropped to keep peak memory low.
+Compilation turns the graph into a flat program once: every value gets a slot number, and each
+step is a tuple of (kernel, context, input slots, output slots, slots to free), so that a run is
+a list copy and a tight loop over that program with no name lookups; dead intermediates are
+dropped to keep peak memory low. A run's values live in its own list, so runs of one plan may
+proceed from several threads at once.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 import weakref
-from collections import ChainMap
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +28,9 @@ from .registry import KernelSpec, get_kernel
 STEP_PROGRESS: ContextVar[Callable[[int, int], None] | None] = ContextVar("step_progress", default=None)
 #: plans shorter than this run without reporting
 REPORTED_STEPS = 64
+
+_UNSET = object()  # a slot no step has written in this run
+_ABSENT = 0  # the slot of an absent optional input: always None
 
 
 class KernelContext:
@@ -62,6 +67,7 @@ class Step:
     constant: bool = False  # every input is a constant: computed on the first run, then kept
     kept: Any = None
     scoped: bool = False  # runs subgraphs, which read the run's values: its context is bound per run
+    captured: tuple[str, ...] = ()  # names of enclosing-graph values its subgraphs read
 
 
 def unsupported_nodes(graph: Graph) -> list[Unsupported]:
@@ -90,9 +96,49 @@ def aligned_weights(initializers: Mapping[str, Any]) -> dict[str, Any]:
             for name, value in initializers.items()}
 
 
+class _Scoped:
+    """The callable of a step whose subgraphs read the run's values: its program entry passes the
+    captured values after the node's inputs, and this binds them to the context by name."""
+
+    __slots__ = ("fn", "inputs", "names")
+
+    def __init__(self, fn: Callable[..., Any], inputs: int, names: tuple[str, ...]):
+        self.fn, self.inputs, self.names = fn, inputs, names
+
+    def __call__(self, ctx: KernelContext, *args: Any) -> Any:
+        env = dict(zip(self.names, args[self.inputs:]))
+        return self.fn(ctx.bound(env), *args[:self.inputs])
+
+
+class _Keep:
+    """The callable of a constant step before its first run: computes and keeps the result."""
+
+    __slots__ = ("fn", "step")
+
+    def __init__(self, fn: Callable[..., Any], step: Step):
+        self.fn, self.step = fn, step
+
+    def __call__(self, ctx: KernelContext, *args: Any) -> Any:
+        result = self.fn(ctx, *args)
+        self.step.kept = result if type(result) is tuple else (result,)
+        return result
+
+
+class _Kept:
+    """A constant step in watched runs once kept: its results without computing them."""
+
+    __slots__ = ("result",)
+
+    def __init__(self, result: tuple):
+        self.result = result
+
+    def __call__(self, ctx: KernelContext) -> tuple:
+        return self.result
+
+
 class Plan:
-    """A graph compiled into steps. Runs share it and keep their own values (``execute`` is
-    reentrant: one plan may run from several threads at once)."""
+    """A graph compiled into a program of steps over numbered slots. Runs share it and keep
+    their own values (``execute`` is reentrant: one plan may run from several threads at once)."""
 
     def __init__(self, graph: Graph, align_weights: bool = False):
         """``align_weights`` copies misaligned weights once for repeated runs (the reference backend);
@@ -122,27 +168,69 @@ class Plan:
                         and all(v is None or v.name in static for v in node.inputs))
             if constant:  # e.g. a weight made by ConstantOfShape above the fold limit
                 static.update(o.name for o in node.outputs)
+            captured = tuple(dict.fromkeys(v.name for v in node.captured())) if node.subgraphs() else ()
             self.steps.append(Step(spec, KernelContext(node),
                                    [v.name if v is not None else None for v in node.inputs],
                                    [o.name for o in node.outputs], release, spec.bind(node), constant,
-                                   scoped=bool(node.subgraphs())))
+                                   scoped=bool(node.subgraphs()), captured=captured))
+        self._link(local)
 
-    @staticmethod
-    def _compute(step: Step, env: Mapping[str, Any], timings: list[tuple[Node, float]] | None) -> tuple:
-        args = [env[name] if name is not None else None for name in step.inputs]
-        ctx = step.ctx.bound(env) if step.scoped else step.ctx
-        start = time.perf_counter() if timings is not None else 0.0
-        try:
-            kwargs = step.kwargs  # a call without ** when there are none: measurably cheaper per node
-            result = step.spec.fn(ctx, *args, **kwargs) if kwargs else step.spec.fn(ctx, *args)
-        except NNBridgeError:
-            raise
-        except Exception as exc:
-            node = step.ctx.node
-            raise KernelError(f"node '{node.name}' ({node.op}) failed: {type(exc).__name__}: {exc}") from exc
-        if timings is not None:
-            timings.append((step.ctx.node, time.perf_counter() - start))
-        return result if isinstance(result, tuple) else (result,)  # a list is one sequence value
+    def _link(self, local: set[str]) -> None:
+        """Number every value and build the program the runs loop over."""
+        slots: dict[str, int] = {}
+
+        def slot(name: str | None) -> int:
+            if name is None:
+                return _ABSENT
+            if name not in slots:
+                slots[name] = len(slots) + 1
+            return slots[name]
+
+        for name in self.weights:
+            slot(name)
+        self._feeds = [(v.name, slot(v.name)) for v in self.graph.inputs]
+        program = []
+        for step in self.steps:
+            ins = tuple(slot(n) for n in step.inputs)
+            fn = step.spec.fn
+            if step.kwargs:  # the attributes bound once; a kernel without them is called without **
+                fn = functools.partial(fn, **step.kwargs)
+            if step.scoped:
+                fn = _Scoped(fn, len(ins), step.captured)
+                ins += tuple(slot(n) for n in step.captured)
+            if step.constant:
+                fn = _Keep(fn, step)
+            program.append((fn, step.ctx, ins, tuple(slot(n) for n in step.outputs),
+                            tuple(slot(n) for n in step.release)))
+        self._outputs = [slot(v.name) for v in self.graph.outputs]
+        # values read here but made neither here nor by the caller's feeds: an enclosing graph's
+        made = set(self.weights) | {v.name for v in self.graph.inputs} | local
+        self._outer = [(name, index) for name, index in slots.items() if name not in made]
+        template: list[Any] = [_UNSET] * (len(slots) + 1)
+        template[_ABSENT] = None
+        for name, value in self.weights.items():
+            template[slots[name]] = value
+        self._template = template
+        self._program = self._watched = program
+        self._constants = [i for i, step in enumerate(self.steps) if step.constant]
+        self.slots = slots
+
+    def _keep_constants(self) -> None:
+        """After a run computed them: constant steps' results join the template and those steps
+        leave the fast program (list swaps, so a concurrent run keeps the lists it started with);
+        watched runs still see them, from the kept results."""
+        if any(self.steps[i].kept is None for i in self._constants):
+            return
+        template, watched = list(self._template), list(self._watched)
+        for i in self._constants:
+            _, ctx, ins, outs, release = self._watched[i]
+            for o, value in zip(outs, self.steps[i].kept):
+                template[o] = value
+            watched[i] = (_Kept(self.steps[i].kept), ctx, (), outs, release)
+        keep = set(self._constants)
+        self._template, self._watched = template, watched
+        self._program = [entry for i, entry in enumerate(self._program) if i not in keep]
+        self._constants = []
 
     def execute(self, feeds: Mapping[str, Any], outer: Mapping[str, Any] | None = None,
                 observe: Callable[[Node, tuple], None] | None = None,
@@ -150,31 +238,80 @@ class Plan:
         """The graph's outputs; ``observe(node, outputs)`` sees every node's results as they are made
         (to measure intermediates without keeping them alive); ``timings`` gets (node, seconds)
         for each kernel this run computes (subgraph bodies included in their node's time)."""
-        local: dict[str, Any] = dict(self.weights)
-        local.update(feeds)
-        env: MutableMapping[str, Any] = ChainMap(local, outer) if outer is not None else local
-        report = STEP_PROGRESS.get() if outer is None and len(self.steps) >= REPORTED_STEPS else None
-        for done, step in enumerate(self.steps):
-            if report is not None and done % 16 == 0:
-                report(done, len(self.steps))
-            if step.kept is not None:
-                result = step.kept
-            else:
-                result = self._compute(step, env, timings)
-                if step.constant:
-                    step.kept = result
-            if observe is not None:
-                observe(step.ctx.node, result)
-            for name, value in zip(step.outputs, result):
-                local[name] = value
-            for name in step.release:
-                local.pop(name, None)
-        if report is not None:
-            report(len(self.steps), len(self.steps))
+        values = self._template.copy()
+        for name, index in self._feeds:
+            if name in feeds:
+                values[index] = feeds[name]
+        for name, index in self._outer:
+            source = feeds if name in feeds else outer
+            if source is None or name not in source:
+                raise KernelError(f"graph '{self.graph.name}': value '{name}' is read but never given or computed")
+            values[index] = source[name]
+        report = STEP_PROGRESS.get() if outer is None and len(self._program) >= REPORTED_STEPS else None
+        if observe is None and timings is None and report is None:
+            self._run(self._program, values)
+        else:
+            self._run_watched(self._watched, values, observe, timings, report)
+        if self._constants:
+            self._keep_constants()
+        result = [values[i] for i in self._outputs]
+        for v, value in zip(self.graph.outputs, result):
+            if value is _UNSET:
+                raise KernelError(f"graph '{self.graph.name}': output '{v.name}' was never computed")
+        return result
+
+    @staticmethod
+    def _run(program: list[tuple], values: list[Any]) -> None:
+        entry = None
         try:
-            return [env[v.name] for v in self.graph.outputs]
-        except KeyError as exc:
-            raise KernelError(f"graph '{self.graph.name}': output {exc} was never computed") from None
+            for entry in program:
+                fn, ctx, ins, outs, release = entry
+                result = fn(ctx, *[values[i] for i in ins])
+                if type(result) is tuple:
+                    for o, value in zip(outs, result):
+                        values[o] = value
+                else:  # one output (a list is one sequence value)
+                    values[outs[0]] = result
+                for i in release:
+                    values[i] = None
+        except NNBridgeError:
+            raise
+        except Exception as exc:
+            raise _failure(entry, exc) from exc
+
+    def _run_watched(self, program: list[tuple], values: list[Any], observe, timings, report) -> None:
+        """The same loop with a caller watching: per-node results, times or progress."""
+        entry = None
+        try:
+            for done, entry in enumerate(program):
+                if report is not None and done % 16 == 0:
+                    report(done, len(program))
+                fn, ctx, ins, outs, release = entry
+                start = time.perf_counter() if timings is not None else 0.0
+                result = fn(ctx, *[values[i] for i in ins])
+                if timings is not None and type(fn) is not _Kept:
+                    timings.append((ctx.node, time.perf_counter() - start))
+                if type(result) is not tuple:
+                    result = (result,)
+                if observe is not None:
+                    observe(ctx.node, result)
+                for o, value in zip(outs, result):
+                    values[o] = value
+                for i in release:
+                    values[i] = None
+            if report is not None:
+                report(len(program), len(program))
+        except NNBridgeError:
+            raise
+        except Exception as exc:
+            raise _failure(entry, exc) from exc
+
+
+def _failure(entry: tuple | None, exc: Exception) -> Exception:
+    if entry is None:
+        return exc
+    node = entry[1].node
+    return KernelError(f"node '{node.name}' ({node.op}) failed: {type(exc).__name__}: {exc}")
 
 
 _PLANS: weakref.WeakKeyDictionary[Graph, Plan] = weakref.WeakKeyDictionary()

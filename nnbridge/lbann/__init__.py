@@ -17,9 +17,10 @@ initializers (``ValueInitializer`` …), optimizers (``SGD`` …) and callbacks
 (``CallbackPrint`` …) wrap their messages the same way.
 """
 
-from . import modules
+from . import models, modules
 from .classes import ALL
 from .core import (
+    KFAC,
     BatchedIterativeOptimizer,
     L2WeightRegularization,
     Layer,
@@ -35,5 +36,5 @@ from .core import (
 
 globals().update(ALL)
 
-__all__ = ["modules", "BatchedIterativeOptimizer", "L2WeightRegularization", "Layer", "LayerTerm", "Metric",
-           "Model", "ObjectiveFunction", "Trainer", "Weights", "save_prototext", "traverse_layer_graph", *ALL]
+__all__ = ["models", "modules", "KFAC", "BatchedIterativeOptimizer", "L2WeightRegularization", "Layer", "LayerTerm",
+           "Metric", "Model", "ObjectiveFunction", "Trainer", "Weights", "save_prototext", "traverse_layer_graph", *ALL]

@@ -292,6 +292,7 @@ class Model:
         assign(proto, {"name": self.name})
         if self.summary_dir:
             proto.summarizer.dir = self.summary_dir
+        proto.objective_function.SetInParent()  # LBANN's frontend writes one, empty when not given
         if self.objective_function is not None:
             proto.objective_function.CopyFrom(self.objective_function.export_proto())
         proto.metric.extend(m.export_proto() for m in self.metrics)
@@ -344,6 +345,31 @@ class BatchedIterativeOptimizer:
                 setattr(stop, field, value)
         algorithm = lbann_pb2.TrainingAlgorithm(name=self.name)
         algorithm.parameters.Pack(sgd)
+        return algorithm
+
+
+class KFAC:
+    """LBANN's Kronecker-factored approximate curvature (K-FAC): its first-order algorithm's
+    gradients preconditioned by per-layer Kronecker factors; ``kfac_args`` are fields of LBANN's
+    ``KFAC`` message (damping_act="1e-30", compute_interval=1, …), as LBANN's frontend takes them.
+    nnbridge writes and reads it; ``nnbridge train`` does not train with it (it says so)."""
+
+    def __init__(self, name: str, first_order_optimizer: BatchedIterativeOptimizer, **kfac_args: Any):
+        if not isinstance(first_order_optimizer, BatchedIterativeOptimizer):
+            raise InputError(f"KFAC '{name}': first_order_optimizer is a BatchedIterativeOptimizer, not "
+                             f"{type(first_order_optimizer).__name__}")
+        self.name, self.first_order_optimizer = name, first_order_optimizer
+        self.kfac_args = kfac_args
+        self._message()  # an unknown argument fails here, naming the message's fields
+
+    def _message(self) -> lbann_pb2.KFAC:
+        params = assign(lbann_pb2.KFAC(), self.kfac_args)
+        self.first_order_optimizer.export_proto().parameters.Unpack(params.sgd)
+        return params
+
+    def export_proto(self) -> lbann_pb2.TrainingAlgorithm:
+        algorithm = lbann_pb2.TrainingAlgorithm(name=self.name)
+        algorithm.parameters.Pack(self._message())
         return algorithm
 
 

@@ -75,20 +75,35 @@ def _fold(graph: Graph, budget: list[int]) -> bool:
 
 
 def _evaluate(node: Node, graph: Graph, twins: dict[int, Value], budget: int) -> list[np.ndarray] | None:
+    """The node's outputs computed now, or None if it does not fold (not foldable, not fed only by
+    constants, not tensors, too large, or its kernel cannot or will not compute it)."""
     if not op_traits(node.op, node.domain).foldable or node.subgraphs() \
             or any(graph.is_output(o) for o in node.outputs):
         return None
     if node.op in ("Shape", "Size") and not node.domain:
         return _static_shape(node)
-    inputs = [resolve(twins, v) for v in node.inputs]
-    if any(v is not None and v.const is None for v in inputs):
-        return None
-    if inputs != node.inputs:  # read a twin's constant: shape inference below sees the inputs as constants
-        node.inputs = inputs
-    if any(o.type.kind is not TypeKind.TENSOR for o in node.outputs):
+    inputs = _constant_inputs(node, twins)
+    if inputs is None or any(o.type.kind is not TypeKind.TENSOR for o in node.outputs):
         return None
     if not _small_enough(node, budget):
         return None
+    return _run_kernel(node, inputs)
+
+
+def _constant_inputs(node: Node, twins: dict[int, Value]) -> list[Value | None] | None:
+    """The node's inputs, each folded twin read as the constant it duplicates (the node is made to
+    read it, so shape inference sees constants); None if any input is not constant."""
+    inputs = [resolve(twins, v) for v in node.inputs]
+    if any(v is not None and v.const is None for v in inputs):
+        return None
+    if inputs != node.inputs:
+        node.inputs = inputs
+    return inputs
+
+
+def _run_kernel(node: Node, inputs: list[Value | None]) -> list[np.ndarray] | None:
+    """The node's kernel on its constant inputs; None where the kernel is missing, refuses the
+    node or its inputs (left for run time to report), or returns other than one array per output."""
     spec = get_kernel(node.op, node.domain)
     if spec is None or spec.unsupported_reason(node):
         return None

@@ -119,6 +119,26 @@ def _merge(child: _Group, parent: _Group) -> None:
 def partition(graph: Graph, max_depth: int = MAX_FUSED_OPS) -> list[list[Node]]:
     """Fusion groups (each in topological order) covering every node of ``graph``."""
     nodes = graph.nodes
+    consumers, extern = _consumer_edges(graph, nodes)
+    tree = post_dominators(nodes, consumers, extern)
+    groups = [_Group(p := op_pattern(n), i if p == ANCHOR else None) for i, n in enumerate(nodes)]
+    for phase in (0, 1):
+        for i in range(len(nodes)):
+            sink = _candidate_sink(groups, tree, i, max_depth)
+            if sink is None:
+                continue
+            cond = _path_condition(groups[i].pattern, tree[i].pattern, phase)
+            if cond is not None and _path_meets(consumers, groups, i, sink, cond):
+                _fuse_path(consumers, groups, i, sink)
+    members: dict[int, list[Node]] = {}
+    for i, node in enumerate(nodes):
+        members.setdefault(id(groups[i].root()), []).append(node)
+    return list(members.values())
+
+
+def _consumer_edges(graph: Graph, nodes: list[Node]) -> tuple[list[list[tuple[int, PatternKind]]], list[bool]]:
+    """Per node (by index): its consumers with the worst pattern of the edges to each, and whether
+    it produces a graph output."""
     index = {id(n): i for i, n in enumerate(nodes)}
     cmap = graph.consumer_map()
     consumers: list[list[tuple[int, PatternKind]]] = []
@@ -131,63 +151,74 @@ def partition(graph: Graph, max_depth: int = MAX_FUSED_OPS) -> list[list[Node]]:
                 edges[j] = max(edges.get(j, ELEMWISE), edge_pattern(user, out))
         consumers.append(list(edges.items()))
         extern.append(any(graph.is_output(o) for o in node.outputs))
-    tree = post_dominators(nodes, consumers, extern)
-    groups = [_Group(p := op_pattern(n), i if p == ANCHOR else None) for i, n in enumerate(nodes)]
+    return consumers, extern
 
-    def check_path(src: int, sink: int, cond: Callable[[PatternKind, bool], bool]) -> bool:
-        seen: set[int] = set()
-        stack = [c for c, _ in consumers[src]]
-        while stack:
-            n = stack.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            if not cond(groups[n].root().pattern, n == sink):
-                return False
-            if n != sink:
-                stack.extend(c for c, _ in consumers[n])
-        return True
 
-    def commit(src: int, sink: int) -> None:
-        target = groups[sink]
-        seen: set[int] = set()
-        stack = [src]
-        while stack:
-            n = stack.pop()
-            if n == sink or n in seen:
-                continue
-            seen.add(n)
-            _merge(groups[n], target)
+def _candidate_sink(groups: list[_Group], tree: list[_DomNode], i: int, max_depth: int) -> int | None:
+    """The post-dominator node ``i``'s group may fuse into: None if ``i`` is opaque or a root, if
+    both are in one group already, or if the merged group would exceed ``max_depth``."""
+    own, dom = groups[i], tree[i]
+    if own.pattern == OPAQUE or dom.parent is None:
+        return None
+    sink = dom.parent
+    own_root, sink_root = own.root(), groups[sink].root()
+    if own_root is sink_root or own_root.size + sink_root.size > max_depth:
+        return None
+    return sink
+
+
+def _anchor_path(kind: PatternKind, is_sink: bool) -> bool:
+    return kind <= BROADCAST
+
+
+def _elementwise_path(kind: PatternKind, is_sink: bool) -> bool:
+    return kind <= BROADCAST or kind in (REDUCE, INJECTIVE, ANCHOR) if is_sink else kind <= INJECTIVE
+
+
+def _injective_path(kind: PatternKind, is_sink: bool) -> bool:
+    return kind <= INJECTIVE
+
+
+def _path_condition(kind: PatternKind, dom_pattern: PatternKind,
+                    phase: int) -> Callable[[PatternKind, bool], bool] | None:
+    """What every group on the paths to the post-dominator (whose edges are ``dom_pattern`` at
+    worst) must be for a node of ``kind`` to fuse into it in ``phase``; None: it does not fuse."""
+    if kind == ANCHOR:
+        return _anchor_path if phase == 0 and dom_pattern == ELEMWISE else None
+    if kind <= BROADCAST:
+        return _elementwise_path if dom_pattern <= INJECTIVE or dom_pattern == REDUCE else None
+    return _injective_path if kind == INJECTIVE and phase == 1 else None
+
+
+def _path_meets(consumers: list[list[tuple[int, PatternKind]]], groups: list[_Group], src: int, sink: int,
+                cond: Callable[[PatternKind, bool], bool]) -> bool:
+    """Does every node between ``src`` and ``sink`` (and the sink) meet ``cond`` by its group's pattern?"""
+    seen: set[int] = set()
+    stack = [c for c, _ in consumers[src]]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if not cond(groups[n].root().pattern, n == sink):
+            return False
+        if n != sink:
             stack.extend(c for c, _ in consumers[n])
+    return True
 
-    for phase in (0, 1):
-        for i in range(len(nodes)):
-            own = groups[i]
-            dom = tree[i]
-            if own.pattern == OPAQUE or dom.parent is None:
-                continue
-            sink = dom.parent
-            if own.root() is groups[sink].root():
-                continue
-            if own.root().size + groups[sink].root().size > max_depth:
-                continue
-            kind = own.pattern
-            if kind == ANCHOR:
-                if phase == 0 and dom.pattern == ELEMWISE and check_path(i, sink, lambda k, s: k <= BROADCAST):
-                    commit(i, sink)
-            elif kind <= BROADCAST:
-                if dom.pattern <= INJECTIVE or dom.pattern == REDUCE:
-                    def cond(k: PatternKind, is_sink: bool) -> bool:
-                        return k <= BROADCAST or k in (REDUCE, INJECTIVE, ANCHOR) if is_sink else k <= INJECTIVE
-                    if check_path(i, sink, cond):
-                        commit(i, sink)
-            elif kind == INJECTIVE and phase == 1:
-                if check_path(i, sink, lambda k, s: k <= INJECTIVE):
-                    commit(i, sink)
-    members: dict[int, list[Node]] = {}
-    for i, node in enumerate(nodes):
-        members.setdefault(id(groups[i].root()), []).append(node)
-    return list(members.values())
+
+def _fuse_path(consumers: list[list[tuple[int, PatternKind]]], groups: list[_Group], src: int, sink: int) -> None:
+    """Merge every node from ``src`` up to (not including) ``sink`` into the sink's group."""
+    target = groups[sink]
+    seen: set[int] = set()
+    stack = [src]
+    while stack:
+        n = stack.pop()
+        if n == sink or n in seen:
+            continue
+        seen.add(n)
+        _merge(groups[n], target)
+        stack.extend(c for c, _ in consumers[n])
 
 
 @register_pass("fuse", requires=["infer-shapes"])
@@ -211,18 +242,35 @@ def outline(graph: Graph, members: list[Node], cmap: dict[int, list[Node]] | Non
     """Replace ``members`` (topologically ordered) by one Fused node holding them."""
     cmap = graph.consumer_map() if cmap is None else cmap
     inside = {id(n) for n in members}
+    ext_inputs = _external_inputs(members)
+    ext_outputs = [o for n in members for o in n.outputs
+                   if graph.is_output(o) or any(id(u) not in inside for u in cmap.get(id(o), []))]
+    kinds = [op_pattern(n) for n in members]
+    kind = max(kinds)
+    anchor = members[kinds.index(kind)]  # the first member of the highest pattern kind
+    body = _move_into_body(graph, members, ext_inputs, ext_outputs, f"{anchor.name}_body")
+    return graph.add_node("Fused", ext_inputs, ext_outputs,
+                          {"body": body, "kind": kind.name.lower(), "anchor": anchor.op},
+                          name=f"fused_{anchor.name}", domain="nnbridge")
+
+
+def _external_inputs(members: list[Node]) -> list[Value]:
+    """The values the members read and none of them produces, in order of first use."""
     produced = {id(o) for n in members for o in n.outputs}
     ext_inputs: list[Value] = []
     for n in members:
         for v in n.inputs:
             if v is not None and id(v) not in produced and all(v is not e for e in ext_inputs):
                 ext_inputs.append(v)
-    ext_outputs = [o for n in members for o in n.outputs
-                   if graph.is_output(o) or any(id(u) not in inside for u in cmap.get(id(o), []))]
-    kinds = [op_pattern(n) for n in members]
-    kind = max(kinds)
-    anchor = members[kinds.index(kind)]  # the first member of the highest pattern kind
-    body = Graph(f"{anchor.name}_body", parent=graph)
+    return ext_inputs
+
+
+def _move_into_body(graph: Graph, members: list[Node], ext_inputs: list[Value], ext_outputs: list[Value],
+                    name: str) -> Graph:
+    """A subgraph holding the members, moved out of ``graph``: the external inputs become its inputs
+    and the values read outside become inner copies returned as its outputs (the originals stay
+    in ``graph`` for the Fused node to produce)."""
+    body = Graph(name, parent=graph)
     rename: dict[int, Value] = {}
     for v in ext_inputs:
         rename[id(v)] = body.add_input(graph.unique_name(f"{v.name}_in"), v.type)
@@ -238,7 +286,4 @@ def outline(graph: Graph, members: list[Node], cmap: dict[int, list[Node]] | Non
                 o.graph = body
         body.append_node(n)
     body.outputs = [rename[id(o)] for o in ext_outputs]
-    return graph.add_node("Fused", ext_inputs, ext_outputs,
-                          {"body": body, "kind": kind.name.lower(), "anchor": anchor.op},
-                          name=f"fused_{anchor.name}", domain="nnbridge")
-
+    return body

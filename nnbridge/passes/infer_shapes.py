@@ -89,23 +89,46 @@ def _fast_rule(node: Node) -> list[TensorType] | None:
     types = [v.type for v in node.inputs if v is not None]
     if len(node.outputs) != 1 or not types or not all(t.is_static and t.dtype is not None for t in types):
         return None
+    rule = _FAST_RULES.get(op_traits(node.op, node.domain).shape)
+    return None if rule is None else rule(node, types)
+
+
+def _same_type(node: Node, types: list[TensorType]) -> list[TensorType] | None:
+    if len(types) != 1:
+        return None
     x = types[0]
-    rule = op_traits(node.op, node.domain).shape
-    if rule is ShapeRule.SAME and len(types) == 1:
-        return [TensorType(x.dtype, x.shape, Layout.default_for_rank(len(x.shape)))]
-    if rule is ShapeRule.BROADCAST and all(t.dtype is x.dtype for t in types):
-        shape = np.broadcast_shapes(*(t.shape for t in types))
-        return [TensorType(x.dtype, tuple(shape), Layout.default_for_rank(len(shape)))]
-    if rule is ShapeRule.TRANSPOSE and len(types) == 1:
-        perm = node.attrs.get("perm")
-        perm = list(range(len(x.shape)))[::-1] if perm is None else [int(p) for p in perm]
-        if sorted(perm) != list(range(len(x.shape))):
-            return None  # onnx's inference says what is wrong
-        return [TensorType(x.dtype, tuple(x.shape[p] for p in perm), Layout.default_for_rank(len(perm)))]
-    if rule is ShapeRule.MATMUL and len(types) == 2 and types[1].dtype is x.dtype:
-        shape = _matmul_shape(x.shape, types[1].shape)
-        return None if shape is None else [TensorType(x.dtype, shape, Layout.default_for_rank(len(shape)))]
-    return None
+    return [TensorType(x.dtype, x.shape, Layout.default_for_rank(len(x.shape)))]
+
+
+def _broadcast_type(node: Node, types: list[TensorType]) -> list[TensorType] | None:
+    x = types[0]
+    if not all(t.dtype is x.dtype for t in types):
+        return None
+    shape = np.broadcast_shapes(*(t.shape for t in types))
+    return [TensorType(x.dtype, tuple(shape), Layout.default_for_rank(len(shape)))]
+
+
+def _transpose_type(node: Node, types: list[TensorType]) -> list[TensorType] | None:
+    if len(types) != 1:
+        return None
+    x = types[0]
+    perm = node.attrs.get("perm")
+    perm = list(range(len(x.shape)))[::-1] if perm is None else [int(p) for p in perm]
+    if sorted(perm) != list(range(len(x.shape))):
+        return None  # onnx's inference says what is wrong
+    return [TensorType(x.dtype, tuple(x.shape[p] for p in perm), Layout.default_for_rank(len(perm)))]
+
+
+def _matmul_type(node: Node, types: list[TensorType]) -> list[TensorType] | None:
+    x = types[0]
+    if len(types) != 2 or types[1].dtype is not x.dtype:
+        return None
+    shape = _matmul_shape(x.shape, types[1].shape)
+    return None if shape is None else [TensorType(x.dtype, shape, Layout.default_for_rank(len(shape)))]
+
+
+_FAST_RULES = {ShapeRule.SAME: _same_type, ShapeRule.BROADCAST: _broadcast_type,
+               ShapeRule.TRANSPOSE: _transpose_type, ShapeRule.MATMUL: _matmul_type}
 
 
 def _matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -185,18 +208,31 @@ def _onnx_infer(node: Node, types: list[TensorType | None]) -> list[TensorType |
                              domain=node.domain or None)
     attr_types = {n: a.type for n, a in schema.attributes.items()}
     for key, value in node.attrs.items():
-        if value is None:
-            continue
-        if isinstance(value, np.ndarray):
-            value = numpy_helper.from_array(value)
-        elif isinstance(value, tuple):
-            value = list(value)
-        kind = attr_types.get(key)
-        if kind == onnx.AttributeProto.FLOAT:
-            value = float(value)
-        elif kind == onnx.AttributeProto.FLOATS:
-            value = [float(v) for v in value]
-        proto.attribute.append(helper.make_attribute(key, value, attr_type=kind if value == [] else None))
+        if value is not None:
+            proto.attribute.append(_onnx_attribute(key, value, attr_types.get(key)))
+    inputs = _onnx_inputs(node, names, types)
+    if inputs is None:
+        return None
+    result = shape_inference.infer_node_outputs(schema, proto, *inputs)
+    return [_from_proto(result.get(f"o{i}")) for i in range(len(node.outputs))]
+
+
+def _onnx_attribute(key: str, value, kind: int | None) -> onnx.AttributeProto:
+    """An IR attribute as onnx's schema types it (an int where it wants a float is widened)."""
+    if isinstance(value, np.ndarray):
+        value = numpy_helper.from_array(value)
+    elif isinstance(value, tuple):
+        value = list(value)
+    if kind == onnx.AttributeProto.FLOAT:
+        value = float(value)
+    elif kind == onnx.AttributeProto.FLOATS:
+        value = [float(v) for v in value]
+    return helper.make_attribute(key, value, attr_type=kind if value == [] else None)
+
+
+def _onnx_inputs(node: Node, names: list[str], types: list[TensorType | None]) -> tuple[dict, dict] | None:
+    """The inputs' types and the small constants passed as data, by their names in the proto; None
+    if a present input's type is unknown."""
     input_types, input_data = {}, {}
     for name, v, t in zip(names, node.inputs, types):
         if v is None or t is None or t.dtype is None:
@@ -207,8 +243,7 @@ def _onnx_infer(node: Node, types: list[TensorType | None]) -> list[TensorType |
         data = _shape_data(v)
         if data is not None:
             input_data[name] = numpy_helper.from_array(data, name)
-    result = shape_inference.infer_node_outputs(schema, proto, input_types, input_data)
-    return [_from_proto(result.get(f"o{i}")) for i in range(len(node.outputs))]
+    return input_types, input_data
 
 
 def _from_proto(tp) -> TensorType | None:

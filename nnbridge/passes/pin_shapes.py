@@ -31,6 +31,20 @@ def pin_shapes(graph: Graph, shapes: Mapping[str, Sequence[int]] | None = None,
                dims: Mapping[str, int] | None = None) -> bool:
     """Pin ``graph``'s inputs in place (whole shapes per input, values per symbol); True if any changed."""
     shapes, dims = dict(shapes or {}), dict(dims or {})
+    _check_names(graph, shapes, dims)
+    changed = False
+    for v in graph.inputs:
+        shape = _pinned(v, shapes.get(v.name), dims)
+        if shape is not None and shape != v.type.shape:
+            v.type = v.type.with_shape(shape)
+            changed = True
+    if changed:
+        _propagate(graph)
+    return changed
+
+
+def _check_names(graph: Graph, shapes: dict[str, Sequence[int]], dims: dict[str, int]) -> None:
+    """Every shape names an input, every dim a symbol of the inputs, with a positive integer."""
     inputs = {v.name: v for v in graph.inputs}
     unknown = sorted(set(shapes) - set(inputs))
     if unknown:
@@ -44,19 +58,15 @@ def pin_shapes(graph: Graph, shapes: Mapping[str, Sequence[int]] | None = None,
     for name, value in dims.items():
         if not isinstance(value, int) or value < 1:
             raise InputError(f"--dim {name}={value}: a dimension is a positive integer")
-    changed = False
-    for v in graph.inputs:
-        shape = _pinned(v, shapes.get(v.name), dims)
-        if shape is not None and shape != v.type.shape:
-            v.type = v.type.with_shape(shape)
-            changed = True
-    if changed:
-        for _ in range(MAX_ROUNDS):
-            before = _progress(graph)
-            run_passes(graph, AFTER_PINNING)
-            if _progress(graph) == before:
-                break
-    return changed
+
+
+def _propagate(graph: Graph) -> None:
+    """Run ``AFTER_PINNING`` while it makes progress (at most ``MAX_ROUNDS`` times)."""
+    for _ in range(MAX_ROUNDS):
+        before = _progress(graph)
+        run_passes(graph, AFTER_PINNING)
+        if _progress(graph) == before:
+            break
 
 
 def _progress(graph: Graph) -> tuple[int, int]:

@@ -138,13 +138,25 @@ def read_baseline(path: str | os.PathLike, kind: str) -> dict[str, Any]:
     line if it cannot be read or is another kind of file."""
     where = f"--baseline {os.fspath(path)}"
     want = KINDS[kind]
+    data = _read_json(path, where)
+    _check_kind(data, want, kind, where)
+    _check_contents(data, want, where)
+    return data
+
+
+def _read_json(path: str | os.PathLike, where: str) -> Any:
+    """The file's JSON, refused in one line if it cannot be read or parsed."""
     try:
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+            return json.load(fh)
     except OSError as exc:
         raise InputError(f"{where}: cannot read it ({exc.strerror or exc})") from None
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise InputError(f"{where}: not a JSON file ({str(exc).splitlines()[0][:120]})") from None
+
+
+def _check_kind(data: Any, want: Kind, kind: str, where: str) -> None:
+    """The report is the ``kind`` command's (naming the other command whose report it is, if any)."""
     if not isinstance(data, dict) or not all(k in data for k in want.signature):
         other = next((k for k in KINDS.values() if k is not want and isinstance(data, dict)
                       and all(s in data for s in k.signature)), None)
@@ -152,6 +164,10 @@ def read_baseline(path: str | os.PathLike, kind: str) -> dict[str, Any]:
         raise InputError(f"{where}: {found}; `{want.command} --baseline` takes a `{want.command} --json` report")
     if kind == "smv" and data.get("backend") != "smv":
         raise InputError(f"{where}: a report of the '{data.get('backend')}' backend, not an SMV simulation")
+
+
+def _check_contents(data: dict[str, Any], want: Kind, where: str) -> None:
+    """Rows each named, totals, and the model's name: what :func:`compare` reads."""
     rows, totals = data.get(want.rows), data.get("totals")
     if not isinstance(rows, list) or not isinstance(totals, dict):
         raise InputError(f"{where}: '{want.rows}' must be a list and 'totals' an object")
@@ -160,7 +176,6 @@ def read_baseline(path: str | os.PathLike, kind: str) -> dict[str, Any]:
             raise InputError(f"{where}: {want.rows}[{i}] has no '{want.key}' naming its {want.unit}")
     if not isinstance(data.get("model"), str):
         raise InputError(f"{where}: names no model (write it again with this version's `{want.command} --json`)")
-    return data
 
 
 def same_model(baseline: dict[str, Any], path: str | os.PathLike, model: str) -> None:

@@ -84,6 +84,18 @@ def run(program: RduExecutable, inputs: Mapping[str, Any] | Sequence[Any],
     program takes the batch, its labels and the steps taken ``T`` (counted for you when left out)
     and by default takes one training step (``["fwd", "bwd", "opt"]``: the weights change);
     ``["fwd"]`` only computes the loss and scores."""
+    kinds = _section_kinds(program, section_types)
+    if not isinstance(inputs, Mapping):
+        inputs = _by_name(program, list(inputs))
+    feeds = {name: _as_numpy(value) for name, value in inputs.items()}
+    if not program.training:
+        return program.run(feeds)
+    return _training_run(program, feeds, kinds)
+
+
+def _section_kinds(program: RduExecutable, section_types: Sequence[str] | None) -> tuple[str, ...]:
+    """The section types asked for (SambaFlow's spellings normalised), refused unless the program
+    runs them: the forward pass, or (a training program) the whole step."""
     if section_types is None:
         section_types = TRAINING_SECTION_TYPES if program.training else SECTION_TYPES
     kinds = tuple(dict.fromkeys(SECTION_SPELLINGS.get(k, k) for k in section_types))
@@ -91,34 +103,41 @@ def run(program: RduExecutable, inputs: Mapping[str, Any] | Sequence[Any],
     if kinds not in allowed:
         raise InputError(f"section types {list(section_types)}: this {'training' if program.training else 'inference'}"
                          f" program runs {' or '.join(str(list(a)) for a in allowed)}")
-    if not isinstance(inputs, Mapping):
-        inputs = list(inputs)
-        names = program.input_names
-        if program.training:  # the step count and Dropout masks may be left to us
-            optional = {"T", *dropout_masks(program.graph, None)}
-            required = [n for n in names if n not in optional]
-            names = required if len(inputs) == len(required) else names
-        if len(inputs) != len(names):
-            raise InputError(f"{len(inputs)} inputs given; the program takes {program.input_names}")
-        inputs = dict(zip(names, inputs))
-    feeds = {name: _as_numpy(value) for name, value in inputs.items()}
-    if not program.training:
-        return program.run(feeds)
+    return kinds
+
+
+def _by_name(program: RduExecutable, inputs: list[Any]) -> dict[str, Any]:
+    """Inputs given in the program's input order, by name (a training program's step count and
+    Dropout masks may be left out)."""
+    names = program.input_names
+    if program.training:
+        optional = {"T", *dropout_masks(program.graph, None)}
+        required = [n for n in names if n not in optional]
+        names = required if len(inputs) == len(required) else names
+    if len(inputs) != len(names):
+        raise InputError(f"{len(inputs)} inputs given; the program takes {program.input_names}")
+    return dict(zip(names, inputs))
+
+
+def _training_run(program: RduExecutable, feeds: dict[str, np.ndarray],
+                  kinds: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """A training program's run: one step (the weights change, ``steps`` counts it) or the forward
+    pass alone (Dropout off); the step count and Dropout masks are filled in where left out."""
     feeds.setdefault("T", np.int64(program.steps))
     masks = dropout_masks(program.graph, np.random.default_rng(program.steps)
                           if kinds == TRAINING_SECTION_TYPES else None)  # forward only: Dropout off
     feeds.update({name: mask for name, mask in masks.items() if name not in feeds})
     if "labels" in feeds:
         check_labels(np.asarray(feeds["labels"]), program.graph.outputs[1].type.shape[-1], program.output_names[1])
-    if kinds == TRAINING_SECTION_TYPES:
-        try:
-            outputs = program.train_step(feeds)
-        except NonFiniteError as exc:
-            raise NonFiniteError(f"step {program.steps + 1}: {exc} is not finite; the step was not applied "
-                                 f"(lower the learning rate or check the batch)") from None
-        program.steps += 1
-        return outputs
-    return program.run(feeds)
+    if kinds != TRAINING_SECTION_TYPES:
+        return program.run(feeds)
+    try:
+        outputs = program.train_step(feeds)
+    except NonFiniteError as exc:
+        raise NonFiniteError(f"step {program.steps + 1}: {exc} is not finite; the step was not applied "
+                             f"(lower the learning rate or check the batch)") from None
+    program.steps += 1
+    return outputs
 
 
 def measure_performance(program: RduExecutable | Any, batch_size: int | None = None,

@@ -68,29 +68,45 @@ def figures(out_dir: str | Path, cost_fields: list[str] | None = None,
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     out = Path(out_dir)
     recorded, rows = read_results(out)
-    target = TARGETS[recorded["backend"]]
     cost_fields = cost_fields or DEFAULT_COST[recorded["backend"]]
-    for name in cost_fields:
-        if name not in target.fields:
-            raise InputError(f"--cost: '{name}' is not a {target.name} setting (known: {', '.join(target.fields)})")
-    if latency not in recorded["metrics"]:
-        raise InputError(f"the sweep did not record '{latency}' (recorded: {', '.join(recorded['metrics'])})")
+    _check_fields(recorded, cost_fields, latency)
     good = [r for r in rows if not r["error"]]
     if not good:
         raise InputError(f"{out}: no successful points to report ({len(rows)} failed)")
     models = sorted({r["model"] for r in good})
     colour = model_colours(models)
-    plots: dict[str, Any] = {}
-    fronts: dict[str, list[tuple[float, float, dict]]] = {}
+    points = {model: [(math.prod(_setting(recorded, r, f) for f in cost_fields), r[latency], r)
+                      for r in good if r["model"] == model] for model in models}
+    fronts = {model: pareto(pts) for model, pts in points.items()}
+    plots: dict[str, Any] = {"pareto": _pareto_figure(points, fronts, colour, cost_fields, latency)}
+    swept = [f for f, values in recorded["space"].items() if len(set(map(str, values))) > 1]
+    for metric in recorded["metrics"]:
+        for name in swept:
+            plots[f"{metric}_vs_{name}"] = _metric_figure(good, models, colour, metric, name)
+    return recorded, rows, fronts, cost_fields, plots
+
+
+def _check_fields(recorded: dict[str, Any], cost_fields: list[str], latency: str) -> None:
+    """The cost fields are the target's settings and the latency metric was recorded."""
+    target = TARGETS[recorded["backend"]]
+    for name in cost_fields:
+        if name not in target.fields:
+            raise InputError(f"--cost: '{name}' is not a {target.name} setting (known: {', '.join(target.fields)})")
+    if latency not in recorded["metrics"]:
+        raise InputError(f"the sweep did not record '{latency}' (recorded: {', '.join(recorded['metrics'])})")
+
+
+def _pareto_figure(points: dict[str, list], fronts: dict[str, list], colour: dict[str, Any],
+                   cost_fields: list[str], latency: str) -> Any:
+    """Latency against cost: every model's points faint, its Pareto front drawn over them, both
+    axes logarithmic."""
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(6, 4))
-    for model in models:
-        pts = [(math.prod(_setting(recorded, r, f) for f in cost_fields), r[latency], r)
-               for r in good if r["model"] == model]
-        fronts[model] = pareto(pts)
+    for model, pts in points.items():
         ax.plot([p[0] for p in pts], [p[1] for p in pts], ".", alpha=0.3, color=colour[model], gid=model)
         ax.plot([p[0] for p in fronts[model]], [p[1] for p in fronts[model]], "-o", color=colour[model], gid=model,
                 label=Path(model).stem)
@@ -101,22 +117,25 @@ def figures(out_dir: str | Path, cost_fields: list[str] | None = None,
     ax.set_title("Pareto front: latency against cost")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    plots["pareto"] = fig
-    swept = [f for f, values in recorded["space"].items() if len(set(map(str, values))) > 1]
-    for metric in recorded["metrics"]:
-        for name in swept:
-            fig, ax = plt.subplots(figsize=(5, 3.4))
-            for model in models:
-                mine = [r for r in good if r["model"] == model]
-                ax.plot([str(r[name]) if isinstance(r[name], str) else r[name] for r in mine],
-                        [r[metric] for r in mine], "o", alpha=0.6, color=colour[model], gid=model,
-                        label=Path(model).stem)
-            ax.set_xlabel(name)
-            ax.set_ylabel(metric)
-            ax.legend(fontsize=7)
-            fig.tight_layout()
-            plots[f"{metric}_vs_{name}"] = fig
-    return recorded, rows, fronts, cost_fields, plots
+    return fig
+
+
+def _metric_figure(good: list[dict[str, Any]], models: list[str], colour: dict[str, Any], metric: str,
+                   name: str) -> Any:
+    """One metric against one swept field, a colour per model."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    for model in models:
+        mine = [r for r in good if r["model"] == model]
+        ax.plot([str(r[name]) if isinstance(r[name], str) else r[name] for r in mine],
+                [r[metric] for r in mine], "o", alpha=0.6, color=colour[model], gid=model,
+                label=Path(model).stem)
+    ax.set_xlabel(name)
+    ax.set_ylabel(metric)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
 
 
 def write_report(out_dir: str | Path, cost_fields: list[str] | None = None, latency: str = "latency_ms") -> list[Path]:

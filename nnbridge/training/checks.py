@@ -45,6 +45,15 @@ def resolve_semantics(model: Any, graph: Graph, semantics: str) -> str:
     return "torch" if producer == "pytorch" else "onnx"
 
 
+def check_training_algorithm(graph: Graph) -> None:
+    """An LBANN experiment that trains with another algorithm (K-FAC, LTFB) is refused: training it
+    with first-order descent would not be what the file says."""
+    from ..converters.lbann.experiment import foreign_algorithm
+
+    if (why := foreign_algorithm(graph)) is not None:
+        raise InputError(why)
+
+
 def warn_lost_layers(graph: Graph) -> None:
     lost = graph.metadata.get(LOST_LAYERS_KEY)
     if lost:

@@ -15,7 +15,15 @@ import numpy as np
 from ..api.compiler import compile as compile_graph
 from ..base.errors import NonFiniteError
 from ..ir import Graph
-from .checks import NonFiniteStep, check_data, check_labels, check_settings, resolve_semantics, warn_lost_layers
+from .checks import (
+    NonFiniteStep,
+    check_data,
+    check_labels,
+    check_settings,
+    check_training_algorithm,
+    resolve_semantics,
+    warn_lost_layers,
+)
 from .data import split_indices
 from .graph import logits, pinned, redeclared, training_graph
 from .optimizer import Optimizer
@@ -84,6 +92,7 @@ def train(model: Any, x: np.ndarray, y: np.ndarray, *, loss: str = "cross-entrop
     graph = as_graph(model).copy()
     semantics = resolve_semantics(model, graph, semantics)
     warn_lost_layers(graph)
+    check_training_algorithm(graph)
     x, y = check_data(graph, x, y, loss)
     train_idx, val_idx = split_indices(len(x), val_split, seed, batch_size, "one batch")
     step = TrainingStep(graph, x.shape[1:], y, batch_size, loss, semantics)

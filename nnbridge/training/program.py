@@ -11,7 +11,14 @@ import numpy as np
 from ..api.compiler import compile as compile_graph
 from ..base.errors import InputError, NonFiniteError
 from ..ir import DType, Graph, TensorType
-from .checks import NonFiniteStep, check_labels, check_settings, resolve_semantics, warn_lost_layers
+from .checks import (
+    NonFiniteStep,
+    check_labels,
+    check_settings,
+    check_training_algorithm,
+    resolve_semantics,
+    warn_lost_layers,
+)
 from .data import split_indices
 from .graph import training_graph
 from .loop import Epoch, correct_count, run_epochs
@@ -37,6 +44,7 @@ def training_program(model: Any, *, batch_size: int, loss: str = "cross-entropy"
     graph = as_graph(model)
     semantics = resolve_semantics(model, graph, semantics)
     warn_lost_layers(graph)
+    check_training_algorithm(graph)
     shape = graph.inputs[0].type.shape if len(graph.inputs) == 1 else None
     if shape is None or not all(isinstance(d, int) for d in shape[1:]):
         raise InputError(f"graph '{graph.name}': a training program needs one input with static per-sample dims")

@@ -93,3 +93,47 @@ def roundtrip_vs_onnxruntime(model: onnx.ModelProto | str | Path, path: Path, rt
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * max(1.0, float(np.abs(w).max())))
     return graph
+
+
+def read_experiment(path: Path) -> lbann_pb2.LbannPB:
+    return text_format.Parse(path.read_text(), lbann_pb2.LbannPB())
+
+
+def canonical(pb: lbann_pb2.LbannPB, rename: bool) -> lbann_pb2.LbannPB:
+    """Without the data reader; layers renamed by position when ``rename`` (LBANN's frontend
+    names unnamed layers 'layer<global count>'); set-ordered lists (weights, regularized weights) sorted."""
+    out = lbann_pb2.LbannPB()
+    out.CopyFrom(pb)
+    out.ClearField("data_reader")
+    names = {layer.name: (f"L{i}" if rename else layer.name) for i, layer in enumerate(pb.model.layer)}
+    for layer in out.model.layer:
+        layer.name = names[layer.name]
+        for field in ("parents", "children"):
+            renamed = [names[n] for n in getattr(layer, field)]
+            layer.ClearField(field)
+            getattr(layer, field).extend(renamed)
+    for term in out.model.objective_function.layer_term:
+        term.layer = names[term.layer]
+    for metric in out.model.metric:
+        metric.layer_metric.layer = names[metric.layer_metric.layer]
+    for reg in out.model.objective_function.l2_weight_regularization:
+        reg.weights.sort()
+    weights = sorted(out.model.weights, key=lambda w: w.name)
+    out.model.ClearField("weights")
+    out.model.weights.extend(weights)
+    return out
+
+
+def verified_corpus(root: Path, part: str) -> Path:
+    """``root/<part>`` of the committed LBANN corpus (written by tools/lbann_corpus.py), each of its
+    files checked against the SHA-256 the corpus README lists (the provenance that came with them)."""
+    listed = {}
+    for line in (root / "README.md").read_text().splitlines():
+        digest, _, name = line.partition("  ")
+        if len(digest) == 64 and name.startswith(f"{part}/"):
+            listed[name] = digest
+    files = {str(p.relative_to(root)): p for p in (root / part).rglob("*") if p.is_file()}
+    assert files and set(files) == set(listed), f"{root / part} and its README's list differ"
+    for name, path in files.items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == listed[name], f"{path} differs from its README"
+    return root / part

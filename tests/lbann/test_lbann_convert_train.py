@@ -116,3 +116,31 @@ def test_given_data_the_experiment_reads_it(tmp_path):
     run = _convert(tmp_path / "m.onnx", tmp_path / "w.prototext", "--lbann-train", f"data={tmp_path / 'wrong.npz'}")
     assert run.returncode in (1, 2) and "samples of shape [5], but 'mlp' takes [6]" in run.stderr
     assert not (tmp_path / "w.prototext").exists()
+
+
+def test_optimizer_state_cannot_travel_in_the_file_and_convert_says_so(tmp_path):
+    """LBANN's schema (facts of develop and v0.104): every optimizer message holds scalar
+    hyper-parameters and a weights object its values, so momentum and Adam moments have no place
+    in a prototext (LBANN keeps them in checkpoints); convert --lbann-train says so in one line
+    when the optimizer has state, and not for plain SGD."""
+    from lbann_facts import facts
+
+    for version in ("develop", "0.104"):
+        messages = facts(version)["messages"]
+        optimizers = [name for name in messages if name.startswith("lbann_data.Optimizer.")]
+        assert len(optimizers) >= 6
+        for name in optimizers:
+            for field in messages[name]["fields"]:
+                assert field.get("label") != "repeated" and field["type"] in ("double", "float", "bool"), (name, field)
+        assert {f["name"] for f in messages["lbann_data.Weights"]["fields"]} <= {
+            "name", "optimizer", "initializer", "datatype", "sharded", "sharding_strategy"}
+    source = _mlp(tmp_path / "m.onnx")
+    for given, state in (("optimizer=adam", "Adam moments"), ("momentum=0.9", "momentum"), ("momentum=0", None)):
+        done = _convert(source, tmp_path / "m.prototext", "--lbann-train", given)
+        assert done.returncode == 0, done.stderr
+        lines = [line for line in done.stdout.splitlines() if "optimizer state" in line]
+        if state is None:
+            assert not lines
+        else:
+            assert lines == [f"  note: optimizer state ({state}) is not written: an LBANN prototext has no field "
+                             f"for it (LBANN keeps it in its checkpoints), so LBANN starts it from zero"]

@@ -4,45 +4,16 @@ here with them are message-equal to the files LBANN's Python frontend wrote for 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from google.protobuf import text_format
+from lbann_helpers import canonical, read_experiment
+from shared_paths import SHARED_DATA
 
 import nnbridge
 import nnbridge.lbann as lbann
 from nnbridge.base.errors import InputError
 from nnbridge.protos.lbann import lbann_pb2
-
-
-def _read(path: Path) -> lbann_pb2.LbannPB:
-    return text_format.Parse(path.read_text(), lbann_pb2.LbannPB())
-
-
-def _canonical(pb: lbann_pb2.LbannPB, rename: bool) -> lbann_pb2.LbannPB:
-    """Without the data reader; layers renamed by position when ``rename`` (LBANN's frontend
-    names unnamed layers 'layer<global count>'); set-ordered lists (weights, regularized weights) sorted."""
-    out = lbann_pb2.LbannPB()
-    out.CopyFrom(pb)
-    out.ClearField("data_reader")
-    names = {layer.name: (f"L{i}" if rename else layer.name) for i, layer in enumerate(pb.model.layer)}
-    for layer in out.model.layer:
-        layer.name = names[layer.name]
-        for field in ("parents", "children"):
-            renamed = [names[n] for n in getattr(layer, field)]
-            layer.ClearField(field)
-            getattr(layer, field).extend(renamed)
-    for term in out.model.objective_function.layer_term:
-        term.layer = names[term.layer]
-    for metric in out.model.metric:
-        metric.layer_metric.layer = names[metric.layer_metric.layer]
-    for reg in out.model.objective_function.l2_weight_regularization:
-        reg.weights.sort()
-    weights = sorted(out.model.weights, key=lambda w: w.name)
-    out.model.ClearField("weights")
-    out.model.weights.extend(weights)
-    return out
 
 
 def test_the_lenet_of_lbanns_vision_application_written_with_its_idioms(shared_data, tmp_path):
@@ -67,8 +38,8 @@ def test_the_lenet_of_lbanns_vision_application_written_with_its_idioms(shared_d
     path = lbann.save_prototext(tmp_path / "lenet.prototext", model=model,
                                 optimizer=lbann.SGD(learn_rate=0.01, momentum=0.9),
                                 trainer=lbann.Trainer(mini_batch_size=64))
-    theirs = _read(shared_data / "lbann" / "frontend" / "apps__vision_lenet.prototext")
-    assert _canonical(_read(path), rename=True) == _canonical(theirs, rename=True)
+    theirs = read_experiment(shared_data / "lbann" / "frontend" / "apps__vision_lenet.prototext")
+    assert canonical(read_experiment(path), rename=True) == canonical(theirs, rename=True)
 
 
 def test_the_model_zoo_lenet_built_from_modules_matches_names_and_all(shared_data, tmp_path):
@@ -98,8 +69,8 @@ def test_the_model_zoo_lenet_built_from_modules_matches_names_and_all(shared_dat
     path = lbann.save_prototext(tmp_path / "lenet.prototext", model=model,
                                 optimizer=lbann.SGD(learn_rate=0.01, momentum=0.9),
                                 trainer=lbann.Trainer(mini_batch_size=64))
-    theirs = _read(shared_data / "lbann" / "frontend" / "models__lenet.prototext")
-    assert _canonical(_read(path), rename=False) == _canonical(theirs, rename=False)
+    theirs = read_experiment(shared_data / "lbann" / "frontend" / "models__lenet.prototext")
+    assert canonical(read_experiment(path), rename=False) == canonical(theirs, rename=False)
 
 
 def test_frontend_idioms_that_take_any_form(tmp_path):
@@ -143,7 +114,66 @@ def test_calling_a_layer_on_its_parent_and_the_batched_iterative_optimizer(share
     assert y.parents == [x] and x.children == [y]
     trainer = lbann.Trainer(mini_batch_size=256, training_algo=lbann.BatchedIterativeOptimizer("sgd", epoch_count=90))
     path = lbann.save_prototext(tmp_path / "m.prototext", model=lbann.Model(1, layers=[x, y]), trainer=trainer)
-    written = _read(path)
+    written = read_experiment(path)
     assert list(written.model.layer[1].parents) == ["x"]
-    densenet = _read(shared_data / "lbann" / "frontend" / "apps__vision_densenet121.prototext")
+    densenet = read_experiment(shared_data / "lbann" / "frontend" / "apps__vision_densenet121.prototext")
     assert written.trainer == densenet.trainer
+
+
+#: the trainer LBANN's frontend writes for ci_test/unit_tests/test_unit_algo_kfac_conv.py
+#: (lbann.KFAC("kfac", lbann.BatchedIterativeOptimizer("sgd", epoch_count=1), damping_act="1e-30",
+#: damping_err="1e-30", compute_interval=1) in Trainer(mini_batch_size=11))
+LBANNS_KFAC_TRAINER = """mini_batch_size: 11
+training_algorithm {
+  name: "kfac"
+  parameters {
+    [type.googleapis.com/lbann_data.KFAC] {
+      sgd { stopping_criteria { max_epochs: 1 } }
+      damping_act: "1e-30"
+      damping_err: "1e-30"
+      compute_interval: 1
+    }
+  }
+}
+"""
+
+
+def _kfac_trainer() -> lbann.Trainer:
+    kfac = lbann.KFAC("kfac", lbann.BatchedIterativeOptimizer("sgd", epoch_count=1), damping_act="1e-30",
+                      damping_err="1e-30", compute_interval=1)
+    return lbann.Trainer(mini_batch_size=11, training_algo=kfac)
+
+
+def test_kfac_is_written_as_lbanns_frontend_writes_it(tmp_path):
+    assert _kfac_trainer().export_proto() == text_format.Parse(LBANNS_KFAC_TRAINER, lbann_pb2.Trainer())
+    corpus = SHARED_DATA / "lbann" / "unit_tests" / "test_unit_algo_kfac_conv.prototext"
+    if corpus.is_file():  # the file LBANN's frontend wrote (tools/lbann_corpus.py)
+        assert read_experiment(corpus).trainer.training_algorithm == _kfac_trainer().export_proto().training_algorithm
+    with pytest.raises(InputError, match="KFAC has no field 'dampign_act'; fields: compute_interval, damping_act"):
+        lbann.KFAC("kfac", lbann.BatchedIterativeOptimizer("sgd"), dampign_act="1e-3")
+    with pytest.raises(InputError, match="first_order_optimizer is a BatchedIterativeOptimizer, not SGD"):
+        lbann.KFAC("kfac", lbann.SGD(learn_rate=0.1))
+
+
+def test_a_kfac_experiment_converts_whole_and_training_it_is_refused_in_one_line(tmp_path):
+    """LBANN → LBANN keeps the KFAC trainer message-equal; nnbridge train trains first-order only,
+    so an experiment that says K-FAC is refused, saying what is not supported."""
+    x = lbann.Input(data_field="samples", name="x")
+    y = lbann.FullyConnected(x, num_neurons=3, has_bias=True, name="y")
+    prob = lbann.Softmax(y, name="prob")
+    labels = lbann.Input(data_field="labels", name="labels")
+    loss = lbann.CrossEntropy(prob, labels, name="loss")
+    model = lbann.Model(2, layers=lbann.traverse_layer_graph([x, labels]), objective_function=[loss])
+    source = lbann.save_prototext(tmp_path / "kfac.prototext", model=model, trainer=_kfac_trainer(),
+                                  optimizer=lbann.SGD(learn_rate=0.1))
+    copy = tmp_path / "copy.prototext"
+    nnbridge.convert(source, copy, input_shapes={"x": (4,)}, lbann_version="develop")
+    assert read_experiment(copy).trainer.training_algorithm == _kfac_trainer().export_proto().training_algorithm
+    data = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32), np.arange(8) % 3
+    with pytest.raises(InputError, match=r"trains with 'kfac' \(K-FAC: gradients preconditioned by per-layer "
+                                         r"Kronecker factors .*\), which nnbridge train does not do"):
+        nnbridge.train(nnbridge.load(source, input_shapes={"x": (4,)}), *data, epochs=1, batch_size=4)
+    from nnbridge.converters.lbann.experiment import trained_with
+
+    with pytest.raises(InputError, match="which nnbridge train does not do"):
+        trained_with(nnbridge.load(copy, input_shapes={"x": (4,)}))

@@ -181,8 +181,33 @@ def test_era_a_sizes_from_the_data_reader(tmp_path):
     assert nnbridge.run(graph, {"data": np.ones((2, 7), np.float32)})["dec"].shape == (2, 7)
     bad = layers.replace("num_neurons_from_data_reader: true fully_connected {",
                          "fully_connected { get_num_neurons_of_slice_from_reader: 1")
-    with pytest.raises(FormatError, match="get_num_neurons_of_slice_from_reader: its size comes from LBANN's data"):
+    with pytest.raises(FormatError, match="get_num_neurons_of_slice_from_reader 'independent': its size comes from "
+                                          "LBANN's data reader.*--lbann-slice-points independent="):
         nnbridge.load(_era_a(tmp_path, bad), input_shapes={"data": (7,)})
+
+
+def test_era_a_jag_sizes_from_the_readers_slice_points(tmp_path):
+    """v0.99's JAG models slice their samples at the points the reader gives and size layers by
+    slices (get_num_neurons_of_slice_from_reader: the summed sizes of the listed slices); v0.99's
+    reader gives the independent points for 'dependent' too."""
+    layers = """
+  layer { name: "input" children: "data dummy" input {} }
+  layer { name: "data" parents: "input" split {} }
+  layer { name: "dummy" parents: "input" dummy {} }
+  layer { name: "cut" parents: "data" children: "img par" slice { get_slice_points_from_reader: "dependent" } }
+  layer { name: "img" parents: "cut" identity {} }
+  layer { name: "par" parents: "cut" identity {} }
+  layer { name: "dec" parents: "par" fully_connected {
+    get_slice_points_from_reader: "independent" get_num_neurons_of_slice_from_reader: [1, 2] } }"""
+    graph = nnbridge.load(_era_a(tmp_path, layers), input_shapes={"data": (7,)},
+                          lbann_slice_points={"independent": (0, 5, 7)})
+    x = np.arange(14, dtype=np.float32).reshape(2, 7)
+    out = nnbridge.run(graph, {"data": x})
+    np.testing.assert_array_equal(out["img"], x[:, :5])
+    assert out["dec"].shape == (2, 7)  # slices 1 and 2: 5 + 2
+    with pytest.raises(FormatError, match=r"get_num_neurons_of_slice_from_reader \[1, 2\] names a slice the "
+                                          r"reader's 2 slice points \[0, 7\] do not have"):
+        nnbridge.load(_era_a(tmp_path, layers), input_shapes={"data": (7,)}, lbann_slice_points={"independent": (0, 7)})
 
 
 
@@ -196,3 +221,31 @@ def test_a_model_of_training_layers_only_says_how_to_import_them(tmp_path):
     graph = nnbridge.load(path, input_shapes={"x": (3,)}, lbann_training_layers=True, batch_size=2)
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_allclose(nnbridge.run(graph, {"x": x})["l"].reshape(-1), (x ** 2).sum(1), rtol=1e-6)
+
+
+def test_cli_reads_lbann_slice_points_and_refuses_bad_ones(tmp_path, cli):
+    """``--lbann-slice-points CATEGORY=P0,P1,…``: used for a file whose layers ask the reader,
+    refused in one line (exit 2) when misspelt, malformed or given for another format."""
+    body = """model {
+  layer { name: "x" input { data_field: "samples" } }
+  layer { name: "s" parents: "x" children: "a" children: "b" slice { get_slice_points_from_reader: "independent" } }
+  layer { name: "a" parents: "s" identity {} }
+  layer { name: "b" parents: "s" identity {} }
+}
+"""
+    path = tmp_path / "jag.prototext"
+    path.write_text(body)
+    out = tmp_path / "out"
+    code, text = cli("run", path, "--input-shape", "x=5", "--lbann-slice-points", "independent=0,2,5", "--out", out)
+    assert code == 0, text
+    assert np.load(out / "b.npy").shape == (1, 3)
+    for bad, why in (("independant=0,2,5", "give independent= or dependent="),
+                     ("independent=0,5,2", "increasing points"), ("independent=0;2", "write increasing integers")):
+        code, text = cli("run", path, "--input-shape", "x=5", "--lbann-slice-points", bad)
+        assert code == 2 and why in text and text.strip().count("\n") == 0, text
+    code, text = cli("run", path, "--input-shape", "x=5")
+    assert code == 1 and "--lbann-slice-points independent=" in text
+    onnx_file = tmp_path / "m.onnx"
+    nnbridge.convert(path, onnx_file, input_shapes={"x": (5,)}, lbann_slice_points={"independent": (0, 2, 5)})
+    code, text = cli("run", onnx_file, "--lbann-slice-points", "independent=0,2,5")
+    assert code == 2 and "lbann_slice_points: not read when reading the onnx file" in text

@@ -5,13 +5,15 @@ import does not handle."""
 
 from __future__ import annotations
 
+import itertools
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import nnbridge
-from nnbridge.base.errors import ShapeError, UnsupportedOpError
+from nnbridge.base.errors import FormatError, ShapeError, UnsupportedOpError
 
 
 def _file(tmp_path: Path, inputs: dict[str, tuple[int, ...]], body: str, weights: str = "") -> Path:
@@ -190,12 +192,23 @@ def test_a_layer_type_without_an_equivalent_is_unsupported_not_malformed(tmp_pat
         nnbridge.load(_file(tmp_path, {"x": (4,)}, body))
 
 
-def test_a_set_field_import_does_not_read_is_named(tmp_path):
-    body = ('  layer { name: "s" parents: "x" slice { axis: 0 slice_points: 0 slice_points: 4 '
-            'get_slice_points_from_reader: "responses" } }')
-    with pytest.raises(UnsupportedOpError, match="get_slice_points_from_reader 'responses': its slice points come "
-                                                 "from LBANN's data reader, which nnbridge does not read"):
-        nnbridge.load(_file(tmp_path, {"x": (4,)}, body))
+def test_slice_points_from_the_reader_are_given_or_named(tmp_path):
+    """LBANN's slice takes its points from the data reader when it says so; nnbridge reads no
+    reader: the points are given (lbann_slice_points) or the field and the option are named."""
+    body = ('  layer { name: "s" parents: "x" children: "a" children: "b" slice { axis: 0 slice_points: 0 '
+            'slice_points: 4 get_slice_points_from_reader: "independent" } }\n'
+            '  layer { name: "a" parents: "s" identity {} }\n  layer { name: "b" parents: "s" identity {} }')
+    path = _file(tmp_path, {"x": (4,)}, body)
+    with pytest.raises(FormatError, match="get_slice_points_from_reader 'independent': its size comes from LBANN's "
+                                          "data reader, which nnbridge does not read; give .*--lbann-slice-points"):
+        nnbridge.load(path)
+    out = nnbridge.run(nnbridge.load(path, lbann_slice_points={"independent": (0, 1, 4)}),
+                       {"x": np.arange(4, dtype=np.float32).reshape(1, 4)})
+    np.testing.assert_array_equal(out["b"], [[1, 2, 3]])
+    bad = body.replace('"independent"', '"responses"')
+    with pytest.raises(FormatError, match="get_slice_points_from_reader 'responses': LBANN's readers give "
+                                          "'independent' or 'dependent'"):
+        nnbridge.load(_file(tmp_path, {"x": (4,)}, bad))
 
 
 def _run_training(path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -340,3 +353,176 @@ def test_identity_zero_gives_zeros_when_frozen(tmp_path, freeze):
     body = f'  layer {{ name: "y" parents: "x" freeze: {str(freeze).lower()} identity_zero {{}} }}'
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_array_equal(_run(_file(tmp_path, {"x": (3,)}, body), {"x": x})["y"], x * (not freeze))
+
+
+def _operator(name: str, fields: str = "") -> str:
+    return f'ops {{ parameters {{ [type.googleapis.com/lbann_data.{name}] {{ {fields} }} }} }}'
+
+
+def test_erfinv_within_a_few_ulp_of_the_inverse_error_function(tmp_path):
+    """LBANN's ErfInvOperator (Newton's method in double precision; −inf / inf at and past ∓1):
+    against scipy, as LBANN's test_unit_layer_erfinv checks it."""
+    special = pytest.importorskip("scipy.special")
+    x = np.concatenate([np.linspace(-0.999999, 0.999999, 20001, dtype=np.float32),
+                        np.float32([-1, 1, -1.5, 2, 0, np.nan])]).reshape(1, -1)
+    body = f'  layer {{ name: "y" parents: "x" operator_layer {{ {_operator("ErfInvOperator")} }} }}'
+    got = _run(_file(tmp_path, {"x": (x.size,)}, body), {"x": x})["y"][0]
+    want = special.erfinv(x[0].astype(np.float64))
+    want[np.abs(x[0]) > 1] = np.sign(x[0][np.abs(x[0]) > 1]) * np.inf  # LBANN: ±inf outside [-1, 1]
+    np.testing.assert_allclose(got, want, rtol=3 * np.finfo(np.float32).eps, atol=0, equal_nan=True)
+
+
+def test_gelu_is_lbanns_tanh_approximation_both_ways(tmp_path):
+    """LBANN's GeluOperator is x/2 (1 + tanh(√(2/π)(x + 0.044715 x³))) (test_unit_layer_gelu's
+    numpy); an ONNX exact Gelu is written over ErfOperator, a tanh Gelu as GeluOperator."""
+    x = np.linspace(-6, 6, 41, dtype=np.float32).reshape(1, -1)
+    body = f'  layer {{ name: "y" parents: "x" operator_layer {{ {_operator("GeluOperator")} }} }}'
+    got = _run(_file(tmp_path, {"x": (41,)}, body), {"x": x})["y"]
+    x64 = x.astype(np.float64)
+    want = 0.5 * x64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64 ** 3)))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    import onnx
+    from onnx import helper
+
+    for approximate in ("none", "tanh"):
+        node = helper.make_node("Gelu", ["x"], ["y"], approximate=approximate)
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 41])],
+                                  [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 41])])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+        written = tmp_path / f"gelu_{approximate}.prototext"
+        nnbridge.convert(model, written)
+        assert ("GeluOperator" in written.read_text()) == (approximate == "tanh")
+        back = nnbridge.run(nnbridge.load(written), {"x": x})["y"]
+        exact = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x64[0]])
+        np.testing.assert_allclose(back[0], want[0] if approximate == "tanh" else exact, rtol=2e-6, atol=2e-6)
+
+
+def test_rowwise_weights_norms_of_a_matrix_another_layer_set_up(tmp_path):
+    """test_unit_layer_rowwise_weights_norms: the L2 norm of each row of the fully connected
+    layer's (height × width) matrix, for every sample; without a layer setting the weights up
+    first (LBANN's hint_layer) it is refused."""
+    mat = np.arange(1, 22, dtype=np.float32).reshape(7, 3) / 5
+    weights = f'  weights {{ name: "w" initializer {{ value_initializer {{ {_values(mat.T)} }} }} }}'
+    body = ('  layer { name: "c" constant { value: 1 num_neurons: 3 } }\n'
+            '  layer { name: "fc" parents: "c" weights: "w" fully_connected { num_neurons: 7 } }\n'
+            '  layer { name: "n" weights: "w" hint_layer: "fc" rowwise_weights_norms {} }\n'
+            '  layer { name: "s" parents: "x" parents: "n" sum {} }')
+    out = _run(_file(tmp_path, {"x": (7,)}, body, weights), {"x": np.zeros((2, 7))})
+    np.testing.assert_allclose(out["s"], np.broadcast_to(np.linalg.norm(mat.astype(np.float64), axis=1), (2, 7)),
+                               rtol=1e-6)
+    lone = ('  layer { name: "n" weights: "w" rowwise_weights_norms {} }\n'
+            '  layer { name: "s" parents: "x" parents: "n" sum {} }')
+    with pytest.raises(ShapeError, match="its weights 'w' are not set up by a layer before it"):
+        nnbridge.load(_file(tmp_path, {"x": (7,)}, lone, weights))
+
+
+def test_cross_grid_sums_give_each_branch_the_sum_or_its_slice(tmp_path):
+    """test_unit_multiple_grids_cross_grid_sum(_slice): every branch gets sin x + cos x; the
+    slice variant gives branch i the i-th half of it."""
+    x = np.linspace(-2, 2, 8, dtype=np.float32).reshape(1, 8)
+    for kind, want in (("cross_grid_sum", lambda y: (y, y)), ("cross_grid_sum_slice", lambda y: (y[:, :4], y[:, 4:]))):
+        body = (f'  layer {{ name: "s" parents: "x" operator_layer {{ {_operator("SinOperator")} }} }}\n'
+                f'  layer {{ name: "c" parents: "x" operator_layer {{ {_operator("CosOperator")} }} }}\n'
+                f'  layer {{ name: "g" parents: "s" parents: "c" children: "b1" children: "b2" {kind} {{}} }}\n'
+                f'  layer {{ name: "b1" parents: "g" identity {{}} }}\n'
+                f'  layer {{ name: "b2" parents: "g" identity {{}} }}')
+        out = _run(_file(tmp_path, {"x": (8,)}, body), {"x": x})
+        first, second = want(np.sin(x) + np.cos(x))
+        np.testing.assert_allclose(out["b1"], first, rtol=1e-6)
+        np.testing.assert_allclose(out["b2"], second, rtol=1e-6)
+
+
+def test_distconv_gather_and_scatter_take_3d_tensors_along_axis_0(tmp_path):
+    """LBANN's distconv build (test_unit_layer_gather_distconv, _scatter_distconv): values
+    [N, W, 1], indices [K, 1, 1], axis 0: the rows of the 2-D form, a trailing dim of 1."""
+    values = np.arange(12, dtype=np.float32).reshape(1, 4, 3, 1)
+    index = np.array([3, 1.5, -1, 9], np.float32).reshape(1, 4, 1, 1)
+    body = '  layer { name: "g" parents: "v" parents: "i" gather { axis { value: 0 } } }'
+    got = _run(_file(tmp_path, {"v": (4, 3, 1), "i": (4, 1, 1)}, body), {"v": values, "i": index})["g"]
+    want = np.zeros((1, 4, 3, 1), np.float32)
+    want[0, 0], want[0, 1] = values[0, 3], values[0, 1]
+    np.testing.assert_array_equal(got, want)
+    body = '  layer { name: "s" parents: "v" parents: "i" scatter { dims: 5 dims: 3 dims: 1 axis { value: 0 } } }'
+    got = _run(_file(tmp_path, {"v": (4, 3, 1), "i": (4, 1, 1)}, body), {"v": values, "i": index})["s"]
+    want = np.zeros((1, 5, 3, 1), np.float32)
+    want[0, 3] += values[0, 0]
+    want[0, 1] += values[0, 1]
+    np.testing.assert_array_equal(got, want)
+    body = '  layer { name: "g" parents: "v" parents: "i" gather { axis { value: 1 } } }'
+    with pytest.raises(ShapeError, match="LBANN's distconv form takes"):
+        nnbridge.load(_file(tmp_path, {"v": (4, 3, 1), "i": (4, 1, 1)}, body))
+
+
+def _lbann_unpool(a: np.ndarray, x: np.ndarray, kernel, stride, pads) -> np.ndarray:
+    """LBANN's CPU max pooling + unpooling of one sample, loop by loop: windows over the
+    zero-padded input, the first largest entry (strict >), col2im with max over every window that
+    covers a position (0 from a window whose maximum lies elsewhere), 0 where no window reaches."""
+    grid = [(d + 2 * p - k) // s + 1 for d, p, k, s in zip(a.shape[1:], pads, kernel, stride)]
+    padded = np.pad(a, [(0, 0)] + [(p, p) for p in pads])
+    offsets = list(itertools.product(*(range(k) for k in kernel)))
+    out, seen = np.zeros_like(a), np.zeros(a.shape, bool)
+    for c in range(a.shape[0]):
+        for g in itertools.product(*(range(n) for n in grid)):
+            vals = [padded[(c, *(gi * s + o for gi, s, o in zip(g, stride, off)))] for off in offsets]
+            best = 0
+            for i in range(1, len(vals)):
+                if vals[i] > vals[best]:
+                    best = i
+            for i, off in enumerate(offsets):
+                pos = tuple(gi * s + o - p for gi, s, o, p in zip(g, stride, off, pads))
+                if all(0 <= q < d for q, d in zip(pos, a.shape[1:])):
+                    v = x[(c, *g)] if i == best else 0.0
+                    out[(c, *pos)] = max(out[(c, *pos)], v) if seen[(c, *pos)] else v
+                    seen[(c, *pos)] = True
+    return out
+
+
+@pytest.mark.parametrize(("shape", "kernel", "stride", "pads"), [
+    ((2, 5, 6), (2, 2), (1, 1), (0, 0)),  # v0.99's autoencoders: 2 × 2 windows, stride 1
+    ((3, 7, 7), (3, 3), (2, 2), (1, 1)), ((1, 6, 5), (2, 3), (2, 1), (0, 1)), ((2, 8), (3,), (3,), (1,)),
+    ((1, 7, 7), (2, 2), (3, 3), (0, 0))])  # strides past the window leave positions no window reaches
+def test_unpooling_puts_values_where_the_paired_max_pooling_found_its_maxima(tmp_path, shape, kernel, stride, pads):
+    grid = tuple((d + 2 * p - k) // s + 1 for d, p, k, s in zip(shape[1:], pads, kernel, stride))
+    nd, size, vsize = len(kernel), math.prod(shape), shape[0] * math.prod(grid)
+    lists = " ".join(f"pool_dims: {k} pool_strides: {s} pool_pads: {p}" for k, s, p in zip(kernel, stride, pads))
+    body = (f'  layer {{ name: "a" parents: "x" reshape {{ {" ".join(f"dims: {d}" for d in shape)} }} }}\n'
+            f'  layer {{ name: "p" parents: "a" pooling {{ num_dims: {nd} has_vectors: true pool_mode: "max" '
+            f'{lists} }} }}\n'
+            f'  layer {{ name: "vs" parents: "v" reshape {{ {" ".join(f"dims: {d}" for d in (shape[0], *grid))} }} }}\n'
+            f'  layer {{ name: "u" parents: "vs" hint_layer: "p" unpooling {{ num_dims: {nd} }} }}')
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, size)).astype(np.float32)
+    x[0, :4] = 0.25  # ties: the first one wins
+    v = rng.normal(size=(2, vsize)).astype(np.float32)
+    got = _run(_file(tmp_path, {"x": (size,), "v": (vsize,)}, body), {"x": x, "v": v})["u"]
+    for b in range(2):
+        want = _lbann_unpool(x[b].reshape(shape), v[b].reshape(shape[0], *grid), kernel, stride, pads)
+        np.testing.assert_array_equal(got[b], want)
+
+
+def test_era_a_unpooling_names_its_pooling_layer(tmp_path):
+    """v0.99's ``unpooling { pooling_layer }`` is Era C's unpooling with that layer as hint_layer."""
+    path = tmp_path / "a.prototext"
+    path.write_text("""model {
+  mini_batch_size: 2
+  layer { name: "data" children: "x dummy" input {} }
+  layer { name: "x" parents: "data" split {} }
+  layer { name: "dummy" parents: "data" dummy {} }
+  layer { name: "p" parents: "x" pooling { num_dims: 2 pool_dims: "2 2" pool_pads: "0 0" pool_strides: "1 1"
+                                            pool_mode: "max" has_vectors: true } }
+  layer { name: "u" parents: "p" unpooling { num_dims: 2 pooling_layer: "p" } }
+}
+""")
+    x = np.random.default_rng(1).normal(size=(2, 1, 4, 5)).astype(np.float32)
+    out = nnbridge.run(nnbridge.load(path, input_shapes={"x": (1, 4, 5)}), {"x": x})["u"]
+    pooled = np.max(np.lib.stride_tricks.sliding_window_view(x, (2, 2), axis=(2, 3)), axis=(-2, -1))
+    for b in range(2):
+        np.testing.assert_array_equal(out[b], _lbann_unpool(x[b], pooled[b], (2, 2), (1, 1), (0, 0)))
+
+
+def test_a_model_of_inputs_alone_gives_its_inputs(tmp_path):
+    """LBANN's data-reader unit tests (LTFB's) are an input layer alone: it is the graph's output."""
+    path = _file(tmp_path, {"x": (3,)}, "")
+    graph = nnbridge.load(path)
+    assert [v.name for v in graph.outputs] == ["x"]
+    np.testing.assert_array_equal(nnbridge.run(graph, {"x": np.ones((1, 3), np.float32)})["x"], np.ones((1, 3)))

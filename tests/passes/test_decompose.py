@@ -28,6 +28,13 @@ def model(op: str, shapes: list[tuple], out_shape: tuple, consts: dict | None = 
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=9)
 
 
+def gelu(approximate: str) -> onnx.ModelProto:
+    """Gelu is an opset-20 op."""
+    m = model("Gelu", [(2, 3, 5)], (2, 3, 5), approximate=approximate)
+    m.opset_import[0].version = 20
+    return m
+
+
 CASES = {
     "hard-sigmoid-lbann": ("lbann", model("HardSigmoid", [(2, 3, 4, 4)], (2, 3, 4, 4), alpha=0.3, beta=0.4)),
     "hard-sigmoid-smaug": ("smaug", model("HardSigmoid", [(2, 3, 4, 4)], (2, 3, 4, 4), alpha=0.3, beta=0.4)),
@@ -48,6 +55,7 @@ CASES = {
     "broadcast-sub-lower-rank-lbann": ("lbann", model("Sub", [(2, 3, 6), (6,)], (2, 3, 6))),
     "broadcast-div-both-lbann": ("lbann", model("Div", [(2, 3, 1), (2, 1, 5)], (2, 3, 5))),
     "broadcast-add-lbann": ("lbann", model("Add", [(2, 1, 6), (2, 4, 6)], (2, 4, 6))),
+    "gelu-exact-lbann": ("lbann", gelu("none")),  # LBANN's GeluOperator is the tanh approximation
 }
 
 
@@ -85,6 +93,7 @@ def test_a_rule_leaves_what_the_target_takes_as_it_is():
         (Target("lbann"), model("Mul", [(2, 3), (2, 3)], (2, 3))),
         (Target("smaug"), model("ReduceMean", [(2, 3, 5, 4)], (2, 3, 5, 1), {"axes": np.array([3], np.int64)})),
         (Target("smaug"), model("HardSwish", [(2, 3, 4)], (2, 3, 4))),  # SMAUG's BatchNorm is 2-D or 4-D
+        (Target("lbann"), gelu("tanh")),  # LBANN's GeluOperator
     ]
     for target, m in kept:
         graph = nnbridge.load(m)

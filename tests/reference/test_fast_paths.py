@@ -250,3 +250,30 @@ def test_softmax_in_row_blocks_equals_the_whole_tensor_form_and_onnxruntime():
     finite = np.isfinite(x).all(axis=-1)
     theirs = run_onnxruntime(model, feeds)["y0"]
     np.testing.assert_allclose(ours[finite], theirs[finite], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize(("equation", "shapes"), [
+    ("bqhd,bkhd->bhqk", [(2, 5, 3, 4), (2, 6, 3, 4)]),   # attention scores: batch b, h; contracted d
+    ("bhqk,bkhd->bqhd", [(2, 3, 5, 6), (2, 6, 3, 4)]),   # attention output, the result transposed
+    ("ij,kj->ikj", [(3, 4), (5, 4)]),                   # j kept: a batch letter
+    ("ijk,jl->il", [(3, 4, 5), (4, 6)]),                # k summed within the first operand alone
+    ("i,i->", [(7,), (7,)]),                            # a scalar result
+    ("ij,kl->ijkl", [(2, 3), (4, 5)]),                  # an outer product
+    ("ii,ij->ij", [(3, 3), (3, 4)]),                    # a diagonal: np.einsum's path
+    ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]),     # an ellipsis: np.einsum's path
+])
+def test_two_operand_einsum_is_one_batched_matmul_and_agrees_with_onnxruntime(equation, shapes):
+    """Two-operand equations without ellipsis or repeated letters run as one matmul between
+    transposes; the rest keep np.einsum. Both agree with onnxruntime and float64 within the
+    rounding of a dot product of their length."""
+    from nnbridge.kernels.ops.linalg import _einsum_matmul
+
+    operands = [RNG.standard_normal(s).astype(np.float32) for s in shapes]
+    simple = _einsum_matmul(equation, *operands)
+    assert (simple is None) == (equation.startswith(("ii", "...")))
+    exact = np.einsum(equation, *(o.astype(np.float64) for o in operands))
+    scale = np.einsum(equation, *(np.abs(o).astype(np.float64) for o in operands))
+    _agrees("Einsum", [(f"x{i}", o) for i, o in enumerate(operands)], {"equation": equation}, rtol=1e-5, atol=1e-5)
+    ours = run_ours(*node_model("Einsum", [(f"x{i}", o) for i, o in enumerate(operands)], {"equation": equation}))[0]
+    assert ours.shape == exact.shape
+    assert np.all(np.abs(ours - exact) <= 8 * 2.0**-24 * scale + 1e-30)

@@ -269,7 +269,7 @@ def arrivals(producers_of: tuple[tuple[int, ...], ...], weights: list[float]) ->
     reach: list[float] = []  # arrival + own weight
     start: list[float] = []
     for before, weight in zip(producers_of, weights):
-        begin = max((reach[j] for j in before), default=0.0)
+        begin = reach[before[0]] if len(before) == 1 else max((reach[j] for j in before), default=0.0)
         start.append(begin)
         reach.append(begin + weight)
     return start

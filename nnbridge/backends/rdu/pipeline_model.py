@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict
 
@@ -211,11 +212,18 @@ class _StageModel:
         """The stage time and what bounds it (``terms`` without building a dict: the allocation
         calls this for every PCU count it tries); ``offchip_scale``: as if off-chip memory were
         that many times slower."""
-        best, limit = self.compute / pcus, "compute"
-        for value, name in ((self.pmu / max(self.pmus, pcus, 1), "pmu"), (self.network / pcus, "network"),
-                            (self.offchip * offchip_scale, "offchip"), (self.link, "sockets")):
-            if value > best:
-                best, limit = value, name
+        best, limit = self.compute / pcus, "compute"  # unrolled: the compiler's innermost call
+        value = self.pmu / (self.pmus if self.pmus > pcus else pcus if pcus > 1 else 1)
+        if value > best:
+            best, limit = value, "pmu"
+        value = self.network / pcus
+        if value > best:
+            best, limit = value, "network"
+        value = self.offchip * offchip_scale
+        if value > best:
+            best, limit = value, "offchip"
+        if self.link > best:
+            best, limit = self.link, "sockets"
         return best, limit
 
 
@@ -379,11 +387,42 @@ def _allocation(stages: tuple, producers_of: tuple, n_pcu: int, tokens: int, mic
     compiler allocates a plan for every micro-batch it tries)."""
     models = [_StageModel.of(key) for key, _ in stages]
     max_pcus = [top for _, top in stages]
+    timers: dict[float, Callable[[int, int], tuple[float, str]]] = {}
+
+    def timer(scale: float) -> Callable[[int, int], tuple[float, str]]:
+        """Stage i's time on p PCUs, remembered: the searches ask for the same ones again and again."""
+        if scale not in timers:
+            memo: dict[tuple[int, int], tuple[float, str]] = {}
+
+            def stage_time(i: int, p: int) -> tuple[float, str]:
+                found = memo.get((i, p))
+                if found is None:
+                    found = memo[i, p] = models[i].time(p, scale)
+                return found
+            timers[scale] = stage_time
+        return timers[scale]
 
     def latency_at(scale: float):
+        stage_time = timer(scale)
+        token_memo: dict[tuple[int, int], float] = {}
+
         def latency(pcus: list[int]) -> float:
-            token_times = [micro * m.time(p, scale)[0] + sync_s for m, p in zip(models, pcus)]
-            way = max((s + t for s, t in zip(arrivals(producers_of, token_times), token_times)), default=0.0)
+            """A token's way through the stages (``arrivals`` plus its own time, inlined: the local
+            search calls this millions of times) and the slowest stage per further token."""
+            token_times = []
+            for i, p in enumerate(pcus):
+                t = token_memo.get((i, p))
+                if t is None:
+                    t = token_memo[i, p] = micro * stage_time(i, p)[0] + sync_s
+                token_times.append(t)
+            reach: list[float] = []
+            way = 0.0
+            for before, t in zip(producers_of, token_times):
+                begin = (reach[before[0]] if len(before) == 1 else
+                         max((reach[j] for j in before), default=0.0)) + t
+                reach.append(begin)
+                if begin > way:
+                    way = begin
             return way + (tokens - 1) * max(token_times, default=0.0)
         return latency
 
@@ -394,8 +433,7 @@ def _allocation(stages: tuple, producers_of: tuple, n_pcu: int, tokens: int, mic
     latency = latency_at(1.0)
     best: tuple[float, list[int]] | None = None
     for scale in scales:
-        pcus = water_fill(len(models), n_pcu, max_pcus, lambda i, p, scale=scale: models[i].time(p, scale),
-                          latency_at(scale) if micro == 1 else None)
+        pcus = water_fill(len(models), n_pcu, max_pcus, timer(scale), latency_at(scale) if micro == 1 else None)
         t = latency(pcus)
         if best is None or t < best[0] * (1 - 1e-12):
             best = (t, pcus)

@@ -19,6 +19,8 @@ class ReferenceExecutable(Executable):
         super().__init__(graph, "reference")
         self.plan = Plan(graph, align_weights=True)
         self.profile = profile
+        # the rows of an unprofiled run name the nodes only: made once, each run's report gets a copy
+        self._rows = [{"name": step.ctx.node.name, "op": step.ctx.node.op} for step in self.plan.steps]
 
     def _run(self, feeds: dict[str, Any]) -> tuple[dict[str, np.ndarray], Report]:
         timings: list[tuple[Node, float]] | None = [] if self.profile else None  # this run's own
@@ -26,8 +28,7 @@ class ReferenceExecutable(Executable):
         outputs = {v.name: out for v, out in zip(self.graph.outputs, values)}
         report = Report("reference", self.graph.name)
         if not self.profile:  # one row per node run; times only when compiled with profile=True
-            for step in self.plan.steps:
-                report.add_row(name=step.ctx.node.name, op=step.ctx.node.op)
+            report.rows = [dict(row) for row in self._rows]
             report.notes.append("per-node times: compile with profile=True")
             return outputs, report
         total = 0.0

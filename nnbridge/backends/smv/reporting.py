@@ -68,3 +68,25 @@ def build_report(model: str, steps: Sequence[Step], plans: Sequence[Sequence[Til
         report.totals["macc_util_pct"] = 100 * total.macs / (total.accel_cycles * cfg.peak_maccs)
     report.notes.append("energy: not reported — the spec gives only normalized energies (§8.2), no per-op figures")
     return report
+
+
+def where(row: dict) -> str:
+    """Accelerated, or on the CPU and why (the ``where it runs`` roll-up)."""
+    if row.get("where") != "cpu":
+        return "SMV accelerator"
+    return f"CPU: {row['note']}" if row.get("note") else "CPU"
+
+
+def rollups(report: Report, measure: str) -> dict[str, list[tuple[str, int, float]]]:
+    """``measure`` summed by op type and by where it runs, largest first."""
+    return {"by_op": report.rollup("op", measure), "by_where": report.rollup(where, measure)}
+
+
+def write_html(path, report: Report, graph, measure: str = "latency_us", baseline=None) -> None:
+    """``simulate --html``'s page: totals, the stacked plot, the roll-ups, the graph coloured by
+    ``measure`` and every layer in a sortable table (beside ``baseline``'s, a ``reporting.baseline``
+    comparison, when given)."""
+    from ...reporting.html_report import write_html_report
+
+    write_html_report(path, report, STACK, measure, rollups(report, measure), graph,
+                      {r["name"]: float(r.get(measure) or 0.0) for r in report.rows}, note="op", baseline=baseline)

@@ -7,6 +7,7 @@ import math
 
 from ...base.errors import InputError, OptionError
 from ..common import (
+    LBANN_SOURCE_FLAGS,
     add_backend_args,
     add_input_args,
     add_model_args,
@@ -26,8 +27,7 @@ from ..common import (
 
 #: what a compiled program (.pef) does not read: it runs as it was compiled
 COMPILED = {"format": "--format", "input_shape": "--input-shape", "dim": "--dim",
-            "lbann_training_layers": "--lbann-training-layers", "lbann_trust_paths": "--lbann-trust-paths",
-            "passes": "--passes", "opt_level": "--opt-level", "disable_pass": "--disable-pass",
+            **LBANN_SOURCE_FLAGS, "passes": "--passes", "opt_level": "--opt-level", "disable_pass": "--disable-pass",
             "backend_options": "--set", "no_stored_inputs": "--no-stored-inputs"}
 #: what --debug-passes does not read: it runs the reference backend after each pass, on whole outputs
 DEBUG_PASSES = {"backend_options": "--set", "input_range": "--input-range", "save_inputs": "--save-inputs",
@@ -176,9 +176,27 @@ def run(args) -> int:
 
 
 def _print(result, args, saved) -> None:
-    from rich.table import Table
-
     from .. import console
+
+    console.print(_inputs_table(result))
+    console.print(_outputs_table(result))
+    if result.origin is not None:
+        console.print(styled(("NaN/inf:", "bold"), f" {result.origin.describe()}"))
+    for note in result.notes:
+        console.print(styled((f"{result.backend}:", "dim"), f" {note}"))
+    if result.layerwise is not None:
+        _print_layerwise(result.layerwise, console)
+    _print_reproduce(args, saved, console)
+    origin = result.origin
+    differing = ", ".join(f"'{o.name}'" for o in result.outputs if not o.ok)
+    console.print(styled(("every output agrees", "green") if result.ok else (f"outputs differ: {differing}", "red"),
+                         f" — first NaN/inf at node '{origin.node}' ({origin.op}, output '{origin.output}')"
+                         if origin else ""))
+
+
+def _inputs_table(result):
+    """Each input's shape, dtype, distribution, seed and range."""
+    from rich.table import Table
 
     table = Table(title="inputs", title_justify="left")
     for col in ("input", "shape", "dtype", "distribution", "seed", "min", "max"):
@@ -186,7 +204,14 @@ def _print(result, args, saved) -> None:
     for i in result.input_info:
         table.add_row(i.name, _shape(i.shape), i.dtype, i.distribution, "" if i.seed is None else str(i.seed),
                       _num(i.min), _num(i.max))
-    console.print(table)
+    return table
+
+
+def _outputs_table(result):
+    """Each output's errors and verdict; ulps and SQNR for a low-precision model, the metric and the
+    rule where they are not the plain ones."""
+    from rich.table import Table
+
     table = Table(title=f"{result.model}: {result.backend} vs {result.oracle} ({result.precision} model)",
                   caption="; ".join(f"rule {r.describe()}" for r in (result.rule, *result.output_rules.values())))
     low = result.rule.format.name != "FLOAT32"
@@ -203,13 +228,11 @@ def _print(result, args, saved) -> None:
         row += ([_num(o.metric_value)] if metric else []) + ([o.rule] if rules else [])
         verdict = styled(("agree", "green") if o.ok else ("DIFFER", "red"), f" {o.note}" if o.note else "")
         table.add_row(*row, verdict)
-    console.print(table)
-    if result.origin is not None:
-        console.print(styled(("NaN/inf:", "bold"), f" {result.origin.describe()}"))
-    for note in result.notes:
-        console.print(styled((f"{result.backend}:", "dim"), f" {note}"))
-    if result.layerwise is not None:
-        _print_layerwise(result.layerwise, console)
+    return table
+
+
+def _print_reproduce(args, saved, console) -> None:
+    """Where the inputs (and outputs) were saved, and the command that reuses them."""
     if saved:
         folder = next(iter(saved.values())).parent
         again = " ".join(f"--input {k}={v}" for k, v in saved.items())
@@ -217,11 +240,6 @@ def _print(result, args, saved) -> None:
     if args.save_outputs:
         console.print(f"inputs and outputs written to {args.save_outputs} — judge another run against them with: "
                       f"nnbridge check {args.model} --load-outputs {args.save_outputs}")
-    origin = result.origin
-    differing = ", ".join(f"'{o.name}'" for o in result.outputs if not o.ok)
-    console.print(styled(("every output agrees", "green") if result.ok else (f"outputs differ: {differing}", "red"),
-                         f" — first NaN/inf at node '{origin.node}' ({origin.op}, output '{origin.output}')"
-                         if origin else ""))
 
 
 def _print_layerwise(lw, console) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from ...base.errors import InputError, OptionError
 from ..common import (
+    LBANN_SOURCE_FLAGS,
     add_backend_args,
     add_model_args,
     add_parser,
@@ -78,8 +79,8 @@ SERVING = {"phase": "--phase", "context": "--context", "prompt": "--prompt", "so
 TRAINING = {"loss": "--loss", "lr": "--lr", "momentum": "--momentum", "weight_decay": "--weight-decay"}
 #: what a compiled program (.pef) does not read: it runs as it was compiled
 COMPILED = {"format": "--format", "input_shape": "--input-shape", "dim": "--dim", "passes": "--passes",
-            "lbann_training_layers": "--lbann-training-layers", "lbann_trust_paths": "--lbann-trust-paths",
-            "opt_level": "--opt-level", "disable_pass": "--disable-pass", "backend_options": "--set",
+            **LBANN_SOURCE_FLAGS, "opt_level": "--opt-level", "disable_pass": "--disable-pass",
+            "backend_options": "--set",
             "config": "--config", "mode": "--mode", "preset": "--preset", "optimizer": "--optimizer",
             "inference": "--inference", "allow_overcommit": "--allow-overcommit", **SERVING, **TRAINING}
 #: the flags that are also settings of the RDU backend (``RduBackend.settings``)

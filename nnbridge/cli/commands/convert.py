@@ -6,10 +6,11 @@ import warnings
 from pathlib import Path
 
 from ...base.errors import NNBridgeWarning
-from ...converters.lbann.experiment import describe as describe_experiment
 from ...converters.lbann.experiment import inference_only
+from ...converters.notes import conversion_notes
 from ...ir.stats import parameters
 from ..common import (
+    LBANN_SOURCE_FLAGS,
     add_json_arg,
     add_parser,
     add_shape_args,
@@ -119,27 +120,6 @@ def run(args) -> int:
     return 0
 
 
-def conversion_notes(graph, fmt: str, options: dict) -> list[str]:
-    """What changed on the way to a file of format ``fmt`` that the numbers alone do not say."""
-    notes = []
-    if fmt == "smaug":
-        backend = options.get("smaug_backend") or graph.metadata.get("smaug.backend") or "SMV"
-        if backend == "SMV" and any(v.type.dtype is not None and v.type.dtype.short == "float32"
-                                    for v in graph.values.values()):
-            notes.append("SMV stores float16: float32 weights, inputs and activations were converted "
-                         "(--smaug-backend Reference keeps float32)")
-        if "smaug_inputs" not in options and not graph.input_values:
-            notes.append("the network input stored in the params file is SMAUG's random-data recipe "
-                         "(--smaug-input NAME=FILE.npy stores yours)")
-    if fmt == "lbann":
-        batch = sorted({str(v.type.shape[0]) for v in graph.inputs if v.type.shape})
-        notes.append(f"LBANN files hold per-sample shapes: the source's batch ({', '.join(batch)}) became "
-                     f"mini_batch_size")
-        if kept := describe_experiment(graph):
-            notes.append(kept)
-    return notes
-
-
 def dry_run(args, options: dict) -> int:
     """Convert into a scratch directory and report per op type; nothing is left behind. A
     conversion that would be refused lists every reason (with counts) and exits 1 as convert would."""
@@ -196,5 +176,4 @@ def _decomposed(graph, fmt, options: dict) -> dict[str, int]:
 
 
 #: the loader's options among convert's (the writer's go to the scratch conversion only)
-_LOAD_KEYS = {"input_shapes", "dims", "batch_size", "lbann_training_layers", "lbann_trust_paths", "synthetic_scale",
-              "activations"}
+_LOAD_KEYS = {"input_shapes", "dims", "batch_size", "synthetic_scale", "activations", *LBANN_SOURCE_FLAGS}

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from ..common import add_backend_args, add_model_args, add_parser, rollup_table, styled, write_json
+from ...backends.rdu.reporting import by_cause, by_op
+from ..common import (
+    add_backend_args,
+    add_model_args,
+    add_parser,
+    print_baseline,
+    print_written,
+    rollup_table,
+    styled,
+    write_json,
+)
 from .compile import add_rdu_args, compile_from_args
-
-#: a section's time besides its pipelined batch, by cause
-OVERHEADS = {"reconfig_us": "reconfiguration", "weight_load_us": "weight loads", "spill_us": "spills and fills"}
 
 
 def register(sub) -> None:
@@ -53,22 +60,36 @@ def run(args) -> int:
 
         write_trace(rdu_trace(data, exe.graph.name), args.trace)
     if args.html:
-        from ...reporting.html_report import write_html_report
+        from ...backends.rdu.reporting import write_html
 
-        stages = exe.section_report(est, stages=True)
-        ops = {(s.index, k.name): k.ops for s in exe.sections for k in s.kernels}
-        times = {op: st["stage_us"] for st in data["stages"] for op in ops.get((st["section"], st["kernel"]), [])}
-        write_html_report(args.html, stages, ["stage_us"], "stage_us", rollups, exe.graph, times, note="bottleneck",
-                          baseline=against)
+        write_html(args.html, exe, est, baseline=against)
     if args.json:
         write_json({**data, "rollups": {k: [{"group": g, "sections": n, "us": v} for g, n, v in groups]
                                         for k, groups in rollups.items()},
                     **({"baseline": against.to_dict()} if against else {})}, args.json)
         if args.json == "-":
             return 0
+    for line in _summary_lines(exe.graph, est):
+        console.print(line)
+    total = sum(v for _, _, v in rollups["by_cause"])
+    if args.top:
+        console.print(_slowest_stages(data, args.top, total))
+    console.print(rollup_table("batch latency by what bounds it", "bound", rollups["by_cause"], total, "sections"))
+    console.print(rollup_table("batch latency by the slowest stage's op", "op", rollups["by_op"], total, "sections"))
+    if against:
+        print_baseline(console, against, "stage_us", ["compute_us", "pmu_us", "network_us", "offchip_us", "pcus"],
+                       args.top)
+    print_written(console, ((args.plot, "plot"), (args.trace, "trace"), (args.html, "HTML report"),
+                            (args.json, "JSON")))
+    return 0
+
+
+def _summary_lines(graph, est) -> list:
+    """The estimate in a few lines: throughput, latency, utilisation, units, memory, where the
+    weights live, tokens for an LLM, the split of a training step, and unknown shapes."""
     t = est.totals
     lines = [
-        f"model: {exe.graph.name}   machine: {est.machine}   mode: {est.mode}   "
+        f"model: {graph.name}   machine: {est.machine}   mode: {est.mode}   "
         f"batch: {est.batch_size} (micro-batch {est.micro_batch})",
         f"throughput: {t['throughput_samples_per_s']:,.1f} samples/s "
         f"(steady state {t['steady_throughput_samples_per_s']:,.1f})",
@@ -81,73 +102,41 @@ def run(args) -> int:
         f"({100 * t['memory_utilization']:.1f} %)",
     ]
     if "weights_by_tier" in t:  # a .pef written before the tiers were modelled has no placement
-        homes = ", ".join(f"{tier} {b / 2**20:,.2f} MiB" for tier, b in t["weights_by_tier"].items())
-        moved = ", ".join(f"{tier} {b / 2**20:,.2f} MiB" for tier, b in t["offchip_bytes_by_tier"].items())
-        kept = "resident on chip once loaded" if t["weights_resident"] else "read every call"
-        lines.append(f"weights off chip: {homes} ({kept}); read from each tier per batch: {moved}")
-    if "llm" in exe.graph.metadata:  # a zoo LLM: tokens rather than samples
-        tokens = int(exe.graph.metadata.get("llm.tokens", "1")) * est.batch_size
-        lines.insert(1, f"{exe.graph.metadata['llm']}: {tokens / (t['latency_us'] * 1e-6):,.1f} tokens/s "
-                        f"({1e6 / t['latency_us']:,.2f} batches/s)")
-    kinds = t.get("latency_us_by_kind", {})
-    if len(kinds) > 1:  # a training program (compile --optimizer): SambaFlow's section types
-        split = ", ".join(f"{kind} {us / 1e3:,.3f} ms ({100 * us / t['latency_us']:.0f} %)"
-                          for kind, us in kinds.items())
-        lines.insert(1, f"training: {t['throughput_samples_per_s']:,.1f} samples/s per step; {split}")
+        lines.append(_weights_line(t))
+    lines[1:1] = _training_lines(t) + _llm_lines(graph, est)
     if t["unknown_shape_values"]:
         from ...backends.rdu.backend import UNKNOWN_SHAPES
 
         lines.append(styled(("warning:", "yellow"), " " + UNKNOWN_SHAPES.format(n=t["unknown_shape_values"])))
-    for line in lines:
-        console.print(line)
-    total = sum(v for _, _, v in rollups["by_cause"])
-    if args.top:
-        console.print(_slowest_stages(data, args.top, total))
-    console.print(rollup_table("batch latency by what bounds it", "bound", rollups["by_cause"], total, "sections"))
-    console.print(rollup_table("batch latency by the slowest stage's op", "op", rollups["by_op"], total, "sections"))
-    if against:
-        console.print(against.table("stage_us", ["compute_us", "pmu_us", "network_us", "offchip_us", "pcus"],
-                                    args.top))
-        for line in against.one_sided_lines():
-            console.print(styled(("baseline:", "yellow"), " " + line))
-        console.print(against.totals_table())
-    for path, what in ((args.plot, "plot"), (args.trace, "trace"), (args.html, "HTML report"), (args.json, "JSON")):
-        if path:
-            console.print(f"{what} written to {path}")
-    return 0
+    return lines
 
 
-def by_cause(estimate: dict) -> list[tuple[str, int, float]]:
-    """Batch latency by cause: each section's pipelined time goes to the bound of its slowest
-    stage (compute, on-chip memory, network, off-chip); its other time to reconfiguration,
-    weight loads and spills. The groups sum to the batch latency."""
-    return _group(estimate, lambda s: f"stage bound: {_bound(s['bottleneck'])}")
+def _weights_line(t: dict) -> str:
+    """Where the weights live off chip, and what is read from each tier per batch."""
+    homes = ", ".join(f"{tier} {b / 2**20:,.2f} MiB" for tier, b in t["weights_by_tier"].items())
+    moved = ", ".join(f"{tier} {b / 2**20:,.2f} MiB" for tier, b in t["offchip_bytes_by_tier"].items())
+    kept = "resident on chip once loaded" if t["weights_resident"] else "read every call"
+    return f"weights off chip: {homes} ({kept}); read from each tier per batch: {moved}"
 
 
-def by_op(estimate: dict) -> list[tuple[str, int, float]]:
-    """Batch latency by the anchor op of each section's slowest stage (overheads as in by_cause)."""
-    anchors = {(st["section"], st["kernel"]): st["anchor"] for st in estimate["stages"]}
-    def op(section: dict) -> str:
-        kernel = section["bottleneck"].split(" (")[0]
-        return anchors.get((section["index"], kernel)) or kernel
-
-    return _group(estimate, op)
-
-
-def _bound(bottleneck: str) -> str:
-    return bottleneck.rsplit("(", 1)[-1].rstrip(")") if "(" in bottleneck else bottleneck or "?"
+def _llm_lines(graph, est) -> list[str]:
+    """A zoo LLM's tokens per second (none for another model)."""
+    if "llm" not in graph.metadata:
+        return []
+    t = est.totals
+    tokens = int(graph.metadata.get("llm.tokens", "1")) * est.batch_size
+    return [f"{graph.metadata['llm']}: {tokens / (t['latency_us'] * 1e-6):,.1f} tokens/s "
+            f"({1e6 / t['latency_us']:,.2f} batches/s)"]
 
 
-def _group(estimate: dict, key) -> list[tuple[str, int, float]]:
-    sums: dict[str, list] = {}
-    for section in estimate["sections"]:
-        parts = {key(section): section["pipeline_us"], **{name: section[k] for k, name in OVERHEADS.items()}}
-        for name, value in parts.items():
-            if value > 0:
-                entry = sums.setdefault(name, [0, 0.0])
-                entry[0] += 1
-                entry[1] += value
-    return sorted(((k, n, v) for k, (n, v) in sums.items()), key=lambda item: -item[2])
+def _training_lines(t: dict) -> list[str]:
+    """A training program's (compile --optimizer) split of a step into SambaFlow's section types."""
+    kinds = t.get("latency_us_by_kind", {})
+    if len(kinds) <= 1:
+        return []
+    split = ", ".join(f"{kind} {us / 1e3:,.3f} ms ({100 * us / t['latency_us']:.0f} %)"
+                      for kind, us in kinds.items())
+    return [f"training: {t['throughput_samples_per_s']:,.1f} samples/s per step; {split}"]
 
 
 def _slowest_stages(estimate: dict, n: int, total: float):

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ..common import (
+    LBANN_SOURCE_FLAGS,
     add_backend_args,
     add_input_args,
     add_json_arg,
@@ -25,8 +26,8 @@ from ..common import (
 )
 
 #: what a compiled program (.pef) does not read: it runs as it was compiled
-COMPILED = {"format": "--format", "input_shape": "--input-shape", "lbann_training_layers": "--lbann-training-layers",
-            "lbann_trust_paths": "--lbann-trust-paths", "passes": "--passes", "opt_level": "--opt-level",
+COMPILED = {"format": "--format", "input_shape": "--input-shape", **LBANN_SOURCE_FLAGS, "passes": "--passes",
+            "opt_level": "--opt-level",
             "disable_pass": "--disable-pass", "backend_options": "--set", "source_batch_size": "--batch-size"}
 
 #: outputs with at most this many values are printed in full
@@ -142,7 +143,7 @@ def _train(args, exe) -> int:
     x, y = digits() if args.data == "digits" else load_data(args.data)
     bar, progress = progress_bar(console, args.epochs)
     with bar:
-        history = train_compiled(exe, x, y, epochs=args.epochs, val_split=args.val_split, seed=args.seed,
+        history = train_compiled(exe, x, y, epochs=args.epochs, val_split=args.val_split, seed=args.seed or 0,
                                  progress=progress)
     if args.json:
         write_json({"model": args.model, "data": args.data, "epochs": [vars(e) for e in history]}, args.json)
@@ -169,12 +170,12 @@ def _stats(name: str, value) -> dict:
 
 
 def _save_outputs(outputs: dict, out: Path) -> None:
-    """One .npy per output, each written atomically, after every output was found writable (no
-    partial result: a sequence output, or two outputs that would share a file, are refused before
-    the first file)."""
+    """One .npy per output, written as a whole: every output is checked before the first byte (a
+    sequence output, or two outputs that would share a file, are refused), and the files appear
+    together or not at all, as does the directory when this run makes it (``atomic_outputs``)."""
     from ...api.inputs import npy_names
     from ...base.errors import InputError, OutputError
-    from ...base.fileio import atomic_write, check_numel, check_output_size, output_errors
+    from ...base.fileio import atomic_outputs, check_numel, check_output_size
 
     files = npy_names(outputs, "output")
     arrays = {}
@@ -190,8 +191,7 @@ def _save_outputs(outputs: dict, out: Path) -> None:
         raise OutputError(f"--out '{out}' is a file; --out names a directory to write one .npy per output in")
     header = 128  # an .npy header's bytes
     check_output_size(sum(a.nbytes + header for a in arrays.values()), out / "outputs", f"--out '{out}'")
-    with output_errors(out, "--out directory"):
-        out.mkdir(parents=True, exist_ok=True)
-    for name, array in arrays.items():
-        with atomic_write(out / files[name], "wb") as fh:
-            np.save(fh, array, allow_pickle=False)
+    with atomic_outputs([out / files[name] for name in arrays]) as temps:
+        for tmp, array in zip(temps, arrays.values()):
+            with open(tmp, "wb") as fh:
+                np.save(fh, array, allow_pickle=False)

@@ -13,6 +13,8 @@ from ..common import (
     parse_assignments,
     parse_dims,
     parse_passes,
+    print_baseline,
+    print_written,
     refuse_unread,
     rollup_table,
     share,
@@ -60,14 +62,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.table import Table
-
-    import nnbridge
-
-    from ...api.inputs import random_inputs
     from ...backends.smv import make_config
-    from ...backends.smv.reporting import STACK, display_view
+    from ...backends.smv.reporting import STACK, rollups
     from ...reporting.baseline import compare, read_baseline, same_model
     from .. import console
 
@@ -77,18 +73,56 @@ def run(args) -> int:
         raise OptionError("--opt-level picks the SMV pipeline and --passes replaces it: give one of them")
     config = make_config(args.config, **_settings(args))
     if args.show_config:
-        table = Table(title="SMV settings")
-        for col in ("setting", "value", "provenance", "meaning"):
-            table.add_column(col)
-        for name, value, provenance, doc in config.describe():
-            table.add_row(name, str(getattr(value, "value", value)), provenance, doc)
-        console.print(table)
+        console.print(_config_table(config))
     if config.perf_only:
-        refuse_unread(args, "with --perf-only (timing only: no values are computed)", {"input": "--input"})
+        refuse_unread(args, "with --perf-only (timing only: no values are computed)",
+                      {"input": "--input", "seed": "--seed"})
     baseline = read_baseline(args.baseline, "smv") if args.baseline else None
     graph = load_model_from_args(args)
     if baseline is not None:  # another model's report is refused before simulating
         same_model(baseline, args.baseline, graph.name)
+    exe = _simulate(args, graph, config)
+    report = exe.report
+    if args.trace:
+        from ...reporting.trace import smv_trace, write_trace
+
+        write_trace(smv_trace(report.rows, exe.config.num_accels, report.model), args.trace)
+    measure = f"{args.sort}_us"
+    groups_by = rollups(report, measure)
+    against = compare(baseline, args.baseline, "smv", report.to_dict()) if baseline else None
+    _write_reports(args, exe, measure, groups_by, against)
+    json_alone = args.json == "-"  # standard output carries the JSON alone
+    if not json_alone:
+        _print_report(args, report, measure, groups_by, against)
+    if args.plot:
+        report.plot(args.plot, STACK, ylabel="latency (µs)", note="op")
+        if not json_alone:
+            console.print(f"plot written to {args.plot}")
+    return 0
+
+
+def _config_table(config):
+    """Every SMV setting with its value, provenance and meaning."""
+    from rich.table import Table
+
+    table = Table(title="SMV settings")
+    for col in ("setting", "value", "provenance", "meaning"):
+        table.add_column(col)
+    for name, value, provenance, doc in config.describe():
+        table.add_row(name, str(getattr(value, "value", value)), provenance, doc)
+    return table
+
+
+def _simulate(args, graph, config):
+    """The compiled SMV executable, run on the inputs (unless timing only), with a progress bar per
+    compilation phase."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    import nnbridge
+
+    from ...api.inputs import random_inputs
+    from .. import console
+
     given = {**graph.input_values, **load_inputs(args.input)}  # a SMAUG file runs its stored input
     feeds = {} if config.perf_only else random_inputs(graph, seed=args.seed, dims=parse_dims(args.dim), given=given)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -103,29 +137,29 @@ def run(args) -> int:
         exe = nnbridge.compile(graph, backend="smv", passes=parse_passes(args.passes), opt_level=opt_level(args),
                                config=config, progress=progress)
         exe.run(feeds) if not config.perf_only else None
+    return exe
+
+
+def _write_reports(args, exe, measure: str, rollups: dict, against) -> None:
+    """The HTML page and the JSON report, if asked for."""
+    from ...backends.smv.reporting import write_html
+
     report = exe.report
-    if args.trace:
-        from ...reporting.trace import smv_trace, write_trace
-
-        write_trace(smv_trace(report.rows, exe.config.num_accels, report.model), args.trace)
-    measure = f"{args.sort}_us"
-    rollups = {"by_op": report.rollup("op", measure), "by_where": report.rollup(_where, measure)}
-    total = sum(value for _, _, value in rollups["by_op"])
-    against = compare(baseline, args.baseline, "smv", report.to_dict()) if baseline else None
     if args.html:
-        from ...reporting.html_report import write_html_report
-
-        write_html_report(args.html, report, STACK, measure, rollups, exe.graph,
-                          {r["name"]: float(r.get(measure) or 0.0) for r in report.rows}, note="op",
-                          baseline=against)
+        write_html(args.html, report, exe.graph, measure, baseline=against)
     if args.json:
         extra = {"rollups": {k: [{"group": g, "layers": n, measure: v} for g, n, v in groups]
                              for k, groups in rollups.items()}}
         report.to_json(args.json, extra | ({"baseline": against.to_dict()} if against else {}))
-        if args.json == "-":  # standard output carries the JSON alone
-            if args.plot:
-                report.plot(args.plot, STACK, ylabel="latency (µs)", note="op")
-            return 0
+
+
+def _print_report(args, report, measure: str, rollups: dict, against) -> None:
+    """The layer table (the --top slowest, or every layer), the roll-ups, the baseline's deltas,
+    the report's notes and the files written (but the plot)."""
+    from ...backends.smv.reporting import STACK, display_view
+    from .. import console
+
+    total = sum(value for _, _, value in rollups["by_op"])
     if args.top and args.top < len(report.rows):
         console.print(display_view(report.top(measure, args.top)).to_table(
             title=f"smv report: {report.model} — the {args.top} layers with the most {args.sort} time"))
@@ -137,19 +171,10 @@ def run(args) -> int:
     for title, groups in (("op type", rollups["by_op"]), ("where it runs", rollups["by_where"])):
         console.print(rollup_table(f"{args.sort} by {title}", title, groups, total, unit=f"{args.sort} µs"))
     if against:
-        console.print(against.table(measure, STACK, args.top))
-        for line in against.one_sided_lines():
-            console.print(styled(("baseline:", "yellow"), " " + line))
-        console.print(against.totals_table())
+        print_baseline(console, against, measure, STACK, args.top)
     for note in report.notes:
         console.print(styled((note, "dim")))
-    for path, what in ((args.json, "report"), (args.html, "HTML report"), (args.trace, "trace")):
-        if path:
-            console.print(f"{what} written to {path}")
-    if args.plot:
-        report.plot(args.plot, STACK, ylabel="latency (µs)", note="op")
-        console.print(f"plot written to {args.plot}")
-    return 0
+    print_written(console, ((args.json, "report"), (args.html, "HTML report"), (args.trace, "trace")))
 
 
 def _settings(args) -> dict:
@@ -171,11 +196,4 @@ def _settings(args) -> dict:
             raise OptionError(f"{flag} and --set {aliases[0]}=…: give one of them")
         out.update(smv.options({name: value}))
     return out
-
-
-def _where(row: dict) -> str:
-    """Accelerated, or on the CPU and why."""
-    if row.get("where") != "cpu":
-        return "SMV accelerator"
-    return f"CPU: {row['note']}" if row.get("note") else "CPU"
 

@@ -38,24 +38,11 @@ groups (kernels) and the planned peak activation memory.
 
 
 def run(args) -> int:
-    from rich.table import Table
-
     from ...passes import run_passes
     from .. import console
 
     if args.style == "smaug":
-        from ...base.errors import InputError
-        from ...converters.smaug.files import TOPO_SUFFIX
-        from ...smaug.summary import file_summary
-
-        refuse_unread(args, "with --style smaug (SMAUG's own summary of the file as written)",
-                      {"backend": "--backend", "passes": "--passes", "opt_level": "--opt-level",
-                       "disable_pass": "--disable-pass", "json": "--json", "format": "--format",
-                       "input_shape": "--input-shape", "dim": "--dim"})
-        if not args.model.endswith(TOPO_SUFFIX):
-            raise InputError(f"--style smaug prints a SMAUG topology's summary; '{args.model}' is not a "
-                             f"*{TOPO_SUFFIX} file")
-        console.file.write(file_summary(args.model))
+        console.file.write(_smaug_summary(args))
         return 0
     graph = load_model_from_args(args)
     passes = chosen_passes(args, args.backend)
@@ -66,11 +53,38 @@ def run(args) -> int:
         write_json(header, args.json)
         return 0
     _print_header(header, console)
+    console.print(_node_table(graph))
+    _print_kernels_and_memory(graph, console)
+    return 0
+
+
+def _smaug_summary(args) -> str:
+    """SMAUG's own print_summary() text of a topology file, as written (no option that changes
+    the graph applies)."""
+    from ...base.errors import InputError
+    from ...converters.smaug.files import TOPO_SUFFIX
+    from ...smaug.summary import file_summary
+
+    refuse_unread(args, "with --style smaug (SMAUG's own summary of the file as written)",
+                  {"backend": "--backend", "passes": "--passes", "opt_level": "--opt-level",
+                   "disable_pass": "--disable-pass", "json": "--json", "format": "--format",
+                   "input_shape": "--input-shape", "dim": "--dim"})
+    if not args.model.endswith(TOPO_SUFFIX):
+        raise InputError(f"--style smaug prints a SMAUG topology's summary; '{args.model}' is not a "
+                         f"*{TOPO_SUFFIX} file")
+    return file_summary(args.model)
+
+
+def _node_table(graph):
+    """One row per node: its name, op, non-constant inputs, output types and parameter count; the
+    graph's nnbridge metadata in the caption."""
+    from rich.table import Table
+
+    from ...ir.stats import parameter_values
+
     table = Table(title=f"{graph.name}: {len(graph)} nodes")
     for col in ("name", "op", "inputs", "outputs", "params"):
         table.add_column(col, justify="right" if col == "params" else "left")
-    from ...ir.stats import parameter_values
-
     sizes = parameter_values(graph)
     for node in graph.nodes:
         read = {v.name for v in node.inputs if v is not None}
@@ -81,9 +95,7 @@ def run(args) -> int:
     for key, value in graph.metadata.items():
         if key.startswith("nnbridge."):
             table.caption = (table.caption or "") + f"  {key[9:]}: {value}"
-    console.print(table)
-    _print_kernels_and_memory(graph, console)
-    return 0
+    return table
 
 
 def _print_kernels_and_memory(graph, console) -> None:

@@ -16,9 +16,11 @@ from .writer import graph_to_lbann, notes, prepared, save_prototext, written_fil
 __all__ = ["build_graph", "read_prototext", "graph_to_lbann", "save_prototext"]
 
 
-def _load(path, *, input_shapes=None, batch_size=None, lbann_training_layers=False, lbann_trust_paths=False, **_):
+def _load(path, *, input_shapes=None, batch_size=None, lbann_training_layers=False, lbann_trust_paths=False,
+          lbann_slice_points=None, **_):
     return read_prototext(path, input_shapes=input_shapes, batch_size=batch_size,
-                          training_layers=lbann_training_layers, trust_paths=lbann_trust_paths)
+                          training_layers=lbann_training_layers, trust_paths=lbann_trust_paths,
+                          slice_points=lbann_slice_points)
 
 
 register_format(Format(
@@ -27,7 +29,8 @@ register_format(Format(
     save=save_prototext,
     description="LBANN model prototext (Era C; legacy Era A read); weights inline or as .npy",
     supported_ops=lambda: set(EXPORTERS),
-    load_options=frozenset({"input_shapes", "batch_size", "lbann_training_layers", "lbann_trust_paths"}),
+    load_options=frozenset({"input_shapes", "batch_size", "lbann_training_layers", "lbann_trust_paths",
+                            "lbann_slice_points"}),
     static_shapes="per-sample",
     written=written_files,
     notes=notes,

@@ -172,6 +172,19 @@ def train_settings(given: bool | str | Mapping[str, Any]) -> dict[str, Any]:
     return settings
 
 
+def optimizer_state_note(given: bool | str | Mapping[str, Any]) -> str | None:
+    """One line for ``convert --lbann-train``: the optimizer's state cannot travel in the file.
+    LBANN's optimizer messages hold hyper-parameters only and its weights their values; momentum
+    and Adam moments live in LBANN's checkpoints (tests/lbann/test_lbann_convert_train.py checks
+    the schema facts)."""
+    settings = train_settings(given)
+    if settings["optimizer"] == "sgd" and not settings["momentum"]:
+        return None  # plain SGD has no state
+    what = "momentum" if settings["optimizer"] == "sgd" else "Adam moments"
+    return (f"optimizer state ({what}) is not written: an LBANN prototext has no field for it (LBANN keeps it "
+            f"in its checkpoints), so LBANN starts it from zero")
+
+
 def _setting(key: str, value: Any) -> Any:
     choices = {"loss": _LOSSES, "optimizer": _OPTIMIZERS}.get(key)
     if choices:
@@ -256,11 +269,35 @@ def _training_data(path: str) -> tuple[np.ndarray, np.ndarray]:
 def inference_only(graph: Graph, path: str) -> str | None:
     """The one line ``convert`` warns with when the written file has nothing to train with."""
     shell = kept(graph)
-    if shell is not None and shell.model.HasField("objective_function") and \
+    objective = shell.model.objective_function if shell is not None else None
+    if objective is not None and (objective.layer_term or objective.l2_weight_regularization) and \
             unmet(shell, set(graph.values)) is None:
         return None
     return (f"{path} is inference-only (no loss, objective or optimizer: LBANN would not train it); "
             f"--lbann-train writes a trainable experiment")
+
+
+#: LBANN training algorithms (their message) that nnbridge.train does not do, and what they do
+_OTHER_ALGORITHMS = {
+    "KFAC": "K-FAC: gradients preconditioned by per-layer Kronecker factors of activation and error "
+            "covariances",
+    "LTFB": "LTFB: a tournament between a population of trainers",
+}
+
+
+def foreign_algorithm(graph: Graph) -> str | None:
+    """Why ``nnbridge.train`` cannot train as the experiment says (its trainer names a training
+    algorithm other than LBANN's batched iterative descent), else None."""
+    shell = kept(graph)
+    if shell is None or not shell.trainer.HasField("training_algorithm"):
+        return None
+    algorithm = shell.trainer.training_algorithm
+    kind = algorithm.parameters.TypeName().removeprefix("lbann_data.")
+    if kind in ("SGD", ""):
+        return None
+    what = _OTHER_ALGORITHMS.get(kind, f"LBANN's {kind} training algorithm")
+    return (f"graph '{graph.name}': its experiment trains with '{algorithm.name}' ({what}), which nnbridge train "
+            f"does not do; it trains with first-order descent only")
 
 
 def trained_with(graph: Graph) -> dict[str, Any] | None:
@@ -269,6 +306,8 @@ def trained_with(graph: Graph) -> dict[str, Any] | None:
     shell = kept(graph)
     if shell is None:
         return None
+    if (why := foreign_algorithm(graph)) is not None:
+        raise InputError(why)
     layers = {layer.name: layer.WhichOneof("layer_type") for layer in shell.model.layer}
     terms = [layers.get(term.layer) for term in shell.model.objective_function.layer_term]
     loss = {"cross_entropy": "cross-entropy", "mean_squared_error": "mse"}.get(terms[0] if len(terms) == 1 else "")

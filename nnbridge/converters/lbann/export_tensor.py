@@ -61,10 +61,19 @@ def _simple_identity(ctx: ExportContext, node: Node) -> None:
     ctx.layer(out.name, [ctx.parent(node.inputs[0])], "identity", out)
 
 
+@exporter("Gelu")
+def _gelu(ctx: ExportContext, node: Node) -> None:
+    """LBANN's GeluOperator is the tanh approximation (src/operators/math/unary.cpp); the exact
+    Gelu reaches the writer decomposed over ErfOperator (ir/decompositions.py)."""
+    if node.attr("approximate", "none") != "tanh":
+        raise Inexpressible("exact Gelu; LBANN's GeluOperator is the tanh approximation")
+    out = node.outputs[0]
+    ctx.sample(out)
+    ctx.operator_layer(out.name, [ctx.parent(node.inputs[0])], [ctx.operator("GeluOperator")], out)
+
+
 @exporter(*UNARY)
 def _unary(ctx: ExportContext, node: Node) -> None:
-    if node.op == "Gelu" and node.attr("approximate", "none") != "none":
-        raise Inexpressible("tanh-approximated Gelu; LBANN's GeluOperator is the exact one")
     if node.op == "Selu" and (abs(node.attr("alpha", 1.67326319) - 1.67326319) > 1e-6 or
                               abs(node.attr("gamma", 1.05070102) - 1.05070102) > 1e-6):
         raise Inexpressible("Selu with non-standard alpha/gamma")

@@ -127,6 +127,12 @@ def _sigmoid_binary_cross_entropy(b: Builder, xs: list[Tensor], _message) -> Ten
     return b.done("Add", b.op("Sub", b.op("Relu", x), b.op("Mul", x, z)), tail)
 
 
+def _gelu(b: Builder, xs: list[Tensor], _message) -> Tensor:
+    """x/2 · (1 + tanh(√(2/π) (x + 0.044715 x³))): LBANN's Gelu is the tanh approximation
+    (src/operators/math/unary.cpp), ONNX's Gelu with approximate='tanh'."""
+    return b.done("Gelu", xs[0], attrs={"approximate": "tanh"})
+
+
 def _select(b: Builder, xs: list[Tensor], message) -> Tensor:
     """``|predicate − value| < epsilon`` picks the true input (or constant), else the false one."""
     predicate, *rest = xs
@@ -136,6 +142,35 @@ def _select(b: Builder, xs: list[Tensor], message) -> Tensor:
     if_true = b.const(message.value_if_true) if message.constant_if_true else rest.pop(0)
     if_false = b.const(message.value_if_false) if message.constant_if_false else rest.pop(0)
     return b.done("Where", close, if_true, if_false)
+
+
+#: erfinv's polynomials in w = −log((1 − x)(1 + x)) (M. Giles, "Approximating the erfinv function",
+#: GPU Computing Gems Jade Edition, 2011; single precision): highest power first
+_ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+                   -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)  # in w − 2.5, for w < 5
+_ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)  # in sqrt(w) − 3
+
+
+def _horner(b: Builder, w: Tensor, coefficients: tuple[float, ...]) -> Tensor:
+    p = b.const(coefficients[0])
+    for c in coefficients[1:]:
+        p = b.op("Add", b.op("Mul", p, w), b.const(c))
+    return p
+
+
+def _erfinv(b: Builder, xs: list[Tensor], _message) -> Tensor:
+    """The inverse error function: LBANN iterates Newton's method in double precision from x
+    (src/operators/math/unary.cpp) and gives −inf / inf for x ≤ −1 / x ≥ 1; in float32 Giles'
+    approximation is within 2.3 ulp of the exact value (tests/lbann: against scipy)."""
+    (x,) = xs
+    one = b.const(1.0)
+    w = b.op("Neg", b.op("Log", b.op("Mul", b.op("Sub", one, x), b.op("Add", one, x))))
+    central = _horner(b, b.op("Sub", w, b.const(2.5)), _ERFINV_CENTRAL)
+    tail = _horner(b, b.op("Sub", b.op("Sqrt", w), b.const(3.0)), _ERFINV_TAIL)
+    inner = b.op("Mul", b.op("Where", b.op("Less", w, b.const(5.0), dtype=DType.BOOL), central, tail), x)
+    edge = b.op("GreaterOrEqual", b.op("Abs", x), one, dtype=DType.BOOL)
+    return b.done("Where", edge, b.op("Mul", b.op("Sign", x), b.const(np.inf)), inner)
 
 
 #: LBANN operator → (number of inputs, builder)
@@ -166,4 +201,6 @@ COMPOSED: dict[str, tuple[int | None, Composed]] = {
     "BooleanFalseNegativeOperator": (2, _boolean_metric("false_negative")),
     "BooleanFalsePositiveOperator": (2, _boolean_metric("false_positive")),
     "SelectOperator": (None, _select),
+    "ErfInvOperator": (1, _erfinv),
+    "GeluOperator": (1, _gelu),
 }

@@ -4,7 +4,7 @@ nodes and reads the layer's weights; :class:`Tensor` is one layer output with pe
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,25 @@ import numpy as np
 from ...base.errors import FormatError, ShapeError
 from ...ir import DType, Graph, Layout, TensorType, Value
 from .weights import WeightSpec, read_matrix
+
+#: the data reader's variable groups a layer may take slice points from (``get_slice_points_from_reader``)
+READER_SLICE_CATEGORIES = ("independent", "dependent")
+
+
+def reader_slice_points(given: Mapping[str, Sequence[int]] | None, category: str, where: str, field: str
+                        ) -> list[int]:
+    """The slice points LBANN's data reader would give for ``category`` (its JAG reader: the sizes
+    of its variable groups), as the user gave them (``lbann_slice_points``); nnbridge reads no data
+    reader, so without them the layer is refused, naming the field and the option."""
+    if category not in READER_SLICE_CATEGORIES:
+        raise FormatError(f"{where}: {field} '{category}': LBANN's readers give 'independent' or 'dependent' "
+                          f"slice points")
+    points = (given or {}).get(category)
+    if points is None:
+        raise FormatError(f"{where}: {field} '{category}': its size comes from LBANN's data reader, which nnbridge "
+                          f"does not read; give the reader's slice points with --lbann-slice-points "
+                          f"{category}=0,N1,N2,… (API lbann_slice_points={{'{category}': [...]}})")
+    return [int(p) for p in points]
 
 
 class UsedFields:
@@ -55,15 +74,18 @@ class ImportContext:
     """What a layer importer may use: node emission, constants, the layer's weights."""
 
     def __init__(self, graph: Graph, batch: int, weights: dict[str, Any], base_dir: Path, source: str,
-                 any_path: bool = False):
+                 any_path: bool = False, slice_points: Mapping[str, Sequence[int]] | None = None):
         self.graph = graph
         self.batch = batch
         self._weights = weights
         self.base_dir = base_dir
         self.any_path = any_path  # numpy_initializer files may lie outside base_dir (trusted file)
         self.source = source
+        self.slice_points = slice_points  # what the data reader would give (lbann_slice_points)
         self.layer: Any = None  # the layer being imported
         self.hint: tuple[int, ...] | None = None  # dims of the layer's hint_layer, if it names one
+        self._specs: dict[str, WeightSpec] = {}  # weights name → the matrix a layer set it up as
+        self.imported: dict[str, tuple[Any, list[Tensor]]] = {}  # layer name → (its message, its inputs)
 
     def type_of(self, dims: Sequence[int], dtype: DType = DType.FLOAT32) -> TensorType:
         shape = (self.batch, *dims)
@@ -130,4 +152,11 @@ class ImportContext:
         else:
             name = f"{self.layer.name}_{suffix}"
         spec = WeightSpec(name, int(height), int(width), fans, default)
+        self._specs.setdefault(name, spec)
         return read_matrix(self._weights.get(name), spec, self.base_dir, self.source, any_path=self.any_path)
+
+    def matrix_of(self, name: str) -> np.ndarray | None:
+        """Weights ``name`` as the matrix a layer imported earlier set it up as (None: no layer did)."""
+        spec = self._specs.get(name)
+        return None if spec is None else read_matrix(self._weights.get(name), spec, self.base_dir, self.source,
+                                                     any_path=self.any_path)

@@ -9,15 +9,17 @@ import leaves them, with the labels that feed them, to the experiment kept for L
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
 
-from ...base.errors import ShapeError
-from ...ir import DType
+from ...base.errors import FormatError, ShapeError
+from ...ir import DType, Value
 from .import_context import ImportContext, Tensor
-from .import_ops import embedding_lookup, importer, layer_inputs, same_shapes
+from .import_ops import broadcast_constant, embedding_lookup, importer, layer_inputs, pool_geometry, same_shapes
 
 FLOAT, INT, BOOL = DType.FLOAT32, DType.INT64, DType.BOOL
 
@@ -57,14 +59,40 @@ def _axis(params) -> int:
     return int(params.axis.value) if params.HasField("axis") else 1
 
 
+def _distconv(ctx: ImportContext, values: Tensor, indices: Tensor, params, verb: str
+              ) -> tuple[Tensor, Tensor] | None:
+    """LBANN's distconv build gathers and scatters 3-D tensors along axis 0: values [N, W, 1] and
+    indices [K, 1, 1] (src/layers/transform/gather.hpp, scatter.hpp), as its 2-D form does on
+    [N, W] and [K]; those views, or None for other shapes."""
+    if len(values.dims) != 3 or len(indices.dims) != 3:
+        return None
+    if values.dims[2] != 1 or indices.dims[1:] != (1, 1) or _axis(params) != 0:
+        raise ShapeError(f"{ctx.where()}: {verb} {list(indices.dims)} indices and {list(values.dims)} values on "
+                         f"axis {_axis(params)}; LBANN's distconv form takes [N, W, 1] values, [K, 1, 1] indices "
+                         f"and axis 0")
+    flat = [ctx.emit("Reshape", [t, ctx.ints((ctx.batch, *dims), "view")], dims)
+            for t, dims in ((values, values.dims[:2]), (indices, indices.dims[:1]))]
+    return flat[0], flat[1]
+
+
+def _as_3d(ctx: ImportContext, y: Tensor) -> list[Tensor]:
+    dims = (*y.dims, 1)
+    return [ctx.emit("Reshape", [y, ctx.ints((ctx.batch, *dims), "shape")], dims, final=True)]
+
+
 @importer("gather")
 def _gather(ctx, layer, params, inputs):
     values, indices = layer_inputs(ctx, inputs, 2)
+    if (views := _distconv(ctx, values, indices, params, "gathers")) is not None:
+        return _as_3d(ctx, _gather_2d(ctx, *views, axis0=True, final=False))
     if len(indices.dims) != 1 or len(values.dims) not in (1, 2):
         raise ShapeError(f"{ctx.where()}: gathers {list(indices.dims)} indices from {list(values.dims)} values; "
                          f"LBANN takes a vector of indices and 1-D or 2-D values")
+    return [_gather_2d(ctx, values, indices, axis0=len(values.dims) == 2 and _axis(params) == 0)]
+
+
+def _gather_2d(ctx: ImportContext, values: Tensor, indices: Tensor, axis0: bool, final: bool = True) -> Tensor:
     k = indices.dims[0]
-    axis0 = len(values.dims) == 2 and _axis(params) == 0
     bound = values.dims[0] if axis0 else values.dims[-1]
     index, valid = _index_in_range(ctx, indices, bound)
     if len(values.dims) == 1:
@@ -75,17 +103,26 @@ def _gather(ctx, layer, params, inputs):
         index, valid = _spread(ctx, index, out_dims, gather_axis, INT), _spread(ctx, valid, out_dims, gather_axis,
                                                                                BOOL)
     picked = ctx.emit("GatherElements", [values, index], out_dims, {"axis": gather_axis})
-    return [ctx.emit("Where", [valid, picked, ctx.const(np.float32(0), "zero")], out_dims, final=True)]
+    return ctx.emit("Where", [valid, picked, ctx.const(np.float32(0), "zero")], out_dims, final=final)
 
 
 @importer("scatter")
 def _scatter(ctx, layer, params, inputs):
     values, indices = layer_inputs(ctx, inputs, 2)
     out_dims = tuple(int(d) for d in params.dims)
+    if (views := _distconv(ctx, values, indices, params, "scatters")) is not None:
+        if len(out_dims) != 3 or out_dims[1:] != values.dims[1:]:
+            raise ShapeError(f"{ctx.where()}: scatters {list(values.dims)} values into {list(out_dims)}; LBANN's "
+                             f"distconv form keeps the values' last two dims")
+        return _as_3d(ctx, _scatter_2d(ctx, *views, out_dims[:2], axis0=True, final=False))
     if len(values.dims) not in (1, 2) or len(out_dims) != len(values.dims):
         raise ShapeError(f"{ctx.where()}: scatters {list(values.dims)} values into {list(out_dims)}; LBANN "
                          f"scatters 1-D or 2-D values into a tensor of the same rank")
-    axis0 = len(values.dims) == 2 and _axis(params) == 0
+    return [_scatter_2d(ctx, values, indices, out_dims, axis0=len(values.dims) == 2 and _axis(params) == 0)]
+
+
+def _scatter_2d(ctx: ImportContext, values: Tensor, indices: Tensor, out_dims: tuple[int, ...], axis0: bool,
+                final: bool = True) -> Tensor:
     bound = out_dims[0] if axis0 else out_dims[-1]
     index, valid = _index_in_range(ctx, indices, bound)
     if len(values.dims) == 2:
@@ -97,8 +134,8 @@ def _scatter(ctx, layer, params, inputs):
     kept = ctx.emit("Where", [valid, values, ctx.const(np.float32(0), "zero")], values.dims)  # skipped: + 0
     zeros = ctx.emit("ConstantOfShape", [ctx.ints((ctx.batch, *out_dims), "shape")], out_dims,
                      {"value": np.zeros(1, np.float32)})
-    return [ctx.emit("ScatterElements", [zeros, index, kept], out_dims,
-                     {"axis": scatter_axis, "reduction": "add"}, final=True)]
+    return ctx.emit("ScatterElements", [zeros, index, kept], out_dims, {"axis": scatter_axis, "reduction": "add"},
+                    final=final)
 
 
 @importer("one_hot")
@@ -205,6 +242,88 @@ def _bilinear_resize(ctx, layer, params, inputs):
     return [ctx.emit("Resize", [x, None, None, ctx.ints((ctx.batch, *dims), "sizes")], dims, attrs, final=True)]
 
 
+@importer("unpooling")
+def _unpooling(ctx, layer, params, inputs):
+    """Max unpooling (src/layers/transform/unpooling.hpp; Era A names the pooling layer, Era C makes
+    it the hint_layer): each value goes where its window's maximum was in the pooling layer's
+    input, found as LBANN's CPU pooling finds it (windows over the zero-padded input, the first
+    largest entry); a position several windows cover takes the largest of what they give it
+    (0 from a window whose maximum lies elsewhere), a position none covers 0."""
+    (x,) = layer_inputs(ctx, inputs)
+    pool, (a,) = _paired_pooling(ctx, layer)
+    ctx.hint = None  # the hint pairs the layers; the output has the pooling layer's input dims
+    nd = len(a.dims) - 1
+    if params.num_dims and params.num_dims != nd:
+        raise ShapeError(f"{ctx.where()}: num_dims {params.num_dims} for a sample of {nd} spatial dims")
+    kernel, pads, stride = pool_geometry(ctx, pool.pooling, nd)
+    grid = tuple((d + 2 * p - k) // s + 1 for d, p, k, s in zip(a.dims[1:], pads, kernel, stride))
+    if x.dims != (a.dims[0], *grid):
+        raise ShapeError(f"{ctx.where()}: takes {list(x.dims)}, but its pooling layer '{pool.name}' gives "
+                         f"{[a.dims[0], *grid]}")
+    channels, padded = a.dims[0], tuple(d + 2 * p for d, p in zip(a.dims[1:], pads))
+    axes = list(range(2, nd + 2))
+    zero_pads = ctx.ints([0, 0, *pads, 0, 0, *pads], "pads")
+    a_padded = ctx.emit("Pad", [a, zero_pads, ctx.const(np.float32(0), "zero")], (channels, *padded))
+    offsets = list(itertools.product(*(range(k) for k in kernel)))
+    windows = [ctx.emit("Slice", [a_padded, ctx.ints(o, "starts"),
+                                  ctx.ints([oi + (g - 1) * s + 1 for oi, g, s in zip(o, grid, stride)], "ends"),
+                                  ctx.ints(axes, "axes"), ctx.ints(stride, "steps")], x.dims) for o in offsets]
+    largest = ctx.emit("Max", windows, x.dims) if len(windows) > 1 else windows[0]
+    lowest = ctx.const(np.float32(-np.inf), "lowest")
+    canvases, taken = [], None
+    for o, window in zip(offsets, windows):
+        hit = ctx.emit("Equal", [window, largest], x.dims, dtype=BOOL)
+        first = hit if taken is None else ctx.emit("And", [hit, ctx.emit("Not", [taken], x.dims, dtype=BOOL)],
+                                                    x.dims, dtype=BOOL)
+        taken = hit if taken is None else ctx.emit("Or", [taken, hit], x.dims, dtype=BOOL)
+        value = ctx.emit("Where", [first, x, ctx.const(np.float32(0), "zero")], x.dims)
+        canvases.append(_placed(ctx, value, o, stride, padded, lowest))
+    y = ctx.emit("Max", canvases, (channels, *padded)) if len(canvases) > 1 else canvases[0]
+    y = ctx.emit("Slice", [y, ctx.ints(pads, "starts"), ctx.ints([p + d for p, d in zip(pads, a.dims[1:])], "ends"),
+                           ctx.ints(axes, "axes")], a.dims)
+    covered = np.zeros(padded, bool)
+    for o in offsets:
+        covered[tuple(slice(oi, oi + (g - 1) * s + 1, s) for oi, g, s in zip(o, grid, stride))] = True
+    covered = covered[tuple(slice(p, p + d) for p, d in zip(pads, a.dims[1:]))]
+    return [ctx.emit("Where", [ctx.const(covered.reshape(1, 1, *covered.shape), "covered"), y,
+                               ctx.const(np.float32(0), "zero")], a.dims, final=True)]
+
+
+def _paired_pooling(ctx: ImportContext, layer):
+    """The max pooling layer an unpooling layer undoes (its hint_layer), and that layer's input."""
+    pool, pool_inputs = ctx.imported.get(layer.hint_layer, (None, None))
+    if pool is None or pool.WhichOneof("layer_type") != "pooling":
+        raise FormatError(f"{ctx.where()}: unpooling needs the pooling layer it undoes as its hint_layer")
+    if pool.pooling.pool_mode not in ("max", "max_deterministic"):
+        raise FormatError(f"{ctx.where()}: its pooling layer '{pool.name}' is '{pool.pooling.pool_mode}' pooling; "
+                          f"LBANN unpools max pooling only")
+    return pool, pool_inputs
+
+
+def _placed(ctx: ImportContext, value: Tensor, offset: Sequence[int], stride: Sequence[int],
+            padded: Sequence[int], fill: Value) -> Tensor:
+    """``value`` (C × grid) spread over the padded input: grid point g at g·stride + offset, ``fill``
+    everywhere else."""
+    channels, grid = value.dims[0], value.dims[1:]
+    spaced = [g * s for g, s in zip(grid, stride)]
+    if any(s > 1 for s in stride):  # each point followed by stride − 1 fills along every dim
+        apart = tuple(d for g in grid for d in (g, 1))
+        value = ctx.emit("Reshape", [value, ctx.ints((ctx.batch, channels, *apart), "apart")], (channels, *apart))
+        after = [0, 0, *(d for s in stride for d in (0, s - 1))]
+        grown = tuple(d for g, s in zip(grid, stride) for d in (g, s))
+        value = ctx.emit("Pad", [value, ctx.ints([0] * len(after) + after, "pads"), fill], (channels, *grown))
+        value = ctx.emit("Reshape", [value, ctx.ints((ctx.batch, channels, *spaced), "spaced")],
+                         (channels, *spaced))
+    before = list(offset)
+    after = [max(0, p - o - w) for p, o, w in zip(padded, offset, spaced)]
+    dims = tuple(o + w + e for o, w, e in zip(offset, spaced, after))
+    value = ctx.emit("Pad", [value, ctx.ints([0, 0, *before, 0, 0, *after], "pads"), fill], (channels, *dims))
+    if dims == tuple(padded):
+        return value
+    return ctx.emit("Slice", [value, ctx.ints([0] * len(padded), "starts"), ctx.ints(padded, "ends"),
+                              ctx.ints(list(range(2, len(padded) + 2)), "axes")], (channels, *padded))
+
+
 @importer("entrywise_batch_normalization")
 def _entrywise_batch_normalization(ctx, layer, params, inputs):
     """Each entry normalized by its own running statistics at inference, y = (x − mean) /
@@ -238,6 +357,57 @@ def _identity_zero(ctx, layer, params, inputs):
         return [ctx.emit("Identity", [x], x.dims, final=True)]
     zeros = ctx.const(np.zeros((1, *x.dims), np.float32), "zeros")
     return [ctx.emit("Expand", [zeros, ctx.ints((ctx.batch, *x.dims), "shape")], x.dims, final=True)]
+
+
+@importer("rowwise_weights_norms")
+def _rowwise_weights_norms(ctx, layer, params, inputs):
+    """The L2 norm of each row of its weights' matrix (one value per row, the same for every
+    sample; src/layers/misc/rowwise_weights_norms.cpp). The matrix is the one another layer set
+    up before it, as LBANN requires (a hint_layer orders them)."""
+    layer_inputs(ctx, inputs, 0)
+    names = list(layer.weights)
+    if len(names) != 1:
+        raise ShapeError(f"{ctx.where()}: rowwise_weights_norms takes one weights object, it names {len(names)}")
+    matrix = ctx.matrix_of(names[0])
+    if matrix is None:
+        raise ShapeError(f"{ctx.where()}: its weights '{names[0]}' are not set up by a layer before it (LBANN "
+                         f"needs one; a hint_layer orders them)")
+    norms = np.sqrt(np.sum(np.square(matrix.astype(np.float32)), axis=1))
+    return broadcast_constant(ctx, norms, norms.shape)
+
+
+def _cross_grid(ctx, layer, inputs, what: str) -> tuple[Tensor, int]:
+    """The sum of the parents, which LBANN's sub-grid parallelism holds on one grid each (the
+    number of grids is the number of branches, parents and children alike)."""
+    xs = same_shapes(ctx, layer_inputs(ctx, inputs, None))
+    children = len(layer.children) or len(xs)
+    if children != len(xs):
+        raise ShapeError(f"{ctx.where()}: {what} has {len(xs)} parents and {children} children; each grid gives "
+                         f"one and takes one")
+    total = xs[0] if len(xs) == 1 else ctx.emit("Sum", xs, xs[0].dims)
+    return total, len(xs)
+
+
+@importer("cross_grid_sum")
+def _cross_grid_sum(ctx, layer, params, inputs):
+    """Every child gets the sum of every parent (an all-reduce over the sub-grids;
+    src/layers/transform/cross_grid_sum.hpp)."""
+    total, branches = _cross_grid(ctx, layer, inputs, "cross_grid_sum")
+    return [ctx.emit("Identity", [total], total.dims, final=branches == 1) for _ in range(branches)]
+
+
+@importer("cross_grid_sum_slice")
+def _cross_grid_sum_slice(ctx, layer, params, inputs):
+    """Child i gets the i-th of as many equal slices of the sum's last dim as there are grids
+    (a reduce-scatter; src/layers/transform/cross_grid_sum_slice.hpp)."""
+    total, branches = _cross_grid(ctx, layer, inputs, "cross_grid_sum_slice")
+    last = total.dims[-1]
+    if last % branches:
+        raise ShapeError(f"{ctx.where()}: the last dim of {list(total.dims)} does not split into {branches} grids")
+    width, axis = last // branches, len(total.dims)
+    dims = (*total.dims[:-1], width)
+    return [ctx.emit("Slice", [total, ctx.ints([i * width], "starts"), ctx.ints([(i + 1) * width], "ends"),
+                               ctx.ints([axis], "axes")], dims, final=branches == 1) for i in range(branches)]
 
 
 _MULTIDIM_MODES = {"": "ReduceSum", "sum": "ReduceSum", "add": "ReduceSum", "product": "ReduceProd",

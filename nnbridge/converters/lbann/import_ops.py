@@ -20,7 +20,7 @@ from ...base.registry import Registry
 from ...ir import DType
 from ...protos.lbann import lbann_pb2
 from .import_composed import COMPOSED, Builder
-from .import_context import ImportContext, Tensor
+from .import_context import ImportContext, Tensor, reader_slice_points
 from .mapping import BINARY, COMPOSITE, CONSTANT_OPS, UNARY
 
 Importer = Callable[..., list[Tensor]]
@@ -123,6 +123,8 @@ def _channelwise_softmax(ctx, layer, params, inputs):
 def _fully_connected(ctx, layer, params, inputs):
     (x,) = layer_inputs(ctx, inputs)
     n_in = math.prod(x.dims)
+    if ctx.hint is not None:  # LBANN's Layer::setup_dims gives it the hint's dims, whatever num_neurons says
+        params.read.add("num_neurons")
     n_out = math.prod(ctx.hint) if ctx.hint is not None else int(params.num_neurons)
     if len(x.dims) > 1:  # LBANN flattens the input implicitly
         x = ctx.emit("Flatten", [x], (n_in,), {"axis": 1})
@@ -194,11 +196,8 @@ def _deconvolution(ctx, layer, params, inputs):
     return [ctx.emit("ConvTranspose", ins, _positive(ctx, (c_out, *out)), attrs, final=True)]
 
 
-@importer("pooling")
-def _pooling(ctx, layer, params, inputs):
-    (x,) = layer_inputs(ctx, inputs)
-    spatial = x.dims[1:]
-    nd = len(spatial)
+def pool_geometry(ctx: ImportContext, params, nd: int) -> tuple[list[int], list[int], list[int]]:
+    """A pooling layer's window, pads and strides over ``nd`` spatial dims."""
     if params.has_vectors:
         kernel = _spread(params.pool_dims, nd, 0, ctx, "pool_dims")
         pads = _spread(params.pool_pads, nd, 0, ctx, "pool_pads")
@@ -211,6 +210,14 @@ def _pooling(ctx, layer, params, inputs):
     for name, values, low in (("pool_dims", kernel, 1), ("pool_strides", stride, 1), ("pool_pads", pads, 0)):
         if min(values) < low:
             raise FormatError(f"{ctx.where()}: {name} {values} must be >= {low}")
+    return kernel, pads, stride
+
+
+@importer("pooling")
+def _pooling(ctx, layer, params, inputs):
+    (x,) = layer_inputs(ctx, inputs)
+    spatial = x.dims[1:]
+    kernel, pads, stride = pool_geometry(ctx, params, len(spatial))
     modes = {"max": ("MaxPool", {}), "average": ("AveragePool", {"count_include_pad": 1}),
              "average_no_pad": ("AveragePool", {"count_include_pad": 0})}
     if params.pool_mode not in modes:
@@ -386,11 +393,10 @@ def _concatenation(ctx, layer, params, inputs):
 @importer("slice")
 def _slice(ctx, layer, params, inputs):
     (x,) = layer_inputs(ctx, inputs)
-    if params.get_slice_points_from_reader:
-        raise UnsupportedOpError(f"LBANN import of {ctx.source}", [Unsupported(
-            "slice", layer.name, f"get_slice_points_from_reader '{params.get_slice_points_from_reader}': its slice "
-                                 f"points come from LBANN's data reader, which nnbridge does not read")])
     axis, points = int(params.axis), [int(p) for p in params.slice_points]
+    if params.get_slice_points_from_reader:
+        points = reader_slice_points(ctx.slice_points, params.get_slice_points_from_reader, ctx.where(),
+                                     "get_slice_points_from_reader")
     if not 0 <= axis < len(x.dims) or len(points) < 2 or points != sorted(points) or points[-1] > x.dims[axis] \
             or points[0] < 0:
         raise FormatError(f"{ctx.where()}: slice_points {points} on axis {axis} do not fit {list(x.dims)}")
@@ -435,7 +441,7 @@ def same_shapes(ctx, xs: list[Tensor]) -> list[Tensor]:
     return xs
 
 
-def _broadcast_constant(ctx, values: np.ndarray, dims: tuple[int, ...]) -> list[Tensor]:
+def broadcast_constant(ctx, values: np.ndarray, dims: tuple[int, ...]) -> list[Tensor]:
     """A per-sample constant repeated over the mini-batch (LBANN's constant/weights_layer)."""
     const = ctx.const(values.astype(np.float32).reshape(1, *dims), "value")
     return [ctx.emit("Expand", [const, ctx.ints((ctx.batch, *dims), "shape")], dims, final=True)]
@@ -452,7 +458,7 @@ def _own_dims(ctx, dims) -> tuple[int, ...]:
 def _constant(ctx, layer, params, inputs):
     layer_inputs(ctx, inputs, 0)
     dims = _own_dims(ctx, params.num_neurons)
-    return _broadcast_constant(ctx, np.full(dims, params.value, np.float32), dims)
+    return broadcast_constant(ctx, np.full(dims, params.value, np.float32), dims)
 
 
 def _noise_dims(ctx, params) -> tuple[int, ...]:
@@ -473,7 +479,7 @@ def _noise(ctx, layer, params, inputs):
     mean = params.mean if gaussian else (params.min + params.max) / 2
     if params.training_only:
         params.read.add("stdev")  # it only spreads the draws made while training
-        return _broadcast_constant(ctx, np.full(dims, mean, np.float32), dims)
+        return broadcast_constant(ctx, np.full(dims, mean, np.float32), dims)
     attrs = {"shape": [ctx.batch, *dims], "seed": _seed(ctx), "dtype": DType.FLOAT32.onnx}
     attrs.update({"mean": params.mean, "scale": params.stdev} if gaussian else {"low": params.min, "high": params.max})
     return [ctx.emit("RandomNormal" if gaussian else "RandomUniform", [], dims, attrs, final=True)]
@@ -484,14 +490,14 @@ def _bernoulli(ctx, layer, params, inputs):
     """LBANN draws Bernoulli noise only while training; inference gives zeros."""
     layer_inputs(ctx, inputs, 0)
     dims = _noise_dims(ctx, params)
-    return _broadcast_constant(ctx, np.zeros(dims, np.float32), dims)
+    return broadcast_constant(ctx, np.zeros(dims, np.float32), dims)
 
 
 @importer("weights_layer")
 def _weights_layer(ctx, layer, params, inputs):
     layer_inputs(ctx, inputs, 0)
     dims = _own_dims(ctx, params.dims)
-    return _broadcast_constant(ctx, ctx.weights(0, "weights", math.prod(dims), default="zeros"), dims)
+    return broadcast_constant(ctx, ctx.weights(0, "weights", math.prod(dims), default="zeros"), dims)
 
 
 @importer("tessellate")

@@ -10,10 +10,13 @@ Only what the graph needs is carried over (layers, weights, mini-batch size).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from google.protobuf.message import Message
 
 from ...base.errors import FormatError
 from ...protos.lbann import lbann_pb2, lbann_v099_pb2
+from .import_context import reader_slice_points
 
 #: Era A layer kinds that keep their name and have no fields to translate.
 _SAME = {"relu": "relu", "softmax": "softmax", "identity": "identity", "split": "split", "sum": "sum",
@@ -39,7 +42,10 @@ def ints(text: str, source: str, what: str) -> list[int]:
         raise FormatError(f"{source}: {what} '{text}' is not a list of integers") from None
 
 
-def upgrade(old: lbann_v099_pb2.LbannPB, source: str) -> lbann_pb2.LbannPB:
+def upgrade(old: lbann_v099_pb2.LbannPB, source: str,
+            slice_points: Mapping[str, Sequence[int]] | None = None) -> lbann_pb2.LbannPB:
+    """The Era C experiment of an Era A file; ``slice_points`` are what the data reader would give
+    (``get_slice_points_from_reader``, ``get_num_neurons_of_slice_from_reader``)."""
     new = lbann_pb2.LbannPB()
     new.trainer.mini_batch_size = old.model.mini_batch_size
     new.model.name = old.model.name
@@ -53,7 +59,7 @@ def upgrade(old: lbann_v099_pb2.LbannPB, source: str) -> lbann_pb2.LbannPB:
     for layer in layers:
         if layer.name in replaced or layer.HasField("input"):
             continue  # replaced by Era C input layers below
-        upgraded = _upgrade_layer(layer, source, fields)
+        upgraded = _upgrade_layer(layer, source, fields, slice_points)
         for i, parent in enumerate(upgraded.parents):  # read from the input layer: its field's layer
             if (parent, layer.name) in inputs:
                 upgraded.parents[i] = inputs[parent, layer.name][0]
@@ -109,7 +115,8 @@ _LAYER_FIELDS = {"name", "parents", "children", "weights", "data_layout", "devic
 _FROM_READER = {"get_input_dimension_from_reader": "samples", "num_neurons_is_num_labels": "labels"}
 
 
-def _upgrade_layer(old: Message, source: str, fields: dict[str, str]) -> Message:
+def _upgrade_layer(old: Message, source: str, fields: dict[str, str],
+                   slice_points: Mapping[str, Sequence[int]] | None) -> Message:
     """One Era A layer as Era C; sizes Era A took from the data reader become a ``hint_layer`` on
     the input layer of that field (LBANN then gives the layer that input's size)."""
     new = lbann_pb2.Layer(name=old.name)
@@ -128,10 +135,6 @@ def _upgrade_layer(old: Message, source: str, fields: dict[str, str]) -> Message
     sized_by = ["samples"] if old.num_neurons_from_data_reader else []
     if kind == "fully_connected":
         sized_by += [f for name, f in _FROM_READER.items() if getattr(params, name)]
-        unknown = [f.name for f, v in params.ListFields() if f.name.startswith("get_") and f.name not in _FROM_READER]
-        if unknown:
-            raise FormatError(f"{where}: {unknown[0]}: its size comes from LBANN's data reader, which nnbridge "
-                              f"does not read")
     if sized_by:
         if old.hint_layer or len(sized_by) > 1 or sized_by[0] not in fields:
             raise FormatError(f"{where}: takes its size from the data reader's {sized_by[0]}, which no input "
@@ -153,6 +156,10 @@ def _upgrade_layer(old: Message, source: str, fields: dict[str, str]) -> Message
     elif kind == "fully_connected":
         fc = new.fully_connected
         fc.num_neurons, fc.has_bias, fc.transpose = params.num_neurons, params.has_bias, params.transpose
+        if sized_by:  # v0.99 takes the reader's size instead of num_neurons
+            fc.num_neurons = 0
+        elif params.get_num_neurons_of_slice_from_reader:
+            fc.num_neurons = _slices_size(params, slice_points, where)
     elif kind == "batch_normalization":
         bn = new.batch_normalization
         bn.decay, bn.epsilon = params.decay, params.epsilon
@@ -169,10 +176,18 @@ def _upgrade_layer(old: Message, source: str, fields: dict[str, str]) -> Message
     elif kind == "concatenation":
         new.concatenation.axis = params.axis
     elif kind == "slice":
+        if params.get_slice_points_from_reader_bool:
+            raise FormatError(f"{where}: Era A field 'get_slice_points_from_reader_bool' has no Era C equivalent")
         new.slice.axis = params.axis
         new.slice.slice_points.extend(ints(params.slice_points, where, "slice_points"))
+        new.slice.get_slice_points_from_reader = _category(params.get_slice_points_from_reader)
     elif kind == "reshape":
         new.reshape.dims.extend(ints(params.dims, where, "dims"))
+    elif kind == "unpooling":  # Era C pairs it with its pooling layer as its hint_layer
+        if old.hint_layer and old.hint_layer != params.pooling_layer:
+            raise FormatError(f"{where}: names pooling_layer '{params.pooling_layer}' and another hint_layer")
+        new.unpooling.num_dims = params.num_dims
+        new.hint_layer = params.pooling_layer
     elif kind == "top_k_categorical_accuracy":
         new.top_k_categorical_accuracy.k = params.k
     elif hasattr(lbann_pb2, _camel(kind) + "Operator"):  # element-wise math: an operator in Era C
@@ -186,6 +201,24 @@ def _upgrade_layer(old: Message, source: str, fields: dict[str, str]) -> Message
     else:
         raise FormatError(f"{where}: Era A layer type '{kind}' has no Era C equivalent")
     return new
+
+
+def _category(name: str) -> str:
+    """v0.99's reader hands the independent variables' slice points for both categories
+    (src/proto/factories/layer_factory.cpp, get_slice_points_from_reader)."""
+    return "independent" if name == "dependent" else name
+
+
+def _slices_size(params: Message, slice_points: Mapping[str, Sequence[int]] | None, where: str) -> int:
+    """v0.99's fully connected size from the reader: the summed sizes of the listed slices
+    (slice i spans points i−1 … i)."""
+    category = params.get_slice_points_from_reader or "independent"
+    points = reader_slice_points(slice_points, _category(category), where, "get_num_neurons_of_slice_from_reader")
+    indices = [int(i) for i in params.get_num_neurons_of_slice_from_reader]
+    if any(not 0 < i < len(points) for i in indices):
+        raise FormatError(f"{where}: get_num_neurons_of_slice_from_reader {indices} names a slice the reader's "
+                          f"{len(points)} slice points {points} do not have")
+    return sum(points[i] - points[i - 1] for i in indices)
 
 
 def _camel(kind: str) -> str:

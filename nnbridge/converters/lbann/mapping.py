@@ -17,7 +17,7 @@ UNARY: dict[str, str] = {
     "Atan": "AtanOperator", "Cosh": "CoshOperator", "Sinh": "SinhOperator", "Tanh": "TanhOperator",
     "Acosh": "AcoshOperator", "Asinh": "AsinhOperator", "Atanh": "AtanhOperator", "Erf": "ErfOperator",
     "Sigmoid": "SigmoidOperator", "Softplus": "SoftplusOperator", "Softsign": "SoftsignOperator",
-    "Selu": "SeluOperator", "Gelu": "GeluOperator",
+    "Selu": "SeluOperator",
 }
 
 #: ONNX binary op on two same-shape activations → LBANN operator.

@@ -31,25 +31,26 @@ from .mapping import NO_EFFECT, TRAINING_ONLY
 
 
 def read_prototext(path: str | os.PathLike, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
-                   batch_size: int | None = None, training_layers: bool = False, trust_paths: bool = False
-                   ) -> Graph:
+                   batch_size: int | None = None, training_layers: bool = False, trust_paths: bool = False,
+                   slice_points: Mapping[str, Sequence[int]] | None = None) -> Graph:
     """Load an LBANN ``.prototext`` (Era C, or legacy Era A) into the IR; ``training_layers``
     imports the loss and metric layers (and the labels feeding them) as graph nodes too;
-    ``trust_paths`` lets weights files lie outside the model's directory."""
+    ``trust_paths`` lets weights files lie outside the model's directory; ``slice_points`` are
+    the data reader's (``independent``/``dependent`` → points) for layers that ask the reader."""
     path = Path(path)
     text = textio.read_text(path)
     message, era = textio.parse(text, str(path))
     if era == textio.ERA_A:
-        message = legacy.upgrade(message, str(path))
+        message = legacy.upgrade(message, str(path), slice_points)
     return build_graph(message, source=str(path), base_dir=path.parent, input_shapes=input_shapes,
                        batch_size=batch_size, header=textio.parse_header(text, str(path)), name=path.stem,
-                       training_layers=training_layers, trust_paths=trust_paths)
+                       training_layers=training_layers, trust_paths=trust_paths, slice_points=slice_points)
 
 
 def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Path | None = None,
                 input_shapes: Mapping[str, Sequence[int]] | None = None, batch_size: int | None = None,
                 header: textio.Header | None = None, name: str = "lbann", training_layers: bool = False,
-                trust_paths: bool = False) -> Graph:
+                trust_paths: bool = False, slice_points: Mapping[str, Sequence[int]] | None = None) -> Graph:
     """An Era C ``LbannPB`` message → IR graph (also used by ``nnbridge.lbann``)."""
     header = header or textio.Header()
     layers = list(pb.model.layer)
@@ -58,14 +59,33 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
     order = _topological(layers, by_name, source)
     dropped = set() if training_layers else _dropped(order, children, by_name)
     kept = [layer for layer in order if layer.name not in dropped]
+    shapes = _input_shapes(layers, kept, header, input_shapes, source)
+    _refuse_unimportable(kept, source)
 
+    batch = int(batch_size or pb.trainer.mini_batch_size or 1)
+    graph = Graph(pb.model.name or name)
+    for layer in layers:
+        graph.reserve_name(layer.name)
+    ctx = ImportContext(graph, batch, {w.name: w for w in pb.model.weights}, base_dir or Path.cwd(), source,
+                        any_path=trust_paths, slice_points=slice_points)
+    outputs = _import_layers(ctx, kept, children, shapes)
+    _set_outputs(graph, kept, children, outputs, header, dropped)
+    graph.metadata["lbann_mini_batch_size"] = str(batch)
+    experiment.keep(graph, pb, dropped)
+    return graph
+
+
+def _input_shapes(layers, kept, header: textio.Header, given: Mapping[str, Sequence[int]] | None,
+                  source: str) -> dict[str, tuple[tuple[int, ...], str]]:
+    """Each input layer's per-sample dims and dtype: the file's header, then ``--input-shape``
+    (by layer name or by LBANN's data field, e.g. ``samples``); every kept input must have one."""
     shapes = {n: (tuple(d), t) for n, (d, t) in header.inputs.items()}
     all_inputs = [layer.name for layer in layers if layer.WhichOneof("layer_type") == "input"]
     by_field: dict[str, list[str]] = {}  # LBANN's own name for what an input layer reads: its data field
     for layer in layers:
         if layer.WhichOneof("layer_type") == "input" and layer.input.data_field:
             by_field.setdefault(layer.input.data_field, []).append(layer.name)
-    for key, dims in (input_shapes or {}).items():
+    for key, dims in (given or {}).items():
         named = [key] if key in all_inputs else by_field.get(key)
         if not named:
             fields = f" (data fields {', '.join(by_field)})" if by_field else ""
@@ -73,12 +93,16 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
                              f"{', '.join(all_inputs) or '(none)'}{fields}")
         for name in named:
             shapes[name] = (tuple(int(d) for d in dims), shapes.get(name, ((), "float32"))[1])
-    input_names = [layer.name for layer in kept if layer.WhichOneof("layer_type") == "input"]
-    missing = [n for n in input_names if n not in shapes]
+    missing = [layer.name for layer in kept if layer.WhichOneof("layer_type") == "input" and layer.name not in shapes]
     if missing:
         raise ShapeError(f"{source}: LBANN files do not store input shapes; give the per-sample shape "
                          f"(without the batch dim) of {', '.join(missing)}, e.g. --input-shape "
                          f"{missing[0]}=1x28x28")
+    return shapes
+
+
+def _refuse_unimportable(kept, source: str) -> None:
+    """Every kept layer whose type has no importer, all in one error."""
     bad = [Unsupported(layer.WhichOneof("layer_type") or "?", layer.name,
                        "no layer type set" if layer.WhichOneof("layer_type") is None else
                        "no ONNX equivalent in nnbridge")
@@ -86,12 +110,12 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
     if bad:
         raise UnsupportedOpError(f"LBANN import of {source}", bad)
 
-    batch = int(batch_size or pb.trainer.mini_batch_size or 1)
-    graph = Graph(pb.model.name or name)
-    for layer in layers:
-        graph.reserve_name(layer.name)
-    ctx = ImportContext(graph, batch, {w.name: w for w in pb.model.weights}, base_dir or Path.cwd(), source,
-                        any_path=trust_paths)
+
+def _import_layers(ctx: ImportContext, kept, children, shapes) -> dict[str, list[Tensor]]:
+    """Each kept layer through its importer, in order; a field set but not read refuses the file
+    (every such field, in one error)."""
+    graph, batch, source = ctx.graph, ctx.batch, ctx.source
+    input_names = [layer.name for layer in kept if layer.WhichOneof("layer_type") == "input"]
     outputs: dict[str, list[Tensor]] = {}
     ignored: list[Unsupported] = []
     for layer in kept:
@@ -104,6 +128,7 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
             outputs[layer.name] = [Tensor(value, tuple(dims))]
             continue
         inputs = [_parent_output(layer, p, outputs, children, source) for p in layer.parents]
+        ctx.imported[layer.name] = (layer, inputs)
         ctx.hint = _hint_dims(layer, outputs, source)
         params = UsedFields(getattr(layer, kind))
         try:
@@ -115,10 +140,7 @@ def build_graph(pb: lbann_pb2.LbannPB, *, source: str = "<lbann>", base_dir: Pat
                     for field in params.unread() if field not in NO_EFFECT.get(kind, ())]
     if ignored:
         raise UnsupportedOpError(f"LBANN import of {source}", ignored)
-    _set_outputs(graph, kept, children, outputs, header, dropped)
-    graph.metadata["lbann_mini_batch_size"] = str(batch)
-    experiment.keep(graph, pb, dropped)
-    return graph
+    return outputs
 
 
 def _input_dtype(name: str) -> DType:
@@ -196,11 +218,17 @@ def _dropped(order, children, by_name) -> set[str]:
         if layer.WhichOneof("layer_type") in TRAINING_ONLY or any(p in dropped for p in layer.parents):
             dropped.add(layer.name)
     hinted = {layer.hint_layer for layer in order if layer.name not in dropped}
+    lone = _inputs_only(order)
     for layer in reversed(order):  # inputs that feed nothing but dropped layers
-        if layer.WhichOneof("layer_type") == "input" and layer.name not in hinted and \
+        if layer.WhichOneof("layer_type") == "input" and layer.name not in hinted and not lone and \
                 all(c in dropped for c in children[layer.name]):
             dropped.add(layer.name)
     return dropped
+
+
+def _inputs_only(layers) -> bool:
+    """A model of input layers alone (LBANN's data-reader tests): its inputs are its outputs."""
+    return all(layer.WhichOneof("layer_type") == "input" for layer in layers)
 
 
 def _hint_dims(layer, outputs, source: str) -> tuple[int, ...] | None:
@@ -226,8 +254,8 @@ def _parent_output(layer, parent: str, outputs, children, source: str) -> Tensor
 
 def _set_outputs(graph: Graph, kept, children, outputs, header: textio.Header, dropped: set[str]) -> None:
     by_kind = {layer.name: layer.WhichOneof("layer_type") for layer in kept}
-    leaves = [layer.name for layer in kept if by_kind[layer.name] != "input"
-              and not [c for c in children[layer.name] if c not in dropped]]
+    leaves = [layer.name for layer in kept if not [c for c in children[layer.name] if c not in dropped]
+              and (by_kind[layer.name] != "input" or _inputs_only(kept))]
     names = [n for n in header.outputs if n in outputs]
     # the recorded outputs, and the loss and metric layers when those are imported
     names = [*names, *(n for n in leaves if n not in names and by_kind[n] in TRAINING_ONLY)] if names else leaves

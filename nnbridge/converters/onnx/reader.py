@@ -20,7 +20,7 @@ from onnx import AttributeProto, ModelProto, TensorProto, helper, inliner, numpy
 
 from ...base.errors import FormatError, NNBridgeError
 from ...base.fileio import check_numel
-from ...ir import DType, Graph, Layout, Node, TensorType, TypeKind
+from ...ir import DType, Graph, Layout, Node, TensorType, TypeKind, Value
 from ...ir.graph import paused_gc
 from ..wire import ONNX_GRAPH, ONNX_INITIALIZER, ONNX_RAW_DATA, WireError, cut_field, split_nested
 from . import opset
@@ -245,8 +245,31 @@ def model_to_graph(model: ModelProto, source: str = "<model>", arrays: dict[str,
 
 def _fill_graph(graph: Graph, gp: onnx.GraphProto, source: str, arrays: dict[str, np.ndarray] | None = None) -> None:
     types = {vi.name: type_from_proto(vi.type) for vi in list(gp.value_info) + list(gp.output)}
+    init_names = _add_initializers(graph, gp, source, arrays or {})
+    for vi in gp.input:
+        if vi.name in init_names:  # IR<4 style: initializers listed as inputs too
+            continue
+        graph.add_input(vi.name, type_from_proto(vi.type))
+    used_names: set[str] = set()
+    for i, np_ in enumerate(gp.node):
+        inputs = [_node_input(graph, name, types) for name in np_.input]
+        outputs = [_node_output(graph, np_, name, types, source) for name in np_.output]
+        name = np_.name or f"{np_.op_type.lower()}_{i}"
+        if name in used_names:
+            name = f"{name}_{i}"
+        used_names.add(name)
+        attrs = {a.name: _attr_value(a, graph, source) for a in np_.attribute}
+        graph.append_node(Node(np_.op_type, inputs, outputs, attrs, name, np_.domain))
+    _add_outputs(graph, gp, source)
+    try:
+        graph.nodes  # noqa: B018 - forces the topological sort, reporting cycles
+    except NNBridgeError as exc:
+        raise FormatError(f"{source}: {exc}") from None
+
+
+def _add_initializers(graph: Graph, gp: onnx.GraphProto, source: str, arrays: dict[str, np.ndarray]) -> set[str]:
+    """The dense and sparse initializers as the graph's constants; returns their names."""
     init_names = {t.name for t in gp.initializer}
-    arrays = arrays or {}
     for t in gp.initializer:
         array = arrays.get(t.name)
         graph.add_initializer(t.name, tensor_to_array(t, source) if array is None else array, exact=True)
@@ -254,38 +277,33 @@ def _fill_graph(graph: Graph, gp: onnx.GraphProto, source: str, arrays: dict[str
         dense = numpy_helper.to_array(t)
         graph.add_initializer(t.values.name, dense, exact=True)
         init_names.add(t.values.name)
-    for vi in gp.input:
-        if vi.name in init_names:  # IR<4 style: initializers listed as inputs too
-            continue
-        graph.add_input(vi.name, type_from_proto(vi.type))
-    used_names: set[str] = set()
-    for i, np_ in enumerate(gp.node):
-        inputs = []
-        for name in np_.input:
-            if not name:
-                inputs.append(None)
-                continue
-            v = graph.get(name)
-            if v is None:  # used before defined (invalid order): create, fixed up by toposort
-                v = graph.add_value(name, types.get(name), exact=True)
-            inputs.append(v)
-        outputs = []
-        for name in np_.output:
-            if not name:  # an unused optional output: give it a private name
-                outputs.append(graph.add_value(f"{np_.name or np_.op_type}_unused"))
-                continue
-            v = graph.values.get(name)
-            if v is None:
-                v = graph.add_value(name, types.get(name), exact=True)
-            elif v.producer is not None:
-                raise FormatError(f"{source}: value '{name}' is produced by two nodes")
-            outputs.append(v)
-        name = np_.name or f"{np_.op_type.lower()}_{i}"
-        if name in used_names:
-            name = f"{name}_{i}"
-        used_names.add(name)
-        attrs = {a.name: _attr_value(a, graph, source) for a in np_.attribute}
-        graph.append_node(Node(np_.op_type, inputs, outputs, attrs, name, np_.domain))
+    return init_names
+
+
+def _node_input(graph: Graph, name: str, types: dict[str, TensorType]) -> Value | None:
+    """The value a node reads (None for an absent optional input)."""
+    if not name:
+        return None
+    v = graph.get(name)
+    if v is None:  # used before defined (invalid order): create, fixed up by toposort
+        v = graph.add_value(name, types.get(name), exact=True)
+    return v
+
+
+def _node_output(graph: Graph, np_: onnx.NodeProto, name: str, types: dict[str, TensorType], source: str) -> Value:
+    """The value a node produces; a value produced twice is refused."""
+    if not name:  # an unused optional output: give it a private name
+        return graph.add_value(f"{np_.name or np_.op_type}_unused")
+    v = graph.values.get(name)
+    if v is None:
+        return graph.add_value(name, types.get(name), exact=True)
+    if v.producer is not None:
+        raise FormatError(f"{source}: value '{name}' is produced by two nodes")
+    return v
+
+
+def _add_outputs(graph: Graph, gp: onnx.GraphProto, source: str) -> None:
+    """The graph's outputs, each produced by something, typed from the file where nothing typed it."""
     for vi in gp.output:
         v = graph.get(vi.name)
         if v is None:
@@ -293,10 +311,6 @@ def _fill_graph(graph: Graph, gp: onnx.GraphProto, source: str, arrays: dict[str
         if v.type.dtype is None:
             v.type = type_from_proto(vi.type)
         graph.outputs.append(v)
-    try:
-        graph.nodes  # noqa: B018 - forces the topological sort, reporting cycles
-    except NNBridgeError as exc:
-        raise FormatError(f"{source}: {exc}") from None
 
 
 def _attr_value(a: AttributeProto, graph: Graph, source: str):

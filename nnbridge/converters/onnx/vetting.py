@@ -143,25 +143,41 @@ def vet_attributes(model: ModelProto, name: str) -> None:
         domain = "" if node.domain == "ai.onnx" else node.domain
         declared = _declared_attribute_types(node.op_type, domain, versions.get(domain, 0))
         for attr in node.attribute:
-            want = declared.get(attr.name)
-            if want is not None and attr.type != want:
-                have = AttributeProto.AttributeType.Name(attr.type) if attr.type in _ATTR_TYPES else attr.type
-                raise FormatError(f"{where}: attribute '{attr.name}' is of type {have}, the operator defines it "
-                                  f"as {AttributeProto.AttributeType.Name(want)}")
-            if node.op_type == "Transpose" and attr.name == "perm" and sorted(attr.ints) != list(range(len(attr.ints))):
-                raise FormatError(f"{where}: perm={list(attr.ints)} is not a permutation of 0..{len(attr.ints) - 1}")
-            if attr.type != AttributeProto.INTS and attr.type != AttributeProto.INT:
-                continue
-            values = list(attr.ints) if attr.type == AttributeProto.INTS else [attr.i]
-            low = _LOWEST.get(attr.name)
-            if low is None or (attr.name == "pads" and node.op_type == "Pad"):  # Pad-2 pads may be negative
-                continue
-            bad = [v for v in values if v < low or (attr.name == "pads" and v > MAX_PAD)]
-            if bad:
-                limit = f"between {low} and {MAX_PAD}" if attr.name == "pads" else f">= {low}"
-                raise FormatError(f"{where}: {attr.name}={values} must be {limit}")
+            _vet_attribute_type(attr, declared.get(attr.name), where)
+            if node.op_type == "Transpose" and attr.name == "perm":
+                _vet_permutation(attr, where)
+            _vet_window_value(node, attr, where)
         if node.op_type != "Pad":
             _vet_window_lengths(node, where)
+
+
+def _vet_attribute_type(attr: AttributeProto, want: int | None, where: str) -> None:
+    """The attribute has the type the operator's schema declares (if it declares one)."""
+    if want is not None and attr.type != want:
+        have = AttributeProto.AttributeType.Name(attr.type) if attr.type in _ATTR_TYPES else attr.type
+        raise FormatError(f"{where}: attribute '{attr.name}' is of type {have}, the operator defines it "
+                          f"as {AttributeProto.AttributeType.Name(want)}")
+
+
+def _vet_permutation(attr: AttributeProto, where: str) -> None:
+    """A Transpose's perm lists each axis once."""
+    if sorted(attr.ints) != list(range(len(attr.ints))):
+        raise FormatError(f"{where}: perm={list(attr.ints)} is not a permutation of 0..{len(attr.ints) - 1}")
+
+
+def _vet_window_value(node, attr: AttributeProto, where: str) -> None:
+    """An integer window attribute is at least its smallest meaningful value (pads at most
+    ``MAX_PAD``); Pad-2's pads may be negative."""
+    if attr.type != AttributeProto.INTS and attr.type != AttributeProto.INT:
+        return
+    low = _LOWEST.get(attr.name)
+    if low is None or (attr.name == "pads" and node.op_type == "Pad"):  # Pad-2 pads may be negative
+        return
+    values = list(attr.ints) if attr.type == AttributeProto.INTS else [attr.i]
+    bad = [v for v in values if v < low or (attr.name == "pads" and v > MAX_PAD)]
+    if bad:
+        limit = f"between {low} and {MAX_PAD}" if attr.name == "pads" else f">= {low}"
+        raise FormatError(f"{where}: {attr.name}={values} must be {limit}")
 
 
 def _vet_window_lengths(node, where: str) -> None:

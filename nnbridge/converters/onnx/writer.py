@@ -301,8 +301,6 @@ def save_onnx(graph: Graph, path: str | os.PathLike, *, check: bool = True,
             streamed.write(model, tmp)
         else:
             onnx.save_model(model, str(tmp))
-        for produced in tmpdir.iterdir():
-            os.replace(produced, path.parent / produced.name)
     return path
 
 

@@ -351,29 +351,13 @@ def _pool(ex: Exporter, node: Node) -> None:
     have, layout = spatial(ex, node)
     x_value = node.inputs[0]
     _, _, h, w = nchw_dims(x_value, have)
-    if node.op.startswith("Global"):
-        kernel, strides, pads = [h, w], [h, w], [0, 0, 0, 0]
-    else:
-        kernel = int_list(node.attr("kernel_shape"))
-        strides = int_list(node.attr("strides")) or [1] * len(kernel)
-        if len(kernel) != 2:
-            raise Inexpressible("SMAUG pooling is 2-D")
-        if any(d != 1 for d in int_list(node.attr("dilations"))):
-            raise Inexpressible("SMAUG pooling has no dilation (quirk Q7)")
-        if int(node.attr("ceil_mode", 0)):
-            raise Inexpressible("SMAUG pooling has no ceil mode (quirk Q7)")
-        pads = explicit_pads(node, [h, w], kernel, strides)
+    kernel, strides, pads = _pool_window(node, h, w)
     if len(node.outputs) > 1 and len(ex.consumers.get(id(node.outputs[1]), [])):
         raise Inexpressible("MaxPool indices have no SMAUG equivalent")
     op = pb.MaxPooling if "Max" in node.op else pb.AveragePooling
     x = ex.need(x_value, layout, have)
     if any(pads):
-        if op == pb.MaxPooling and not non_negative(x_value):
-            raise Inexpressible("padded max pooling: SMAUG can only pad with zeros, which changes the "
-                                "maximum of a possibly negative input (quirk Q7)")
-        if op == pb.AveragePooling and not int(node.attr("count_include_pad", 0)):
-            raise Inexpressible("padded average pooling that excludes the padding has no SMAUG equivalent")
-        x = padding_node(ex, x, pads, node.name)
+        x = _padded_pool_input(ex, node, op, x, pads)
         h, w = h + pads[0] + pads[2], w + pads[1] + pads[3]
     if op == pb.MaxPooling and ex.backend == "Reference" and kernel == [1, 1]:
         if strides != [1, 1]:
@@ -381,17 +365,7 @@ def _pool(ex: Exporter, node: Node) -> None:
         define(ex, node.outputs[0], x)  # a 1x1/1 max pool is the identity
         return
     out = [(h - kernel[0]) // strides[0] + 1, (w - kernel[1]) // strides[1] + 1]
-    group = x.dims[3]
-    if ex.backend == "SMV" and SMV_TILER:
-        try:
-            group = SMV_TILER[0].pool_group(tuple(x.dims), kernel, strides, "max" if op == pb.MaxPooling else "avg")
-        except ShapeError as exc:
-            raise Inexpressible(f"SMAUG's SMV tiler cannot run this shape: {exc}") from None
-    parts = [x]
-    if group < x.dims[3]:  # tiles SMAUG pairs consistently only per channel group (whole 8-lane rows)
-        split, parts = ex.emit(pb.Split, f"{node.name}/groups", [x],
-                               [([*x.dims[:3], group], layout)] * (x.dims[3] // group))
-        split.params.split_params.split_axis = 3
+    parts = _channel_groups(ex, node, x, layout, _pool_group(ex, op, x, kernel, strides))
     pooled = []
     for part in parts:
         dims = [part.dims[0], *out, part.dims[3]] if layout == Layout.NHWC else [x.dims[0], x.dims[1], *out]
@@ -404,6 +378,53 @@ def _pool(ex: Exporter, node: Node) -> None:
         cat, pooled = ex.emit(pb.Concat, f"{node.name}/concat", pooled, [(dims, layout)])
         cat.params.concat_params.concat_axis = 3
     define(ex, node.outputs[0], pooled[0])
+
+
+def _pool_window(node: Node, h: int, w: int) -> tuple[list[int], list[int], list[int]]:
+    """Kernel, strides and explicit pads of a pooling node, refusing the windows SMAUG lacks."""
+    if node.op.startswith("Global"):
+        return [h, w], [h, w], [0, 0, 0, 0]
+    kernel = int_list(node.attr("kernel_shape"))
+    strides = int_list(node.attr("strides")) or [1] * len(kernel)
+    if len(kernel) != 2:
+        raise Inexpressible("SMAUG pooling is 2-D")
+    if any(d != 1 for d in int_list(node.attr("dilations"))):
+        raise Inexpressible("SMAUG pooling has no dilation (quirk Q7)")
+    if int(node.attr("ceil_mode", 0)):
+        raise Inexpressible("SMAUG pooling has no ceil mode (quirk Q7)")
+    return kernel, strides, explicit_pads(node, [h, w], kernel, strides)
+
+
+def _padded_pool_input(ex: Exporter, node: Node, op: int, x: Ref, pads: list[int]) -> Ref:
+    """The pooling input padded with zeros, where zeros do not change the result."""
+    if op == pb.MaxPooling and not non_negative(node.inputs[0]):
+        raise Inexpressible("padded max pooling: SMAUG can only pad with zeros, which changes the "
+                            "maximum of a possibly negative input (quirk Q7)")
+    if op == pb.AveragePooling and not int(node.attr("count_include_pad", 0)):
+        raise Inexpressible("padded average pooling that excludes the padding has no SMAUG equivalent")
+    return padding_node(ex, x, pads, node.name)
+
+
+def _pool_group(ex: Exporter, op: int, x: Ref, kernel: list[int], strides: list[int]) -> int:
+    """How many channels one pooling node may take: all of them, except where SMAUG's SMV tiler
+    splits them."""
+    if ex.backend != "SMV" or not SMV_TILER:
+        return x.dims[3]
+    try:
+        return SMV_TILER[0].pool_group(tuple(x.dims), kernel, strides, "max" if op == pb.MaxPooling else "avg")
+    except ShapeError as exc:
+        raise Inexpressible(f"SMAUG's SMV tiler cannot run this shape: {exc}") from None
+
+
+def _channel_groups(ex: Exporter, node: Node, x: Ref, layout: Layout, group: int) -> list[Ref]:
+    """``x`` split into channel groups of ``group`` (tiles SMAUG pairs consistently only per channel
+    group, whole 8-lane rows), or ``[x]`` when one group holds them all."""
+    if group >= x.dims[3]:
+        return [x]
+    split, parts = ex.emit(pb.Split, f"{node.name}/groups", [x],
+                           [([*x.dims[:3], group], layout)] * (x.dims[3] // group))
+    split.params.split_params.split_axis = 3
+    return parts
 
 
 def non_negative(value: Value) -> bool:

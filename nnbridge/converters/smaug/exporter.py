@@ -199,20 +199,14 @@ class Exporter:
         return self.materialize(value, have)
 
     def produce(self, value: Value, layout: Layout, have: Layout) -> Ref:
+        """A new SMAUG tensor for ``value`` in ``layout``: through the layout change that made it,
+        as the file's own Reorder, as a Data node, or reordered from where it is computed."""
         change = self.layout_change(value, have)
         if change is not None:
-            node, src = change
-            source = node.inputs[0]
-            stored_input = self.backend == "SMV" and self.is_input(source) and self.native_of(source) is None \
-                and node.name not in self.file_nodes
-            if have == layout and not stored_input:  # a real layout change (the file's own Reorder): keep it
-                return self.smaug_reorder(self.need(source, src, src), layout, node.name)
-            return self.need(node.inputs[0], layout, src)
-        named = self.file_reorders.get((value.name, layout))
-        if named is not None and (self.constant(value) is not None or self.is_input(value)):
-            source = self.materialize(value, have)  # the file stored it in its own layout and reordered it
-            if source is not None and layouts.reorder_supported(source.layout, layout):
-                return self.smaug_reorder(source, layout, named)
+            return self._through_change(*change, layout, have)
+        named = self._file_reorder(value, layout, have)
+        if named is not None:
+            return named
         array = self.constant(value)
         if array is not None:
             p = layouts.perm(have, layout)
@@ -233,6 +227,26 @@ class Exporter:
         if source.layout == layout:
             return source
         return self.smaug_reorder(source, layout, "reorder")
+
+    def _through_change(self, node: Node, src: Layout, layout: Layout, have: Layout) -> Ref:
+        """A value that is a layout change of ``node``'s input: the file's own Reorder is kept; any
+        other change is folded into how the input is read."""
+        source = node.inputs[0]
+        stored_input = self.backend == "SMV" and self.is_input(source) and self.native_of(source) is None \
+            and node.name not in self.file_nodes
+        if have == layout and not stored_input:  # a real layout change (the file's own Reorder): keep it
+            return self.smaug_reorder(self.need(source, src, src), layout, node.name)
+        return self.need(source, layout, src)
+
+    def _file_reorder(self, value: Value, layout: Layout, have: Layout) -> Ref | None:
+        """The file stored this constant or input in its own layout and reordered it: so again."""
+        named = self.file_reorders.get((value.name, layout))
+        if named is None or (self.constant(value) is None and not self.is_input(value)):
+            return None
+        source = self.materialize(value, have)
+        if source is not None and layouts.reorder_supported(source.layout, layout):
+            return self.smaug_reorder(source, layout, named)
+        return None
 
     def materialize(self, value: Value, have: Layout) -> Ref | None:
         """Data nodes for constants and graph inputs in their own layout; computed tensors as is."""

@@ -118,11 +118,31 @@ class Importer:
     # -- structure ------------------------------------------------------------------
     def check_structure(self) -> list[gpb.NodeProto]:
         """Unique names, known parents, matching index lists; returns nodes in topological order."""
-        order: dict[str, int] = {}
+        self._check_computes()
+        order = self._index_names()
+        users: dict[str, list[str]] = {}
+        missing = {}
+        for node in self.proto.nodes:
+            self._check_parents(node)
+            for parent in node.parents:
+                users.setdefault(parent, []).append(node.name)
+            missing[node.name] = len(set(node.parents))
+        for node in self.proto.nodes:
+            self._check_dims(node)
+        result = self._topological_order(order, users, missing)
+        self.users = users
+        return result
+
+    def _check_computes(self) -> None:
+        """Refuse a graph without an op (one lone Data node is how SMAUG prints a tensor)."""
         kinds = {node.op for node in self.proto.nodes}
         if not kinds or (kinds == {pb.Data} and len(self.proto.nodes) > 1):
             raise FormatError(f"{self.what}: the graph has {len(self.proto.nodes)} nodes and no op; nothing to "
                               "compute (a graph of one Data node is how SMAUG prints a tensor)")
+
+    def _index_names(self) -> dict[str, int]:
+        """Each node's position in the file, by its (required, unique) name; fills ``self.nodes``."""
+        order: dict[str, int] = {}
         for i, node in enumerate(self.proto.nodes):
             if not node.name:
                 raise FormatError(f"{self.what}: node #{i} has no name")
@@ -130,27 +150,28 @@ class Importer:
                 raise FormatError(f"{self.what}: node name '{node.name}' is used twice")
             order[node.name] = i
             self.nodes[node.name] = node
-        users: dict[str, list[str]] = {}
-        missing = {}
-        for node in self.proto.nodes:
-            if node.op != pb.Data and not node.parents:
-                kind = pb.OpType.Name(node.op) if node.op in pb.OpType.values() else f"op code {node.op}"
-                raise FormatError(f"{self.what}: node '{node.name}' ({kind}) has no parents; every op but Data "
-                                  "reads at least one tensor")
-            if len(node.src_tensors_indices) != len(node.parents):
-                raise FormatError(f"{self.what}: node '{node.name}' has {len(node.parents)} parents but "
-                                  f"{len(node.src_tensors_indices)} src_tensors_indices")
-            for parent, index in zip(node.parents, node.src_tensors_indices):
-                if parent not in self.nodes:
-                    raise FormatError(f"{self.what}: node '{node.name}' names parent '{parent}', "
-                                      f"which is not a node of the graph")
-                if not 0 <= index < max(1, len(self.nodes[parent].output_tensors)):
-                    raise FormatError(f"{self.what}: node '{node.name}' reads output {index} of "
-                                      f"'{parent}', which has {len(self.nodes[parent].output_tensors)}")
-                users.setdefault(parent, []).append(node.name)
-            missing[node.name] = len(set(node.parents))
-        for node in self.proto.nodes:
-            self._check_dims(node)
+        return order
+
+    def _check_parents(self, node: gpb.NodeProto) -> None:
+        """Every op reads something, and each parent it names exists and has the output it reads."""
+        if node.op != pb.Data and not node.parents:
+            kind = pb.OpType.Name(node.op) if node.op in pb.OpType.values() else f"op code {node.op}"
+            raise FormatError(f"{self.what}: node '{node.name}' ({kind}) has no parents; every op but Data "
+                              "reads at least one tensor")
+        if len(node.src_tensors_indices) != len(node.parents):
+            raise FormatError(f"{self.what}: node '{node.name}' has {len(node.parents)} parents but "
+                              f"{len(node.src_tensors_indices)} src_tensors_indices")
+        for parent, index in zip(node.parents, node.src_tensors_indices):
+            if parent not in self.nodes:
+                raise FormatError(f"{self.what}: node '{node.name}' names parent '{parent}', "
+                                  f"which is not a node of the graph")
+            if not 0 <= index < max(1, len(self.nodes[parent].output_tensors)):
+                raise FormatError(f"{self.what}: node '{node.name}' reads output {index} of "
+                                  f"'{parent}', which has {len(self.nodes[parent].output_tensors)}")
+
+    def _topological_order(self, order: dict[str, int], users: dict[str, list[str]],
+                           missing: dict[str, int]) -> list[gpb.NodeProto]:
+        """The nodes in topological order, ties broken by file position; a cycle is refused."""
         ready = [(order[n], n) for n, k in missing.items() if k == 0]
         heapq.heapify(ready)
         result = []
@@ -164,7 +185,6 @@ class Importer:
         if len(result) != len(self.nodes):
             stuck = sorted((n for n, k in missing.items() if k > 0), key=order.get)[:5]
             raise FormatError(f"{self.what}: the nodes form a cycle (through {', '.join(stuck)})")
-        self.users = users
         return result
 
     def _check_dims(self, node: gpb.NodeProto) -> None:

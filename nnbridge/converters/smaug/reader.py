@@ -73,11 +73,7 @@ def graph_from_proto(proto: gpb.GraphProto, array: tpb.TensorDataArray | None, w
                      activations: str = "exact") -> Graph:
 
     dtype = DType.from_numpy(np.dtype(compute_dtype)) if compute_dtype else None
-    if activations not in ("exact", "reference"):
-        raise FormatError(f"{what}: activations must be 'exact' or 'reference', not '{activations}'")
-    if activations == "reference" and proto.backend == "SMV":
-        raise FormatError(f"{what}: activations='reference' reproduces SMAUG's Reference backend, and this file is "
-                          "for SMV (the smv backend reproduces SMV's activations); load it without the option")
+    _check_activations(proto, what, activations)
     imp = Importer(proto, what, compute_dtype=dtype, lrelu=lrelu, activations=activations)
     order = imp.check_structure()
     if proto.backend and proto.backend not in layouts.BACKENDS:
@@ -86,6 +82,26 @@ def graph_from_proto(proto: gpb.GraphProto, array: tpb.TensorDataArray | None, w
     graph.metadata["smaug.backend"] = proto.backend or "SMV"
     graph.metadata["smaug.mem_policy"] = _enum_name(pb.HostMemoryAccessPolicy, proto.mem_policy, what)
     _load_data_nodes(imp, order, array, inputs, synthetic_scale)
+    _import_ops(imp, order)
+    graph.metadata["smaug.input_layouts"] = ",".join(f"{v.name}:{v.type.layout.value}" for v in graph.inputs)
+    _record_file_details(imp, proto)
+    _add_outputs(imp, order)
+    imp.tidy_constants()
+    return graph
+
+
+def _check_activations(proto: gpb.GraphProto, what: str, activations: str) -> None:
+    """Refuse an ``activations`` option that is unknown or that contradicts the file's backend."""
+    if activations not in ("exact", "reference"):
+        raise FormatError(f"{what}: activations must be 'exact' or 'reference', not '{activations}'")
+    if activations == "reference" and proto.backend == "SMV":
+        raise FormatError(f"{what}: activations='reference' reproduces SMAUG's Reference backend, and this file is "
+                          "for SMV (the smv backend reproduces SMV's activations); load it without the option")
+
+
+def _import_ops(imp: Importer, order) -> None:
+    """Translate every non-Data node; collect every op that does not import (skipping what lies
+    downstream of one, which would only add noise) and raise them all at once."""
     failed: set[str] = set()
     for node in order:
         if node.op == pb.Data:
@@ -93,47 +109,65 @@ def graph_from_proto(proto: gpb.GraphProto, array: tpb.TensorDataArray | None, w
         if failed.intersection(node.parents):  # downstream of a node that did not import: no more noise
             failed.add(node.name)
             continue
-        fn = IMPORTERS.get(node.op)
-        reason = "nnbridge does not import this SMAUG op" if fn is None else ""
-        if fn is not None:
-            try:
-                fn(imp, node)
-            except Unimportable as exc:
-                reason = str(exc)
+        reason = _import_op(imp, node)
         if reason:
-            imp.unsupported.append(Unsupported(_enum_name(pb.OpType, node.op, what), node.name, reason))
+            imp.unsupported.append(Unsupported(_enum_name(pb.OpType, node.op, imp.what), node.name, reason))
             failed.add(node.name)
     if imp.unsupported:
-        raise UnsupportedOpError(f"SMAUG import of {what}", imp.unsupported)
-    graph.metadata["smaug.input_layouts"] = ",".join(f"{v.name}:{v.type.layout.value}" for v in graph.inputs)
-    graph.metadata[NODE_ORDER_KEY] = "\n".join(node.name for node in proto.nodes)
-    named = own_tensor_names(proto)
-    if named:
-        graph.metadata[TENSOR_NAMES_KEY] = "\n".join(named)
-    reorders = [f"{node.parents[0]}\t{layouts.TO_IR[node.output_tensors[0].shape.layout].value}\t{node.name}"
-                for node in proto.nodes if node.op == pb.Reorder and imp.nodes[node.parents[0]].op == pb.Data
-                and node.output_tensors and node.output_tensors[0].shape.layout in layouts.TO_IR]
-    if reorders:
-        graph.metadata[DATA_REORDERS_KEY] = "\n".join(reorders)
-    ignored = ignored_params(proto)
-    if ignored:
-        graph.metadata[IGNORED_PARAMS_KEY] = "\n".join(ignored)
-    unusual = unusual_tensors(proto)
-    if unusual:
-        graph.metadata[TENSOR_TYPES_KEY] = "\n".join(unusual)
-    if graph.metadata["smaug.backend"] == "SMV":
+        raise UnsupportedOpError(f"SMAUG import of {imp.what}", imp.unsupported)
+
+
+def _import_op(imp: Importer, node) -> str:
+    """Translate one node; the reason it cannot be imported, or "" once it is."""
+    fn = IMPORTERS.get(node.op)
+    if fn is None:
+        return "nnbridge does not import this SMAUG op"
+    try:
+        fn(imp, node)
+    except Unimportable as exc:
+        return str(exc)
+    return ""
+
+
+def _record_file_details(imp: Importer, proto: gpb.GraphProto) -> None:
+    """Keep in the graph's metadata what the IR does not hold but a re-save needs (node order, own
+    tensor names, Data reorders, ignored params, unusual tensor types) and the SMV runtime's
+    deviations."""
+    metadata = imp.graph.metadata
+    metadata[NODE_ORDER_KEY] = "\n".join(node.name for node in proto.nodes)
+    _set_lines(metadata, TENSOR_NAMES_KEY, own_tensor_names(proto))
+    _set_lines(metadata, DATA_REORDERS_KEY, _data_reorders(imp, proto))
+    _set_lines(metadata, IGNORED_PARAMS_KEY, ignored_params(proto))
+    _set_lines(metadata, TENSOR_TYPES_KEY, unusual_tensors(proto))
+    if metadata["smaug.backend"] == "SMV":
         from .smv_rules import hazards
 
-        found = hazards(proto)
-        if found:  # what the real SMV runtime computes differently: the SMV simulator reproduces it
-            graph.metadata[DEVIATIONS_KEY] = "\n".join(f"{u.node}\t{u.reason}" for u in found)
-    for node in order:  # what nothing reads is an output (a lone Data node: the runtime prints its values)
-        if node.name not in imp.users and (node.op != pb.Data or node.name in {v.name for v in graph.inputs}):
+        found = hazards(proto)  # what the real SMV runtime computes differently: the SMV simulator reproduces it
+        _set_lines(metadata, DEVIATIONS_KEY, [f"{u.node}\t{u.reason}" for u in found])
+
+
+def _set_lines(metadata: dict[str, str], key: str, lines: list[str]) -> None:
+    """Record ``lines`` under ``key``, only if there are any."""
+    if lines:
+        metadata[key] = "\n".join(lines)
+
+
+def _data_reorders(imp: Importer, proto: gpb.GraphProto) -> list[str]:
+    """The ``DATA_REORDERS_KEY`` lines of a file: its Reorder nodes that read a Data node."""
+    return [f"{node.parents[0]}\t{layouts.TO_IR[node.output_tensors[0].shape.layout].value}\t{node.name}"
+            for node in proto.nodes if node.op == pb.Reorder and imp.nodes[node.parents[0]].op == pb.Data
+            and node.output_tensors and node.output_tensors[0].shape.layout in layouts.TO_IR]
+
+
+def _add_outputs(imp: Importer, order) -> None:
+    """What nothing reads is an output (a lone Data node too: the runtime prints its values)."""
+    graph = imp.graph
+    input_names = {v.name for v in graph.inputs}
+    for node in order:
+        if node.name not in imp.users and (node.op != pb.Data or node.name in input_names):
             for k in range(len(node.output_tensors)):
                 decl = imp.output_decl(node, k)
                 graph.outputs.append(imp.view_of(f"{node.name}:{k}", decl.layout))
-    imp.tidy_constants()
-    return graph
 
 
 def ignored_params(proto: gpb.GraphProto) -> list[str]:
@@ -190,43 +224,69 @@ def _load_data_nodes(imp: Importer, order, array, inputs, scale: float) -> None:
         for e in array.data_array:
             entries.setdefault(e.name, e)
     data_nodes = [n for n in order if n.op == pb.Data]
-    decls = []
-    for node in data_nodes:
-        if len(node.input_tensors) != 1:
-            raise FormatError(f"{imp.what}: Data node '{node.name}' must have one input tensor")
-        decls.append(imp.declare(node.input_tensors[0], f"{imp.what}: Data node '{node.name}'"))
-    is_input = {n.name: (n.name in inputs) if inputs is not None else not imp.is_parameter(n.name)
-                for n in data_nodes}
-    if inputs is not None:
-        unknown = set(inputs) - set(is_input)
-        if unknown:
-            raise FormatError(f"{imp.what}: inputs {sorted(unknown)} are not Data nodes")
+    decls = [_data_decl(imp, node) for node in data_nodes]
+    is_input = _network_inputs(imp, data_nodes, inputs)
     synthetic = None
     if array is None:
-        synthetic = {}  # in the file's dtype (the recipe casts there), widened below if asked
-        for dtype in {d.dtype for n, d in zip(data_nodes, decls) if not is_input[n.name]}:
-            const = [(n, d) for n, d in zip(data_nodes, decls) if not is_input[n.name] and d.dtype == dtype]
-            arrays = recipe_arrays([d.dims for _, d in const], dtype.numpy, scale)
-            synthetic.update({n.name: a for (n, _), a in zip(const, arrays)})
-        imp.graph.metadata["nnbridge.synthetic_params"] = "true"
-        imp.graph.metadata["nnbridge.synthetic_scale"] = repr(scale)
+        synthetic = _synthesise(imp, data_nodes, decls, is_input, scale)
     for node, decl in zip(data_nodes, decls):
         if is_input[node.name]:
-            value = imp.graph.add_input(node.name, imp.ir_type(decl))
-            if decl.name in entries:  # SMAUG runs the network on the input its params file stores
-                stored = params.decode(entries[decl.name], decl.dims, params.FROM_IR[decl.dtype], decl.alignment,
-                                       f"{imp.what}: params entry '{decl.name}'")
-                imp.graph.input_values[node.name] = stored.astype(value.type.dtype.numpy, copy=False)
+            value = _add_data_input(imp, node, decl, entries)
         else:
-            if synthetic is not None:
-                values = synthetic[node.name]
-            else:
-                if decl.name not in entries:
-                    raise FormatError(f"{imp.what}: the params file has no entry '{decl.name}' for "
-                                      f"Data node '{node.name}'")
-                values = params.decode(entries[decl.name], decl.dims, params.FROM_IR[decl.dtype],
-                                       decl.alignment, f"{imp.what}: params entry '{decl.name}'")
+            values = synthetic[node.name] if synthetic is not None else _stored_constant(imp, node, decl, entries)
             target = imp.ir_type(decl).dtype
             value = imp.constant(node.name, values.astype(target.numpy, copy=False), decl.layout)
         imp.declared[f"{node.name}:0"] = decl
         imp.views[f"{node.name}:0"] = {decl.layout: value}
+
+
+def _data_decl(imp: Importer, node):
+    """The declaration of a Data node's one input tensor."""
+    if len(node.input_tensors) != 1:
+        raise FormatError(f"{imp.what}: Data node '{node.name}' must have one input tensor")
+    return imp.declare(node.input_tensors[0], f"{imp.what}: Data node '{node.name}'")
+
+
+def _network_inputs(imp: Importer, data_nodes, inputs: list[str] | None) -> dict[str, bool]:
+    """Whether each Data node is a network input: those ``inputs`` names, or by default those not
+    feeding a weight/statistics slot."""
+    if inputs is None:
+        return {n.name: not imp.is_parameter(n.name) for n in data_nodes}
+    is_input = {n.name: n.name in inputs for n in data_nodes}
+    unknown = set(inputs) - set(is_input)
+    if unknown:
+        raise FormatError(f"{imp.what}: inputs {sorted(unknown)} are not Data nodes")
+    return is_input
+
+
+def _synthesise(imp: Importer, data_nodes, decls, is_input: dict[str, bool], scale: float) -> dict[str, np.ndarray]:
+    """Constants made with SMAUG's recipe for a file without params, in the file's dtype (the
+    recipe casts there; widened later if asked), and the metadata that says so."""
+    synthetic = {}
+    for dtype in {d.dtype for n, d in zip(data_nodes, decls) if not is_input[n.name]}:
+        const = [(n, d) for n, d in zip(data_nodes, decls) if not is_input[n.name] and d.dtype == dtype]
+        arrays = recipe_arrays([d.dims for _, d in const], dtype.numpy, scale)
+        synthetic.update({n.name: a for (n, _), a in zip(const, arrays)})
+    imp.graph.metadata["nnbridge.synthetic_params"] = "true"
+    imp.graph.metadata["nnbridge.synthetic_scale"] = repr(scale)
+    return synthetic
+
+
+def _add_data_input(imp: Importer, node, decl, entries: dict):
+    """A graph input for a Data node, with the value its params entry stores (SMAUG runs the
+    network on the input its params file stores)."""
+    value = imp.graph.add_input(node.name, imp.ir_type(decl))
+    if decl.name in entries:
+        stored = params.decode(entries[decl.name], decl.dims, params.FROM_IR[decl.dtype], decl.alignment,
+                               f"{imp.what}: params entry '{decl.name}'")
+        imp.graph.input_values[node.name] = stored.astype(value.type.dtype.numpy, copy=False)
+    return value
+
+
+def _stored_constant(imp: Importer, node, decl, entries: dict) -> np.ndarray:
+    """A Data node's constant as its params entry stores it."""
+    if decl.name not in entries:
+        raise FormatError(f"{imp.what}: the params file has no entry '{decl.name}' for "
+                          f"Data node '{node.name}'")
+    return params.decode(entries[decl.name], decl.dims, params.FROM_IR[decl.dtype],
+                         decl.alignment, f"{imp.what}: params entry '{decl.name}'")

@@ -80,48 +80,83 @@ def _stored_unpadded(node: npb.NodeProto) -> bool:
 
 
 def _corrupts(node: npb.NodeProto) -> str:
+    """Why the SMV runtime computes this node wrong (or cannot run it), or "" if it does not."""
     if not node.input_tensors or not node.output_tensors:
         return ""  # a node the exporter left half-written is already refused with its reason
+    rule = _CORRUPTION_RULES.get(node.op)
+    return rule(node) if rule is not None else ""
+
+
+def _softmax_rows(node: npb.NodeProto) -> str:
+    """SMV's softmax normalises whole 8-value vectors of a row only."""
     out = node.output_tensors[0].shape.dims
-    if node.op == pb.Softmax and out and out[-1] % ALIGN:
+    if out and out[-1] % ALIGN:
         return (f"SMV's softmax normalises the first {out[-1] // ALIGN * ALIGN} of each row's {out[-1]} values; "
                 f"the other {out[-1] % ALIGN} keep what its scratchpad held")
-    # the post-FC kernel computes whole vectors of the parameters' width (which may exceed the row's)
-    post_fc = node.op == pb.BatchNorm and len(out) == 2 and len(node.input_tensors) > 1
-    done = node.input_tensors[1].shape.dims[-1] // ALIGN * ALIGN if post_fc else 0
-    if post_fc and (done < out[-1] or out[0] > 1):
-        if done < out[-1]:
-            return (f"SMV's post-FC batch norm computes the first {done} of each row's {out[-1]} values; "
-                    f"the other {out[-1] - done} keep what its scratchpad held")
+    return ""
+
+
+def _post_fc_batch_norm(node: npb.NodeProto) -> str:
+    """The post-FC kernel computes whole vectors of the parameters' width (which may exceed the
+    row's) and addresses rows after the first wrongly."""
+    out = node.output_tensors[0].shape.dims
+    if len(out) != 2 or len(node.input_tensors) <= 1:
+        return ""
+    done = node.input_tensors[1].shape.dims[-1] // ALIGN * ALIGN
+    if done < out[-1]:
+        return (f"SMV's post-FC batch norm computes the first {done} of each row's {out[-1]} values; "
+                f"the other {out[-1] - done} keep what its scratchpad held")
+    if out[0] > 1:
         return ("SMV's post-FC batch norm reads rows after the first at a stride of the whole tensor: "
                 "they keep what its scratchpad held")
-    if node.op == pb.Padding:
-        return "SMAUG's Padding aborts on SMV (it fills an fp16 tensor through a float32 path)"
-    if node.op == pb.ConvolutionDepthwise:
-        return "SMAUG's depthwise convolution does nothing on SMV: its output is never written"
-    if node.op == pb.Concat and node.params.concat_params.concat_axis == len(node.output_tensors[0].shape.dims) - 1:
-        total = padded(node.output_tensors[0].shape.dims[-1])
-        offset = 0
-        for t in node.input_tensors:
-            width = t.shape.dims[-1]
-            if offset + padded(width) > total:
-                return (f"on SMV a Concat along the last axis copies whole padded rows: '{t.name}' "
-                        f"({width} values padded to {padded(width)}) at offset {offset} overruns the "
-                        f"{total}-value output row")
-            offset += width
-    if node.op == pb.Repeat:
-        x, y = node.input_tensors[0].shape.dims, node.output_tensors[0].shape.dims
-        for offset, width in repeat_copies(x[-1], y[-1]):
-            if offset + padded(width) > padded(y[-1]):
-                return (f"on SMV a Repeat along the last axis copies whole padded rows: {width} values "
-                        f"(padded to {padded(width)}) copied to offset {offset} overrun the {padded(y[-1])}-value "
-                        f"output row")
-    if node.op == pb.Reshape:
-        x, y = node.input_tensors[0].shape.dims, node.output_tensors[0].shape.dims
-        if x and y and x[-1] != y[-1] and padded(x[-1]) - x[-1] == padded(y[-1]) - y[-1] != 0:
-            return (f"on SMV a Reshape between tensors with the same padding copies the raw storage: "
-                    f"{list(x)} → {list(y)} would scramble the values")
     return ""
+
+
+def _concat_overrun(node: npb.NodeProto) -> str:
+    """A Concat along the last axis copies each input as whole padded rows."""
+    if node.params.concat_params.concat_axis != len(node.output_tensors[0].shape.dims) - 1:
+        return ""
+    total = padded(node.output_tensors[0].shape.dims[-1])
+    offset = 0
+    for t in node.input_tensors:
+        width = t.shape.dims[-1]
+        if offset + padded(width) > total:
+            return (f"on SMV a Concat along the last axis copies whole padded rows: '{t.name}' "
+                    f"({width} values padded to {padded(width)}) at offset {offset} overruns the "
+                    f"{total}-value output row")
+        offset += width
+    return ""
+
+
+def _repeat_overrun(node: npb.NodeProto) -> str:
+    """A Repeat along the last axis copies padded rows (its doubling copies overrun)."""
+    x, y = node.input_tensors[0].shape.dims, node.output_tensors[0].shape.dims
+    for offset, width in repeat_copies(x[-1], y[-1]):
+        if offset + padded(width) > padded(y[-1]):
+            return (f"on SMV a Repeat along the last axis copies whole padded rows: {width} values "
+                    f"(padded to {padded(width)}) copied to offset {offset} overrun the {padded(y[-1])}-value "
+                    f"output row")
+    return ""
+
+
+def _reshape_scramble(node: npb.NodeProto) -> str:
+    """A Reshape between equally, non-zero padded tensors of different row widths copies raw storage."""
+    x, y = node.input_tensors[0].shape.dims, node.output_tensors[0].shape.dims
+    if x and y and x[-1] != y[-1] and padded(x[-1]) - x[-1] == padded(y[-1]) - y[-1] != 0:
+        return (f"on SMV a Reshape between tensors with the same padding copies the raw storage: "
+                f"{list(x)} → {list(y)} would scramble the values")
+    return ""
+
+
+_CORRUPTION_RULES = {
+    pb.Softmax: _softmax_rows,
+    pb.BatchNorm: _post_fc_batch_norm,
+    pb.Padding: lambda _: "SMAUG's Padding aborts on SMV (it fills an fp16 tensor through a float32 path)",
+    pb.ConvolutionDepthwise: lambda _: "SMAUG's depthwise convolution does nothing on SMV: its output is never written",
+    pb.Concat: _concat_overrun,
+    pb.Repeat: _repeat_overrun,
+    pb.Reshape: _reshape_scramble,
+}
 
 
 def _writes_padding(node: npb.NodeProto, out: npb.TensorProto, inputs_clean: list[bool]) -> bool:

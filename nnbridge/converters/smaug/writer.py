@@ -48,17 +48,9 @@ def graph_to_smaug(graph: Graph, backend: str = "SMV", *, mem_policy: str = "All
     ex = Exporter(graph, backend, MEM_POLICIES[mem_policy], dict(inputs or {}))
     ex.run(EXPORTERS)
     pending = {name: (array, data_type, None) for name, array, data_type in ex.pending}
-    keep_tensor_names(ex.proto, graph.metadata.get(TENSOR_NAMES_KEY, ""), pending)
-    if graph.metadata.get("smaug.backend") == backend:
-        keep_tensor_types(ex.proto, graph.metadata.get(TENSOR_TYPES_KEY, ""), pending)
-    keep_ignored_params(ex.proto, graph.metadata.get(IGNORED_PARAMS_KEY, ""))
+    _keep_file_details(ex.proto, graph, backend, pending)
     if backend == "SMV":
-        ex.unsupported += smv_rules.hazards(ex.proto)
-    if backend == "SMV" and SMV_TILER:
-        seen = {(u.op, u.node) for u in ex.unsupported}
-        ex.unsupported += [u for u in SMV_TILER[0].refusals(graph) if (u.op, u.node) not in seen]
-    if backend == "SMV" and not ex.unsupported and check_range:
-        ex.unsupported += smv_rules.fp16_overflow(graph, ex.stored_inputs, ((n, a) for n, a, _ in ex.pending))
+        _add_smv_refusals(ex, graph, check_range)
     if ex.unsupported:
         raise UnsupportedOpError(f"SMAUG ({backend})", ex.unsupported)
     if NODE_ORDER_KEY in graph.metadata:
@@ -68,6 +60,26 @@ def graph_to_smaug(graph: Graph, backend: str = "SMV", *, mem_policy: str = "All
         if node.op == pb.Data:
             stored.add(node.input_tensors[0].name, *pending[node.input_tensors[0].name])
     return ex.proto, stored
+
+
+def _keep_file_details(proto: gpb.GraphProto, graph: Graph, backend: str, pending: dict) -> None:
+    """What the file ``graph`` was loaded from had and the exporter does not derive: tensor names,
+    tensor storage (for the same backend only), the params the runtime ignores."""
+    keep_tensor_names(proto, graph.metadata.get(TENSOR_NAMES_KEY, ""), pending)
+    if graph.metadata.get("smaug.backend") == backend:
+        keep_tensor_types(proto, graph.metadata.get(TENSOR_TYPES_KEY, ""), pending)
+    keep_ignored_params(proto, graph.metadata.get(IGNORED_PARAMS_KEY, ""))
+
+
+def _add_smv_refusals(ex: Exporter, graph: Graph, check_range: bool) -> None:
+    """Refuse what the real SMV runtime would compute wrong: the file's hazards, the tiler's
+    refusals of nodes not already refused, and (only if nothing else is refused) fp16 overflow."""
+    ex.unsupported += smv_rules.hazards(ex.proto)
+    if SMV_TILER:
+        seen = {(u.op, u.node) for u in ex.unsupported}
+        ex.unsupported += [u for u in SMV_TILER[0].refusals(graph) if (u.op, u.node) not in seen]
+    if not ex.unsupported and check_range:
+        ex.unsupported += smv_rules.fp16_overflow(graph, ex.stored_inputs, ((n, a) for n, a, _ in ex.pending))
 
 
 def _tensors(proto: gpb.GraphProto):

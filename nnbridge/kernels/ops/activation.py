@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from ...ir.dtypes import INT_TYPES
+from .. import compiled
 from ..registry import kernel
 from ._windows import FLOATS, WITH_BF16, compute_dtype
 from .fastmath import erf32, gelu32, select, sigmoid32, silu32
@@ -104,11 +105,18 @@ def celu(ctx, x, *, alpha=1.0):
     return np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(np.minimum(x, 0) / alpha))
 
 
-def _hard_sigmoid(x: np.ndarray, alpha, beta) -> np.ndarray:
-    """clip(alpha·x + beta, 0, 1) in one buffer (MobileNetV3 applies it to every activation map)."""
+def _hard_sigmoid(x: np.ndarray, alpha, beta, swish: bool = False) -> np.ndarray:
+    """clip(alpha·x + beta, 0, 1) in one buffer (MobileNetV3 applies it to every activation map),
+    times x for the hard swish; one compiled pass with numba."""
+    fast = compiled.load("curves") if x.dtype == np.float32 else None
+    if fast is not None:
+        return fast.apply("hard_swish32" if swish else "hard_sigmoid32", x, alpha, beta)
     y = np.multiply(x, alpha, out=np.empty_like(x))  # an array even for a 0-d x
     y += beta
-    return np.clip(y, 0, 1, out=y)
+    np.clip(y, 0, 1, out=y)
+    if swish:
+        y *= x
+    return y
 
 
 @_activation("HardSigmoid")
@@ -119,9 +127,7 @@ def hard_sigmoid(ctx, x, *, alpha=0.2, beta=0.5):
 @_activation("HardSwish")
 def hard_swish(ctx, x):
     """x·HardSigmoid(x) with the spec's alpha = 1/6, beta = 1/2."""
-    y = _hard_sigmoid(x, x.dtype.type(1 / 6), x.dtype.type(0.5))
-    y *= x
-    return y
+    return _hard_sigmoid(x, x.dtype.type(1 / 6), x.dtype.type(0.5), swish=True)
 
 
 @_activation("Softplus")

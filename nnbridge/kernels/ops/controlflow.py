@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ...base.errors import KernelError
+from ...base.fileio import TENSOR_SHARE, memory_budget
 from ...ir import Graph, Value
 from ..registry import kernel
 
@@ -68,13 +69,50 @@ def _bag_pattern(body: Graph) -> dict[str, Any] | None:
         if pick is None or pick.op != "Gather" or pick.inputs[1] is not body.inputs[0] or pick.attr("axis", 0):
             return None
         bounds.append(pick.inputs[0])
-    done = body.outputs[0]  # the loop must go on while it goes on: the incoming condition or a constant true
-    while done.producer is not None and done.producer.op in ("Cast", "Identity"):
-        done = done.producer.inputs[0]
-    if not (done is body.inputs[1] or (done.const is not None and bool(_scalar(done.const)))):
+    if not _body_goes_on(body):
         return None
     return {"table": rows.inputs[0], "ids": cut.inputs[0], "starts": bounds[0], "ends": bounds[1],
             "reduce": reduce.op}
+
+
+def _body_goes_on(body: Graph) -> bool:
+    """Does a Loop body's condition output pass on the incoming condition (or a constant true)? Then
+    the loop goes on while it went on: its trip count, when it has one, is exactly the trips it runs."""
+    done = body.outputs[0]
+    while done.producer is not None and done.producer.op in ("Cast", "Identity"):
+        done = done.producer.inputs[0]
+    return done is body.inputs[1] or (done.const is not None and bool(_scalar(done.const)))
+
+
+class _ScanBudget:
+    """The scan outputs a Loop or Scan collects, held to a quarter of the memory budget (one stacked
+    tensor's share): a 1 KB file whose loop runs 1e12 trips of 1 MB each is refused after its first
+    trip, when the trips it will run are known, and after the trip that crosses the budget
+    otherwise, never after gigabytes."""
+
+    def __init__(self, ctx, trips: int | None, why: str = ""):
+        self.ctx, self.trips, self.why, self.total = ctx, trips, why, 0
+        self.budget = memory_budget()
+        self.allowed = self.budget // TENSOR_SHARE
+
+    def add(self, values: list[Any], trip: int) -> None:
+        """Count one trip's scan values (trip 0 is the first) before they are kept."""
+        size = sum(np.asarray(v).nbytes for v in values if not isinstance(v, (list, tuple, dict)))
+        self.total += size
+        if trip == 0 and self.trips is not None and size * self.trips > self.allowed:
+            self._refuse(f"would collect {self.trips:,} trips{self.why} × {_mib(size)} = {_mib(size * self.trips)}")
+        if self.total > self.allowed:
+            self._refuse(f"reached {_mib(self.total)} after {trip + 1:,} trips")
+
+    def _refuse(self, what: str) -> None:
+        node = self.ctx.node
+        raise KernelError(f"{node.op} '{node.name}': its scan outputs {what}, over a quarter of the "
+                          f"{self.budget / 2**30:.1f} GiB memory budget ({_mib(self.allowed)}); nothing more "
+                          f"was collected (raise the budget with --max-memory)")
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 2**20:,.1f} MiB"
 
 
 def _bag_reduction(ctx, body: Graph, trips: int) -> np.ndarray | None:
@@ -135,6 +173,10 @@ def loop(ctx, max_trips=None, cond=None, *carried, body: Graph):
     state = list(carried)
     scans: list[list[Any]] = [[] for _ in body.outputs[1 + n_carried:]]
     limit = max_iterations()
+    certain = trips is not None and (cond is None or keep_going) and _body_goes_on(body)
+    stopped = certain and trips > limit  # the iteration limit stops it there: no more trips are run
+    budget = _ScanBudget(ctx, min(trips, limit) if certain else None,
+                         f" (of its {trips:,}, where the iteration limit stops it)" if stopped else "")
     i = 0
     while keep_going and (trips is None or i < trips):
         if i == limit:
@@ -146,6 +188,8 @@ def loop(ctx, max_trips=None, cond=None, *carried, body: Graph):
         outs = ctx.run_graph(body, feeds)
         keep_going = bool(_scalar(outs[0]))
         state = outs[1:1 + n_carried]
+        if scans:
+            budget.add(outs[1 + n_carried:], i)
         for bucket, value in zip(scans, outs[1 + n_carried:]):
             bucket.append(value)
         i += 1
@@ -172,10 +216,13 @@ def scan(ctx, *inputs, body: Graph, num_scan_inputs, scan_input_axes=None, scan_
     names = [v.name for v in body.inputs]
     state = list(inputs[:n_state])
     scans: list[list[np.ndarray]] = [[] for _ in range(n_out)]
+    budget = _ScanBudget(ctx, length)
     for t in range(length):
         feeds = dict(zip(names, state + [s[t] for s in sequences]))
         outs = ctx.run_graph(body, feeds)
         state = outs[:n_state]
+        if n_out:
+            budget.add(outs[n_state:], t)
         for bucket, value in zip(scans, outs[n_state:]):
             bucket.append(value)
     results = []

@@ -14,6 +14,7 @@ import itertools
 import numpy as np
 
 from ...ir import DType, Node
+from .. import compiled
 from ..registry import kernel
 from ._windows import (
     FLOATS,
@@ -174,10 +175,31 @@ def _bias_shape(rank: int) -> tuple[int, ...]:
     return (1, -1) + (1,) * rank
 
 
+def _compiled_grouped(x: np.ndarray, w: np.ndarray, b, group: int, strides, dilations, begin, end):
+    """A float32 1-D or 2-D depthwise or narrow-group convolution through the compiled loops
+    (bias included), or None where they do not apply or numba is off."""
+    if group == 1 or x.ndim not in (3, 4):  # before loading: a model without one never imports numba
+        return None
+    fast = compiled.load("conv")
+    if fast is None:
+        return None
+    if x.ndim == 3:  # a 1-D convolution is a 2-D one over a single row
+        y = _compiled_grouped(x[:, :, None], w[:, :, None], b, group, [1, *strides], [1, *dilations],
+                              [0, *begin], [0, *end])
+        return None if y is None else y[:, :, 0]
+    if not fast.handles(x, w, group, begin) or (b is not None and b.dtype != np.float32):
+        return None
+    out = output_sizes(x.shape[2:], w.shape[2:], strides, dilations, begin, end)
+    return fast.grouped_conv2d(x, w, b, strides, dilations, begin, out)
+
+
 @kernel("Conv", dtypes=FLOATS, check=_check_conv)
 def conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, pads=None, strides=None):
     dt = compute_dtype(x.dtype)
     strides, dilations, begin, end = _geometry(x, w.shape[2:], auto_pad, dilations, pads, strides)
+    y = _compiled_grouped(x, w, b, int(group), strides, dilations, begin, end)
+    if y is not None:
+        return y
     y = conv_nd(x.astype(dt, copy=False), w.astype(dt, copy=False), int(group), strides, dilations, begin, end)
     if b is not None:
         y += b.astype(dt, copy=False).reshape(_bias_shape(x.ndim - 2))

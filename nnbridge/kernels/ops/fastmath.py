@@ -1,5 +1,8 @@
 """Vectorised float32 transcendental curves (erf, GELU, sigmoid, SiLU) with in-place operators.
 
+With numba each curve is one compiled pass instead (``compiled/curves.py``, the same formulas);
+the numpy forms below are the reference it is tested against and the fallback without numba.
+
 Every curve is a fixed sequence of numpy operators writing into preallocated
 buffers (no temporaries per operator, no float64 detour), applied in chunks of
 a quarter-million elements: smaller chunks pay numpy's per-call overhead, whole
@@ -16,12 +19,13 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import compiled
 from ..parallel import run_blocks
 
-_ERF_XMAX2 = np.float32(3.925 * 3.925)  # float32(erf(x)) rounds to ±1 beyond |x| = 3.925
-_ERF_P = np.array([1.1283793449401855, 0.1027684286236763, -0.00018969133088830858, -0.0006221237708814442,
+ERF_XMAX2 = np.float32(3.925 * 3.925)  # float32(erf(x)) rounds to ±1 beyond |x| = 3.925
+ERF_P = np.array([1.1283793449401855, 0.1027684286236763, -0.00018969133088830858, -0.0006221237708814442,
                    8.866644202498719e-05, -5.856496954947943e-06, 1.5357097993273783e-07], np.float32)
-_INV_SQRT2 = np.float32(0.7071067811865476)
+INV_SQRT2 = np.float32(0.7071067811865476)
 _HALF = np.float32(0.5)
 _ZERO = np.float32(0)
 
@@ -36,8 +40,8 @@ def _horner(coef: np.ndarray, t: np.ndarray, out: np.ndarray) -> np.ndarray:
 
 def _erf_into(x: np.ndarray, out: np.ndarray, t: np.ndarray) -> None:
     np.multiply(x, x, out=t)
-    np.clip(t, _ZERO, _ERF_XMAX2, out=t)  # t = x² ≥ 0; clip has a vector loop, minimum against a scalar not
-    _horner(_ERF_P, t, out)
+    np.clip(t, _ZERO, ERF_XMAX2, out=t)  # t = x² ≥ 0; clip has a vector loop, minimum against a scalar not
+    _horner(ERF_P, t, out)
     out *= x
     np.tanh(out, out=out)
 
@@ -63,12 +67,19 @@ def _whole(x: np.ndarray, body: Callable[..., None], scratch: int) -> np.ndarray
     return out.reshape(np.shape(x))
 
 
+def _compiled(name: str, x: np.ndarray) -> np.ndarray | None:
+    """The curve in one compiled pass (``compiled/curves.py``), or None without numba."""
+    fast = compiled.load("curves")
+    return None if fast is None else fast.apply(name, x)
+
+
 def erf32(x: np.ndarray) -> np.ndarray:
-    return _whole(x, _erf_into, 1)
+    y = _compiled("erf32", x)
+    return _whole(x, _erf_into, 1) if y is None else y
 
 
 def _gelu_into(x, out, u, t):
-    np.multiply(x, _INV_SQRT2, out=u)
+    np.multiply(x, INV_SQRT2, out=u)
     _erf_into(u, out, t)
     out += 1
     out *= np.float32(0.5)  # before x: 2·x overflows for |x| near float32's maximum
@@ -77,7 +88,8 @@ def _gelu_into(x, out, u, t):
 
 def gelu32(x: np.ndarray) -> np.ndarray:
     """0.5·x·(1 + erf(x/√2))."""
-    return _whole(x, _gelu_into, 2)
+    y = _compiled("gelu32", x)
+    return _whole(x, _gelu_into, 2) if y is None else y
 
 
 def sigmoid_into(x: np.ndarray, out: np.ndarray) -> None:
@@ -92,7 +104,8 @@ def sigmoid_into(x: np.ndarray, out: np.ndarray) -> None:
 
 
 def sigmoid32(x: np.ndarray) -> np.ndarray:
-    return _whole(x, sigmoid_into, 0)
+    y = _compiled("sigmoid32", x)
+    return _whole(x, sigmoid_into, 0) if y is None else y
 
 
 def _silu_into(x, out, half):
@@ -105,7 +118,8 @@ def _silu_into(x, out, half):
 
 def silu32(x: np.ndarray) -> np.ndarray:
     """x·sigmoid(x) (Swish with alpha 1, the SiLU of EfficientNet-style networks)."""
-    return _whole(x, _silu_into, 1)
+    y = _compiled("silu32", x)
+    return _whole(x, _silu_into, 1) if y is None else y
 
 
 #: below this many output elements np.where's single call beats select's six

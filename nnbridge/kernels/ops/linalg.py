@@ -1,11 +1,15 @@
 """Linear algebra: Gemm, MatMul (batched, 1-D), MatMulInteger, QLinearMatMul, Einsum, Det.
 
-Everything goes to BLAS through ``np.matmul``/``np.einsum(optimize=True)`` in the
-input dtype (fp16 is computed in fp32 and cast back); integer products are
-computed exactly in float64 or int64.
+Everything goes to BLAS through ``np.matmul`` in the input dtype (fp16 is computed in fp32 and
+cast back); integer products are computed exactly in float64 or int64. A two-operand Einsum is
+one batched matmul between transposes (numpy's own einsum runs batched contractions in its C
+loop, not BLAS, and searches a path on every call); other equations go to
+``np.einsum(optimize=True)``.
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 import numpy as np
 
@@ -95,11 +99,67 @@ def qlinear_matmul(ctx, a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero)
     return requantize(np.matmul(a_, b_), y_scale, y_zero)
 
 
+@lru_cache(maxsize=256)
+def _contraction(equation: str) -> tuple | None:
+    """A two-operand equation as one matmul: (letters summed within A alone, within B alone, the
+    batch, left, contracted and right letters, the output's letters), or None when it is not
+    that simple (an ellipsis, an implicit output, a letter twice in one operand)."""
+    if "..." in equation or "->" not in equation:
+        return None
+    inputs, out = equation.split("->")
+    operands = inputs.split(",")
+    if len(operands) != 2:
+        return None
+    a, b = operands
+    if any(len(set(term)) != len(term) for term in (a, b, out)) or set(out) - set(a + b):
+        return None
+    batch = [c for c in out if c in a and c in b]
+    left = [c for c in out if c in a and c not in b]
+    right = [c for c in out if c in b and c not in a]
+    contracted = [c for c in a if c in b and c not in out]
+    only_a = [c for c in a if c not in b and c not in out]
+    only_b = [c for c in b if c not in a and c not in out]
+    return a, b, out, only_a, only_b, batch, left, contracted, right
+
+
+def _einsum_matmul(equation: str, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    plan = _contraction(equation)
+    if plan is None or x.ndim != len(plan[0]) or y.ndim != len(plan[1]):
+        return None
+    a, b, out, only_a, only_b, batch, left, contracted, right = plan
+    if only_a:
+        x = x.sum(axis=tuple(a.index(c) for c in only_a))
+        a = "".join(c for c in a if c not in only_a)
+    if only_b:
+        y = y.sum(axis=tuple(b.index(c) for c in only_b))
+        b = "".join(c for c in b if c not in only_b)
+    size = {c: n for c, n in zip(a, x.shape)}
+    if any(size[c] != n for c, n in zip(b, y.shape) if c in size):
+        return None  # a letter of two sizes: let numpy report it
+    size.update(zip(b, y.shape))
+
+    def count(letters):
+        return int(np.prod([size[c] for c in letters], dtype=np.int64))
+
+    xm = x.transpose([a.index(c) for c in batch + left + contracted]).reshape(
+        count(batch), count(left), count(contracted))
+    ym = y.transpose([b.index(c) for c in batch + contracted + right]).reshape(
+        count(batch), count(contracted), count(right))
+    product = np.matmul(xm[0], ym[0])[None] if xm.shape[0] == 1 else np.matmul(xm, ym)
+    made = batch + left + right
+    result = product.reshape([size[c] for c in made])
+    result = result.transpose([made.index(c) for c in out])
+    return result if result.flags.c_contiguous else result.copy()
+
+
 @kernel("Einsum", dtypes=WITH_BF16 | INTS)
 def einsum(ctx, *operands, equation):
     dt = compute_dtype(operands[0].dtype)
     equation = equation.replace(" ", "")
-    y = np.einsum(equation, *(o.astype(dt, copy=False) for o in operands), optimize=True)
+    cast = [o.astype(dt, copy=False) for o in operands]
+    y = _einsum_matmul(equation, *cast) if len(cast) == 2 and dt.kind == "f" else None
+    if y is None:
+        y = np.einsum(equation, *cast, optimize=True)
     return np.asarray(y).astype(operands[0].dtype, copy=False)
 
 

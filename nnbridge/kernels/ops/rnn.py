@@ -3,9 +3,11 @@
 All directions, ``sequence_lens`` (finished sequences keep their state and emit
 zeros), initial states, ``clip``, the ``activations`` attribute with
 alpha/beta, and both layouts. The input projection of every time step (with
-both biases) is one matmul; the loop runs over time steps only, with one
-recurrent matmul and a handful of in-place operators per step; the masking
-for ``sequence_lens`` is skipped when every sequence is full length.
+both biases) is one matmul; the loop runs over time steps only. With numba and
+the default activations in float32, each direction's whole loop is one compiled
+call (``compiled/rnn.py``); otherwise one recurrent matmul and a handful of
+in-place operators per step, the masking for ``sequence_lens`` skipped when
+every sequence is full length.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ...ir import Node
+from .. import compiled
+from ..parallel import grain, run_blocks
 from ..registry import kernel
 from ._windows import FLOATS, compute_dtype
 from .activation import sigmoid as _sigmoid
@@ -118,10 +122,11 @@ class Recurrence:
         names = _activation_names(activations)
         self.acts = _activation_fns(ctx.node.op, _directions(direction), names, activation_alpha, activation_beta)
         self.reverse = [direction == "reverse"] if self.dirs == 1 else [False, True]
+        self.default_activations = [n.lower() for n in (names or [])] in ([], [
+            a.lower() for a in _DEFAULTS[ctx.node.op] * self.dirs])
         # the common case runs in place: float32, default activations, no clip, full-length sequences
         self.plain = (self.dtype == np.float32 and self.clip is None and bool((self.lens >= self.seq).all())
-                      and [n.lower() for n in (names or [])] in ([], [
-                          a.lower() for a in _DEFAULTS[ctx.node.op] * self.dirs]))
+                      and self.default_activations)
 
     def order(self, d: int) -> range:
         return range(self.seq - 1, -1, -1) if self.reverse[d] else range(self.seq)
@@ -164,6 +169,38 @@ class Recurrence:
         states = [np.stack(s, axis=1 if self.layout else 0) for s in zip(*finals)]
         outs = tuple(a.astype(out_dtype, copy=False) for a in (y, *states))
         return outs[:len(self.ctx.node.outputs)]
+
+
+def _compiled(rec: Recurrence, states: list[list[np.ndarray]], split: int | None = None, **options):
+    """Every direction's whole recurrence in one compiled call each (directions on the kernel
+    threads), or None where the compiled loops do not apply: numba off, not float32, an
+    activation other than the defaults. ``states``: the initial states per direction, updated."""
+    fast = compiled.load("rnn")
+    if fast is None or rec.dtype != np.float32 or not rec.default_activations:
+        return None
+    op = rec.ctx.node.op
+    loop = {"RNN": fast.rnn, "GRU": fast.gru, "LSTM": fast.lstm}[op]
+    lens = np.ascontiguousarray(np.minimum(rec.lens, rec.seq), np.int64)
+    clip = np.float32(rec.clip if rec.clip is not None else 0)
+    ys = [np.empty((rec.seq, rec.batch, rec.hidden), np.float32) for _ in range(rec.dirs)]
+
+    def direction(first: int, last: int) -> None:
+        for d in range(first, last):
+            xw, _, rb = rec.projected(d, split)
+            r = np.ascontiguousarray(rec.r[d].T)  # Rᵀ: the loops run along its rows
+            if op == "LSTM":
+                peep = options["peepholes"]
+                peep = np.ascontiguousarray(peep[d], np.float32) if peep is not None else np.empty(0, np.float32)
+                loop(xw, r, peep, *states[d], ys[d], lens, rec.reverse[d], clip, options["couple"])
+            elif op == "GRU":
+                rbh = np.ascontiguousarray(rb[2 * rec.hidden:], np.float32)
+                loop(xw, r, rbh, *states[d], ys[d], lens, rec.reverse[d], clip, options["before_reset"])
+            else:
+                loop(xw, r, *states[d], ys[d], lens, rec.reverse[d], clip)
+
+    gates = rec.w.shape[1]
+    run_blocks(rec.dirs, direction, grain(rec.seq * rec.batch * gates * rec.hidden))
+    return [(y, s) for y, s in zip(ys, states)]
 
 
 def _run(rec: Recurrence, cell, states0, d: int, split: int | None = None):
@@ -260,7 +297,9 @@ def rnn(ctx, x, w, r, b=None, seq_lens=None, initial_h=None, *, activation_alpha
     def cell(xw, states, rt, rb, d):
         return [rec.acts[d][0](rec.clipped(xw + states[0] @ rt))]
 
-    results = [_run(rec, cell, [rec.state(initial_h, d)], d) for d in range(rec.dirs)]
+    results = _compiled(rec, [[rec.state(initial_h, d)] for d in range(rec.dirs)])
+    if results is None:
+        results = [_run(rec, cell, [rec.state(initial_h, d)], d) for d in range(rec.dirs)]
     return rec.outputs([y for y, _ in results], [s for _, s in results], x.dtype)
 
 
@@ -297,9 +336,10 @@ def gru(ctx, x, w, r, b=None, seq_lens=None, initial_h=None, *, activation_alpha
         return [h_new]
 
     split = 2 * hdim if before_reset else None
-    if rec.plain and before_reset:
+    results = _compiled(rec, [[rec.state(initial_h, d)] for d in range(rec.dirs)], split, before_reset=before_reset)
+    if results is None and rec.plain and before_reset:
         results = [_gru_plain(rec, d, rec.state(initial_h, d)) for d in range(rec.dirs)]
-    else:
+    if results is None:
         results = [_run(rec, cell, [rec.state(initial_h, d)], d, split) for d in range(rec.dirs)]
     return rec.outputs([y for y, _ in results], [s for _, s in results], x.dtype)
 
@@ -336,8 +376,10 @@ def lstm(ctx, x, w, r, b=None, seq_lens=None, initial_h=None, initial_c=None, pe
         h_new *= o
         return [h_new, c_new]
 
-    if rec.plain and p is None and not couple:
+    results = _compiled(rec, [[rec.state(initial_h, d), rec.state(initial_c, d)] for d in range(rec.dirs)],
+                        peepholes=p, couple=couple)
+    if results is None and rec.plain and p is None and not couple:
         results = [_lstm_plain(rec, d, rec.state(initial_h, d), rec.state(initial_c, d)) for d in range(rec.dirs)]
-    else:
+    if results is None:
         results = [_run(rec, cell, [rec.state(initial_h, d), rec.state(initial_c, d)], d) for d in range(rec.dirs)]
     return rec.outputs([y for y, _ in results], [s for _, s in results], x.dtype)

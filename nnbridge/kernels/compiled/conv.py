@@ -1,0 +1,331 @@
+"""Grouped and depthwise 2-D convolution as direct loops (numba), in two layouts.
+
+**Planes** (large maps). A stride-s convolution reads input row ``oh·s + kh·d`` (padded
+coordinates); writing ``kh·d = q·s + a`` (0 ≤ a < s), that is row ``oh + q`` of *phase plane*
+``a`` (every s-th padded row from row a). ``phase_planes`` splits the padded input into
+``sh × sw`` phase planes once, and then every kernel tap, for every stride and dilation, is one
+contiguous run of a flattened plane: output position ``p = oh·Wq + ow`` (Wq the planes' width)
+reads ``p + q_h·Wq + q_w``. The multiply-adds run along those runs (long, contiguous,
+vectorised); ``Wq - OW`` columns past each output row are computed and dropped.
+
+**Channels last** (small maps, many channels, depthwise). The padded input is ``(Hp, Wp, C)``
+and the loops run along the channels, so a 7×7 map of 1,152 channels is 1,152-long vector runs
+instead of 7-long rows.
+
+Either way each output value is the sum over the input channels of its group, then kernel rows,
+then columns, the first term assigned and each next one added (a multiply, then an add: no fused
+multiply-add), exactly the order of the numpy depthwise path that runs stride-1 maps as flat
+rows. Taps are added four per pass over the accumulator (the same additions in the same order,
+fewer loads and stores).
+
+Inner loops index with unsigned integers and make no array views: numba checks a signed index
+for wrap-around (which turns a contiguous load into a gather) and counts references to views.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._core import jit
+
+#: output positions per pass over the taps (whole output rows): the accumulator stays in cache
+CHUNK = 2048
+#: float32 lanes of the widest vectors (AVX-512); runs are rounded up to a multiple
+LANES = 16
+_U = np.uint64
+
+
+@jit
+def _pad_rows(x, planes, first, last, top, left, wq):
+    """``phase_planes`` at stride 1: one plane per channel, the padded input."""
+    height, width = x.shape[1], x.shape[2]
+    hq = planes.shape[1] // wq
+    inside = max(min(width, wq - left), 0)
+    for q in range(first, last):
+        out = planes[q - first]
+        for i in range(hq):
+            r = i - top
+            row = out[i * wq:(i + 1) * wq]
+            if r < 0 or r >= height:
+                for j in range(wq):
+                    row[j] = 0
+                continue
+            for j in range(min(left, wq)):
+                row[j] = 0
+            src = x[q, r]
+            dest = row[left:left + inside]
+            for j in range(inside):
+                dest[j] = src[j]
+            for j in range(left + inside, wq):
+                row[j] = 0
+
+
+@jit
+def _pad_pairs(x, planes, first, last, top, left, sh, wq):
+    """``phase_planes`` with column stride 2: both column phases of a row from one loop."""
+    height, width = x.shape[1], x.shape[2]
+    hq = planes.shape[1] // wq
+    lo = min((left + 1) // 2, wq)  # plane columns whose input columns 2j - left and 2j + 1 - left exist
+    hi = max(min((width + left - 2) // 2 + 1, wq), lo)
+    for q in range(first, last):
+        for a in range(sh):
+            even_plane = planes[((q - first) * sh + a) * 2]
+            odd_plane = planes[((q - first) * sh + a) * 2 + 1]
+            for i in range(hq):
+                r = i * sh + a - top
+                even = even_plane[i * wq:(i + 1) * wq]
+                odd = odd_plane[i * wq:(i + 1) * wq]
+                if r < 0 or r >= height:
+                    for j in range(wq):
+                        even[j] = 0
+                        odd[j] = 0
+                    continue
+                src = x[q, r]
+                for j in range(lo):
+                    col = 2 * j - left
+                    even[j] = src[col] if 0 <= col < width else np.float32(0)
+                    odd[j] = src[col + 1] if 0 <= col + 1 < width else np.float32(0)
+                for j in range(hi, wq):
+                    col = 2 * j - left
+                    even[j] = src[col] if 0 <= col < width else np.float32(0)
+                    odd[j] = src[col + 1] if 0 <= col + 1 < width else np.float32(0)
+                if hi > lo:
+                    row = src[2 * lo - left:]
+                    even_in = even[lo:hi]
+                    odd_in = odd[lo:hi]
+                    for j in range(hi - lo):
+                        even_in[j] = row[2 * j]
+                        odd_in[j] = row[2 * j + 1]
+
+
+@jit
+def phase_planes(x, planes, first, last, top, left, sh, sw, wq):
+    """Images-and-channels ``[first, last)`` of ``x (N·C, H, W)``, padded (``top`` rows and
+    ``left`` columns before, zeros to the planes' extent) and split into phase planes:
+    ``planes ((last - first)·sh·sw, Hq·wq)``, plane ``((q - first)·sh + a)·sw + b`` holding padded rows ``a, a+sh, …``
+    and columns ``b, b+sw, …``: plane column j reads input column ``j·sw + b - left``. With
+    ``sw == 2`` the two phases of a row are filled by one loop of paired loads, which LLVM turns
+    into vector shuffles (a lone stride-2 load would be a gather)."""
+    height, width = x.shape[1], x.shape[2]
+    hq = planes.shape[1] // wq
+    if sh == 1 and sw == 1:
+        _pad_rows(x, planes, first, last, top, left, wq)
+        return
+    if sw == 2:
+        _pad_pairs(x, planes, first, last, top, left, sh, wq)
+        return
+    # the plane columns [lo, hi) where every phase's input column exists
+    lo = min((left + sw - 1) // sw, wq)
+    hi = max(min((width - sw + left) // sw + 1, wq), lo)
+    for q in range(first, last):
+        for a in range(sh):
+            for i in range(hq):
+                r = i * sh + a - top
+                for b in range(sw):
+                    out = planes[((q - first) * sh + a) * sw + b, i * wq:(i + 1) * wq]
+                    if r < 0 or r >= height:
+                        for j in range(wq):
+                            out[j] = 0
+                        continue
+                    for j in range(lo):  # the edges, one by one
+                        col = j * sw + b - left
+                        out[j] = x[q, r, col] if 0 <= col < width else np.float32(0)
+                    for j in range(hi, wq):
+                        col = j * sw + b - left
+                        out[j] = x[q, r, col] if 0 <= col < width else np.float32(0)
+                if r < 0 or r >= height or hi == lo:
+                    continue
+                row = x[q, r, lo * sw - left:]
+                plane = ((q - first) * sh + a) * sw
+                if sw == 1:
+                    inside = planes[plane, i * wq + lo:i * wq + hi]
+                    for j in range(hi - lo):
+                        inside[j] = row[j]
+                elif sw == 2:
+                    even = planes[plane, i * wq + lo:i * wq + hi]
+                    odd = planes[plane + 1, i * wq + lo:i * wq + hi]
+                    for j in range(hi - lo):
+                        even[j] = row[2 * j]
+                        odd[j] = row[2 * j + 1]
+                else:
+                    for b in range(sw):
+                        inside = planes[plane + b, i * wq + lo:i * wq + hi]
+                        for j in range(hi - lo):
+                            inside[j] = row[j * sw + b]
+
+
+@jit
+def _conv_group(planes, phases, wq, tap_plane, tap_offset, w, bias, y, first, last, acc):
+    """Output planes ``[first, last)`` of ``y (N·M, OH, OW)``, all of one group, from the phase
+    planes of that group's input channels (``planes (C/group·phases, Hq·wq)``, ``phases`` per
+    channel) and ``w (M, C/group, KH·KW)``; tap k reads plane ``tap_plane[k]`` of its channel
+    from ``tap_offset[k]`` on; ``bias`` holds M values or none."""
+    outs, cg, kk = w.shape
+    oh, ow = y.shape[1], y.shape[2]
+    rows = (acc.size - LANES) // wq
+    total = cg * kk
+    for p in range(first, last):
+        m = p % outs
+        for r0 in range(0, oh, rows):
+            size = _U((min(rows, oh - r0) * wq + LANES - 1) // LANES * LANES)
+            start = r0 * wq
+            # the first tap assigns, then taps four at a time, then the last ones one at a time
+            p0, o0 = tap_plane[0], _U(start + tap_offset[0])
+            w0 = w[m, 0, 0]
+            for t in range(size):
+                acc[t] = w0 * planes[p0, o0 + t]
+            k = 1
+            while k + 4 <= total:
+                p0, o0 = (k // kk) * phases + tap_plane[k % kk], _U(start + tap_offset[k % kk])
+                p1, o1 = ((k + 1) // kk) * phases + tap_plane[(k + 1) % kk], _U(start + tap_offset[(k + 1) % kk])
+                p2, o2 = ((k + 2) // kk) * phases + tap_plane[(k + 2) % kk], _U(start + tap_offset[(k + 2) % kk])
+                p3, o3 = ((k + 3) // kk) * phases + tap_plane[(k + 3) % kk], _U(start + tap_offset[(k + 3) % kk])
+                w0, w1 = w[m, k // kk, k % kk], w[m, (k + 1) // kk, (k + 1) % kk]
+                w2, w3 = w[m, (k + 2) // kk, (k + 2) % kk], w[m, (k + 3) // kk, (k + 3) % kk]
+                for t in range(size):
+                    acc[t] = ((((acc[t] + w0 * planes[p0, o0 + t]) + w1 * planes[p1, o1 + t])
+                               + w2 * planes[p2, o2 + t]) + w3 * planes[p3, o3 + t])
+                k += 4
+            while k < total:
+                p0, o0 = (k // kk) * phases + tap_plane[k % kk], _U(start + tap_offset[k % kk])
+                w0 = w[m, k // kk, k % kk]
+                for t in range(size):
+                    acc[t] += w0 * planes[p0, o0 + t]
+                k += 1
+            for i in range(min(rows, oh - r0)):
+                src = _U(i * wq)
+                if bias.size:
+                    b = bias[m]
+                    for j in range(_U(ow)):
+                        y[p, r0 + i, j] = acc[src + j] + b
+                else:
+                    for j in range(_U(ow)):
+                        y[p, r0 + i, j] = acc[src + j]
+
+
+@jit
+def grouped_planes(x, w, bias, y, first, last, group, top, left, sh, sw, dh, dw):
+    """Groups ``[first, last)`` (of ``N·group``) of a 2-D convolution in planes layout:
+    ``x (N·C, H, W)``, ``w (M, C/group, KH, KW)``, ``y (N·M, OH, OW)``; ``bias`` M values or none."""
+    outs, cg, kh_, kw_ = w.shape
+    channels = x.shape[0] // (y.shape[0] // outs)
+    mg = outs // group
+    oh, ow = y.shape[1], y.shape[2]
+    wq = ow + (kw_ - 1) * dw // sw  # the plane columns the taps reach
+    hq = oh + (kh_ - 1) * dh // sh + 1  # the rows they reach, and a spare for the dropped columns
+    tap_plane = np.empty(kh_ * kw_, np.int64)
+    tap_offset = np.empty(kh_ * kw_, np.int64)
+    for kh in range(kh_):
+        for kw in range(kw_):
+            tap_plane[kh * kw_ + kw] = ((kh * dh) % sh) * sw + (kw * dw) % sw
+            tap_offset[kh * kw_ + kw] = ((kh * dh) // sh) * wq + (kw * dw) // sw
+    # runs are rounded up to whole vectors (no scalar remainder loop): zeros past the planes' end
+    planes = np.zeros((cg * sh * sw, hq * wq + LANES), np.float32)
+    acc = np.empty(max(1, min(oh, CHUNK // wq)) * wq + LANES, np.float32)
+    taps = w.reshape(outs, cg, kh_ * kw_)
+    for unit in range(first, last):
+        n, g = unit // group, unit % group
+        q = n * channels + g * cg
+        phase_planes(x, planes, q, q + cg, top, left, sh, sw, wq)
+        p = n * outs + g * mg
+        _conv_group(planes, sh * sw, wq, tap_plane, tap_offset, taps, bias, y, p, p + mg, acc)
+
+
+@jit
+def _depthwise_pixels(x, tap_row, tap_col, w, y, first, last, sh, sw):
+    """Output pixels ``[first, last)`` of a depthwise convolution in channels-last layout:
+    ``x (Hp, Wp, C)`` padded, ``w (KH·KW, C)``, ``y (OH, OW, C)``; tap k reads row
+    ``oh·sh + tap_row[k]`` and column ``ow·sw + tap_col[k]``."""
+    c = _U(x.shape[2])
+    ow = y.shape[1]
+    total = w.shape[0]
+    for pix in range(first, last):
+        i, j = pix // ow, pix % ow
+        acc = y[i, j]
+        r0, c0 = i * sh + tap_row[0], j * sw + tap_col[0]
+        for t in range(c):
+            acc[t] = w[0, t] * x[r0, c0, t]
+        k = 1
+        while k + 4 <= total:
+            r0, c0 = i * sh + tap_row[k], j * sw + tap_col[k]
+            r1, c1 = i * sh + tap_row[k + 1], j * sw + tap_col[k + 1]
+            r2, c2 = i * sh + tap_row[k + 2], j * sw + tap_col[k + 2]
+            r3, c3 = i * sh + tap_row[k + 3], j * sw + tap_col[k + 3]
+            for t in range(c):
+                acc[t] = ((((acc[t] + w[k, t] * x[r0, c0, t]) + w[k + 1, t] * x[r1, c1, t])
+                           + w[k + 2, t] * x[r2, c2, t]) + w[k + 3, t] * x[r3, c3, t])
+            k += 4
+        while k < total:
+            r0, c0 = i * sh + tap_row[k], j * sw + tap_col[k]
+            for t in range(c):
+                acc[t] += w[k, t] * x[r0, c0, t]
+            k += 1
+
+
+@jit
+def depthwise_last(x, w, y, first, last, sh, sw, dh, dw):
+    """Output pixels ``[first, last)`` (of ``N·OH·OW``) of a depthwise convolution in
+    channels-last layout: ``x (N, Hp, Wp, C)`` padded, ``w (KH, KW, C)``, ``y (N, OH, OW, C)``."""
+    kh_, kw_ = w.shape[0], w.shape[1]
+    oh, ow = y.shape[1], y.shape[2]
+    tap_row = np.empty(kh_ * kw_, np.int64)
+    tap_col = np.empty(kh_ * kw_, np.int64)
+    for kh in range(kh_):
+        for kw in range(kw_):
+            tap_row[kh * kw_ + kw] = kh * dh
+            tap_col[kh * kw_ + kw] = kw * dw
+    taps = w.reshape(kh_ * kw_, w.shape[2])
+    for pix in range(first, last):
+        n, rest = pix // (oh * ow), pix % (oh * ow)
+        _depthwise_pixels(x[n], tap_row, tap_col, taps, y[n], rest, rest + 1, sh, sw)
+
+
+# -- the calls the numpy kernel makes ------------------------------------------------------------
+
+#: a depthwise map with at most this many output pixels runs channels last (measured: 7×7 and
+#: 14×14 maps of 1,152 and 672 channels 2.3× and 1.2× faster than planes; 28×28 slower)
+CHANNELS_LAST_PIXELS = 14 * 14
+#: ... and at least this many multiply-adds: below, the planes path's single call costs less
+CHANNELS_LAST_WORK = 1 << 16
+#: input channels per group up to which the direct loops beat im2col and one matrix product per
+#: group (measured: 2.5× slower at 16 channels per group, on par at 4)
+MAX_GROUP_CHANNELS = 4
+_NONE = np.empty(0, np.float32)
+
+
+def handles(x: np.ndarray, w: np.ndarray, group: int, begin) -> bool:
+    """Float32 2-D grouped convolutions with few channels per group and no cropping pads."""
+    return (x.dtype == np.float32 and w.dtype == np.float32 and x.ndim == 4 and group > 1
+            and w.shape[1] <= MAX_GROUP_CHANNELS and min(begin) >= 0)
+
+
+def grouped_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, strides, dilations, begin,
+                   out) -> np.ndarray:
+    """``Conv`` of float32 ``x (N, C, H, W)`` and ``w (M, C/group, KH, KW)`` with the bias added,
+    for the output size ``out`` (which the end pads decide); shared over the kernel threads."""
+    from ..parallel import grain, run_blocks
+
+    n, c, h, wd = x.shape
+    m, cg, kh, kw = w.shape
+    (sh, sw), (dh, dw), (oh, ow) = strides, dilations, out
+    b = _NONE if bias is None else np.ascontiguousarray(bias, np.float32).reshape(-1)
+    if cg == 1 and m == c and oh * ow <= CHANNELS_LAST_PIXELS and c * oh * ow * kh * kw >= CHANNELS_LAST_WORK:
+        # numpy's transposing copies beat simple compiled loops 2× on these
+        hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
+        padded = np.zeros((n, hp, wp, c), np.float32)
+        rows, cols = min(h, hp - begin[0]), min(wd, wp - begin[1])
+        padded[:, begin[0]:begin[0] + rows, begin[1]:begin[1] + cols] = x[:, :, :rows, :cols].transpose(0, 2, 3, 1)
+        taps = np.ascontiguousarray(w.reshape(c, kh, kw).transpose(1, 2, 0))
+        y = np.empty((n, oh, ow, c), np.float32)
+        run_blocks(n * oh * ow, lambda lo, hi: depthwise_last(padded, taps, y, lo, hi, sh, sw, dh, dw),
+                   grain(c * kh * kw))
+        if bias is not None:
+            y += b
+        return np.ascontiguousarray(y.transpose(0, 3, 1, 2))
+    x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
+    y = np.empty((n, m, oh, ow), np.float32)
+    group = c // cg
+    run_blocks(n * group, lambda lo, hi: grouped_planes(x.reshape(n * c, h, wd), w, b, y.reshape(n * m, oh, ow),
+                                                        lo, hi, group, begin[0], begin[1], sh, sw, dh, dw),
+               grain((m // group) * cg * kh * kw * oh * (ow + 2)))
+    return y

@@ -1,0 +1,93 @@
+"""Elementwise float32 curves in one compiled pass each: the curves of ``_core`` and the
+activations built on them (erf, GELU, sigmoid, SiLU, hard sigmoid and hard swish).
+
+The numpy kernels run these as four to eight whole-array operators; here each element is read
+once and written once. The formulas are the numpy kernels' (``ops/fastmath.py``: erf as
+``tanh(x·P(x²))`` with the same fitted P, GELU as ``x·(1 + erf(x/√2))/2``, SiLU as ``x·σ(x)``), with
+``_core``'s curves in place of numpy's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ops.fastmath import ERF_P, ERF_XMAX2, INV_SQRT2
+from ._core import F, exp32, expm1_32, inline, jit, sigmoid32, tanh32
+
+_P = tuple(F(c) for c in ERF_P)
+_XMAX2 = F(ERF_XMAX2)
+_R2 = F(INV_SQRT2)
+_HALF = F(0.5)
+
+
+@inline
+def erf32(x):
+    t = min(max(x * x, F(0)), _XMAX2)
+    p = _P[6]
+    p = p * t + _P[5]
+    p = p * t + _P[4]
+    p = p * t + _P[3]
+    p = p * t + _P[2]
+    p = p * t + _P[1]
+    p = p * t + _P[0]
+    return tanh32(p * x)
+
+
+@inline
+def gelu32(x):
+    return (erf32(x * _R2) + F(1)) * _HALF * x  # halved before x: 2·x overflows near float32's top
+
+
+@inline
+def hard_sigmoid32(x, alpha, beta):
+    return min(max(x * alpha + beta, F(0)), F(1))
+
+
+@jit
+def _loop(code, x, out, first, last, alpha, beta):
+    """``out[i] = curve(x[i])`` for i in [first, last); ``code`` picks the curve (one compiled
+    loop for all, each branch its own vectorised loop; indices from 0 over views, so numba's
+    wrap-around test on a signed index cannot turn the loads into gathers)."""
+    x, out = x[first:last], out[first:last]
+    if code == 0:
+        for i in range(x.size):
+            out[i] = exp32(x[i])
+    elif code == 1:
+        for i in range(x.size):
+            out[i] = expm1_32(x[i])
+    elif code == 2:
+        for i in range(x.size):
+            out[i] = tanh32(x[i])
+    elif code == 3:
+        for i in range(x.size):
+            out[i] = sigmoid32(x[i])
+    elif code == 4:
+        for i in range(x.size):
+            out[i] = x[i] * sigmoid32(x[i])
+    elif code == 5:
+        for i in range(x.size):
+            out[i] = erf32(x[i])
+    elif code == 6:
+        for i in range(x.size):
+            out[i] = gelu32(x[i])
+    elif code == 7:
+        for i in range(x.size):
+            out[i] = hard_sigmoid32(x[i], alpha, beta)
+    else:
+        for i in range(x.size):
+            out[i] = x[i] * hard_sigmoid32(x[i], alpha, beta)
+
+
+CODES = {"exp32": 0, "expm1_32": 1, "tanh32": 2, "sigmoid32": 3, "silu32": 4, "erf32": 5, "gelu32": 6,
+         "hard_sigmoid32": 7, "hard_swish32": 8}
+
+
+def apply(name: str, x: np.ndarray, alpha: float = 0.0, beta: float = 0.0) -> np.ndarray:
+    """The curve ``name`` of float32 ``x``, elementwise, shared over the kernel threads."""
+    from ..parallel import grain, run_blocks
+
+    flat = np.ascontiguousarray(x, np.float32).reshape(-1)
+    out = np.empty_like(flat)
+    code, a, b = CODES[name], np.float32(alpha), np.float32(beta)
+    run_blocks(flat.size, lambda lo, hi: _loop(code, flat, out, lo, hi, a, b), grain(32))
+    return out.reshape(np.shape(x))

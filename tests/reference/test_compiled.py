@@ -1,0 +1,256 @@
+"""The compiled kernels (numba, ``nnbridge/kernels/compiled``) against the numpy kernels they stand
+in for, which stay the reference: bit for bit where both add the same terms in the same order,
+otherwise within a bound stated and justified here; and the numpy fallback when numba is off.
+
+Shapes are few and small: each distinct argument type compiles once per process (the compiled
+code is cached on disk, but the first test process of a fresh machine pays for compiling)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nnbridge.kernels import compiled
+from nnbridge.kernels.ops.conv import conv_nd
+
+RNG = np.random.default_rng(11)
+U = 2.0**-24  # float32's unit roundoff
+
+pytestmark = pytest.mark.skipif(compiled.load("conv") is None, reason="numba is not available")
+
+
+def _numpy(monkeypatch, fn, *args, **kwargs):
+    """``fn`` with the compiled kernels switched off (the numpy reference)."""
+    with monkeypatch.context() as patch:
+        patch.setenv(compiled.DISABLE, "1")
+        return fn(*args, **kwargs)
+
+
+# -- the float32 curves every compiled module shares ------------------------------------------
+
+def _sweep() -> np.ndarray:
+    """Every 1021st float32 up to 100 in magnitude (subnormals included), both signs, and the
+    edges of the ranges."""
+    bits = np.arange(0, np.float32(100).view(np.int32), 1021, dtype=np.int32)
+    positive = bits.view(np.float32)
+    edges = np.float32([88.7, 88.72, 88.7228, 88.72284, 88.7229, 88.8, 89.0, 89.1, -87.3, -88.0, -103.9, -104.5,
+                        1e30, -1e30])
+    return np.concatenate([positive, -positive, edges])
+
+
+def _ulps(actual: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    """Distance in float32 ulps of the exact value (subnormal results in ulps of the smallest normal)."""
+    spacing = np.spacing(np.abs(exact).astype(np.float32)).clip(np.finfo(np.float32).tiny)
+    return np.abs(actual.astype(np.float64) - exact) / spacing.astype(np.float64)
+
+
+@pytest.mark.parametrize(("name", "exact", "bound"), [
+    ("exp32", np.exp, 1.5),
+    ("expm1_32", np.expm1, 2.5),
+    ("tanh32", np.tanh, 3.5),
+    ("sigmoid32", lambda x: 1 / (1 + np.exp(-x)), 3.0),
+])
+def test_compiled_curves_are_within_their_stated_ulps_of_float64(name, exact, bound):
+    """The bounds of compiled/_core.py's docstring (measured there on a denser sweep) with a
+    margin; where float64's result is beyond float32's range the curve must overflow to ±inf or
+    flush to zero like numpy's; NaN, ±0 and ±inf come through as numpy's float32 curves give them."""
+    curves = compiled.load("curves")
+    x = _sweep()
+    with np.errstate(over="ignore"):
+        want = exact(x.astype(np.float64))
+    got = curves.apply(name, x)
+    finite = np.abs(want) < float(np.finfo(np.float32).max)
+    assert _ulps(got[finite], want[finite]).max() <= bound
+    assert np.all(np.isinf(got[~finite]) & (np.sign(got[~finite]) == np.sign(want[~finite])))
+    special = np.float32([np.nan, np.inf, -np.inf, 0.0, -0.0])
+    reference = {"exp32": np.exp, "expm1_32": np.expm1, "tanh32": np.tanh,
+                 "sigmoid32": lambda v: np.float32(1) / (np.float32(1) + np.exp(-v))}[name](special)
+    np.testing.assert_array_equal(curves.apply(name, special), reference)
+    assert np.array_equal(np.signbit(curves.apply(name, special)), np.signbit(reference))
+
+
+def test_compiled_activations_equal_the_numpy_forms(monkeypatch):
+    """Hard sigmoid and hard swish are the same operations in the same order: bit for bit. The
+    transcendental ones (erf, GELU, sigmoid, SiLU) differ in their tanh/exp (≤ 3.2 ulp here, ≤ 1.4
+    for numpy's); each is held to its bound against float64 in test_fast_paths, which runs the
+    compiled forms when numba is on, so here they only need to be the numpy forms' near twins:
+    within 8 ulp of them plus the bounds' absolute slack (2⁻²³·|x| for GELU and SiLU)."""
+    from nnbridge.kernels.ops import activation, fastmath
+
+    x = np.concatenate([_sweep()[::16], np.float32([np.nan, np.inf, -np.inf, 0.0, -0.0, 3.0, -3.0])])
+    for alpha, beta, swish in ((np.float32(0.2), np.float32(0.5), False), (np.float32(1 / 6), np.float32(0.5), True)):
+        ours = activation._hard_sigmoid(x, alpha, beta, swish)
+        theirs = _numpy(monkeypatch, activation._hard_sigmoid, x, alpha, beta, swish)
+        np.testing.assert_array_equal(ours, theirs)
+    finite = x[np.isfinite(x)]
+    with np.errstate(all="ignore"):
+        for curve in (fastmath.erf32, fastmath.gelu32, fastmath.sigmoid32, fastmath.silu32):
+            ours, theirs = curve(finite), _numpy(monkeypatch, curve, finite)
+            slack = np.spacing(np.abs(theirs)) * 8 + np.abs(finite) * 2.0**-23 + 2.0**-24
+            assert np.all(np.abs(ours.astype(np.float64) - theirs) <= slack), curve.__name__
+
+
+# -- depthwise and grouped convolution ---------------------------------------------------------
+
+GEOMETRIES = [  # (channels, multiplier or group width, size, kernel, strides, dilations, pads begin+end)
+    (24, 1, (30, 30), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),    # the numpy flat path: same order, bit for bit
+    (16, 1, (13, 17), (5, 3), (2, 1), (1, 2), (2, 0, 1, 3)),   # asymmetric everything
+    (12, 1, (9, 9), (3, 3), (3, 2), (2, 1), (0, 2, 3, 0)),     # stride 3
+    (40, 1, (7, 7), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),     # a small map: the channels-last path
+    (8, 2, (11, 10), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),    # channel multiplier 2
+    (12, 4, (10, 10), (3, 3), (1, 2), (1, 1), (1, 0, 1, 2)),   # grouped: 4 channels per group
+]
+
+
+def _conv(x, w, b, groups, strides, dilations, pads):
+    from nnbridge.kernels.ops.conv import _compiled_grouped
+
+    rank = x.ndim - 2
+    begin, end = list(pads[:rank]), list(pads[rank:])
+    fast = _compiled_grouped(x, w, b, groups, list(strides), list(dilations), begin, end)
+    if fast is not None:
+        return fast
+    y = conv_nd(x, w, groups, list(strides), list(dilations), begin, end)
+    return y + b.reshape(1, -1, *[1] * rank) if b is not None else y
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: f"c{g[0]}x{g[1]}-{g[2][0]}x{g[2][1]}-k{g[3][0]}"
+                                                               f"{g[3][1]}-s{g[4][0]}{g[4][1]}-d{g[5][0]}{g[5][1]}")
+def test_compiled_grouped_convolution_equals_the_numpy_kernel(monkeypatch, geometry):
+    """Each output is a sum of (input channels per group)·KH·KW products. The compiled loops add them
+    one by one in kernel order, as the numpy flat and tap-by-tap paths do (there: bit for bit); the
+    numpy einsum and im2col paths leave the order to einsum or BLAS. Two sums of the same n products
+    in different orders are each within γₙ·Σ|products| of the exact sum (γₙ = n·u/(1 - n·u), u = 2⁻²⁴,
+    the product's own rounding included by counting n + 1), so they are within twice that of each
+    other; the exact sum is float64's."""
+    channels, width, size, kernel, strides, dilations, pads = geometry
+    grouped = width > 1 and channels % width == 0 and geometry is GEOMETRIES[-1]
+    groups = channels // width if grouped else channels
+    outs = channels if grouped else channels * width
+    x = RNG.standard_normal((2, channels, *size)).astype(np.float32)
+    w = RNG.standard_normal((outs, channels // groups, *kernel)).astype(np.float32)
+    b = RNG.standard_normal(outs).astype(np.float32)
+    ours = _conv(x, w, b, groups, strides, dilations, pads)
+    theirs = _numpy(monkeypatch, _conv, x, w, b, groups, strides, dilations, pads)
+    assert ours.shape == theirs.shape and ours.dtype == np.float32
+    rank = len(size)
+    exact = conv_nd(x.astype(np.float64), w.astype(np.float64), groups, list(strides), list(dilations),
+                    list(pads[:rank]), list(pads[rank:])) + b.reshape(1, -1, 1, 1)
+    magnitude = conv_nd(np.abs(x).astype(np.float64), np.abs(w).astype(np.float64), groups, list(strides),
+                        list(dilations), list(pads[:rank]), list(pads[rank:])) + np.abs(b).reshape(1, -1, 1, 1)
+    n = (channels // groups) * int(np.prod(kernel)) + 2  # products, their roundings and the bias's add
+    gamma = n * U / (1 - n * U)
+    assert np.all(np.abs(ours - exact) <= gamma * magnitude)
+    assert np.all(np.abs(ours - theirs) <= 2 * gamma * magnitude)
+    if geometry is GEOMETRIES[0]:  # the numpy kernel's flat path adds in the same order
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def test_a_one_dimensional_depthwise_convolution_runs_as_one_row_of_the_two_dimensional_loops(monkeypatch):
+    x = RNG.standard_normal((1, 6, 40)).astype(np.float32)
+    w = RNG.standard_normal((6, 1, 5)).astype(np.float32)
+    ours = _conv(x, w, None, 6, (2,), (2,), (3, 1))
+    theirs = _numpy(monkeypatch, _conv, x, w, None, 6, (2,), (2,), (3, 1))
+    np.testing.assert_array_equal(ours, theirs)  # the numpy tap-by-tap path: the same order
+
+
+# -- the switch, the fallback and the cache ----------------------------------------------------
+
+def test_nnbridge_no_numba_runs_the_numpy_kernels_and_says_so(monkeypatch):
+    monkeypatch.setenv(compiled.DISABLE, "1")
+    assert compiled.load("conv") is None
+    assert compiled.describe() == f"numpy kernels only ({compiled.DISABLE} is set)"
+    monkeypatch.setenv(compiled.DISABLE, "0")
+    assert compiled.load("conv") is not None
+    assert compiled.describe().startswith("numba ")
+
+
+def test_compiled_code_is_cached_in_the_per_user_directory(tmp_path):
+    """A fresh process with an empty cache home compiles a kernel and leaves it there, outside the
+    installed package (so a read-only install caches too), in a directory named by a hash of the
+    compiled modules' sources (numba would not notice a change to a helper in another module);
+    NUMBA_CACHE_DIR, numba's own setting, wins over the home."""
+    code = ("import numpy as np\n"
+            "from nnbridge.kernels import compiled\n"
+            "curves = compiled.load('curves')\n"
+            "curves.apply('exp32', np.zeros(4, np.float32))\n"
+            "print(compiled.cache_dir())\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", compiled.DISABLE)}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "home")
+    root = Path(__file__).resolve().parents[2]
+    env["PYTHONPATH"] = str(root)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=root)
+    where = Path(done.stdout.strip())
+    assert where.parent == tmp_path / "home" / "nnbridge" / "numba"  # then a hash of the compiled modules
+    assert any(where.rglob("*.nbi")) and any(where.rglob("*.nbc"))
+    env["NUMBA_CACHE_DIR"] = str(tmp_path / "own")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=root)
+    assert Path(done.stdout.strip()).parent == tmp_path / "own" and any((tmp_path / "own").rglob("*.nbi"))
+
+
+# -- recurrences -------------------------------------------------------------------------------
+
+RECURRENCES = [  # (op, attributes, with sequence_lens, with peepholes and initial states)
+    ("RNN", {"direction": "bidirectional", "clip": 0.5}, True, False),
+    ("GRU", {}, False, False),
+    ("GRU", {"linear_before_reset": 1, "direction": "reverse"}, True, False),
+    ("LSTM", {"direction": "bidirectional"}, False, False),
+    ("LSTM", {"input_forget": 1, "clip": 1.0}, True, True),
+]
+
+
+@pytest.mark.parametrize(("op", "attrs", "lens", "peep"), RECURRENCES, ids=[f"{r[0]}-{i}" for i, r in
+                                                                             enumerate(RECURRENCES)])
+def test_compiled_recurrences_agree_with_the_numpy_kernel(monkeypatch, op, attrs, lens, peep):
+    """The compiled loop and the numpy kernel differ in three ways: the recurrent products' order
+    and fusion (k order with fused multiply-adds against BLAS's own), the curves (compiled/_core's,
+    ≤ 3.2 ulp, against numpy's tanh-based ones, ≤ 1.4 ulp plus 2⁻²⁴ absolute for the sigmoid) and
+    nothing else: the elementwise algebra is the same, in the same order. Over 9 steps of hidden
+    size 8, weights of scale 0.3 and |x| ≲ 3, the states are O(1) and each step's error is a
+    few ulps of O(1) values carried forward through gates below 1 in slope, so the outputs agree
+    within 1e-6 absolute (measured: 1.5e-7, as far apart as numpy's kernel is from onnxruntime's);
+    sequence ends, clips and peepholes change which terms exist, not how they are rounded."""
+    from single_node import node_model, run_ours
+
+    rng = np.random.default_rng(3)
+    gates, hidden, seq, batch, dirs = {"RNN": 1, "GRU": 3, "LSTM": 4}[op], 8, 9, 5, 1
+    dirs = 2 if attrs.get("direction") == "bidirectional" else 1
+    inputs = [("x", rng.standard_normal((seq, batch, 6)).astype(np.float32)),
+              ("w", (0.3 * rng.standard_normal((dirs, gates * hidden, 6))).astype(np.float32)),
+              ("r", (0.3 * rng.standard_normal((dirs, gates * hidden, hidden))).astype(np.float32)),
+              ("b", (0.3 * rng.standard_normal((dirs, 2 * gates * hidden))).astype(np.float32)),
+              ("lens", np.array([9, 3, 9, 1, 6], np.int32)) if lens else None]
+    outputs = 3 if op == "LSTM" else 2
+    if peep:
+        inputs += [("h0", rng.standard_normal((dirs, batch, hidden)).astype(np.float32)),
+                   ("c0", rng.standard_normal((dirs, batch, hidden)).astype(np.float32)),
+                   ("p", (0.3 * rng.standard_normal((dirs, 3 * hidden))).astype(np.float32))]
+    model, feeds = node_model(op, inputs, dict(hidden_size=hidden, **attrs), outputs=outputs)
+    ours = run_ours(model, feeds)
+    theirs = _numpy(monkeypatch, run_ours, model, feeds)
+    for a, b in zip(ours, theirs):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+    if lens:  # past a sequence's end: zeros, exactly
+        y = ours[0]
+        assert not y[3:, :, 1].any() and not y[1:, :, 3].any()
+
+
+def test_a_model_without_compiled_kernels_never_imports_numba():
+    """numba's import and first call cost about a second; LeNet-5 (plain convolutions, pooling,
+    matrix products) must not pay it, so that ``nnbridge run`` on it stays quick."""
+    code = ("import sys, numpy as np, nnbridge\n"
+            "from nnbridge.zoo import build\n"
+            "exe = nnbridge.compile(build('lenet5'))\n"
+            "exe.run({v.name: np.zeros([d if isinstance(d, int) else 1 for d in v.type.shape], np.float32)"
+            " for v in exe.graph.inputs})\n"
+            "print('numba' in sys.modules)\n")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(root)), cwd=root,
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
