@@ -640,6 +640,16 @@ def _gather(b, node, grads):
     return [out, None]
 
 
+@rule("GatherElements")
+def _gather_elements(b, node, grads):
+    """Each gathered element's gradient added back where it was read (ScatterElements with add)."""
+    g, (data, index) = grads[0], node.inputs
+    axis = _axis(node.attr("axis", 0), data.type.rank)
+    out = b.op("ScatterElements", b.zeros_like(data), index, g, attrs={"axis": axis, "reduction": "add"},
+               shape=tuple(data.type.shape), like=g)
+    return [out, None]
+
+
 @rule("Expand")
 def _expand(b, node, grads):
     return [b.unbroadcast(grads[0], node.inputs[0]), None]
@@ -666,6 +676,74 @@ def _batch_norm_training(b, node, grads):
                              domain=NNBRIDGE_TRAINING_DOMAIN,
                              outputs=[(x.type.shape, None), (scale.type.shape, None), (bias.type.shape, None)])
     return [dx, dscale, dbias, None, None]
+
+
+def _attr_float(node, name: str, default: float) -> float:
+    return float(node.attr(name, default))
+
+
+@rule("InstanceNormalization")
+def _instance_norm(b, node, grads):
+    """With x̂ the input standardized per sample and channel over m spatial values:
+    dB = Σ dy, dscale = Σ dy·x̂ (over the batch and space), dx = scale·inv_std·(dy − mean(dy) −
+    x̂·mean(dy·x̂)), the means over space. The statistics are taken again from x."""
+    g, (x, scale) = grads[0], node.inputs[:2]
+    shape, rank = tuple(x.type.shape), x.type.rank
+    space = list(range(2, rank))
+    kept = (*shape[:2], *([1] * len(space)))
+    channel = (1, shape[1], *([1] * len(space)))
+
+    def mean(v):
+        return b.op("ReduceMean", v, b.ints(space), attrs={"keepdims": 1}, shape=kept, like=v)
+
+    def per_channel(v):
+        return b.op("ReduceSum", v, b.ints([0, *space]), attrs={"keepdims": 0}, shape=(shape[1],), like=v)
+
+    centred = b.op("Sub", x, mean(x), like=x)
+    var = mean(b.op("Mul", centred, centred, like=x))
+    inv = b.op("Reciprocal", b.op("Sqrt", b.op("Add", var, b.scalar(_attr_float(node, "epsilon", 1e-5), x),
+                                                 like=var), like=var), like=var)
+    normed = b.op("Mul", centred, inv, like=x)
+    g_normed = b.op("Mul", g, normed, like=x)
+    inner = b.op("Sub", b.op("Sub", g, mean(g), like=x), b.op("Mul", normed, mean(g_normed), like=x), like=x)
+    scale_c = b.op("Reshape", scale, b.ints(channel), shape=channel, like=scale)
+    dx = b.op("Mul", inner, b.op("Mul", inv, scale_c, shape=kept, like=inv), like=x)
+    return [dx, per_channel(g_normed), per_channel(g)]
+
+
+def _channel_window_band(size: int, channels: int, dtype: np.dtype) -> np.ndarray:
+    """The (C, C) 0/1 matrix whose row c marks LRN's window of channel c: ONNX's ⌊(size − 1)/2⌋
+    channels before it and ⌈(size − 1)/2⌉ after."""
+    before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
+    c = np.arange(channels)
+    return ((c[None, :] >= c[:, None] - before) & (c[None, :] <= c[:, None] + after)).astype(dtype)
+
+
+@rule("LRN")
+def _lrn(b, node, grads):
+    """y = x·s^(−β), s = bias + (α/size)·Σ_window x²: dx = dy·s^(−β) − (2αβ/size)·x·Σ_window'(dy·x·s^(−β−1)),
+    the window sums as a (C, C) band matrix times the (N, C, rest) tensor (its transpose backward)."""
+    g, x = grads[0], node.inputs[0]
+    size = int(node.attr("size"))
+    alpha, beta = _attr_float(node, "alpha", 1e-4), _attr_float(node, "beta", 0.75)
+    shape = tuple(x.type.shape)
+    flat = (shape[0], shape[1], math.prod(shape[2:]))
+    band = _channel_window_band(size, shape[1], b.numpy_dtype(x))
+
+    def window_sum(matrix, v):
+        rows = b.op("Reshape", v, b.ints(flat), shape=flat, like=v)
+        return b.op("Reshape", b.op("MatMul", b.const(matrix), rows, shape=flat, like=v), b.ints(shape),
+                    shape=shape, like=v)
+
+    total = window_sum(band, b.op("Mul", x, x, like=x))
+    s = b.op("Add", b.op("Mul", total, b.scalar(alpha / size, x), like=x), b.scalar(_attr_float(node, "bias", 1.0), x),
+             like=x)
+    scaled = b.op("Pow", s, b.scalar(-beta, x), like=x)
+    direct = b.op("Mul", g, scaled, like=x)
+    through = b.op("Div", b.op("Mul", b.op("Mul", g, x, like=x), scaled, like=x), s, like=x)
+    back = b.op("Mul", b.op("Mul", window_sum(np.ascontiguousarray(band.T), through), x, like=x),
+                b.scalar(2 * alpha * beta / size, x), like=x)
+    return [b.op("Sub", direct, back, like=x)]
 
 
 # -- losses ---------------------------------------------------------------------------------------

@@ -313,3 +313,27 @@ def test_resize_the_rule_does_not_cover_is_named():
     run_passes(graph, ["infer-shapes"])
     with pytest.raises(UnsupportedOpError, match="nearest upsampling by whole factors"):
         gradients(graph, graph.outputs[0], [graph.get("x")])
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4), (2, 3, 2, 3)])
+def test_instance_normalization(shape):
+    feeds = {"x": _normal(shape, 1) * 2 + 0.5, "scale": _normal((3,), 2), "bias": _normal((3,), 3)}
+    model = _model([helper.make_node("InstanceNormalization", ["x", "scale", "bias"], ["y"], epsilon=1e-3)],
+                   feeds, shape)
+    assert _worst_error(model, feeds, list(feeds)) <= 1e-6
+
+
+@pytest.mark.parametrize(("size", "shape"), [(3, (2, 5, 2, 2)), (4, (2, 6, 3)), (5, (3, 4))])
+def test_lrn_over_odd_and_even_windows(size, shape):
+    x = _normal(shape, 4) * 3
+    node = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=0.3, beta=0.7, bias=1.5)
+    assert _worst_error(_model([node], {"x": x}, shape), {"x": x}, ["x"]) <= 1e-6
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_elements_adds_repeated_picks(axis):
+    x = _normal((3, 4), 5)
+    index = np.random.default_rng(6).integers(-3, 3, size=(3, 4) if axis == 0 else (3, 5))
+    init = [numpy_helper.from_array(index.astype(np.int64), "index")]
+    node = helper.make_node("GatherElements", ["x", "index"], ["y"], axis=axis)
+    assert _worst_error(_model([node], {"x": x}, index.shape, init), {"x": x}, ["x"]) <= 1e-6
