@@ -153,8 +153,11 @@ def test_max_pool_with_indices(attrs):
 def test_max_pool_indices_by_taps_equal_the_window_argmax_with_ties(shape, kernel, strides, dilations, dtype):
     """The unpadded fast path keeps the first greatest tap, as argmax over the window does: inputs
     of a few integer values make ties everywhere."""
-    from nnbridge.kernels.ops.pool import (PoolGeometry, _max_pool_with_indices_by_taps,
-                                           _max_pool_with_indices_by_windows)
+    from nnbridge.kernels.ops.pool import (
+        PoolGeometry,
+        _max_pool_with_indices_by_taps,
+        _max_pool_with_indices_by_windows,
+    )
 
     x = np.random.default_rng(0).integers(-3, 3, size=shape).astype(dtype)
     geo = PoolGeometry(x.shape[2:], kernel, "NOTSET", 0, dilations, None, strides)
