@@ -623,6 +623,9 @@ def _gather(b, node, grads):
     rank = table.type.rank
     axis = _axis(node.attr("axis", 0), rank)
     shape = tuple(table.type.shape)
+    picked = b.constant(index)
+    if picked is not None and picked.ndim == 0:  # one slice (attention's q, k, v): padded back in place
+        return [_slice_padded_back(b, g, axis, int(picked) % shape[axis], shape), None]
     if axis:  # g has index's dims where the table had its axis: move those, and the axis, to the front
         lead = index.type.rank
         perm = [*range(axis, axis + lead), *range(axis), *range(axis + lead, g.type.rank)]
@@ -638,6 +641,15 @@ def _gather(b, node, grads):
         back = [*range(1, axis + 1), 0, *range(axis + 1, rank)]
         out = b.op("Transpose", out, attrs={"perm": back}, shape=tuple(table.type.shape), like=g)
     return [out, None]
+
+
+def _slice_padded_back(b, g, axis: int, at: int, shape: tuple):
+    """The gradient of taking slice ``at`` of ``axis`` out of a tensor of ``shape``: ``g`` with that
+    axis restored and zeros padded around it (no scatter)."""
+    one = (*shape[:axis], 1, *shape[axis + 1:])
+    pads = [0] * (2 * len(shape))
+    pads[axis], pads[len(shape) + axis] = at, shape[axis] - 1 - at
+    return b.op("Pad", b.op("Unsqueeze", g, b.ints([axis]), shape=one, like=g), b.ints(pads), shape=shape, like=g)
 
 
 @rule("GatherElements")

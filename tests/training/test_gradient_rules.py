@@ -281,6 +281,20 @@ def test_gather_along_another_axis():
     assert _worst_error(model, {"x": x}, ["x"]) <= 1e-6
 
 
+@pytest.mark.parametrize(("axis", "at"), [(0, 2), (1, -1), (2, 0)])
+def test_gather_of_one_constant_slice_pads_the_gradient_back(axis, at):
+    """A scalar constant index (attention's q, k, v taken from one projection) is padded back in place."""
+    x = _normal((3, 5, 4), 2)
+    index = numpy_helper.from_array(np.array(at, np.int64), "index")
+    out = tuple(d for i, d in enumerate(x.shape) if i != axis)
+    model = _model([helper.make_node("Gather", ["x", "index"], ["y"], axis=axis)], {"x": x}, out, [index])
+    assert _worst_error(model, {"x": x}, ["x"]) <= 1e-6
+    graph = nnbridge.load(model)
+    run_passes(graph, ["infer-shapes"])
+    gradients(graph, graph.outputs[0], [graph.get("x")])
+    assert "Pad" in {n.op for n in graph.nodes} and "ScatterND" not in {n.op for n in graph.nodes}
+
+
 @pytest.mark.parametrize(("op", "attrs"), [("LSTM", {}), ("GRU", {}), ("GRU", {"linear_before_reset": 1})])
 def test_lstm_and_gru_unrolled_in_training_form(op, attrs):
     """Spelled out step by step in training form; the gradients of the input, the weights, the
