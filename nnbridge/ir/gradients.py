@@ -307,11 +307,17 @@ def _gemm(b, node, grads):
     g, a, w = grads[0], node.inputs[0], node.inputs[1]
     alpha, beta = node.attr("alpha", 1.0), node.attr("beta", 1.0)
     ta, tb = node.attr("transA", 0), node.attr("transB", 0)
-    a_ = _swap_last(b, a) if ta else a
-    w_ = _swap_last(b, w) if tb else w
-    ga_ = b.op("MatMul", g, _swap_last(b, w_), shape=(g.type.shape[0], a_.type.shape[1]), like=g)
-    gw_ = b.op("MatMul", _swap_last(b, a_), g, shape=(w_.type.shape[0], g.type.shape[1]), like=g)
-    ga, gw = (_swap_last(b, ga_) if ta else ga_), (_swap_last(b, gw_) if tb else gw_)
+    # each gradient is one MatMul in its input's own layout (A^T·B's dA = B·dY^T, not (dY·B^T)^T):
+    # a transposed view would make every later pass over it (the optimizer's) strided
+    def t(v):
+        return _swap_last(b, v)
+
+    # with Y = a_ · w_ (a_ = Aᵀ when transA, w_ = Bᵀ when transB): dA = dY · w_ᵀ, or w_ · dYᵀ when
+    # transA; dB = a_ᵀ · dY, or dYᵀ · a_ when transB
+    ga_pair = (t(w) if tb else w, t(g)) if ta else (g, w if tb else t(w))
+    gw_pair = (t(g), t(a) if ta else a) if tb else (a if ta else t(a), g)
+    ga = b.op("MatMul", *ga_pair, shape=tuple(a.type.shape), like=g)
+    gw = b.op("MatMul", *gw_pair, shape=tuple(w.type.shape), like=g)
     if alpha != 1.0:
         ga, gw = b.op("Mul", ga, b.scalar(alpha, ga)), b.op("Mul", gw, b.scalar(alpha, gw))
     gc = None
