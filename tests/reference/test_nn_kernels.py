@@ -99,6 +99,18 @@ def test_conv_1d_and_3d(shape, kernel):
                        dict(strides=[2] * rank, pads=[1] * rank + [0] * rank), inits=("w", "b"))
 
 
+@pytest.mark.parametrize("group", [1, 2])
+def test_conv_with_a_kernel_larger_than_its_output(group):
+    """A training step's kernel gradient is such a convolution (the batch as channels, the output
+    gradient as the kernel): its columns are laid out the other way round."""
+    x, w = rand(3, 4, 9, 8), rand(4, 4 // group, 7, 6)
+    assert_matches_ort("Conv", [("x", x), ("w", w)], dict(group=group, pads=[1, 1, 0, 1], dilations=[1, 1]),
+                       inits=("w",))
+    got = run_ours(*node_model("Conv", [("x", x), ("w", w)], {"group": group, "pads": [1, 1, 0, 1]}))[0]
+    want = naive_conv2d(x.astype(np.float64), w.astype(np.float64), None, group, [1, 1], [1, 1], [1, 1, 0, 1])
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", [np.float16, np.float64])
 def test_conv_keeps_fp16_and_fp64(dtype):
     x, w = rand(1, 2, 5, 5, dtype=dtype), rand(3, 2, 3, 3, dtype=dtype)
