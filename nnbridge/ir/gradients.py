@@ -446,7 +446,7 @@ def _average_pool(b, node, grads):
 def _max_pool(b, node, grads):
     """Each output's gradient goes to the input element it took (MaxPool's Indices output)."""
     g, x = grads[0], node.inputs[0]
-    _pool_geometry(b, node, x)
+    _, kernel, strides, _ = _pool_geometry(b, node, x)
     if node.attr("storage_order", 0):
         b.unsupported("column-major storage_order")
     attrs = {k: v for k, v in node.attrs.items()}
@@ -455,7 +455,8 @@ def _max_pool(b, node, grads):
     flat_g = b.op("Reshape", g, b.ints([-1]), shape=(math.prod(g.type.shape),), like=g)
     flat_i = b.op("Reshape", indices, b.ints([-1]), shape=(math.prod(g.type.shape),), like=indices)
     zeros = b.const(np.zeros(numel, b.numpy_dtype(g)))
-    spread = b.op("ScatterElements", zeros, flat_i, flat_g, attrs={"axis": 0, "reduction": "add"},
+    apart = all(s >= k for s, k in zip(strides, kernel))  # windows apart: each input taken once at most
+    spread = b.op("ScatterElements", zeros, flat_i, flat_g, attrs={"axis": 0, "reduction": "none" if apart else "add"},
                   shape=(numel,), like=g)
     return [b.op("Reshape", spread, b.ints(x.type.shape), shape=x.type.shape, like=g)]
 
