@@ -9,11 +9,13 @@ uniformly.
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
 
 from ...ir import DType, Node
+from .. import compiled
 from ..registry import kernel
 from ._windows import (
     FLOATS,
@@ -139,17 +141,33 @@ def _max_pool_with_indices_by_taps(x, geo: PoolGeometry):
 def average_pool(ctx, x, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None, kernel_shape,
                  pads=None, strides=None):
     dt = compute_dtype(x.dtype)
-    sizes = x.shape[2:]
-    geo = PoolGeometry(sizes, kernel_shape, auto_pad, ceil_mode, dilations, pads, strides)
+    window = (auto_pad, int(ceil_mode), _tuple(dilations), tuple(kernel_shape), _tuple(pads), _tuple(strides))
+    geo, count = _average_divisors(x.shape[2:], window, int(count_include_pad), dt)
     total = _sum_taps(geo, geo.padded(x.astype(dt, copy=False), 0))
-    # per-window divisor: pooled mask of counted positions (input, plus declared pads if count_include_pad)
-    if int(count_include_pad):
+    return (total / count).astype(x.dtype, copy=False)
+
+
+def _tuple(values) -> tuple | None:
+    return None if values is None else tuple(values)
+
+
+@functools.lru_cache(maxsize=1024)
+def _average_divisors(sizes: tuple, window: tuple, count_include_pad: int, dt: np.dtype
+                      ) -> tuple[PoolGeometry, np.ndarray]:
+    """The geometry and per-window divisors (at least 1) of an average pool over ``sizes``: the
+    pooled mask of counted positions (the input, plus the declared pads with
+    ``count_include_pad``), which depends on the shape only, so it is pooled once per shape (it
+    cost as much as the pool itself)."""
+    auto_pad, ceil_mode, dilations, kernel_shape, pads, strides = window
+    geo = PoolGeometry(sizes, kernel_shape, auto_pad, ceil_mode, dilations, pads, strides)
+    if count_include_pad:
         mask = pad_spatial(np.ones([n + b + e for n, b, e in zip(sizes, geo.begin, geo.end)], dt),
                            [0] * len(sizes), geo.extra)
     else:
         mask = geo.padded(np.ones(sizes, dt), 0)
-    count = _sum_taps(geo, mask)
-    return (total / np.maximum(count, 1)).astype(x.dtype, copy=False)
+    count = np.maximum(_sum_taps(geo, mask), 1)
+    count.flags.writeable = False  # shared by every later call
+    return geo, count
 
 
 def _sum_taps(geo: PoolGeometry, xp: np.ndarray) -> np.ndarray:
@@ -175,6 +193,11 @@ def _spatial_axes(x: np.ndarray) -> tuple[int, ...]:
 
 @kernel("GlobalAveragePool", dtypes=FLOATS)
 def global_average_pool(ctx, x):
+    if x.dtype == np.float32 and x.flags.c_contiguous and x.size:
+        fast = compiled.loaded("reduce")
+        out = None if fast is None else fast.trailing_mean(x, x.ndim - 2)  # numpy's sum: bit for bit
+        if out is not None:
+            return out
     dt = compute_dtype(x.dtype)
     return x.mean(axis=_spatial_axes(x), keepdims=True, dtype=dt).astype(x.dtype, copy=False)
 
