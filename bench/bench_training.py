@@ -7,10 +7,6 @@
    for a BERT-base-sized encoder and ResNet-50 — throughput, FLOP per sample and the step's split.
    A step does about three forward passes of work (the backward pass computes the gradients of
    both the activations and the weights).
-3. Step time (issue 32): one SGD-with-momentum training step (forward, loss, backward, update) of an
-   MLP, a CNN, an MLP with BatchNorm1d and a Transformer encoder layer, nnbridge's reference backend
-   against torch on the same batch in the same process, one thread each (thread CPU time, the least
-   of several runs). Target: each ≤ 1.5× torch's.
 """
 
 from __future__ import annotations
@@ -20,7 +16,6 @@ import time
 import numpy as np
 
 TARGET_S, TARGET_ACCURACY = 60.0, 0.95
-TARGET_STEP_RATIO = 1.5
 
 
 def _torch_seconds(x: np.ndarray, y: np.ndarray, epochs: int, batch: int) -> float | None:
@@ -67,98 +62,7 @@ def main() -> int:
     ok = seconds < TARGET_S and accuracy >= TARGET_ACCURACY
     print(f"target: ≥ {100 * TARGET_ACCURACY:.0f} % in < {TARGET_S:.0f} s — {'met' if ok else 'MISSED'}")
     _rdu_training()
-    steps_ok = _step_ratios()
-    return 0 if ok and steps_ok else 1
-
-
-def _step_models():
-    """(name, torch module, batch shape) of the four step-time cases."""
-    import torch
-
-    nn = torch.nn
-
-    class EncoderLayer(nn.Module):
-        def __init__(self, width=64, heads=4, classes=10):
-            super().__init__()
-            self.layer = nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, batch_first=True)
-            self.head = nn.Linear(width, classes)
-
-        def forward(self, x):
-            return self.head(self.layer(x).mean(dim=1))
-
-    torch.manual_seed(0)
-    return [
-        ("MLP 784-256-128-10", nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
-                                             nn.Linear(128, 10)), (64, 784)),
-        ("CNN 2 conv + pool, 32×32", nn.Sequential(
-            nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(),
-            nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 8 * 8, 10)), (32, 3, 32, 32)),
-        ("BN-MLP (BatchNorm1d)", nn.Sequential(
-            nn.Linear(784, 256), nn.BatchNorm1d(256), nn.ReLU(), nn.Linear(256, 128), nn.BatchNorm1d(128), nn.ReLU(),
-            nn.Linear(128, 10)), (64, 784)),
-        ("Transformer encoder layer (d 64, 4 heads, seq 32)", EncoderLayer(), (16, 32, 64)),
-    ]
-
-
-def _one_step_each(module, shape: tuple):
-    """Two closures, each taking one training step of ``module`` on the same batch: nnbridge's
-    (the training graph and the optimizer ``nnbridge.train`` runs, torch's semantics) and torch's."""
-    import torch
-
-    import nnbridge
-    from nnbridge.training import TrainingStep
-    from nnbridge.training.optimizer import Optimizer
-
-    x, y = torch.randn(*shape), torch.randint(0, 10, (shape[0],))
-    step = TrainingStep(nnbridge.from_torch(module.eval(), [x], for_training=True), tuple(shape[1:]), y.numpy(),
-                        shape[0], "cross-entropy", "torch")
-    update = Optimizer(step.params, "sgd", 0.9, 0.0, 0.01, False, "torch")
-    module.train()
-    optimizer = torch.optim.SGD(module.parameters(), lr=0.01, momentum=0.9)
-    xs, ys, rng, count = x.numpy(), y.numpy(), np.random.default_rng(0), [0]
-
-    def ours():
-        _, _, grads, states = step.run(xs, ys, rng)
-        step.params.update(update.step(step.params, grads, count[0]))
-        step.states.update(states)
-        count[0] += 1
-
-    def theirs():
-        optimizer.zero_grad()
-        torch.nn.functional.cross_entropy(module(x), y).backward()
-        optimizer.step()
-
-    return ours, theirs
-
-
-def _step_ratios() -> bool:
-    """nnbridge's training step time / torch's for the four models; prints each verdict."""
-    try:
-        import torch
-    except ImportError:
-        print("\nstep time against torch: n/a (no torch)")
-        return True
-    import nnbridge
-    from bench.timing import best_time
-
-    print(f"\n| training step, 1 thread (SGD, momentum 0.9) | batch | nnbridge ms | torch ms | ratio | "
-          f"≤ {TARGET_STEP_RATIO} |")
-    print("|---|---|---|---|---|---|")
-    threads, all_met = torch.get_num_threads(), True
-    torch.set_num_threads(1)
-    try:
-        with nnbridge.cpu_threads(1):
-            for name, module, shape in _step_models():
-                ours, theirs = _one_step_each(module, shape)
-                mine, anchor = best_time(ours, 1), best_time(theirs, 1)
-                ratio = mine / anchor
-                met = ratio <= TARGET_STEP_RATIO
-                all_met &= met
-                verdict = "met" if met else f"MISSED by {100 * (ratio / TARGET_STEP_RATIO - 1):.0f} %"
-                print(f"| {name} | {shape[0]} | {1e3 * mine:.2f} | {1e3 * anchor:.2f} | {ratio:.2f}× | {verdict} |")
-    finally:
-        torch.set_num_threads(threads)
-    return all_met
+    return 0 if ok else 1
 
 
 def _rdu_training() -> None:

@@ -21,6 +21,5 @@ __all__ = [
     "DType", "Graph", "Node", "Value",
     "format_graph", "IR_OPSET", "NNBRIDGE_DOMAIN", "NNBRIDGE_TRAINING_DOMAIN", "TRAINING_DOMAIN", "OpSchema",
     "PatternKind", "get_schema", "register_schema", "Layout", "TensorType", "TypeKind", "OP_TRAITS", "Flag",
-    "OpTraits", "ShapeRule",
-    "op_traits", "pattern_kind", "register_op",
+    "OpTraits", "ShapeRule", "op_traits", "pattern_kind", "register_op",
 ]

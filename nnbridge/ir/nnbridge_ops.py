@@ -1,6 +1,6 @@
 """nnbridge's own ops (domain ``nnbridge``): their schemas and traits, shared by converters,
 passes and backends. Each op documents its semantics and its ONNX export. The training ops (domain
-``nnbridge.training``) exist only in training graphs (a training program's .pef keeps them).
+``nnbridge.training``) exist only in training graphs; a writer keeps them as custom-domain ops.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ ALL_REDUCE = register_op(OpTraits(
                     "sum over tensor-parallel sockets (exports to Identity)"),
 )).schema
 
-# -- training (domain ``nnbridge.training``): what the training form writes ---------------------------
+# -- training (domain ``nnbridge.training``): what the training form writes, never a file format ---------
 
 #: BatchNormTraining(X, scale, B, input_mean, input_var) {epsilon, momentum, unbiased}
 #: -> (Y, running_mean, running_var, saved_inv_std): BatchNorm in training mode as one kernel. Y

@@ -34,7 +34,7 @@ NNBRIDGE_DOMAIN = "nnbridge"
 #: ONNX's optimizer ops (Momentum, Adam, Adagrad): a training step's weight update
 TRAINING_DOMAIN = "ai.onnx.preview.training"
 #: nnbridge's own training ops (a fused training-form BatchNorm and its backward): only training
-#: graphs hold them (a training program's .pef keeps them), which the reference backend and the RDU run
+#: graphs hold them, which the reference backend and the RDU run; no file format writes them
 NNBRIDGE_TRAINING_DOMAIN = "nnbridge.training"
 
 

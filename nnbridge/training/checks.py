@@ -165,8 +165,9 @@ class CheckedOnce:
 
 
 def all_finite(array: np.ndarray) -> bool:
-    """No NaN or infinity in ``array``: its sum first (one pass, no mask; a NaN or an infinity makes
-    it non-finite), the element test only when the sum is not finite (it may merely overflow)."""
+    """Whether every element is finite: a NaN or an infinity makes the sum non-finite, so one
+    summing pass (no mask array) settles the usual case; a non-finite sum is checked element by
+    element, since finite values may overflow it."""
     array = np.asarray(array)
     if array.dtype.kind != "f":
         return True

@@ -281,30 +281,18 @@ def test_gather_along_another_axis():
     assert _worst_error(model, {"x": x}, ["x"]) <= 1e-6
 
 
-@pytest.mark.parametrize(("axis", "index"), [(0, [[2, 0, 1, 2], [-1, 1, 0, 0]]), (1, [[3, 3], [0, -2], [1, 0]])])
-def test_gather_elements_adds_the_gradient_of_an_element_read_twice(axis, index):
-    x = _normal((3, 4), 1)
-    index = np.array(index, np.int64)
-    model = _model([helper.make_node("GatherElements", ["x", "index"], ["y"], axis=axis)], {"x": x}, index.shape,
-                   [numpy_helper.from_array(index, "index")])
+@pytest.mark.parametrize(("axis", "at"), [(0, 2), (1, -1), (2, 0)])
+def test_gather_of_one_constant_slice_pads_the_gradient_back(axis, at):
+    """A scalar constant index (attention's q, k, v taken from one projection) is padded back in place."""
+    x = _normal((3, 5, 4), 2)
+    index = numpy_helper.from_array(np.array(at, np.int64), "index")
+    out = tuple(d for i, d in enumerate(x.shape) if i != axis)
+    model = _model([helper.make_node("Gather", ["x", "index"], ["y"], axis=axis)], {"x": x}, out, [index])
     assert _worst_error(model, {"x": x}, ["x"]) <= 1e-6
-
-
-@pytest.mark.parametrize("shape", [(3, 4, 5), (2, 3, 2, 3)])
-def test_instance_normalization(shape):
-    channels = shape[1]
-    feeds = {"x": _normal(shape, 1) * 2 + 0.5, "scale": _normal((channels,), 2), "bias": _normal((channels,), 3)}
-    model = _model([helper.make_node("InstanceNormalization", ["x", "scale", "bias"], ["y"], epsilon=1e-3)],
-                   feeds, shape)
-    assert _worst_error(model, feeds, list(feeds)) <= 1e-6
-
-
-@pytest.mark.parametrize(("shape", "size"), [((2, 6, 3), 3), ((2, 5, 2, 3), 4), ((3, 4), 5), ((2, 3, 2), 1)])
-def test_lrn_over_odd_and_even_windows(shape, size):
-    """Even sizes reach one channel further forward than back (ONNX's window)."""
-    x = _normal(shape, 1)
-    model = _model([helper.make_node("LRN", ["x"], ["y"], size=size, alpha=0.3, beta=0.6, bias=1.5)], {"x": x}, shape)
-    assert _worst_error(model, {"x": x}, ["x"]) <= 1e-6
+    graph = nnbridge.load(model)
+    run_passes(graph, ["infer-shapes"])
+    gradients(graph, graph.outputs[0], [graph.get("x")])
+    assert "Pad" in {n.op for n in graph.nodes} and "ScatterND" not in {n.op for n in graph.nodes}
 
 
 def test_an_if_whose_branch_reads_a_trained_value_is_refused_not_skipped():
@@ -357,3 +345,27 @@ def test_resize_the_rule_does_not_cover_is_named():
     run_passes(graph, ["infer-shapes"])
     with pytest.raises(UnsupportedOpError, match="nearest upsampling by whole factors"):
         gradients(graph, graph.outputs[0], [graph.get("x")])
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4), (2, 3, 2, 3)])
+def test_instance_normalization(shape):
+    feeds = {"x": _normal(shape, 1) * 2 + 0.5, "scale": _normal((3,), 2), "bias": _normal((3,), 3)}
+    model = _model([helper.make_node("InstanceNormalization", ["x", "scale", "bias"], ["y"], epsilon=1e-3)],
+                   feeds, shape)
+    assert _worst_error(model, feeds, list(feeds)) <= 1e-6
+
+
+@pytest.mark.parametrize(("size", "shape"), [(3, (2, 5, 2, 2)), (4, (2, 6, 3)), (5, (3, 4))])
+def test_lrn_over_odd_and_even_windows(size, shape):
+    x = _normal(shape, 4) * 3
+    node = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=0.3, beta=0.7, bias=1.5)
+    assert _worst_error(_model([node], {"x": x}, shape), {"x": x}, ["x"]) <= 1e-6
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_elements_adds_repeated_picks(axis):
+    x = _normal((3, 4), 5)
+    index = np.random.default_rng(6).integers(-3, 3, size=(3, 4) if axis == 0 else (3, 5))
+    init = [numpy_helper.from_array(index.astype(np.int64), "index")]
+    node = helper.make_node("GatherElements", ["x", "index"], ["y"], axis=axis)
+    assert _worst_error(_model([node], {"x": x}, index.shape, init), {"x": x}, ["x"]) <= 1e-6

@@ -57,7 +57,9 @@ def _transformer():
 
 
 class NormsAndGather(torch.nn.Module):
-    """LRN, affine InstanceNorm and torch.gather (ONNX GatherElements, an index read twice) on one path."""
+    """LocalResponseNorm, affine InstanceNorm and torch.gather (an index read twice) on one path.
+    torch exports its LRN as primitives with the channel window's squeeze behind an If on the batch
+    dim: the training graph must fold that If, or autodiff would not see the LRN's denominator."""
 
     def __init__(self):
         super().__init__()
@@ -70,8 +72,7 @@ class NormsAndGather(torch.nn.Module):
     def forward(self, x):
         x = torch.tanh(self.norm(self.lrn(self.conv(x))))
         pooled = x.mean(dim=(2, 3)).reshape(-1, 1, 6).expand(-1, 4, 6)
-        picked = torch.gather(pooled, 2, self.index)
-        return self.head(picked.reshape(x.shape[0], -1))
+        return self.head(torch.gather(pooled, 2, self.index).reshape(x.shape[0], -1))
 
 
 def _norms_and_gather():
@@ -154,28 +155,66 @@ def test_the_fused_batch_norm_pair_against_torch(shape):
         assert np.abs(got - want).max() <= 1e-10 * np.abs(want).max()
 
 
-def test_the_lrn_rule_against_torch():
-    """An ONNX LRN node's gradient (float64) against torch's LocalResponseNorm (torch exports that as
-    primitives, so the rule is checked on its own: same odd window, α/n, β, k, each exact in float32)."""
-    from onnx import TensorProto, helper
+def _one_op_gradient(node, feeds: dict, wrt: list[str], out_shape, extra_inits=()):
+    """The gradient of Σ w·op(feeds) (float64) by nnbridge's rule, for each name in ``wrt``; w is returned."""
+    from onnx import TensorProto, helper, numpy_helper
 
     from nnbridge.passes import run_passes
     from nnbridge.passes.autodiff import gradients
 
-    rng = np.random.default_rng(0)
-    x, dy = rng.normal(size=(4, 7, 3, 5)), rng.normal(size=(4, 7, 3, 5))
-    nodes = [helper.make_node("LRN", ["x"], ["y"], size=5, alpha=0.5, beta=0.75, bias=1.25),
-             helper.make_node("Mul", ["y", "dy"], ["m"]), helper.make_node("ReduceSum", ["m"], ["loss"], keepdims=0)]
-    infos = [helper.make_tensor_value_info(n, TensorProto.DOUBLE, list(x.shape)) for n in ("x", "dy")]
-    model = helper.make_model(helper.make_graph(nodes, "lrn", infos,
-                                                [helper.make_tensor_value_info("loss", TensorProto.DOUBLE, [])]),
-                              opset_imports=[helper.make_opsetid("", 21)])
-    graph = nnbridge.load(model)
-    run_passes(graph, ["infer-shapes"])
-    grad = gradients(graph, graph.outputs[0], [graph.get("x")])["x"]
-    graph.outputs[:] = [grad]
-    got = next(iter(nnbridge.compile(graph, backend="reference", passes=[]).run({"x": x, "dy": dy}).values()))
+    w = np.random.default_rng(7).normal(size=out_shape)
+    double = TensorProto.DOUBLE
+    graph = helper.make_graph(
+        [node, helper.make_node("Mul", ["y", "w"], ["m"]), helper.make_node("ReduceSum", ["m"], ["loss"], keepdims=0)],
+        "one_op", [helper.make_tensor_value_info(n, double, list(a.shape)) for n, a in feeds.items()],
+        [helper.make_tensor_value_info("loss", double, [])], [numpy_helper.from_array(w, "w"), *extra_inits])
+    loaded = nnbridge.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]))
+    run_passes(loaded, ["infer-shapes"])
+    grads = gradients(loaded, loaded.outputs[0], [loaded.get(n) for n in wrt])
+    loaded.outputs[:] = list(grads.values())
+    result = nnbridge.compile(loaded, backend="reference", passes=[]).run(feeds)
+    return {n: result[grads[n].name] for n in wrt}, torch.from_numpy(w)
+
+
+def _close(got: np.ndarray, want) -> float:
+    want = want.detach().numpy()
+    return float(np.abs(got - want).max() / np.abs(want).max())
+
+
+@pytest.mark.parametrize("size", [3, 5])
+def test_the_lrn_rule_against_torch(size):
+    """ONNX's LRN window and torch's LocalResponseNorm agree for odd sizes (for even ones ONNX puts
+    the extra channel after, torch before). alpha, beta and bias are exact in float32, as ONNX stores them."""
+    from onnx import helper
+
+    x = np.random.default_rng(1).normal(size=(2, 7, 3, 3)) * 2
+    node = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=0.25, beta=0.75, bias=2.0)
+    got, w = _one_op_gradient(node, {"x": x}, ["x"], x.shape)
     xt = torch.from_numpy(x).requires_grad_()
-    torch.nn.LocalResponseNorm(5, alpha=0.5, beta=0.75, k=1.25)(xt).backward(torch.from_numpy(dy))
-    want = xt.grad.numpy()
-    assert np.abs(got - want).max() <= 1e-10 * np.abs(want).max()
+    (torch.nn.functional.local_response_norm(xt, size, alpha=0.25, beta=0.75, k=2.0) * w).sum().backward()
+    assert _close(got["x"], xt.grad) <= 1e-10
+
+
+def test_the_instance_normalization_rule_against_torch():
+    from onnx import helper
+
+    rng = np.random.default_rng(2)
+    feeds = {"x": rng.normal(1.0, 2.0, (3, 4, 5, 2)), "scale": rng.normal(size=4), "bias": rng.normal(size=4)}
+    node = helper.make_node("InstanceNormalization", ["x", "scale", "bias"], ["y"], epsilon=1e-3)
+    got, w = _one_op_gradient(node, feeds, list(feeds), feeds["x"].shape)
+    xt, st, bt = (torch.from_numpy(feeds[n]).requires_grad_() for n in ("x", "scale", "bias"))
+    (torch.nn.functional.instance_norm(xt, weight=st, bias=bt, eps=1e-3) * w).sum().backward()
+    for name, tensor in (("x", xt), ("scale", st), ("bias", bt)):
+        assert _close(got[name], tensor.grad) <= 1e-10, name
+
+
+def test_the_gather_elements_rule_against_torch_gather():
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    x, index = rng.normal(size=(4, 5)), rng.integers(0, 5, size=(4, 8))
+    node = helper.make_node("GatherElements", ["x", "index"], ["y"], axis=1)
+    got, w = _one_op_gradient(node, {"x": x}, ["x"], index.shape, [numpy_helper.from_array(index, "index")])
+    xt = torch.from_numpy(x).requires_grad_()
+    (torch.gather(xt, 1, torch.from_numpy(index)) * w).sum().backward()
+    assert _close(got["x"], xt.grad) <= 1e-12
