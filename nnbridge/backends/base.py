@@ -114,33 +114,30 @@ class Setting:
             if self.optional:
                 return None
             raise ValueError(self.expected())
+        parsed = self._typed(value, text)
+        if parsed is _NO_VALUE:
+            raise ValueError(self.expected())
+        return parsed
+
+    def _typed(self, value: Any, text: str | None) -> Any:
+        """``value`` as ``kind`` (or one of ``choices``), else ``_NO_VALUE``."""
         kind = self.kind
         if kind is bool:
             if isinstance(value, bool):
                 return value
             if text is not None and text.lower() in _TRUE + _FALSE:
                 return text.lower() in _TRUE
-        elif kind is int:
+        elif kind in (int, float):
             number = _number(value, text)
+            if number is not None and kind is float:
+                return float(number)
             if number is not None and math.isfinite(number) and float(number).is_integer():
                 return int(number)
-        elif kind is float:
-            number = _number(value, text)
-            if number is not None:
-                return float(number)
         elif isinstance(kind, type) and issubclass(kind, enum.Enum):
-            if isinstance(value, kind):
-                return value
-            for member in kind:
-                if text is not None and text.lower() == str(member.value).lower():
-                    return member
+            return value if isinstance(value, kind) else _match(text, [(str(m.value), m) for m in kind])
         elif isinstance(value, str):
-            if not self.choices:
-                return text
-            for choice in self.choices:
-                if text.lower() == choice.lower():
-                    return choice
-        raise ValueError(self.expected())
+            return _match(text, [(c, c) for c in self.choices]) if self.choices else text
+        return _NO_VALUE
 
     def expected(self) -> str:
         """What a value must be, for messages: 'an integer', 'one of o0, o1', …"""
@@ -148,6 +145,17 @@ class Setting:
             return "one of " + self.type_name().replace("|", ", ")
         text = {bool: "true or false", int: "an integer", float: "a number"}.get(self.kind, "text")
         return f"{text} or none" if self.optional else text
+
+
+_NO_VALUE = object()  # a value that is not of a setting's type
+
+
+def _match(text: str | None, named: list[tuple[str, Any]]) -> Any:
+    """The value whose name equals ``text`` ignoring case, else ``_NO_VALUE``."""
+    for name, value in named:
+        if text is not None and text.lower() == name.lower():
+            return value
+    return _NO_VALUE
 
 
 def _number(value: Any, text: str | None) -> float | int | None:

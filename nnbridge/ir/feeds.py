@@ -11,7 +11,7 @@ import numpy as np
 
 from ..base.errors import UsageError
 from .dtypes import DType
-from .graph import Graph
+from .graph import Graph, Value
 from .types import TypeKind
 
 
@@ -34,25 +34,31 @@ def match_inputs(graph: Graph, given: Mapping[str, Any], *, complete: bool = Fal
     for name, v in declared.items():
         if name not in given:
             continue
-        value, t = given[name], v.type
-        if t.elem is not None or value is None or isinstance(value, (list, tuple)):
+        value = given[name]
+        if v.type.elem is not None or value is None or isinstance(value, (list, tuple)):
             feeds[name] = value  # sequences and optionals: checked when the model runs
             continue
-        array = np.asarray(value)
-        if t.dtype is not None and t.dtype is not DType.STRING and array.dtype != t.dtype.numpy:
-            raise UsageError(f"input '{name}' has dtype {array.dtype}, not {t.dtype.short}; {model_inputs(graph)}")
-        if t.shape is not None and (array.ndim != len(t.shape) or any(
-                isinstance(want, int) and want != got for want, got in zip(t.shape, array.shape))):
-            raise UsageError(f"input '{name}' has shape {dims_text(array.shape)}, not {dims_text(t.shape)}; "
-                             f"{model_inputs(graph)}")
-        for want, got in zip(t.shape or (), array.shape):
-            if isinstance(want, str):
-                size, other = bound.setdefault(want, (got, name))
-                if size != got:
-                    raise UsageError(f"input '{name}': symbolic dim '{want}' is {got} here but {size} in input "
-                                     f"'{other}'; {model_inputs(graph)}")
-        feeds[name] = array
+        feeds[name] = _checked_tensor(graph, v, np.asarray(value), bound)
     return feeds
+
+
+def _checked_tensor(graph: Graph, v: Value, array: np.ndarray, bound: dict[str, tuple[int, str]]) -> np.ndarray:
+    """``array`` as input ``v``: its dtype, rank and fixed dims, and each named symbolic dim the size
+    an earlier input gave it (``bound``: dim → (size, input))."""
+    name, t = v.name, v.type
+    if t.dtype is not None and t.dtype is not DType.STRING and array.dtype != t.dtype.numpy:
+        raise UsageError(f"input '{name}' has dtype {array.dtype}, not {t.dtype.short}; {model_inputs(graph)}")
+    if t.shape is not None and (array.ndim != len(t.shape) or any(
+            isinstance(want, int) and want != got for want, got in zip(t.shape, array.shape))):
+        raise UsageError(f"input '{name}' has shape {dims_text(array.shape)}, not {dims_text(t.shape)}; "
+                         f"{model_inputs(graph)}")
+    for want, got in zip(t.shape or (), array.shape):
+        if isinstance(want, str):
+            size, other = bound.setdefault(want, (got, name))
+            if size != got:
+                raise UsageError(f"input '{name}': symbolic dim '{want}' is {got} here but {size} in input "
+                                 f"'{other}'; {model_inputs(graph)}")
+    return array
 
 
 def model_inputs(graph: Graph) -> str:

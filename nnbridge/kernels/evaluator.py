@@ -136,6 +136,40 @@ class _Kept:
         return self.result
 
 
+def _last_uses(nodes: list[Node]) -> dict[str, int]:
+    """Each value's last reader (by position in ``nodes``; subgraph captures count)."""
+    last_use: dict[str, int] = {}
+    for i, node in enumerate(nodes):
+        for v in list(node.inputs) + node.captured():
+            if v is not None:
+                last_use[v.name] = i
+    return last_use
+
+
+def _constant(node: Node, static: set[str]) -> bool:
+    """A foldable node without subgraphs whose inputs are all the same on every run."""
+    return (not node.subgraphs() and op_traits(node.op, node.domain).foldable
+            and all(v is None or v.name in static for v in node.inputs))
+
+
+def _step(i: int, node: Node, last_use: dict[str, int], keep: set[str], local: set[str], static: set[str]) -> Step:
+    """Node ``i``'s step: its kernel with bound attributes, the values it frees, and whether it is
+    constant (then its outputs join ``static``)."""
+    spec = get_kernel(node.op, node.domain)
+    if spec is None:
+        raise UnsupportedOpError("reference backend", [Unsupported(node.op, node.name, "no reference kernel")])
+    release = [name for name in {v.name for v in node.inputs if v is not None}
+               if last_use.get(name) == i and name not in keep and name in local]
+    release += [o.name for o in node.outputs if o.name not in last_use and o.name not in keep]
+    constant = _constant(node, static)
+    if constant:  # e.g. a weight made by ConstantOfShape above the fold limit
+        static.update(o.name for o in node.outputs)
+    captured = tuple(dict.fromkeys(v.name for v in node.captured())) if node.subgraphs() else ()
+    return Step(spec, KernelContext(node), [v.name if v is not None else None for v in node.inputs],
+                [o.name for o in node.outputs], release, spec.bind(node), constant,
+                scoped=bool(node.subgraphs()), captured=captured)
+
+
 class Plan:
     """A graph compiled into a program of steps over numbered slots. Runs share it and keep
     their own values (``execute`` is reentrant: one plan may run from several threads at once)."""
@@ -147,32 +181,10 @@ class Plan:
         self.weights = aligned_weights(graph.initializers) if align_weights else graph.initializers
         nodes = graph.nodes
         keep = {v.name for v in graph.outputs}
-        last_use: dict[str, int] = {}
-        for i, node in enumerate(nodes):
-            for v in list(node.inputs) + node.captured():
-                if v is not None:
-                    last_use[v.name] = i
-        self.steps: list[Step] = []
+        last_use = _last_uses(nodes)
         local = {v.name for v in graph.inputs} | {o.name for n in nodes for o in n.outputs}
         static = set(graph.initializers)  # values that are the same on every run
-        for i, node in enumerate(nodes):
-            spec = get_kernel(node.op, node.domain)
-            if spec is None:
-                raise UnsupportedOpError("reference backend", [Unsupported(node.op, node.name, "no reference kernel")])
-            release = [
-                name for name in {v.name for v in node.inputs if v is not None}
-                if last_use.get(name) == i and name not in keep and name in local
-            ]
-            release += [o.name for o in node.outputs if o.name not in last_use and o.name not in keep]
-            constant = (not node.subgraphs() and op_traits(node.op, node.domain).foldable
-                        and all(v is None or v.name in static for v in node.inputs))
-            if constant:  # e.g. a weight made by ConstantOfShape above the fold limit
-                static.update(o.name for o in node.outputs)
-            captured = tuple(dict.fromkeys(v.name for v in node.captured())) if node.subgraphs() else ()
-            self.steps.append(Step(spec, KernelContext(node),
-                                   [v.name if v is not None else None for v in node.inputs],
-                                   [o.name for o in node.outputs], release, spec.bind(node), constant,
-                                   scoped=bool(node.subgraphs()), captured=captured))
+        self.steps: list[Step] = [_step(i, node, last_use, keep, local, static) for i, node in enumerate(nodes)]
         self._link(local)
 
     def _link(self, local: set[str]) -> None:

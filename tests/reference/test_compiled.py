@@ -26,8 +26,7 @@ pytestmark = pytest.mark.skipif(compiled.load("conv") is None, reason="numba is 
 
 def _numpy(monkeypatch, fn, *args, **kwargs):
     """``fn`` with the compiled kernels switched off (the numpy reference)."""
-    with monkeypatch.context() as patch:
-        patch.setenv(compiled.DISABLE, "1")
+    with compiled.numpy_only():
         return fn(*args, **kwargs)
 
 
@@ -75,7 +74,7 @@ def test_compiled_curves_are_within_their_stated_ulps_of_float64(name, exact, bo
 
 
 def test_compiled_activations_equal_the_numpy_forms(monkeypatch):
-    """Hard sigmoid and hard swish are the same operations in the same order: bit for bit. The
+    """Hard sigmoid, hard swish and Relu are the same operations in the same order: bit for bit. The
     transcendental ones (erf, GELU, sigmoid, SiLU) differ in their tanh/exp (≤ 3.2 ulp here, ≤ 1.4
     for numpy's); each is held to its bound against float64 in test_fast_paths, which runs the
     compiled forms when numba is on, so here they only need to be the numpy forms' near twins:
@@ -87,6 +86,12 @@ def test_compiled_activations_equal_the_numpy_forms(monkeypatch):
         ours = activation._hard_sigmoid(x, alpha, beta, swish)
         theirs = _numpy(monkeypatch, activation._hard_sigmoid, x, alpha, beta, swish)
         np.testing.assert_array_equal(ours, theirs)
+    from nnbridge.kernels.ops.elementwise import relu
+
+    assert compiled.loaded("curves") is not None  # relu uses them once another kernel has loaded them
+    ours, theirs = relu(None, x), _numpy(monkeypatch, relu, None, x)  # a select: bit for bit, signs of zero too
+    np.testing.assert_array_equal(ours, theirs)
+    assert np.array_equal(np.signbit(ours), np.signbit(theirs))
     finite = x[np.isfinite(x)]
     with np.errstate(all="ignore"):
         for curve in (fastmath.erf32, fastmath.gelu32, fastmath.sigmoid32, fastmath.silu32):
@@ -95,15 +100,72 @@ def test_compiled_activations_equal_the_numpy_forms(monkeypatch):
             assert np.all(np.abs(ours.astype(np.float64) - theirs) <= slack), curve.__name__
 
 
+@pytest.mark.parametrize("pixels", [1, 5, 7, 8, 12, 49, 127, 128, 136, 784])
+def test_compiled_means_equal_numpy_bit_for_bit(monkeypatch, pixels):
+    """ReduceMean over trailing axes and GlobalAveragePool sum each row of up to 128 values as
+    numpy's pairwise sum does (8 partial sums) and divide in float32: the same terms in the same
+    order, so bit for bit, at every row length around the edges (longer rows run numpy's own)."""
+    from nnbridge.kernels.ops.pool import global_average_pool
+    from nnbridge.kernels.ops.reduce import _reduction
+
+    compiled.load("reduce")
+    height = 7 if pixels % 7 == 0 else 1
+    x = (RNG.standard_normal((2, 5, height, pixels // height)) * 30).astype(np.float32)
+    x[0, 0] = -0.0  # a row of negative zeros sums to +0 from numpy's 0 start
+    mean = _reduction("ReduceMean")
+    for axes, keep in ((np.array([2, 3]), 1), (np.array([-1]), 0), (np.array([3, 1, 2]), 1)):
+        ours, theirs = mean(None, x, axes, keepdims=keep), _numpy(monkeypatch, mean, None, x, axes, keepdims=keep)
+        assert ours.shape == theirs.shape
+        np.testing.assert_array_equal(ours, theirs)
+        assert np.array_equal(np.signbit(ours), np.signbit(theirs))
+    np.testing.assert_array_equal(global_average_pool(None, x), _numpy(monkeypatch, global_average_pool, None, x))
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (2, 4, 8), (7, 32), (2, 3, 4, 11), (5, 128)])
+def test_compiled_layer_norm_equals_the_numpy_kernel_bit_for_bit(monkeypatch, shape):
+    """Rows of up to 128 values: numpy's pairwise sums, then the kernel's float32 operations one by
+    one in its order (centre, square, mean, + ε, 1/√, × scale, + bias): bit for bit."""
+    from types import SimpleNamespace
+
+    from nnbridge.kernels.ops.normalization import layer_norm
+
+    compiled.load("reduce")
+    ctx = SimpleNamespace(node=SimpleNamespace(outputs=[None]))
+    axis = -2 if len(shape) == 4 else -1
+    x = (RNG.standard_normal(shape) * 4 + 3).astype(np.float32)
+    scale = RNG.standard_normal(shape[axis:]).astype(np.float32)
+    for bias in (RNG.standard_normal(shape[axis:]).astype(np.float32), None):
+        ours = layer_norm(ctx, x, scale, bias, axis=axis)
+        theirs = _numpy(monkeypatch, layer_norm, ctx, x, scale, bias, axis=axis)
+        np.testing.assert_array_equal(ours, theirs)
+    assert compiled.load("reduce").layer_norm(x, scale[None], None, len(shape) + axis, np.float32(1e-5)) is None
+
+
+def test_compiled_softmax_of_small_rows_equals_the_numpy_kernel_bit_for_bit(monkeypatch):
+    """The shift (the row's max, 0 where it is not finite) and the sums compiled, numpy's exp
+    between them: the same operations in the same order, so bit for bit, NaN and infinities too."""
+    from nnbridge.kernels.ops.softmax import softmax
+
+    compiled.load("reduce")
+    x = (RNG.standard_normal((2, 3, 6, 37)) * 5).astype(np.float32)
+    x[0, 0, 0, 5], x[0, 0, 1, 0], x[0, 0, 2, 3], x[0, 0, 3, :] = np.nan, np.inf, -np.inf, -np.inf
+    with np.errstate(invalid="ignore"):
+        ours, theirs = softmax(None, x), _numpy(monkeypatch, softmax, None, x)
+    np.testing.assert_array_equal(ours, theirs)
+
+
 # -- depthwise and grouped convolution ---------------------------------------------------------
 
 GEOMETRIES = [  # (channels, multiplier or group width, size, kernel, strides, dilations, pads begin+end)
     (24, 1, (30, 30), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),    # the numpy flat path: same order, bit for bit
     (16, 1, (13, 17), (5, 3), (2, 1), (1, 2), (2, 0, 1, 3)),   # asymmetric everything
     (12, 1, (9, 9), (3, 3), (3, 2), (2, 1), (0, 2, 3, 0)),     # stride 3
-    (40, 1, (7, 7), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),     # a small map: the channels-last path
+    (40, 1, (7, 7), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),     # a small map: channels last in one call
+    (24, 1, (12, 48), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),   # ... strided (the OCR classifier's)
+    (448, 1, (14, 14), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),  # work for threads: channels last in blocks
     (8, 2, (11, 10), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),    # channel multiplier 2
     (12, 4, (10, 10), (3, 3), (1, 2), (1, 1), (1, 0, 1, 2)),   # grouped: 4 channels per group
+    (3, 16, (224, 224), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),  # one group of 3 channels: a mobile stem
 ]
 
 
@@ -129,9 +191,10 @@ def test_compiled_grouped_convolution_equals_the_numpy_kernel(monkeypatch, geome
     the product's own rounding included by counting n + 1), so they are within twice that of each
     other; the exact sum is float64's."""
     channels, width, size, kernel, strides, dilations, pads = geometry
-    grouped = width > 1 and channels % width == 0 and geometry is GEOMETRIES[-1]
-    groups = channels // width if grouped else channels
-    outs = channels if grouped else channels * width
+    grouped = width > 1 and channels % width == 0 and geometry is GEOMETRIES[-2]
+    stem = geometry is GEOMETRIES[-1]
+    groups = 1 if stem else channels // width if grouped else channels
+    outs = width if stem else channels if grouped else channels * width
     x = RNG.standard_normal((2, channels, *size)).astype(np.float32)
     w = RNG.standard_normal((outs, channels // groups, *kernel)).astype(np.float32)
     b = RNG.standard_normal(outs).astype(np.float32)
@@ -139,6 +202,10 @@ def test_compiled_grouped_convolution_equals_the_numpy_kernel(monkeypatch, geome
     theirs = _numpy(monkeypatch, _conv, x, w, b, groups, strides, dilations, pads)
     assert ours.shape == theirs.shape and ours.dtype == np.float32
     rank = len(size)
+    from nnbridge.kernels.ops.conv import _compiled_grouped
+
+    assert _compiled_grouped(x, w, b, groups, list(strides), list(dilations), list(pads[:rank]),
+                             list(pads[rank:])) is not None  # the compiled loops ran
     exact = conv_nd(x.astype(np.float64), w.astype(np.float64), groups, list(strides), list(dilations),
                     list(pads[:rank]), list(pads[rank:])) + b.reshape(1, -1, 1, 1)
     magnitude = conv_nd(np.abs(x).astype(np.float64), np.abs(w).astype(np.float64), groups, list(strides),
@@ -161,15 +228,25 @@ def test_a_one_dimensional_depthwise_convolution_runs_as_one_row_of_the_two_dime
 
 # -- the switch, the fallback and the cache ----------------------------------------------------
 
-def test_nnbridge_no_numba_runs_the_numpy_kernels_and_says_so(monkeypatch):
-    monkeypatch.setenv(compiled.DISABLE, "1")
-    assert compiled.load("conv") is None
-    assert compiled.describe() == f"numpy kernels only ({compiled.DISABLE} is set)"
-    monkeypatch.setenv(compiled.DISABLE, "0")
+def test_nnbridge_no_numba_runs_the_numpy_kernels_and_says_so():
+    """The variable is read as the process starts (a fresh one here); ``numpy_only`` switches within one."""
+    code = ("from nnbridge.kernels import compiled\n"
+            "print(compiled.load('conv') is None, compiled.describe())\n")
+    root = Path(__file__).resolve().parents[2]
+    for value, off in (("1", True), ("0", False)):
+        env = {**os.environ, compiled.DISABLE: value, "PYTHONPATH": str(root)}
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                              cwd=root)
+        if off:
+            assert done.stdout.strip() == f"True numpy kernels only ({compiled.DISABLE} is set)"
+        else:
+            assert done.stdout.startswith("False numba ")
+    with compiled.numpy_only():
+        assert compiled.load("conv") is None and compiled.describe().startswith("numpy kernels only")
     assert compiled.load("conv") is not None
-    assert compiled.describe().startswith("numba ")
 
 
+@pytest.mark.slow
 def test_compiled_code_is_cached_in_the_per_user_directory(tmp_path):
     """A fresh process with an empty cache home compiles a kernel and leaves it there, outside the
     installed package (so a read-only install caches too), in a directory named by a hash of the

@@ -43,14 +43,34 @@ def _value(hint: Any, data: Any, where: str, path: str) -> Any:
     if dataclasses.is_dataclass(hint):
         return decode(hint, data, where, path)
     if origin in (typing.Union, types.UnionType):
-        for option in args:
-            try:
-                return _value(option, data, where, path)
-            except FormatError:
-                continue
-        raise FormatError(f"{where}: plan.json {path} has the wrong type ({_kind(data)})")
+        return _union(args, data, where, path)
     if hint is type(None) and data is None:
         return None
+    if origin in (list, tuple, dict):
+        found = _container(origin, args, data, where, path)
+        if found is not _WRONG:
+            return found
+    elif hint is Any or _scalar_fits(hint, data):
+        return float(data) if hint is float else data
+    raise FormatError(f"{where}: plan.json {path} should be {_name(hint)}, not {_kind(data)}")
+
+
+_WRONG = object()  # data that does not fit a container hint
+
+
+def _union(options: tuple, data: Any, where: str, path: str) -> Any:
+    """The first of a union's types that ``data`` decodes as."""
+    for option in options:
+        try:
+            return _value(option, data, where, path)
+        except FormatError:
+            continue
+    raise FormatError(f"{where}: plan.json {path} has the wrong type ({_kind(data)})")
+
+
+def _container(origin: type, args: tuple, data: Any, where: str, path: str) -> Any:
+    """A list, fixed or variadic tuple, or string-keyed dict, each item decoded; ``_WRONG`` when
+    ``data`` is not that container (or a fixed tuple's length differs)."""
     if origin is list and isinstance(data, list):
         return [_value(args[0], item, where, f"{path}[{i}]") for i, item in enumerate(data)]
     if origin is tuple and isinstance(data, list):
@@ -59,17 +79,14 @@ def _value(hint: Any, data: Any, where: str, path: str) -> Any:
             return tuple(_value(h, item, where, f"{path}[{i}]") for i, (h, item) in enumerate(zip(items, data)))
     if origin is dict and isinstance(data, dict):
         return {key: _value(args[1], item, where, f"{path}.{key}") for key, item in data.items()}
-    if hint is Any:
-        return data
-    if hint is bool and isinstance(data, bool):
-        return data
-    if hint is int and isinstance(data, int) and not isinstance(data, bool):
-        return data
-    if hint is float and isinstance(data, (int, float)) and not isinstance(data, bool) and math.isfinite(data):
-        return float(data)
-    if hint is str and isinstance(data, str):
-        return data
-    raise FormatError(f"{where}: plan.json {path} should be {_name(hint)}, not {_kind(data)}")
+    return _WRONG
+
+
+def _scalar_fits(hint: Any, data: Any) -> bool:
+    """JSON ``data`` is a value of scalar type ``hint`` (a bool is no number; floats are finite)."""
+    number = isinstance(data, (int, float)) and not isinstance(data, bool)
+    return ((hint is bool and isinstance(data, bool)) or (hint is int and number and isinstance(data, int))
+            or (hint is float and number and math.isfinite(data)) or (hint is str and isinstance(data, str)))
 
 
 def _kind(data: Any) -> str:

@@ -10,7 +10,8 @@ Only what the graph needs is carried over (layers, weights, mini-batch size).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from google.protobuf.message import Message
 
@@ -132,75 +133,118 @@ def _upgrade_layer(old: Message, source: str, fields: dict[str, str],
     extra = [f.name for f, _ in old.ListFields() if f.name not in _LAYER_FIELDS and f.name != kind]
     if extra:
         raise FormatError(f"{where}: Era A field '{extra[0]}' has no Era C equivalent")
+    sized_by = _sized_by_reader(old, kind, params, fields, where)
+    if sized_by:
+        new.hint_layer = fields[sized_by]
+    _upgrade_params(kind, params, new, _Upgrade(where, old.hint_layer, bool(sized_by), slice_points))
+    return new
+
+
+def _sized_by_reader(old: Message, kind: str, params: Message, fields: dict[str, str], where: str) -> str | None:
+    """The data field an Era A layer takes its size from (v0.99's reader-sized layers), if any."""
     sized_by = ["samples"] if old.num_neurons_from_data_reader else []
     if kind == "fully_connected":
         sized_by += [f for name, f in _FROM_READER.items() if getattr(params, name)]
-    if sized_by:
-        if old.hint_layer or len(sized_by) > 1 or sized_by[0] not in fields:
-            raise FormatError(f"{where}: takes its size from the data reader's {sized_by[0]}, which no input "
-                              f"layer gives (or it names a hint_layer too)")
-        new.hint_layer = fields[sized_by[0]]
+    if not sized_by:
+        return None
+    if old.hint_layer or len(sized_by) > 1 or sized_by[0] not in fields:
+        raise FormatError(f"{where}: takes its size from the data reader's {sized_by[0]}, which no input "
+                          f"layer gives (or it names a hint_layer too)")
+    return sized_by[0]
+
+
+@dataclass(frozen=True)
+class _Upgrade:
+    """What a layer type's upgrade needs besides its two messages."""
+
+    where: str
+    hint_layer: str  # the Era A layer's own
+    sized_by_reader: bool
+    slice_points: Mapping[str, Sequence[int]] | None
+
+
+def _upgrade_params(kind: str, params: Message, new: Message, up: _Upgrade) -> None:
+    """The layer type's own message, Era A → Era C."""
     if kind in _SAME:
         getattr(new, _SAME[kind]).SetInParent()
     elif kind in _OPERATORS:
         new.operator_layer.ops.add().parameters.Pack(getattr(lbann_pb2, _OPERATORS[kind])())
-    elif kind in ("convolution", "deconvolution"):
-        _upgrade_conv(params, getattr(new, kind), where)
-    elif kind == "pooling":
-        p = new.pooling
-        p.pool_mode, p.num_dims, p.has_vectors = params.pool_mode, params.num_dims, params.has_vectors
-        p.pool_dims_i, p.pool_pads_i, p.pool_strides_i = params.pool_dims_i, params.pool_pads_i, params.pool_strides_i
-        p.pool_dims.extend(ints(params.pool_dims, where, "pool_dims"))
-        p.pool_pads.extend(ints(params.pool_pads, where, "pool_pads"))
-        p.pool_strides.extend(ints(params.pool_strides, where, "pool_strides"))
-    elif kind == "fully_connected":
-        fc = new.fully_connected
-        fc.num_neurons, fc.has_bias, fc.transpose = params.num_neurons, params.has_bias, params.transpose
-        if sized_by:  # v0.99 takes the reader's size instead of num_neurons
-            fc.num_neurons = 0
-        elif params.get_num_neurons_of_slice_from_reader:
-            fc.num_neurons = _slices_size(params, slice_points, where)
-    elif kind == "batch_normalization":
-        bn = new.batch_normalization
-        bn.decay, bn.epsilon = params.decay, params.epsilon
-    elif kind == "local_response_normalization":
-        new.local_response_normalization.CopyFrom(lbann_pb2.Layer.LocalResponseNormalization(
-            window_width=params.window_width, lrn_alpha=params.lrn_alpha, lrn_beta=params.lrn_beta,
-            lrn_k=params.lrn_k))
-    elif kind == "dropout":
-        new.dropout.keep_prob = params.keep_prob
-    elif kind == "elu":
-        new.elu.alpha = params.alpha
-    elif kind == "leaky_relu":
-        new.leaky_relu.negative_slope = params.negative_slope
-    elif kind == "concatenation":
-        new.concatenation.axis = params.axis
-    elif kind == "slice":
-        if params.get_slice_points_from_reader_bool:
-            raise FormatError(f"{where}: Era A field 'get_slice_points_from_reader_bool' has no Era C equivalent")
-        new.slice.axis = params.axis
-        new.slice.slice_points.extend(ints(params.slice_points, where, "slice_points"))
-        new.slice.get_slice_points_from_reader = _category(params.get_slice_points_from_reader)
-    elif kind == "reshape":
-        new.reshape.dims.extend(ints(params.dims, where, "dims"))
-    elif kind == "unpooling":  # Era C pairs it with its pooling layer as its hint_layer
-        if old.hint_layer and old.hint_layer != params.pooling_layer:
-            raise FormatError(f"{where}: names pooling_layer '{params.pooling_layer}' and another hint_layer")
-        new.unpooling.num_dims = params.num_dims
-        new.hint_layer = params.pooling_layer
-    elif kind == "top_k_categorical_accuracy":
-        new.top_k_categorical_accuracy.k = params.k
+    elif kind in _UPGRADES:
+        _UPGRADES[kind](params, new, up)
+    elif kind in _ONE_FIELD:
+        setattr(getattr(new, kind), _ONE_FIELD[kind], getattr(params, _ONE_FIELD[kind]))
     elif hasattr(lbann_pb2, _camel(kind) + "Operator"):  # element-wise math: an operator in Era C
         op = getattr(lbann_pb2, _camel(kind) + "Operator")()
-        _copy_fields(params, op, where)
+        _copy_fields(params, op, up.where)
         new.operator_layer.ops.add().parameters.Pack(op)
     elif kind in lbann_pb2.Layer.DESCRIPTOR.fields_by_name:  # the same layer type, its fields by name
         target = getattr(new, kind)
         target.SetInParent()
-        _copy_fields(params, target, where)
+        _copy_fields(params, target, up.where)
     else:
-        raise FormatError(f"{where}: Era A layer type '{kind}' has no Era C equivalent")
-    return new
+        raise FormatError(f"{up.where}: Era A layer type '{kind}' has no Era C equivalent")
+
+
+def _pooling(params: Message, new: Message, up: _Upgrade) -> None:
+    p = new.pooling
+    p.pool_mode, p.num_dims, p.has_vectors = params.pool_mode, params.num_dims, params.has_vectors
+    p.pool_dims_i, p.pool_pads_i, p.pool_strides_i = params.pool_dims_i, params.pool_pads_i, params.pool_strides_i
+    p.pool_dims.extend(ints(params.pool_dims, up.where, "pool_dims"))
+    p.pool_pads.extend(ints(params.pool_pads, up.where, "pool_pads"))
+    p.pool_strides.extend(ints(params.pool_strides, up.where, "pool_strides"))
+
+
+def _fully_connected(params: Message, new: Message, up: _Upgrade) -> None:
+    fc = new.fully_connected
+    fc.num_neurons, fc.has_bias, fc.transpose = params.num_neurons, params.has_bias, params.transpose
+    if up.sized_by_reader:  # v0.99 takes the reader's size instead of num_neurons
+        fc.num_neurons = 0
+    elif params.get_num_neurons_of_slice_from_reader:
+        fc.num_neurons = _slices_size(params, up.slice_points, up.where)
+
+
+def _slice(params: Message, new: Message, up: _Upgrade) -> None:
+    if params.get_slice_points_from_reader_bool:
+        raise FormatError(f"{up.where}: Era A field 'get_slice_points_from_reader_bool' has no Era C equivalent")
+    new.slice.axis = params.axis
+    new.slice.slice_points.extend(ints(params.slice_points, up.where, "slice_points"))
+    new.slice.get_slice_points_from_reader = _category(params.get_slice_points_from_reader)
+
+
+def _unpooling(params: Message, new: Message, up: _Upgrade) -> None:
+    """Era C pairs an unpooling layer with its pooling layer as its hint_layer."""
+    if up.hint_layer and up.hint_layer != params.pooling_layer:
+        raise FormatError(f"{up.where}: names pooling_layer '{params.pooling_layer}' and another hint_layer")
+    new.unpooling.num_dims = params.num_dims
+    new.hint_layer = params.pooling_layer
+
+
+def _batch_normalization(params: Message, new: Message, up: _Upgrade) -> None:
+    new.batch_normalization.decay, new.batch_normalization.epsilon = params.decay, params.epsilon
+
+
+def _lrn(params: Message, new: Message, up: _Upgrade) -> None:
+    new.local_response_normalization.CopyFrom(lbann_pb2.Layer.LocalResponseNormalization(
+        window_width=params.window_width, lrn_alpha=params.lrn_alpha, lrn_beta=params.lrn_beta, lrn_k=params.lrn_k))
+
+
+#: layer types whose one Era A field keeps its name in Era C
+_ONE_FIELD = {"dropout": "keep_prob", "elu": "alpha", "leaky_relu": "negative_slope", "concatenation": "axis",
+              "top_k_categorical_accuracy": "k"}
+
+
+#: layer types whose Era C message is built field by field (others: _SAME, _OPERATORS, by name)
+_UPGRADES: dict[str, Callable[[Message, Message, _Upgrade], None]] = {
+    "convolution": lambda params, new, up: _upgrade_conv(params, new.convolution, up.where),
+    "deconvolution": lambda params, new, up: _upgrade_conv(params, new.deconvolution, up.where),
+    "pooling": _pooling,
+    "fully_connected": _fully_connected,
+    "batch_normalization": _batch_normalization,
+    "local_response_normalization": _lrn,
+    "slice": _slice,
+    "reshape": lambda params, new, up: new.reshape.dims.extend(ints(params.dims, up.where, "dims")),
+    "unpooling": _unpooling,
+}
 
 
 def _category(name: str) -> str:

@@ -2,9 +2,10 @@
 
 Each module here holds the compiled loops of one op family (``conv``, ``rnn``, …). A numpy kernel
 of ``kernels/ops`` asks for them with ``load("conv")`` and gets None when numba is not installed
-or ``NNBRIDGE_NO_NUMBA=1`` is set; it then runs its numpy path, which stays the reference the
-compiled loops must equal (``tests/reference/test_compiled.py``). numba is imported only when a
-kernel first asks, so a model that needs no compiled loop never pays for the import.
+or ``NNBRIDGE_NO_NUMBA=1`` was set when the process started (or inside ``numpy_only()``); it then
+runs its numpy path, which stays the reference the compiled loops must equal
+(``tests/reference/test_compiled.py``). numba is imported only when a kernel first asks,
+so a model that needs no compiled loop never pays for the import.
 
 Compiled machine code is cached on disk (``cache=True``) after first use, in ``cache_dir()``: a
 directory named after a hash of these modules' sources, under ``NUMBA_CACHE_DIR`` when the user
@@ -16,14 +17,16 @@ any change to any of them start a fresh cache.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-#: set to 1 (or any value but 0 and empty) to run the numpy kernels only
+#: set to 1 (or any value but 0 and empty) before the process starts to run the numpy kernels only
 DISABLE = "NNBRIDGE_NO_NUMBA"
 
 _LOCK = threading.Lock()
@@ -31,10 +34,31 @@ _MODULES: dict[str, ModuleType | None] = {}
 _NUMBA: list[ModuleType | None] = []  # [numba] once tried, [None] when it failed to import
 
 
-def disabled() -> bool:
-    """True when the user asked for the numpy kernels only (read on every call, so a test or a
-    long-lived process may switch)."""
+def _asked_off() -> bool:
     return os.environ.get(DISABLE, "") not in ("", "0")
+
+
+#: the switch, read from the environment once (a kernel asks on every call, and a lookup of an
+#: unset variable costs 0.7 µs, more than a small map's whole compiled loop); ``numpy_only`` flips it
+_OFF = [_asked_off()]
+
+
+def disabled() -> bool:
+    """True when the numpy kernels only are to run: ``NNBRIDGE_NO_NUMBA`` as the process started,
+    or inside ``numpy_only``."""
+    return _OFF[0]
+
+
+@contextlib.contextmanager
+def numpy_only(off: bool = True) -> Iterator[None]:
+    """Run the numpy kernels only (``off=False``: the compiled ones) inside the block, as
+    ``NNBRIDGE_NO_NUMBA`` does for a whole process: the compiled kernels' tests compare the two."""
+    saved = _OFF[0]
+    _OFF[0] = off
+    try:
+        yield
+    finally:
+        _OFF[0] = saved
 
 
 def _numba() -> ModuleType | None:
@@ -76,6 +100,17 @@ def load(family: str) -> ModuleType | None:
     return module
 
 
+def loaded(family: str) -> ModuleType | None:
+    """The compiled module of an op family once another kernel has brought numba in, else None:
+    for a kernel whose numpy path costs only a few µs more, so that it alone never costs numba's
+    import (about a second: LeNet's ``nnbridge run`` stays quick). Such a kernel's compiled loop
+    must equal its numpy path bit for bit: a run before numba came in took the numpy path."""
+    module = _MODULES.get(family)
+    if module is not None or _OFF[0]:
+        return None if _OFF[0] else module
+    return load(family) if any(_MODULES.values()) else None
+
+
 def _import(family: str) -> ModuleType | None:
     numba = _numba()
     if numba is None:
@@ -97,7 +132,7 @@ def _import(family: str) -> ModuleType | None:
 def describe() -> str:
     """Which kernels run, for benches and ``nnbridge --version``-style reports."""
     if disabled():
-        return f"numpy kernels only ({DISABLE} is set)"
+        return f"numpy kernels only ({DISABLE} is set)" if _asked_off() else "numpy kernels only (numpy_only)"
     numba = _numba()
     if numba is None:
         return "numpy kernels only (numba is not installed)"

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..parallel import MIN_WORK, grain, run_blocks
 from ._core import jit
 
 #: output positions per pass over the taps (whole output rows): the accumulator stays in cache
@@ -263,21 +264,60 @@ def _depthwise_pixels(x, tap_row, tap_col, w, y, first, last, sh, sw):
 
 
 @jit
-def depthwise_last(x, w, y, first, last, sh, sw, dh, dw):
-    """Output pixels ``[first, last)`` (of ``N·OH·OW``) of a depthwise convolution in
-    channels-last layout: ``x (N, Hp, Wp, C)`` padded, ``w (KH, KW, C)``, ``y (N, OH, OW, C)``."""
-    kh_, kw_ = w.shape[0], w.shape[1]
-    oh, ow = y.shape[1], y.shape[2]
+def _tap_offsets(kh_, kw_, dh, dw):
+    """(row, column) offset of each kernel tap, in kernel order, for the channels-last loops."""
     tap_row = np.empty(kh_ * kw_, np.int64)
     tap_col = np.empty(kh_ * kw_, np.int64)
     for kh in range(kh_):
         for kw in range(kw_):
             tap_row[kh * kw_ + kw] = kh * dh
             tap_col[kh * kw_ + kw] = kw * dw
+    return tap_row, tap_col
+
+
+@jit
+def depthwise_last(x, w, y, first, last, sh, sw, dh, dw):
+    """Output pixels ``[first, last)`` (of ``N·OH·OW``) of a depthwise convolution in
+    channels-last layout: ``x (N, Hp, Wp, C)`` padded, ``w (KH, KW, C)``, ``y (N, OH, OW, C)``."""
+    kh_, kw_ = w.shape[0], w.shape[1]
+    oh, ow = y.shape[1], y.shape[2]
+    tap_row, tap_col = _tap_offsets(kh_, kw_, dh, dw)
     taps = w.reshape(kh_ * kw_, w.shape[2])
     for pix in range(first, last):
         n, rest = pix // (oh * ow), pix % (oh * ow)
         _depthwise_pixels(x[n], tap_row, tap_col, taps, y[n], rest, rest + 1, sh, sw)
+
+
+@jit
+def depthwise_small(x, w, bias, y, top, left, sh, sw, dh, dw):
+    """A whole depthwise convolution of a small map in one call: ``x (N, C, H, W)``, ``w (C, 1,
+    KH, KW)``, ``y (N, C, OH, OW)``, ``bias`` C values or none. The channels-last loops of
+    ``depthwise_last`` with the padding, the layout changes and the bias done here too (numpy's
+    copies around them cost 15-20 µs, more than the arithmetic of a 7×7 map)."""
+    n_, c, h, wd = x.shape
+    kh_, kw_ = w.shape[2], w.shape[3]
+    oh, ow = y.shape[2], y.shape[3]
+    hp, wp = (oh - 1) * sh + (kh_ - 1) * dh + 1, (ow - 1) * sw + (kw_ - 1) * dw + 1
+    padded = np.zeros((hp, wp, c), np.float32)
+    taps = np.empty((kh_ * kw_, c), np.float32)
+    tap_row, tap_col = _tap_offsets(kh_, kw_, dh, dw)
+    for kh in range(kh_):
+        for kw in range(kw_):
+            for q in range(c):
+                taps[kh * kw_ + kw, q] = w[q, 0, kh, kw]
+    last = np.empty((oh, ow, c), np.float32)
+    rows, cols = min(h, hp - top), min(wd, wp - left)
+    for n in range(n_):
+        for i in range(rows):
+            for j in range(cols):
+                for q in range(c):
+                    padded[top + i, left + j, q] = x[n, q, i, j]
+        _depthwise_pixels(padded, tap_row, tap_col, taps, last, 0, oh * ow, sh, sw)
+        for q in range(c):
+            b = bias[q] if bias.size else np.float32(0)
+            for i in range(oh):
+                for j in range(ow):
+                    y[n, q, i, j] = last[i, j, q] + b if bias.size else last[i, j, q]
 
 
 # -- the calls the numpy kernel makes ------------------------------------------------------------
@@ -285,8 +325,6 @@ def depthwise_last(x, w, y, first, last, sh, sw, dh, dw):
 #: a depthwise map with at most this many output pixels runs channels last (measured: 7×7 and
 #: 14×14 maps of 1,152 and 672 channels 2.3× and 1.2× faster than planes; 28×28 slower)
 CHANNELS_LAST_PIXELS = 14 * 14
-#: ... and at least this many multiply-adds: below, the planes path's single call costs less
-CHANNELS_LAST_WORK = 1 << 16
 #: input channels per group up to which the direct loops beat im2col and one matrix product per
 #: group (measured: 2.5× slower at 16 channels per group, on par at 4)
 MAX_GROUP_CHANNELS = 4
@@ -294,8 +332,8 @@ _NONE = np.empty(0, np.float32)
 
 
 def handles(x: np.ndarray, w: np.ndarray, group: int, begin) -> bool:
-    """Float32 2-D grouped convolutions with few channels per group and no cropping pads."""
-    return (x.dtype == np.float32 and w.dtype == np.float32 and x.ndim == 4 and group > 1
+    """Float32 2-D convolutions with few channels per group and no cropping pads."""
+    return (x.dtype == np.float32 and w.dtype == np.float32 and x.ndim == 4
             and w.shape[1] <= MAX_GROUP_CHANNELS and min(begin) >= 0)
 
 
@@ -303,14 +341,16 @@ def grouped_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride
                    out) -> np.ndarray:
     """``Conv`` of float32 ``x (N, C, H, W)`` and ``w (M, C/group, KH, KW)`` with the bias added,
     for the output size ``out`` (which the end pads decide); shared over the kernel threads."""
-    from ..parallel import grain, run_blocks
-
     n, c, h, wd = x.shape
     m, cg, kh, kw = w.shape
     (sh, sw), (dh, dw), (oh, ow) = strides, dilations, out
     b = _NONE if bias is None else np.ascontiguousarray(bias, np.float32).reshape(-1)
-    if cg == 1 and m == c and oh * ow <= CHANNELS_LAST_PIXELS and c * oh * ow * kh * kw >= CHANNELS_LAST_WORK:
-        # numpy's transposing copies beat simple compiled loops 2× on these
+    if cg == 1 and m == c and oh * ow <= CHANNELS_LAST_PIXELS and n * c * oh * ow * kh * kw < MIN_WORK:
+        y = np.empty((n, m, oh, ow), np.float32)
+        depthwise_small(np.ascontiguousarray(x), np.ascontiguousarray(w), b, y, begin[0], begin[1], sh, sw, dh, dw)
+        return y
+    if cg == 1 and m == c and oh * ow <= CHANNELS_LAST_PIXELS:
+        # work for several threads: numpy's transposing copies beat simple compiled loops 2× on these
         hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
         padded = np.zeros((n, hp, wp, c), np.float32)
         rows, cols = min(h, hp - begin[0]), min(wd, wp - begin[1])

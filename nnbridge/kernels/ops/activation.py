@@ -21,6 +21,7 @@ from ._windows import FLOATS, WITH_BF16, compute_dtype
 from .fastmath import erf32, gelu32, select, sigmoid32, silu32
 
 _SQRT_PI = math.sqrt(math.pi)
+_F32 = np.dtype(np.float32)
 _CF_DEPTH = 50  # continued-fraction terms: enough for 1e-15 at |x| >= 2
 
 
@@ -64,12 +65,16 @@ def _activation(op: str, dtypes=WITH_BF16):
     def wrap(fn):
         @functools.wraps(fn)
         def run(ctx, x, **attrs):
+            if x.dtype == _F32:  # computed as it is: no round trip (a small map's call is a few µs)
+                return np.asarray(fn(ctx, x, **attrs))
             return np.asarray(fn(ctx, x.astype(compute_dtype(x.dtype), copy=False), **attrs)).astype(
                 x.dtype, copy=False)
 
         if not any(p.kind is p.KEYWORD_ONLY for p in inspect.signature(fn).parameters.values()):
             @functools.wraps(fn)
             def run(ctx, x):  # no attributes: no keyword forwarding on every call
+                if x.dtype == _F32:
+                    return np.asarray(fn(ctx, x))
                 return np.asarray(fn(ctx, x.astype(compute_dtype(x.dtype), copy=False))).astype(x.dtype, copy=False)
 
         kernel(op, dtypes=dtypes)(run)
@@ -124,10 +129,13 @@ def hard_sigmoid(ctx, x, *, alpha=0.2, beta=0.5):
     return _hard_sigmoid(x, x.dtype.type(alpha), x.dtype.type(beta))
 
 
+_SIXTH = np.float32(1 / 6)
+
+
 @_activation("HardSwish")
 def hard_swish(ctx, x):
     """x·HardSigmoid(x) with the spec's alpha = 1/6, beta = 1/2."""
-    return _hard_sigmoid(x, x.dtype.type(1 / 6), x.dtype.type(0.5), swish=True)
+    return _hard_sigmoid(x, _SIXTH if x.dtype == _F32 else x.dtype.type(1 / 6), x.dtype.type(0.5), swish=True)
 
 
 @_activation("Softplus")

@@ -19,7 +19,7 @@ import numpy as np
 
 from ...base.errors import KernelError
 from ...base.fileio import TENSOR_SHARE, memory_budget
-from ...ir import Graph, Value
+from ...ir import Graph, Node, Value
 from ..registry import kernel
 
 
@@ -46,33 +46,49 @@ _SEGMENT_REDUCERS = {"ReduceSum": np.add, "ReduceMean": np.add, "ReduceMax": np.
 
 
 def _bag_pattern(body: Graph) -> dict[str, Any] | None:
-    """The values of a bag-reduction body, or None when the body is anything else."""
+    """The values of a bag-reduction body, or None when the body is anything else: a reduction
+    over axis 0 of the table rows gathered at ``ids[starts[i]:ends[i]]`` (an EmbeddingBag)."""
     if len(body.inputs) != 2 or len(body.outputs) != 2 or len(body.nodes) > 8:
         return None
     ops = {n.op: n for n in body.nodes if n.op not in ("Cast", "Identity")}
     reduce = next((n for op, n in ops.items() if op in _SEGMENT_REDUCERS), None)
     if reduce is None or body.outputs[1].producer is not reduce or reduce.attr("keepdims", 1):
         return None
+    rows = _rows_reduced_over_axis_0(reduce)
+    cut = rows.inputs[1].producer if rows is not None else None
+    if cut is None or not _slice_along_axis_0(cut):
+        return None
+    bounds = [_bound_of_trip(bound, body) for bound in cut.inputs[1:3]]
+    if None in bounds or not _body_goes_on(body):
+        return None
+    return {"table": rows.inputs[0], "ids": cut.inputs[0], "starts": bounds[0], "ends": bounds[1],
+            "reduce": reduce.op}
+
+
+def _rows_reduced_over_axis_0(reduce: Node) -> Node | None:
+    """The axis-0 Gather a reduction over axis 0 reads, or None."""
     axes = reduce.inputs[1].const if len(reduce.inputs) > 1 and reduce.inputs[1] is not None else None
     rows = reduce.inputs[0].producer
     if axes is None or list(np.asarray(axes).reshape(-1)) != [0] or rows is None or rows.op != "Gather" \
             or rows.attr("axis", 0) != 0:
         return None
-    cut = rows.inputs[1].producer
-    if cut is None or cut.op != "Slice" or len(cut.inputs) not in (3, 4) or (
-            len(cut.inputs) == 4 and list(np.asarray(cut.inputs[3].const).reshape(-1)) != [0]):
+    return rows
+
+
+def _slice_along_axis_0(cut: Node) -> bool:
+    """A Slice of starts and ends only, or along axis 0."""
+    return cut.op == "Slice" and len(cut.inputs) in (3, 4) and (
+        len(cut.inputs) == 3 or list(np.asarray(cut.inputs[3].const).reshape(-1)) == [0])
+
+
+def _bound_of_trip(bound: Value, body: Graph) -> Value | None:
+    """The tensor a slice bound picks its element from at the loop's trip number (Unsqueeze of an
+    axis-0 Gather at the body's iteration input), or None."""
+    unsq = bound.producer
+    pick = unsq.inputs[0].producer if unsq is not None and unsq.op == "Unsqueeze" else None
+    if pick is None or pick.op != "Gather" or pick.inputs[1] is not body.inputs[0] or pick.attr("axis", 0):
         return None
-    bounds = []
-    for bound in cut.inputs[1:3]:
-        unsq = bound.producer
-        pick = unsq.inputs[0].producer if unsq is not None and unsq.op == "Unsqueeze" else None
-        if pick is None or pick.op != "Gather" or pick.inputs[1] is not body.inputs[0] or pick.attr("axis", 0):
-            return None
-        bounds.append(pick.inputs[0])
-    if not _body_goes_on(body):
-        return None
-    return {"table": rows.inputs[0], "ids": cut.inputs[0], "starts": bounds[0], "ends": bounds[1],
-            "reduce": reduce.op}
+    return pick.inputs[0]
 
 
 def _body_goes_on(body: Graph) -> bool:
@@ -173,10 +189,7 @@ def loop(ctx, max_trips=None, cond=None, *carried, body: Graph):
     state = list(carried)
     scans: list[list[Any]] = [[] for _ in body.outputs[1 + n_carried:]]
     limit = max_iterations()
-    certain = trips is not None and (cond is None or keep_going) and _body_goes_on(body)
-    stopped = certain and trips > limit  # the iteration limit stops it there: no more trips are run
-    budget = _ScanBudget(ctx, min(trips, limit) if certain else None,
-                         f" (of its {trips:,}, where the iteration limit stops it)" if stopped else "")
+    budget = _loop_budget(ctx, body, trips, cond is None or keep_going, limit)
     i = 0
     while keep_going and (trips is None or i < trips):
         if i == limit:
@@ -198,21 +211,22 @@ def loop(ctx, max_trips=None, cond=None, *carried, body: Graph):
     return tuple(state + stacked)
 
 
+def _loop_budget(ctx, body: Graph, trips: int | None, entered: bool, limit: int) -> _ScanBudget:
+    """The scan-output budget of a Loop: the trips it will run are known when it has a trip count,
+    is entered and its body passes its condition on (then the iteration limit may cut them)."""
+    certain = trips is not None and entered and _body_goes_on(body)
+    stopped = certain and trips > limit  # the iteration limit stops it there: no more trips are run
+    return _ScanBudget(ctx, min(trips, limit) if certain else None,
+                       f" (of its {trips:,}, where the iteration limit stops it)" if stopped else "")
+
+
 @kernel("Scan")
 def scan(ctx, *inputs, body: Graph, num_scan_inputs, scan_input_axes=None, scan_input_directions=None,
          scan_output_axes=None, scan_output_directions=None):
     n_scan = num_scan_inputs
     n_state = len(inputs) - n_scan
     n_out = len(body.outputs) - n_state
-    in_axes = _axes(scan_input_axes, n_scan, [np.ndim(x) for x in inputs[n_state:]])
-    in_dirs = scan_input_directions or [0] * n_scan
-    out_dirs = scan_output_directions or [0] * n_out
-    sequences = [np.moveaxis(x, axis, 0) for x, axis in zip(inputs[n_state:], in_axes)]
-    sequences = [s[::-1] if d else s for s, d in zip(sequences, in_dirs)]
-    lengths = {len(s) for s in sequences}
-    if len(lengths) > 1:
-        raise KernelError(f"node '{ctx.node.name}' (Scan): scan inputs differ in length {sorted(lengths)}")
-    length = lengths.pop() if lengths else 0
+    sequences, length = _scan_sequences(ctx, inputs[n_state:], scan_input_axes, scan_input_directions)
     names = [v.name for v in body.inputs]
     state = list(inputs[:n_state])
     scans: list[list[np.ndarray]] = [[] for _ in range(n_out)]
@@ -225,13 +239,31 @@ def scan(ctx, *inputs, body: Graph, num_scan_inputs, scan_input_axes=None, scan_
             budget.add(outs[n_state:], t)
         for bucket, value in zip(scans, outs[n_state:]):
             bucket.append(value)
+    results = _scan_outputs(scans, body.outputs[n_state:], scan_output_axes, scan_output_directions)
+    return tuple(state + results)
+
+
+def _scan_sequences(ctx, inputs: tuple, axes: list[int] | None, directions: list[int] | None) -> tuple[list, int]:
+    """Each scan input with its scan axis first (reversed where its direction is 1), and their
+    common length."""
+    in_axes = _axes(axes, len(inputs), [np.ndim(x) for x in inputs])
+    sequences = [np.moveaxis(x, axis, 0) for x, axis in zip(inputs, in_axes)]
+    sequences = [s[::-1] if d else s for s, d in zip(sequences, directions or [0] * len(inputs))]
+    lengths = {len(s) for s in sequences}
+    if len(lengths) > 1:
+        raise KernelError(f"node '{ctx.node.name}' (Scan): scan inputs differ in length {sorted(lengths)}")
+    return sequences, lengths.pop() if lengths else 0
+
+
+def _scan_outputs(scans: list[list[np.ndarray]], values: list, axes: list[int] | None,
+                  directions: list[int] | None) -> list[np.ndarray]:
+    """Each scan output's per-step values stacked along its axis (in reverse where its direction is 1)."""
+    out_axes = _axes(axes, len(scans), [np.ndim(b[0]) + 1 if b else 1 for b in scans])
     results = []
-    elem_ranks = [np.ndim(b[0]) + 1 if b else 1 for b in scans]
-    out_axes = _axes(scan_output_axes, n_out, elem_ranks)
-    for bucket, value, axis, direction in zip(scans, body.outputs[n_state:], out_axes, out_dirs):
+    for bucket, value, axis, direction in zip(scans, values, out_axes, directions or [0] * len(scans)):
         stacked = np.stack(bucket[::-1] if direction else bucket) if bucket else _empty_stack(value)
         results.append(np.moveaxis(stacked, 0, axis))
-    return tuple(state + results)
+    return results
 
 
 def _axes(given: list[int] | None, count: int, ranks: list[int]) -> list[int]:

@@ -9,6 +9,7 @@ one matmul to columns, then a scatter-add per kernel tap (col2im).
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -37,6 +38,15 @@ SMALL_DEPTHWISE = 4096
 #: 5×5 taps below 56×56, where the per-row paths win)
 FLAT_DEPTHWISE_PIXELS = 28 * 28
 FLAT_DEPTHWISE_TAPS = 9
+#: a one-group convolution of at most this many input channels and weights (a mobile network's
+#: stem on an RGB image) runs the compiled direct loops from this much work (input pixels × weights):
+#: im2col's strided copy of every tap costs more than its small matrix product (measured at 1
+#: thread: MobileNetV3's 16-filter 224×224 stem 530 → 305 µs, the OCR classifier's 8-filter 48×192
+#: one 57 → 37; at 24 filters on par, at 64 7×7 ones (ResNet's) 1.4× slower, as each filter is a
+#: pass over the map); LeNet's, below the work, stays numpy's and never imports numba
+MAX_STEM_CHANNELS = 4
+MAX_STEM_WEIGHTS = 16 * 3 * 3 * 3
+STEM_WORK = 1 << 20
 
 
 def conv_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begin, end) -> np.ndarray:
@@ -64,6 +74,12 @@ def conv_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begin,
         cols = np.ascontiguousarray(view[0].transpose(0, 1, *(a - 1 for a in taps), *(a - 1 for a in spatial)))
         cols = cols.reshape(group, cg * prod(kernel), pixels)
         return _grouped_matmul(w.reshape(group, mg, -1), cols).reshape(1, m, *out)
+    if prod(kernel) > pixels:  # a kernel larger than the output (a training step's kernel gradient):
+        # columns with the taps innermost, so the copy reads the input's rows in runs of the kernel width
+        rows = np.ascontiguousarray(view.transpose(1, 0, *spatial, 2, *taps))
+        rows = rows.reshape(group, n * pixels, cg * prod(kernel))
+        y = _grouped_matmul(w.reshape(group, mg, -1), rows.transpose(0, 2, 1)).reshape(group, mg, n, pixels)
+        return np.ascontiguousarray(y.transpose(2, 0, 1, 3)).reshape(n, m, *out)
     cols = np.ascontiguousarray(view.transpose(1, 2, *taps, 0, *spatial))
     cols = cols.reshape(group, cg * prod(kernel), n * pixels)
     y = _grouped_matmul(w.reshape(group, mg, -1), cols).reshape(group, mg, n, pixels)
@@ -175,31 +191,63 @@ def _bias_shape(rank: int) -> tuple[int, ...]:
     return (1, -1) + (1,) * rank
 
 
-def _compiled_grouped(x: np.ndarray, w: np.ndarray, b, group: int, strides, dilations, begin, end):
-    """A float32 1-D or 2-D depthwise or narrow-group convolution through the compiled loops
-    (bias included), or None where they do not apply or numba is off."""
-    if group == 1 or x.ndim not in (3, 4):  # before loading: a model without one never imports numba
-        return None
+def _compiled_grouped(x: np.ndarray, w: np.ndarray, b, group: int, strides, dilations, begin, end,
+                      out=None):
+    """A float32 1-D or 2-D depthwise or narrow-group convolution, or a large one-group one of
+    few input channels (a stem), through the compiled loops (bias included), or None where they
+    do not apply or numba is off; ``out`` the output size when the caller has it."""
+    if x.ndim not in (3, 4) or (group == 1 and (w.size > MAX_STEM_WEIGHTS or x.shape[1] > MAX_STEM_CHANNELS
+                                                or w.size * prod(x.shape[2:]) < STEM_WORK)):
+        return None  # before loading: a model without one never imports numba
     fast = compiled.load("conv")
     if fast is None:
         return None
     if x.ndim == 3:  # a 1-D convolution is a 2-D one over a single row
         y = _compiled_grouped(x[:, :, None], w[:, :, None], b, group, [1, *strides], [1, *dilations],
-                              [0, *begin], [0, *end])
+                              [0, *begin], [0, *end], None if out is None else [1, *out])
         return None if y is None else y[:, :, 0]
     if not fast.handles(x, w, group, begin) or (b is not None and b.dtype != np.float32):
         return None
-    out = output_sizes(x.shape[2:], w.shape[2:], strides, dilations, begin, end)
+    if out is None:
+        out = output_sizes(x.shape[2:], w.shape[2:], strides, dilations, begin, end)
     return fast.grouped_conv2d(x, w, b, strides, dilations, begin, out)
+
+
+def _tuple(values) -> tuple | None:
+    return None if values is None else tuple(values)
+
+
+@functools.lru_cache(maxsize=4096)
+def _window(shape: tuple, kernel: tuple, auto_pad: str, dilations, pads, strides) -> tuple:
+    """(strides, dilations, pads begin, pads end, output size, a plain matrix product) of a
+    convolution window over an input of ``shape``: computed once per shape and attributes (a
+    mobile network's small layers spent as long in these few lines as in their arithmetic)."""
+    rank = len(shape) - 2
+    strides = list(strides or [1] * rank)
+    dilations = list(dilations or [1] * rank)
+    begin, end = resolve_pads(auto_pad, shape[2:], kernel, strides, dilations, pads)
+    out = output_sizes(shape[2:], kernel, strides, dilations, begin, end)
+    pointwise = (all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(begin)
+                 and not any(end))
+    return strides, dilations, begin, end, out, pointwise
 
 
 @kernel("Conv", dtypes=FLOATS, check=_check_conv)
 def conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, pads=None, strides=None):
+    strides, dilations, begin, end, out, pointwise = _window(x.shape, w.shape[2:], auto_pad, _tuple(dilations),
+                                                             _tuple(pads), _tuple(strides))
+    if pointwise and group == 1 and x.shape[0] == 1 and x.dtype == w.dtype == np.float32:
+        # a 1×1 convolution of one image: the matrix product and the bias, as conv_nd and below
+        m, c = w.shape[:2]
+        y = np.matmul(w.reshape(m, c), x.reshape(c, -1))
+        if b is not None:
+            y += b.astype(np.float32, copy=False).reshape(m, 1)
+        return y.reshape(1, m, *out)
+    if group != 1 or x.shape[1] <= MAX_STEM_CHANNELS:
+        y = _compiled_grouped(x, w, b, int(group), strides, dilations, begin, end, out)
+        if y is not None:
+            return y
     dt = compute_dtype(x.dtype)
-    strides, dilations, begin, end = _geometry(x, w.shape[2:], auto_pad, dilations, pads, strides)
-    y = _compiled_grouped(x, w, b, int(group), strides, dilations, begin, end)
-    if y is not None:
-        return y
     y = conv_nd(x.astype(dt, copy=False), w.astype(dt, copy=False), int(group), strides, dilations, begin, end)
     if b is not None:
         y += b.astype(dt, copy=False).reshape(_bias_shape(x.ndim - 2))

@@ -113,13 +113,20 @@ def _contraction(equation: str) -> tuple | None:
     a, b = operands
     if any(len(set(term)) != len(term) for term in (a, b, out)) or set(out) - set(a + b):
         return None
-    batch = [c for c in out if c in a and c in b]
-    left = [c for c in out if c in a and c not in b]
-    right = [c for c in out if c in b and c not in a]
-    contracted = [c for c in a if c in b and c not in out]
-    only_a = [c for c in a if c not in b and c not in out]
-    only_b = [c for c in b if c not in a and c not in out]
-    return a, b, out, only_a, only_b, batch, left, contracted, right
+    return (a, b, out, _letters(a, (), (b, out)), _letters(b, (), (a, out)), _letters(out, (a, b), ()),
+            _letters(out, (a,), (b,)), _letters(a, (b,), (out,)), _letters(out, (b,), (a,)))
+
+
+def _letters(term: str, within: tuple[str, ...], outside: tuple[str, ...]) -> list[str]:
+    """The letters of ``term`` found in every term of ``within`` and in none of ``outside``."""
+    return [c for c in term if all(c in t for t in within) and not any(c in t for t in outside)]
+
+
+def _summed_out(x: np.ndarray, term: str, letters: list[str]) -> tuple[np.ndarray, str]:
+    """``x`` summed over ``letters`` (ones only its own operand has), and its term without them."""
+    if not letters:
+        return x, term
+    return x.sum(axis=tuple(term.index(c) for c in letters)), "".join(c for c in term if c not in letters)
 
 
 def _einsum_matmul(equation: str, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
@@ -127,12 +134,8 @@ def _einsum_matmul(equation: str, x: np.ndarray, y: np.ndarray) -> np.ndarray | 
     if plan is None or x.ndim != len(plan[0]) or y.ndim != len(plan[1]):
         return None
     a, b, out, only_a, only_b, batch, left, contracted, right = plan
-    if only_a:
-        x = x.sum(axis=tuple(a.index(c) for c in only_a))
-        a = "".join(c for c in a if c not in only_a)
-    if only_b:
-        y = y.sum(axis=tuple(b.index(c) for c in only_b))
-        b = "".join(c for c in b if c not in only_b)
+    x, a = _summed_out(x, a, only_a)
+    y, b = _summed_out(y, b, only_b)
     size = {c: n for c, n in zip(a, x.shape)}
     if any(size[c] != n for c, n in zip(b, y.shape) if c in size):
         return None  # a letter of two sizes: let numpy report it

@@ -9,11 +9,13 @@ uniformly.
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
 
 from ...ir import DType, Node
+from .. import compiled
 from ..registry import kernel
 from ._windows import (
     FLOATS,
@@ -89,6 +91,14 @@ def max_pool(ctx, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_s
 
 def _max_pool_with_indices(x, xp, geo: PoolGeometry, storage_order: int):
     """Max and its flat input index (row-major, or column-major over the spatial axes for storage_order=1)."""
+    if not int(storage_order) and not any(geo.begin) and not any(geo.end) and not any(geo.extra) \
+            and not (x.dtype.kind == "f" and np.isnan(x).any()):
+        return _max_pool_with_indices_by_taps(x, geo)
+    return _max_pool_with_indices_by_windows(x, xp, geo, storage_order)
+
+
+def _max_pool_with_indices_by_windows(x, xp, geo: PoolGeometry, storage_order: int):
+    """Any geometry: argmax over each window's copied taps."""
     rank = len(geo.kernel)
     view = windows(xp, geo.out, geo.kernel, geo.strides, geo.dilations)
     flat = view.reshape(*view.shape[:2 + rank], -1)
@@ -106,21 +116,58 @@ def _max_pool_with_indices(x, xp, geo: PoolGeometry, storage_order: int):
     return y, (channel * int(np.prod(sizes)) + spatial).astype(np.int64)
 
 
+def _max_pool_with_indices_by_taps(x, geo: PoolGeometry):
+    """Unpadded, row-major, NaN-free: one pass per kernel tap over strided views (as the plain max does),
+    keeping the first greatest value and its tap's flat offset — no window copy, no argmax over
+    tiny rows (a training step's MaxPool backward asks for this every step)."""
+    rank = len(geo.kernel)
+    sizes = x.shape[2:]
+    flat_step = [int(np.prod(sizes[axis + 1:])) for axis in range(rank)]
+    taps = geo.taps(x)
+    y = np.array(next(taps))
+    offset = np.zeros(y.shape, np.int64)
+    for tap, view in zip(itertools.islice(itertools.product(*(range(k) for k in geo.kernel)), 1, None), taps):
+        better = view > y  # blends, not masked copies: a half-true mask makes those branch badly
+        offset = np.where(better, sum(t * d * f for t, d, f in zip(tap, geo.dilations, flat_step)), offset)
+        np.maximum(y, view, out=y)
+    start = sum(np.arange(o).reshape([-1 if a == axis else 1 for a in range(rank)]) * s * f
+                for axis, (o, s, f) in enumerate(zip(geo.out, geo.strides, flat_step)))
+    channel = np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[0], x.shape[1], *([1] * rank))
+    offset += channel * int(np.prod(sizes)) + start
+    return y, offset
+
+
 @kernel("AveragePool", dtypes=FLOATS, check=_check_pool)
 def average_pool(ctx, x, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None, kernel_shape,
                  pads=None, strides=None):
     dt = compute_dtype(x.dtype)
-    sizes = x.shape[2:]
-    geo = PoolGeometry(sizes, kernel_shape, auto_pad, ceil_mode, dilations, pads, strides)
+    window = (auto_pad, int(ceil_mode), _tuple(dilations), tuple(kernel_shape), _tuple(pads), _tuple(strides))
+    geo, count = _average_divisors(x.shape[2:], window, int(count_include_pad), dt)
     total = _sum_taps(geo, geo.padded(x.astype(dt, copy=False), 0))
-    # per-window divisor: pooled mask of counted positions (input, plus declared pads if count_include_pad)
-    if int(count_include_pad):
+    return (total / count).astype(x.dtype, copy=False)
+
+
+def _tuple(values) -> tuple | None:
+    return None if values is None else tuple(values)
+
+
+@functools.lru_cache(maxsize=1024)
+def _average_divisors(sizes: tuple, window: tuple, count_include_pad: int, dt: np.dtype
+                      ) -> tuple[PoolGeometry, np.ndarray]:
+    """The geometry and per-window divisors (at least 1) of an average pool over ``sizes``: the
+    pooled mask of counted positions (the input, plus the declared pads with
+    ``count_include_pad``), which depends on the shape only, so it is pooled once per shape (it
+    cost as much as the pool itself)."""
+    auto_pad, ceil_mode, dilations, kernel_shape, pads, strides = window
+    geo = PoolGeometry(sizes, kernel_shape, auto_pad, ceil_mode, dilations, pads, strides)
+    if count_include_pad:
         mask = pad_spatial(np.ones([n + b + e for n, b, e in zip(sizes, geo.begin, geo.end)], dt),
                            [0] * len(sizes), geo.extra)
     else:
         mask = geo.padded(np.ones(sizes, dt), 0)
-    count = _sum_taps(geo, mask)
-    return (total / np.maximum(count, 1)).astype(x.dtype, copy=False)
+    count = np.maximum(_sum_taps(geo, mask), 1)
+    count.flags.writeable = False  # shared by every later call
+    return geo, count
 
 
 def _sum_taps(geo: PoolGeometry, xp: np.ndarray) -> np.ndarray:
@@ -146,6 +193,11 @@ def _spatial_axes(x: np.ndarray) -> tuple[int, ...]:
 
 @kernel("GlobalAveragePool", dtypes=FLOATS)
 def global_average_pool(ctx, x):
+    if x.dtype == np.float32 and x.flags.c_contiguous and x.size:
+        fast = compiled.loaded("reduce")
+        out = None if fast is None else fast.trailing_mean(x, x.ndim - 2)  # numpy's sum: bit for bit
+        if out is not None:
+            return out
     dt = compute_dtype(x.dtype)
     return x.mean(axis=_spatial_axes(x), keepdims=True, dtype=dt).astype(x.dtype, copy=False)
 

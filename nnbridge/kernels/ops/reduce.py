@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import DType
+from .. import compiled
 from ..registry import kernel
 from ._common import NUMERIC, axes_of, axis_of, ints
 
@@ -53,8 +54,14 @@ _REDUCTIONS = {
 }
 
 
+def _trailing(axes: list[int], rank: int) -> bool:
+    """``axes`` are the last ``len(axes)`` axes (in any order)."""
+    return sorted(axes) == list(range(rank - len(axes), rank))
+
+
 def _reduction(op: str):
     fn, identity = _REDUCTIONS[op]
+    mean = op == "ReduceMean"
 
     def run(ctx, x, axes=None, *, keepdims=1, noop_with_empty_axes=0):
         axes = ints(axes) if axes is not None else []
@@ -63,6 +70,11 @@ def _reduction(op: str):
                 return x
             axes = list(range(x.ndim))
         axes = axes_of(axes, x.ndim)
+        if mean and x.dtype == np.float32 and x.size and _trailing(axes, x.ndim) and x.flags.c_contiguous:
+            fast = compiled.loaded("reduce")
+            out = None if fast is None else fast.trailing_mean(x, len(axes))  # numpy's sum: bit for bit
+            if out is not None:
+                return out if keepdims else out.reshape(x.shape[:x.ndim - len(axes)])
         if x.size == 0 or any(x.shape[a] == 0 for a in axes):
             shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
             out = np.full(shape, identity(x.dtype), dtype=x.dtype)

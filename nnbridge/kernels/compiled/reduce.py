@@ -1,0 +1,136 @@
+"""Means and layer norms of short rows of a float32 array in one compiled call (ReduceMean over
+the spatial axes and GlobalAveragePool of the small maps where mobile networks put their
+squeeze-excite blocks, LayerNormalization of small transformers: numpy's reduction machinery
+costs 5-15 µs a call there, against under 1 µs here).
+
+Each row's sum is numpy's own pairwise summation of a contiguous row of at most ``BLOCK`` values,
+term for term (eight interleaved partial sums combined as ``((r0 + r1) + (r2 + r3)) + ((r4 + r5)
++ (r6 + r7))``, then the remainder, the reduction starting from 0), divided by the row length in
+float32 as ``np.mean`` does: bit for bit equal to ``np.mean(x, axis=trailing, keepdims=True)``
+(``tests/reference/test_compiled.py``); a layer norm's other operations are the numpy kernel's,
+one by one in float32. Longer rows stay with numpy, whose vectorised partial sums are faster
+there.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._core import F, inline, jit
+
+#: numpy's PW_BLOCKSIZE: the longest row summed as one block of eight partial sums
+BLOCK = 128
+_NONE = np.empty(0, np.float32)
+
+
+@inline
+def _row_sum(x, r, n):
+    """numpy's sum of row ``r`` of ``x`` (``n`` ≤ ``BLOCK`` values), term for term."""
+    if n < 8:
+        res = F(0)
+        for i in range(n):
+            res += x[r, i]
+        return F(0) + res
+    r0, r1, r2, r3 = x[r, 0], x[r, 1], x[r, 2], x[r, 3]
+    r4, r5, r6, r7 = x[r, 4], x[r, 5], x[r, 6], x[r, 7]
+    i = 8
+    while i < n - n % 8:
+        r0 += x[r, i]
+        r1 += x[r, i + 1]
+        r2 += x[r, i + 2]
+        r3 += x[r, i + 3]
+        r4 += x[r, i + 4]
+        r5 += x[r, i + 5]
+        r6 += x[r, i + 6]
+        r7 += x[r, i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += x[r, i]
+        i += 1
+    return F(0) + res
+
+
+@jit
+def _row_means(x, out):
+    n = x.shape[1]
+    for r in range(x.shape[0]):
+        out[r] = _row_sum(x, r, n) / F(n)
+
+
+@jit
+def _layer_norm_rows(x, scale, bias, epsilon, y, centered):
+    """``kernels/ops/normalization.layer_norm``'s float32 operations on each row, in its order:
+    the mean (numpy's sum / n), the centred row, the mean of its squares, + ε, 1/√, × scale, + bias."""
+    n = x.shape[1]
+    for r in range(x.shape[0]):
+        mean = _row_sum(x, r, n) / F(n)
+        for i in range(n):
+            centered[0, i] = x[r, i] - mean
+        for i in range(n):
+            y[r, i] = centered[0, i] * centered[0, i]
+        variance = _row_sum(y, r, n) / F(n) + epsilon
+        inv_std = F(1) / np.sqrt(variance)
+        if bias.size:
+            for i in range(n):
+                y[r, i] = centered[0, i] * inv_std * scale[i] + bias[i]
+        else:
+            for i in range(n):
+                y[r, i] = centered[0, i] * inv_std * scale[i]
+
+
+def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axis: int,
+               epsilon: np.float32) -> np.ndarray | None:
+    """LayerNormalization of C-contiguous float32 ``x`` over its axes from ``axis`` on, with
+    float32 ``scale`` and ``bias`` of the normalised axes' shape; None when a row is longer than
+    ``BLOCK`` or they broadcast."""
+    length = math.prod(x.shape[axis:])
+    if (length > BLOCK or length == 0 or scale.shape != x.shape[axis:]
+            or (bias is not None and bias.shape != x.shape[axis:])):
+        return None
+    y = np.empty_like(x)
+    _layer_norm_rows(x.reshape(-1, length), np.ascontiguousarray(scale).reshape(-1),
+                     _NONE if bias is None else np.ascontiguousarray(bias).reshape(-1), epsilon,
+                     y.reshape(-1, length), np.empty((1, length), np.float32))
+    return y
+
+
+@jit
+def shift_rows(x, out):
+    """``out = x - max(x)`` per row, the max replaced by 0 where it is ±inf or NaN (a NaN anywhere
+    makes numpy's max NaN): the softmax's shift, as the numpy kernel computes it."""
+    n = x.shape[1]
+    for r in range(x.shape[0]):
+        peak = x[r, 0]
+        for i in range(1, n):
+            v = x[r, i]
+            peak = v if v > peak or v != v else peak
+            if peak != peak:
+                break
+        shift = peak if np.isfinite(peak) else F(0)
+        for i in range(n):
+            out[r, i] = x[r, i] - shift
+
+
+@jit
+def divide_by_row_sums(x):
+    """``x /= sum(x)`` per row, each sum numpy's (rows of at most ``BLOCK`` values)."""
+    n = x.shape[1]
+    for r in range(x.shape[0]):
+        total = _row_sum(x, r, n)
+        for i in range(n):
+            x[r, i] = x[r, i] / total
+
+
+def trailing_mean(x: np.ndarray, axes: int) -> np.ndarray | None:
+    """The mean of C-contiguous float32 ``x`` over its last ``axes`` axes, keeping them as 1s;
+    None when those axes hold more than ``BLOCK`` values."""
+    lead = x.ndim - axes
+    length = math.prod(x.shape[lead:])
+    if length > BLOCK or length == 0:
+        return None
+    out = np.empty(x.shape[:lead] + (1,) * axes, np.float32)
+    _row_means(x.reshape(-1, length), out.reshape(-1))
+    return out
