@@ -127,7 +127,8 @@ def _tuple(draw, element, low: int, high: int) -> tuple:
 
 @st.composite
 def drawings(draw, family: str, batches=(1, 2, 4), big: bool = True) -> tuple[str, tuple]:
-    """The parameters of one graph of ``family`` (``big``: widths for a chip of many units)."""
+    """The parameters of one graph of ``family`` (``big``: widths for a chip of many units; else
+    shapes a simulator compiles in milliseconds: short sequences, contexts and unrolled loops)."""
     batch = draw(st.sampled_from(batches))
     if family == "mlp":
         width = st.integers(8, 2048 if big else 512)
@@ -145,18 +146,20 @@ def drawings(draw, family: str, batches=(1, 2, 4), big: bool = True) -> tuple[st
         strides = tuple(draw(st.sampled_from([1, 2])) for _ in range(blocks))
         return family, (batch, draw(st.sampled_from([3, 8, 16])), widths, draw(st.integers(6, 24)), strides)
     if family == "attention":  # a big one compiles in seconds on the RDU: small ones in milliseconds
-        return family, (batch, draw(st.integers(1, 2)), draw(st.sampled_from([4, 8, 16, 32] if big else [4, 8, 16])),
+        return family, (batch, draw(st.integers(1, 2 if big else 1)),
+                        draw(st.sampled_from([4, 8, 16, 32] if big else [4, 8])),
                         draw(st.sampled_from([1, 2, 4, 8] if big else [1, 2, 4])),
                         draw(st.sampled_from([8, 16, 32] if big else [8, 16])), draw(st.sampled_from([1, 2, 4])))
     if family == "decoder":
         heads = draw(st.sampled_from([2, 4, 8]))
         kv = draw(st.sampled_from([h for h in (1, 2, heads) if heads % h == 0]))
-        return family, (batch, draw(st.integers(1, 2)), heads, kv, draw(st.sampled_from([16, 32])),
-                        draw(st.sampled_from([2, 4])), draw(st.sampled_from([256, 1024])),
-                        draw(st.sampled_from(["decode", "prefill"])), draw(st.sampled_from([8, 64, 256])),
-                        draw(st.sampled_from([4, 16])))
-    return family, (batch, draw(st.integers(4, 64)), draw(st.integers(4, 64)), draw(st.integers(1, 4)),
-                    draw(st.sampled_from(["unrolled", "LSTM", "GRU"])))
+        return family, (batch, draw(st.integers(1, 2 if big else 1)), heads, kv, draw(st.sampled_from([16, 32])),
+                        draw(st.sampled_from([2, 4])), draw(st.sampled_from([256, 1024] if big else [256])),
+                        draw(st.sampled_from(["decode", "prefill"])),
+                        draw(st.sampled_from([8, 64, 256] if big else [8, 64])),
+                        draw(st.sampled_from([4, 16] if big else [4])))
+    return family, (batch, draw(st.integers(4, 64)), draw(st.integers(4, 64)),
+                    draw(st.integers(1, 4 if big else 2)), draw(st.sampled_from(["unrolled", "LSTM", "GRU"])))
 
 
 @st.composite

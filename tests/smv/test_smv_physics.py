@@ -41,7 +41,7 @@ def simulate(model, cfg: dict):
     return nnbridge.compile(model, "smv", perf_only=True, **cfg)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=512)
 def _simulated(drawing: tuple, cfg: tuple):
     """One drawing simulated on one configuration, once; None when SMAUG's tiler cannot split one
     of its layers for it (no tile fits the scratchpads: tests/smaug checks those refusals against
@@ -58,6 +58,11 @@ def simulated(drawing: tuple, cfg: dict):
 
 def grown(cfg: dict, field: str) -> dict:
     return {**cfg, field: min(8, cfg[field] + 1) if field == "num_accels" else cfg[field] * 2}
+
+
+#: the bounds every simulation keeps (``bounds_violated``)
+BOUNDS = ("invocation cycles >= MACs / PE array peak", "time >= DRAM bytes / bandwidth",
+          "time >= MACs / peak of every accelerator", "utilisation in [0, 100] %")
 
 
 def bounds_violated(exe, cfg: dict) -> list[str]:
@@ -91,7 +96,8 @@ def judge(drawing: tuple, cfg: dict) -> dict[str, bool] | None:
     if base is None:
         return None
     latency = base.report.totals["latency_ms"]
-    verdicts = {f"bounds: {b}": False for b in bounds_violated(base, cfg)}
+    broken = bounds_violated(base, cfg)
+    verdicts = {}
     batch = drawing[1][0]
     twice = simulated((drawing[0], (2 * batch, *drawing[1][1:])), cfg)
     if twice is not None:
@@ -100,10 +106,10 @@ def judge(drawing: tuple, cfg: dict) -> dict[str, bool] | None:
     for field in FIELDS:
         more = grown(cfg, field)
         other = simulated(drawing, more)  # a bigger machine tiles whatever the smaller one did
-        verdicts.update({f"bounds: {b}": False for b in bounds_violated(other, more)})
+        broken += bounds_violated(other, more)
         name = "one more accelerator never slower" if field == "num_accels" else f"2x {field} never slower"
         verdicts[name] = other.report.totals["latency_ms"] <= latency * (1 + 1e-9)
-    return verdicts
+    return {**{f"bounds: {name}": name not in broken for name in BOUNDS}, **verdicts}
 
 
 CASE_GRAPHS = st.sampled_from(FAMILIES).flatmap(lambda family: drawings(family, batches=(1, 2), big=False))
