@@ -13,6 +13,7 @@ import numpy as np
 from bench.timing import best_time
 
 TARGET = 1.5
+ROUNDS = 3
 #: where the time above torch's goes, as profiled (docs/training.md, "Speed"): printed with a miss
 WHY = {
     "CNN": "the backward recomputes each MaxPool with its Indices and ConvTranspose adds its columns tap by tap",
@@ -104,8 +105,11 @@ def main() -> int:
     try:
         with nnbridge.cpu_threads(1):
             for name, module, x, y in _modules():
-                ours = best_time(_nnbridge_step(module, x, y), threads=1)
-                theirs = best_time(_torch_step(module, x, y), threads=1)
+                ours_step, theirs_step = _nnbridge_step(module, x, y), _torch_step(module, x, y)
+                ours, theirs = float("inf"), float("inf")
+                for _ in range(ROUNDS):  # alternated: a burst of load on the shared machine hits both sides
+                    ours = min(ours, best_time(ours_step, threads=1))
+                    theirs = min(theirs, best_time(theirs_step, threads=1))
                 ratio = ours / theirs
                 why = next((reason for key, reason in WHY.items() if name.startswith(key)), "not profiled")
                 verdict = "met" if ratio <= TARGET else f"MISSED by {ratio / TARGET:.2f}× ({why})"
