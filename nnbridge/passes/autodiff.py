@@ -148,15 +148,16 @@ def gradients(graph: Graph, loss: Value, wrt: list[Value]) -> dict[str, Value]:
     wanted = {id(v) for v in wrt}
     reaches = set(wanted)  # values that depend on some wrt value
     path: list[Node] = []
-    for node in graph.nodes:
-        if any(v is not None and id(v) in reaches for v in node.inputs):
+    reads = {id(node): [v for v in (*node.inputs, *node.captured()) if v is not None] for node in graph.nodes}
+    for node in graph.nodes:  # a subgraph's captured values count as inputs: an If or Loop on the
+        if any(id(v) in reaches for v in reads[id(node)]):  # path is refused, never skipped
             reaches.update(id(o) for o in node.outputs)
             path.append(node)
     needed = {id(loss)}  # values the loss depends on
     on_path = []
     for node in reversed(path):
         if any(id(o) in needed for o in node.outputs):
-            needed.update(id(v) for v in node.inputs if v is not None)
+            needed.update(id(v) for v in reads[id(node)])
             on_path.append(node)
     b = Builder(graph)
     grads: dict[int, Value] = {id(loss): b.const(np.ones(loss.type.shape, b.numpy_dtype(loss)))}

@@ -295,6 +295,24 @@ def test_gather_of_one_constant_slice_pads_the_gradient_back(axis, at):
     assert "Pad" in {n.op for n in graph.nodes} and "ScatterND" not in {n.op for n in graph.nodes}
 
 
+def test_an_if_whose_branch_reads_a_trained_value_is_refused_not_skipped():
+    """The If's only input is its condition; its branches capture x. Autodiff once saw no path and
+    gave x a zero gradient; now the If is on the path, and it has no rule."""
+    x = _normal((3, 4))
+    branch = helper.make_graph([helper.make_node("Tanh", ["x"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", D, [3, 4])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["n"])], "else", [],
+                              [helper.make_tensor_value_info("n", D, [3, 4])])
+    model = _model([helper.make_node("If", ["cond"], ["y"], then_branch=branch, else_branch=other)], {"x": x},
+                   (3, 4))
+    model.graph.input.append(helper.make_tensor_value_info("cond", TensorProto.BOOL, []))
+    graph = nnbridge.load(model)
+    run_passes(graph, ["infer-shapes"])
+    with pytest.raises(UnsupportedOpError) as info:
+        gradients(graph, graph.outputs[0], [graph.get("x")])
+    assert [i.op for i in info.value.items] == ["If"]
+
+
 @pytest.mark.parametrize(("op", "attrs"), [("LSTM", {}), ("GRU", {}), ("GRU", {"linear_before_reset": 1})])
 def test_lstm_and_gru_unrolled_in_training_form(op, attrs):
     """Spelled out step by step in training form; the gradients of the input, the weights, the

@@ -56,7 +56,31 @@ def _transformer():
     return Encoder(), (8, 6, 16)
 
 
-@pytest.mark.parametrize("build", [_mlp, _cnn, _transformer], ids=["mlp", "cnn", "transformer"])
+class NormsAndGather(torch.nn.Module):
+    """LocalResponseNorm, affine InstanceNorm and torch.gather (an index read twice) on one path.
+    torch exports its LRN as primitives with the channel window's squeeze behind an If on the batch
+    dim: the training graph must fold that If, or autodiff would not see the LRN's denominator."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 6, 3, padding=1)
+        self.lrn = torch.nn.LocalResponseNorm(3, alpha=0.3, beta=0.7, k=1.5)
+        self.norm = torch.nn.InstanceNorm2d(6, affine=True)
+        self.head = torch.nn.Linear(4 * 3, 5)
+        self.register_buffer("index", torch.tensor([[0, 5, 5], [1, 1, 2], [3, 4, 0], [2, 2, 5]]).repeat(8, 1, 1))
+
+    def forward(self, x):
+        x = torch.tanh(self.norm(self.lrn(self.conv(x))))
+        pooled = x.mean(dim=(2, 3)).reshape(-1, 1, 6).expand(-1, 4, 6)
+        return self.head(torch.gather(pooled, 2, self.index).reshape(x.shape[0], -1))
+
+
+def _norms_and_gather():
+    return NormsAndGather(), (8, 3, 6, 6)
+
+
+@pytest.mark.parametrize("build", [_mlp, _cnn, _transformer, _norms_and_gather],
+                         ids=["mlp", "cnn", "transformer", "lrn-instance-norm-gather"])
 def test_training_step_gradients_match_torch_autograd(build):
     torch.manual_seed(0)
     module, shape = build()
