@@ -9,14 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from ...base.errors import Unsupported, UnsupportedOpError
+from ...base.errors import ShapeError, Unsupported, UnsupportedOpError
 from ...base.smaug_runtime import DEVIATIONS_KEY
 from ...ir import DType, Graph, Node
 from ...kernels import get_kernel
 from ...reporting.report import Report
 from ..base import CLEAN, FOLD, Backend, Executable, Setting
 from .config import ALIASES, SmvConfig, config_settings
-from .cost import LayerCost, cost_cpu_op, cost_plan
+from .cost import LayerCost, cost_cpu_op, fastest_schedule
 from .cost.cpu import cpu_op_ns
 from .cost.layout import reorder_bytes
 from .flatten import FlatGraph, FlatNode, flatten
@@ -26,7 +26,7 @@ from .lowering import FLOATS, LOWERERS, Step, lower
 from .numerics import host
 from .reporting import build_report
 from .scratchpads import Scratchpads
-from .tiling import TilingPlan, plan_layer
+from .tiling import TilingPlan, accumulation, batch_of, plan_layer, with_batch
 from .tiling.pool import channel_group
 
 #: progress(phase, done, total): a hook for progress bars on long models
@@ -49,24 +49,46 @@ def make_config(config: SmvConfig | str | None = None, **options: Any) -> SmvCon
 
 
 class Planner:
-    """Tiling plans and their costs, computed once per distinct layer shape (ResNet repeats blocks)."""
+    """SMAUG's tiling plans, computed once per distinct layer shape (ResNet repeats blocks), and
+    each run the fastest way that keeps SMAUG's numbers, with its cost."""
 
     def __init__(self, cfg: SmvConfig):
         self.cfg = cfg
         self.plans: dict[Layer, TilingPlan] = {}
-        self.costs: dict[int, LayerCost] = {}
+        self.chosen: dict[int, tuple[TilingPlan, LayerCost]] = {}
 
     def plan(self, layer: Layer) -> TilingPlan:
         key = dataclasses.replace(layer, name="")
-        if key not in self.plans:
-            self.plans[key] = plan_layer(key, self.cfg.max_tile_elems, self.cfg.alignment, self.cfg.num_accels)
+        if key not in self.plans:  # the tiles do not depend on the accelerators (SMAUG's tile())
+            self.plans[key] = plan_layer(key, self.cfg.max_tile_elems, self.cfg.alignment)
         return dataclasses.replace(self.plans[key], layer=layer)
 
-    def cost(self, plan: TilingPlan) -> LayerCost:
+    def schedule(self, plan: TilingPlan) -> tuple[TilingPlan, LayerCost]:
+        """How ``plan``'s operator runs (``fastest_schedule`` over ``calls``), and its cost."""
         key = id(plan.invocations)  # shared by every plan of the same shape
-        if key not in self.costs:
-            self.costs[key] = cost_plan(plan, self.cfg)
-        return dataclasses.replace(self.costs[key])
+        if key not in self.chosen:
+            self.chosen[key] = fastest_schedule(self.calls(plan), self.cfg)
+        chosen, cost = self.chosen[key]
+        return dataclasses.replace(chosen, layer=plan.layer), dataclasses.replace(cost)
+
+    def calls(self, plan: TilingPlan) -> list[tuple[TilingPlan, int]]:
+        """SMAUG's plan of the whole operator, and for every sub-batch size dividing its batch the
+        plan of a sub-batch issued once per sub-batch — when its numbers are SMAUG's: the same
+        channel tiles accumulate each conv/FC output in the same order (``accumulation``)."""
+        found = [(plan, 1)]
+        batch = batch_of(plan.layer)
+        if self.cfg.smaug_schedule or batch == 1:
+            return found
+        for size in range(1, batch):
+            if batch % size:
+                continue
+            try:
+                sub = self.plan(with_batch(plan.layer, size))
+            except ShapeError:  # a sub-batch SMAUG's tiler cannot cut is no candidate
+                continue
+            if accumulation(sub) == accumulation(plan):
+                found.append((sub, batch // size))
+        return found
 
 
 class SmvExecutable(Executable):
@@ -76,8 +98,9 @@ class SmvExecutable(Executable):
         self.flat, self.steps, self.config = flat, steps, cfg
         self.progress = progress
         self._host_consts: dict[str, np.ndarray] | None = None
-        self.plans: list[list[TilingPlan]] = [step.plans for step in steps]
-        self.costs = self._cost(planner)
+        chosen = [[planner.schedule(p) for p in step.plans] for step in steps]
+        self.plans: list[list[TilingPlan]] = [[p for p, _ in step] for step in chosen]
+        self.costs = self._cost([[c for _, c in step] for step in chosen])
         self.performance = build_report(graph.name, steps, self.plans, self.costs, cfg)
         self.report = self.performance
 
@@ -91,17 +114,16 @@ class SmvExecutable(Executable):
         item = 2 if t.dtype is None or t.dtype in FLOATS else t.dtype.itemsize
         return math.prod(t.shape) * item
 
-    def _cost(self, planner: Planner) -> list[LayerCost]:
+    def _cost(self, accelerated: list[list[LayerCost]]) -> list[LayerCost]:
         cfg = self.config
         reorders = reorder_bytes(self.steps, self.flat.types, self.flat.outputs, self._bytes)
         costs = []
-        for i, (step, plans) in enumerate(zip(self.steps, self.plans)):
+        for i, (step, parts) in enumerate(zip(self.steps, accelerated)):
             extra = cpu_op_ns(2 * reorders[i], 0, cfg) if i in reorders else 0.0
             if step.on_accelerator:
                 repeat = sum(self._bytes(step.outputs[0]) for _ in step.params.get("repeat", ()))
                 if repeat:  # SMAUG materialises a broadcast with a CPU Repeat node
                     extra += cpu_op_ns(2 * repeat, 0, cfg)
-                parts = [planner.cost(p) for p in plans]
                 cost = parts[0]
                 for more in parts[1:]:
                     for f in dataclasses.fields(LayerCost):
