@@ -104,15 +104,10 @@ def _contraction(equation: str) -> tuple | None:
     """A two-operand equation as one matmul: (letters summed within A alone, within B alone, the
     batch, left, contracted and right letters, the output's letters), or None when it is not
     that simple (an ellipsis, an implicit output, a letter twice in one operand)."""
-    if "..." in equation or "->" not in equation:
+    terms = _two_terms(equation)
+    if terms is None:
         return None
-    inputs, out = equation.split("->")
-    operands = inputs.split(",")
-    if len(operands) != 2:
-        return None
-    a, b = operands
-    if any(len(set(term)) != len(term) for term in (a, b, out)) or set(out) - set(a + b):
-        return None
+    a, b, out = terms
     batch = [c for c in out if c in a and c in b]
     left = [c for c in out if c in a and c not in b]
     right = [c for c in out if c in b and c not in a]
@@ -122,34 +117,54 @@ def _contraction(equation: str) -> tuple | None:
     return a, b, out, only_a, only_b, batch, left, contracted, right
 
 
+def _two_terms(equation: str) -> tuple[str, str, str] | None:
+    """The terms of an explicit two-operand equation whose letters each stand once per term and
+    whose output letters all come from the operands, or None."""
+    if "..." in equation or "->" not in equation:
+        return None
+    inputs, out = equation.split("->")
+    operands = inputs.split(",")
+    if len(operands) != 2:
+        return None
+    a, b = operands
+    if any(len(set(term)) != len(term) for term in (a, b, out)) or set(out) - set(a + b):
+        return None
+    return a, b, out
+
+
 def _einsum_matmul(equation: str, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
     plan = _contraction(equation)
     if plan is None or x.ndim != len(plan[0]) or y.ndim != len(plan[1]):
         return None
     a, b, out, only_a, only_b, batch, left, contracted, right = plan
-    if only_a:
-        x = x.sum(axis=tuple(a.index(c) for c in only_a))
-        a = "".join(c for c in a if c not in only_a)
-    if only_b:
-        y = y.sum(axis=tuple(b.index(c) for c in only_b))
-        b = "".join(c for c in b if c not in only_b)
+    x, a = _sum_out(x, a, only_a)
+    y, b = _sum_out(y, b, only_b)
     size = {c: n for c, n in zip(a, x.shape)}
     if any(size[c] != n for c, n in zip(b, y.shape) if c in size):
         return None  # a letter of two sizes: let numpy report it
     size.update(zip(b, y.shape))
-
-    def count(letters):
-        return int(np.prod([size[c] for c in letters], dtype=np.int64))
-
-    xm = x.transpose([a.index(c) for c in batch + left + contracted]).reshape(
-        count(batch), count(left), count(contracted))
-    ym = y.transpose([b.index(c) for c in batch + contracted + right]).reshape(
-        count(batch), count(contracted), count(right))
+    xm = _grouped(x, a, (batch, left, contracted), size)
+    ym = _grouped(y, b, (batch, contracted, right), size)
     product = np.matmul(xm[0], ym[0])[None] if xm.shape[0] == 1 else np.matmul(xm, ym)
     made = batch + left + right
     result = product.reshape([size[c] for c in made])
     result = result.transpose([made.index(c) for c in out])
     return result if result.flags.c_contiguous else result.copy()
+
+
+def _sum_out(x: np.ndarray, term: str, letters: list[str]) -> tuple[np.ndarray, str]:
+    """An operand with the letters only it has (and the output lacks) summed away, and its term
+    without them."""
+    if not letters:
+        return x, term
+    return x.sum(axis=tuple(term.index(c) for c in letters)), "".join(c for c in term if c not in letters)
+
+
+def _grouped(x: np.ndarray, term: str, groups: tuple[list[str], ...], size: dict[str, int]) -> np.ndarray:
+    """An operand transposed to the groups' letters in order and reshaped to one axis per group."""
+    letters = [c for group in groups for c in group]
+    return x.transpose([term.index(c) for c in letters]).reshape(
+        [int(np.prod([size[c] for c in group], dtype=np.int64)) for group in groups])
 
 
 @kernel("Einsum", dtypes=WITH_BF16 | INTS)
