@@ -64,11 +64,10 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
     if oracle is not None and layerwise:
         raise InputError("layerwise compares a model with its own ONNX form node by node; it cannot be combined "
                          "with another model as the oracle")
-    saved = None
-    if load_outputs is not None:
-        saved = opened(load_outputs, {"--input": inputs, "--input-range": input_ranges, "--layerwise": layerwise,
-                                      "--against": against is not None, "--seed": seed is not None, "--dim": dims,
-                                      "--no-stored-inputs": not stored_inputs})
+    unread = {"--input": inputs, "--input-range": input_ranges, "--layerwise": layerwise,
+              "--against": against is not None, "--seed": seed is not None, "--dim": dims,
+              "--no-stored-inputs": not stored_inputs}  # what saved inputs make meaningless
+    saved = None if load_outputs is None else opened(load_outputs, unread)
     if against is not None:
         from .against import check_against
 
@@ -85,49 +84,66 @@ def check(model: Any, backend: str = "reference", inputs: Mapping[str, np.ndarra
                                                      nonfinite=nonfinite, layerwise=layerwise,
                                                      tolerances=tolerances, metric=metric))
     graph = as_graph(model, **(load_options or {}))
+    feeds, infos, proto, expected = _feeds_and_oracle(model, graph, saved, load_outputs, inputs, seed, dims,
+                                                      input_ranges, stored_inputs, oracle)
+    shapes = {name: np.shape(value) for name, value in feeds.items()}
+    exe = executable if executable is not None else \
+        compile_model(graph.copy(), backend=backend, passes=passes, input_shapes=shapes, **config)
+    actual = exe.run(feeds)
+    allowed = declared_nonfinite(graph, nonfinite)
+    result = _compared(graph, exe, actual, expected, saved, load_outputs,
+                       rule_for(coarsest(model_precision(graph), saved.format if saved is not None else None),
+                                get_backend(backend).precision, rtol, atol),
+                       metric, tolerances, allowed, feeds, infos, backend)
+    if saved is not None:
+        return saved_to(save_outputs, result)
+    result.outputs = judged_against_float64(result.outputs, actual, expected, result.rule, proto, feeds, allowed)
+
+    def run_exposed(exposed: Graph) -> dict[str, Any]:
+        return compile_model(exposed, backend=backend, passes=passes, input_shapes=shapes, **config).run(feeds)
+
+    if oracle is None and (layerwise or not result.ok or any(o.nonfinite_actual for o in result.outputs)):
+        declared = any(map(allowed, exe.output_names))
+        _search_inside(result, proto, graph, feeds, run_exposed, lambda name: declared or allowed(name),
+                       node_notes(exe.report), layerwise)
+    return saved_to(save_outputs, result)
+
+
+def _feeds_and_oracle(model: Any, graph: Graph, saved: Any, load_outputs: str | os.PathLike | None,
+                      inputs: Mapping[str, np.ndarray] | None, seed: int | None, dims: Mapping[str, int] | None,
+                      input_ranges: Mapping[str, tuple[float, float]] | None, stored_inputs: bool,
+                      oracle: ModelProto | None) -> tuple[dict[str, Any], list, ModelProto | None, Mapping[str, Any]]:
+    """The feeds and how they were made, the ONNX model onnxruntime runs (None for saved outputs)
+    and the expected outputs: saved ones on their saved inputs, else onnxruntime's."""
     if saved is not None:
         inputs = model_inputs(saved, graph, os.fspath(load_outputs))
     feeds, infos = check_feeds(model, graph, inputs, seed, dims, input_ranges, stored_inputs)
     if saved is not None:
         infos = [replace(i, distribution=f"saved in {saved.meta['file']}", seed=None) for i in infos]
-        proto, expected = None, saved.outputs
-    else:
-        proto, expected = _oracle(model, graph, feeds) if oracle is None else (oracle, run_onnxruntime(oracle, feeds))
-    chosen = get_backend(backend)
-    shapes = {name: np.shape(value) for name, value in feeds.items()}
-    exe = executable if executable is not None else \
-        compile_model(graph.copy(), backend=backend, passes=passes, input_shapes=shapes, **config)
-    actual = exe.run(feeds)
-    precision = model_precision(graph)
-    saved_format = saved.format if saved is not None else None
-    rule = replace(rule_for(coarsest(precision, saved_format), chosen.precision, rtol, atol), metric=metric)
+        return feeds, infos, None, saved.outputs
+    proto, expected = _oracle(model, graph, feeds) if oracle is None else (oracle, run_onnxruntime(oracle, feeds))
+    return feeds, infos, proto, expected
+
+
+def _compared(graph: Graph, exe: Any, actual: dict[str, Any], expected: Mapping[str, Any], saved: Any,
+              load_outputs: str | os.PathLike | None, rule: Any, metric: str,
+              tolerances: Mapping[str, tuple[float, float]] | None, allowed: Callable[[str], bool],
+              feeds: Mapping[str, np.ndarray], infos: list, backend: str) -> CheckResult:
+    """The result of comparing each output the oracle has (saved outputs or onnxruntime's) under
+    ``rule`` (with ``metric``), or the per-output ``tolerances`` where given."""
+    rule = replace(rule, metric=metric)
     rule_of = with_tolerances(rule, checked_tolerances(tolerances, exe.output_names), metric)
-    allowed = declared_nonfinite(graph, nonfinite)
-    result = CheckResult(backend=backend, model=graph.name, rule=rule, precision=format_name(precision),
-                         input_info=infos,
-                         inputs=feeds, actual=actual, expected=expected, notes=numerics_notes(exe.report))
+    result = CheckResult(backend=backend, model=graph.name, rule=rule, precision=format_name(model_precision(graph)),
+                         input_info=infos, inputs=feeds, actual=actual, expected=expected,
+                         notes=numerics_notes(exe.report))
     result.output_rules = {name: rule_of(name) for name in tolerances or {}}
     if saved is not None:
         result.oracle = saved.describe()
         matched(saved, list(exe.output_names), {k: np.shape(v) for k, v in actual.items()},
                 f"--load-outputs {os.fspath(load_outputs)}")
-    for name in exe.output_names:
-        if name in expected:
-            result.outputs.append(compare(name, actual[name], expected[name], rule_of(name), allowed(name)))
-    if saved is not None:
-        return saved_to(save_outputs, result)
-    result.outputs = judged_against_float64(result.outputs, actual, expected, rule, proto, feeds, allowed)
-
-    def run_exposed(exposed: Graph) -> dict[str, Any]:
-        return compile_model(exposed, backend=backend, passes=passes, input_shapes=shapes, **config).run(feeds)
-
-    if oracle is not None:
-        return saved_to(save_outputs, result)
-    if layerwise or not result.ok or any(o.nonfinite_actual for o in result.outputs):
-        declared = any(allowed(name) for name in exe.output_names)
-        _search_inside(result, proto, graph, feeds, run_exposed, lambda name: declared or allowed(name),
-                       node_notes(exe.report), layerwise)
-    return saved_to(save_outputs, result)
+    result.outputs.extend(compare(name, actual[name], expected[name], rule_of(name), allowed(name))
+                          for name in exe.output_names if name in expected)
+    return result
 
 
 def _search_inside(result: CheckResult, proto: ModelProto, graph: Graph, feeds: Mapping[str, np.ndarray],

@@ -2,8 +2,8 @@
 built node by node from the rules in the op-traits table (``ir/gradients.py``), as NNVM's Gradient
 pass does. The backward graph is ordinary IR — ONNX ops every backend runs.
 
-``training_form`` first rewrites what behaves differently in training: BatchNormalization uses the
-batch's statistics (and yields the updated running statistics), LayerNormalization is spelled out
+``training_form`` first rewrites what behaves differently in training: BatchNormalization becomes
+one fused BatchNormTraining (the batch's statistics, the updated running statistics), LayerNormalization is spelled out
 in primitive ops, Dropout multiplies by a mask the caller feeds each step (so a seeded loop repeats
 exactly). Shapes must be static: a training graph is built for one batch size.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..base.errors import InputError, Unsupported, UnsupportedOpError
-from ..ir import DType, Graph, Node, TensorType, Value, op_traits
+from ..ir import NNBRIDGE_TRAINING_DOMAIN, DType, Graph, Node, TensorType, Value, op_traits
 
 #: graph metadata: JSON {value name: "bwd" | "opt"} for the values a training program's backward
 #: pass and optimizer compute (the others are forward) — how a compiler types its sections
@@ -80,7 +80,7 @@ class Builder:
 
     # -- nodes ----------------------------------------------------------------------------------
     def op(self, op: str, *inputs: Value | None, attrs: dict | None = None, like: Value | None = None,
-           shape: tuple | None = None, dtype: str | None = None, outputs: list | None = None):
+           shape: tuple | None = None, dtype: str | None = None, outputs: list | None = None, domain: str = ""):
         """One node; its output type is ``dtype`` (or ``like``'s, or the first input's) with
         ``shape`` (or ``like``'s, or the broadcast of the inputs'). ``outputs`` lists (shape,
         dtype) per output for a node with several; then a list of values is returned."""
@@ -93,7 +93,8 @@ class Builder:
                     tuple(np.broadcast_shapes(*(tuple(v.type.shape) for v in inputs if v is not None)))
             kind = DType.from_numpy(np.dtype(out_dtype)) if out_dtype else first.type.dtype
             values.append(self.graph.add_value(f"{op.lower()}_{self.tag}", TensorType(kind, tuple(out_shape))))
-        self.created.append(self.graph.add_node(op, list(inputs), values, attrs or {}, name=f"{op.lower()}_{self.tag}"))
+        self.created.append(self.graph.add_node(op, list(inputs), values, attrs or {}, name=f"{op.lower()}_{self.tag}",
+                                                domain=domain))
         return values if outputs else values[0]
 
     def kept(self, value: Value, axes: Value) -> tuple[int, ...]:
@@ -217,37 +218,36 @@ def _replace(graph: Graph, node: Node, result: Value) -> None:
         graph.outputs[:] = [result if v is old else v for v in graph.outputs]
 
 
-def _normalize(b: Builder, x: Value, axes: list[int], epsilon: float) -> tuple[Value, Value, Value]:
-    """(x − mean) / sqrt(var + eps) over ``axes``, with the mean and the (biased) variance."""
+def _normalize(b: Builder, x: Value, axes: list[int], epsilon: float) -> Value:
+    """(x − mean) / sqrt(var + eps) over ``axes`` (the biased variance)."""
     kept = tuple(1 if i in axes else d for i, d in enumerate(x.type.shape))
     ax = b.ints(axes)
     mean = b.op("ReduceMean", x, ax, attrs={"keepdims": 1}, shape=kept, like=x)
     centred = b.op("Sub", x, mean, like=x)
     var = b.op("ReduceMean", b.op("Mul", centred, centred, like=x), ax, attrs={"keepdims": 1}, shape=kept, like=x)
     std = b.op("Sqrt", b.op("Add", var, b.scalar(epsilon, x), like=var), like=var)
-    return b.op("Div", centred, std, like=x), mean, var
+    return b.op("Div", centred, std, like=x)
 
 
 def _batch_norm_for_training(graph: Graph, node: Node, form: TrainingForm, unbiased: bool) -> None:
+    """One fused BatchNormTraining node (``ir/nnbridge_ops.py``); its rule's BatchNormTrainingGrad is
+    the backward."""
     b = Builder(graph)
     x, scale, bias, mean, var = node.inputs[:5]
     for state in (mean, var):
         if state.producer is not None:
             raise InputError(f"BatchNormalization '{node.name}': its running statistic '{state.name}' is computed, "
                              f"not a stored tensor; training updates stored running statistics only")
-    rank, channels = x.type.rank, x.type.shape[1]
-    normed, batch_mean, batch_var = _normalize(b, x, [0, *range(2, rank)], node.attr("epsilon", 1e-5))
-    shape = (1, channels, *([1] * (rank - 2)))
-    per_channel = [b.op("Reshape", v, b.ints(shape), shape=shape, like=v) for v in (scale, bias)]
-    y = b.op("Add", b.op("Mul", normed, per_channel[0], like=x), per_channel[1], like=x)
-    momentum = node.attr("momentum", 0.9)
-    if unbiased:
-        count = math.prod(x.type.shape) // channels
-        batch_var = b.op("Mul", batch_var, b.scalar(count / max(count - 1, 1), batch_var), like=batch_var)
-    for state, batch in ((mean, batch_mean), (var, batch_var)):
-        flat = b.op("Reshape", batch, b.ints([channels]), shape=(channels,), like=state)
-        form.updates[state.name] = b.op("Add", b.op("Mul", state, b.scalar(momentum, state)),
-                                        b.op("Mul", flat, b.scalar(1 - momentum, state)), like=state)
+    if any(graph.consumers(o) or graph.is_output(o) for o in node.outputs[1:]):
+        raise InputError(f"BatchNormalization '{node.name}': its running-statistics outputs are read by the graph; "
+                         f"training computes them itself")
+    channel = (mean.type.shape, mean.type.dtype.numpy)
+    y, new_mean, new_var, _ = b.op(
+        "BatchNormTraining", x, scale, bias, mean, var, domain=NNBRIDGE_TRAINING_DOMAIN,
+        attrs={"epsilon": node.attr("epsilon", 1e-5), "momentum": node.attr("momentum", 0.9),
+               "unbiased": int(unbiased)},
+        outputs=[(x.type.shape, None), channel, channel, channel])
+    form.updates[mean.name], form.updates[var.name] = new_mean, new_var
     _replace(graph, node, y)
 
 
@@ -256,7 +256,7 @@ def _layer_norm_spelled_out(graph: Graph, node: Node) -> None:
     x, scale = node.inputs[0], node.inputs[1]
     rank = x.type.rank
     axis = node.attr("axis", -1) % rank
-    normed, _, _ = _normalize(b, x, list(range(axis, rank)), node.attr("epsilon", 1e-5))
+    normed = _normalize(b, x, list(range(axis, rank)), node.attr("epsilon", 1e-5))
     y = b.op("Mul", normed, scale, like=x)
     if node.input(2) is not None:
         y = b.op("Add", y, node.inputs[2], like=x)

@@ -148,7 +148,17 @@ class NonFiniteStep(Exception):
     """A step met a non-finite tensor (the message names it); nothing was updated."""
 
 
+def all_finite(array: np.ndarray) -> bool:
+    """Whether every element is finite: a NaN or an infinity makes the sum non-finite, so one
+    summing pass (no mask array) settles the usual case; a non-finite sum is checked element by
+    element, since finite values may overflow it."""
+    array = np.asarray(array)
+    if array.dtype.kind != "f":
+        return True
+    return bool(np.isfinite(np.add.reduce(array, axis=None))) or bool(np.isfinite(array).all())
+
+
 def check_finite(arrays: dict[str, np.ndarray], what: str) -> None:
     for name, array in arrays.items():
-        if np.asarray(array).dtype.kind == "f" and not np.isfinite(array).all():
+        if not all_finite(array):
             raise NonFiniteStep(f"{what} '{name}'")

@@ -17,6 +17,7 @@ from ..base.errors import NonFiniteError
 from ..ir import Graph
 from .checks import (
     NonFiniteStep,
+    all_finite,
     check_data,
     check_labels,
     check_settings,
@@ -199,7 +200,7 @@ class TrainingStep:
             feeds[name] = (rng.random(shape) >= ratio).astype(xb.dtype)
         out = self.exe.run(feeds)
         loss_name, score_name, grad_names, update_names = self.names
-        if not all(np.isfinite(out[n]).all() for n in [loss_name, *grad_names, *update_names]):
+        if not all(all_finite(out[n]) for n in [loss_name, *grad_names, *update_names]):
             raise NonFiniteStep(self._first_nonfinite(feeds))
         states = {state: out[name] for state, name in zip(self.states, update_names)}
         return float(out[loss_name]), out[score_name], [out[n] for n in grad_names], states

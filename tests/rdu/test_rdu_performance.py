@@ -59,6 +59,7 @@ def throughput(model, mode: str, batch: int) -> float:
     return exe.estimate.totals["throughput_samples_per_s"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", [1, 64])
 def test_o1_is_faster_than_o0_on_transformers(batch):
     for model in (build("transformer_tiny"),

@@ -247,6 +247,7 @@ def test_nnbridge_no_numba_runs_the_numpy_kernels_and_says_so():
     assert compiled.load("conv") is not None
 
 
+@pytest.mark.slow
 def test_compiled_code_is_cached_in_the_per_user_directory(tmp_path):
     """A fresh process with an empty cache home compiles a kernel and leaves it there, outside the
     installed package (so a read-only install caches too), in a directory named by a hash of the

@@ -99,3 +99,98 @@ def test_a_trained_torch_export_saves_with_its_aliased_tensors_apart(tmp_path):
                                rtol=1e-4, atol=1e-5)
     names = {i.name for i in model.graph.initializer}
     assert {"1.running_var", "1.running_mean", "1.weight", "1.bias"} <= names
+
+
+@pytest.mark.parametrize("shape", [(16, 6), (8, 6, 5), (4, 6, 3, 5)])
+def test_the_fused_batch_norm_pair_against_torch(shape):
+    """BatchNormTraining and its BatchNormTrainingGrad (float64) against torch's BatchNorm in
+    training mode: the output, the running statistics (torch's unbiased variance) and the gradients
+    of the input, weight and bias, each within 1e-10 relative."""
+    from nnbridge.kernels import get_kernel
+
+    rng = np.random.default_rng(0)
+    x, dy = rng.normal(1.5, 2.0, shape), rng.normal(size=shape)
+    scale, bias, mean, var = rng.normal(size=6), rng.normal(size=6), rng.normal(size=6), rng.random(6) + 0.5
+    layer = {2: torch.nn.BatchNorm1d, 3: torch.nn.BatchNorm1d, 4: torch.nn.BatchNorm2d}[len(shape)](
+        6, eps=1e-3, momentum=0.3).double().train()
+    with torch.no_grad():
+        layer.weight.copy_(torch.from_numpy(scale))
+        layer.bias.copy_(torch.from_numpy(bias))
+        layer.running_mean.copy_(torch.from_numpy(mean))
+        layer.running_var.copy_(torch.from_numpy(var))
+    xt = torch.from_numpy(x).requires_grad_()
+    out = layer(xt)
+    out.backward(torch.from_numpy(dy))
+    forward, backward = (get_kernel(op, "nnbridge.training").fn for op in ("BatchNormTraining",
+                                                                           "BatchNormTrainingGrad"))
+    y, new_mean, new_var, inv_std = forward(None, x, scale, bias, mean, var, epsilon=1e-3, momentum=0.7, unbiased=1)
+    dx, dscale, dbias = backward(None, dy, x, scale, inv_std)
+    for got, want in ((y, out), (new_mean, layer.running_mean), (new_var, layer.running_var), (dx, xt.grad),
+                      (dscale, layer.weight.grad), (dbias, layer.bias.grad)):
+        want = want.detach().numpy()
+        assert np.abs(got - want).max() <= 1e-10 * np.abs(want).max()
+
+
+def _one_op_gradient(node, feeds: dict, wrt: list[str], out_shape, extra_inits=()):
+    """The gradient of Σ w·op(feeds) (float64) by nnbridge's rule, for each name in ``wrt``; w is returned."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from nnbridge.passes import run_passes
+    from nnbridge.passes.autodiff import gradients
+
+    w = np.random.default_rng(7).normal(size=out_shape)
+    double = TensorProto.DOUBLE
+    graph = helper.make_graph(
+        [node, helper.make_node("Mul", ["y", "w"], ["m"]), helper.make_node("ReduceSum", ["m"], ["loss"], keepdims=0)],
+        "one_op", [helper.make_tensor_value_info(n, double, list(a.shape)) for n, a in feeds.items()],
+        [helper.make_tensor_value_info("loss", double, [])], [numpy_helper.from_array(w, "w"), *extra_inits])
+    loaded = nnbridge.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]))
+    run_passes(loaded, ["infer-shapes"])
+    grads = gradients(loaded, loaded.outputs[0], [loaded.get(n) for n in wrt])
+    loaded.outputs[:] = list(grads.values())
+    result = nnbridge.compile(loaded, backend="reference", passes=[]).run(feeds)
+    return {n: result[grads[n].name] for n in wrt}, torch.from_numpy(w)
+
+
+def _close(got: np.ndarray, want) -> float:
+    want = want.detach().numpy()
+    return float(np.abs(got - want).max() / np.abs(want).max())
+
+
+@pytest.mark.parametrize("size", [3, 5])
+def test_the_lrn_rule_against_torch(size):
+    """ONNX's LRN window and torch's LocalResponseNorm agree for odd sizes (for even ones ONNX puts
+    the extra channel after, torch before). alpha, beta and bias are exact in float32, as ONNX stores them."""
+    from onnx import helper
+
+    x = np.random.default_rng(1).normal(size=(2, 7, 3, 3)) * 2
+    node = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=0.25, beta=0.75, bias=2.0)
+    got, w = _one_op_gradient(node, {"x": x}, ["x"], x.shape)
+    xt = torch.from_numpy(x).requires_grad_()
+    (torch.nn.functional.local_response_norm(xt, size, alpha=0.25, beta=0.75, k=2.0) * w).sum().backward()
+    assert _close(got["x"], xt.grad) <= 1e-10
+
+
+def test_the_instance_normalization_rule_against_torch():
+    from onnx import helper
+
+    rng = np.random.default_rng(2)
+    feeds = {"x": rng.normal(1.0, 2.0, (3, 4, 5, 2)), "scale": rng.normal(size=4), "bias": rng.normal(size=4)}
+    node = helper.make_node("InstanceNormalization", ["x", "scale", "bias"], ["y"], epsilon=1e-3)
+    got, w = _one_op_gradient(node, feeds, list(feeds), feeds["x"].shape)
+    xt, st, bt = (torch.from_numpy(feeds[n]).requires_grad_() for n in ("x", "scale", "bias"))
+    (torch.nn.functional.instance_norm(xt, weight=st, bias=bt, eps=1e-3) * w).sum().backward()
+    for name, tensor in (("x", xt), ("scale", st), ("bias", bt)):
+        assert _close(got[name], tensor.grad) <= 1e-10, name
+
+
+def test_the_gather_elements_rule_against_torch_gather():
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    x, index = rng.normal(size=(4, 5)), rng.integers(0, 5, size=(4, 8))
+    node = helper.make_node("GatherElements", ["x", "index"], ["y"], axis=1)
+    got, w = _one_op_gradient(node, {"x": x}, ["x"], index.shape, [numpy_helper.from_array(index, "index")])
+    xt = torch.from_numpy(x).requires_grad_()
+    (torch.gather(xt, 1, torch.from_numpy(index)) * w).sum().backward()
+    assert _close(got["x"], xt.grad) <= 1e-12

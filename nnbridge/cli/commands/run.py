@@ -65,37 +65,18 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    import nnbridge
-
     from ...api.inputs import batch_inputs, joined, random_inputs
     from ...reporting.report import Report
     from .. import console
 
     if args.model.lower().endswith(".pef"):  # an RDU compiled artifact: run it as stored
-        from ...backends.rdu import load_pef
-        from ...base.errors import OptionError
-
-        if args.backend not in ("reference", "rdu"):
-            raise OptionError(f"{args.model} is a compiled RDU program; it runs on rdu, not --backend {args.backend}")
-        refuse_unread(args, f"by a compiled program ({args.model} runs as it was compiled)", COMPILED)
-        exe = program = load_pef(args.model)
+        exe = program = _stored_program(args)
         graph = exe.graph
         if exe.training or args.data:
             return _train(args, exe)
     else:
-        from ...base.errors import OptionError
-
-        if args.data:
-            raise OptionError(f"--data trains a compiled training program (compile --optimizer); {args.model} "
-                              f"is a model (use 'nnbridge train' to train it)")
         program = None
-        config = backend_options(args, args.backend)
-        graph = load_model_from_args(args)
-        if args.profile and args.backend == "reference":
-            config["profile"] = True
-        with working(console, f"compiling {graph.name} for {args.backend}"):
-            exe = nnbridge.compile(graph, backend=args.backend, passes=chosen_passes(args, args.backend),
-                                   opt_level=opt_level(args), **config)
+        graph, exe = _compiled_model(args)
     given = {**graph.input_values, **load_inputs(args.input)}  # a SMAUG file runs its stored input
     if program is not None:  # the batch it was compiled for (SambaFlow), call by call if need be
         feeds, _, calls = batch_inputs(graph, program.options.batch_size, args.seed, parse_dims(args.dim), given)
@@ -106,25 +87,62 @@ def run(args) -> int:
         outputs = joined([exe.run(f) for f in calls])
     if args.out:
         _save_outputs(outputs, Path(args.out))
+    profiled = args.profile and isinstance(exe.report, Report)
     if args.json:
         write_json({"model": graph.name, "backend": exe.backend,
                     "inputs": [_stats(name, value) for name, value in feeds.items()],
                     "outputs": [_stats(name, value) for name, value in outputs.items()],
-                    "report": exe.report.to_dict() if args.profile and isinstance(exe.report, Report) else None},
-                   args.json)
+                    "report": exe.report.to_dict() if profiled else None}, args.json)
         if args.json == "-":
             return 0
+    _print_outputs(outputs)
+    if args.out:
+        console.print(f"outputs written to {args.out}/")
+    if profiled:
+        console.print(exe.report.to_table())
+    return 0
+
+
+def _stored_program(args):
+    """A ``.pef``, loaded to run as it was compiled (the RDU backend only; no compile options)."""
+    from ...backends.rdu import load_pef
+    from ...base.errors import OptionError
+
+    if args.backend not in ("reference", "rdu"):
+        raise OptionError(f"{args.model} is a compiled RDU program; it runs on rdu, not --backend {args.backend}")
+    refuse_unread(args, f"by a compiled program ({args.model} runs as it was compiled)", COMPILED)
+    return load_pef(args.model)
+
+
+def _compiled_model(args):
+    """The model as loaded, and compiled for ``--backend`` with its options and passes."""
+    import nnbridge
+
+    from ...base.errors import OptionError
+    from .. import console
+
+    if args.data:
+        raise OptionError(f"--data trains a compiled training program (compile --optimizer); {args.model} "
+                          f"is a model (use 'nnbridge train' to train it)")
+    config = backend_options(args, args.backend)
+    graph = load_model_from_args(args)
+    if args.profile and args.backend == "reference":
+        config["profile"] = True
+    with working(console, f"compiling {graph.name} for {args.backend}"):
+        return graph, nnbridge.compile(graph, backend=args.backend, passes=chosen_passes(args, args.backend),
+                                       opt_level=opt_level(args), **config)
+
+
+def _print_outputs(outputs: dict) -> None:
+    """Each output's dtype and shape, with its values when it is small."""
+    from .. import console
+
     for name, value in outputs.items():
         arr = np.asarray(value)
         shown = ""
         if arr.size <= SHOWN and arr.dtype.kind in "fiub":
             shown = " [" + " ".join(f"{v:.6g}" for v in arr.reshape(-1).tolist()) + "]"
         console.print(f"{name}: {arr.dtype}{list(arr.shape)}{shown}", markup=False, soft_wrap=True)
-    if args.out:
-        console.print(f"outputs written to {args.out}/")
-    if args.profile and isinstance(exe.report, Report):
-        console.print(exe.report.to_table())
-    return 0
 
 
 def _train(args, exe) -> int:

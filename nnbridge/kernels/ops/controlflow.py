@@ -178,68 +178,53 @@ def max_iterations() -> int:
 
 @kernel("Loop")
 def loop(ctx, max_trips=None, cond=None, *carried, body: Graph):
-    trips = int(_scalar(max_trips)) if max_trips is not None else None
-    keep_going = bool(_scalar(cond)) if cond is not None else True
-    if not carried and trips is not None and keep_going:
-        bags = _bag_reduction(ctx, body, trips)
+    if not carried and max_trips is not None and (cond is None or bool(_scalar(cond))):
+        bags = _bag_reduction(ctx, body, int(_scalar(max_trips)))
         if bags is not None:
             return bags
+    names = [v.name for v in body.inputs]
     n_carried = len(carried)
+    trips = int(_scalar(max_trips)) if max_trips is not None else None
+    keep_going = bool(_scalar(cond)) if cond is not None else True
     state = list(carried)
     scans: list[list[Any]] = [[] for _ in body.outputs[1 + n_carried:]]
     limit = max_iterations()
-    budget = _loop_budget(ctx, body, trips, keep_going, limit)
+    budget = _loop_budget(ctx, body, trips, cond is None or keep_going, limit)
     i = 0
     while keep_going and (trips is None or i < trips):
         if i == limit:
             raise KernelError(f"Loop '{ctx.node.name}' still running after {limit:,} iterations, the limit "
                               f"(trip count {'none' if trips is None else f'{trips:,}'}; raise the limit with "
                               "NNBRIDGE_MAX_ITERATIONS)")
-        outs = _loop_trip(ctx, body, i, keep_going, state)
+        feeds = {names[0]: np.array(i, np.int64), names[1]: np.array(keep_going, np.bool_)}
+        feeds.update(zip(names[2:], state))
+        outs = ctx.run_graph(body, feeds)
         keep_going = bool(_scalar(outs[0]))
         state = outs[1:1 + n_carried]
-        _collect(budget, scans, outs[1 + n_carried:], i)
+        if scans:
+            budget.add(outs[1 + n_carried:], i)
+        for bucket, value in zip(scans, outs[1 + n_carried:]):
+            bucket.append(value)
         i += 1
-    return tuple(state + _stack(scans, body.outputs[1 + n_carried:]))
+    stacked = [np.stack(bucket) if bucket else _empty_stack(v)
+               for bucket, v in zip(scans, body.outputs[1 + n_carried:])]
+    return tuple(state + stacked)
 
 
-def _loop_budget(ctx, body: Graph, trips: int | None, keep_going: bool, limit: int) -> _ScanBudget:
-    """A Loop's scan budget, told the trips it will run when they are certain: a trip count, a
-    condition true on entry, and a body that passes the condition on unchanged."""
-    certain = trips is not None and keep_going and _body_goes_on(body)
+def _loop_budget(ctx, body: Graph, trips: int | None, entered: bool, limit: int) -> _ScanBudget:
+    """The scan-output budget of a Loop: the trips it will run are known when it has a trip count,
+    is entered and its body passes its condition on (then the iteration limit may cut them)."""
+    certain = trips is not None and entered and _body_goes_on(body)
     stopped = certain and trips > limit  # the iteration limit stops it there: no more trips are run
     return _ScanBudget(ctx, min(trips, limit) if certain else None,
                        f" (of its {trips:,}, where the iteration limit stops it)" if stopped else "")
 
 
-def _loop_trip(ctx, body: Graph, i: int, keep_going: bool, state: list[Any]) -> list[Any]:
-    """One run of a Loop body: trip number, condition and carried values in; its outputs out."""
-    names = [v.name for v in body.inputs]
-    feeds = {names[0]: np.array(i, np.int64), names[1]: np.array(keep_going, np.bool_)}
-    feeds.update(zip(names[2:], state))
-    return ctx.run_graph(body, feeds)
-
-
-def _collect(budget: _ScanBudget, scans: list[list[Any]], values: list[Any], trip: int) -> None:
-    """Keep one trip's scan outputs, each in its bucket, once the budget has counted them."""
-    if scans:
-        budget.add(values, trip)
-    for bucket, value in zip(scans, values):
-        bucket.append(value)
-
-
-def _stack(scans: list[list[Any]], outputs: list[Value], directions: list[int] | None = None) -> list[np.ndarray]:
-    """Each scan output's trips stacked along a new axis 0 (reversed where its direction is 1);
-    an output of zero trips is empty along that axis."""
-    directions = directions or [0] * len(scans)
-    return [np.stack(bucket[::-1] if direction else bucket) if bucket else _empty_stack(value)
-            for bucket, value, direction in zip(scans, outputs, directions)]
-
-
 @kernel("Scan")
 def scan(ctx, *inputs, body: Graph, num_scan_inputs, scan_input_axes=None, scan_input_directions=None,
          scan_output_axes=None, scan_output_directions=None):
-    n_state = len(inputs) - num_scan_inputs
+    n_scan = num_scan_inputs
+    n_state = len(inputs) - n_scan
     n_out = len(body.outputs) - n_state
     sequences, length = _scan_sequences(ctx, inputs[n_state:], scan_input_axes, scan_input_directions)
     names = [v.name for v in body.inputs]
@@ -247,25 +232,38 @@ def scan(ctx, *inputs, body: Graph, num_scan_inputs, scan_input_axes=None, scan_
     scans: list[list[np.ndarray]] = [[] for _ in range(n_out)]
     budget = _ScanBudget(ctx, length)
     for t in range(length):
-        outs = ctx.run_graph(body, dict(zip(names, state + [s[t] for s in sequences])))
+        feeds = dict(zip(names, state + [s[t] for s in sequences]))
+        outs = ctx.run_graph(body, feeds)
         state = outs[:n_state]
-        _collect(budget, scans, outs[n_state:], t)
-    stacked = _stack(scans, body.outputs[n_state:], scan_output_directions)
-    out_axes = _axes(scan_output_axes, n_out, [np.ndim(b[0]) + 1 if b else 1 for b in scans])
-    return tuple(state + [np.moveaxis(s, 0, axis) for s, axis in zip(stacked, out_axes)])
+        if n_out:
+            budget.add(outs[n_state:], t)
+        for bucket, value in zip(scans, outs[n_state:]):
+            bucket.append(value)
+    results = _scan_outputs(scans, body.outputs[n_state:], scan_output_axes, scan_output_directions)
+    return tuple(state + results)
 
 
-def _scan_sequences(ctx, xs: tuple[Any, ...], axes: list[int] | None,
-                    directions: list[int] | None) -> tuple[list[np.ndarray], int]:
-    """A Scan's inputs with the scanned axis first, reversed where their direction is 1, and their
-    common length (0 with none); inputs of different lengths are refused."""
-    in_axes = _axes(axes, len(xs), [np.ndim(x) for x in xs])
-    sequences = [np.moveaxis(x, axis, 0) for x, axis in zip(xs, in_axes)]
-    sequences = [s[::-1] if d else s for s, d in zip(sequences, directions or [0] * len(xs))]
+def _scan_sequences(ctx, inputs: tuple, axes: list[int] | None, directions: list[int] | None) -> tuple[list, int]:
+    """Each scan input with its scan axis first (reversed where its direction is 1), and their
+    common length."""
+    in_axes = _axes(axes, len(inputs), [np.ndim(x) for x in inputs])
+    sequences = [np.moveaxis(x, axis, 0) for x, axis in zip(inputs, in_axes)]
+    sequences = [s[::-1] if d else s for s, d in zip(sequences, directions or [0] * len(inputs))]
     lengths = {len(s) for s in sequences}
     if len(lengths) > 1:
         raise KernelError(f"node '{ctx.node.name}' (Scan): scan inputs differ in length {sorted(lengths)}")
     return sequences, lengths.pop() if lengths else 0
+
+
+def _scan_outputs(scans: list[list[np.ndarray]], values: list, axes: list[int] | None,
+                  directions: list[int] | None) -> list[np.ndarray]:
+    """Each scan output's per-step values stacked along its axis (in reverse where its direction is 1)."""
+    out_axes = _axes(axes, len(scans), [np.ndim(b[0]) + 1 if b else 1 for b in scans])
+    results = []
+    for bucket, value, axis, direction in zip(scans, values, out_axes, directions or [0] * len(scans)):
+        stacked = np.stack(bucket[::-1] if direction else bucket) if bucket else _empty_stack(value)
+        results.append(np.moveaxis(stacked, 0, axis))
+    return results
 
 
 def _axes(given: list[int] | None, count: int, ranks: list[int]) -> list[int]:

@@ -104,22 +104,6 @@ def _contraction(equation: str) -> tuple | None:
     """A two-operand equation as one matmul: (letters summed within A alone, within B alone, the
     batch, left, contracted and right letters, the output's letters), or None when it is not
     that simple (an ellipsis, an implicit output, a letter twice in one operand)."""
-    terms = _two_terms(equation)
-    if terms is None:
-        return None
-    a, b, out = terms
-    batch = [c for c in out if c in a and c in b]
-    left = [c for c in out if c in a and c not in b]
-    right = [c for c in out if c in b and c not in a]
-    contracted = [c for c in a if c in b and c not in out]
-    only_a = [c for c in a if c not in b and c not in out]
-    only_b = [c for c in b if c not in a and c not in out]
-    return a, b, out, only_a, only_b, batch, left, contracted, right
-
-
-def _two_terms(equation: str) -> tuple[str, str, str] | None:
-    """The terms of an explicit two-operand equation whose letters each stand once per term and
-    whose output letters all come from the operands, or None."""
     if "..." in equation or "->" not in equation:
         return None
     inputs, out = equation.split("->")
@@ -129,7 +113,20 @@ def _two_terms(equation: str) -> tuple[str, str, str] | None:
     a, b = operands
     if any(len(set(term)) != len(term) for term in (a, b, out)) or set(out) - set(a + b):
         return None
-    return a, b, out
+    return (a, b, out, _letters(a, (), (b, out)), _letters(b, (), (a, out)), _letters(out, (a, b), ()),
+            _letters(out, (a,), (b,)), _letters(a, (b,), (out,)), _letters(out, (b,), (a,)))
+
+
+def _letters(term: str, within: tuple[str, ...], outside: tuple[str, ...]) -> list[str]:
+    """The letters of ``term`` found in every term of ``within`` and in none of ``outside``."""
+    return [c for c in term if all(c in t for t in within) and not any(c in t for t in outside)]
+
+
+def _summed_out(x: np.ndarray, term: str, letters: list[str]) -> tuple[np.ndarray, str]:
+    """``x`` summed over ``letters`` (ones only its own operand has), and its term without them."""
+    if not letters:
+        return x, term
+    return x.sum(axis=tuple(term.index(c) for c in letters)), "".join(c for c in term if c not in letters)
 
 
 def _einsum_matmul(equation: str, x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
@@ -137,34 +134,25 @@ def _einsum_matmul(equation: str, x: np.ndarray, y: np.ndarray) -> np.ndarray | 
     if plan is None or x.ndim != len(plan[0]) or y.ndim != len(plan[1]):
         return None
     a, b, out, only_a, only_b, batch, left, contracted, right = plan
-    x, a = _sum_out(x, a, only_a)
-    y, b = _sum_out(y, b, only_b)
+    x, a = _summed_out(x, a, only_a)
+    y, b = _summed_out(y, b, only_b)
     size = {c: n for c, n in zip(a, x.shape)}
     if any(size[c] != n for c, n in zip(b, y.shape) if c in size):
         return None  # a letter of two sizes: let numpy report it
     size.update(zip(b, y.shape))
-    xm = _grouped(x, a, (batch, left, contracted), size)
-    ym = _grouped(y, b, (batch, contracted, right), size)
+
+    def count(letters):
+        return int(np.prod([size[c] for c in letters], dtype=np.int64))
+
+    xm = x.transpose([a.index(c) for c in batch + left + contracted]).reshape(
+        count(batch), count(left), count(contracted))
+    ym = y.transpose([b.index(c) for c in batch + contracted + right]).reshape(
+        count(batch), count(contracted), count(right))
     product = np.matmul(xm[0], ym[0])[None] if xm.shape[0] == 1 else np.matmul(xm, ym)
     made = batch + left + right
     result = product.reshape([size[c] for c in made])
     result = result.transpose([made.index(c) for c in out])
     return result if result.flags.c_contiguous else result.copy()
-
-
-def _sum_out(x: np.ndarray, term: str, letters: list[str]) -> tuple[np.ndarray, str]:
-    """An operand with the letters only it has (and the output lacks) summed away, and its term
-    without them."""
-    if not letters:
-        return x, term
-    return x.sum(axis=tuple(term.index(c) for c in letters)), "".join(c for c in term if c not in letters)
-
-
-def _grouped(x: np.ndarray, term: str, groups: tuple[list[str], ...], size: dict[str, int]) -> np.ndarray:
-    """An operand transposed to the groups' letters in order and reshaped to one axis per group."""
-    letters = [c for group in groups for c in group]
-    return x.transpose([term.index(c) for c in letters]).reshape(
-        [int(np.prod([size[c] for c in group], dtype=np.int64)) for group in groups])
 
 
 @kernel("Einsum", dtypes=WITH_BF16 | INTS)

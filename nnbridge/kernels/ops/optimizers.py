@@ -52,11 +52,28 @@ def momentum(ctx, rate, step, *tensors, alpha, beta, mode, norm_coefficient):
     nesterov = mode == "nesterov"
     results = []
     for x, g, v in _groups(tensors, 3):
-        g = norm * x + g
-        v_new = alpha * v + beta * g
-        x_new = x - r * (g + alpha * v_new if nesterov else v_new)
-        results.append((x_new.astype(x.dtype), v_new.astype(v.dtype)))
+        results.append(_momentum_one(x, g, v, r, alpha, beta, norm, nesterov))
     return _outputs(results)
+
+
+def _momentum_one(x, g, v, r, alpha, beta, norm, nesterov) -> tuple[np.ndarray, np.ndarray]:
+    """One tensor's step in as few passes as numpy allows (a training step spends a quarter of an MLP's
+    time here otherwise): every product of a new array is written into it in place."""
+    if norm:
+        g = g + norm * x
+    v_new = np.multiply(v, alpha)
+    if beta == 1.0:
+        v_new += g
+    else:
+        v_new += beta * g
+    if nesterov:
+        change = np.multiply(v_new, alpha)
+        change += g
+        change *= -r
+    else:
+        change = np.multiply(v_new, -r)
+    change += x
+    return change.astype(x.dtype, copy=False), v_new.astype(v.dtype, copy=False)
 
 
 @kernel("Adam", domain=TRAINING_DOMAIN, dtypes=FLOATS)
