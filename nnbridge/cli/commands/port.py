@@ -38,29 +38,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from rich.table import Table
-
-    from ...port import parse_targets, port
-    from ...port.report import COLUMNS
     from .. import console
 
-    targets = parse_targets(args.targets)
-    options = load_options(args)
-    dims, shapes = options.pop("dims", None), options.pop("input_shapes", None)
-    with _status(console) as status:
-        def ask(values):  # the spinner stops while a question waits for its answer
-            if status is not None:
-                status.stop()
-            try:
-                return _ask(values)
-            finally:
-                if status is not None:
-                    status.start()
-
-        say = None if status is None else (lambda text: status.update(f"port: {text}"))
-        report = port(args.model, targets, dims=dims, input_shapes=shapes, seed=args.seed, out_dir=args.out_dir,
-                      keep=args.keep, ask=ask if sys.stdin.isatty() and console.is_terminal else None,
-                      progress=say, load_options=options)
+    report = _port(args, console)
     written = []
     if args.html:
         from ...port.html import write_html
@@ -70,10 +50,53 @@ def run(args) -> int:
         write_json(report.to_dict(), args.json)
         if args.json == "-":
             return 0
+    _print_table(console, report)
+    _print_pins(console, report)
+    if args.keep:
+        kept = [f for t in report.targets for f in t.conversion.files]
+        console.print(f"kept {len(kept)} validated file(s) in {args.out_dir}/")
+    for path in written:
+        console.print(f"HTML written to {path}")
+    if args.json:
+        console.print(f"JSON written to {args.json}")
+    return 0
+
+
+def _port(args, console):
+    """The port report of the model for the targets asked, with a spinner on a terminal, where
+    unpinned dimensions are asked for (the spinner stops while a question waits for its answer)."""
+    from ...port import parse_targets, port
+
+    targets = parse_targets(args.targets)
+    options = load_options(args)
+    dims, shapes = options.pop("dims", None), options.pop("input_shapes", None)
+    with _status(console) as status:
+        def ask(values):
+            if status is not None:
+                status.stop()
+            try:
+                return _ask(values)
+            finally:
+                if status is not None:
+                    status.start()
+
+        say = None if status is None else (lambda text: status.update(f"port: {text}"))
+        return port(args.model, targets, dims=dims, input_shapes=shapes, seed=args.seed, out_dir=args.out_dir,
+                    keep=args.keep, ask=ask if sys.stdin.isatty() and console.is_terminal else None,
+                    progress=say, load_options=options)
+
+
+def _print_table(console, report) -> None:
+    """The table, a row per target, then its commands printed whole (where they can be copied),
+    numbered as the table's last column refers to them."""
+    from rich.table import Table
+
+    from ...port.report import COLUMNS
+
     table = Table(title=f"nnbridge port: {report.model}", show_lines=True)
     for col in COLUMNS:
         table.add_column(col, overflow="fold")
-    commands = []  # printed whole under the table, where they can be copied; the table numbers them
+    commands = []
     for row in report.targets:
         *cells, _ = row.cells()
         refs = []
@@ -85,19 +108,15 @@ def run(args) -> int:
     console.print("next (each command that writes a file was run and its file checked by port):")
     for n, command in enumerate(commands, 1):
         console.print(f"  [{n}] {command}", highlight=False, soft_wrap=True)
+
+
+def _print_pins(console, report) -> None:
+    """The dimensions pinned for every target, the inputs drawn, and the time port took."""
     pins = [*(f"--dim {k}={v}" for k, v in report.dims.items()),
             *(f"--input-shape {k}={'x'.join(map(str, v))}" for k, v in report.input_shapes.items())]
     console.print(f"pinned for every target: {' '.join(pins) or 'nothing (static inputs)'}; inputs: "
                   + "; ".join(f"{i['name']} {'x'.join(map(str, i['shape']))} {i['dtype']} {i['distribution']}"
                               for i in report.inputs) + f"; {report.seconds:,.1f} s", highlight=False)
-    if args.keep:
-        kept = [f for t in report.targets for f in t.conversion.files]
-        console.print(f"kept {len(kept)} validated file(s) in {args.out_dir}/")
-    for path in written:
-        console.print(f"HTML written to {path}")
-    if args.json:
-        console.print(f"JSON written to {args.json}")
-    return 0
 
 
 #: a cell's first word → its colour
