@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sys
 
-from ..common import add_json_arg, add_parser, add_shape_args, load_options, styled, write_json
+from .. import common
 
 
 def register(sub) -> None:
-    p = add_parser(sub, "port", "one table: can the model go to SMAUG, LBANN or the RDU, how well, at what cost", """\
+    p = common.add_parser(sub, "port", "one table: can the model go to SMAUG, LBANN or the RDU, how well, at what "
+                                       "cost", """\
   nnbridge port model.onnx                              # every target: smaug-ref, smaug-smv, lbann, rdu
   nnbridge port bert.onnx --dim batch=1 --dim sequence=128   # pins, once for every target
   nnbridge port det.onnx --input-shape image=1x3x640x640 --targets lbann,rdu
@@ -22,7 +23,7 @@ def register(sub) -> None:
                  "each already run and checked. Dynamic dims are pinned once for every target (on a terminal, "
                  "port asks for them).")
     p.add_argument("model", help="model file: .onnx, SMAUG <name>_topo.pbtxt, LBANN .prototext")
-    add_shape_args(p)
+    common.add_shape_args(p)
     p.add_argument("--targets", metavar="T,T,…",
                    help="which targets, of smaug-ref, smaug-smv, lbann, rdu (default: all four)")
     p.add_argument("--seed", type=int, default=0, help="seed of the inputs every target runs on (default 0)")
@@ -33,7 +34,7 @@ def register(sub) -> None:
                         "and the commands write them)")
     p.add_argument("--html", metavar="FILE.html",
                    help="write the table as one page, and the SMV and RDU reports beside it, linked")
-    add_json_arg(p, "the report")
+    common.add_json_arg(p, "the report")
     p.set_defaults(func=run)
 
 
@@ -47,7 +48,7 @@ def run(args) -> int:
 
         written = write_html(report, args.html)
     if args.json:
-        write_json(report.to_dict(), args.json)
+        common.write_json(report.to_dict(), args.json)
         if args.json == "-":
             return 0
     _print_table(console, report)
@@ -68,7 +69,7 @@ def _port(args, console):
     from ...port import parse_targets, port
 
     targets = parse_targets(args.targets)
-    options = load_options(args)
+    options = common.load_options(args)
     dims, shapes = options.pop("dims", None), options.pop("input_shapes", None)
     with _status(console) as status:
         def ask(values):
@@ -127,7 +128,7 @@ _TONES = {"yes": "green", "with rewrites": "yellow", "no": "red", "agree": "gree
 def _styled(cell: str):
     lead, newline, rest = cell.partition("\n")
     tone = next((c for w, c in _TONES.items() if lead == w or lead.startswith((w + ":", w + " on"))), None)
-    return styled((lead, tone) if tone else lead, newline + rest)
+    return common.styled((lead, tone) if tone else lead, newline + rest)
 
 
 def _status(console):
