@@ -22,14 +22,8 @@ def register(sub) -> None:
     add_rdu_args(p)
     p.add_argument("--json", nargs="?", const="-", metavar="FILE",
                    help="write the full estimate and its roll-ups as JSON (no FILE or '-': standard output, alone)")
-    p.add_argument("--plot", metavar="PNG", help="write a bar chart of per-section time")
     p.add_argument("--top", type=int, default=10, metavar="N", help="print the N slowest pipeline stages (default 10)")
-    p.add_argument("--trace", metavar="FILE.json", help="write a Chrome trace of the sections and their stages "
-                   "(open it in Perfetto or chrome://tracing)")
-    p.add_argument("--html", metavar="FILE.html", help="write one HTML page: totals, the sections plot, roll-ups, the "
-                   "graph coloured by its stages' time and every stage in a sortable table")
-    p.add_argument("--baseline", metavar="FILE.json", help="compare with an earlier run's --json estimate of the "
-                   "same model: per-stage and total deltas in the table, the JSON and the HTML")
+    common.add_report_args(p, "stage", "a bar chart of per-section time", "the sections and their stages")
     p.set_defaults(func=run)
 
 

@@ -28,13 +28,8 @@ def register(sub) -> None:
     common.add_set_arg(p, ("smv",), "set")
     p.add_argument("--show-config", action="store_true", help="print every setting with its provenance")
     p.add_argument("--json", metavar="FILE", help="write the report as JSON ('-': standard output)")
-    p.add_argument("--plot", metavar="FILE.png", help="draw per-layer stacked bars (compute/transfer/CPU)")
-    p.add_argument("--html", metavar="FILE.html", help="write one HTML page: totals, plot, roll-ups, the graph "
-                   "coloured by time and every layer in a sortable table")
-    p.add_argument("--trace", metavar="FILE.json", help="write a Chrome trace of the layers on the host CPU and "
-                   "on each accelerator (open it in Perfetto or chrome://tracing)")
-    p.add_argument("--baseline", metavar="FILE.json", help="compare with an earlier run's --json report of the "
-                   "same model: per-layer and total deltas in the table, the JSON and the HTML")
+    common.add_report_args(p, "layer", "per-layer stacked bars (compute/transfer/CPU)",
+                           "the layers on the host CPU and on each accelerator")
     p.add_argument("--top", type=int, default=20, metavar="N",
                    help="print the N most expensive layers (default 20; 0: every layer in graph order)")
     p.add_argument("--sort", choices=["latency", "compute", "transfer", "cpu", "tiling"], default="latency",
