@@ -1,11 +1,15 @@
 """Reverse-mode autodiff on the IR: the gradient of a scalar loss with respect to chosen values,
 built node by node from the rules in the op-traits table (``ir/gradients.py``), as NNVM's Gradient
-pass does. The backward graph is ordinary IR — ONNX ops every backend runs.
+pass does. The backward graph is ordinary IR — ONNX ops, plus nnbridge's fused normalization
+gradients (domain ``nnbridge.training``, ``ir/nnbridge_ops.py``), which the reference backend and
+the RDU run.
 
 ``training_form`` first rewrites what behaves differently in training: BatchNormalization becomes
-one fused BatchNormTraining (the batch's statistics, the updated running statistics), LayerNormalization is spelled out
-in primitive ops, Dropout multiplies by a mask the caller feeds each step (so a seeded loop repeats
-exactly). Shapes must be static: a training graph is built for one batch size.
+one fused BatchNormTraining (the batch's statistics, the updated running statistics);
+LayerNormalization with a broadcast scale or bias is spelled out in primitive ops (otherwise its
+rule's one LayerNormalizationGrad is the backward); Dropout multiplies by a mask the caller feeds
+each step (so a seeded loop repeats exactly). Shapes must be static: a training graph is built for
+one batch size.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import numpy as np
 
 from ..base.errors import InputError, Unsupported, UnsupportedOpError
 from ..ir import NNBRIDGE_TRAINING_DOMAIN, DType, Graph, Node, TensorType, Value, op_traits
+from ..ir.gradients import layer_norm_fusable
 
 #: graph metadata: JSON {value name: "bwd" | "opt"} for the values a training program's backward
 #: pass and optimizer compute (the others are forward) — how a compiler types its sections
@@ -143,15 +148,16 @@ def gradients(graph: Graph, loss: Value, wrt: list[Value]) -> dict[str, Value]:
     wanted = {id(v) for v in wrt}
     reaches = set(wanted)  # values that depend on some wrt value
     path: list[Node] = []
-    for node in graph.nodes:
-        if any(v is not None and id(v) in reaches for v in node.inputs):
+    reads = {id(node): [v for v in (*node.inputs, *node.captured()) if v is not None] for node in graph.nodes}
+    for node in graph.nodes:  # a subgraph's captured values count as inputs: an If or Loop on the
+        if any(id(v) in reaches for v in reads[id(node)]):  # path is refused, never skipped
             reaches.update(id(o) for o in node.outputs)
             path.append(node)
     needed = {id(loss)}  # values the loss depends on
     on_path = []
     for node in reversed(path):
         if any(id(o) in needed for o in node.outputs):
-            needed.update(id(v) for v in node.inputs if v is not None)
+            needed.update(id(v) for v in reads[id(node)])
             on_path.append(node)
     b = Builder(graph)
     grads: dict[int, Value] = {id(loss): b.const(np.ones(loss.type.shape, b.numpy_dtype(loss)))}
@@ -210,7 +216,7 @@ def training_form(graph: Graph, *, unbiased_running_var: bool = False) -> Traini
         if node.op == "BatchNormalization" and not node.domain:
             _batch_norm_for_training(graph, node, form, unbiased_running_var)
         elif node.op == "LayerNormalization" and not node.domain:
-            _layer_norm_spelled_out(graph, node)
+            _layer_norm_for_training(graph, node)
         elif node.op == "Dropout" and not node.domain:
             _dropout_with_mask(graph, node, form)
         elif node.op in ("LSTM", "GRU") and not node.domain and _plain_recurrence(node):
@@ -257,6 +263,15 @@ def _batch_norm_for_training(graph: Graph, node: Node, form: TrainingForm, unbia
         outputs=[(x.type.shape, None), channel, channel, channel])
     form.updates[mean.name], form.updates[var.name] = new_mean, new_var
     _replace(graph, node, y)
+
+
+def _layer_norm_for_training(graph: Graph, node: Node) -> None:
+    """Kept as it is when its rule's LayerNormalizationGrad covers it (scale and bias of the
+    normalized shape); spelled out in primitive ops otherwise."""
+    if any(graph.consumers(o) or graph.is_output(o) for o in node.outputs[1:]):
+        raise InputError(f"LayerNormalization '{node.name}': its Mean/InvStdDev outputs are not trainable")
+    if not layer_norm_fusable(node):
+        _layer_norm_spelled_out(graph, node)
 
 
 def _layer_norm_spelled_out(graph: Graph, node: Node) -> None:

@@ -16,6 +16,7 @@ from ..api.compiler import compile as compile_graph
 from ..base.errors import NonFiniteError
 from ..ir import Graph
 from .checks import (
+    CheckedOnce,
     NonFiniteStep,
     all_finite,
     check_data,
@@ -191,6 +192,7 @@ class TrainingStep:
         self.scores_name, self.classes = built.scores.name, built.scores.type.shape[-1]
         self.input, self.target = built.graph.inputs[0].name, built.target
         self.exe = compile_graph(built.graph, backend="reference")
+        self._checked_run = CheckedOnce(self.exe)
 
     def run(self, xb: np.ndarray, yb: np.ndarray, rng: np.random.Generator):
         """(loss, scores, gradients, new batch-norm statistics); ``NonFiniteStep`` naming the first
@@ -198,7 +200,7 @@ class TrainingStep:
         feeds = {self.input: xb, self.target: yb, **self.params, **self.states, **self.fixed}
         for name, (shape, ratio) in self.masks.items():
             feeds[name] = (rng.random(shape) >= ratio).astype(xb.dtype)
-        out = self.exe.run(feeds)
+        out = self._checked_run(feeds)
         loss_name, score_name, grad_names, update_names = self.names
         if not all(all_finite(out[n]) for n in [loss_name, *grad_names, *update_names]):
             raise NonFiniteStep(self._first_nonfinite(feeds))

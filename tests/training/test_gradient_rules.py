@@ -295,6 +295,24 @@ def test_gather_of_one_constant_slice_pads_the_gradient_back(axis, at):
     assert "Pad" in {n.op for n in graph.nodes} and "ScatterND" not in {n.op for n in graph.nodes}
 
 
+def test_an_if_whose_branch_reads_a_trained_value_is_refused_not_skipped():
+    """The If's only input is its condition; its branches capture x. Autodiff once saw no path and
+    gave x a zero gradient; now the If is on the path, and it has no rule."""
+    x = _normal((3, 4))
+    branch = helper.make_graph([helper.make_node("Tanh", ["x"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", D, [3, 4])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["n"])], "else", [],
+                              [helper.make_tensor_value_info("n", D, [3, 4])])
+    model = _model([helper.make_node("If", ["cond"], ["y"], then_branch=branch, else_branch=other)], {"x": x},
+                   (3, 4))
+    model.graph.input.append(helper.make_tensor_value_info("cond", TensorProto.BOOL, []))
+    graph = nnbridge.load(model)
+    run_passes(graph, ["infer-shapes"])
+    with pytest.raises(UnsupportedOpError) as info:
+        gradients(graph, graph.outputs[0], [graph.get("x")])
+    assert [i.op for i in info.value.items] == ["If"]
+
+
 @pytest.mark.parametrize(("op", "attrs"), [("LSTM", {}), ("GRU", {}), ("GRU", {"linear_before_reset": 1})])
 def test_lstm_and_gru_unrolled_in_training_form(op, attrs):
     """Spelled out step by step in training form; the gradients of the input, the weights, the
@@ -351,3 +369,18 @@ def test_gather_elements_adds_repeated_picks(axis):
     init = [numpy_helper.from_array(index.astype(np.int64), "index")]
     node = helper.make_node("GatherElements", ["x", "index"], ["y"], axis=axis)
     assert _worst_error(_model([node], {"x": x}, index.shape, init), {"x": x}, ["x"]) <= 1e-6
+
+
+@pytest.mark.parametrize("scale_shape", [(3, 2), (1, 2)])
+def test_layer_norm_is_one_grad_op_or_spelled_out_for_a_broadcast_scale(scale_shape):
+    """Scale and bias of the normalized shape: one LayerNormalizationGrad; broadcast ones: the
+    training form spells the node out. Both against central differences."""
+    feeds = {"x": _normal((4, 3, 2), 1) * 2, "g": _normal(scale_shape, 2), "h": _normal(scale_shape, 3)}
+    model = _model([helper.make_node("LayerNormalization", ["x", "g", "h"], ["y"], axis=1)], feeds, (4, 3, 2))
+    assert _worst_error(model, feeds, list(feeds), training=True) <= 1e-6
+    graph = nnbridge.load(model)
+    run_passes(graph, ["infer-shapes"])
+    training_form(graph)
+    gradients(graph, graph.outputs[0], [graph.get(n) for n in feeds])
+    fused = "LayerNormalizationGrad" in {n.op for n in graph.nodes}
+    assert fused == (scale_shape == (3, 2))

@@ -56,7 +56,31 @@ def _transformer():
     return Encoder(), (8, 6, 16)
 
 
-@pytest.mark.parametrize("build", [_mlp, _cnn, _transformer], ids=["mlp", "cnn", "transformer"])
+class NormsAndGather(torch.nn.Module):
+    """LocalResponseNorm, affine InstanceNorm and torch.gather (an index read twice) on one path.
+    torch exports its LRN as primitives with the channel window's squeeze behind an If on the batch
+    dim: the training graph must fold that If, or autodiff would not see the LRN's denominator."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 6, 3, padding=1)
+        self.lrn = torch.nn.LocalResponseNorm(3, alpha=0.3, beta=0.7, k=1.5)
+        self.norm = torch.nn.InstanceNorm2d(6, affine=True)
+        self.head = torch.nn.Linear(4 * 3, 5)
+        self.register_buffer("index", torch.tensor([[0, 5, 5], [1, 1, 2], [3, 4, 0], [2, 2, 5]]).repeat(8, 1, 1))
+
+    def forward(self, x):
+        x = torch.tanh(self.norm(self.lrn(self.conv(x))))
+        pooled = x.mean(dim=(2, 3)).reshape(-1, 1, 6).expand(-1, 4, 6)
+        return self.head(torch.gather(pooled, 2, self.index).reshape(x.shape[0], -1))
+
+
+def _norms_and_gather():
+    return NormsAndGather(), (8, 3, 6, 6)
+
+
+@pytest.mark.parametrize("build", [_mlp, _cnn, _transformer, _norms_and_gather],
+                         ids=["mlp", "cnn", "transformer", "lrn-instance-norm-gather"])
 def test_training_step_gradients_match_torch_autograd(build):
     torch.manual_seed(0)
     module, shape = build()
@@ -194,3 +218,20 @@ def test_the_gather_elements_rule_against_torch_gather():
     xt = torch.from_numpy(x).requires_grad_()
     (torch.gather(xt, 1, torch.from_numpy(index)) * w).sum().backward()
     assert _close(got["x"], xt.grad) <= 1e-12
+
+
+@pytest.mark.parametrize(("shape", "axis"), [((6, 10), -1), ((3, 4, 8), 2), ((3, 4, 2, 5), 1)])
+def test_the_layer_norm_rule_against_torch(shape, axis):
+    """One LayerNormalizationGrad: dX, dscale and dB against torch's layer_norm (float64, 1e-10)."""
+    from onnx import helper
+
+    rng = np.random.default_rng(4)
+    normalized = shape[axis % len(shape):]
+    feeds = {"x": rng.normal(0.5, 2.0, shape), "scale": rng.normal(size=normalized),
+             "bias": rng.normal(size=normalized)}
+    node = helper.make_node("LayerNormalization", ["x", "scale", "bias"], ["y"], axis=axis, epsilon=1e-3)
+    got, w = _one_op_gradient(node, feeds, list(feeds), shape)
+    xt, st, bt = (torch.from_numpy(feeds[n]).requires_grad_() for n in ("x", "scale", "bias"))
+    (torch.nn.functional.layer_norm(xt, normalized, st, bt, eps=1e-3) * w).sum().backward()
+    for name, tensor in (("x", xt), ("scale", st), ("bias", bt)):
+        assert _close(got[name], tensor.grad) <= 1e-10, name
