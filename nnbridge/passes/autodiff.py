@@ -145,20 +145,7 @@ def gradients(graph: Graph, loss: Value, wrt: list[Value]) -> dict[str, Value]:
     _needs_static(graph)
     if math.prod(loss.type.shape) != 1:
         raise InputError(f"the loss '{loss.name}' has shape {list(loss.type.shape)}; it must be one number")
-    wanted = {id(v) for v in wrt}
-    reaches = set(wanted)  # values that depend on some wrt value
-    path: list[Node] = []
-    reads = {id(node): [v for v in (*node.inputs, *node.captured()) if v is not None] for node in graph.nodes}
-    for node in graph.nodes:  # a subgraph's captured values count as inputs: an If or Loop on the
-        if any(id(v) in reaches for v in reads[id(node)]):  # path is refused, never skipped
-            reaches.update(id(o) for o in node.outputs)
-            path.append(node)
-    needed = {id(loss)}  # values the loss depends on
-    on_path = []
-    for node in reversed(path):
-        if any(id(o) in needed for o in node.outputs):
-            needed.update(id(v) for v in reads[id(node)])
-            on_path.append(node)
+    reaches, on_path = _between(graph, loss, wrt)
     b = Builder(graph)
     grads: dict[int, Value] = {id(loss): b.const(np.ones(loss.type.shape, b.numpy_dtype(loss)))}
     missing: list[Unsupported] = []
@@ -169,6 +156,26 @@ def gradients(graph: Graph, loss: Value, wrt: list[Value]) -> dict[str, Value]:
     if missing:
         raise UnsupportedOpError("gradients", missing)
     return {value.name: b.op("Identity", grads.get(id(value)) or b.zeros_like(value), like=value) for value in wrt}
+
+
+def _between(graph: Graph, loss: Value, wrt: list[Value]) -> tuple[set[int], list[Node]]:
+    """The values that depend on some of ``wrt`` (by id), and the nodes between ``wrt`` and the
+    loss in reverse topological order. A subgraph's captured values count as inputs: an If or Loop
+    on the path is refused, never skipped."""
+    reaches = {id(v) for v in wrt}
+    path: list[Node] = []
+    reads = {id(node): [v for v in (*node.inputs, *node.captured()) if v is not None] for node in graph.nodes}
+    for node in graph.nodes:
+        if any(id(v) in reaches for v in reads[id(node)]):
+            reaches.update(id(o) for o in node.outputs)
+            path.append(node)
+    needed = {id(loss)}  # values the loss depends on
+    on_path = []
+    for node in reversed(path):
+        if any(id(o) in needed for o in node.outputs):
+            needed.update(id(v) for v in reads[id(node)])
+            on_path.append(node)
+    return reaches, on_path
 
 
 def _input_gradients(b: Builder, node: Node, out_grads: list[Value | None],
