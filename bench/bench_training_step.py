@@ -13,6 +13,14 @@ import numpy as np
 from bench.timing import best_time
 
 TARGET = 1.5
+ROUNDS = 3
+#: where the time above torch's goes, as profiled (docs/training.md, "Speed"): printed with a miss
+WHY = {
+    "CNN": "the backward recomputes each MaxPool with its Indices and ConvTranspose adds its columns tap by tap",
+    "BN-MLP": "past BLAS (as torch's), per-step overhead: the feeds and the optimizer's own program",
+    "MLP": "past BLAS (as torch's), per-step overhead: the feeds and the optimizer's own program",
+    "Transformer": "130 small ops in its training graph (59 reshapes and transposes), each a kernel call",
+}
 
 
 def _modules():
@@ -97,10 +105,14 @@ def main() -> int:
     try:
         with nnbridge.cpu_threads(1):
             for name, module, x, y in _modules():
-                ours = best_time(_nnbridge_step(module, x, y), threads=1)
-                theirs = best_time(_torch_step(module, x, y), threads=1)
+                ours_step, theirs_step = _nnbridge_step(module, x, y), _torch_step(module, x, y)
+                ours, theirs = float("inf"), float("inf")
+                for _ in range(ROUNDS):  # alternated: a burst of load on the shared machine hits both sides
+                    ours = min(ours, best_time(ours_step, threads=1))
+                    theirs = min(theirs, best_time(theirs_step, threads=1))
                 ratio = ours / theirs
-                verdict = "met" if ratio <= TARGET else f"MISSED by {ratio / TARGET:.2f}×"
+                why = next((reason for key, reason in WHY.items() if name.startswith(key)), "not profiled")
+                verdict = "met" if ratio <= TARGET else f"MISSED by {ratio / TARGET:.2f}× ({why})"
                 if ratio > TARGET:
                     missed.append(name)
                 print(f"| {name} | {1e3 * ours:.2f} | {1e3 * theirs:.2f} | {ratio:.2f}× | {verdict} |", flush=True)

@@ -697,6 +697,29 @@ def _batch_norm_training(b, node, grads):
     return [dx, dscale, dbias, None, None]
 
 
+@rule("LayerNormalization")
+def _layer_norm(b, node, grads):
+    """One LayerNormalizationGrad (dX, dscale, dB); a scale or bias broadcast to the normalized shape
+    is left to training_form, which spells such a node out in primitives."""
+    if any(g is not None for g in grads[1:]):
+        b.unsupported("a loss that reads LayerNormalization's Mean or InvStdDev")
+    x, scale = node.inputs[:2]
+    if not layer_norm_fusable(node):
+        b.unsupported("a scale or bias broadcast to the normalized shape")
+    axis = node.attr("axis", -1) % x.type.rank
+    dx, dscale, dbias = b.op("LayerNormalizationGrad", grads[0], x, scale, domain=NNBRIDGE_TRAINING_DOMAIN,
+                             attrs={"axis": axis, "epsilon": float(node.attr("epsilon", 1e-5))},
+                             outputs=[(x.type.shape, None), (scale.type.shape, None), (scale.type.shape, None)])
+    return [dx, dscale, dbias if node.input(2) is not None else None]
+
+
+def layer_norm_fusable(node) -> bool:
+    """Whether LayerNormalizationGrad covers ``node``: scale and bias of the normalized shape."""
+    x = node.inputs[0]
+    normalized = tuple(x.type.shape[node.attr("axis", -1) % x.type.rank:])
+    return all(v is None or tuple(v.type.shape) == normalized for v in (node.input(1), node.input(2)))
+
+
 def _attr_float(node, name: str, default: float) -> float:
     return float(node.attr(name, default))
 

@@ -76,3 +76,13 @@ BATCH_NORM_TRAINING_GRAD = register_op(OpTraits(
     schema=OpSchema("BatchNormTrainingGrad", NNBRIDGE_TRAINING_DOMAIN, 4, 4, 3, 3, {}, frozenset(),
                     "the gradients of BatchNormTraining's output (dX, dscale, dB)"),
 )).schema
+
+#: LayerNormalizationGrad(dY, X, scale) {axis, epsilon} -> (dX, dscale, dB): the gradients of ONNX's
+#: LayerNormalization (scale and B of the normalized shape) with respect to X (through the row
+#: statistics, taken again from X), scale and B.
+LAYER_NORM_GRAD = register_op(OpTraits(
+    "LayerNormalizationGrad", NNBRIDGE_TRAINING_DOMAIN, PatternKind.OPAQUE, flops_per_element=10,
+    flags=frozenset({Flag.WHOLE_INPUT}),
+    schema=OpSchema("LayerNormalizationGrad", NNBRIDGE_TRAINING_DOMAIN, 3, 3, 3, 3, {"axis": -1, "epsilon": 1e-5},
+                    frozenset(), "the gradients of LayerNormalization's output (dX, dscale, dB)"),
+)).schema

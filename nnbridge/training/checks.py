@@ -171,7 +171,9 @@ def all_finite(array: np.ndarray) -> bool:
     array = np.asarray(array)
     if array.dtype.kind != "f":
         return True
-    return bool(np.isfinite(np.add.reduce(array, axis=None))) or bool(np.isfinite(array).all())
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflowing or NaN sum is an answer, not a warning
+        total = np.add.reduce(array, axis=None)
+    return bool(np.isfinite(total)) or bool(np.isfinite(array).all())
 
 
 def check_finite(arrays: dict[str, np.ndarray], what: str) -> None:

@@ -369,3 +369,18 @@ def test_gather_elements_adds_repeated_picks(axis):
     init = [numpy_helper.from_array(index.astype(np.int64), "index")]
     node = helper.make_node("GatherElements", ["x", "index"], ["y"], axis=axis)
     assert _worst_error(_model([node], {"x": x}, index.shape, init), {"x": x}, ["x"]) <= 1e-6
+
+
+@pytest.mark.parametrize("scale_shape", [(3, 2), (1, 2)])
+def test_layer_norm_is_one_grad_op_or_spelled_out_for_a_broadcast_scale(scale_shape):
+    """Scale and bias of the normalized shape: one LayerNormalizationGrad; broadcast ones: the
+    training form spells the node out. Both against central differences."""
+    feeds = {"x": _normal((4, 3, 2), 1) * 2, "g": _normal(scale_shape, 2), "h": _normal(scale_shape, 3)}
+    model = _model([helper.make_node("LayerNormalization", ["x", "g", "h"], ["y"], axis=1)], feeds, (4, 3, 2))
+    assert _worst_error(model, feeds, list(feeds), training=True) <= 1e-6
+    graph = nnbridge.load(model)
+    run_passes(graph, ["infer-shapes"])
+    training_form(graph)
+    gradients(graph, graph.outputs[0], [graph.get(n) for n in feeds])
+    fused = "LayerNormalizationGrad" in {n.op for n in graph.nodes}
+    assert fused == (scale_shape == (3, 2))

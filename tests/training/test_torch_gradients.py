@@ -218,3 +218,20 @@ def test_the_gather_elements_rule_against_torch_gather():
     xt = torch.from_numpy(x).requires_grad_()
     (torch.gather(xt, 1, torch.from_numpy(index)) * w).sum().backward()
     assert _close(got["x"], xt.grad) <= 1e-12
+
+
+@pytest.mark.parametrize(("shape", "axis"), [((6, 10), -1), ((3, 4, 8), 2), ((3, 4, 2, 5), 1)])
+def test_the_layer_norm_rule_against_torch(shape, axis):
+    """One LayerNormalizationGrad: dX, dscale and dB against torch's layer_norm (float64, 1e-10)."""
+    from onnx import helper
+
+    rng = np.random.default_rng(4)
+    normalized = shape[axis % len(shape):]
+    feeds = {"x": rng.normal(0.5, 2.0, shape), "scale": rng.normal(size=normalized),
+             "bias": rng.normal(size=normalized)}
+    node = helper.make_node("LayerNormalization", ["x", "scale", "bias"], ["y"], axis=axis, epsilon=1e-3)
+    got, w = _one_op_gradient(node, feeds, list(feeds), shape)
+    xt, st, bt = (torch.from_numpy(feeds[n]).requires_grad_() for n in ("x", "scale", "bias"))
+    (torch.nn.functional.layer_norm(xt, normalized, st, bt, eps=1e-3) * w).sum().backward()
+    for name, tensor in (("x", xt), ("scale", st), ("bias", bt)):
+        assert _close(got[name], tensor.grad) <= 1e-10, name

@@ -148,37 +148,51 @@ class SmvExecutable(Executable):
         sim = Simulator(consts, layouts, self.flat.consts, Scratchpads() if stale else None)
         env: dict[str, Any] = dict(consts)
         env.update({k: host(v) if isinstance(v, np.ndarray) else v for k, v in feeds.items()})
+        self._simulate(sim, env)
+        return self._outputs(env), self._noted(sim.notes)
+
+    def _simulate(self, sim: Simulator, env: dict[str, Any]) -> None:
+        """Every step on ``sim``, its outputs into ``env``; a value is dropped after its last use
+        unless it is a graph output or a constant."""
         last_use = {}
         for i, step in enumerate(self.steps):
             captured = [v.name for v in step.fn.node.captured()]  # values an If/Loop body reads
             for name in [*step.inputs, *captured]:
                 if name:
                     last_use[name] = i
-        keep = set(self.flat.outputs)
+        keep = set(self.flat.outputs) | set(self._host_consts or ())
         for i, step in enumerate(self.steps):
             args = [env[n] if n else None for n in step.inputs]
             for name, value in zip(step.outputs, sim.run(step, args, env)):
                 if name:
                     env[name] = value
             for name in [*step.inputs, *(v.name for v in step.fn.node.captured())]:
-                if name and last_use.get(name) == i and name not in keep and name not in consts:
+                if name and last_use.get(name) == i and name not in keep:
                     env.pop(name, None)
             if self.progress:
                 self.progress("simulating", i + 1, len(self.steps))
+
+    def _noted(self, notes: dict[str, str]) -> Report:
+        """The compiled report, or a copy with this run's notes added to its steps' deviations."""
         report = self.performance  # compiled with the static notes; this run's are added to a copy
-        if sim.notes:
-            report = dataclasses.replace(report, rows=[dict(row) for row in report.rows],
-                                         totals=dict(report.totals), notes=list(report.notes))
-            for row, step in zip(report.rows, self.steps):
-                if step.name in sim.notes:
-                    row["deviation"] = "; ".join(t for t in (step.deviation, sim.notes[step.name]) if t)
+        if not notes:
+            return report
+        report = dataclasses.replace(report, rows=[dict(row) for row in report.rows],
+                                     totals=dict(report.totals), notes=list(report.notes))
+        for row, step in zip(report.rows, self.steps):
+            if step.name in notes:
+                row["deviation"] = "; ".join(t for t in (step.deviation, notes[step.name]) if t)
+        return report
+
+    def _outputs(self, env: dict[str, Any]) -> dict[str, Any]:
+        """The graph's outputs from ``env``, tensors in their declared dtypes."""
         outputs = {}
         for v in self.graph.outputs:
             value = env[v.name]
             if isinstance(value, np.ndarray) and v.type.dtype is not None and v.type.dtype is not DType.STRING:
                 value = value.astype(v.type.dtype.numpy, copy=False)
             outputs[v.name] = value
-        return outputs, report
+        return outputs
 
 
 def _cpu_macs(step: Step, flat: FlatGraph) -> int:
