@@ -31,13 +31,11 @@ $(BENCH_STAMP): $(STAMP)
 demo: $(STAMP)
 	$(PY) -m nnbridge.apps.demo
 
-test: $(TEST_STAMP)
-	$(PY) -m ruff check nnbridge tests bench tools
+test: $(TEST_STAMP) lint
 	$(PY) -m pytest -n 2 -p no:cacheprovider --durations=20 tests
 
 # the quick local loop: the suite without the cases marked slow (make test runs those too)
-test-fast: $(TEST_STAMP)
-	$(PY) -m ruff check nnbridge tests bench tools
+test-fast: $(TEST_STAMP) lint
 	$(PY) -m pytest -n 2 -p no:cacheprovider -m "not slow" tests
 
 bench: $(BENCH_STAMP)
@@ -58,8 +56,10 @@ fuzz: $(STAMP)
 protos: $(STAMP)
 	$(PY) -m nnbridge.protos.generate
 
+# ruff, and radon's complexity gate (tools/complexity.py: at most 15 functions rated D or worse, none E/F)
 lint: $(STAMP)
 	$(PY) -m ruff check nnbridge tests bench tools
+	$(PY) -m tools.complexity nnbridge
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache out

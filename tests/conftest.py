@@ -3,7 +3,10 @@ run (the heavy matrices' other members only with ``--full-matrix``) and in what 
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +28,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             config.hook.pytest_deselected(items=extra)
             items[:] = [item for item in items if not item.get_closest_marker("matrix")]
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def _release_freed_memory() -> None:
+    """Collect cycles, then hand freed heap pages back to the OS: glibc raises its mmap threshold
+    to the largest block freed (up to 32 MB), after which big arrays come from the heap and their
+    pages stay with the process; a worker's RSS crept up module by module without this."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        pass
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _module_memory() -> Iterator[None]:
+    yield
+    _release_freed_memory()
 
 
 @pytest.fixture(scope="session")

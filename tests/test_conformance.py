@@ -29,11 +29,13 @@ def outcomes() -> list[conformance.Outcome]:
     return conformance.run_all(["nnbridge"], progress=False)["nnbridge"]
 
 
+@pytest.mark.slow
 def test_no_case_mismatches_or_crashes(outcomes):
     bad = [f"{o.status}: {o.case} ({o.op}): {o.detail}" for o in outcomes if o.status in ("mismatched", "crashed")]
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.slow
 def test_pass_count_reaches_the_floor(outcomes):
     passed = sum(o.status == "passed" for o in outcomes)
     assert len(outcomes) == len(conformance.collect())

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from nnbridge import zoo
 
 
+@pytest.mark.slow
 def test_the_demo_counts_each_written_file_as_summary_does(tmp_path, cli):
     """The round-trip table counted every initializer (601,418: the Reshape's int64 shape too) and
     showed the source's count on the SMAUG file's row; `summary` counts parameters (601,416)."""

@@ -100,9 +100,15 @@ def _cases() -> list[Case]:
 CASES = _cases()
 
 
+#: light models make bench runs (matrix): VGG-19 and ZFNet are the costliest plain conv stacks, a
+#: family AlexNet keeps in make test
+MATRIX = {"vgg19", "zfnet512"}
+
+
 def _param(case: Case):
     """The light models are whole CNNs: marked slow so that quick local runs can skip them."""
-    return pytest.param(case, id=case.name, marks=[] if case.data_sets else [pytest.mark.slow])
+    marks = [] if case.data_sets else [pytest.mark.slow]
+    return pytest.param(case, id=case.name, marks=marks + ([pytest.mark.matrix] if case.name in MATRIX else []))
 
 
 def _assert_close(actual, expected, rtol: float, atol: float, what: str) -> None:

@@ -139,3 +139,31 @@ def test_conversions_of_a_large_model_peak_under_twice_its_size(tmp_path):
         session = ort.InferenceSession(str(tmp_path / written))
         got = session.run(None, {session.get_inputs()[0].name: feed["x"]})[0]
         assert np.allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max())), written
+
+
+def test_external_data_is_mapped_where_it_lies(tmp_path):
+    """nnbridge's reader and check's onnxruntime model leave external weights in their file (onnxruntime maps them):
+    whole-model, layerwise (bf16 weights re-read per node) and float64 runs all still see them."""
+    from nnbridge.check.exact import run_float64
+    from nnbridge.check.oracle import oracle_model
+
+    rng = np.random.default_rng(0)
+    b = OnnxBuilder("mlp", seed=0)
+    x = b.input("x", [2, 64])
+    for i in range(2):
+        x = b.op("Relu", [b.op("Gemm", [x, b.const(f"w{i}", rng.standard_normal((64, 64), np.float32)),
+                                         b.const(f"b{i}", rng.standard_normal(64, np.float32))], f"fc{i}")])
+    b.output(x)
+    path = tmp_path / "mlp.onnx"
+    onnx.save(b.model(), str(path), save_as_external_data=True, location="mlp.data", size_threshold=0)
+    graph = nnbridge.load(path)
+    mapped = graph.initializers["w0"]
+    assert not mapped.flags.writeable and not mapped.flags.owndata  # nnbridge's reader maps the data file too
+    proto = oracle_model(path, graph)
+    assert not any(t.raw_data for t in proto.graph.initializer)
+    feed = {"x": rng.standard_normal((2, 64), np.float32)}
+    want = ort.InferenceSession(str(path)).run(None, feed)[0]
+    exact, runtime = run_float64(proto, feed)
+    assert runtime == "onnxruntime" and np.allclose(next(iter(exact.values())), want, rtol=1e-5, atol=1e-5)
+    result = nnbridge.check(path, backend="rdu", inputs=feed, layerwise=True)
+    assert result.ok and result.layerwise is not None and len(result.layerwise.nodes) == 4

@@ -239,10 +239,19 @@ def _index_bound(node: Node, slots: list[int]) -> int | None:
     if not shape:
         return None
     if node.op == "GatherND" or node.op == "ScatterND":
-        batch = int(node.attr("batch_dims", 0) or 0)
-        sizes = [d for d in shape[batch:] if isinstance(d, int)]
-        return min(sizes) if sizes and len(sizes) == len(shape[batch:]) else None
-    axis = int(node.attr("axis", 0) or 0)
+        return _nd_bound(shape, int(node.attr("batch_dims", 0) or 0))
+    return _axis_bound(shape, int(node.attr("axis", 0) or 0))
+
+
+def _nd_bound(shape: list, batch: int) -> int | None:
+    """The bound of a GatherND/ScatterND index: the smallest dimension past the batch ones, when
+    all of them are static."""
+    sizes = [d for d in shape[batch:] if isinstance(d, int)]
+    return min(sizes) if sizes and len(sizes) == len(shape[batch:]) else None
+
+
+def _axis_bound(shape: list, axis: int) -> int | None:
+    """The bound of an index along ``axis`` (negative counts from the end): that dimension, if static."""
     axis = axis + len(shape) if axis < 0 else axis
     size = shape[axis] if 0 <= axis < len(shape) else None
     return size if isinstance(size, int) and size > 0 else None

@@ -15,9 +15,10 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, TensorProto, TypeProto, helper, numpy_helper
+from onnx.external_data_helper import load_external_data_for_model
 
 from ..base.errors import NNBridgeError
-from .oracle import ort_session
+from .oracle import external_folder, ort_session
 from .verdict import OutputCheck, Rule, against_exact, joined, retryable
 
 #: element types made float64
@@ -32,6 +33,9 @@ def float64_model(model: ModelProto) -> ModelProto:
     """A copy of ``model`` whose float tensors, types and casts are all float64."""
     wide = ModelProto()
     wide.CopyFrom(model)
+    folder = external_folder(wide)
+    if folder is not None:  # read without its external data (oracle_model): the widened copy holds it
+        load_external_data_for_model(wide, folder)
     _widen_graph(wide.graph)
     for function in wide.functions:
         _widen_nodes(function.node)

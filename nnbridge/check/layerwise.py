@@ -31,7 +31,7 @@ from onnx import ModelProto, NodeProto, numpy_helper
 from ..base.errors import NNBridgeError
 from ..ir import DType, Graph
 from .exact import judged_against_float64
-from .oracle import expose, node_model, run_onnxruntime
+from .oracle import expose, external_folder, node_model, run_onnxruntime
 from .verdict import OutputCheck, Rule, compare, jsonable
 
 
@@ -229,7 +229,7 @@ def _local(proto: ModelProto, node: NodeProto, outs: list[str], feeds, actual, e
                 break
         else:
             if name in weights and rule.format is not DType.FLOAT32:
-                array = numpy_helper.to_array(weights[name])
+                array = numpy_helper.to_array(weights[name], external_folder(proto) or "")
                 if array.dtype.kind == "f":
                     inputs[name] = array.astype(rule.format.numpy).astype(array.dtype)
     single = node_model(proto, node, inputs)

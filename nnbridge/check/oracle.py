@@ -8,6 +8,7 @@ can be re-run on another runtime's inputs (the node's own error, free of what ca
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -22,17 +23,39 @@ from ..ir import Graph
 
 def oracle_model(model: Any, graph: Graph) -> ModelProto:
     """The ModelProto onnxruntime should run: the user's own file where there is one."""
-    import onnx
 
     if isinstance(model, ModelProto):
         return model
     if isinstance(model, str) or hasattr(model, "__fspath__"):
-        path = str(model)
+        path = os.fspath(model)
         if path.lower().endswith(".onnx"):
-            return onnx.load(path)
+            return _read_leaving_external_data(path)
     from ..converters.onnx import graph_to_model
 
     return graph_to_model(graph)
+
+
+#: metadata key of an oracle model read without its external data: the folder that data lives in
+EXTERNAL_FOLDER_KEY = "nnbridge.oracle.external_data_folder"
+
+
+def _read_leaving_external_data(path: str) -> ModelProto:
+    """The model in ``path`` with weights kept in external data left in their files, whose folder
+    the model notes: onnxruntime maps them itself, so a 2 GB model is neither read into this
+    process nor written out again for the session (nnbridge's reader vetted the paths)."""
+    import onnx
+
+    from ..converters.onnx.vetting import has_external
+
+    proto = onnx.load(path, load_external_data=False)
+    if has_external(proto):
+        proto.metadata_props.add(key=EXTERNAL_FOLDER_KEY, value=os.path.dirname(os.path.abspath(path)))
+    return proto
+
+
+def external_folder(model: ModelProto) -> str | None:
+    """Where ``model``'s external data lives, if it was read without it (``oracle_model``)."""
+    return next((p.value for p in model.metadata_props if p.key == EXTERNAL_FOLDER_KEY), None)
 
 
 def ort_session(model: ModelProto, level: str = "ORT_DISABLE_ALL", optimized_path: str | None = None):
@@ -48,6 +71,9 @@ def ort_session(model: ModelProto, level: str = "ORT_DISABLE_ALL", optimized_pat
         options.inter_op_num_threads = 1
     if optimized_path:
         options.optimized_model_filepath = optimized_path
+    folder = external_folder(model)
+    if folder is not None:
+        options.add_session_config_entry("session.model_external_initializers_file_folder_path", folder)
     try:
         return _session(model, options)
     except Exception as exc:
@@ -73,8 +99,7 @@ def _session(model: ModelProto, options: Any):
     import onnx
     import onnxruntime as ort
 
-    weights = sum(len(t.raw_data) for t in model.graph.initializer)
-    if weights < _PROTO_LIMIT:
+    if model.ByteSize() < _PROTO_LIMIT:
         return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     folder = tempfile.mkdtemp(prefix="nnbridge-oracle-")
     try:
@@ -135,6 +160,7 @@ def node_model(model: ModelProto, node: NodeProto, feeds: Mapping[str, np.ndarra
                               [helper.make_empty_tensor_value_info(n) for n in node.output if n], initializers)
     single = helper.make_model(graph, opset_imports=list(model.opset_import))
     single.ir_version = model.ir_version
+    single.metadata_props.extend(p for p in model.metadata_props if p.key == EXTERNAL_FOLDER_KEY)
     for f in model.functions:
         single.functions.append(f)
     return single

@@ -333,6 +333,19 @@ def value_json(v: Any) -> dict:
             "shape": list(t.shape) if t.shape is not None else None, "layout": t.layout.value}
 
 
+def add_report_args(p: argparse.ArgumentParser, unit: str, plot: str, traced: str) -> None:
+    """The files a performance report is also written as (a plot, an HTML page, a Chrome trace) and
+    the earlier report it is compared with, per ``unit`` (simulate: layer; measure-performance:
+    stage)."""
+    p.add_argument("--plot", metavar="FILE.png", help=f"write {plot}")
+    p.add_argument("--html", metavar="FILE.html", help="write one HTML page: totals, plot, roll-ups, the graph "
+                   f"coloured by time and every {unit} in a sortable table")
+    p.add_argument("--trace", metavar="FILE.json", help=f"write a Chrome trace of {traced} (open it in Perfetto or "
+                   "chrome://tracing)")
+    p.add_argument("--baseline", metavar="FILE.json", help="compare with an earlier run's --json report of the "
+                   f"same model: per-{unit} and total deltas in the table, the JSON and the HTML")
+
+
 def add_json_arg(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--json", metavar="FILE", help=f"write {what} as JSON to FILE ('-': standard output, alone)")
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..base.registry import Registry
 from .dtypes import DType
+from .schema import NNBRIDGE_TRAINING_DOMAIN
 
 Rule = Callable[[Any, Any, list], list]
 #: (domain, op) → reverse-mode rule; an op's traits read it live (``OpTraits.gradient``)
@@ -306,11 +307,17 @@ def _gemm(b, node, grads):
     g, a, w = grads[0], node.inputs[0], node.inputs[1]
     alpha, beta = node.attr("alpha", 1.0), node.attr("beta", 1.0)
     ta, tb = node.attr("transA", 0), node.attr("transB", 0)
-    a_ = _swap_last(b, a) if ta else a
-    w_ = _swap_last(b, w) if tb else w
-    ga_ = b.op("MatMul", g, _swap_last(b, w_), shape=(g.type.shape[0], a_.type.shape[1]), like=g)
-    gw_ = b.op("MatMul", _swap_last(b, a_), g, shape=(w_.type.shape[0], g.type.shape[1]), like=g)
-    ga, gw = (_swap_last(b, ga_) if ta else ga_), (_swap_last(b, gw_) if tb else gw_)
+    # each gradient is one MatMul in its input's own layout (A^T·B's dA = B·dY^T, not (dY·B^T)^T):
+    # a transposed view would make every later pass over it (the optimizer's) strided
+    def t(v):
+        return _swap_last(b, v)
+
+    # with Y = a_ · w_ (a_ = Aᵀ when transA, w_ = Bᵀ when transB): dA = dY · w_ᵀ, or w_ · dYᵀ when
+    # transA; dB = a_ᵀ · dY, or dYᵀ · a_ when transB
+    ga_pair = (t(w) if tb else w, t(g)) if ta else (g, w if tb else t(w))
+    gw_pair = (t(g), t(a) if ta else a) if tb else (a if ta else t(a), g)
+    ga = b.op("MatMul", *ga_pair, shape=tuple(a.type.shape), like=g)
+    gw = b.op("MatMul", *gw_pair, shape=tuple(w.type.shape), like=g)
     if alpha != 1.0:
         ga, gw = b.op("Mul", ga, b.scalar(alpha, ga)), b.op("Mul", gw, b.scalar(alpha, gw))
     gc = None
@@ -439,7 +446,7 @@ def _average_pool(b, node, grads):
 def _max_pool(b, node, grads):
     """Each output's gradient goes to the input element it took (MaxPool's Indices output)."""
     g, x = grads[0], node.inputs[0]
-    _pool_geometry(b, node, x)
+    _, kernel, strides, _ = _pool_geometry(b, node, x)
     if node.attr("storage_order", 0):
         b.unsupported("column-major storage_order")
     attrs = {k: v for k, v in node.attrs.items()}
@@ -448,7 +455,8 @@ def _max_pool(b, node, grads):
     flat_g = b.op("Reshape", g, b.ints([-1]), shape=(math.prod(g.type.shape),), like=g)
     flat_i = b.op("Reshape", indices, b.ints([-1]), shape=(math.prod(g.type.shape),), like=indices)
     zeros = b.const(np.zeros(numel, b.numpy_dtype(g)))
-    spread = b.op("ScatterElements", zeros, flat_i, flat_g, attrs={"axis": 0, "reduction": "add"},
+    apart = all(s >= k for s, k in zip(strides, kernel))  # windows apart: each input taken once at most
+    spread = b.op("ScatterElements", zeros, flat_i, flat_g, attrs={"axis": 0, "reduction": "none" if apart else "add"},
                   shape=(numel,), like=g)
     return [b.op("Reshape", spread, b.ints(x.type.shape), shape=x.type.shape, like=g)]
 
@@ -622,6 +630,9 @@ def _gather(b, node, grads):
     rank = table.type.rank
     axis = _axis(node.attr("axis", 0), rank)
     shape = tuple(table.type.shape)
+    picked = b.constant(index)
+    if picked is not None and picked.ndim == 0:  # one slice (attention's q, k, v): padded back in place
+        return [_slice_padded_back(b, g, axis, int(picked) % shape[axis], shape), None]
     if axis:  # g has index's dims where the table had its axis: move those, and the axis, to the front
         lead = index.type.rank
         perm = [*range(axis, axis + lead), *range(axis), *range(axis + lead, g.type.rank)]
@@ -639,6 +650,25 @@ def _gather(b, node, grads):
     return [out, None]
 
 
+def _slice_padded_back(b, g, axis: int, at: int, shape: tuple):
+    """The gradient of taking slice ``at`` of ``axis`` out of a tensor of ``shape``: ``g`` with that
+    axis restored and zeros padded around it (no scatter)."""
+    one = (*shape[:axis], 1, *shape[axis + 1:])
+    pads = [0] * (2 * len(shape))
+    pads[axis], pads[len(shape) + axis] = at, shape[axis] - 1 - at
+    return b.op("Pad", b.op("Unsqueeze", g, b.ints([axis]), shape=one, like=g), b.ints(pads), shape=shape, like=g)
+
+
+@rule("GatherElements")
+def _gather_elements(b, node, grads):
+    """Each gathered element's gradient added back where it was read (ScatterElements with add)."""
+    g, (data, index) = grads[0], node.inputs
+    axis = _axis(node.attr("axis", 0), data.type.rank)
+    out = b.op("ScatterElements", b.zeros_like(data), index, g, attrs={"axis": axis, "reduction": "add"},
+               shape=tuple(data.type.shape), like=g)
+    return [out, None]
+
+
 @rule("Expand")
 def _expand(b, node, grads):
     return [b.unbroadcast(grads[0], node.inputs[0]), None]
@@ -650,6 +680,112 @@ def _where(b, node, grads):
     zeros = b.scalar(0.0, g)  # Where broadcasts it
     return [None, b.unbroadcast(b.op("Where", cond, g, zeros, like=g), x),
             b.unbroadcast(b.op("Where", cond, zeros, g, like=g), y)]
+
+
+# -- normalization ------------------------------------------------------------------------------
+
+@rule("BatchNormTraining", domain=NNBRIDGE_TRAINING_DOMAIN)
+def _batch_norm_training(b, node, grads):
+    """One BatchNormTrainingGrad from the 1 / std the forward kept: dX, dscale, dB. The running
+    statistics are states, not on the loss's path."""
+    if any(g is not None for g in grads[1:]):
+        b.unsupported("a loss that reads the running or saved statistics")
+    x, scale, bias = node.inputs[:3]
+    dx, dscale, dbias = b.op("BatchNormTrainingGrad", grads[0], x, scale, node.outputs[3],
+                             domain=NNBRIDGE_TRAINING_DOMAIN,
+                             outputs=[(x.type.shape, None), (scale.type.shape, None), (bias.type.shape, None)])
+    return [dx, dscale, dbias, None, None]
+
+
+@rule("LayerNormalization")
+def _layer_norm(b, node, grads):
+    """One LayerNormalizationGrad (dX, dscale, dB); a scale or bias broadcast to the normalized shape
+    is left to training_form, which spells such a node out in primitives."""
+    if any(g is not None for g in grads[1:]):
+        b.unsupported("a loss that reads LayerNormalization's Mean or InvStdDev")
+    x, scale = node.inputs[:2]
+    if not layer_norm_fusable(node):
+        b.unsupported("a scale or bias broadcast to the normalized shape")
+    axis = node.attr("axis", -1) % x.type.rank
+    dx, dscale, dbias = b.op("LayerNormalizationGrad", grads[0], x, scale, domain=NNBRIDGE_TRAINING_DOMAIN,
+                             attrs={"axis": axis, "epsilon": float(node.attr("epsilon", 1e-5))},
+                             outputs=[(x.type.shape, None), (scale.type.shape, None), (scale.type.shape, None)])
+    return [dx, dscale, dbias if node.input(2) is not None else None]
+
+
+def layer_norm_fusable(node) -> bool:
+    """Whether LayerNormalizationGrad covers ``node``: scale and bias of the normalized shape."""
+    x = node.inputs[0]
+    normalized = tuple(x.type.shape[node.attr("axis", -1) % x.type.rank:])
+    return all(v is None or tuple(v.type.shape) == normalized for v in (node.input(1), node.input(2)))
+
+
+def _attr_float(node, name: str, default: float) -> float:
+    return float(node.attr(name, default))
+
+
+@rule("InstanceNormalization")
+def _instance_norm(b, node, grads):
+    """With x̂ the input standardized per sample and channel over m spatial values:
+    dB = Σ dy, dscale = Σ dy·x̂ (over the batch and space), dx = scale·inv_std·(dy − mean(dy) −
+    x̂·mean(dy·x̂)), the means over space. The statistics are taken again from x."""
+    g, (x, scale) = grads[0], node.inputs[:2]
+    shape, rank = tuple(x.type.shape), x.type.rank
+    space = list(range(2, rank))
+    kept = (*shape[:2], *([1] * len(space)))
+    channel = (1, shape[1], *([1] * len(space)))
+
+    def mean(v):
+        return b.op("ReduceMean", v, b.ints(space), attrs={"keepdims": 1}, shape=kept, like=v)
+
+    def per_channel(v):
+        return b.op("ReduceSum", v, b.ints([0, *space]), attrs={"keepdims": 0}, shape=(shape[1],), like=v)
+
+    centred = b.op("Sub", x, mean(x), like=x)
+    var = mean(b.op("Mul", centred, centred, like=x))
+    inv = b.op("Reciprocal", b.op("Sqrt", b.op("Add", var, b.scalar(_attr_float(node, "epsilon", 1e-5), x),
+                                                 like=var), like=var), like=var)
+    normed = b.op("Mul", centred, inv, like=x)
+    g_normed = b.op("Mul", g, normed, like=x)
+    inner = b.op("Sub", b.op("Sub", g, mean(g), like=x), b.op("Mul", normed, mean(g_normed), like=x), like=x)
+    scale_c = b.op("Reshape", scale, b.ints(channel), shape=channel, like=scale)
+    dx = b.op("Mul", inner, b.op("Mul", inv, scale_c, shape=kept, like=inv), like=x)
+    return [dx, per_channel(g_normed), per_channel(g)]
+
+
+def _channel_window_band(size: int, channels: int, dtype: np.dtype) -> np.ndarray:
+    """The (C, C) 0/1 matrix whose row c marks LRN's window of channel c: ONNX's ⌊(size − 1)/2⌋
+    channels before it and ⌈(size − 1)/2⌉ after."""
+    before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
+    c = np.arange(channels)
+    return ((c[None, :] >= c[:, None] - before) & (c[None, :] <= c[:, None] + after)).astype(dtype)
+
+
+@rule("LRN")
+def _lrn(b, node, grads):
+    """y = x·s^(−β), s = bias + (α/size)·Σ_window x²: dx = dy·s^(−β) − (2αβ/size)·x·Σ_window'(dy·x·s^(−β−1)),
+    the window sums as a (C, C) band matrix times the (N, C, rest) tensor (its transpose backward)."""
+    g, x = grads[0], node.inputs[0]
+    size = int(node.attr("size"))
+    alpha, beta = _attr_float(node, "alpha", 1e-4), _attr_float(node, "beta", 0.75)
+    shape = tuple(x.type.shape)
+    flat = (shape[0], shape[1], math.prod(shape[2:]))
+    band = _channel_window_band(size, shape[1], b.numpy_dtype(x))
+
+    def window_sum(matrix, v):
+        rows = b.op("Reshape", v, b.ints(flat), shape=flat, like=v)
+        return b.op("Reshape", b.op("MatMul", b.const(matrix), rows, shape=flat, like=v), b.ints(shape),
+                    shape=shape, like=v)
+
+    total = window_sum(band, b.op("Mul", x, x, like=x))
+    s = b.op("Add", b.op("Mul", total, b.scalar(alpha / size, x), like=x), b.scalar(_attr_float(node, "bias", 1.0), x),
+             like=x)
+    scaled = b.op("Pow", s, b.scalar(-beta, x), like=x)
+    direct = b.op("Mul", g, scaled, like=x)
+    through = b.op("Div", b.op("Mul", b.op("Mul", g, x, like=x), scaled, like=x), s, like=x)
+    back = b.op("Mul", b.op("Mul", window_sum(np.ascontiguousarray(band.T), through), x, like=x),
+                b.scalar(2 * alpha * beta / size, x), like=x)
+    return [b.op("Sub", direct, back, like=x)]
 
 
 # -- losses ---------------------------------------------------------------------------------------

@@ -33,6 +33,9 @@ IR_OPSET = 26
 NNBRIDGE_DOMAIN = "nnbridge"
 #: ONNX's optimizer ops (Momentum, Adam, Adagrad): a training step's weight update
 TRAINING_DOMAIN = "ai.onnx.preview.training"
+#: nnbridge's own training ops (a fused training-form BatchNorm and its backward): only training
+#: graphs hold them, which the reference backend and the RDU run; no file format writes them
+NNBRIDGE_TRAINING_DOMAIN = "nnbridge.training"
 
 
 class PatternKind(enum.IntEnum):
@@ -127,6 +130,6 @@ def get_schema(op: str, domain: str = "") -> OpSchema | None:
     domain = "" if domain == "ai.onnx" else domain
     if (domain, op) in CUSTOM_SCHEMAS:
         return CUSTOM_SCHEMAS[(domain, op)]
-    if domain == NNBRIDGE_DOMAIN:
+    if domain in (NNBRIDGE_DOMAIN, NNBRIDGE_TRAINING_DOMAIN):
         return None
     return _onnx_schema(op, domain)

@@ -30,6 +30,32 @@ class Module(ABC):
     def forward(self, *args: Any, **kwargs: Any) -> Layer:
         """The block's layers on ``args``; returns the last one."""
 
+    #: calls so far: the k-th call names its layers ``<module>_instance<k>``
+    instance = 0
+
+    def _call_name(self) -> str:
+        """The name of this call's layers, as LBANN's frontend counts the calls of a module."""
+        self.instance += 1
+        return f"{self.name}_instance{self.instance}"
+
+
+class _LayerModule(Module):
+    """One weighted layer (+ an optional activation layer) with its weights shared across calls."""
+
+    name: str
+
+    def _own(self, name: str, weights: Weights | Sequence[Weights], first: str, bias: bool, activation: Any,
+             what: str) -> None:
+        """The module's name, its weights (by default ``<name>_<first>`` and ``<name>_bias``), and its
+        activation layer class."""
+        self.name = name
+        self.weights = _default_weights(weights, name, first, bias, what)
+        self.activation = _activation(activation)
+
+    def _activated(self, y: Layer, name: str, **options: Any) -> Layer:
+        """``y``, through the activation layer when there is one."""
+        return y if self.activation is None else self.activation(y, name=f"{name}_activation", **options)
+
 
 def _activation(activation: Any) -> type[Layer] | None:
     if activation is None:
@@ -61,7 +87,7 @@ def _per_dim(value: Any, num_dims: int, what: str, name: str) -> list[int]:
     return values
 
 
-class FullyConnectedModule(Module):
+class FullyConnectedModule(_LayerModule):
     """A fully_connected layer (+ an optional activation layer) with weights shared across calls."""
 
     _count = itertools.count(1)
@@ -69,26 +95,20 @@ class FullyConnectedModule(Module):
     def __init__(self, size: int, bias: bool = True, transpose: bool = False,
                  weights: Weights | Sequence[Weights] = (), activation: Any = None, name: str | None = None,
                  data_layout: str = "data_parallel", parallel_strategy: dict | None = None):
-        self.name = name or f"fcmodule{next(self._count)}"
         self.size, self.bias, self.transpose = size, bias, transpose
         self.data_layout, self.parallel_strategy = data_layout, parallel_strategy or {}
-        self.weights = _default_weights(weights, self.name, "matrix", bias, "FullyConnectedModule")
-        self.activation = _activation(activation)
-        self.instance = 0
+        self._own(name or f"fcmodule{next(self._count)}", weights, "matrix", bias, activation,
+                  "FullyConnectedModule")
 
     def forward(self, x: Layer) -> Layer:
-        self.instance += 1
-        name = f"{self.name}_instance{self.instance}"
+        name = self._call_name()
         y = ALL["FullyConnected"](x, weights=self.weights, name=f"{name}_fc" if self.activation else name,
                                   data_layout=self.data_layout, num_neurons=self.size, has_bias=self.bias,
                                   transpose=self.transpose, parallel_strategy=self.parallel_strategy)
-        if self.activation is None:
-            return y
-        return self.activation(y, name=f"{name}_activation", data_layout=self.data_layout,
-                               parallel_strategy=self.parallel_strategy)
+        return self._activated(y, name, data_layout=self.data_layout, parallel_strategy=self.parallel_strategy)
 
 
-class ConvolutionModule(Module):
+class ConvolutionModule(_LayerModule):
     """A convolution (``transpose``: deconvolution) layer (+ an optional activation) with weights
     shared across calls; kernel, stride, padding and dilation are one value or one per dim."""
 
@@ -98,27 +118,24 @@ class ConvolutionModule(Module):
                  dilation: Any = 1, groups: int = 1, bias: bool = True, weights: Weights | Sequence[Weights] = (),
                  activation: Any = None, name: str | None = None, transpose: bool = False,
                  parallel_strategy: dict | None = None):
-        self.name = name or f"convmodule{next(self._count)}"
+        name = name or f"convmodule{next(self._count)}"
         self.num_dims, self.out_channels, self.groups, self.bias = num_dims, out_channels, groups, bias
-        self.kernel_size = _per_dim(kernel_size, num_dims, "kernel_size", self.name)
-        self.stride = _per_dim(stride, num_dims, "stride", self.name)
-        self.padding = _per_dim(padding, num_dims, "padding", self.name)
-        self.dilation = _per_dim(dilation, num_dims, "dilation", self.name)
+        self.kernel_size = _per_dim(kernel_size, num_dims, "kernel_size", name)
+        self.stride = _per_dim(stride, num_dims, "stride", name)
+        self.padding = _per_dim(padding, num_dims, "padding", name)
+        self.dilation = _per_dim(dilation, num_dims, "dilation", name)
         self.transpose, self.parallel_strategy = transpose, parallel_strategy or {}
-        self.weights = _default_weights(weights, self.name, "kernel", bias, "ConvolutionModule")
-        self.activation = _activation(activation)
-        self.instance = 0
+        self._own(name, weights, "kernel", bias, activation, "ConvolutionModule")
 
     def forward(self, x: Layer) -> Layer:
-        self.instance += 1
-        name = f"{self.name}_instance{self.instance}"
+        name = self._call_name()
         kind = "deconv" if self.transpose else "conv"
         layer = ALL["Deconvolution" if self.transpose else "Convolution"]
         y = layer(x, weights=self.weights, name=f"{name}_{kind}" if self.activation else name,
                   num_dims=self.num_dims, out_channels=self.out_channels, has_bias=self.bias, groups=self.groups,
                   parallel_strategy=self.parallel_strategy, kernel_size=self.kernel_size, padding=self.padding,
                   dilation=self.dilation, stride=self.stride)
-        return y if self.activation is None else self.activation(y, name=f"{name}_activation")
+        return self._activated(y, name)
 
 
 class Convolution2dModule(ConvolutionModule):
@@ -157,14 +174,12 @@ class MultiheadAttention(Module):
         self.dropout, self.bias, self.self_attention = dropout, bias, self_attention
         self.subgraph_branches = subgraph_branches
         self.separate_heads = bool(subgraph_branches) or not batch_heads
-        self.instance = 0
         roles = ("qkv",) if self_attention else ("query", "key", "value")
         self.projections = {role: _glorot_pair(f"{self.name}_{role}") for role in (*roles, "output")}
 
     def forward(self, queries: Layer, keys: Layer, values: Layer, mask: Any = None, seqlen: int | None = None,
                 **extra: Any) -> Layer:
-        self.instance += 1
-        name = f"{self.name}_instance{self.instance}"
+        name = self._call_name()
         cfc = ALL["ChannelwiseFullyConnected"]
         if self.self_attention and queries is keys is values:
             both = cfc(queries, weights=self.projections["qkv"], output_channel_dims=[3 * self.embed_dim],

@@ -1,11 +1,15 @@
 """Reverse-mode autodiff on the IR: the gradient of a scalar loss with respect to chosen values,
 built node by node from the rules in the op-traits table (``ir/gradients.py``), as NNVM's Gradient
-pass does. The backward graph is ordinary IR — ONNX ops every backend runs.
+pass does. The backward graph is ordinary IR — ONNX ops, plus nnbridge's fused normalization
+gradients (domain ``nnbridge.training``, ``ir/nnbridge_ops.py``), which the reference backend and
+the RDU run.
 
-``training_form`` first rewrites what behaves differently in training: BatchNormalization uses the
-batch's statistics (and yields the updated running statistics), LayerNormalization is spelled out
-in primitive ops, Dropout multiplies by a mask the caller feeds each step (so a seeded loop repeats
-exactly). Shapes must be static: a training graph is built for one batch size.
+``training_form`` first rewrites what behaves differently in training: BatchNormalization becomes
+one fused BatchNormTraining (the batch's statistics, the updated running statistics);
+LayerNormalization with a broadcast scale or bias is spelled out in primitive ops (otherwise its
+rule's one LayerNormalizationGrad is the backward); Dropout multiplies by a mask the caller feeds
+each step (so a seeded loop repeats exactly). Shapes must be static: a training graph is built for
+one batch size.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..base.errors import InputError, Unsupported, UnsupportedOpError
-from ..ir import DType, Graph, Node, TensorType, Value, op_traits
+from ..ir import NNBRIDGE_TRAINING_DOMAIN, DType, Graph, Node, TensorType, Value, op_traits
+from ..ir.gradients import layer_norm_fusable
 
 #: graph metadata: JSON {value name: "bwd" | "opt"} for the values a training program's backward
 #: pass and optimizer compute (the others are forward) — how a compiler types its sections
@@ -77,7 +82,7 @@ class Builder:
 
     # -- nodes ----------------------------------------------------------------------------------
     def op(self, op: str, *inputs: Value | None, attrs: dict | None = None, like: Value | None = None,
-           shape: tuple | None = None, dtype: str | None = None, outputs: list | None = None):
+           shape: tuple | None = None, dtype: str | None = None, outputs: list | None = None, domain: str = ""):
         """One node; its output type is ``dtype`` (or ``like``'s, or the first input's) with
         ``shape`` (or ``like``'s, or the broadcast of the inputs'). ``outputs`` lists (shape,
         dtype) per output for a node with several; then a list of values is returned."""
@@ -90,7 +95,8 @@ class Builder:
                     tuple(np.broadcast_shapes(*(tuple(v.type.shape) for v in inputs if v is not None)))
             kind = DType.from_numpy(np.dtype(out_dtype)) if out_dtype else first.type.dtype
             values.append(self.graph.add_value(f"{op.lower()}_{self.tag}", TensorType(kind, tuple(out_shape))))
-        self.created.append(self.graph.add_node(op, list(inputs), values, attrs or {}, name=f"{op.lower()}_{self.tag}"))
+        self.created.append(self.graph.add_node(op, list(inputs), values, attrs or {}, name=f"{op.lower()}_{self.tag}",
+                                                domain=domain))
         return values if outputs else values[0]
 
     def kept(self, value: Value, axes: Value) -> tuple[int, ...]:
@@ -136,48 +142,64 @@ def gradients(graph: Graph, loss: Value, wrt: list[Value]) -> dict[str, Value]:
     _needs_static(graph)
     if math.prod(loss.type.shape) != 1:
         raise InputError(f"the loss '{loss.name}' has shape {list(loss.type.shape)}; it must be one number")
-    wanted = {id(v) for v in wrt}
-    reaches = set(wanted)  # values that depend on some wrt value
+    reaches, on_path = _between(graph, loss, wrt)
+    b = Builder(graph)
+    grads: dict[int, Value] = {id(loss): b.const(np.ones(loss.type.shape, b.numpy_dtype(loss)))}
+    missing: list[Unsupported] = []
+    for node in on_path:  # already in reverse topological order
+        out_grads = [grads.get(id(o)) for o in node.outputs]
+        if any(g is not None for g in out_grads):
+            _accumulate(b, grads, node.inputs, _input_gradients(b, node, out_grads, missing), reaches)
+    if missing:
+        raise UnsupportedOpError("gradients", missing)
+    return {value.name: b.op("Identity", grads.get(id(value)) or b.zeros_like(value), like=value) for value in wrt}
+
+
+def _between(graph: Graph, loss: Value, wrt: list[Value]) -> tuple[set[int], list[Node]]:
+    """The values that depend on some of ``wrt`` (by id), and the nodes between ``wrt`` and the
+    loss in reverse topological order. A subgraph's captured values count as inputs: an If or Loop
+    on the path is refused, never skipped."""
+    reaches = {id(v) for v in wrt}
     path: list[Node] = []
+    reads = {id(node): [v for v in (*node.inputs, *node.captured()) if v is not None] for node in graph.nodes}
     for node in graph.nodes:
-        if any(v is not None and id(v) in reaches for v in node.inputs):
+        if any(id(v) in reaches for v in reads[id(node)]):
             reaches.update(id(o) for o in node.outputs)
             path.append(node)
     needed = {id(loss)}  # values the loss depends on
     on_path = []
     for node in reversed(path):
         if any(id(o) in needed for o in node.outputs):
-            needed.update(id(v) for v in node.inputs if v is not None)
+            needed.update(id(v) for v in reads[id(node)])
             on_path.append(node)
-    b = Builder(graph)
-    grads: dict[int, Value] = {id(loss): b.const(np.ones(loss.type.shape, b.numpy_dtype(loss)))}
-    missing: list[Unsupported] = []
-    for node in on_path:  # already in reverse topological order
-        out_grads = [grads.get(id(o)) for o in node.outputs]
-        if all(g is None for g in out_grads):
+    return reaches, on_path
+
+
+def _input_gradients(b: Builder, node: Node, out_grads: list[Value | None],
+                     missing: list[Unsupported]) -> list[Value | None]:
+    """The gradients of ``node``'s inputs by its op's rule; a node without one (or whose rule
+    refuses an input) joins ``missing`` and gets zero stand-ins, so that the nodes before it are
+    visited (and reported) too."""
+    rule = op_traits(node.op, node.domain).gradient
+    try:
+        if rule is None:
+            raise _NoRule("")
+        return rule(b, node, out_grads)
+    except _NoRule as exc:
+        reason = f"no gradient for {exc}" if str(exc) else "no gradient rule"
+        missing.append(Unsupported(node.op, node.name, reason, node.domain))
+        return [b.zeros_like(v) if v is not None and v.type.is_static else None for v in node.inputs]
+
+
+def _accumulate(b: Builder, grads: dict[int, Value], inputs: list[Value | None], in_grads: list[Value | None],
+                reaches: set[int]) -> None:
+    """Add each input's gradient to what it already has (a value read twice gets the sum), for the
+    inputs that depend on a value differentiated against."""
+    for value, grad in zip(inputs, in_grads):
+        if value is None or grad is None or id(value) not in reaches:
             continue
-        rule = op_traits(node.op, node.domain).gradient
-        try:
-            if rule is None:
-                raise _NoRule("")
-            in_grads = rule(b, node, out_grads)
-        except _NoRule as exc:
-            reason = f"no gradient for {exc}" if str(exc) else "no gradient rule"
-            missing.append(Unsupported(node.op, node.name, reason, node.domain))
-            # stand-ins so that the nodes before it are visited (and reported) too
-            in_grads = [b.zeros_like(v) if v is not None and v.type.is_static else None for v in node.inputs]
-        for value, grad in zip(node.inputs, in_grads):
-            if value is None or grad is None or id(value) not in reaches:
-                continue
-            previous = grads.get(id(value))
-            grads[id(value)] = grad if previous is None else b.op("Add", previous, grad, like=value)
-    if missing:
-        raise UnsupportedOpError("gradients", missing)
-    result = {}
-    for value in wrt:
-        grad = grads.get(id(value)) or b.zeros_like(value)
-        result[value.name] = b.op("Identity", grad, like=value)
-    return result
+        previous = grads.get(id(value))
+        grads[id(value)] = grad if previous is None else b.op("Add", previous, grad, like=value)
 
 
 @dataclass
@@ -198,7 +220,7 @@ def training_form(graph: Graph, *, unbiased_running_var: bool = False) -> Traini
         if node.op == "BatchNormalization" and not node.domain:
             _batch_norm_for_training(graph, node, form, unbiased_running_var)
         elif node.op == "LayerNormalization" and not node.domain:
-            _layer_norm_spelled_out(graph, node)
+            _layer_norm_for_training(graph, node)
         elif node.op == "Dropout" and not node.domain:
             _dropout_with_mask(graph, node, form)
         elif node.op in ("LSTM", "GRU") and not node.domain and _plain_recurrence(node):
@@ -214,38 +236,46 @@ def _replace(graph: Graph, node: Node, result: Value) -> None:
         graph.outputs[:] = [result if v is old else v for v in graph.outputs]
 
 
-def _normalize(b: Builder, x: Value, axes: list[int], epsilon: float) -> tuple[Value, Value, Value]:
-    """(x − mean) / sqrt(var + eps) over ``axes``, with the mean and the (biased) variance."""
+def _normalize(b: Builder, x: Value, axes: list[int], epsilon: float) -> Value:
+    """(x − mean) / sqrt(var + eps) over ``axes`` (the biased variance)."""
     kept = tuple(1 if i in axes else d for i, d in enumerate(x.type.shape))
     ax = b.ints(axes)
     mean = b.op("ReduceMean", x, ax, attrs={"keepdims": 1}, shape=kept, like=x)
     centred = b.op("Sub", x, mean, like=x)
     var = b.op("ReduceMean", b.op("Mul", centred, centred, like=x), ax, attrs={"keepdims": 1}, shape=kept, like=x)
     std = b.op("Sqrt", b.op("Add", var, b.scalar(epsilon, x), like=var), like=var)
-    return b.op("Div", centred, std, like=x), mean, var
+    return b.op("Div", centred, std, like=x)
 
 
 def _batch_norm_for_training(graph: Graph, node: Node, form: TrainingForm, unbiased: bool) -> None:
+    """One fused BatchNormTraining node (``ir/nnbridge_ops.py``); its rule's BatchNormTrainingGrad is
+    the backward."""
     b = Builder(graph)
     x, scale, bias, mean, var = node.inputs[:5]
     for state in (mean, var):
         if state.producer is not None:
             raise InputError(f"BatchNormalization '{node.name}': its running statistic '{state.name}' is computed, "
                              f"not a stored tensor; training updates stored running statistics only")
-    rank, channels = x.type.rank, x.type.shape[1]
-    normed, batch_mean, batch_var = _normalize(b, x, [0, *range(2, rank)], node.attr("epsilon", 1e-5))
-    shape = (1, channels, *([1] * (rank - 2)))
-    per_channel = [b.op("Reshape", v, b.ints(shape), shape=shape, like=v) for v in (scale, bias)]
-    y = b.op("Add", b.op("Mul", normed, per_channel[0], like=x), per_channel[1], like=x)
-    momentum = node.attr("momentum", 0.9)
-    if unbiased:
-        count = math.prod(x.type.shape) // channels
-        batch_var = b.op("Mul", batch_var, b.scalar(count / max(count - 1, 1), batch_var), like=batch_var)
-    for state, batch in ((mean, batch_mean), (var, batch_var)):
-        flat = b.op("Reshape", batch, b.ints([channels]), shape=(channels,), like=state)
-        form.updates[state.name] = b.op("Add", b.op("Mul", state, b.scalar(momentum, state)),
-                                        b.op("Mul", flat, b.scalar(1 - momentum, state)), like=state)
+    if any(graph.consumers(o) or graph.is_output(o) for o in node.outputs[1:]):
+        raise InputError(f"BatchNormalization '{node.name}': its running-statistics outputs are read by the graph; "
+                         f"training computes them itself")
+    channel = (mean.type.shape, mean.type.dtype.numpy)
+    y, new_mean, new_var, _ = b.op(
+        "BatchNormTraining", x, scale, bias, mean, var, domain=NNBRIDGE_TRAINING_DOMAIN,
+        attrs={"epsilon": node.attr("epsilon", 1e-5), "momentum": node.attr("momentum", 0.9),
+               "unbiased": int(unbiased)},
+        outputs=[(x.type.shape, None), channel, channel, channel])
+    form.updates[mean.name], form.updates[var.name] = new_mean, new_var
     _replace(graph, node, y)
+
+
+def _layer_norm_for_training(graph: Graph, node: Node) -> None:
+    """Kept as it is when its rule's LayerNormalizationGrad covers it (scale and bias of the
+    normalized shape); spelled out in primitive ops otherwise."""
+    if any(graph.consumers(o) or graph.is_output(o) for o in node.outputs[1:]):
+        raise InputError(f"LayerNormalization '{node.name}': its Mean/InvStdDev outputs are not trainable")
+    if not layer_norm_fusable(node):
+        _layer_norm_spelled_out(graph, node)
 
 
 def _layer_norm_spelled_out(graph: Graph, node: Node) -> None:
@@ -253,7 +283,7 @@ def _layer_norm_spelled_out(graph: Graph, node: Node) -> None:
     x, scale = node.inputs[0], node.inputs[1]
     rank = x.type.rank
     axis = node.attr("axis", -1) % rank
-    normed, _, _ = _normalize(b, x, list(range(axis, rank)), node.attr("epsilon", 1e-5))
+    normed = _normalize(b, x, list(range(axis, rank)), node.attr("epsilon", 1e-5))
     y = b.op("Mul", normed, scale, like=x)
     if node.input(2) is not None:
         y = b.op("Add", y, node.inputs[2], like=x)

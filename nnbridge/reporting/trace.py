@@ -33,8 +33,8 @@ def _names(pid: int, process: str, threads: Mapping[int, str]) -> list[dict]:
 
 
 def smv_trace(rows: Sequence[Mapping[str, Any]], accels: int, model: str) -> dict:
-    """One slice per layer phase: host CPU (tiling copies, CPU operators), then per accelerator
-    the transfer and the compute of the layer's invocations."""
+    """One slice per layer phase: host CPU (tiling copies, CPU operators), then on each accelerator
+    the layer used (its row's ``accels``) the transfer and the compute of the layer's invocations."""
     events = _names(1, f"SMV: {model}", {0: "host CPU", **{1 + a: f"accelerator {a}" for a in range(accels)}})
     clock = 0.0
     for row in rows:
@@ -42,7 +42,7 @@ def smv_trace(rows: Sequence[Mapping[str, Any]], accels: int, model: str) -> dic
         args = {k: row[k] for k in ("op", "where", "invocations", "tiles", "note") if row.get(k) not in (None, "")}
         if cpu:
             events.append(_slice(f"{row['name']} (cpu)", "cpu", clock, cpu, 1, 0, args))
-        for a in range(accels if row.get("where") == "accel" else 0):
+        for a in range(int(row.get("accels") or accels) if row.get("where") == "accel" else 0):
             if transfer:
                 events.append(_slice(f"{row['name']} (transfer)", "transfer", clock + cpu, transfer, 1, 1 + a, args))
             if compute:

@@ -148,7 +148,35 @@ class NonFiniteStep(Exception):
     """A step met a non-finite tensor (the message names it); nothing was updated."""
 
 
+class CheckedOnce:
+    """An executable's run whose feeds are checked (``match_inputs``) on the first call only: a
+    training loop feeds the same names, dtypes and shapes every step (its own weights, full batches
+    of data checked once, masks it draws), and the check cost as much as a small model's kernels."""
+
+    def __init__(self, exe: Any):
+        self.exe, self.names, self.checked = exe, [v.name for v in exe.graph.outputs], False
+
+    def __call__(self, feeds: dict[str, Any]) -> dict[str, Any]:
+        if not self.checked:
+            out = self.exe.run(feeds)
+            self.checked = True
+            return out
+        return dict(zip(self.names, self.exe.plan.execute(feeds)))
+
+
+def all_finite(array: np.ndarray) -> bool:
+    """Whether every element is finite: a NaN or an infinity makes the sum non-finite, so one
+    summing pass (no mask array) settles the usual case; a non-finite sum is checked element by
+    element, since finite values may overflow it."""
+    array = np.asarray(array)
+    if array.dtype.kind != "f":
+        return True
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflowing or NaN sum is an answer, not a warning
+        total = np.add.reduce(array, axis=None)
+    return bool(np.isfinite(total)) or bool(np.isfinite(array).all())
+
+
 def check_finite(arrays: dict[str, np.ndarray], what: str) -> None:
     for name, array in arrays.items():
-        if np.asarray(array).dtype.kind == "f" and not np.isfinite(array).all():
+        if not all_finite(array):
             raise NonFiniteStep(f"{what} '{name}'")

@@ -30,7 +30,9 @@ def _infer(graph: Graph) -> None:
     from ..passes import run_passes
     from ..passes.manager import Fixpoint
 
-    run_passes(graph, [Fixpoint("infer-shapes", "fold")])  # shape arithmetic on static shapes → constants
+    # shape arithmetic on static shapes → constants, and an If on such a condition → its branch (torch
+    # exports squeeze(1) of a dynamic dim as one: the If's captured values would hide a path from autodiff)
+    run_passes(graph, [Fixpoint("infer-shapes", "fold", "fold-branches")])
 
 
 def pinned(graph: Graph, sample: tuple, batch: int) -> tuple[Graph, dict[str, np.ndarray]]:

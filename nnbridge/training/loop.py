@@ -16,7 +16,9 @@ from ..api.compiler import compile as compile_graph
 from ..base.errors import NonFiniteError
 from ..ir import Graph
 from .checks import (
+    CheckedOnce,
     NonFiniteStep,
+    all_finite,
     check_data,
     check_labels,
     check_settings,
@@ -190,6 +192,7 @@ class TrainingStep:
         self.scores_name, self.classes = built.scores.name, built.scores.type.shape[-1]
         self.input, self.target = built.graph.inputs[0].name, built.target
         self.exe = compile_graph(built.graph, backend="reference")
+        self._checked_run = CheckedOnce(self.exe)
 
     def run(self, xb: np.ndarray, yb: np.ndarray, rng: np.random.Generator):
         """(loss, scores, gradients, new batch-norm statistics); ``NonFiniteStep`` naming the first
@@ -197,9 +200,9 @@ class TrainingStep:
         feeds = {self.input: xb, self.target: yb, **self.params, **self.states, **self.fixed}
         for name, (shape, ratio) in self.masks.items():
             feeds[name] = (rng.random(shape) >= ratio).astype(xb.dtype)
-        out = self.exe.run(feeds)
+        out = self._checked_run(feeds)
         loss_name, score_name, grad_names, update_names = self.names
-        if not all(np.isfinite(out[n]).all() for n in [loss_name, *grad_names, *update_names]):
+        if not all(all_finite(out[n]) for n in [loss_name, *grad_names, *update_names]):
             raise NonFiniteStep(self._first_nonfinite(feeds))
         states = {state: out[name] for state, name in zip(self.states, update_names)}
         return float(out[loss_name]), out[score_name], [out[n] for n in grad_names], states

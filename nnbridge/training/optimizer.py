@@ -9,7 +9,7 @@ import numpy as np
 
 from ..api.compiler import compile as compile_graph
 from ..ir import TRAINING_DOMAIN, DType, Graph, TensorType, Value
-from .checks import check_finite
+from .checks import CheckedOnce, check_finite
 
 ADAM_BETAS, ADAM_EPSILON = (0.9, 0.999), 1e-8  # torch.optim.Adam's defaults
 
@@ -92,6 +92,7 @@ class Optimizer:
                                             semantics).outputs)
         self.state = {r: [np.zeros_like(a) for a in params.values()] for r in optimizer_roles(kind)[2:]}
         self.exe = compile_graph(g, backend="reference", passes=[])
+        self._checked_run = CheckedOnce(self.exe)
 
     def apply(self, params: dict[str, np.ndarray], grads: list[np.ndarray], t: int) -> None:
         params.update(self.step(params, grads, t))
@@ -103,7 +104,7 @@ class Optimizer:
             feeds[f"X{i}"], feeds[f"G{i}"] = array, grad
         for role, arrays in self.state.items():
             feeds.update({f"{role}{i}": a for i, a in enumerate(arrays)})
-        out = self.exe.run(feeds)
+        out = self._checked_run(feeds)
         new = {name: out[f"X{i}_new"] for i, name in enumerate(params)}
         check_finite(new, "the new weight")  # before the states move on: a skipped step leaves no trace
         for role, arrays in self.state.items():

@@ -53,6 +53,15 @@ def build(name: str, batch: int = 1) -> onnx.ModelProto:
     return MODELS[name].build(batch)
 
 
+def _classified(b: OnnxBuilder, x: str, features: int, hidden: int) -> onnx.ModelProto:
+    """The model of ``b`` with the CNNs' classifier on ``x``: flatten, a fully connected layer of
+    ``hidden`` with ReLU, and the 10 logits as the output."""
+    x = b.op("Flatten", [x], "flatten", axis=1)
+    x = b.op("Relu", [b.dense(x, features, hidden, "fc0")])
+    b.output(b.dense(x, hidden, 10, "fc1"))
+    return b.model()
+
+
 @_register("mlp", "2-layer perceptron 64→32→10 with softmax")
 def mlp(batch: int) -> onnx.ModelProto:
     b = OnnxBuilder("mlp", seed=1)
@@ -69,10 +78,7 @@ def digits_cnn(batch: int) -> onnx.ModelProto:
     x = b.input("image", [batch, 1, 8, 8])
     x = b.op("Relu", [b.batchnorm(b.conv(x, 1, 16, 3, hint="conv0"), 16, "bn0")])
     x = b.op("Relu", [b.conv(b.maxpool(x, hint="pool0"), 16, 32, 3, hint="conv1")])
-    x = b.op("Flatten", [b.maxpool(x, hint="pool1")], "flatten", axis=1)
-    x = b.op("Relu", [b.dense(x, 32 * 2 * 2, 64, "fc0")])
-    b.output(b.dense(x, 64, 10, "fc1"))
-    return b.model()
+    return _classified(b, b.maxpool(x, hint="pool1"), 32 * 2 * 2, 64)
 
 
 @_register("minerva", "SMAUG's Minerva: flatten 784 → FC256 ×3 (ReLU) → FC10")
@@ -91,10 +97,7 @@ def lenet5(batch: int) -> onnx.ModelProto:
     x = b.input("input", [batch, 1, 28, 28])
     x = b.op("Relu", [b.conv(x, 1, 32, 3, pad=0, hint="conv0")])
     x = b.op("Relu", [b.conv(x, 32, 32, 3, pad=0, hint="conv1")])
-    x = b.op("Flatten", [b.maxpool(x)], "flatten", axis=1)
-    x = b.op("Relu", [b.dense(x, 32 * 12 * 12, 128, "fc0")])
-    b.output(b.dense(x, 128, 10, "fc1"))
-    return b.model()
+    return _classified(b, b.maxpool(x), 32 * 12 * 12, 128)
 
 
 @_register("cnn10", "SMAUG's CIFAR-10 CNN10: 4 convs (same, ReLU), 3 batch norms, 2 pools, FC512, FC10")
@@ -107,11 +110,7 @@ def cnn10(batch: int) -> onnx.ModelProto:
     x = b.batchnorm(b.maxpool(x), 32, "bn1")
     x = b.op("Relu", [b.conv(x, 32, 64, 3, hint="conv2")])
     x = b.op("Relu", [b.conv(x, 64, 64, 3, hint="conv3")])
-    x = b.batchnorm(b.maxpool(x), 64, "bn2")
-    x = b.op("Flatten", [x], "flatten", axis=1)
-    x = b.op("Relu", [b.dense(x, 64 * 8 * 8, 512, "fc0")])
-    b.output(b.dense(x, 512, 10, "fc1"))
-    return b.model()
+    return _classified(b, b.batchnorm(b.maxpool(x), 64, "bn2"), 64 * 8 * 8, 512)
 
 
 @_register("vgg_cifar", "SMAUG's VGG for CIFAR-10: 10 convs 3×3 (ReLU), 4 pools, FC512, FC10")
@@ -124,10 +123,7 @@ def vgg_cifar(batch: int) -> onnx.ModelProto:
             x = b.op("Relu", [b.conv(x, c_in, c_out, 3, hint=f"conv{stage}_{i}")])
             c_in = c_out
         x = b.maxpool(x, hint=f"pool{stage}")
-    x = b.op("Flatten", [x], "flatten", axis=1)
-    x = b.op("Relu", [b.dense(x, 512 * 2 * 2, 512, "fc0")])
-    b.output(b.dense(x, 512, 10, "fc1"))
-    return b.model()
+    return _classified(b, x, 512 * 2 * 2, 512)
 
 
 @_register("resnet_tiny", "ResNet for 32×32 images: stem, 3 basic blocks (one with projection), GAP, FC10")

@@ -83,7 +83,14 @@ def _named(message, kind: str) -> list[str]:
     return names
 
 
-@pytest.mark.parametrize("stem", [pytest.param(s, marks=pytest.mark.slow) if s in SLOW else s for s in FILES])
+#: make bench's (matrix): the same architecture family as a file make test keeps (ResNet-101 and
+#: Wide ResNet-50-2 as ResNet-50's bottleneck blocks; apps' ResNet-50 and AlexNet as models'; apps'
+#: vision training setup through its ResNet-18, LeNet and DenseNet)
+MATRIX = {"models__resnet101", "models__wide_resnet50_2", "apps__vision_resnet50", "apps__vision_alexnet"}
+
+
+@pytest.mark.parametrize("stem", [pytest.param(s, marks=([pytest.mark.slow] if s in SLOW else [])
+                                               + ([pytest.mark.matrix] if s in MATRIX else [])) for s in FILES])
 def test_frontend_experiment_loads_runs_and_round_trips_with_its_training_setup(shared_data, tmp_path, stem):
     source = shared_data / "lbann" / "frontend" / f"{stem}.prototext"
     original = _parse(source)

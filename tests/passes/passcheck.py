@@ -22,19 +22,21 @@ def light_path(name: str) -> Path:
     return LIGHT / f"light_{name}.onnx"
 
 
-@functools.cache
+#: the two most recent light models stay loaded: tests use one or two at a time, and all nine held
+#: at once weigh ~1.5 GB
+@functools.lru_cache(maxsize=2)
 def light_model(name: str) -> onnx.ModelProto:
     return onnx.load(str(light_path(name)))
 
 
-@functools.cache
+@functools.lru_cache(maxsize=2)
 def light_graph(name: str) -> Graph:
     return nnbridge.load(light_model(name))
 
 
 @functools.cache
 def light_case(name: str) -> tuple[dict, dict]:
-    """(feeds, onnxruntime outputs) of a light model, computed once per session."""
+    """(feeds, onnxruntime outputs) of a light model, computed once per test module (conftest)."""
     graph = light_graph(name)
     feeds = random_inputs(graph, seed=0)
     return feeds, run_onnxruntime(light_model(name), feeds)

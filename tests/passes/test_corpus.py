@@ -33,6 +33,14 @@ from nnbridge.passes import available_passes, run_passes
 PYTORCH = Path(onnx.__file__).parent / "backend" / "test" / "data" / "pytorch-converted"
 PYTORCH_CASES = sorted(p.name for p in PYTORCH.iterdir() if (p / "model.onnx").is_file())
 HEAVY = {"vgg19", "densenet121"}  # the two slowest light models to execute (marked slow)
+#: light models make bench checks (matrix); make test keeps a plain conv stack (alexnet), inception
+#: (v1), residual (resnet50), grouped/shuffled (shufflenet) and fire (squeezenet) blocks
+MATRIX = {"vgg19", "densenet121", "inception_v2", "zfnet512"}
+
+
+def _light_param(name: str):
+    return pytest.param(name, marks=([pytest.mark.slow] if name in HEAVY else [])
+                        + ([pytest.mark.matrix] if name in MATRIX else []))
 
 
 def _pipelines() -> list[tuple[str, int]]:
@@ -77,8 +85,8 @@ def verify_corpus_model(graph: Graph, feeds: dict, want: dict, passes_on_ort: bo
     return executed
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in HEAVY else n
-                                  for n in LIGHT_MODELS])
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [_light_param(n) for n in LIGHT_MODELS])
 def test_light_model_after_each_pass_and_pipeline(name):
     feeds, want = light_case(name)
     executed = verify_corpus_model(light_graph(name), feeds, want, passes_on_ort=True)

@@ -43,6 +43,7 @@ def test_the_configurations_have_metas_parameter_counts(size):
     assert all(a.strides == (0,) * a.ndim for a in weights)
 
 
+@pytest.mark.slow
 def test_8b_decode_reads_what_the_kernel_looping_paper_tabulates():
     config = llama_config("llama-3.1-8b")
     read = decode_totals("8b")["offchip_bytes_by_tier"]["hbm"]
@@ -55,7 +56,8 @@ def test_8b_decode_reads_what_the_kernel_looping_paper_tabulates():
 #: the rest of the matrix is marked matrix (make bench: bench_matrix, and bench_llm's table)
 REPRESENTATIVES = {("8b", 16), ("70b", 1)}
 CASES = [pytest.param(size, sockets, id=f"{size}-{sockets}sockets",
-                      marks=[] if (size, sockets) in REPRESENTATIVES else [pytest.mark.matrix])
+                      marks=[pytest.mark.slow] if (size, sockets) == ("70b", 1) else  # 7 CPU-s
+                      [] if (size, sockets) in REPRESENTATIVES else [pytest.mark.matrix])
          for size in ("8b", "70b", "405b") for sockets in (1, 8, 16)]
 
 
@@ -72,6 +74,7 @@ def test_decode_estimates_stay_under_the_capacity_aware_roofline(size, sockets):
         assert roof.seconds / (t["latency_us"] * 1e-6) >= 0.7
 
 
+@pytest.mark.slow
 def test_compute_heavy_work_at_large_batch_reaches_half_the_peak(cli, tmp_path):
     """An 8B prefill of 512 tokens at batch 8, estimated from the command line (its header and
     table; the totals in --json); BERT-base at batch 64 is in the matrix (make bench)."""
@@ -99,6 +102,7 @@ def test_llms_are_estimated_from_the_command_line(cli):
         llama_graph(llama_config("8b"), context=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", ["8b", pytest.param("70b", marks=pytest.mark.matrix)])
 def test_more_sockets_never_decode_slower(size):
     latencies = [decode_totals(size, n)["latency_us"] for n in (1, 2, 4, 8, 16)]

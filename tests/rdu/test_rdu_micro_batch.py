@@ -68,6 +68,7 @@ def test_the_micro_batches_tried_for_a_batch_include_those_for_a_quarter_of_it()
         assert max(micro_batches(batch)) == batch
 
 
+@pytest.mark.slow
 def test_8b_decode_at_batch_4096_reaches_half_the_peak_by_default():
     """Issue 35's case: 3.3 % of the peak with a micro-batch of 1 (each sample re-read every weight)."""
     exe = nnbridge.compile(llama_graph(llama_config("8b"), context=16), "rdu", preset="sn40l", batch_size=4096)

@@ -16,7 +16,11 @@ from nnbridge.zoo import build, names
 
 #: the three whose ConstantOfShape weights make a run take 8-20 s are marked slow (make test runs them)
 HEAVY = {"light_vgg19", "light_densenet121", "light_inception_v2"}
-LIGHT = [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem in HEAVY else [])
+#: make bench's (matrix, 3-5 CPU-s each): plain conv stacks and a residual net, whose families the zoo's
+#: vgg_cifar and resnet_tiny keep in make test
+MATRIX = {"light_vgg19", "light_zfnet512", "light_bvlc_alexnet", "light_resnet50"}
+LIGHT = [pytest.param(p, id=p.stem, marks=([pytest.mark.slow] if p.stem in HEAVY else [])
+                      + ([pytest.mark.matrix] if p.stem in MATRIX else []))
          for p in sorted((Path(onnx.__file__).parent / "backend" / "test" / "data" / "light").glob("*.onnx"))]
 
 
@@ -35,7 +39,7 @@ def checked(model):
     return nnbridge.check(model, backend="rdu")  # an unsupported op is a failure, not a skip
 
 
-@pytest.mark.parametrize("name", names())
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "vgg_cifar" else n for n in names()])
 def test_zoo_agrees_with_onnxruntime_in_bf16(name):
     assert_bf16_agreement(checked(build(name)))
 

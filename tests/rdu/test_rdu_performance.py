@@ -15,12 +15,16 @@ ANALYZER = {"stage_latency_us": 85.0, "throughput": 11.8e3, "utilization": 0.658
 
 
 @pytest.fixture(scope="module")
-def squeezenet_plasticine():
+def squeezenet_exe():
     # n_pmu / SRAM unbounded: the analyzer's memory-unit budget is not the checkerboard's (§6.1 note);
     # its pipeline passes one sample per stage: a micro-batch of 1
-    exe = nnbridge.compile(squeezenet11(), backend="rdu", preset="plasticine", mode="o1", batch_size=4096,
-                           micro_batch=1, n_pmu=None, sram_bytes=None)
-    return exe.estimate.totals
+    return nnbridge.compile(squeezenet11(), backend="rdu", preset="plasticine", mode="o1", batch_size=4096,
+                            micro_batch=1, n_pmu=None, sram_bytes=None)
+
+
+@pytest.fixture(scope="module")
+def squeezenet_plasticine(squeezenet_exe):
+    return squeezenet_exe.estimate.totals
 
 
 def within(ours: float, theirs: float, tolerance: float) -> bool:
@@ -37,12 +41,33 @@ def test_squeezenet_matches_the_plasticine_analyzer_within_the_spec_tolerances(s
     assert within(t["steady_throughput_samples_per_s"], ANALYZER["throughput"], 0.15)
 
 
-@pytest.mark.xfail(strict=True, reason="known gap (docs/rdu.md): utilisation 75.0 % vs 65.8 % — our stage "
-                   "latency is 9.8 % short — and 78 memory units vs 125; strict, so closing it shows")
-def test_squeezenet_utilisation_and_memory_units_within_the_spec_tolerances(squeezenet_plasticine):
+def test_squeezenet_memory_units_within_the_spec_tolerance(squeezenet_plasticine):
+    """specs/rdu-architecture.md §6.1: the reported memory-unit count within ±15 % (136 vs 125)."""
+    assert within(squeezenet_plasticine["memory_units"], 125, 0.15)
+
+
+def test_squeezenet_utilisation_is_its_flop_times_throughput_over_peak(squeezenet_exe):
+    """The spec's consistency relation (§6.1): utilisation follows from the stage latency, so the
+    ±2-point band on 65.8 % is a ±3 % band on the stage latency (which alone has ±15 %). Our stage
+    latency is the slowest stage's, at 100 % of each PCU's peak: conv1's work on its 3 PCUs, while
+    all of the section's work spread over the 64 PCUs would take 57.5 µs (docs/rdu.md)."""
+    t, machine = squeezenet_exe.estimate.totals, squeezenet_exe.machine
+    assert t["steady_flops_utilization"] == pytest.approx(t["flop_per_sample"] / (t["stage_latency_us"] * 1e-6)
+                                                          / machine.peak_flops)
+    pcu_flops = machine.flop_per_pcu_per_cycle * machine.clock_ghz * 1e9
+    slowest = max(squeezenet_exe.estimate.stages, key=lambda s: s.stage_us)
+    assert slowest.kernel.endswith("conv1") and slowest.pcus == 3 and slowest.bottleneck == "compute"
+    assert t["stage_latency_us"] == pytest.approx(slowest.flops_per_sample / pcu_flops / slowest.pcus * 1e6)
+    assert t["flop_per_sample"] / machine.peak_flops * 1e6 == pytest.approx(57.5, rel=0.01)  # all 64 PCUs busy
+
+
+@pytest.mark.xfail(strict=True, reason="known gap (docs/rdu.md, 'Plasticine model analyzer'): utilisation 75.0 % "
+                   "vs 65.8 % because our stage latency is 76.7 µs, not 85.0 (-9.8 %): conv1's 230 µs of work on "
+                   "3 of the 64 PCUs at their peak; the analyzer's 85 µs implies ~10 % more per-stage cost its "
+                   "report does not break down; strict, so closing it shows")
+def test_squeezenet_utilisation_within_the_spec_tolerance(squeezenet_plasticine):
     t = squeezenet_plasticine
     assert abs(100 * t["steady_flops_utilization"] - 100 * ANALYZER["utilization"]) <= 2.0
-    assert within(t["memory_units"], 125, 0.15)
 
 
 def test_squeezenet_flop_count_matches_within_1_percent(squeezenet_plasticine):

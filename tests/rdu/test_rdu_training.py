@@ -70,6 +70,7 @@ def test_cli_compiles_a_training_step_and_reports_the_split(tmp_path):
     assert done.returncode == 2 and "exclude each other" in done.stderr
 
 
+@pytest.mark.slow
 def test_training_from_the_pef_in_bf16_tracks_the_reference_and_learns(tmp_path):
     """bf16 forward and backward with fp32 master weights, on the same batches as the fp32 reference
     loop: each of the first 10 steps' losses within 5 % and the running loss of the whole first
@@ -97,6 +98,7 @@ def test_training_from_the_pef_in_bf16_tracks_the_reference_and_learns(tmp_path)
     assert history[-1].val_accuracy >= 0.93
 
 
+@pytest.mark.slow
 def test_run_trains_a_training_pef_and_refuses_to_train_an_inference_one(tmp_path):
     pytest.importorskip("sklearn")
     onnx.save(nnbridge.zoo.build("digits_cnn", batch=32), tmp_path / "cnn.onnx")

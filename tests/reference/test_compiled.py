@@ -160,6 +160,7 @@ GEOMETRIES = [  # (channels, multiplier or group width, size, kernel, strides, d
     (24, 1, (30, 30), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),    # the numpy flat path: same order, bit for bit
     (16, 1, (13, 17), (5, 3), (2, 1), (1, 2), (2, 0, 1, 3)),   # asymmetric everything
     (12, 1, (9, 9), (3, 3), (3, 2), (2, 1), (0, 2, 3, 0)),     # stride 3
+    (6, 1, (40, 47), (3, 3), (2, 3), (1, 1), (1, 2, 0, 1)),    # column stride 3: the general phase rows
     (40, 1, (7, 7), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),     # a small map: channels last in one call
     (24, 1, (12, 48), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),   # ... strided (the OCR classifier's)
     (448, 1, (14, 14), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),  # work for threads: channels last in blocks
@@ -246,6 +247,7 @@ def test_nnbridge_no_numba_runs_the_numpy_kernels_and_says_so():
     assert compiled.load("conv") is not None
 
 
+@pytest.mark.slow
 def test_compiled_code_is_cached_in_the_per_user_directory(tmp_path):
     """A fresh process with an empty cache home compiles a kernel and leaves it there, outside the
     installed package (so a read-only install caches too), in a directory named by a hash of the

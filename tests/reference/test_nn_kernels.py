@@ -99,6 +99,18 @@ def test_conv_1d_and_3d(shape, kernel):
                        dict(strides=[2] * rank, pads=[1] * rank + [0] * rank), inits=("w", "b"))
 
 
+@pytest.mark.parametrize("group", [1, 2])
+def test_conv_with_a_kernel_larger_than_its_output(group):
+    """A training step's kernel gradient is such a convolution (the batch as channels, the output
+    gradient as the kernel): its columns are laid out the other way round."""
+    x, w = rand(3, 4, 9, 8), rand(4, 4 // group, 7, 6)
+    assert_matches_ort("Conv", [("x", x), ("w", w)], dict(group=group, pads=[1, 1, 0, 1], dilations=[1, 1]),
+                       inits=("w",))
+    got = run_ours(*node_model("Conv", [("x", x), ("w", w)], {"group": group, "pads": [1, 1, 0, 1]}))[0]
+    want = naive_conv2d(x.astype(np.float64), w.astype(np.float64), None, group, [1, 1], [1, 1], [1, 1, 0, 1])
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("dtype", [np.float16, np.float64])
 def test_conv_keeps_fp16_and_fp64(dtype):
     x, w = rand(1, 2, 5, 5, dtype=dtype), rand(3, 2, 3, 3, dtype=dtype)
@@ -137,11 +149,32 @@ def test_conv_transpose_variants(attrs):
     dict(kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 1, 1], ceil_mode=1),
     dict(kernel_shape=[2, 2], strides=[1, 2], dilations=[2, 2], pads=[0, 1, 1, 0]),
     dict(kernel_shape=[3, 3], auto_pad="SAME_LOWER", strides=[2, 2]),
+    dict(kernel_shape=[2, 2], strides=[2, 2]),
+    dict(kernel_shape=[3, 2], strides=[2, 1], dilations=[1, 2]),
 ])
 def test_max_pool_with_indices(attrs):
     x = rand(2, 3, 8, 7)
     for order in (0, 1):
         assert_matches_ort("MaxPool", [("x", x)], dict(attrs, storage_order=order), outputs=2)
+
+
+@pytest.mark.parametrize(("shape", "kernel", "strides", "dilations"), [
+    ((2, 3, 8, 8), (2, 2), (2, 2), (1, 1)), ((1, 2, 10, 9), (2, 3), (1, 2), (2, 1)), ((2, 2, 11), (3,), (2,), (2,)),
+    ((1, 1, 4, 5, 6), (2, 2, 2), (1, 2, 2), (1, 1, 1))])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_max_pool_indices_by_taps_equal_the_window_argmax_with_ties(shape, kernel, strides, dilations, dtype):
+    """The unpadded fast path keeps the first greatest tap, as argmax over the window does: inputs
+    of a few integer values make ties everywhere."""
+    from nnbridge.kernels.ops.pool import (
+        PoolGeometry,
+        _max_pool_with_indices_by_taps,
+        _max_pool_with_indices_by_windows,
+    )
+
+    x = np.random.default_rng(0).integers(-3, 3, size=shape).astype(dtype)
+    geo = PoolGeometry(x.shape[2:], kernel, "NOTSET", 0, dilations, None, strides)
+    fast, general = _max_pool_with_indices_by_taps(x, geo), _max_pool_with_indices_by_windows(x, x, geo, 0)
+    assert all(np.array_equal(a, b) for a, b in zip(fast, general))
 
 
 @pytest.mark.parametrize("include_pad", [0, 1])

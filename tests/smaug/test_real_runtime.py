@@ -29,6 +29,7 @@ from single_ops import MODELS
 import nnbridge
 import nnbridge.zoo
 from nnbridge.base.errors import NNBridgeWarning, UnsupportedOpError
+from nnbridge.check import CheckResult
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 ZOO = ["mlp", "minerva", "lenet5", "cnn10", "vgg_cifar", "resnet_tiny", "lstm_small"]
@@ -77,15 +78,18 @@ def check_real_run(model: onnx.ModelProto, backend: str, folder: Path) -> float:
     error = relative_error(got, expected)
     assert error <= TOLERANCE[backend], f"{error:.3g} relative to the output scale"
     if backend == "SMV":  # the simulator predicts the real runtime, and check's verdict with it
-        assert same_fp16_bits(simulate(topo, run), run.output)
-        assert nnbridge.check(topo, backend="smv").ok
+        result = simulated(topo, run)
+        assert result.ok
     return error
 
 
-def simulate(topo: Path, run: RealRun) -> np.ndarray:
-    """nnbridge's SMV backend on the SMAUG file itself (it runs the stored input by default)."""
-    graph = nnbridge.load(topo)
-    return matching_output(nnbridge.run(graph, graph.input_values, backend="smv"), run)
+def simulated(topo: Path, run: RealRun) -> CheckResult:
+    """``check`` of the SMAUG file on nnbridge's SMV backend, after asserting that the simulator's
+    output there (check runs the file's stored input by default, as the runtime did) equals the
+    real runtime's bit for bit: one simulation serves both."""
+    result = nnbridge.check(topo, backend="smv")
+    assert same_fp16_bits(matching_output(result.actual, run), run.output)
+    return result
 
 
 @pytest.mark.parametrize("backend", ["Reference", "SMV"])
@@ -102,22 +106,27 @@ def test_real_smaug_computes_what_onnxruntime_does(tmp_path, name, backend):
     check_real_run(model, backend, tmp_path)
 
 
+# the pooling split is SMV's (``_pool_group``): SMV is the family's representative in make test
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["Reference", "SMV"])
+@pytest.mark.parametrize("backend", [pytest.param("Reference", marks=pytest.mark.matrix), "SMV"])
 def test_light_densenet121(tmp_path, backend):
     """Max pooling whose SMAUG tiles would not pair up (the runtime segfaults) is split into
     channel groups it tiles consistently."""
     check_real_run(build("light_densenet121"), backend, tmp_path)
 
 
+# squeezenet represents the family in make test; ResNet-50 and VGG-19 (its 411 MB folded FC weight:
+# 40 CPU-s in SMAUG's runtime) run in make bench
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["light_squeezenet", "light_resnet50", "light_vgg19"])
+@pytest.mark.parametrize("name", ["light_squeezenet", pytest.param("light_resnet50", marks=pytest.mark.matrix),
+                                  pytest.param("light_vgg19", marks=pytest.mark.matrix)])
 def test_light_models_on_reference(tmp_path, name, monkeypatch):
     monkeypatch.setenv("NNBRIDGE_FOLD_LIMIT_MB", "1024")  # VGG-19's FC weight (411 MB) is a ConstantOfShape
     check_real_run(build(name), "Reference", tmp_path)
 
 
-@pytest.mark.parametrize("name", ["light_squeezenet", "light_resnet50"])
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["light_squeezenet", pytest.param("light_resnet50", marks=pytest.mark.matrix)])
 def test_light_models_whose_activations_exceed_fp16_are_refused_for_smv(tmp_path, name):
     """With every weight 0.02 these models' activations leave fp16's range (65504) on the way:
     the SMV files are refused at convert time, naming the first node that overflows. Written
@@ -133,8 +142,7 @@ def test_light_models_whose_activations_exceed_fp16_are_refused_for_smv(tmp_path
     run = run_smaug(topo)
     assert run.ok, run.message
     assert not np.isfinite(run.output.astype(np.float32)).all()
-    assert same_fp16_bits(simulate(topo, run), run.output)
-    assert not nnbridge.check(topo, backend="smv").ok
+    assert not simulated(topo, run).ok
     assert largest_activation(model, stored_feeds(topo, model)) > float(np.finfo(np.float16).max)
 
 
@@ -150,7 +158,7 @@ def largest_activation(model: onnx.ModelProto, feeds: dict) -> float:
 
 SHIPPED = ["minerva/minerva_smv_topo.pbtxt", "lenet5/lenet5_smv_topo.pbtxt", "cifar10-cnn/cnn_smv_topo.pbtxt",
            "cifar10-vgg/vgg_smv_topo.pbtxt",
-           pytest.param("imagenet-resnet/resnet_smv_topo.pbtxt", marks=pytest.mark.slow)]
+           pytest.param("imagenet-resnet/resnet_smv_topo.pbtxt", marks=[pytest.mark.slow, pytest.mark.matrix])]
 
 
 @pytest.mark.parametrize("rel", SHIPPED)
@@ -166,8 +174,7 @@ def test_smv_simulator_reproduces_smaugs_own_files_bit_for_bit(smaug_dir, tmp_pa
         assert topo.read_bytes() == source.read_bytes()
     run = run_smaug(topo)
     assert run.ok, run.message
-    assert same_fp16_bits(simulate(topo, run), run.output)
-    assert nnbridge.check(topo, backend="smv").ok
+    assert simulated(topo, run).ok
 
 
 @pytest.mark.parametrize("rel, backend", [("minerva/minerva_ref_topo.pbtxt", "reference"),

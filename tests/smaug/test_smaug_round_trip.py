@@ -15,12 +15,16 @@ from nnbridge.converters.smaug import load_inputs, load_smaug, read_topology, sa
 from nnbridge.protos.smaug import smaug_tensor_pb2 as tpb
 from nnbridge.protos.smaug import smaug_types_pb2 as pb
 
+#: the ImageNet ResNet (no params file: 25 M recipe weights, 2-4 CPU-s a case) in make bench (matrix);
+#: the CIFAR VGG and CNN files take the same recipe path in make test
+CASES = [pytest.param(t, marks=pytest.mark.matrix) if t.startswith("imagenet-resnet/") else t for t in TOPOLOGIES]
+
 
 def params_of(rel: str) -> str:
     return rel.replace("_topo.pbtxt", "_params.pb")
 
 
-@pytest.mark.parametrize("rel", TOPOLOGIES)
+@pytest.mark.parametrize("rel", CASES)
 def test_load_save_reproduces_the_files(smaug_dir, tmp_path, rel):
     source = smaug_dir / rel
     graph = load_smaug(source, synthetic_scale=SCALE.get(rel, 0.005))
@@ -30,7 +34,7 @@ def test_load_save_reproduces_the_files(smaug_dir, tmp_path, rel):
         assert open(params, "rb").read() == (smaug_dir / params_of(rel)).read_bytes()
 
 
-@pytest.mark.parametrize("rel", TOPOLOGIES)
+@pytest.mark.parametrize("rel", CASES)
 def test_round_trip_through_onnx(smaug_dir, tmp_path, rel):
     source = smaug_dir / rel
     graph = load_smaug(source, synthetic_scale=SCALE.get(rel, 0.005))
@@ -67,7 +71,7 @@ def recipe_params(topology, scale: float) -> bytes:
     return array.SerializeToString()
 
 
-@pytest.mark.parametrize("rel", TOPOLOGIES)
+@pytest.mark.parametrize("rel", CASES)
 def test_writer_regenerates_params_from_the_recipe(smaug_dir, tmp_path, rel):
     """Topology alone → synthetic params → written file equals the recipe (and the shipped file)."""
     scale = SCALE.get(rel, 0.005)

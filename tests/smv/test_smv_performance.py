@@ -126,11 +126,15 @@ def test_multithreaded_tiling_speeds_up_data_preparation(smaug_graphs):
 
 def test_round_robin_schedule():
     # two single-invocation groups overlap on two accelerators; a chain on one accelerator does not
-    assert accel_phase_ns([0, 1], [0, 0], [100, 100], 2, 0, 25.6) == 100
-    assert accel_phase_ns([0, 0], [0, 0], [100, 100], 2, 0, 25.6) == 200
-    assert accel_phase_ns([0, 1, 2], [10, 10, 10], [100, 100, 100], 2, 0, 25.6) == 220  # waits for accel 0
-    assert accel_phase_ns([0, 1], [0, 0], [100, 100], 1, 0, 25.6) == 200
-    assert accel_phase_ns([0, 1], [0, 0], [1, 1], 2, 25_600, 25.6) == 1000  # DRAM-bound
+    assert accel_phase_ns([0, 1], [0, 0], [100, 100], 2, 0, 25.6, blocking=False) == 100
+    assert accel_phase_ns([0, 0], [0, 0], [100, 100], 2, 0, 25.6, blocking=False) == 200
+    assert accel_phase_ns([0, 1, 2], [10, 10, 10], [100, 100, 100], 2, 0, 25.6, blocking=False) == 220  # waits
+    assert accel_phase_ns([0, 1], [0, 0], [100, 100], 1, 0, 25.6, blocking=True) == 200
+    assert accel_phase_ns([0, 1], [0, 0], [1, 1], 2, 25_600, 25.6, blocking=False) == 1000  # DRAM-bound
+    # a machine of one accelerator blocks on each call; one of several accelerators overlaps the
+    # CPU's next dispatch with the running invocation of the same group
+    assert accel_phase_ns([0, 0], [10, 10], [100, 100], 1, 0, 25.6, blocking=True) == 220
+    assert accel_phase_ns([0, 0], [10, 10], [100, 100], 1, 0, 25.6, blocking=False) == 210
 
 
 def test_resnet50_topology_simulates(smaug_graphs):

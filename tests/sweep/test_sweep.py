@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import dataclasses
 import html.parser
 import os
 import signal
@@ -66,6 +67,7 @@ def test_a_failing_point_is_a_row_with_its_error_and_the_sweep_goes_on(tmp_path)
     assert summary.failed == 1 and "\n" not in rows[0]["error"]
 
 
+@pytest.mark.slow
 def test_resume_after_a_kill_computes_only_what_is_missing(tmp_path):
     spec_path = _spec_file(tmp_path, """
 backend = "smv"
@@ -162,10 +164,26 @@ def test_pareto_front_keeps_only_undominated_points():
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "sweeps"
 
 
-def test_the_rdu_example_over_bert_base_and_a_llama_decoder_runs_and_reports(tmp_path, cli):
+#: make test sweeps a corner of the example's space: its models, metrics, report and both batch sizes,
+#: at its first SRAM size and PCU count in o0 (o1 compiles BERT-base at 4-6 CPU-s a point); make
+#: bench sweeps all 32 points
+_CORNER = {"sram_bytes": 1, "n_pcu": 1, "mode": 1}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("whole", [False, pytest.param(True, marks=pytest.mark.matrix)])
+def test_the_rdu_example_over_bert_base_and_a_llama_decoder_runs_and_reports(tmp_path, cli, whole):
+    from nnbridge.sweep.targets import prepared_graph
+
     spec = load_spec(EXAMPLES / "rdu_llm.toml")
-    summary = run_sweep(spec, tmp_path / "rdu", serial=True)
-    assert summary.computed == 32 and summary.failed == 0
+    if not whole:
+        spec = dataclasses.replace(spec, space={name: values[:_CORNER.get(name, len(values))]
+                                                for name, values in spec.space.items()})
+    try:
+        summary = run_sweep(spec, tmp_path / "rdu", serial=True)
+    finally:
+        prepared_graph.cache_clear()  # BERT-base's weights are not kept alive in the pytest worker
+    assert summary.computed == len(spec.points()) == (32 if whole else 4) and summary.failed == 0
     code, text = cli("sweep-report", tmp_path / "rdu")
     assert code == 0 and (tmp_path / "rdu" / "plots" / "pareto.png").stat().st_size > 1000
     page = (tmp_path / "rdu" / "report.html").read_text()

@@ -289,3 +289,35 @@ def test_a_mobile_cnn_fine_tunes_on_the_digits_and_onnxruntime_agrees(tmp_path):
     held_out = np.random.default_rng(0).permutation(len(x))[:120]  # train()'s validation split for seed 0
     scores = next(iter(run_onnxruntime(model, {model.graph.input[0].name: x[held_out]}).values()))
     assert float((scores.argmax(1) == y[held_out]).mean()) == pytest.approx(accuracies[-1], abs=1e-9)
+
+
+def test_the_cli_follows_torch_for_100_steps(tmp_path):
+    """``nnbridge train`` on a file torch exported, with the same data, seed and SGD settings: each
+    epoch's mean loss within 1e-5 (relative) and the saved weights within 1e-4 of torch.optim's."""
+    import subprocess
+    import sys
+
+    import onnx
+
+    from nnbridge.converters.pytorch import from_torch
+
+    module, x, y = _data(_mlp)
+    kind, settings, make = OPTIMIZERS["sgd-momentum-decay"]
+    want_losses, want = _torch_run(module, x, y, make)
+    onnx.save(from_torch(module, [torch.from_numpy(x[:BATCH])], for_training=True), tmp_path / "mlp.onnx")
+    np.savez(tmp_path / "d.npz", x=x, y=y)
+    epochs = STEPS // (SAMPLES // BATCH)
+    done = subprocess.run(
+        [sys.executable, "-m", "nnbridge", "train", str(tmp_path / "mlp.onnx"), "--data", str(tmp_path / "d.npz"),
+         "--optimizer", kind, "--lr", str(settings["lr"]), "--momentum", str(settings["momentum"]),
+         "--weight-decay", str(settings["weight_decay"]), "--epochs", str(epochs), "--batch-size", str(BATCH),
+         "--val-split", "0", "--seed", str(SEED), "--threads", "1", "--out", str(tmp_path / "trained.onnx"),
+         "--json", "-"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    got = np.array([e["loss"] for e in report["epochs"]])
+    expected = want_losses.reshape(epochs, -1).mean(axis=1)
+    assert np.abs(got - expected).max() <= 1e-5 * np.abs(expected).max()
+    saved = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(tmp_path / "trained.onnx").graph.initializer}
+    for name, tensor in want.items():
+        np.testing.assert_allclose(saved[name], tensor.detach().numpy(), atol=1e-4, rtol=0, err_msg=name)

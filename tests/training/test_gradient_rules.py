@@ -190,6 +190,25 @@ def test_batch_norm_and_layer_norm_in_training_form():
     assert _worst_error(model, feeds, list(feeds), training=True) <= 1e-6
 
 
+@pytest.mark.parametrize("shape", [(5, 3), (4, 3, 5), (3, 3, 2, 4)])
+def test_the_fused_batch_norm_pair(shape):
+    """Training form writes BatchNorm as one BatchNormTraining node, whose rule is one
+    BatchNormTrainingGrad: nothing spelled out; dX, dscale and dB against central differences."""
+    x, scale, bias = _normal(shape, 1) * 2 + 0.5, _normal((3,), 2), _normal((3,), 3)
+    stats = [numpy_helper.from_array(np.zeros(3), "mean"), numpy_helper.from_array(np.ones(3), "var")]
+    feeds = {"x": x, "scale": scale, "bias": bias}
+    model = _model([helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y"],
+                                     epsilon=1e-3)], feeds, shape, stats)
+    assert _worst_error(model, feeds, list(feeds), training=True) <= 1e-6
+    graph = nnbridge.load(model)
+    run_passes(graph, ["infer-shapes"])
+    training_form(graph)
+    gradients(graph, graph.outputs[0], [graph.get(n) for n in feeds])
+    ops = sorted(n.op for n in graph.nodes if n.domain == "nnbridge.training")
+    assert ops == ["BatchNormTraining", "BatchNormTrainingGrad"]
+    assert not {"ReduceMean", "Sqrt", "Div"} & {n.op for n in graph.nodes}
+
+
 def test_dropout_in_training_form_uses_the_fed_mask():
     x = _normal((3, 4))
     ratio = numpy_helper.from_array(np.array(0.25), "ratio")
@@ -262,6 +281,38 @@ def test_gather_along_another_axis():
     assert _worst_error(model, {"x": x}, ["x"]) <= 1e-6
 
 
+@pytest.mark.parametrize(("axis", "at"), [(0, 2), (1, -1), (2, 0)])
+def test_gather_of_one_constant_slice_pads_the_gradient_back(axis, at):
+    """A scalar constant index (attention's q, k, v taken from one projection) is padded back in place."""
+    x = _normal((3, 5, 4), 2)
+    index = numpy_helper.from_array(np.array(at, np.int64), "index")
+    out = tuple(d for i, d in enumerate(x.shape) if i != axis)
+    model = _model([helper.make_node("Gather", ["x", "index"], ["y"], axis=axis)], {"x": x}, out, [index])
+    assert _worst_error(model, {"x": x}, ["x"]) <= 1e-6
+    graph = nnbridge.load(model)
+    run_passes(graph, ["infer-shapes"])
+    gradients(graph, graph.outputs[0], [graph.get("x")])
+    assert "Pad" in {n.op for n in graph.nodes} and "ScatterND" not in {n.op for n in graph.nodes}
+
+
+def test_an_if_whose_branch_reads_a_trained_value_is_refused_not_skipped():
+    """The If's only input is its condition; its branches capture x. Autodiff once saw no path and
+    gave x a zero gradient; now the If is on the path, and it has no rule."""
+    x = _normal((3, 4))
+    branch = helper.make_graph([helper.make_node("Tanh", ["x"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", D, [3, 4])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["n"])], "else", [],
+                              [helper.make_tensor_value_info("n", D, [3, 4])])
+    model = _model([helper.make_node("If", ["cond"], ["y"], then_branch=branch, else_branch=other)], {"x": x},
+                   (3, 4))
+    model.graph.input.append(helper.make_tensor_value_info("cond", TensorProto.BOOL, []))
+    graph = nnbridge.load(model)
+    run_passes(graph, ["infer-shapes"])
+    with pytest.raises(UnsupportedOpError) as info:
+        gradients(graph, graph.outputs[0], [graph.get("x")])
+    assert [i.op for i in info.value.items] == ["If"]
+
+
 @pytest.mark.parametrize(("op", "attrs"), [("LSTM", {}), ("GRU", {}), ("GRU", {"linear_before_reset": 1})])
 def test_lstm_and_gru_unrolled_in_training_form(op, attrs):
     """Spelled out step by step in training form; the gradients of the input, the weights, the
@@ -294,3 +345,42 @@ def test_resize_the_rule_does_not_cover_is_named():
     run_passes(graph, ["infer-shapes"])
     with pytest.raises(UnsupportedOpError, match="nearest upsampling by whole factors"):
         gradients(graph, graph.outputs[0], [graph.get("x")])
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4), (2, 3, 2, 3)])
+def test_instance_normalization(shape):
+    feeds = {"x": _normal(shape, 1) * 2 + 0.5, "scale": _normal((3,), 2), "bias": _normal((3,), 3)}
+    model = _model([helper.make_node("InstanceNormalization", ["x", "scale", "bias"], ["y"], epsilon=1e-3)],
+                   feeds, shape)
+    assert _worst_error(model, feeds, list(feeds)) <= 1e-6
+
+
+@pytest.mark.parametrize(("size", "shape"), [(3, (2, 5, 2, 2)), (4, (2, 6, 3)), (5, (3, 4))])
+def test_lrn_over_odd_and_even_windows(size, shape):
+    x = _normal(shape, 4) * 3
+    node = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=0.3, beta=0.7, bias=1.5)
+    assert _worst_error(_model([node], {"x": x}, shape), {"x": x}, ["x"]) <= 1e-6
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_gather_elements_adds_repeated_picks(axis):
+    x = _normal((3, 4), 5)
+    index = np.random.default_rng(6).integers(-3, 3, size=(3, 4) if axis == 0 else (3, 5))
+    init = [numpy_helper.from_array(index.astype(np.int64), "index")]
+    node = helper.make_node("GatherElements", ["x", "index"], ["y"], axis=axis)
+    assert _worst_error(_model([node], {"x": x}, index.shape, init), {"x": x}, ["x"]) <= 1e-6
+
+
+@pytest.mark.parametrize("scale_shape", [(3, 2), (1, 2)])
+def test_layer_norm_is_one_grad_op_or_spelled_out_for_a_broadcast_scale(scale_shape):
+    """Scale and bias of the normalized shape: one LayerNormalizationGrad; broadcast ones: the
+    training form spells the node out. Both against central differences."""
+    feeds = {"x": _normal((4, 3, 2), 1) * 2, "g": _normal(scale_shape, 2), "h": _normal(scale_shape, 3)}
+    model = _model([helper.make_node("LayerNormalization", ["x", "g", "h"], ["y"], axis=1)], feeds, (4, 3, 2))
+    assert _worst_error(model, feeds, list(feeds), training=True) <= 1e-6
+    graph = nnbridge.load(model)
+    run_passes(graph, ["infer-shapes"])
+    training_form(graph)
+    gradients(graph, graph.outputs[0], [graph.get(n) for n in feeds])
+    fused = "LayerNormalizationGrad" in {n.op for n in graph.nodes}
+    assert fused == (scale_shape == (3, 2))

@@ -65,6 +65,30 @@ def test_every_optimizer_lowers_the_loss(data, optimizer):
     assert result.history[-1].loss < 0.6 * result.history[0].loss
 
 
+def test_a_training_run_checks_its_step_feeds_once_per_executable(monkeypatch):
+    """The step and the optimizer each check their feeds on the first step only (the same names,
+    dtypes and shapes follow); validation runs once per epoch through its own executable."""
+    import nnbridge.backends.base as base
+
+    calls: list[str] = []
+    real = base.match_inputs
+
+    def counted(graph, inputs, **kwargs):
+        calls.append(graph.name)
+        return real(graph, inputs, **kwargs)
+
+    monkeypatch.setattr(base, "match_inputs", counted)
+    x = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)
+    node = helper.make_node("MatMul", ["x", "w"], ["y"])
+    graph = helper.make_graph([node], "lin", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 2])],
+                              [onnx.numpy_helper.from_array(np.ones((4, 2), np.float32), "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    result = train(model, x, np.arange(64) % 2, optimizer="adam", lr=0.01, epochs=3, batch_size=8, val_split=0.25)
+    assert len(result.history) == 3
+    assert len(calls) == 2 + 3, calls  # 18 steps: the step's and the optimizer's first; 3 validations
+
+
 def test_mse_fits_a_linear_map():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(256, 4)).astype(np.float32)

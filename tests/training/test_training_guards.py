@@ -331,3 +331,15 @@ def test_the_rdu_optimizer_phase_keeps_fp32_master_weights():
     for name, old in before.items():
         moved = np.abs(exe.graph.initializers[name] - old)
         assert moved.max() < 3e-6 and np.median(moved) > 1e-7, name
+
+
+def test_the_finite_check_sums_once_and_is_not_fooled_by_an_overflowing_sum():
+    from nnbridge.training.checks import all_finite
+
+    big = np.full(4, 3e38, np.float32)  # finite elements whose float32 sum overflows
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the check's own sum warns of nothing
+        assert all_finite(big) and all_finite(np.arange(5))
+    for bad in (np.nan, np.inf, -np.inf):
+        assert not all_finite(np.array([1.0, bad, 2.0], np.float32))
+    assert not all_finite(np.array([np.inf, -np.inf]))  # their sum is NaN

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict
 
-from .allocate import REFINED_STAGES, place, water_fill
+from .allocate import place, water_fill
 from .config import CompileOptions, Machine, Tier
 from .partition import Kernel, Section, arrivals, producers
 
@@ -261,10 +261,21 @@ def reconfigurations(sections: list[Section], mode: str) -> list[bool]:
     return [i > 0 and programs[i] != programs[i - 1] for i in range(len(sections))]
 
 
-def latency_floor_us(sections: list[Section], machine: Machine, mode: str) -> float:
-    """A lower bound on any estimate of the plan: its reconfigurations alone (each call of the
-    batch makes them all), so a plan whose floor exceeds a known latency need not be priced."""
-    return sum(reconfigurations(sections, mode)) * machine.reconfig_us
+def latency_floor_us(sections: list[Section], machine: Machine, options: CompileOptions, samples: int) -> float:
+    """A lower bound on any estimate of the plan, so a plan whose floor exceeds a known latency
+    need not be priced: its reconfigurations (each call of the batch makes them all), and per
+    section the batch at the pace of its slowest stage — given every PCU the other stages leave it
+    and the most weight reuse a token can have — or of all its stages' compute on every PCU."""
+    floor = sum(reconfigurations(sections, options.mode)) * machine.reconfig_us
+    batch = options.batch_size
+    homes = WeightHomes(sections, machine)
+    for section in sections:
+        left = max(1, machine.n_pcu - len(section.kernels) + 1)
+        models = [_StageModel(k, section, machine, samples, batch, homes, batch) for k in section.kernels]
+        slowest = max(m.time(min(k.max_pcus, left))[0] for m, k in zip(models, section.kernels))
+        shared = sum(m.compute for m in models) / machine.n_pcu
+        floor += batch * max(slowest, shared) * 1e6
+    return floor
 
 
 def micro_batches(batch: int) -> list[int]:
@@ -379,8 +390,8 @@ def _allocate(section: Section, models: list[_StageModel], producers_of: tuple, 
 def _allocation(stages: tuple, producers_of: tuple, n_pcu: int, tokens: int, micro: int,
                 sync_s: float) -> tuple[int, ...]:
     """The allocation with the least latency for the batch among those made for the machine and,
-    in a small section with off-chip streams, as if off-chip memory were 2, 4, … times slower,
-    until it bounds every stage at one PCU. The scales do not depend on the bandwidth, so the
+    in a section with off-chip streams, as if off-chip memory were 2, 4, … times slower, until it
+    bounds every stage at one PCU. The scales do not depend on the bandwidth, so the
     allocations tried on a machine include every one tried on one with half its off-chip bandwidth
     (whose allocation is then never priced slower here). Only a token of one sample has its
     allocations refined against the latency (the local search is most of a compile's time, and the
@@ -427,8 +438,11 @@ def _allocation(stages: tuple, producers_of: tuple, n_pcu: int, tokens: int, mic
         return latency
 
     scales = [1.0]
-    if 1 < len(models) <= REFINED_STAGES and any(m.offchip > 0 for m in models):
-        while scales[-1] < OFFCHIP_SCALES_TRIED and any(m.offchip * scales[-1] < m.time(1, 0.0)[0] for m in models):
+    if len(models) > 1 and any(m.offchip > 0 for m in models):
+        # until every stage that reads off-chip memory is bound by it at one PCU (from there on the
+        # allocation no longer changes; a stage that reads none never does)
+        while scales[-1] < OFFCHIP_SCALES_TRIED and any(0 < m.offchip * scales[-1] < m.time(1, 0.0)[0]
+                                                        for m in models):
             scales.append(scales[-1] * 2)
     latency = latency_at(1.0)
     best: tuple[float, list[int]] | None = None

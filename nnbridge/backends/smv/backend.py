@@ -9,14 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from ...base.errors import Unsupported, UnsupportedOpError
+from ...base.errors import ShapeError, Unsupported, UnsupportedOpError
 from ...base.smaug_runtime import DEVIATIONS_KEY
 from ...ir import DType, Graph, Node
 from ...kernels import get_kernel
 from ...reporting.report import Report
 from ..base import CLEAN, FOLD, Backend, Executable, Setting
 from .config import ALIASES, SmvConfig, config_settings
-from .cost import LayerCost, cost_cpu_op, cost_plan
+from .cost import LayerCost, cost_cpu_op, fastest_schedule
 from .cost.cpu import cpu_op_ns
 from .cost.layout import reorder_bytes
 from .flatten import FlatGraph, FlatNode, flatten
@@ -26,7 +26,7 @@ from .lowering import FLOATS, LOWERERS, Step, lower
 from .numerics import host
 from .reporting import build_report
 from .scratchpads import Scratchpads
-from .tiling import TilingPlan, plan_layer
+from .tiling import TilingPlan, accumulation, batch_of, plan_layer, with_batch
 from .tiling.pool import channel_group
 
 #: progress(phase, done, total): a hook for progress bars on long models
@@ -49,24 +49,46 @@ def make_config(config: SmvConfig | str | None = None, **options: Any) -> SmvCon
 
 
 class Planner:
-    """Tiling plans and their costs, computed once per distinct layer shape (ResNet repeats blocks)."""
+    """SMAUG's tiling plans, computed once per distinct layer shape (ResNet repeats blocks), and
+    each run the fastest way that keeps SMAUG's numbers, with its cost."""
 
     def __init__(self, cfg: SmvConfig):
         self.cfg = cfg
         self.plans: dict[Layer, TilingPlan] = {}
-        self.costs: dict[int, LayerCost] = {}
+        self.chosen: dict[int, tuple[TilingPlan, LayerCost]] = {}
 
     def plan(self, layer: Layer) -> TilingPlan:
         key = dataclasses.replace(layer, name="")
-        if key not in self.plans:
-            self.plans[key] = plan_layer(key, self.cfg.max_tile_elems, self.cfg.alignment, self.cfg.num_accels)
+        if key not in self.plans:  # the tiles do not depend on the accelerators (SMAUG's tile())
+            self.plans[key] = plan_layer(key, self.cfg.max_tile_elems, self.cfg.alignment)
         return dataclasses.replace(self.plans[key], layer=layer)
 
-    def cost(self, plan: TilingPlan) -> LayerCost:
+    def schedule(self, plan: TilingPlan) -> tuple[TilingPlan, LayerCost]:
+        """How ``plan``'s operator runs (``fastest_schedule`` over ``calls``), and its cost."""
         key = id(plan.invocations)  # shared by every plan of the same shape
-        if key not in self.costs:
-            self.costs[key] = cost_plan(plan, self.cfg)
-        return dataclasses.replace(self.costs[key])
+        if key not in self.chosen:
+            self.chosen[key] = fastest_schedule(self.calls(plan), self.cfg)
+        chosen, cost = self.chosen[key]
+        return dataclasses.replace(chosen, layer=plan.layer), dataclasses.replace(cost)
+
+    def calls(self, plan: TilingPlan) -> list[tuple[TilingPlan, int]]:
+        """SMAUG's plan of the whole operator, and for every sub-batch size dividing its batch the
+        plan of a sub-batch issued once per sub-batch — when its numbers are SMAUG's: the same
+        channel tiles accumulate each conv/FC output in the same order (``accumulation``)."""
+        found = [(plan, 1)]
+        batch = batch_of(plan.layer)
+        if self.cfg.smaug_schedule or batch == 1:
+            return found
+        for size in range(1, batch):
+            if batch % size:
+                continue
+            try:
+                sub = self.plan(with_batch(plan.layer, size))
+            except ShapeError:  # a sub-batch SMAUG's tiler cannot cut is no candidate
+                continue
+            if accumulation(sub) == accumulation(plan):
+                found.append((sub, batch // size))
+        return found
 
 
 class SmvExecutable(Executable):
@@ -76,8 +98,9 @@ class SmvExecutable(Executable):
         self.flat, self.steps, self.config = flat, steps, cfg
         self.progress = progress
         self._host_consts: dict[str, np.ndarray] | None = None
-        self.plans: list[list[TilingPlan]] = [step.plans for step in steps]
-        self.costs = self._cost(planner)
+        chosen = [[planner.schedule(p) for p in step.plans] for step in steps]
+        self.plans: list[list[TilingPlan]] = [[p for p, _ in step] for step in chosen]
+        self.costs = self._cost([[c for _, c in step] for step in chosen])
         self.performance = build_report(graph.name, steps, self.plans, self.costs, cfg)
         self.report = self.performance
 
@@ -91,17 +114,16 @@ class SmvExecutable(Executable):
         item = 2 if t.dtype is None or t.dtype in FLOATS else t.dtype.itemsize
         return math.prod(t.shape) * item
 
-    def _cost(self, planner: Planner) -> list[LayerCost]:
+    def _cost(self, accelerated: list[list[LayerCost]]) -> list[LayerCost]:
         cfg = self.config
         reorders = reorder_bytes(self.steps, self.flat.types, self.flat.outputs, self._bytes)
         costs = []
-        for i, (step, plans) in enumerate(zip(self.steps, self.plans)):
+        for i, (step, parts) in enumerate(zip(self.steps, accelerated)):
             extra = cpu_op_ns(2 * reorders[i], 0, cfg) if i in reorders else 0.0
             if step.on_accelerator:
                 repeat = sum(self._bytes(step.outputs[0]) for _ in step.params.get("repeat", ()))
                 if repeat:  # SMAUG materialises a broadcast with a CPU Repeat node
                     extra += cpu_op_ns(2 * repeat, 0, cfg)
-                parts = [planner.cost(p) for p in plans]
                 cost = parts[0]
                 for more in parts[1:]:
                     for f in dataclasses.fields(LayerCost):
@@ -126,37 +148,51 @@ class SmvExecutable(Executable):
         sim = Simulator(consts, layouts, self.flat.consts, Scratchpads() if stale else None)
         env: dict[str, Any] = dict(consts)
         env.update({k: host(v) if isinstance(v, np.ndarray) else v for k, v in feeds.items()})
+        self._simulate(sim, env)
+        return self._outputs(env), self._noted(sim.notes)
+
+    def _simulate(self, sim: Simulator, env: dict[str, Any]) -> None:
+        """Every step on ``sim``, its outputs into ``env``; a value is dropped after its last use
+        unless it is a graph output or a constant."""
         last_use = {}
         for i, step in enumerate(self.steps):
             captured = [v.name for v in step.fn.node.captured()]  # values an If/Loop body reads
             for name in [*step.inputs, *captured]:
                 if name:
                     last_use[name] = i
-        keep = set(self.flat.outputs)
+        keep = set(self.flat.outputs) | set(self._host_consts or ())
         for i, step in enumerate(self.steps):
             args = [env[n] if n else None for n in step.inputs]
             for name, value in zip(step.outputs, sim.run(step, args, env)):
                 if name:
                     env[name] = value
             for name in [*step.inputs, *(v.name for v in step.fn.node.captured())]:
-                if name and last_use.get(name) == i and name not in keep and name not in consts:
+                if name and last_use.get(name) == i and name not in keep:
                     env.pop(name, None)
             if self.progress:
                 self.progress("simulating", i + 1, len(self.steps))
+
+    def _noted(self, notes: dict[str, str]) -> Report:
+        """The compiled report, or a copy with this run's notes added to its steps' deviations."""
         report = self.performance  # compiled with the static notes; this run's are added to a copy
-        if sim.notes:
-            report = dataclasses.replace(report, rows=[dict(row) for row in report.rows],
-                                         totals=dict(report.totals), notes=list(report.notes))
-            for row, step in zip(report.rows, self.steps):
-                if step.name in sim.notes:
-                    row["deviation"] = "; ".join(t for t in (step.deviation, sim.notes[step.name]) if t)
+        if not notes:
+            return report
+        report = dataclasses.replace(report, rows=[dict(row) for row in report.rows],
+                                     totals=dict(report.totals), notes=list(report.notes))
+        for row, step in zip(report.rows, self.steps):
+            if step.name in notes:
+                row["deviation"] = "; ".join(t for t in (step.deviation, notes[step.name]) if t)
+        return report
+
+    def _outputs(self, env: dict[str, Any]) -> dict[str, Any]:
+        """The graph's outputs from ``env``, tensors in their declared dtypes."""
         outputs = {}
         for v in self.graph.outputs:
             value = env[v.name]
             if isinstance(value, np.ndarray) and v.type.dtype is not None and v.type.dtype is not DType.STRING:
                 value = value.astype(v.type.dtype.numpy, copy=False)
             outputs[v.name] = value
-        return outputs, report
+        return outputs
 
 
 def _cpu_macs(step: Step, flat: FlatGraph) -> int:

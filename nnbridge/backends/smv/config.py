@@ -87,7 +87,12 @@ class SmvConfig:
     op_overhead_ns: float = _c(5000.0, "assumed; tuned to spec §8.1 CPU share", "framework cost per operator")
     cpu_gmacs: float = _c(10.0, "assumed (4 fp32 MAC/cycle at 2.5 GHz)", "CPU fallback compute rate")
     # --- system -----------------------------------------------------------------
-    num_accels: int = _c(1, "spec §2 (1..8, maxNumAccelerators)", "accelerators, round-robin dispatch")
+    num_accels: int = _c(1, "spec §2 (1..8, maxNumAccelerators)",
+                         "accelerators; each conv/FC's tile groups go round-robin over as many of them as runs it "
+                         "fastest")
+    smaug_schedule: bool = _c(False, "spec §6.7 (SMAUG's runNHWC/runNWA: all numAcceleratorsAvailable, whole batch)",
+                              "schedule as SMAUG's runtime does: every conv/FC over all num_accels, every operator "
+                              "on its whole batch (more accelerators or batch can then be slower)")
     mem_policy: MemPolicy = _c(MemPolicy.DMA, "spec §2.1 (AllDma in every shipped model)", "host interface")
     tiling_threads: int = _c(1, "spec §8.2 (1 or 8 in the paper)", "CPU threads for tiling copies")
     perf_only: bool = _c(False, "nnbridge", "skip numerics (timing only)")

@@ -93,11 +93,10 @@ class PoolLayer:
         return 0
 
 
-@dataclass(frozen=True)
-class BNLayer:
-    """Batch norm (also a bias carrier): post-conv for 4-D, post-FC for 2-D inputs."""
+class _ShapeKept:
+    """A vector-unit operator: its output has its input's shape, and it does no multiply-accumulates
+    on the PE arrays."""
 
-    name: str
     input: Shape
 
     @property
@@ -105,16 +104,24 @@ class BNLayer:
         return self.input
 
     @property
-    def weights(self) -> Shape:
-        return (4, self.input[-1])
-
-    @property
     def macs(self) -> int:
         return 0
 
 
 @dataclass(frozen=True)
-class VectorLayer:
+class BNLayer(_ShapeKept):
+    """Batch norm (also a bias carrier): post-conv for 4-D, post-FC for 2-D inputs."""
+
+    name: str
+    input: Shape
+
+    @property
+    def weights(self) -> Shape:
+        return (4, self.input[-1])
+
+
+@dataclass(frozen=True)
+class VectorLayer(_ShapeKept):
     """Unary activations, element-wise binaries and comparisons: flat 8-wide vectors."""
 
     name: str
@@ -122,17 +129,9 @@ class VectorLayer:
     arity: int = 1
     kind: str = "relu"
 
-    @property
-    def output(self) -> Shape:
-        return self.input
-
-    @property
-    def macs(self) -> int:
-        return 0
-
 
 @dataclass(frozen=True)
-class SoftmaxLayer:
+class SoftmaxLayer(_ShapeKept):
     name: str
     batch: int
     classes: int
@@ -140,14 +139,6 @@ class SoftmaxLayer:
     @property
     def input(self) -> Shape:
         return (self.batch, self.classes)
-
-    @property
-    def output(self) -> Shape:
-        return self.input
-
-    @property
-    def macs(self) -> int:
-        return 0
 
 
 Layer = ConvLayer | FCLayer | PoolLayer | BNLayer | VectorLayer | SoftmaxLayer

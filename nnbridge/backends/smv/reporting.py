@@ -13,15 +13,17 @@ from .tiling import TilingPlan
 #: columns stacked in the PNG (SMAUG's breakdown, spec §8.1)
 STACK = ["compute_us", "transfer_us", "cpu_us"]
 #: columns of the printed table (the JSON has them all)
-DISPLAY = ["name", "op", "where", "invocations", "tiles", "latency_us", "compute_us", "transfer_us", "cpu_us",
+DISPLAY = ["name", "op", "where", "invocations", "accels", "tiles", "latency_us", "compute_us", "transfer_us", "cpu_us",
            "accel_cycles", "macc_util_%"]
 
 
 def display_view(report: Report) -> Report:
-    """The report with the table's columns only, for narrow terminals."""
+    """The report with the table's columns only, for narrow terminals (the accelerators each layer
+    used only when there are several)."""
     view = Report(report.backend, report.model, totals=dict(report.totals), notes=list(report.notes))
+    columns = DISPLAY if report.totals.get("accels", 1) > 1 else [c for c in DISPLAY if c != "accels"]
     for row in report.rows:
-        view.add_row(**{k: row[k] for k in DISPLAY if k in row})
+        view.add_row(**{k: row[k] for k in columns if k in row})
     return view
 
 
@@ -35,6 +37,7 @@ def build_report(model: str, steps: Sequence[Step], plans: Sequence[Sequence[Til
         if step_plans:
             row["strategy"] = " + ".join(p.strategy_summary() for p in step_plans)
             row["tiles"] = " + ".join(p.tile_summary() for p in step_plans)
+            row["accels"] = max(p.accels for p in step_plans)  # the accelerators its tile groups went to
         row.update(compute_us=cost.compute_ns / 1e3, transfer_us=cost.transfer_ns / 1e3, cpu_us=cost.cpu_ns / 1e3,
                    tiling_us=cost.tiling_ns / 1e3, latency_us=cost.latency_ns / 1e3,
                    accel_cycles=round(cost.accel_cycles))

@@ -6,28 +6,11 @@ import json
 import math
 
 from ...base.errors import InputError, OptionError
-from ..common import (
-    LBANN_SOURCE_FLAGS,
-    add_backend_args,
-    add_input_args,
-    add_model_args,
-    add_parser,
-    add_threads_arg,
-    backend_options,
-    chosen_passes,
-    load_inputs,
-    load_options,
-    opt_level,
-    parse_assignments,
-    parse_dims,
-    refuse_unread,
-    styled,
-    working,
-)
+from .. import common
 
 #: what a compiled program (.pef) does not read: it runs as it was compiled
-COMPILED = {"format": "--format", "input_shape": "--input-shape", "dim": "--dim",
-            **LBANN_SOURCE_FLAGS, "passes": "--passes", "opt_level": "--opt-level", "disable_pass": "--disable-pass",
+COMPILED = {"format": "--format", "input_shape": "--input-shape", "dim": "--dim", **common.LBANN_SOURCE_FLAGS,
+            "passes": "--passes", "opt_level": "--opt-level", "disable_pass": "--disable-pass",
             "backend_options": "--set", "no_stored_inputs": "--no-stored-inputs"}
 #: what --debug-passes does not read: it runs the reference backend after each pass, on whole outputs
 DEBUG_PASSES = {"backend_options": "--set", "input_range": "--input-range", "save_inputs": "--save-inputs",
@@ -40,7 +23,7 @@ FULL_TABLE_ROWS = 40
 
 
 def register(sub) -> None:
-    p = add_parser(sub, "check", "cross-check a backend against onnxruntime", """\
+    p = common.add_parser(sub, "check", "cross-check a backend against onnxruntime", """\
   nnbridge check model.onnx                         # reference backend, generated inputs
   nnbridge check model.onnx --backend smv           # fp16 SMV simulation vs onnxruntime
   nnbridge check model.onnx --backend rdu --layerwise   # every node compared: which one diverges?
@@ -57,10 +40,10 @@ verdicts: one rule per number format (fp32, fp16, bf16), chosen from the model's
 backend's; NaN/inf agree only where both sides have them and the model declares them (docs/check.md).
 exit status: 0 when every output agrees, 1 otherwise.
 """)
-    add_model_args(p)
-    add_backend_args(p)
-    add_input_args(p)
-    add_threads_arg(p)
+    common.add_model_args(p)
+    common.add_backend_args(p)
+    common.add_input_args(p)
+    common.add_threads_arg(p)
     p.add_argument("--input-range", action="append", metavar="NAME=LO:HI",
                    help="draw input NAME uniformly from [LO, HI) (integers for integer inputs), "
                         "e.g. --input-range ids=0:30522; repeatable")
@@ -100,7 +83,7 @@ exit status: 0 when every output agrees, 1 otherwise.
 def parse_ranges(items: list[str] | None) -> dict[str, tuple[float, float]]:
     """``--input-range NAME=LO:HI`` → {name: (lo, hi)}."""
     ranges = {}
-    for name, text in parse_assignments(items, "--input-range").items():
+    for name, text in common.parse_assignments(items, "--input-range").items():
         lo, sep, hi = text.partition(":")
         try:
             ranges[name] = (float(lo), float(hi))
@@ -114,7 +97,7 @@ def parse_ranges(items: list[str] | None) -> dict[str, tuple[float, float]]:
 def parse_tolerances(items: list[str] | None) -> dict[str, tuple[float, float]]:
     """``--tol NAME=RTOL,ATOL`` → {name: (rtol, atol)}."""
     tolerances = {}
-    for name, text in parse_assignments(items, "--tol").items():
+    for name, text in common.parse_assignments(items, "--tol").items():
         parts = text.split(",")
         try:
             rtol, atol = (float(x) for x in parts)
@@ -147,20 +130,21 @@ def run(args) -> int:
     if program and args.backend not in ("reference", "rdu"):
         raise OptionError(f"{args.model} is a compiled RDU program; it runs on rdu, not --backend {args.backend}")
     if program:
-        refuse_unread(args, f"by a compiled program ({args.model} runs as it was compiled)", COMPILED)
+        common.refuse_unread(args, f"by a compiled program ({args.model} runs as it was compiled)", COMPILED)
     backend = "rdu" if program else args.backend
-    config = {} if program else backend_options(args, backend)
+    config = {} if program else common.backend_options(args, backend)
     allowed = args.allow_nonfinite or []
     from .. import console
 
     against = args.against or args.load_outputs or "the oracle"
-    with working(console, f"checking {args.model} on {backend} against {against}"):
+    with common.working(console, f"checking {args.model} on {backend} against {against}"):
         result = nnbridge.check(
-            args.model, backend=backend, inputs=load_inputs(args.input), rtol=args.rtol, atol=args.atol, **comparison,
-            seed=args.seed, dims=parse_dims(args.dim), input_ranges=parse_ranges(args.input_range),
+            args.model, backend=backend, inputs=common.load_inputs(args.input), rtol=args.rtol, atol=args.atol,
+            **comparison, seed=args.seed, dims=common.parse_dims(args.dim), input_ranges=parse_ranges(args.input_range),
             stored_inputs=not args.no_stored_inputs, nonfinite=True if "*" in allowed else allowed,
-            layerwise=args.layerwise, load_options=load_options(args),
-            **({} if program else {"passes": chosen_passes(args, backend), "opt_level": opt_level(args), **config}))
+            layerwise=args.layerwise, load_options=common.load_options(args),
+            **({} if program else {"passes": common.chosen_passes(args, backend), "opt_level": common.opt_level(args),
+                                   **config}))
     saved = {}
     if args.save_inputs:
         from ...api.inputs import save_inputs
@@ -181,17 +165,17 @@ def _print(result, args, saved) -> None:
     console.print(_inputs_table(result))
     console.print(_outputs_table(result))
     if result.origin is not None:
-        console.print(styled(("NaN/inf:", "bold"), f" {result.origin.describe()}"))
+        console.print(common.styled(("NaN/inf:", "bold"), f" {result.origin.describe()}"))
     for note in result.notes:
-        console.print(styled((f"{result.backend}:", "dim"), f" {note}"))
+        console.print(common.styled((f"{result.backend}:", "dim"), f" {note}"))
     if result.layerwise is not None:
         _print_layerwise(result.layerwise, console)
     _print_reproduce(args, saved, console)
     origin = result.origin
     differing = ", ".join(f"'{o.name}'" for o in result.outputs if not o.ok)
-    console.print(styled(("every output agrees", "green") if result.ok else (f"outputs differ: {differing}", "red"),
-                         f" — first NaN/inf at node '{origin.node}' ({origin.op}, output '{origin.output}')"
-                         if origin else ""))
+    verdict = ("every output agrees", "green") if result.ok else (f"outputs differ: {differing}", "red")
+    console.print(common.styled(verdict, f" — first NaN/inf at node '{origin.node}' ({origin.op}, output "
+                                         f"'{origin.output}')" if origin else ""))
 
 
 def _inputs_table(result):
@@ -226,7 +210,7 @@ def _outputs_table(result):
         if low:
             row += [_num(o.ulp_err), _num(o.sqnr_db, ".1f")]
         row += ([_num(o.metric_value)] if metric else []) + ([o.rule] if rules else [])
-        verdict = styled(("agree", "green") if o.ok else ("DIFFER", "red"), f" {o.note}" if o.note else "")
+        verdict = common.styled(("agree", "green") if o.ok else ("DIFFER", "red"), f" {o.note}" if o.note else "")
         table.add_row(*row, verdict)
     return table
 
@@ -255,22 +239,23 @@ def _print_layerwise(lw, console) -> None:
         out = n.outputs[0]
         own = _num(max(o.err_vs_scale for o in n.local)) if n.local else "n/a"
         source = n.local and not n.local_ok
-        verdict = styled(("SOURCE", "red") if source else ("agree", "green") if n.ok else ("drift", "yellow"),
-                         f" {n.note}" if n.note else "")
+        verdict = common.styled(("SOURCE", "red") if source else ("agree", "green") if n.ok else ("drift", "yellow"),
+                                f" {n.note}" if n.note else "")
         table.add_row(n.name, n.op, f"{' '.join(_shape(s) for s in n.input_shapes if s is not None)} → "
                       f"{_shape(out.shape)}", _num(max(o.err_vs_scale for o in n.outputs)),
                       _outside(out), own, verdict)
     console.print(table)
     if lw.unexposed:
-        console.print(styled((f"not returned by the backend: {len(lw.unexposed)} value(s), e.g. {lw.unexposed[:3]}",
-                              "dim")))
+        console.print(common.styled((f"not returned by the backend: {len(lw.unexposed)} value(s), "
+                                     f"e.g. {lw.unexposed[:3]}", "dim")))
     if first is None:
         console.print("every node's output is within tolerance")
     else:
-        console.print(styled("first node whose output leaves tolerance: ", (_node(first, first.outputs), "bold red")))
+        console.print(common.styled("first node whose output leaves tolerance: ",
+                                    (_node(first, first.outputs), "bold red")))
     if culprit is not None:
-        console.print(styled("first node whose own error leaves tolerance (re-run alone from the backend's inputs): ",
-                             (_node(culprit, culprit.local), "bold red")))
+        console.print(common.styled("first node whose own error leaves tolerance (re-run alone from the backend's "
+                                    "inputs): ", (_node(culprit, culprit.local), "bold red")))
     elif first is not None:
         console.print("no node's own error leaves tolerance: the divergence is rounding accumulated through the "
                       "network")
@@ -306,14 +291,16 @@ def _debug_passes(args) -> int:
 
     if args.model.lower().endswith(".pef"):
         raise InputError(f"{args.model}: --debug-passes needs a model, not a compiled program")
-    refuse_unread(args, "by --debug-passes (the reference backend after each pass of the pipeline)", DEBUG_PASSES)
+    common.refuse_unread(args, "by --debug-passes (the reference backend after each pass of the pipeline)",
+                         DEBUG_PASSES)
     backend = args.backend
     onnx_file = args.model.lower().endswith(".onnx")
     if onnx_file:  # the oracle runs the file itself, as the user gave it
-        refuse_unread(args, "by --debug-passes on an ONNX file (pin dims with --dim)", {"input_shape": "--input-shape"})
+        common.refuse_unread(args, "by --debug-passes on an ONNX file (pin dims with --dim)",
+                             {"input_shape": "--input-shape"})
     model = args.model if onnx_file else _load(args)
-    result = debug_passes(model, chosen_passes(args, backend), inputs=load_inputs(args.input),
-                          seed=args.seed, dims=parse_dims(args.dim), rtol=args.rtol, atol=args.atol)
+    result = debug_passes(model, common.chosen_passes(args, backend), inputs=common.load_inputs(args.input),
+                          seed=args.seed, dims=common.parse_dims(args.dim), rtol=args.rtol, atol=args.atol)
     if args.json:
         from dataclasses import asdict
 
@@ -324,13 +311,13 @@ def _debug_passes(args) -> int:
     for col in ("after", "changed", "nodes", "max abs err", "verdict"):
         table.add_column(col)
     for step in result.steps:
-        verdict = styled(("agree", "green")) if step.ok else styled(("DIFFER", "red"), f" {step.error}")
+        verdict = common.styled(("agree", "green")) if step.ok else common.styled(("DIFFER", "red"), f" {step.error}")
         table.add_row(step.name, "yes" if step.changed else "", str(step.nodes), f"{step.max_abs_err:.3g}", verdict)
     console.print(table)
     if result.culprit is None:
         console.print("every pass kept the outputs")
         return 0
-    console.print(styled("first change of outputs: ", (str(result.culprit), "bold red")))
+    console.print(common.styled("first change of outputs: ", (str(result.culprit), "bold red")))
     return 1
 
 

@@ -7,30 +7,19 @@ from pathlib import Path
 from typing import Any
 
 from ...base.errors import InputError, OptionError
-from ..common import (
-    LBANN_SOURCE_FLAGS,
-    add_backend_args,
-    add_model_args,
-    add_parser,
-    backend_options,
-    chosen_passes,
-    opt_level,
-    parse_assignments,
-    refuse_unread,
-    working,
-)
+from .. import common
 
 
 def register(sub) -> None:
-    p = add_parser(sub, "compile", "compile a model for the RDU simulator into a .pef artifact", """\
+    p = common.add_parser(sub, "compile", "compile a model for the RDU simulator into a .pef artifact", """\
   nnbridge compile model.onnx --backend rdu                      # writes model.pef (sn40l, o1)
   nnbridge compile model.onnx --backend rdu -o out/model.pef --mode o0 --preset plasticine
   nnbridge compile model.onnx --backend rdu --batch-size 16 --set reconfig_us=5
   nnbridge compile digits_cnn.onnx --backend rdu --optimizer sgd --lr 0.05 --batch-size 32   # a training step
   nnbridge measure-performance digits_cnn.pef      # training throughput, fwd / bwd / opt split
 """)
-    add_model_args(p)
-    add_backend_args(p, default="rdu")
+    common.add_model_args(p)
+    common.add_backend_args(p, default="rdu")
     add_rdu_args(p)
     p.add_argument("--output", "-o", help="artifact path (default: MODEL with the suffix .pef)")
     p.set_defaults(func=run)
@@ -79,7 +68,7 @@ SERVING = {"phase": "--phase", "context": "--context", "prompt": "--prompt", "so
 TRAINING = {"loss": "--loss", "lr": "--lr", "momentum": "--momentum", "weight_decay": "--weight-decay"}
 #: what a compiled program (.pef) does not read: it runs as it was compiled
 COMPILED = {"format": "--format", "input_shape": "--input-shape", "dim": "--dim", "passes": "--passes",
-            **LBANN_SOURCE_FLAGS, "opt_level": "--opt-level", "disable_pass": "--disable-pass",
+            **common.LBANN_SOURCE_FLAGS, "opt_level": "--opt-level", "disable_pass": "--disable-pass",
             "backend_options": "--set",
             "config": "--config", "mode": "--mode", "preset": "--preset", "optimizer": "--optimizer",
             "inference": "--inference", "allow_overcommit": "--allow-overcommit", **SERVING, **TRAINING}
@@ -103,11 +92,11 @@ def rdu_settings(args: argparse.Namespace) -> dict[str, Any]:
 
     rdu = get_backend("rdu")
     out = rdu.options(read_toml(args.config, "RDU machine file", "rdu"), args.config) if args.config else {}
-    out.update(backend_options(args, "rdu"))
+    out.update(common.backend_options(args, "rdu"))
     for name, flag in FLAG_SETTINGS.items():
         value = getattr(args, name, None)
         if value is not None:
-            if name in parse_assignments(getattr(args, "backend_options", None), "--set"):
+            if name in common.parse_assignments(getattr(args, "backend_options", None), "--set"):
                 raise OptionError(f"{flag} and --set {name}=…: give one of them")
             out.update(rdu.options({name: value}))
     return out
@@ -119,7 +108,7 @@ def llm_graph_from_args(args: argparse.Namespace):
 
     names = [c.name for c in LLAMA_3_1.values()]
     if args.model.lower() not in names or Path(args.model).exists():
-        refuse_unread(args, f"for '{args.model}': they shape the zoo's LLMs ({', '.join(names)})", SERVING)
+        common.refuse_unread(args, f"for '{args.model}': they shape the zoo's LLMs ({', '.join(names)})", SERVING)
         return None
     return llama_graph(llama_config(args.model), phase=option(args, "phase"), context=option(args, "context"),
                        prompt=option(args, "prompt"), sockets=option(args, "sockets"))
@@ -133,7 +122,7 @@ def compile_from_args(args: argparse.Namespace):
     from ..common import load_model_from_args
 
     if args.model.lower().endswith(".pef"):
-        refuse_unread(args, f"by a compiled program ({args.model} is measured as it was compiled)", COMPILED)
+        common.refuse_unread(args, f"by a compiled program ({args.model} is measured as it was compiled)", COMPILED)
         return load_pef(args.model)
     if getattr(args, "backend", "rdu") != "rdu":
         raise OptionError(f"only the rdu backend has compiled artifacts (got --backend {args.backend})")
@@ -144,17 +133,17 @@ def compile_from_args(args: argparse.Namespace):
 
         if args.inference:
             raise OptionError("--inference and --optimizer exclude each other: a program is one or the other")
-        refuse_unread(args, "by a training step (its pipeline is the backend's at --opt-level, without folding)",
-                      {"passes": "--passes", "disable_pass": "--disable-pass"})
+        common.refuse_unread(args, "by a training step (its pipeline is the backend's at --opt-level, without folding)",
+                             {"passes": "--passes", "disable_pass": "--disable-pass"})
         if args.optimizer != "sgd":
-            refuse_unread(args, f"by --optimizer {args.optimizer} (Adam's moment rates are fixed)",
-                          {"momentum": "--momentum"})
+            common.refuse_unread(args, f"by --optimizer {args.optimizer} (Adam's moment rates are fixed)",
+                                 {"momentum": "--momentum"})
         return compile_training(graph, batch_size=settings.pop("batch_size", 1), loss=option(args, "loss"),
                                 optimizer=args.optimizer, lr=option(args, "lr"), momentum=option(args, "momentum"),
-                                weight_decay=option(args, "weight_decay"), opt_level=opt_level(args), **settings)
-    refuse_unread(args, "without --optimizer (they shape a training step)", TRAINING)
-    return nnbridge.compile(graph, backend="rdu", passes=chosen_passes(args, "rdu"), opt_level=opt_level(args),
-                            **settings)
+                                weight_decay=option(args, "weight_decay"), opt_level=common.opt_level(args), **settings)
+    common.refuse_unread(args, "without --optimizer (they shape a training step)", TRAINING)
+    return nnbridge.compile(graph, backend="rdu", passes=common.chosen_passes(args, "rdu"),
+                            opt_level=common.opt_level(args), **settings)
 
 
 def run(args) -> int:
@@ -163,7 +152,7 @@ def run(args) -> int:
 
     if args.model.lower().endswith(".pef"):
         raise InputError(f"'{args.model}' is already compiled")
-    with working(console, f"compiling {args.model} for the RDU"):
+    with common.working(console, f"compiling {args.model} for the RDU"):
         exe = compile_from_args(args)
     out = Path(args.output) if args.output else Path(args.model).with_suffix(".pef")
     warn_if_synthetic(exe.graph, out)

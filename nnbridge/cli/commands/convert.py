@@ -9,22 +9,11 @@ from ...base.errors import NNBridgeWarning
 from ...converters.lbann.experiment import inference_only
 from ...converters.notes import conversion_notes
 from ...ir.stats import parameters
-from ..common import (
-    LBANN_SOURCE_FLAGS,
-    add_json_arg,
-    add_parser,
-    add_shape_args,
-    load_inputs,
-    load_options,
-    parse_assignments,
-    refuse_unread,
-    working,
-    write_json,
-)
+from .. import common
 
 
 def register(sub) -> None:
-    p = add_parser(sub, "convert", "convert a model between formats (by file name)", """\
+    p = common.add_parser(sub, "convert", "convert a model between formats (by file name)", """\
   nnbridge convert model.onnx model_copy.onnx            # ONNX → IR → ONNX (opset normalized)
   nnbridge convert model.onnx model_17.onnx --opset 17   # for runtimes that stop at opset 17
   nnbridge convert model.onnx out/lenet_topo.pbtxt       # ONNX → SMAUG (+ lenet_params.pb)
@@ -36,7 +25,7 @@ def register(sub) -> None:
 """)
     p.add_argument("src", help="source model (.onnx, _topo.pbtxt, .prototext)")
     p.add_argument("dst", help="destination file; its name picks the format")
-    add_shape_args(p)
+    common.add_shape_args(p)
     p.add_argument("--batch-size", type=int,
                    help="LBANN source: batch of the imported graph (default: the file's mini_batch_size)")
     p.add_argument("--option", "-o", action="append", metavar="KEY=VALUE",
@@ -64,7 +53,7 @@ def register(sub) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="write nothing: say per op type what converts and what is refused (and why), and "
                         "which files the conversion would write, with their sizes")
-    add_json_arg(p, "what was written: files and sizes, nodes, parameters, notes")
+    common.add_json_arg(p, "what was written: files and sizes, nodes, parameters, notes")
     p.set_defaults(func=run)
 
 
@@ -74,8 +63,8 @@ def run(args) -> int:
     from ...converters import format_for
     from .. import console
 
-    options = dict(load_options(args))
-    options.update(parse_assignments(args.option, "--option"))
+    options = dict(common.load_options(args))
+    options.update(common.parse_assignments(args.option, "--option"))
     if args.lbann_weights:
         options["lbann_weights"] = args.lbann_weights
     if args.lbann_version:
@@ -89,13 +78,13 @@ def run(args) -> int:
     if args.opset is not None:
         options["onnx_opset"] = args.opset
     if args.smaug_input:
-        options["smaug_inputs"] = load_inputs(args.smaug_input)
+        options["smaug_inputs"] = common.load_inputs(args.smaug_input)
     if args.allow_fp16_overflow:
         options["smaug_allow_overflow"] = True
     if args.dry_run:
-        refuse_unread(args, "by --dry-run (it prints what would be written)", {"json": "--json"})
+        common.refuse_unread(args, "by --dry-run (it prints what would be written)", {"json": "--json"})
         return dry_run(args, options)
-    with working(console, f"converting {args.src} → {args.dst}"):
+    with common.working(console, f"converting {args.src} → {args.dst}"):
         graph = nnbridge.convert(args.src, args.dst, **options)
     fmt = format_for(args.dst)
     if fmt.name == "lbann" and "lbann_train" not in options and (line := inference_only(graph, args.dst)):
@@ -105,10 +94,10 @@ def run(args) -> int:
     count, nbytes = parameters(graph)
     notes = conversion_notes(graph, fmt.name, options) + fmt.notes(Path(args.dst))
     if args.json:
-        write_json({"source": args.src, "destination": args.dst,
-                    "files": [{"path": str(f), "bytes": b} for f, b in sizes.items()],
-                    "source_nodes": len(graph), "parameters": count, "parameter_bytes": nbytes, "notes": notes},
-                   args.json)
+        common.write_json({"source": args.src, "destination": args.dst,
+                           "files": [{"path": str(f), "bytes": b} for f, b in sizes.items()],
+                           "source_nodes": len(graph), "parameters": count, "parameter_bytes": nbytes, "notes": notes},
+                          args.json)
         if args.json == "-":
             return 0
     shown = ", ".join(str(f) for f in files[:2]) + (f" + {len(files) - 2} files in {files[2].parent}/"
@@ -176,4 +165,4 @@ def _decomposed(graph, fmt, options: dict) -> dict[str, int]:
 
 
 #: the loader's options among convert's (the writer's go to the scratch conversion only)
-_LOAD_KEYS = {"input_shapes", "dims", "batch_size", "synthetic_scale", "activations", *LBANN_SOURCE_FLAGS}
+_LOAD_KEYS = {"input_shapes", "dims", "batch_size", "synthetic_scale", "activations", *common.LBANN_SOURCE_FLAGS}

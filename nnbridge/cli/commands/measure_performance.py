@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 from ...backends.rdu.reporting import by_cause, by_op
-from ..common import (
-    add_backend_args,
-    add_model_args,
-    add_parser,
-    print_baseline,
-    print_written,
-    rollup_table,
-    styled,
-    write_json,
-)
+from .. import common
 from .compile import add_rdu_args, compile_from_args
 
 
 def register(sub) -> None:
-    p = add_parser(sub, "measure-performance", "estimate throughput, latency and utilisation on the RDU", """\
+    p = common.add_parser(sub, "measure-performance", "estimate throughput, latency and utilisation on the RDU", """\
   nnbridge measure-performance model.onnx --batch-size 64
   nnbridge measure-performance model.pef --batch-size 256 --json
   nnbridge measure-performance model.onnx --preset plasticine --set n_pmu=none --plot sections.png
@@ -26,19 +17,13 @@ def register(sub) -> None:
   nnbridge measure-performance model.onnx --config machine.toml --set hbm_capacity_bytes=8e9
   nnbridge measure-performance model.onnx --batch-size 64 --baseline batch16.json   # per-stage deltas
 """)
-    add_model_args(p)
-    add_backend_args(p, default="rdu")
+    common.add_model_args(p)
+    common.add_backend_args(p, default="rdu")
     add_rdu_args(p)
     p.add_argument("--json", nargs="?", const="-", metavar="FILE",
                    help="write the full estimate and its roll-ups as JSON (no FILE or '-': standard output, alone)")
-    p.add_argument("--plot", metavar="PNG", help="write a bar chart of per-section time")
     p.add_argument("--top", type=int, default=10, metavar="N", help="print the N slowest pipeline stages (default 10)")
-    p.add_argument("--trace", metavar="FILE.json", help="write a Chrome trace of the sections and their stages "
-                   "(open it in Perfetto or chrome://tracing)")
-    p.add_argument("--html", metavar="FILE.html", help="write one HTML page: totals, the sections plot, roll-ups, the "
-                   "graph coloured by its stages' time and every stage in a sortable table")
-    p.add_argument("--baseline", metavar="FILE.json", help="compare with an earlier run's --json estimate of the "
-                   "same model: per-stage and total deltas in the table, the JSON and the HTML")
+    common.add_report_args(p, "stage", "a bar chart of per-section time", "the sections and their stages")
     p.set_defaults(func=run)
 
 
@@ -64,9 +49,9 @@ def run(args) -> int:
 
         write_html(args.html, exe, est, baseline=against)
     if args.json:
-        write_json({**data, "rollups": {k: [{"group": g, "sections": n, "us": v} for g, n, v in groups]
-                                        for k, groups in rollups.items()},
-                    **({"baseline": against.to_dict()} if against else {})}, args.json)
+        common.write_json({**data, "rollups": {k: [{"group": g, "sections": n, "us": v} for g, n, v in groups]
+                                               for k, groups in rollups.items()},
+                           **({"baseline": against.to_dict()} if against else {})}, args.json)
         if args.json == "-":
             return 0
     for line in _summary_lines(exe.graph, est):
@@ -74,13 +59,15 @@ def run(args) -> int:
     total = sum(v for _, _, v in rollups["by_cause"])
     if args.top:
         console.print(_slowest_stages(data, args.top, total))
-    console.print(rollup_table("batch latency by what bounds it", "bound", rollups["by_cause"], total, "sections"))
-    console.print(rollup_table("batch latency by the slowest stage's op", "op", rollups["by_op"], total, "sections"))
+    console.print(common.rollup_table("batch latency by what bounds it", "bound", rollups["by_cause"], total,
+                                      "sections"))
+    console.print(common.rollup_table("batch latency by the slowest stage's op", "op", rollups["by_op"], total,
+                                      "sections"))
     if against:
-        print_baseline(console, against, "stage_us", ["compute_us", "pmu_us", "network_us", "offchip_us", "pcus"],
-                       args.top)
-    print_written(console, ((args.plot, "plot"), (args.trace, "trace"), (args.html, "HTML report"),
-                            (args.json, "JSON")))
+        common.print_baseline(console, against, "stage_us",
+                              ["compute_us", "pmu_us", "network_us", "offchip_us", "pcus"], args.top)
+    common.print_written(console, ((args.plot, "plot"), (args.trace, "trace"), (args.html, "HTML report"),
+                                   (args.json, "JSON")))
     return 0
 
 
@@ -107,7 +94,7 @@ def _summary_lines(graph, est) -> list:
     if t["unknown_shape_values"]:
         from ...backends.rdu.backend import UNKNOWN_SHAPES
 
-        lines.append(styled(("warning:", "yellow"), " " + UNKNOWN_SHAPES.format(n=t["unknown_shape_values"])))
+        lines.append(common.styled(("warning:", "yellow"), " " + UNKNOWN_SHAPES.format(n=t["unknown_shape_values"])))
     return lines
 
 

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from ...reporting.report import Report
-from ..common import add_backend_args, add_model_args, add_parser
+from .. import common
 from .compile import add_rdu_args, compile_from_args
 
 
 def register(sub) -> None:
-    p = add_parser(sub, "measure-sections", "per-section timing and resources on the RDU", """\
+    p = common.add_parser(sub, "measure-sections", "per-section timing and resources on the RDU", """\
   nnbridge measure-sections model.onnx --mode o0
   nnbridge measure-sections model.pef --json
   nnbridge measure-sections model.onnx --stages --plot stages.png
 """)
-    add_model_args(p)
-    add_backend_args(p, default="rdu")
+    common.add_model_args(p)
+    common.add_backend_args(p, default="rdu")
     add_rdu_args(p)
     p.add_argument("--stages", action="store_true", help="one row per pipeline stage (kernel) instead of per section")
     p.add_argument("--json", action="store_true", help="print the table as JSON")

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from ..common import add_json_arg, add_parser, styled, write_json
+from .. import common
 
 
 def register(sub) -> None:
-    p = add_parser(sub, "ops", "which ops each backend and each format supports", """\
+    p = common.add_parser(sub, "ops", "which ops each backend and each format supports", """\
   nnbridge ops
   nnbridge ops --filter Conv
   nnbridge ops --markdown > docs/ops.md
 """)
     p.add_argument("--filter", help="show only ops whose name contains this text")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
-    add_json_arg(p, "the support matrix ({op: {backend or format: supported}})")
+    common.add_json_arg(p, "the support matrix ({op: {backend or format: supported}})")
     p.set_defaults(func=run)
 
 
@@ -39,7 +39,7 @@ def run(args) -> int:
     cols, matrix = support_matrix()
     ops = [op for op in matrix if not args.filter or args.filter.lower() in op.lower()]
     if args.json:
-        write_json({"columns": cols, "ops": {op: matrix[op] for op in ops}}, args.json)
+        common.write_json({"columns": cols, "ops": {op: matrix[op] for op in ops}}, args.json)
         if args.json == "-":
             return 0
     if args.markdown:
@@ -53,7 +53,7 @@ def run(args) -> int:
     for c in cols:
         table.add_column(c, justify="center")
     for op in ops:
-        table.add_row(op, *[styled(("✓", "green")) if matrix[op][c] else "·" for c in cols])
+        table.add_row(op, *[common.styled(("✓", "green")) if matrix[op][c] else "·" for c in cols])
     table.caption = ("smv marks the ops its accelerator runs; the others run on the simulated host CPU "
                      "(rdu runs every reference op)")
     console.print(table)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sys
 
-from ..common import add_json_arg, add_parser, add_shape_args, load_options, styled, write_json
+from .. import common
 
 
 def register(sub) -> None:
-    p = add_parser(sub, "port", "one table: can the model go to SMAUG, LBANN or the RDU, how well, at what cost", """\
+    p = common.add_parser(sub, "port", "one table: can the model go to SMAUG, LBANN or the RDU, how well, at what "
+                                       "cost", """\
   nnbridge port model.onnx                              # every target: smaug-ref, smaug-smv, lbann, rdu
   nnbridge port bert.onnx --dim batch=1 --dim sequence=128   # pins, once for every target
   nnbridge port det.onnx --input-shape image=1x3x640x640 --targets lbann,rdu
@@ -22,7 +23,7 @@ def register(sub) -> None:
                  "each already run and checked. Dynamic dims are pinned once for every target (on a terminal, "
                  "port asks for them).")
     p.add_argument("model", help="model file: .onnx, SMAUG <name>_topo.pbtxt, LBANN .prototext")
-    add_shape_args(p)
+    common.add_shape_args(p)
     p.add_argument("--targets", metavar="T,T,…",
                    help="which targets, of smaug-ref, smaug-smv, lbann, rdu (default: all four)")
     p.add_argument("--seed", type=int, default=0, help="seed of the inputs every target runs on (default 0)")
@@ -33,22 +34,45 @@ def register(sub) -> None:
                         "and the commands write them)")
     p.add_argument("--html", metavar="FILE.html",
                    help="write the table as one page, and the SMV and RDU reports beside it, linked")
-    add_json_arg(p, "the report")
+    common.add_json_arg(p, "the report")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from rich.table import Table
-
-    from ...port import parse_targets, port
-    from ...port.report import COLUMNS
     from .. import console
 
+    report = _port(args, console)
+    written = []
+    if args.html:
+        from ...port.html import write_html
+
+        written = write_html(report, args.html)
+    if args.json:
+        common.write_json(report.to_dict(), args.json)
+        if args.json == "-":
+            return 0
+    _print_table(console, report)
+    _print_pins(console, report)
+    if args.keep:
+        kept = [f for t in report.targets for f in t.conversion.files]
+        console.print(f"kept {len(kept)} validated file(s) in {args.out_dir}/")
+    for path in written:
+        console.print(f"HTML written to {path}")
+    if args.json:
+        console.print(f"JSON written to {args.json}")
+    return 0
+
+
+def _port(args, console):
+    """The port report of the model for the targets asked, with a spinner on a terminal, where
+    unpinned dimensions are asked for (the spinner stops while a question waits for its answer)."""
+    from ...port import parse_targets, port
+
     targets = parse_targets(args.targets)
-    options = load_options(args)
+    options = common.load_options(args)
     dims, shapes = options.pop("dims", None), options.pop("input_shapes", None)
     with _status(console) as status:
-        def ask(values):  # the spinner stops while a question waits for its answer
+        def ask(values):
             if status is not None:
                 status.stop()
             try:
@@ -58,22 +82,22 @@ def run(args) -> int:
                     status.start()
 
         say = None if status is None else (lambda text: status.update(f"port: {text}"))
-        report = port(args.model, targets, dims=dims, input_shapes=shapes, seed=args.seed, out_dir=args.out_dir,
-                      keep=args.keep, ask=ask if sys.stdin.isatty() and console.is_terminal else None,
-                      progress=say, load_options=options)
-    written = []
-    if args.html:
-        from ...port.html import write_html
+        return port(args.model, targets, dims=dims, input_shapes=shapes, seed=args.seed, out_dir=args.out_dir,
+                    keep=args.keep, ask=ask if sys.stdin.isatty() and console.is_terminal else None,
+                    progress=say, load_options=options)
 
-        written = write_html(report, args.html)
-    if args.json:
-        write_json(report.to_dict(), args.json)
-        if args.json == "-":
-            return 0
+
+def _print_table(console, report) -> None:
+    """The table, a row per target, then its commands printed whole (where they can be copied),
+    numbered as the table's last column refers to them."""
+    from rich.table import Table
+
+    from ...port.report import COLUMNS
+
     table = Table(title=f"nnbridge port: {report.model}", show_lines=True)
     for col in COLUMNS:
         table.add_column(col, overflow="fold")
-    commands = []  # printed whole under the table, where they can be copied; the table numbers them
+    commands = []
     for row in report.targets:
         *cells, _ = row.cells()
         refs = []
@@ -85,19 +109,15 @@ def run(args) -> int:
     console.print("next (each command that writes a file was run and its file checked by port):")
     for n, command in enumerate(commands, 1):
         console.print(f"  [{n}] {command}", highlight=False, soft_wrap=True)
+
+
+def _print_pins(console, report) -> None:
+    """The dimensions pinned for every target, the inputs drawn, and the time port took."""
     pins = [*(f"--dim {k}={v}" for k, v in report.dims.items()),
             *(f"--input-shape {k}={'x'.join(map(str, v))}" for k, v in report.input_shapes.items())]
     console.print(f"pinned for every target: {' '.join(pins) or 'nothing (static inputs)'}; inputs: "
                   + "; ".join(f"{i['name']} {'x'.join(map(str, i['shape']))} {i['dtype']} {i['distribution']}"
                               for i in report.inputs) + f"; {report.seconds:,.1f} s", highlight=False)
-    if args.keep:
-        kept = [f for t in report.targets for f in t.conversion.files]
-        console.print(f"kept {len(kept)} validated file(s) in {args.out_dir}/")
-    for path in written:
-        console.print(f"HTML written to {path}")
-    if args.json:
-        console.print(f"JSON written to {args.json}")
-    return 0
 
 
 #: a cell's first word → its colour
@@ -108,7 +128,7 @@ _TONES = {"yes": "green", "with rewrites": "yellow", "no": "red", "agree": "gree
 def _styled(cell: str):
     lead, newline, rest = cell.partition("\n")
     tone = next((c for w, c in _TONES.items() if lead == w or lead.startswith((w + ":", w + " on"))), None)
-    return styled((lead, tone) if tone else lead, newline + rest)
+    return common.styled((lead, tone) if tone else lead, newline + rest)
 
 
 def _status(console):

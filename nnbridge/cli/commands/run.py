@@ -6,27 +6,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..common import (
-    LBANN_SOURCE_FLAGS,
-    add_backend_args,
-    add_input_args,
-    add_json_arg,
-    add_model_args,
-    add_parser,
-    add_threads_arg,
-    backend_options,
-    chosen_passes,
-    load_inputs,
-    load_model_from_args,
-    opt_level,
-    parse_dims,
-    refuse_unread,
-    working,
-    write_json,
-)
+from .. import common
 
 #: what a compiled program (.pef) does not read: it runs as it was compiled
-COMPILED = {"format": "--format", "input_shape": "--input-shape", **LBANN_SOURCE_FLAGS, "passes": "--passes",
+COMPILED = {"format": "--format", "input_shape": "--input-shape", **common.LBANN_SOURCE_FLAGS, "passes": "--passes",
             "opt_level": "--opt-level",
             "disable_pass": "--disable-pass", "backend_options": "--set", "source_batch_size": "--batch-size"}
 
@@ -35,7 +18,7 @@ SHOWN = 32
 
 
 def register(sub) -> None:
-    p = add_parser(sub, "run", "run a model and write its outputs as .npy files", """\
+    p = common.add_parser(sub, "run", "run a model and write its outputs as .npy files", """\
   nnbridge run model.onnx                                   # generated inputs, prints output shapes
   nnbridge run minerva_ref_topo.pbtxt                       # a SMAUG file runs the input its params store
   nnbridge run model.onnx --input data=x.npy --out results/
@@ -47,10 +30,10 @@ def register(sub) -> None:
   nnbridge run step.pef --data digits --epochs 5            # a training program (compile --optimizer) trains
   nnbridge run model.onnx --json - | jq '.outputs[0].max'
 """)
-    add_model_args(p)
-    add_backend_args(p)
-    add_input_args(p)
-    add_threads_arg(p)
+    common.add_model_args(p)
+    common.add_backend_args(p)
+    common.add_input_args(p)
+    common.add_threads_arg(p)
     p.add_argument("--out", "-o", help="directory for the outputs (<name>.npy each)")
     p.add_argument("--profile", action="store_true", help="print the per-node report of the run")
     p.add_argument("--batch-size", type=int, dest="source_batch_size", metavar="N",
@@ -60,71 +43,89 @@ def register(sub) -> None:
     training.add_argument("--data", metavar="FILE.npz|digits", help="training data: an .npz with x and y, or digits")
     training.add_argument("--epochs", type=int, default=1, help="passes over the data (default 1)")
     training.add_argument("--val-split", type=float, default=0.2, help="held out, evaluated after each epoch (0.2)")
-    add_json_arg(p, "the inputs used and each output's dtype, shape and statistics (values when small)")
+    common.add_json_arg(p, "the inputs used and each output's dtype, shape and statistics (values when small)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    import nnbridge
-
     from ...api.inputs import batch_inputs, joined, random_inputs
     from ...reporting.report import Report
     from .. import console
 
     if args.model.lower().endswith(".pef"):  # an RDU compiled artifact: run it as stored
-        from ...backends.rdu import load_pef
-        from ...base.errors import OptionError
-
-        if args.backend not in ("reference", "rdu"):
-            raise OptionError(f"{args.model} is a compiled RDU program; it runs on rdu, not --backend {args.backend}")
-        refuse_unread(args, f"by a compiled program ({args.model} runs as it was compiled)", COMPILED)
-        exe = program = load_pef(args.model)
+        exe = program = _stored_program(args)
         graph = exe.graph
         if exe.training or args.data:
             return _train(args, exe)
     else:
-        from ...base.errors import OptionError
-
-        if args.data:
-            raise OptionError(f"--data trains a compiled training program (compile --optimizer); {args.model} "
-                              f"is a model (use 'nnbridge train' to train it)")
         program = None
-        config = backend_options(args, args.backend)
-        graph = load_model_from_args(args)
-        if args.profile and args.backend == "reference":
-            config["profile"] = True
-        with working(console, f"compiling {graph.name} for {args.backend}"):
-            exe = nnbridge.compile(graph, backend=args.backend, passes=chosen_passes(args, args.backend),
-                                   opt_level=opt_level(args), **config)
-    given = {**graph.input_values, **load_inputs(args.input)}  # a SMAUG file runs its stored input
+        graph, exe = _compiled_model(args)
+    given = {**graph.input_values, **common.load_inputs(args.input)}  # a SMAUG file runs its stored input
     if program is not None:  # the batch it was compiled for (SambaFlow), call by call if need be
-        feeds, _, calls = batch_inputs(graph, program.options.batch_size, args.seed, parse_dims(args.dim), given)
+        feeds, _, calls = batch_inputs(graph, program.options.batch_size, args.seed, common.parse_dims(args.dim), given)
     else:
-        feeds = random_inputs(graph, seed=args.seed, dims=parse_dims(args.dim), given=given)
+        feeds = random_inputs(graph, seed=args.seed, dims=common.parse_dims(args.dim), given=given)
         calls = [feeds]
-    with working(console, f"running {graph.name} on {exe.backend}"):
+    with common.working(console, f"running {graph.name} on {exe.backend}"):
         outputs = joined([exe.run(f) for f in calls])
     if args.out:
         _save_outputs(outputs, Path(args.out))
+    profiled = args.profile and isinstance(exe.report, Report)
     if args.json:
-        write_json({"model": graph.name, "backend": exe.backend,
-                    "inputs": [_stats(name, value) for name, value in feeds.items()],
-                    "outputs": [_stats(name, value) for name, value in outputs.items()],
-                    "report": exe.report.to_dict() if args.profile and isinstance(exe.report, Report) else None},
-                   args.json)
+        common.write_json({"model": graph.name, "backend": exe.backend,
+                           "inputs": [_stats(name, value) for name, value in feeds.items()],
+                           "outputs": [_stats(name, value) for name, value in outputs.items()],
+                           "report": exe.report.to_dict() if profiled else None}, args.json)
         if args.json == "-":
             return 0
+    _print_outputs(outputs)
+    if args.out:
+        console.print(f"outputs written to {args.out}/")
+    if profiled:
+        console.print(exe.report.to_table())
+    return 0
+
+
+def _stored_program(args):
+    """A ``.pef``, loaded to run as it was compiled (the RDU backend only; no compile options)."""
+    from ...backends.rdu import load_pef
+    from ...base.errors import OptionError
+
+    if args.backend not in ("reference", "rdu"):
+        raise OptionError(f"{args.model} is a compiled RDU program; it runs on rdu, not --backend {args.backend}")
+    common.refuse_unread(args, f"by a compiled program ({args.model} runs as it was compiled)", COMPILED)
+    return load_pef(args.model)
+
+
+def _compiled_model(args):
+    """The model as loaded, and compiled for ``--backend`` with its options and passes."""
+    import nnbridge
+
+    from ...base.errors import OptionError
+    from .. import console
+
+    if args.data:
+        raise OptionError(f"--data trains a compiled training program (compile --optimizer); {args.model} "
+                          f"is a model (use 'nnbridge train' to train it)")
+    config = common.backend_options(args, args.backend)
+    graph = common.load_model_from_args(args)
+    if args.profile and args.backend == "reference":
+        config["profile"] = True
+    with common.working(console, f"compiling {graph.name} for {args.backend}"):
+        return graph, nnbridge.compile(graph, backend=args.backend, passes=common.chosen_passes(args, args.backend),
+                                       opt_level=common.opt_level(args), **config)
+
+
+def _print_outputs(outputs: dict) -> None:
+    """Each output's dtype and shape, with its values when it is small."""
+    from .. import console
+
     for name, value in outputs.items():
         arr = np.asarray(value)
         shown = ""
         if arr.size <= SHOWN and arr.dtype.kind in "fiub":
             shown = " [" + " ".join(f"{v:.6g}" for v in arr.reshape(-1).tolist()) + "]"
         console.print(f"{name}: {arr.dtype}{list(arr.shape)}{shown}", markup=False, soft_wrap=True)
-    if args.out:
-        console.print(f"outputs written to {args.out}/")
-    if args.profile and isinstance(exe.report, Report):
-        console.print(exe.report.to_table())
-    return 0
 
 
 def _train(args, exe) -> int:
@@ -138,15 +139,15 @@ def _train(args, exe) -> int:
         raise InputError(f"'{args.model}' is an inference program; compile it with --optimizer to train it")
     if not args.data:
         raise InputError(f"'{args.model}' is a training program: give --data FILE.npz (or digits) to train it")
-    refuse_unread(args, f"by a training program ({args.model} trains on --data)",
-                  {"input": "--input", "out": "--out", "profile": "--profile", "dim": "--dim"})
+    common.refuse_unread(args, f"by a training program ({args.model} trains on --data)",
+                         {"input": "--input", "out": "--out", "profile": "--profile", "dim": "--dim"})
     x, y = digits() if args.data == "digits" else load_data(args.data)
     bar, progress = progress_bar(console, args.epochs)
     with bar:
         history = train_compiled(exe, x, y, epochs=args.epochs, val_split=args.val_split, seed=args.seed or 0,
                                  progress=progress)
     if args.json:
-        write_json({"model": args.model, "data": args.data, "epochs": [vars(e) for e in history]}, args.json)
+        common.write_json({"model": args.model, "data": args.data, "epochs": [vars(e) for e in history]}, args.json)
         if args.json == "-":
             return 0
     print_history(console, history)

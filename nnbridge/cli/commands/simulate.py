@@ -2,28 +2,12 @@
 
 from __future__ import annotations
 
-from ..common import (
-    add_input_args,
-    add_model_args,
-    add_parser,
-    add_set_arg,
-    load_inputs,
-    load_model_from_args,
-    opt_level,
-    parse_assignments,
-    parse_dims,
-    parse_passes,
-    print_baseline,
-    print_written,
-    refuse_unread,
-    rollup_table,
-    share,
-    styled,
-)
+from .. import common
 
 
 def register(sub) -> None:
-    p = add_parser(sub, "simulate", "simulate a model on SMAUG's SMV accelerator (timing and fp16 numerics)", """\
+    p = common.add_parser(sub, "simulate", "simulate a model on SMAUG's SMV accelerator (timing and fp16 "
+                                           "numerics)", """\
   nnbridge simulate lenet5_smv_topo.pbtxt                     # per-layer table: compute / transfer / CPU
   nnbridge simulate resnet_smv_topo.pbtxt --perf-only         # timing only, large models in well under 1 s
   nnbridge simulate model.onnx --accels 8 --mem-policy acp --set tiling_threads=8
@@ -33,7 +17,7 @@ def register(sub) -> None:
   nnbridge simulate model.onnx --config smv.toml --set dma_setup_cycles=50
   nnbridge simulate model.onnx --perf-only --accels 4 --baseline one-accel.json   # per-layer deltas
 """)
-    add_model_args(p)
+    common.add_model_args(p)
     p.add_argument("--backend", "-b", default="smv", choices=["smv"], help="the simulator (default: smv)")
     p.add_argument("--accels", type=int, help="number of accelerators, 1..8 (default 1)")
     p.add_argument("--mem-policy", choices=["dma", "acp", "acp-dma-weights"],
@@ -41,23 +25,18 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, help="CPU threads for tiling copies (default 1)")
     p.add_argument("--perf-only", action="store_true", help="skip the numerics (timing only)")
     p.add_argument("--config", metavar="FILE.toml", help="settings from a TOML file ([smv] table or top level)")
-    add_set_arg(p, ("smv",), "set")
+    common.add_set_arg(p, ("smv",), "set")
     p.add_argument("--show-config", action="store_true", help="print every setting with its provenance")
     p.add_argument("--json", metavar="FILE", help="write the report as JSON ('-': standard output)")
-    p.add_argument("--plot", metavar="FILE.png", help="draw per-layer stacked bars (compute/transfer/CPU)")
-    p.add_argument("--html", metavar="FILE.html", help="write one HTML page: totals, plot, roll-ups, the graph "
-                   "coloured by time and every layer in a sortable table")
-    p.add_argument("--trace", metavar="FILE.json", help="write a Chrome trace of the layers on the host CPU and "
-                   "on each accelerator (open it in Perfetto or chrome://tracing)")
-    p.add_argument("--baseline", metavar="FILE.json", help="compare with an earlier run's --json report of the "
-                   "same model: per-layer and total deltas in the table, the JSON and the HTML")
+    common.add_report_args(p, "layer", "per-layer stacked bars (compute/transfer/CPU)",
+                           "the layers on the host CPU and on each accelerator")
     p.add_argument("--top", type=int, default=20, metavar="N",
                    help="print the N most expensive layers (default 20; 0: every layer in graph order)")
     p.add_argument("--sort", choices=["latency", "compute", "transfer", "cpu", "tiling"], default="latency",
                    help="what --top ranks by (default latency)")
     p.add_argument("--passes", help="comma-separated pass list instead of the SMV pipeline")
     p.add_argument("--opt-level", type=int, choices=[0, 1, 2, 3], help="pass pipeline level (default 1)")
-    add_input_args(p)
+    common.add_input_args(p)
     p.set_defaults(func=run)
 
 
@@ -75,10 +54,10 @@ def run(args) -> int:
     if args.show_config:
         console.print(_config_table(config))
     if config.perf_only:
-        refuse_unread(args, "with --perf-only (timing only: no values are computed)",
-                      {"input": "--input", "seed": "--seed"})
+        common.refuse_unread(args, "with --perf-only (timing only: no values are computed)",
+                             {"input": "--input", "seed": "--seed"})
     baseline = read_baseline(args.baseline, "smv") if args.baseline else None
-    graph = load_model_from_args(args)
+    graph = common.load_model_from_args(args)
     if baseline is not None:  # another model's report is refused before simulating
         same_model(baseline, args.baseline, graph.name)
     exe = _simulate(args, graph, config)
@@ -123,8 +102,9 @@ def _simulate(args, graph, config):
     from ...api.inputs import random_inputs
     from .. import console
 
-    given = {**graph.input_values, **load_inputs(args.input)}  # a SMAUG file runs its stored input
-    feeds = {} if config.perf_only else random_inputs(graph, seed=args.seed, dims=parse_dims(args.dim), given=given)
+    given = {**graph.input_values, **common.load_inputs(args.input)}  # a SMAUG file runs its stored input
+    feeds = {} if config.perf_only else random_inputs(graph, seed=args.seed, dims=common.parse_dims(args.dim),
+                                                      given=given)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as bar:
         tasks: dict[str, int] = {}
@@ -134,8 +114,8 @@ def _simulate(args, graph, config):
                 tasks[phase] = bar.add_task(phase, total=total)
             bar.update(tasks[phase], completed=done)
 
-        exe = nnbridge.compile(graph, backend="smv", passes=parse_passes(args.passes), opt_level=opt_level(args),
-                               config=config, progress=progress)
+        exe = nnbridge.compile(graph, backend="smv", passes=common.parse_passes(args.passes),
+                               opt_level=common.opt_level(args), config=config, progress=progress)
         exe.run(feeds) if not config.perf_only else None
     return exe
 
@@ -165,16 +145,16 @@ def _print_report(args, report, measure: str, rollups: dict, against) -> None:
             title=f"smv report: {report.model} — the {args.top} layers with the most {args.sort} time"))
         rest = sorted((float(r.get(measure) or 0.0) for r in report.rows), reverse=True)[args.top:]
         console.print(f"… and {len(rest)} more layers: {sum(rest):,.1f} µs of {args.sort} "
-                      f"({share(sum(rest), total)})")
+                      f"({common.share(sum(rest), total)})")
     else:
         console.print(display_view(report).to_table())
     for title, groups in (("op type", rollups["by_op"]), ("where it runs", rollups["by_where"])):
-        console.print(rollup_table(f"{args.sort} by {title}", title, groups, total, unit=f"{args.sort} µs"))
+        console.print(common.rollup_table(f"{args.sort} by {title}", title, groups, total, unit=f"{args.sort} µs"))
     if against:
-        print_baseline(console, against, measure, STACK, args.top)
+        common.print_baseline(console, against, measure, STACK, args.top)
     for note in report.notes:
-        console.print(styled((note, "dim")))
-    print_written(console, ((args.json, "report"), (args.html, "HTML report"), (args.trace, "trace")))
+        console.print(common.styled((note, "dim")))
+    common.print_written(console, ((args.json, "report"), (args.html, "HTML report"), (args.trace, "trace")))
 
 
 def _settings(args) -> dict:
@@ -185,7 +165,7 @@ def _settings(args) -> dict:
     from ...base.errors import OptionError
 
     smv = get_backend("smv")
-    out = smv.options(parse_assignments(args.set, "--set"), "--set")
+    out = smv.options(common.parse_assignments(args.set, "--set"), "--set")
     flags = {"num_accels": ("--accels", args.accels), "mem_policy": ("--mem-policy", args.mem_policy),
              "tiling_threads": ("--threads", args.threads), "perf_only": ("--perf-only", args.perf_only or None)}
     for name, (flag, value) in flags.items():

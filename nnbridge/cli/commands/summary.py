@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-from ..common import (
-    add_model_args,
-    add_parser,
-    add_pass_args,
-    chosen_passes,
-    load_model_from_args,
-    refuse_unread,
-    value_json,
-    write_json,
-)
+from .. import common
 
 
 def register(sub) -> None:
-    p = add_parser(sub, "summary", "per-node table: op, inputs, output shapes/dtypes/layouts, params", """\
+    p = common.add_parser(sub, "summary", "per-node table: op, inputs, output shapes/dtypes/layouts, params", """\
   nnbridge summary model.onnx
   nnbridge summary resnet_smv_topo.pbtxt
   nnbridge summary model.onnx --passes fold,simplify,fuse     # after passes
@@ -26,14 +17,14 @@ The header lists the inputs and outputs (name, dtype, shape, layout), the op his
 parameters and the FLOP of one run (2 per multiply-accumulate). The footer lists the fused
 groups (kernels) and the planned peak activation memory.
 """)
-    add_model_args(p)
+    common.add_model_args(p)
     p.add_argument("--backend", "-b", help="run this backend's pipeline first, at --opt-level (--opt-level or "
                                            "--disable-pass alone: the reference backend's)")
     p.add_argument("--style", choices=["table", "smaug"], default="table",
                    help="smaug: the text SMAUG's frontend print_summary() prints (SMAUG files only)")
     p.add_argument("--json", metavar="FILE", help="write the header (inputs, outputs, ops, parameters, FLOP) as "
                                                  "JSON to FILE ('-': standard output) instead of the tables")
-    add_pass_args(p)
+    common.add_pass_args(p)
     p.set_defaults(func=run)
 
 
@@ -44,13 +35,13 @@ def run(args) -> int:
     if args.style == "smaug":
         console.file.write(_smaug_summary(args))
         return 0
-    graph = load_model_from_args(args)
-    passes = chosen_passes(args, args.backend)
+    graph = common.load_model_from_args(args)
+    passes = common.chosen_passes(args, args.backend)
     if passes:
         run_passes(graph, passes)
     header = model_header(graph)
     if args.json:
-        write_json(header, args.json)
+        common.write_json(header, args.json)
         return 0
     _print_header(header, console)
     console.print(_node_table(graph))
@@ -65,10 +56,10 @@ def _smaug_summary(args) -> str:
     from ...converters.smaug.files import TOPO_SUFFIX
     from ...smaug.summary import file_summary
 
-    refuse_unread(args, "with --style smaug (SMAUG's own summary of the file as written)",
-                  {"backend": "--backend", "passes": "--passes", "opt_level": "--opt-level",
-                   "disable_pass": "--disable-pass", "json": "--json", "format": "--format",
-                   "input_shape": "--input-shape", "dim": "--dim"})
+    common.refuse_unread(args, "with --style smaug (SMAUG's own summary of the file as written)",
+                         {"backend": "--backend", "passes": "--passes", "opt_level": "--opt-level",
+                          "disable_pass": "--disable-pass", "json": "--json", "format": "--format",
+                          "input_shape": "--input-shape", "dim": "--dim"})
     if not args.model.endswith(TOPO_SUFFIX):
         raise InputError(f"--style smaug prints a SMAUG topology's summary; '{args.model}' is not a "
                          f"*{TOPO_SUFFIX} file")
@@ -135,8 +126,8 @@ def model_header(graph) -> dict:
         cost = op_cost(node, 4)
         flops += cost.flops
         unknown += cost.unknown_shapes
-    return {"model": graph.name, "inputs": [value_json(v) for v in graph.inputs],
-            "outputs": [value_json(v) for v in graph.outputs],
+    return {"model": graph.name, "inputs": [common.value_json(v) for v in graph.inputs],
+            "outputs": [common.value_json(v) for v in graph.outputs],
             "ops": dict(Counter(n.op for n in graph.nodes).most_common()), "nodes": len(graph),
             "parameters": count, "parameter_bytes": nbytes,
             "flop": flops, "values_of_unknown_shape": unknown}

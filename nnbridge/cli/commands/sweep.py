@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..common import add_parser
+from .. import common
 
 
 def register(sub) -> None:
-    p = add_parser(sub, "sweep", "sweep simulator settings over models (Ray tasks; CSV + Parquet results)", """\
+    p = common.add_parser(sub, "sweep", "sweep simulator settings over models (Ray tasks; CSV + Parquet results)", """\
   nnbridge sweep smaug_case_study.toml                   # Ray on this machine, results in sweep-smaug_case_study/
   nnbridge sweep rdu.toml --out runs/rdu --resume        # continue an interrupted sweep
   nnbridge sweep rdu.toml --address ray-head:6379        # join an existing Ray cluster

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..common import add_parser
+from .. import common
 
 
 def register(sub) -> None:
-    p = add_parser(sub, "sweep-report", "plot a sweep and write a self-contained HTML report", """\
+    p = common.add_parser(sub, "sweep-report", "plot a sweep and write a self-contained HTML report", """\
   nnbridge sweep-report sweep-smaug_case_study            # DIR/plots/*.png and DIR/report.html
   nnbridge sweep-report runs/rdu --cost n_pcu --cost sram_bytes
   nnbridge sweep-report runs/rdu --latency latency_ms

@@ -5,25 +5,17 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from ..common import (
-    add_json_arg,
-    add_model_args,
-    add_parser,
-    add_threads_arg,
-    load_model_from_args,
-    refuse_unread,
-    write_json,
-)
+from .. import common
 
 
 def register(sub) -> None:
-    p = add_parser(sub, "train", "train a model on .npz data (or scikit-learn's digits) and save it", """\
+    p = common.add_parser(sub, "train", "train a model on .npz data (or scikit-learn's digits) and save it", """\
   nnbridge train digits_cnn.onnx --data digits --epochs 10 --out trained.onnx --plot curve.png
   nnbridge train model.onnx --data train.npz --loss cross-entropy --optimizer adam --lr 1e-3
   nnbridge train model.onnx --data pairs.npz --loss mse --epochs 50 --batch-size 64 --out fit.prototext
   nnbridge train model.onnx --data train.npz --json history.json          # per-epoch figures
 """)
-    add_model_args(p)
+    common.add_model_args(p)
     p.add_argument("--data", required=True, metavar="FILE.npz|digits",
                    help="an .npz with x (samples) and y (class labels, or float targets for mse); 'digits': "
                         "scikit-learn's 8×8 handwritten digits, x as (N, 1, 8, 8)")
@@ -53,8 +45,8 @@ def register(sub) -> None:
     p.add_argument("--out", "-o", help="write the trained model (format from the name: .onnx, .prototext, "
                                        "_topo.pbtxt)")
     p.add_argument("--plot", metavar="FILE.png", help="loss and accuracy per epoch as a PNG")
-    add_threads_arg(p)
-    add_json_arg(p, "the settings and the per-epoch figures")
+    common.add_threads_arg(p)
+    common.add_json_arg(p, "the settings and the per-epoch figures")
     p.set_defaults(func=train)
 
 
@@ -64,10 +56,10 @@ def train(args) -> int:
     from .. import console
 
     if args.optimizer != "sgd":
-        refuse_unread(args, f"by --optimizer {args.optimizer} (Adam's moment rates are fixed)",
-                      {"momentum": "--momentum", "nesterov": "--nesterov"})
+        common.refuse_unread(args, f"by --optimizer {args.optimizer} (Adam's moment rates are fixed)",
+                             {"momentum": "--momentum", "nesterov": "--nesterov"})
     x, y = digits() if args.data == "digits" else load_data(args.data)
-    graph = load_model_from_args(args)
+    graph = common.load_model_from_args(args)
     semantics = resolve_semantics(args.model, graph, args.semantics)  # the file tells who exported it
     bar, progress = progress_bar(console, args.epochs)
     with bar:
@@ -82,10 +74,10 @@ def train(args) -> int:
     if args.plot:
         plot_history(result.history, args.plot, title=Path(args.model).stem)
     if args.json:
-        write_json({"model": args.model, "data": args.data, "loss": args.loss, "optimizer": args.optimizer,
-                    "lr": args.lr, "batch_size": args.batch_size, "seed": args.seed,
-                    "semantics": result.settings["semantics"],
-                    "epochs": [vars(e) for e in result.history]}, args.json)
+        common.write_json({"model": args.model, "data": args.data, "loss": args.loss, "optimizer": args.optimizer,
+                           "lr": args.lr, "batch_size": args.batch_size, "seed": args.seed,
+                           "semantics": result.settings["semantics"],
+                           "epochs": [vars(e) for e in result.history]}, args.json)
         if args.json == "-":
             return 0
     print_history(console, result.history)

@@ -26,7 +26,7 @@ import numpy as np
 
 from ...base.errors import FormatError, InputError, Unsupported, UnsupportedOpError
 from ...base.fileio import atomic_outputs
-from ...ir import Graph
+from ...ir import Graph, Node
 from ...ir.decompositions import LAYER_NORM_START_DIM, Target
 from ...passes import run_passes
 from ...passes.decompose import decompose
@@ -54,32 +54,11 @@ def graph_to_lbann(graph: Graph, version: str = DEFAULT_VERSION
     batch = _batch(graph)
     ctx = ExportContext(graph, version, batch)
     header = textio.Header()
-    for i, value in enumerate(graph.inputs):
-        try:
-            dims = ctx.sample(value)
-        except Inexpressible as exc:
-            raise FormatError(f"graph input {exc}") from None
-        layer, params = ctx.layer(value.name, [], "input", value)
-        params.data_field = STOCK_FIELDS[i] if i < len(STOCK_FIELDS) else layer.name
-        header.inputs[layer.name] = (dims, value.type.dtype.short if value.type.dtype else "float32")
+    _input_layers(ctx, graph, header)
     bad: list[Unsupported] = []
-    for node in graph.nodes:
-        if id(node) in ctx.absorbed:
-            continue
-        fn = EXPORTERS.get(f"{node.domain}.{node.op}" if node.domain else node.op)
-        try:
-            if fn is None:
-                raise Inexpressible(oversized_constant(node) or "LBANN has no equivalent layer or operator")
-            ints = [o.name for o in node.outputs[:1] if o.type.dtype is not None and not o.type.dtype.is_float
-                    and node.op not in export_tensor.COMPARISONS]  # those map when cast to float
-            if ints:
-                raise Inexpressible(f"'{ints[0]}' is {node.outputs[0].type.dtype.short}; LBANN layers compute "
-                                    f"in floating point")
-            fn(ctx, node)
-        except Inexpressible as exc:
-            bad.append(Unsupported(node.op, node.name, str(exc), node.domain))
-            for out in node.outputs:  # keep going without cascading errors downstream
-                ctx.bind(out, f"<{node.name}>")
+    for node in graph.nodes:  # every node, so that all the reasons come at once
+        if id(node) not in ctx.absorbed and (problem := _export_node(ctx, node)) is not None:
+            bad.append(problem)
     if bad:
         raise UnsupportedOpError(f"LBANN {version} (Era C)", bad)
     for value in graph.outputs:
@@ -94,6 +73,39 @@ def graph_to_lbann(graph: Graph, version: str = DEFAULT_VERSION
     message.optimizer.no_optimizer.SetInParent()
     message.trainer.mini_batch_size = batch if isinstance(batch, int) else 1
     return message, ctx.weights, header
+
+
+def _input_layers(ctx: ExportContext, graph: Graph, header: textio.Header) -> None:
+    """An input layer per graph input, reading the stock data fields in order; their per-sample
+    dims and dtypes go to the header."""
+    for i, value in enumerate(graph.inputs):
+        try:
+            dims = ctx.sample(value)
+        except Inexpressible as exc:
+            raise FormatError(f"graph input {exc}") from None
+        layer, params = ctx.layer(value.name, [], "input", value)
+        params.data_field = STOCK_FIELDS[i] if i < len(STOCK_FIELDS) else layer.name
+        header.inputs[layer.name] = (dims, value.type.dtype.short if value.type.dtype else "float32")
+
+
+def _export_node(ctx: ExportContext, node: Node) -> Unsupported | None:
+    """``node`` as LBANN layers, or why it cannot be (its outputs are then bound to a placeholder,
+    so the export goes on without cascading errors downstream)."""
+    fn = EXPORTERS.get(f"{node.domain}.{node.op}" if node.domain else node.op)
+    try:
+        if fn is None:
+            raise Inexpressible(oversized_constant(node) or "LBANN has no equivalent layer or operator")
+        ints = [o.name for o in node.outputs[:1] if o.type.dtype is not None and not o.type.dtype.is_float
+                and node.op not in export_tensor.COMPARISONS]  # those map when cast to float
+        if ints:
+            raise Inexpressible(f"'{ints[0]}' is {node.outputs[0].type.dtype.short}; LBANN layers compute "
+                                f"in floating point")
+        fn(ctx, node)
+    except Inexpressible as exc:
+        for out in node.outputs:
+            ctx.bind(out, f"<{node.name}>")
+        return Unsupported(node.op, node.name, str(exc), node.domain)
+    return None
 
 
 #: LBANN has no shape arithmetic and takes trained weights only as weights objects: everything

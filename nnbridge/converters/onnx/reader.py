@@ -19,7 +19,7 @@ from google.protobuf.message import DecodeError
 from onnx import AttributeProto, ModelProto, TensorProto, helper, inliner, numpy_helper
 
 from ...base.errors import FormatError, NNBridgeError
-from ...base.fileio import check_numel
+from ...base.fileio import check_numel, resolve_inside
 from ...ir import DType, Graph, Layout, Node, TensorType, TypeKind, Value
 from ...ir.graph import paused_gc
 from ..wire import ONNX_GRAPH, ONNX_INITIALIZER, ONNX_RAW_DATA, WireError, cut_field, split_nested
@@ -44,6 +44,7 @@ def load_onnx(source: str | os.PathLike | ModelProto | bytes, *, infer_shapes: b
                           "values wanted in graph.output)")
     vet_tensors(model, name, base_dir)
     if base_dir is not None and has_external(model):
+        arrays.update(_map_external(model, base_dir))
         load_external(model, base_dir)
     vet_names(model, name)
     vet_declared_shapes(model, name)
@@ -119,10 +120,38 @@ def _parse_file(path: Path) -> tuple[ModelProto, dict[str, np.ndarray]]:
     return model, arrays
 
 
-def _raw_numpy_dtype(tensor: TensorProto, raw: tuple[int, int] | None) -> np.dtype | None:
-    """The numpy dtype whose bytes ``tensor``'s raw data are (little-endian host, one element per
-    itemsize bytes, exactly dims' worth of them); ``None`` otherwise."""
-    if raw is None or tensor.data_location == TensorProto.EXTERNAL or sys.byteorder != "little":
+def _map_external(model: ModelProto, base_dir: Path) -> dict[str, np.ndarray]:
+    """The graph's initializers kept in external files whose bytes are the array (vetted by
+    ``vet_tensors``), as read-only arrays over a memory map of each file; their protos keep type
+    and dims only. A 2 GB weight is then neither copied into the proto nor held twice; any other
+    external tensor is left for onnx's loader."""
+    maps: dict[Path, mmap.mmap] = {}
+    arrays: dict[str, np.ndarray] = {}
+    for tensor in model.graph.initializer:
+        if tensor.data_location != TensorProto.EXTERNAL or tensor.HasField("raw_data"):
+            continue
+        info = {e.key: e.value for e in tensor.external_data}
+        target = resolve_inside(base_dir, info.get("location", ""), f"tensor '{tensor.name}'")
+        offset, size = int(info.get("offset", "0")), target.stat().st_size
+        length = int(info["length"]) if "length" in info else size - offset
+        dtype = _raw_numpy_dtype(tensor, (offset, offset + length), external=True)
+        if dtype is None or length == 0:
+            continue
+        if target not in maps:
+            with open(target, "rb") as fh:
+                maps[target] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        arrays[tensor.name] = np.frombuffer(maps[target], dtype, length // dtype.itemsize, offset).reshape(
+            tuple(tensor.dims))
+        del tensor.external_data[:]
+        tensor.data_location = TensorProto.DEFAULT
+    return arrays
+
+
+def _raw_numpy_dtype(tensor: TensorProto, raw: tuple[int, int] | None, external: bool = False) -> np.dtype | None:
+    """The numpy dtype whose bytes ``tensor``'s raw (or, ``external``, external) data are
+    (little-endian host, one element per itemsize bytes, exactly dims' worth of them); ``None``
+    otherwise."""
+    if raw is None or (tensor.data_location == TensorProto.EXTERNAL) != external or sys.byteorder != "little":
         return None
     try:
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))

@@ -122,37 +122,42 @@ def phase_planes(x, planes, first, last, top, left, sh, sw, wq):
         for a in range(sh):
             for i in range(hq):
                 r = i * sh + a - top
-                for b in range(sw):
-                    out = planes[((q - first) * sh + a) * sw + b, i * wq:(i + 1) * wq]
-                    if r < 0 or r >= height:
+                plane = ((q - first) * sh + a) * sw
+                if r < 0 or r >= height:
+                    for b in range(sw):
+                        out = planes[plane + b, i * wq:(i + 1) * wq]
                         for j in range(wq):
                             out[j] = 0
-                        continue
-                    for j in range(lo):  # the edges, one by one
-                        col = j * sw + b - left
-                        out[j] = x[q, r, col] if 0 <= col < width else np.float32(0)
-                    for j in range(hi, wq):
-                        col = j * sw + b - left
-                        out[j] = x[q, r, col] if 0 <= col < width else np.float32(0)
-                if r < 0 or r >= height or hi == lo:
-                    continue
-                row = x[q, r, lo * sw - left:]
-                plane = ((q - first) * sh + a) * sw
-                if sw == 1:
-                    inside = planes[plane, i * wq + lo:i * wq + hi]
-                    for j in range(hi - lo):
-                        inside[j] = row[j]
-                elif sw == 2:
-                    even = planes[plane, i * wq + lo:i * wq + hi]
-                    odd = planes[plane + 1, i * wq + lo:i * wq + hi]
-                    for j in range(hi - lo):
-                        even[j] = row[2 * j]
-                        odd[j] = row[2 * j + 1]
                 else:
-                    for b in range(sw):
-                        inside = planes[plane + b, i * wq + lo:i * wq + hi]
-                        for j in range(hi - lo):
-                            inside[j] = row[j * sw + b]
+                    _phase_row(x[q, r], planes, plane, i * wq, wq, lo, hi, sw, left)
+
+
+@jit
+def _phase_row(src, planes, plane, start, wq, lo, hi, sw, left):
+    """One input row ``src`` into the ``sw`` phase planes from ``plane`` on, at ``start``: the edge
+    columns ``[0, lo)`` and ``[hi, wq)`` one by one (zero where padded), the columns between as
+    plain strided copies."""
+    width = src.shape[0]
+    for b in range(sw):
+        out = planes[plane + b, start:start + wq]
+        for j in range(lo):  # the edges, one by one
+            col = j * sw + b - left
+            out[j] = src[col] if 0 <= col < width else np.float32(0)
+        for j in range(hi, wq):
+            col = j * sw + b - left
+            out[j] = src[col] if 0 <= col < width else np.float32(0)
+    if hi == lo:
+        return
+    row = src[lo * sw - left:]
+    if sw == 1:
+        inside = planes[plane, start + lo:start + hi]
+        for j in range(hi - lo):
+            inside[j] = row[j]
+        return
+    for b in range(sw):
+        inside = planes[plane + b, start + lo:start + hi]
+        for j in range(hi - lo):
+            inside[j] = row[j * sw + b]
 
 
 @jit

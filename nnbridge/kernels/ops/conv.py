@@ -74,6 +74,12 @@ def conv_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begin,
         cols = np.ascontiguousarray(view[0].transpose(0, 1, *(a - 1 for a in taps), *(a - 1 for a in spatial)))
         cols = cols.reshape(group, cg * prod(kernel), pixels)
         return _grouped_matmul(w.reshape(group, mg, -1), cols).reshape(1, m, *out)
+    if prod(kernel) > pixels:  # a kernel larger than the output (a training step's kernel gradient):
+        # columns with the taps innermost, so the copy reads the input's rows in runs of the kernel width
+        rows = np.ascontiguousarray(view.transpose(1, 0, *spatial, 2, *taps))
+        rows = rows.reshape(group, n * pixels, cg * prod(kernel))
+        y = _grouped_matmul(w.reshape(group, mg, -1), rows.transpose(0, 2, 1)).reshape(group, mg, n, pixels)
+        return np.ascontiguousarray(y.transpose(2, 0, 1, 3)).reshape(n, m, *out)
     cols = np.ascontiguousarray(view.transpose(1, 2, *taps, 0, *spatial))
     cols = cols.reshape(group, cg * prod(kernel), n * pixels)
     y = _grouped_matmul(w.reshape(group, mg, -1), cols).reshape(group, mg, n, pixels)

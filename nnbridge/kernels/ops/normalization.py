@@ -1,4 +1,5 @@
-"""Normalizations: Batch (inference and training outputs), Layer, Instance, Group, RMS, LRN, MVN, Lp.
+"""Normalizations: Batch (inference and training outputs), Layer, Instance, Group, RMS, LRN, MVN, Lp;
+the training form's fused BatchNorm and its backward (``nnbridge.training``).
 
 Statistics are computed in the stash precision (fp32 by default, never below
 the input's) and results cast back to the input dtype.
@@ -10,7 +11,7 @@ import math
 
 import numpy as np
 
-from ...ir import Node
+from ...ir import NNBRIDGE_TRAINING_DOMAIN, Node
 from .. import compiled
 from ..registry import kernel
 from ._windows import FLOATS, compute_dtype
@@ -51,6 +52,82 @@ def batch_norm(ctx, x, scale, bias, mean, var, *, epsilon=1e-5, momentum=0.9, tr
     running_var = var * momentum + batch_var * (1 - momentum)
     outs = (y, running_mean.astype(mean.dtype), running_var.astype(var.dtype))
     return outs[:len(ctx.node.outputs)]
+
+
+def _per_channel(x: np.ndarray, dt: np.dtype) -> tuple[np.ndarray, int]:
+    """``x`` as (N, C, rest) in the compute dtype (a view when it can be), and N·rest."""
+    flat = x.astype(dt, copy=False).reshape(x.shape[0], x.shape[1], -1)
+    return flat, flat.shape[0] * flat.shape[2]
+
+
+def _channel_sum(a: np.ndarray) -> np.ndarray:
+    """Σ over N and the spatial axes of an (N, C, rest) array, per channel."""
+    return np.add.reduce(np.add.reduce(a, axis=2), axis=0)
+
+
+@kernel("BatchNormTraining", domain=NNBRIDGE_TRAINING_DOMAIN, dtypes=FLOATS)
+def batch_norm_training(ctx, x, scale, bias, mean, var, *, epsilon=1e-5, momentum=0.9, unbiased=0):
+    """One pass for the mean, one to centre, one for the variance, two to scale and shift (in place)."""
+    dt = compute_dtype(x.dtype)
+    xc, count = _per_channel(x, dt)
+    batch_mean = _channel_sum(xc) / dt.type(count)
+    centred = xc - batch_mean[:, None]
+    batch_var = _channel_sum(np.multiply(centred, centred)) / dt.type(count)
+    inv_std = np.reciprocal(np.sqrt(batch_var + dt.type(epsilon)))
+    centred *= (scale.astype(dt, copy=False) * inv_std)[:, None]
+    centred += bias.astype(dt, copy=False)[:, None]
+    y = centred.reshape(x.shape).astype(x.dtype, copy=False)
+    momentum = dt.type(momentum)
+    update_var = batch_var * dt.type(count / max(count - 1, 1)) if unbiased else batch_var
+    running_mean = mean * momentum + batch_mean * (1 - momentum)
+    running_var = var * momentum + update_var * (1 - momentum)
+    return y, running_mean.astype(mean.dtype), running_var.astype(var.dtype), inv_std.astype(var.dtype)
+
+
+@kernel("BatchNormTrainingGrad", domain=NNBRIDGE_TRAINING_DOMAIN, dtypes=FLOATS)
+def batch_norm_training_grad(ctx, dy, x, scale, inv_std):
+    """With x̂ = (x − mean)·inv_std over m = N·rest values per channel: dB = Σ dy, dscale = Σ dy·x̂,
+    dx = scale·inv_std·(dy − dB / m − x̂·dscale / m). The mean is taken again from x, so that the
+    centred values sum to zero however the forward's statistics were stored (bf16 on the RDU: a
+    rounded mean would bias every dx of its channel)."""
+    dt = compute_dtype(x.dtype)
+    g, count = _per_channel(dy, dt)
+    xc = _per_channel(x, dt)[0]
+    centred = xc - (_channel_sum(xc) / dt.type(count))[:, None]
+    dbias = _channel_sum(g)
+    dot = _channel_sum(g * centred)
+    inv = inv_std.astype(dt, copy=False)
+    dscale = dot * inv
+    a = scale.astype(dt, copy=False) * inv
+    centred *= (-a * inv * inv * dot / dt.type(count))[:, None]
+    centred += g * a[:, None]
+    centred -= (a * dbias / dt.type(count))[:, None]
+    dx = centred.reshape(x.shape).astype(x.dtype, copy=False)
+    return dx, dscale.astype(scale.dtype, copy=False), dbias.astype(scale.dtype, copy=False)
+
+
+@kernel("LayerNormalizationGrad", domain=NNBRIDGE_TRAINING_DOMAIN, dtypes=FLOATS)
+def layer_norm_grad(ctx, dy, x, scale, *, axis=-1, epsilon=1e-5):
+    """Per row of the normalized axes (d values), x̂ = (x − mean)·inv_std and ĝ = dy·scale:
+    dx = inv_std·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)); dscale = Σ_rows dy·x̂, dB = Σ_rows dy. One kernel in
+    place of the ~20 primitive ops the spelled-out form's rules emit."""
+    dt = compute_dtype(x.dtype)
+    axis = int(axis) % x.ndim
+    d = math.prod(x.shape[axis:])
+    xc = x.astype(dt, copy=False).reshape(-1, d)
+    g = dy.astype(dt, copy=False).reshape(-1, d)
+    centred = xc - xc.mean(axis=1, keepdims=True)
+    inv = np.reciprocal(np.sqrt(np.multiply(centred, centred).mean(axis=1, keepdims=True) + dt.type(epsilon)))
+    centred *= inv  # x̂
+    dbias = g.sum(axis=0)
+    dscale = np.multiply(g, centred).sum(axis=0)
+    gs = g * scale.astype(dt, copy=False).reshape(1, d)
+    dx = gs - gs.mean(axis=1, keepdims=True)
+    dx -= centred * np.multiply(gs, centred).mean(axis=1, keepdims=True)
+    dx *= inv
+    shape = scale.shape
+    return (dx.reshape(x.shape).astype(x.dtype, copy=False), dscale.reshape(shape).astype(scale.dtype, copy=False),
+            dbias.reshape(shape).astype(scale.dtype, copy=False))
 
 
 def _stash(stash_type: int, x: np.ndarray) -> np.dtype:

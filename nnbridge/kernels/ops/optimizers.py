@@ -52,25 +52,58 @@ def momentum(ctx, rate, step, *tensors, alpha, beta, mode, norm_coefficient):
     nesterov = mode == "nesterov"
     results = []
     for x, g, v in _groups(tensors, 3):
-        g = norm * x + g
-        v_new = alpha * v + beta * g
-        x_new = x - r * (g + alpha * v_new if nesterov else v_new)
-        results.append((x_new.astype(x.dtype), v_new.astype(v.dtype)))
+        results.append(_momentum_one(x, g, v, r, alpha, beta, norm, nesterov))
     return _outputs(results)
+
+
+def _momentum_one(x, g, v, r, alpha, beta, norm, nesterov) -> tuple[np.ndarray, np.ndarray]:
+    """One tensor's step in as few passes as numpy allows (a training step spends a quarter of an MLP's
+    time here otherwise): every product of a new array is written into it in place."""
+    if norm:
+        g = g + norm * x
+    v_new = np.multiply(v, alpha)
+    if beta == 1.0:
+        v_new += g
+    else:
+        v_new += beta * g
+    if nesterov:
+        change = np.multiply(v_new, alpha)
+        change += g
+        change *= -r
+    else:
+        change = np.multiply(v_new, -r)
+    change += x
+    return change.astype(x.dtype, copy=False), v_new.astype(v.dtype, copy=False)
 
 
 @kernel("Adam", domain=TRAINING_DOMAIN, dtypes=FLOATS)
 def adam(ctx, rate, step, *tensors, alpha=0.9, beta=0.999, epsilon=1e-6, norm_coefficient=0.0,
          norm_coefficient_post=0.0):
-    norm, norm_post, eps = norm_coefficient, norm_coefficient_post, epsilon
     t, r = _scalar(step), _scalar(rate)
     if t > 0:  # bias correction of both running averages
         r = r * np.sqrt(1 - beta**t) / (1 - alpha**t)
     results = []
     for x, g, v, h in _groups(tensors, 4):
-        g = norm * x + g
-        v_new = alpha * v + (1 - alpha) * g
-        h_new = beta * h + (1 - beta) * g * g
-        x_new = (1 - norm_post) * (x - r * v_new / (np.sqrt(h_new) + eps))
-        results.append((x_new.astype(x.dtype), v_new.astype(v.dtype), h_new.astype(h.dtype)))
+        results.append(_adam_one(x, g, v, h, r, alpha, beta, epsilon, norm_coefficient, norm_coefficient_post))
     return _outputs(results)
+
+
+def _adam_one(x, g, v, h, r, alpha, beta, eps, norm, norm_post) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One tensor's step written in place into its new arrays, as Momentum's (one temporary: the
+    denominator; no zero decay passes)."""
+    if norm:
+        g = g + norm * x
+    v_new = np.multiply(v, alpha)
+    v_new += (1 - alpha) * g
+    h_new = np.multiply(g, g)
+    h_new *= 1 - beta
+    h_new += beta * h
+    denominator = np.sqrt(h_new)
+    denominator += eps
+    change = np.divide(v_new, denominator)
+    change *= -r
+    change += x
+    if norm_post:
+        change *= 1 - norm_post
+    return (change.astype(x.dtype, copy=False), v_new.astype(v.dtype, copy=False),
+            h_new.astype(h.dtype, copy=False))

@@ -91,6 +91,14 @@ def max_pool(ctx, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_s
 
 def _max_pool_with_indices(x, xp, geo: PoolGeometry, storage_order: int):
     """Max and its flat input index (row-major, or column-major over the spatial axes for storage_order=1)."""
+    if not int(storage_order) and not any(geo.begin) and not any(geo.end) and not any(geo.extra) \
+            and not (x.dtype.kind == "f" and np.isnan(x).any()):
+        return _max_pool_with_indices_by_taps(x, geo)
+    return _max_pool_with_indices_by_windows(x, xp, geo, storage_order)
+
+
+def _max_pool_with_indices_by_windows(x, xp, geo: PoolGeometry, storage_order: int):
+    """Any geometry: argmax over each window's copied taps."""
     rank = len(geo.kernel)
     view = windows(xp, geo.out, geo.kernel, geo.strides, geo.dilations)
     flat = view.reshape(*view.shape[:2 + rank], -1)
@@ -106,6 +114,27 @@ def _max_pool_with_indices(x, xp, geo: PoolGeometry, storage_order: int):
     spatial = np.ravel_multi_index(tuple(coords), sizes, order=order, mode="clip")
     channel = np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[0], x.shape[1], *([1] * rank))
     return y, (channel * int(np.prod(sizes)) + spatial).astype(np.int64)
+
+
+def _max_pool_with_indices_by_taps(x, geo: PoolGeometry):
+    """Unpadded, row-major, NaN-free: one pass per kernel tap over strided views (as the plain max does),
+    keeping the first greatest value and its tap's flat offset — no window copy, no argmax over
+    tiny rows (a training step's MaxPool backward asks for this every step)."""
+    rank = len(geo.kernel)
+    sizes = x.shape[2:]
+    flat_step = [int(np.prod(sizes[axis + 1:])) for axis in range(rank)]
+    taps = geo.taps(x)
+    y = np.array(next(taps))
+    offset = np.zeros(y.shape, np.int64)
+    for tap, view in zip(itertools.islice(itertools.product(*(range(k) for k in geo.kernel)), 1, None), taps):
+        better = view > y  # blends, not masked copies: a half-true mask makes those branch badly
+        offset = np.where(better, sum(t * d * f for t, d, f in zip(tap, geo.dilations, flat_step)), offset)
+        np.maximum(y, view, out=y)
+    start = sum(np.arange(o).reshape([-1 if a == axis else 1 for a in range(rank)]) * s * f
+                for axis, (o, s, f) in enumerate(zip(geo.out, geo.strides, flat_step)))
+    channel = np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[0], x.shape[1], *([1] * rank))
+    offset += channel * int(np.prod(sizes)) + start
+    return y, offset
 
 
 @kernel("AveragePool", dtypes=FLOATS, check=_check_pool)

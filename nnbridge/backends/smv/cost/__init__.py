@@ -1,15 +1,19 @@
 """The SMV performance model: per-invocation transfer + compute, CPU work, scheduling.
 
 ``cost_plan`` turns a tiling plan into a ``LayerCost`` whose compute / transfer /
-CPU parts add up to the operator's latency (SMAUG's breakdown, spec §8.1).
+CPU parts add up to the operator's latency (SMAUG's breakdown, spec §8.1);
+``fastest_schedule`` chooses over how many of the accelerators an operator's
+tile groups are dealt and in how many sub-batch calls it runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..config import MemPolicy, SmvConfig
-from ..tiling import TilingPlan
+from ..tiling import TilingPlan, spread
 from .compute import compute_cycles, dma_rate, dma_store_rate
 from .cpu import copy_ns, copy_stats, cpu_op_ns
 from .schedule import accel_phase_ns
@@ -69,7 +73,8 @@ def cost_plan(plan: TilingPlan, cfg: SmvConfig, extra_cpu_ns: float = 0.0) -> La
         total.macs += inv.macs
     total.accel_cycles = comp_sum + xfer_sum
     total.compute_cycles = comp_sum
-    phase = accel_phase_ns(groups, cpu_each, accel_each, cfg.num_accels, total.dram_bytes, cfg.dram_gbps)
+    phase = accel_phase_ns(groups, cpu_each, accel_each, plan.accels, total.dram_bytes, cfg.dram_gbps,
+                           blocking=cfg.num_accels == 1)
     serial = comp_sum * ns_per_cycle + xfer_sum * ns_per_cycle + flush_sum + cfg.invoke_overhead_ns * len(groups)
     scale = phase / serial if serial else 0.0
     total.compute_ns = comp_sum * ns_per_cycle * scale
@@ -86,8 +91,40 @@ def cost_plan(plan: TilingPlan, cfg: SmvConfig, extra_cpu_ns: float = 0.0) -> La
     return total
 
 
+def fastest_schedule(calls: Sequence[tuple[TilingPlan, int]], cfg: SmvConfig) -> tuple[TilingPlan, LayerCost]:
+    """The fastest way to run an operator, with its cost: one of ``calls`` — (plan, times it is
+    issued): SMAUG's plan of the whole operator once, or a plan of a sub-batch issued once per
+    sub-batch — with its tile groups dealt round-robin over 1 to ``num_accels`` accelerators.
+
+    SMAUG's runtime deals every conv/FC over all the accelerators and runs an operator on its
+    whole batch (``smaug_schedule``). But one more accelerator
+    changes which tiles each keeps between its invocations and can move more bytes than it saves
+    time (a 3-conv net at 2 GB/s was 25 % slower on 5 accelerators than on 4), and SMAUG's tiler
+    can cut a larger batch worse (a 2-sample conv output that no longer fits one tile is cut by
+    channels, with per-row copies: half the throughput of one sample). So the compiler keeps the
+    best count and calls, and a bigger machine or batch is never slower; the caller offers only
+    plans with SMAUG's numbers (``Planner.calls``)."""
+    best: tuple[TilingPlan, LayerCost] | None = None
+    for plan, times in calls:
+        counts = [cfg.num_accels] if cfg.smaug_schedule or cfg.num_accels == 1 else \
+            range(1, min(cfg.num_accels, plan.num_groups) + 1)  # more than the groups: some stay idle
+        for count in counts:
+            dealt = spread(plan, count, cfg.alignment)
+            cost = _times(cost_plan(dealt, cfg), times)
+            if best is None or cost.latency_ns < best[1].latency_ns * (1 - 1e-12):
+                best = (dataclasses.replace(dealt, calls=times), cost)
+    return best
+
+
+def _times(cost: LayerCost, calls: int) -> LayerCost:
+    """The cost of ``calls`` calls, one after another (every part adds up)."""
+    if calls == 1:
+        return cost
+    return LayerCost(**{f.name: getattr(cost, f.name) * calls for f in dataclasses.fields(LayerCost)})
+
+
 def cost_cpu_op(nbytes_moved: int, macs: int, cfg: SmvConfig) -> LayerCost:
     return LayerCost(cpu_ns=cpu_op_ns(nbytes_moved, macs, cfg), dram_bytes=nbytes_moved)
 
 
-__all__ = ["LayerCost", "MemPolicy", "cost_cpu_op", "cost_plan"]
+__all__ = ["LayerCost", "MemPolicy", "cost_cpu_op", "cost_plan", "fastest_schedule"]

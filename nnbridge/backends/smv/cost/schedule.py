@@ -1,11 +1,12 @@
 """Dispatching an operator's invocations over 1–8 accelerators (spec §6.7).
 
 Invocation groups (conv: a weight-ofmap tile; FC: a neuron tile) go to the
-accelerators round-robin. Dispatching a new group waits until its accelerator
-has finished its previous job; the group's invocations are then issued one
-after another (each after its own CPU dispatch and cache-maintenance work) and
-run back to back on that accelerator. With a single accelerator SMAUG's call
-blocks, so everything is serial. DRAM bandwidth bounds the whole phase.
+accelerators an operator is spread over round-robin. Dispatching a new group
+waits until its accelerator has finished its previous job; the group's
+invocations are then issued one after another (each after its own CPU dispatch
+and cache-maintenance work) and run back to back on that accelerator. On a
+machine with a single accelerator SMAUG's call blocks, so everything is serial.
+DRAM bandwidth bounds the whole phase.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from collections.abc import Sequence
 
 
 def accel_phase_ns(groups: Sequence[int], cpu_ns: Sequence[float], accel_ns: Sequence[float],
-                   num_accels: int, dram_bytes: int, dram_gbps: float) -> float:
-    if num_accels == 1:  # serial, and never faster than the DRAM delivers the bytes
+                   num_accels: int, dram_bytes: int, dram_gbps: float, blocking: bool) -> float:
+    """The operator's time on ``num_accels`` accelerators (``blocking``: the machine has one, and
+    SMAUG waits for each invocation to finish before issuing the next)."""
+    if blocking:  # serial, and never faster than the DRAM delivers the bytes
         return max(float(sum(cpu_ns) + sum(accel_ns)), dram_bytes / dram_gbps)
     free = [0.0] * num_accels
     t_cpu = 0.0

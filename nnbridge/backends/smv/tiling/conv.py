@@ -146,12 +146,16 @@ def plan(layer: ConvLayer, max_size: int = 16384, align: int = 8, num_accels: in
                         (n_sizes, tuple(rows), (wo,), tuple(chans)),
                         (t_in.starts[0], _starts(rows), (0,), _starts(chans)))
     result = TilingPlan(layer, "conv", strategies, tiles, {"input": t_in, "weights": t_w, "output": t_out})
-    result.invocations = _invocations(layer, t_in, t_w, t_out, align, num_accels)
+    result.invocations = invocations(result, align, num_accels)
+    result.accels = num_accels
     return result
 
 
-def _invocations(layer: ConvLayer, t_in: TiledTensor, t_w: TiledTensor, t_out: TiledTensor,
-                 align: int, num_accels: int) -> list[Invocation]:
+def invocations(plan: TilingPlan, align: int, num_accels: int) -> list[Invocation]:
+    """runNHWC's loop with the weight-ofmap tiles dealt round-robin over ``num_accels``
+    accelerators (which of them reloads an input or weight tile follows from that)."""
+    layer: ConvLayer = plan.layer
+    t_in, t_w, t_out = plan.tiled["input"], plan.tiled["weights"], plan.tiled["output"]
     ci_tiles, cw_tiles = t_in.counts[3], t_w.counts[3]
     chan_iters = max(ci_tiles, cw_tiles)
     wk_tiles = t_w.counts[0]

@@ -72,11 +72,20 @@ def plan(layer: FCLayer, max_size: int = 16384, align: int = 8, num_accels: int 
     if t_out.counts[1] > 1:
         raise ShapeError(f"SMV inner product '{layer.name}': output tiling is not implemented by SMAUG")
     result = TilingPlan(layer, "fc", strategies, tiles, {"input": t_in, "weights": t_w, "output": t_out})
+    result.invocations = invocations(result, align, num_accels)
+    result.accels = num_accels
+    return result
+
+
+def invocations(plan: TilingPlan, align: int, num_accels: int) -> list[Invocation]:
+    """runNWA's loop with the neuron tiles dealt round-robin over ``num_accels`` accelerators (which
+    of them reloads an activation tile follows from that)."""
+    layer, t_in, t_w = plan.layer, plan.tiled["input"], plan.tiled["weights"]
     a_in, a_w = t_in.counts[1], t_w.counts[1]
     iters = max(a_in, a_w)
     last_in: dict[int, tuple] = {}
     group = 0
-    calls = result.invocations
+    calls: list[Invocation] = []
     for n in range(t_in.counts[0]):
         nsz = t_in.sizes[0][n]
         for k in range(t_w.counts[0]):
@@ -94,4 +103,4 @@ def plan(layer: FCLayer, max_size: int = 16384, align: int = 8, num_accels: int 
                     fp16_bytes(storage_size((nsz, layer.neurons), align)) if last else 0,
                     nsz * -(-ksz // 8) * -(-csz // 32), nsz * ksz * csz, (ksz, csz, nsz)))
             group += 1
-    return result
+    return calls

@@ -39,13 +39,23 @@ class TilingPlan:
     tiles: dict[str, Shape]  # maximal tile per operand: "input", "weights", "output"
     tiled: dict[str, TiledTensor] = field(default_factory=dict)
     invocations: list[Invocation] = field(default_factory=list)
+    #: accelerators the invocation groups are dealt to, round-robin (the reuse flags follow from it)
+    accels: int = 1
+    #: the operator issued once per sub-batch, this many times (the plan and invocations are one call's)
+    calls: int = 1
+
+    @property
+    def num_groups(self) -> int:
+        """Independent invocation groups: how many accelerators the operator can keep busy."""
+        return len({inv.group for inv in self.invocations}) or 1
 
     @property
     def num_invocations(self) -> int:
         return len(self.invocations)
 
     def tile_summary(self) -> str:
-        return " / ".join("x".join(map(str, self.tiles[k])) for k in ("input", "weights", "output") if k in self.tiles)
+        tiles = " / ".join("x".join(map(str, self.tiles[k])) for k in ("input", "weights", "output") if k in self.tiles)
+        return tiles if self.calls == 1 else f"{self.calls} calls of {tiles}"
 
     def strategy_summary(self) -> str:
         return "/".join(s.value for s in self.strategies)
