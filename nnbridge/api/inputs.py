@@ -207,7 +207,6 @@ def describe(name: str, value: Any, distribution: str, seed: int | None) -> Inpu
 
 def index_ranges(graph: Graph) -> dict[str, tuple[int, str]]:
     """Integer graph inputs that index a tensor → (exclusive upper bound, what they index)."""
-    consumers = graph.consumer_map()
     found: dict[str, tuple[int, str]] = {}
     for v in graph.inputs:
         if v.type.dtype is None or not v.type.dtype.is_int:
@@ -218,7 +217,7 @@ def index_ranges(graph: Graph) -> dict[str, tuple[int, str]]:
             if id(value) in seen:
                 continue
             seen.add(id(value))
-            for node in consumers.get(id(value), []):
+            for node in graph.consumers(value):
                 slots = [i for i, x in enumerate(node.inputs) if x is value]
                 bound = _index_bound(node, slots)
                 if bound is not None and (v.name not in found or bound < found[v.name][0]):

@@ -8,6 +8,14 @@ may add a node anywhere and rewire uses without caring about placement.
 Subgraphs (the bodies of If / Loop / Scan) are ``Graph`` objects stored in node
 attributes; their ``parent`` is the enclosing graph, and their nodes may use
 values of any enclosing graph directly.
+
+Use-lists (as onnx-ir keeps them): each ``Value`` knows its uses, ``(node, input index)`` for
+every node in a graph that reads it, and the graphs returning it. They are kept by the only
+places that change them: ``Node.inputs`` (an immutable tuple, replaced through its setter,
+``set_input`` or ``set_inputs``), ``append_node``/``remove_node``, and a graph's ``outputs``
+list. ``Graph.consumers`` reads them instead of walking the graph; a node whose subgraph reads
+an outer value is found through the subgraph's holder (recorded when the node is added or its
+``attrs`` are assigned), so a subgraph must be attached that way, not by mutating ``attrs``.
 """
 
 from __future__ import annotations
@@ -47,13 +55,22 @@ def paused_gc() -> Iterator[None]:
 class Value:
     """A named edge: a graph input, an initializer, or a node output."""
 
-    __slots__ = ("name", "type", "producer", "graph")
+    __slots__ = ("name", "type", "producer", "graph", "_uses", "_output_of")
 
     def __init__(self, name: str, type: TensorType | None = None, graph: Graph | None = None):
         self.name = name
         self.type = type or TensorType()
         self.producer: Node | None = None
         self.graph = graph
+        #: (node, input index) of every read by a node that is in a graph (an insertion-ordered set)
+        self._uses: dict[tuple[Node, int], None] = {}
+        #: graph → how many of its outputs are this value (None until it is one)
+        self._output_of: dict[Graph, int] | None = None
+
+    def uses(self) -> list[tuple[Node, int]]:
+        """``(node, input index)`` of every read of this value by a node in a graph (any graph,
+        subgraphs included), in the order the reads were added."""
+        return list(self._uses)
 
     @property
     def shape(self):
@@ -80,7 +97,7 @@ class Value:
 class Node:
     """One operator application. ``attrs`` hold plain Python values (and Graphs)."""
 
-    __slots__ = ("op", "domain", "name", "inputs", "outputs", "attrs", "graph")
+    __slots__ = ("op", "domain", "name", "_inputs", "outputs", "_attrs", "graph", "_pos")
 
     def __init__(
         self,
@@ -94,10 +111,32 @@ class Node:
         self.op = op
         self.domain = "" if domain == "ai.onnx" else domain
         self.name = name
-        self.inputs: list[Value | None] = list(inputs)
+        self._inputs: tuple[Value | None, ...] = tuple(inputs)
         self.outputs: list[Value] = list(outputs)
-        self.attrs: dict[str, Any] = dict(attrs or {})
+        self._attrs: dict[str, Any] = dict(attrs or {})
         self.graph: Graph | None = None
+        self._pos = 0  # place in its graph's node order (consumers are listed in that order)
+
+    @property
+    def inputs(self) -> tuple[Value | None, ...]:
+        """The values read, in order (None: an absent optional input). A tuple: change it by
+        assigning ``node.inputs``, or with ``set_input``, so the values' use-lists follow."""
+        return self._inputs
+
+    @inputs.setter
+    def inputs(self, values: Sequence[Value | None]) -> None:
+        self.set_inputs(values)
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        return self._attrs
+
+    @attrs.setter
+    def attrs(self, attrs: dict[str, Any]) -> None:
+        """Assigning the dict (not mutating it) is how a subgraph attached later gets its holder."""
+        self._attrs = attrs
+        if self.graph is not None:
+            _hold_subgraphs(self)
 
     # -- reading -----------------------------------------------------------
     @property
@@ -138,11 +177,32 @@ class Node:
 
     # -- rewiring ----------------------------------------------------------
     def set_input(self, index: int, value: Value | None) -> None:
-        while len(self.inputs) <= index:
-            self.inputs.append(None)
-        self.inputs[index] = value
-        if self.graph is not None:
-            self.graph.mark_dirty()
+        """Read ``value`` as input ``index`` (absent inputs before it become None)."""
+        inputs = list(self._inputs)
+        inputs.extend([None] * (index + 1 - len(inputs)))
+        old, inputs[index] = inputs[index], value
+        if self.graph is None:
+            self._inputs = tuple(inputs)
+            return
+        if old is not None:
+            old._uses.pop((self, index), None)
+        self._inputs = tuple(inputs)
+        if value is not None:
+            value._uses[(self, index)] = None
+        self.graph.mark_dirty()
+
+    def set_inputs(self, values: Sequence[Value | None]) -> None:
+        """Read ``values`` instead of the current inputs."""
+        values = tuple(values)
+        if values == self._inputs:  # Values compare by identity
+            return
+        if self.graph is None:
+            self._inputs = values
+            return
+        _drop_uses(self)
+        self._inputs = values
+        _add_uses(self)
+        self.graph.mark_dirty()
 
     def __repr__(self) -> str:
         return f"Node({self.op} '{self.name}')"
@@ -156,8 +216,11 @@ class Graph:
         self.parent = parent
         self._nodes: dict[Node, None] = {}  # an insertion-ordered set: O(1) add and remove
         self._order_dirty = False
+        self._next_pos = 0
+        #: the nodes holding this graph in their attrs (pruned when read: see ``_live_holders``)
+        self._holders: list[Node] = []
         self.inputs: list[Value] = []
-        self.outputs: list[Value] = []
+        self._outputs = _Outputs(self)
         self.initializers: dict[str, np.ndarray] = {}
         self.values: dict[str, Value] = {}
         self.opset: dict[str, int] = {}
@@ -183,8 +246,21 @@ class Graph:
         if self._order_dirty:
             if not self._in_order():
                 self._nodes = dict.fromkeys(self._sorted_nodes())
+                for pos, node in enumerate(self._nodes):
+                    node._pos = pos
+                self._next_pos = len(self._nodes)
             self._order_dirty = False
         return list(self._nodes)
+
+    @property
+    def outputs(self) -> list[Value]:
+        """The graph's results: a list whose every change is recorded on the values it holds."""
+        return self._outputs
+
+    @outputs.setter
+    def outputs(self, values: Sequence[Value]) -> None:
+        self._outputs.detach()
+        self._outputs = _Outputs(self, values)
 
     def mark_dirty(self) -> None:
         self._order_dirty = True
@@ -301,12 +377,17 @@ class Graph:
             self._names.add(out.name)
         self._names.add(node.name)
         self._nodes[node] = None
+        node._pos = self._next_pos
+        self._next_pos += 1
+        _add_uses(node)
+        _hold_subgraphs(node)
         self._order_dirty = True
         return node
 
     def remove_node(self, node: Node) -> None:
         """Remove a node. Its outputs must no longer be used (rewire them first)."""
         del self._nodes[node]
+        _drop_uses(node)
         for out in node.outputs:
             if out.producer is node:
                 out.producer = None
@@ -318,36 +399,76 @@ class Graph:
     def replace_uses(self, old: Value, new: Value) -> int:
         """Point every use of ``old`` (nodes, subgraphs, graph outputs) at ``new``."""
         count = 0
-        for graph in self._self_and_subgraphs():
-            for node in graph._nodes:
-                for i, v in enumerate(node.inputs):
-                    if v is old:
-                        node.inputs[i] = new
-                        count += 1
-            for i, v in enumerate(graph.outputs):
-                if v is old and graph is self:
-                    graph.outputs[i] = new
-                    count += 1
-            graph._order_dirty = True
+        for node, index in list(old._uses):
+            chain = self._path_to(node)
+            if chain is not None:
+                node.set_input(index, new)
+                for graph in chain:  # a subgraph's new read may reorder its holder
+                    graph._order_dirty = True
+                count += 1
+        outputs = self._outputs
+        for i, v in enumerate(outputs):
+            if v is old:
+                outputs[i] = new
+                count += 1
+        self._order_dirty = True
         return count
 
     def consumers(self, value: Value) -> list[Node]:
-        """Nodes of this graph that read ``value`` (directly or through a subgraph)."""
-        return self.consumer_map().get(id(value), [])
+        """Nodes of this graph that read ``value`` (directly or through a subgraph), in node
+        order: read from the use-lists, so its cost is the value's uses, not the graph's size."""
+        found: dict[Node, None] = {}
+        for node, _ in value._uses:
+            if node.graph is self:
+                found[node] = None
+            else:
+                found.update(dict.fromkeys(self._readers_through(node, value)))
+        if value._output_of:
+            for graph in value._output_of:
+                if graph is not self and not graph._defines(value):
+                    for holder in graph._live_holders():
+                        found.update(dict.fromkeys(self._readers_through(holder, value)))
+        if len(found) > 1:
+            return sorted(found, key=_position)
+        return list(found)
 
-    def consumer_map(self) -> dict[int, list[Node]]:
-        """id(Value) → consuming nodes of this graph, for passes doing many lookups."""
-        table: dict[int, list[Node]] = {}
-        for node in self._nodes:
-            for v in itertools.chain(node.inputs, node.captured()):
-                if v is not None:
-                    users = table.setdefault(id(v), [])
-                    if not users or users[-1] is not node:
-                        users.append(node)
-        return table
+    def _readers_through(self, node: Node, value: Value) -> Iterator[Node]:
+        """The nodes of this graph through which ``node`` reads ``value``: ``node`` itself, or
+        the nodes holding the subgraphs it sits in, while ``value`` is outer to each of them."""
+        graph = node.graph
+        if graph is self:
+            yield node
+        elif graph is not None and not graph._defines(value):
+            for holder in graph._live_holders():
+                yield from self._readers_through(holder, value)
+
+    def _path_to(self, node: Node) -> list[Graph] | None:
+        """The graphs from ``node``'s up to this one if ``node`` is in this graph or one of its
+        subgraphs (at any depth), else None."""
+        graph = node.graph
+        if graph is None:
+            return None
+        if graph is self:
+            return [self]
+        for holder in graph._live_holders():
+            above = self._path_to(holder)
+            if above is not None:
+                return [graph, *above]
+        return None
+
+    def _defines(self, value: Value) -> bool:
+        """Whether ``value`` is this graph's own (an input, initializer or node output), not outer."""
+        return self.values.get(value.name) is value or any(v is value for v in self.inputs)
+
+    def _live_holders(self) -> list[Node]:
+        """The nodes in a graph whose attributes hold this graph (stale entries are dropped)."""
+        live = [n for n in self._holders if n.graph is not None and any(s is self for s in n.subgraphs())]
+        if len(live) != len(self._holders):
+            self._holders = live
+        return live
 
     def is_output(self, value: Value) -> bool:
-        return any(v is value for v in self.outputs)
+        return bool(value._output_of) and self in value._output_of  # type: ignore[operator]
 
     # -- order -------------------------------------------------------------
     def outer_values(self) -> list[Value]:
@@ -524,5 +645,110 @@ def _rebind_outer(sub: Graph, mapping: dict[int, Value]) -> None:
     """After copying, point a subgraph's uses of outer values at the copies."""
     for g in sub._self_and_subgraphs():
         for node in g._nodes:
-            node.inputs = [mapping.get(id(v), v) if v is not None else None for v in node.inputs]
-        g.outputs = [mapping.get(id(v), v) for v in g.outputs]
+            if any(v is not None and id(v) in mapping for v in node.inputs):
+                node.inputs = [mapping.get(id(v), v) if v is not None else None for v in node.inputs]
+        if any(id(v) in mapping for v in g.outputs):
+            g.outputs = [mapping.get(id(v), v) for v in g.outputs]
+
+
+def _position(node: Node) -> int:
+    return node._pos
+
+
+def _add_uses(node: Node) -> None:
+    for index, value in enumerate(node._inputs):
+        if value is not None:
+            value._uses[(node, index)] = None
+
+
+def _drop_uses(node: Node) -> None:
+    for index, value in enumerate(node._inputs):
+        if value is not None:
+            value._uses.pop((node, index), None)
+
+
+def _hold_subgraphs(node: Node) -> None:
+    """Record ``node`` as the holder of the subgraphs in its attributes."""
+    for sub in node.subgraphs():
+        if all(h is not node for h in sub._holders):
+            sub._holders.append(node)
+
+
+def _count_output(value: Value, graph: Graph | None, step: int) -> None:
+    if graph is None or value is None:
+        return
+    table = value._output_of
+    if table is None:
+        table = value._output_of = {}
+    count = table.get(graph, 0) + step
+    if count:
+        table[graph] = count
+    else:
+        del table[graph]
+
+
+class _Outputs(list):
+    """A graph's output list that keeps each value's record of the graphs returning it through
+    every list operation (``graph.outputs[:] = …``, ``append``, ``[i] = …``)."""
+
+    __slots__ = ("_graph",)
+
+    def __init__(self, graph: Graph, values: Sequence[Value] = ()):
+        super().__init__(values)
+        self._graph: Graph | None = graph
+        for v in self:
+            _count_output(v, graph, 1)
+
+    def detach(self) -> None:
+        """Stop being the graph's outputs (the graph assigned a new list)."""
+        for v in self:
+            _count_output(v, self._graph, -1)
+        self._graph = None
+
+    def _recount(self, operation: Any, *args: Any) -> Any:
+        before = list(self)
+        result = operation(*args)
+        for v in before:
+            _count_output(v, self._graph, -1)
+        for v in self:
+            _count_output(v, self._graph, 1)
+        return result
+
+    def append(self, value: Value) -> None:
+        super().append(value)
+        _count_output(value, self._graph, 1)
+
+    def extend(self, values: Any) -> None:
+        values = list(values)
+        super().extend(values)
+        for v in values:
+            _count_output(v, self._graph, 1)
+
+    def __iadd__(self, values: Any) -> _Outputs:
+        self.extend(values)
+        return self
+
+    def __imul__(self, n: Any) -> _Outputs:
+        self._recount(super().__imul__, n)
+        return self
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self._recount(super().__setitem__, index, value)
+
+    def __delitem__(self, index: Any) -> None:
+        self._recount(super().__delitem__, index)
+
+    def insert(self, index: Any, value: Value) -> None:
+        super().insert(index, value)
+        _count_output(value, self._graph, 1)
+
+    def pop(self, index: Any = -1) -> Value:
+        value = super().pop(index)
+        _count_output(value, self._graph, -1)
+        return value
+
+    def remove(self, value: Value) -> None:
+        self._recount(super().remove, value)
+
+    def clear(self) -> None:
+        self._recount(super().clear)

@@ -46,15 +46,12 @@ class Builder:
         self.graph = graph
         self.tag = tag
         self.created: list = []  # the nodes emitted, in order
-        self._consumers: dict[int, list] | None = None
 
     def uses(self, value: Value | None) -> int:
-        """How many nodes (and graph outputs) read ``value`` in the graph as it was first asked."""
+        """How many nodes (and graph outputs) read ``value`` now."""
         if value is None:
             return 0
-        if self._consumers is None:
-            self._consumers = self.graph.consumer_map()
-        return len(self._consumers.get(id(value), ())) + sum(v is value for v in self.graph.outputs)
+        return len(self.graph.consumers(value)) + sum(v is value for v in self.graph.outputs)
 
     # -- constants and types --------------------------------------------------------------------
     def unsupported(self, reason: str) -> None:

@@ -96,7 +96,7 @@ def _constant_inputs(node: Node, twins: dict[int, Value]) -> list[Value | None] 
     inputs = [resolve(twins, v) for v in node.inputs]
     if any(v is not None and v.const is None for v in inputs):
         return None
-    if inputs != node.inputs:
+    if tuple(inputs) != node.inputs:
         node.inputs = inputs
     return inputs
 

@@ -16,7 +16,7 @@ import numpy as np
 from ..ir import Graph, Node, Value
 from .layouts import image_layout
 from .manager import register_pass
-from .rewrite import Uses, add_const, bypass, channel_vector, remove_dead
+from .rewrite import add_const, bypass, channel_vector, remove_dead, sole
 from .simplify_inference import AFFINE_FOLDERS, fold_affine_into_producer
 
 
@@ -24,7 +24,6 @@ from .simplify_inference import AFFINE_FOLDERS, fold_affine_into_producer
 def fold_scale_axis(graph: Graph) -> bool:
     """Fold per-channel Mul/Add constants into the weights/bias of a preceding Conv/Gemm/MatMul."""
     changed = False
-    uses = Uses(graph)
     for node in graph.nodes:
         if node.graph is not graph or node.domain or node.op not in ("Mul", "Add"):
             continue
@@ -33,12 +32,12 @@ def fold_scale_axis(graph: Graph) -> bool:
             continue
         x, const = operand
         if node.op == "Mul":
-            result = _fold_scale(graph, x, const, uses)
+            result = _fold_scale(graph, x, const)
         else:
             vec = _channel_vec(x, const)
-            result = None if vec is None else fold_affine_into_producer(graph, x, np.ones(1), vec, uses)
+            result = None if vec is None else fold_affine_into_producer(graph, x, np.ones(1), vec)
         if result is not None:
-            changed |= bypass(graph, node, result, uses)
+            changed |= bypass(graph, node, result)
 
     if changed:
         remove_dead(graph)
@@ -64,13 +63,13 @@ def _channel_vec(x: Value, const: np.ndarray) -> np.ndarray | None:
     return channel_vector(const, rank, axis)
 
 
-def _fold_scale(graph: Graph, x: Value, scale: np.ndarray, uses: Uses) -> Value | None:
+def _fold_scale(graph: Graph, x: Value, scale: np.ndarray) -> Value | None:
     """Walk from ``x`` up to an anchor; rewrite the chain with the scale folded. None if illegal."""
     chain: list[Node] = []
     value = x
     while True:
         producer = value.producer
-        if producer is None or producer.domain or not uses.sole(value):
+        if producer is None or producer.domain or not sole(graph, value):
             return None
         if producer.op in AFFINE_FOLDERS:
             break
@@ -88,7 +87,7 @@ def _fold_scale(graph: Graph, x: Value, scale: np.ndarray, uses: Uses) -> Value 
     vec = _channel_vec(value, scale)
     if vec is None:
         return None
-    folded = fold_affine_into_producer(graph, value, vec, None, uses)
+    folded = fold_affine_into_producer(graph, value, vec, None)
     if folded is None:
         return None
     for node in chain:

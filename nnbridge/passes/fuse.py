@@ -140,13 +140,12 @@ def _consumer_edges(graph: Graph, nodes: list[Node]) -> tuple[list[list[tuple[in
     """Per node (by index): its consumers with the worst pattern of the edges to each, and whether
     it produces a graph output."""
     index = {id(n): i for i, n in enumerate(nodes)}
-    cmap = graph.consumer_map()
     consumers: list[list[tuple[int, PatternKind]]] = []
     extern: list[bool] = []
     for node in nodes:
         edges: dict[int, PatternKind] = {}
         for out in node.outputs:
-            for user in cmap.get(id(out), []):
+            for user in graph.consumers(out):
                 j = index[id(user)]
                 edges[j] = max(edges.get(j, ELEMWISE), edge_pattern(user, out))
         consumers.append(list(edges.items()))
@@ -232,19 +231,19 @@ def fuse_ops(graph: Graph, max_depth: int = MAX_FUSED_OPS) -> bool:
     if max_depth <= 1:
         return False
     groups = [g for g in partition(graph, max_depth) if len(g) > 1]
-    cmap = graph.consumer_map()  # groups are disjoint: the original readers decide what leaves a group
     for members in groups:
-        outline(graph, members, cmap)
+        outline(graph, members)
     return bool(groups)
 
 
-def outline(graph: Graph, members: list[Node], cmap: dict[int, list[Node]] | None = None) -> Node:
-    """Replace ``members`` (topologically ordered) by one Fused node holding them."""
-    cmap = graph.consumer_map() if cmap is None else cmap
+def outline(graph: Graph, members: list[Node]) -> Node:
+    """Replace ``members`` (topologically ordered) by one Fused node holding them. A member's output
+    leaves the group if a node outside reads it (a group outlined before reads it through its Fused
+    node, which is outside too)."""
     inside = {id(n) for n in members}
     ext_inputs = _external_inputs(members)
     ext_outputs = [o for n in members for o in n.outputs
-                   if graph.is_output(o) or any(id(u) not in inside for u in cmap.get(id(o), []))]
+                   if graph.is_output(o) or any(id(u) not in inside for u in graph.consumers(o))]
     kinds = [op_pattern(n) for n in members]
     kind = max(kinds)
     anchor = members[kinds.index(kind)]  # the first member of the highest pattern kind

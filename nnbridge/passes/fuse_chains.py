@@ -53,23 +53,20 @@ class _Group:
 @register_pass("fuse-chains", requires=["infer-shapes"])
 def fuse_chains(graph: Graph) -> bool:
     """Fuse producer-consumer chains: one anchor, elementwise epilogue, injective prologue (RDU kernels)."""
-    cmap = graph.consumer_map()  # groups are disjoint: the original readers decide what leaves a group
-    groups = [g for g in chain_groups(graph, cmap) if len(g) > 1]
+    groups = [g for g in chain_groups(graph) if len(g) > 1]
     for members in groups:
-        outline(graph, members, cmap)
+        outline(graph, members)
     return bool(groups)
 
 
-def chain_groups(graph: Graph, consumers: dict[int, list[Node]] | None = None) -> list[list[Node]]:
-    """The graph's nodes grouped by the chain rule, groups in topological order (``consumers``:
-    the graph's ``consumer_map``, if the caller has it)."""
-    consumers = graph.consumer_map() if consumers is None else consumers
+def chain_groups(graph: Graph) -> list[list[Node]]:
+    """The graph's nodes grouped by the chain rule, groups in topological order."""
     graph_outputs = {id(v) for v in graph.outputs}
     group_of: dict[int, _Group] = {}
     groups: list[_Group] = []
     for index, node in enumerate(graph.nodes):
         kind = op_pattern(node)
-        target = _target(node, kind, group_of, consumers, graph_outputs)
+        target = _target(graph, node, kind, group_of, graph_outputs)
         if target is None:
             target = _Group(node, kind, index)
             groups.append(target)
@@ -79,13 +76,13 @@ def chain_groups(graph: Graph, consumers: dict[int, list[Node]] | None = None) -
     return [g.nodes for g in groups]
 
 
-def _target(node: Node, kind: PatternKind, group_of: dict[int, _Group], consumers: dict[int, list[Node]],
+def _target(graph: Graph, node: Node, kind: PatternKind, group_of: dict[int, _Group],
             graph_outputs: set[int]) -> _Group | None:
     """The group of an input's producer that ``node`` may join, or None."""
     grouped = [(v, group_of[id(v.producer)]) for v in node.inputs
                if v is not None and v.producer is not None and id(v.producer) in group_of]
     for v, group in grouped:
-        if len(consumers.get(id(v), ())) != 1 or id(v) in graph_outputs or not group.accepts(kind):
+        if len(graph.consumers(v)) != 1 or id(v) in graph_outputs or not group.accepts(kind):
             continue
         if all(other is group or other.last < group.head for _, other in grouped):
             return group

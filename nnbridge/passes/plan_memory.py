@@ -52,22 +52,21 @@ def _inplace_inputs(node: Node) -> set[int]:
     fused group that excludes whatever feeds its anchor (a conv reads neighbourhoods)."""
     if node.op == "Fused" and node.domain == "nnbridge":
         body = node.attr("body")
-        readers = body.consumer_map()
         return {id(outer) for inner, outer in zip(body.inputs, node.inputs)
-                if outer is not None and _elementwise_only(inner, readers)}
+                if outer is not None and _elementwise_only(inner, body)}
     if op_pattern(node) <= PatternKind.BROADCAST:
         return {id(v) for v in node.inputs if v is not None}
     return set()
 
 
-def _elementwise_only(value: Value, readers: dict[int, list[Node]]) -> bool:
+def _elementwise_only(value: Value, body: Graph) -> bool:
     stack, seen = [value], set()
     while stack:
         v = stack.pop()
         if id(v) in seen:
             continue
         seen.add(id(v))
-        for reader in readers.get(id(v), []):
+        for reader in body.consumers(v):
             if op_pattern(reader) > PatternKind.BROADCAST or any(o.type.shape != v.type.shape for o in reader.outputs):
                 return False
             stack.extend(reader.outputs)

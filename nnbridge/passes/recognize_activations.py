@@ -15,7 +15,7 @@ import numpy as np
 
 from ..ir import Graph, Node, Value
 from .manager import register_pass
-from .rewrite import Uses, remove_dead
+from .rewrite import remove_dead, sole
 
 
 def _scalar(value: Value | None) -> float | None:
@@ -43,18 +43,18 @@ def _split(node: Node, is_other) -> tuple[Value, Value] | None:
     return None
 
 
-def _gelu_input(final: Node, uses: Uses) -> Value | None:
+def _gelu_input(graph: Graph, final: Node) -> Value | None:
     """x when ``final`` ends x·0.5·(1 + erf(x/√2)) in one of torch's two orders of multiplication."""
     def sole_producer(value: Value, op: str) -> Node | None:
         node = value.producer
-        return node if _plain(node, op) and uses.sole(value) else None
+        return node if _plain(node, op) and sole(graph, value) else None
 
     def erf_plus_one(value: Value) -> Value | None:  # the x of 1 + erf(x/√2)
         add = sole_producer(value, "Add")
         parts = add and _split(add, lambda v: _close(_scalar(v), 1.0))
         erf = parts and sole_producer(parts[1], "Erf")
         scaled = erf and erf.inputs[0].producer
-        if not erf or not uses.sole(erf.inputs[0]) or scaled is None or scaled.domain:
+        if not erf or not sole(graph, erf.inputs[0]) or scaled is None or scaled.domain:
             return None
         if scaled.op == "Div" and _close(_scalar(scaled.inputs[1]), math.sqrt(2)):
             return scaled.inputs[0]
@@ -79,11 +79,11 @@ def _gelu_input(final: Node, uses: Uses) -> Value | None:
     return None
 
 
-def _silu_input(final: Node, uses: Uses) -> Value | None:
+def _silu_input(graph: Graph, final: Node) -> Value | None:
     """x when ``final`` is x·sigmoid(x)."""
     for left, right in (final.inputs, final.inputs[::-1]):
         gate = right.producer
-        if _plain(gate, "Sigmoid") and gate.inputs[0] is left and uses.sole(right):
+        if _plain(gate, "Sigmoid") and gate.inputs[0] is left and sole(graph, right):
             return left
     return None
 
@@ -91,19 +91,17 @@ def _silu_input(final: Node, uses: Uses) -> Value | None:
 @register_pass("recognize-activations")
 def recognize_activations(graph: Graph) -> bool:
     """Rewrite decomposed GELU and SiLU chains into Gelu and Swish nodes."""
-    uses = Uses(graph)
     changed = False
     for node in graph.nodes:
         if not _plain(node, "Mul") or len(node.inputs) != 2:
             continue
         for op, match in (("Gelu", _gelu_input), ("Swish", _silu_input)):
-            x = match(node, uses)
+            x = match(graph, node)
             if x is None:
                 continue
             out = node.outputs[0]
             graph.remove_node(node)
             graph.add_node(op, [x], [out], name=f"{node.name}_{op.lower()}")
-            uses.invalidate()
             changed = True
             break
     if changed:

@@ -12,34 +12,9 @@ import numpy as np
 from ..ir import Graph, Node, Value
 
 
-class Uses:
-    """Reader counts of values, rebuilt lazily after ``invalidate`` (a pass calls it after each
-    rewrite), so a pass asking "is this my only reader?" per node stays linear."""
-
-    def __init__(self, graph: Graph):
-        self.graph = graph
-        self._map: dict[int, list[Node]] | None = None
-
-    def invalidate(self) -> None:
-        self._map = None
-
-    def readers(self, value: Value) -> list[Node]:
-        if self._map is None:
-            self._map = self.graph.consumer_map()
-        return self._map.get(id(value), [])
-
-    def bypassed(self, node: Node, keep: Value) -> None:
-        """Record ``bypass(graph, node, keep)``: the node's readers now read ``keep``."""
-        out = node.outputs[0]
-        if self._map is None:
-            return
-        readers = [r for r in self._map.get(id(keep), []) if r is not node]
-        readers += [r for r in self._map.pop(id(out), []) if all(r is not k for k in readers)]
-        self._map[id(keep)] = readers
-
-    def sole(self, value: Value) -> bool:
-        """Exactly one node reads ``value`` and it is not a graph output."""
-        return len(self.readers(value)) == 1 and not self.graph.is_output(value)
+def sole(graph: Graph, value: Value) -> bool:
+    """Exactly one node reads ``value`` and it is not a graph output (safe to rewrite its producer)."""
+    return len(graph.consumers(value)) == 1 and not graph.is_output(value)
 
 
 def _liveness(graph: Graph) -> tuple[list[Node], set[int]]:
@@ -94,12 +69,11 @@ def set_output(node: Node, index: int, value: Value) -> None:
         graph.mark_dirty()
 
 
-def bypass(graph: Graph, node: Node, keep: Value, uses: Uses | None = None) -> bool:
+def bypass(graph: Graph, node: Node, keep: Value) -> bool:
     """Remove single-output ``node`` whose result equals ``keep``; False if that is impossible.
 
     Impossible only when the node's output is a graph output and ``keep`` cannot be
     renamed (it is a graph input, a constant, another output, or already returned).
-    With ``uses`` only the known readers are rewired (no walk over the whole graph).
     """
     out = node.outputs[0]
     if graph.is_output(out):
@@ -110,19 +84,9 @@ def bypass(graph: Graph, node: Node, keep: Value, uses: Uses | None = None) -> b
         graph.replace_uses(keep, out)
         set_output(producer, producer.outputs.index(keep), out)
         out.type = keep.type
-        if uses is not None:
-            uses.invalidate()
         return True
     graph.remove_node(node)
-    if uses is None:
-        graph.replace_uses(out, keep)
-        return True
-    for reader in list(uses.readers(out)):
-        reader.inputs = [keep if v is out else v for v in reader.inputs]
-        for sub in reader.subgraphs():
-            sub.replace_uses(out, keep)
-    graph.mark_dirty()
-    uses.bypassed(node, keep)
+    graph.replace_uses(out, keep)
     return True
 
 

@@ -15,14 +15,13 @@ import numpy as np
 from ..ir import Graph, Layout, Node, Value
 from .layouts import image_layout
 from .manager import register_pass
-from .rewrite import Uses, add_const, bypass, remove_dead
+from .rewrite import add_const, bypass, remove_dead, sole
 
 
 @register_pass("simplify")
 def simplify_inference(graph: Graph) -> bool:
     """Turn inference BatchNormalization into scale/shift, folded into a preceding Conv/Gemm/MatMul."""
     changed = False
-    uses = Uses(graph)
     for node in graph.nodes:
         if node.op != "BatchNormalization" or node.domain or len(node.outputs) != 1:
             continue
@@ -36,9 +35,9 @@ def simplify_inference(graph: Graph) -> bool:
         scale = gamma / np.sqrt(var + float(node.attr("epsilon", 1e-5)))
         shift = beta - mean * scale
         dtype = node.outputs[0].type.dtype.numpy if node.outputs[0].type.dtype else np.float32
-        folded = fold_affine_into_producer(graph, x, scale, shift, uses)
+        folded = fold_affine_into_producer(graph, x, scale, shift)
         if folded is not None:
-            changed |= bypass(graph, node, folded, uses)
+            changed |= bypass(graph, node, folded)
             continue
         nhwc = image_layout(x) is Layout.NHWC
         bshape = [1] * (x.type.rank - 1)  # broadcasting from the right: no batch dim needed
@@ -56,7 +55,7 @@ def simplify_inference(graph: Graph) -> bool:
 
 
 def fold_affine_into_producer(graph: Graph, x: Value, scale: np.ndarray,
-                              shift: np.ndarray | None, uses: Uses | None = None) -> Value | None:
+                              shift: np.ndarray | None) -> Value | None:
     """Fold ``x·scale + shift`` (per output channel) into the Conv/Gemm/MatMul producing ``x``.
 
     Returns the value now holding the result (None if not legal). Legal only when
@@ -64,7 +63,7 @@ def fold_affine_into_producer(graph: Graph, x: Value, scale: np.ndarray,
     initializers are created (shared weights are never mutated).
     """
     producer = x.producer
-    if producer is None or producer.domain or not (uses or Uses(graph)).sole(x):
+    if producer is None or producer.domain or not sole(graph, x):
         return None
     fold = AFFINE_FOLDERS.get(producer.op)
     return fold(graph, producer, np.asarray(scale, np.float64),

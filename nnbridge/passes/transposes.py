@@ -9,7 +9,7 @@ the pair can meet and cancel (``relu(xᵀ)ᵀ' = relu(x)ᵀᵀ'``).
 
 from __future__ import annotations
 
-from ..ir import Graph, Node, PatternKind, Value
+from ..ir import Graph, Node, PatternKind
 from .fuse import op_pattern
 from .manager import register_pass
 from .rewrite import bypass, remove_dead, set_output
@@ -20,28 +20,9 @@ def is_transpose(node: Node) -> bool:
         (node.op == "Reorder" and node.domain == "nnbridge")
 
 
-class _Readers:
-    """Readers of each value, kept up to date through this pass's three rewrites, so that
-    each rewrite costs O(1) lookups instead of a walk over the graph."""
-
-    def __init__(self, graph: Graph):
-        self.graph = graph
-        self.map = graph.consumer_map()
-
-    def of(self, value: Value) -> list[Node]:
-        return self.map.get(id(value), [])
-
-    def move(self, reader: Node, old: Value, new: Value) -> None:
-        users = self.map.get(id(old), [])
-        if reader in users:
-            users.remove(reader)
-        self.map.setdefault(id(new), []).append(reader)
-
-
 @register_pass("cancel-transposes")
 def cancel_transposes(graph: Graph) -> bool:
     """Compose consecutive Transpose/Reorder, drop identity pairs, push them past elementwise ops."""
-    readers = _Readers(graph)
     work = [n for n in graph.nodes if is_transpose(n)]
     work.reverse()  # pop from the end: topological order
     queued = set(work)
@@ -51,7 +32,7 @@ def cancel_transposes(graph: Graph) -> bool:
         queued.discard(node)
         if node.graph is not graph or not is_transpose(node):
             continue
-        touched = _push_down(graph, node, readers) or _compose(graph, node, readers)
+        touched = _push_down(graph, node) or _compose(graph, node)
         if touched:
             changed = True
             for again in touched:
@@ -63,7 +44,7 @@ def cancel_transposes(graph: Graph) -> bool:
     return changed
 
 
-def _compose(graph: Graph, second: Node, readers: _Readers) -> list[Node]:
+def _compose(graph: Graph, second: Node) -> list[Node]:
     """Fold ``second`` into the transpose feeding it; returns the nodes worth revisiting."""
     first = second.inputs[0].producer
     if first is None or not is_transpose(first) or first.graph is not graph:
@@ -80,23 +61,9 @@ def _compose(graph: Graph, second: Node, readers: _Readers) -> list[Node]:
             # → Reorder to NHWC, the data is right but a spatial reader would take the NCHW-labelled
             # source for NCHW; the label must stay true, so the pair stays
             return []
-        users = list(readers.of(out))
-        if graph.is_output(out):
-            if not bypass(graph, second, source):
-                return []
-            readers.map = graph.consumer_map()  # rare: a graph output was renamed
-            return users
-        graph.remove_node(second)
-        readers.of(first.outputs[0]).remove(second)
-        for user in users:
-            user.inputs = [source if v is out else v for v in user.inputs]
-            for sub in user.subgraphs():
-                sub.replace_uses(out, source)
-            readers.move(user, out, source)
-        graph.mark_dirty()
-        return users
+        users = graph.consumers(out)
+        return users if bypass(graph, second, source) else []
     second.set_input(0, source)
-    readers.move(second, first.outputs[0], source)
     second.attrs["perm"] = perm
     if second.op == "Reorder" and first.op == "Reorder":
         second.attrs["src_layout"] = first.attr("src_layout")
@@ -106,26 +73,24 @@ def _compose(graph: Graph, second: Node, readers: _Readers) -> list[Node]:
     return [second]
 
 
-def _push_down(graph: Graph, t: Node, readers: _Readers) -> list[Node]:
+def _push_down(graph: Graph, t: Node) -> list[Node]:
     """Move ``t`` below its one elementwise reader; returns the nodes worth revisiting."""
     moved = t.outputs[0]
-    users = readers.of(moved)
+    users = graph.consumers(moved)
     if len(users) != 1 or graph.is_output(moved):
         return []
     user = users[0]
     if user.domain or len(user.inputs) != 1 or len(user.outputs) != 1 or op_pattern(user) != PatternKind.ELEMWISE:
         return []
     result = user.outputs[0]
-    after = readers.of(result)
+    after = graph.consumers(result)
     if not after or graph.is_output(result) or not all(is_transpose(a) for a in after):
         return []
     x = t.inputs[0]
     fresh = graph.add_value(f"{result.name}_pre", result.type.with_shape(x.type.shape).with_layout(x.type.layout))
     user.set_input(0, x)
-    readers.move(user, moved, x)
     set_output(user, 0, fresh)
     t.set_input(0, fresh)
-    readers.move(t, x, fresh)
     set_output(t, 0, result)
     result.type = moved.type.with_dtype(result.type.dtype)
     return [t, *after]

@@ -90,13 +90,12 @@ class Section:
 
 def build_kernels(graph: Graph, machine: Machine, groups: list[list[Node]] | None) -> list[Kernel]:
     """One kernel per group of ops (topologically ordered); ``None``: every op alone."""
-    consumers = graph.consumer_map()
     graph_outputs = {id(v) for v in graph.outputs}
     groups = groups if groups is not None else [[node] for node in graph.nodes]
-    return [_make_kernel(i, ops, machine, consumers, graph_outputs) for i, ops in enumerate(groups)]
+    return [_make_kernel(graph, i, ops, machine, graph_outputs) for i, ops in enumerate(groups)]
 
 
-def _make_kernel(index: int, ops: list[Node], machine: Machine, consumers: dict[int, list[Node]],
+def _make_kernel(graph: Graph, index: int, ops: list[Node], machine: Machine,
                  graph_outputs: set[int]) -> Kernel:
     costs = [op_cost(n, machine.float_bytes) for n in ops]
     members = {id(n) for n in ops}
@@ -112,7 +111,7 @@ def _make_kernel(index: int, ops: list[Node], machine: Machine, consumers: dict[
     for node, c in zip(ops, costs):
         sizes = dict(c.outputs)
         for v in node.outputs:
-            leaves = id(v) in graph_outputs or any(id(u) not in members for u in consumers.get(id(v), ()))
+            leaves = id(v) in graph_outputs or any(id(u) not in members for u in graph.consumers(v))
             if leaves and v.name in sizes:
                 outputs[v.name] = sizes[v.name]
     result_elems = max((b // machine.float_bytes for b in outputs.values()), default=1)

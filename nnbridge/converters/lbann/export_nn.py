@@ -83,7 +83,7 @@ def _conv(ctx: ExportContext, node: Node) -> None:
 def _pool(ctx: ExportContext, node: Node) -> None:
     if node.attr("ceil_mode", 0):
         raise Inexpressible("ceil_mode = 1 pooling; LBANN rounds output sizes down")
-    if len(node.outputs) > 1 and ctx._consumers.get(id(node.outputs[1])):
+    if len(node.outputs) > 1 and ctx.graph.consumers(node.outputs[1]):
         raise Inexpressible("the Indices output of MaxPool has no LBANN equivalent")
     kernel = [int(k) for k in node.attr("kernel_shape")]
     dims, strides, dilations, (begin, end) = _window(ctx, node, kernel)
@@ -268,7 +268,7 @@ def _batch_normalization(ctx: ExportContext, node: Node) -> None:
 @exporter("LayerNormalization")
 def _layer_norm(ctx: ExportContext, node: Node) -> None:
     x, out = node.inputs[0], node.outputs[0]
-    if any(ctx._consumers.get(id(o)) for o in node.outputs[1:]):
+    if any(ctx.graph.consumers(o) for o in node.outputs[1:]):
         raise Inexpressible("the Mean/InvStdDev outputs have no LBANN equivalent")
     dims = ctx.sample(x)
     axis = int(node.attr("axis", -1))

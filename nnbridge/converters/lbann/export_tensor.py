@@ -39,7 +39,7 @@ def _alpha_activation(ctx: ExportContext, node: Node) -> None:
 
 @exporter("Dropout")
 def _dropout(ctx: ExportContext, node: Node) -> None:
-    if len(node.outputs) > 1 and ctx._consumers.get(id(node.outputs[1])):
+    if len(node.outputs) > 1 and ctx.graph.consumers(node.outputs[1]):
         raise Inexpressible("the dropout mask output has no LBANN equivalent")
     ratio = ctx.const(node.input(1))
     out = node.outputs[0]

@@ -60,7 +60,6 @@ class ExportContext:
         self.layer_of: dict[int, str] = {}
         self.absorbed: set[int] = set()
         self._names: set[str] = set()
-        self._consumers = graph.consumer_map()
 
     # -- versions and names ----------------------------------------------------
     def at_least(self, version: str) -> bool:
@@ -97,7 +96,7 @@ class ExportContext:
         return array
 
     def sole_consumer(self, value: Value) -> Node | None:
-        users = self._consumers.get(id(value), [])
+        users = self.graph.consumers(value)
         if len(users) == 1 and not self.graph.is_output(value):
             return users[0]
         return None

@@ -63,7 +63,7 @@ def _claimed(ex: Exporter, node: Node) -> bool:
     out = node.outputs[0] if node.outputs else None
     if out is None or node.domain or node.op not in ("Reshape", "Gather") or ex.graph.is_output(out):
         return False
-    users = ex.consumers.get(id(out), [])
+    users = ex.graph.consumers(out)
     if node.op == "Reshape":
         return bool(users) and all(_claimed(ex, u) for u in users)
     return bool(users) and first_value_of(out) is not None and all(

@@ -211,7 +211,7 @@ SOFTMAX_MASK = -30000.0
 
 
 def only_softmax_reads(ex: Exporter, value: Value) -> bool:
-    users = ex.consumers.get(id(value), [])
+    users = ex.graph.consumers(value)
     return len(users) == 1 and users[0].op == "Softmax" and not ex.graph.is_output(value)
 
 
@@ -219,7 +219,7 @@ def reads_full_rows(ex: Exporter, value: Value) -> bool:
     """Does a Softmax or a 2-D BatchNormalization read ``value`` (after a fusable activation)?"""
     act = fusable_activation(ex, value)
     final = act.outputs[0] if act is not None else value
-    return any(u.op in ("Softmax", "BatchNormalization") for u in ex.consumers.get(id(final), []))
+    return any(u.op in ("Softmax", "BatchNormalization") for u in ex.graph.consumers(final))
 
 
 def pad_rows(ex: Exporter, value: Value, request: str) -> tuple[Ref, int, bool]:
@@ -352,7 +352,7 @@ def _pool(ex: Exporter, node: Node) -> None:
     x_value = node.inputs[0]
     _, _, h, w = nchw_dims(x_value, have)
     kernel, strides, pads = _pool_window(node, h, w)
-    if len(node.outputs) > 1 and len(ex.consumers.get(id(node.outputs[1]), [])):
+    if len(node.outputs) > 1 and len(ex.graph.consumers(node.outputs[1])):
         raise Inexpressible("MaxPool indices have no SMAUG equivalent")
     op = pb.MaxPooling if "Max" in node.op else pb.AveragePooling
     x = ex.need(x_value, layout, have)
@@ -499,7 +499,7 @@ def _gemm(ex: Exporter, node: Node) -> None:
 @exporter("BatchNormalization")
 def _batch_norm(ex: Exporter, node: Node) -> None:
     x_value = node.inputs[0]
-    if len(node.outputs) > 1 and any(ex.consumers.get(id(o)) for o in node.outputs[1:]):
+    if len(node.outputs) > 1 and any(ex.graph.consumers(o) for o in node.outputs[1:]):
         raise Inexpressible("training-mode BatchNormalization outputs have no SMAUG equivalent")
     if x_value.type.rank == 4:
         have, layout = spatial(ex, node)
@@ -554,7 +554,7 @@ def _claimed_stat(ex: Exporter, node: Node) -> bool:
     out = node.outputs[0]
     if node.op != "Slice" or node.domain or first_values_of(out) is None or ex.graph.is_output(out):
         return False
-    users = ex.consumers.get(id(out), [])
+    users = ex.graph.consumers(out)
     return bool(users) and all(u.op == "BatchNormalization" and not u.domain and u.inputs[0] is not out for u in users)
 
 

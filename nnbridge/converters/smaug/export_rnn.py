@@ -133,7 +133,7 @@ def needed(ex: Exporter, node: Node, k: int) -> bool:
     if k >= len(node.outputs) or not node.outputs[k].name:
         return False
     value = node.outputs[k]
-    return bool(ex.consumers.get(id(value))) or ex.graph.is_output(value)
+    return bool(ex.graph.consumers(value)) or ex.graph.is_output(value)
 
 
 @exporter("Squeeze", "Unsqueeze")

@@ -16,7 +16,7 @@ from .exporter import Exporter, Inexpressible
 # -- tensor ops --------------------------------------------------------------------------------
 def flatten_users_absorb_order(ex: Exporter, value: Value) -> bool:
     """Can every consumer of a flatten absorb a feature permutation into constant weights?"""
-    users = ex.consumers.get(id(value), [])
+    users = ex.graph.consumers(value)
     if not users or ex.graph.is_output(value):
         return False
     for user in users:
@@ -96,7 +96,7 @@ def _transpose(ex: Exporter, node: Node) -> None:
 
 @exporter("Identity", "Dropout")
 def _identity(ex: Exporter, node: Node) -> None:
-    if len(node.outputs) > 1 and ex.consumers.get(id(node.outputs[1])):
+    if len(node.outputs) > 1 and ex.graph.consumers(node.outputs[1]):
         raise Inexpressible("the Dropout mask has no SMAUG equivalent")
     x_value = node.inputs[0]
     native = ex.native_of(x_value)

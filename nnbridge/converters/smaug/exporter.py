@@ -79,7 +79,6 @@ class Exporter:
         #: IR value id → (padded tensor, C, padding lanes hold the softmax mask); the slice back to
         #: C is emitted only when something reads it, so no Split is left dangling
         self.padded: dict[int, tuple[Ref, int, bool]] = {}
-        self.consumers = graph.consumer_map()
         self.absorbed: set[int] = set()  # nodes emitted as part of another (fused activations)
         self.unsupported: list[Unsupported] = []
         self.pending: list[tuple[str, np.ndarray, int]] = []
@@ -374,7 +373,7 @@ class Exporter:
                 self.native[id(out)] = Ref("?", 0, self.tensor("?", out.type.shape, lay))
 
     def single_consumer(self, value: Value) -> Node | None:
-        users = self.consumers.get(id(value), [])
+        users = self.graph.consumers(value)
         if len(users) == 1 and not self.graph.is_output(value):
             return users[0]
         return None

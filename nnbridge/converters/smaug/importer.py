@@ -100,13 +100,9 @@ class Importer:
         """Drop unused constants; a Data node's only transposed copy takes the Data node's name."""
         graph = self.graph
         outputs = {id(v) for v in graph.outputs}
-        readers = graph.consumer_map()  # one map, kept up to date (a rebuild per node is quadratic)
         for node in reversed(graph.nodes):  # Reorders nobody reads (their source was read directly)
-            if node.op == "Reorder" and not readers.get(id(node.outputs[0])) and id(node.outputs[0]) not in outputs:
+            if node.op == "Reorder" and not graph.consumers(node.outputs[0]) and id(node.outputs[0]) not in outputs:
                 graph.remove_node(node)
-                for v in node.inputs:
-                    if v is not None:
-                        readers[id(v)] = [n for n in readers.get(id(v), []) if n is not node]
         used = {id(v) for n in graph.nodes for v in n.inputs if v is not None}
         for name in list(graph.initializers):
             if id(graph.values[name]) not in used:
