@@ -21,7 +21,7 @@ import numpy as np
 
 from ..base.errors import InputError, Unsupported, UnsupportedOpError
 from ..ir import NNBRIDGE_TRAINING_DOMAIN, DType, Graph, Node, TensorType, Value, op_traits
-from ..ir.gradients import layer_norm_fusable
+from ..ir.gradients_nn import layer_norm_fusable
 
 #: graph metadata: JSON {value name: "bwd" | "opt"} for the values a training program's backward
 #: pass and optimizer compute (the others are forward) — how a compiler types its sections
