@@ -31,7 +31,8 @@ def main() -> int:
         if not pattern.search(text):
             print(f"{path}: no '<!-- settings: {name} -->' … '<!-- end settings -->' block", file=sys.stderr)
             return 1
-        path.write_text(pattern.sub(lambda m: m.group(1) + table(name) + m.group(3), text))
+        rows = table(name)
+        path.write_text(pattern.sub(lambda m, rows=rows: m.group(1) + rows + m.group(3), text))
         print(f"wrote the {name} settings table into {path.relative_to(ROOT)}")
     return 0
 
