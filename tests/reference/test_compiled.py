@@ -100,11 +100,12 @@ def test_compiled_activations_equal_the_numpy_forms(monkeypatch):
             assert np.all(np.abs(ours.astype(np.float64) - theirs) <= slack), curve.__name__
 
 
-@pytest.mark.parametrize("pixels", [1, 5, 7, 8, 12, 49, 127, 128, 136, 784])
+@pytest.mark.parametrize("pixels", [1, 5, 7, 8, 12, 49, 127, 128, 136, 576, 784, 1015, 1024])
 def test_compiled_means_equal_numpy_bit_for_bit(monkeypatch, pixels):
-    """ReduceMean over trailing axes and GlobalAveragePool sum each row of up to 128 values as
-    numpy's pairwise sum does (8 partial sums) and divide in float32: the same terms in the same
-    order, so bit for bit, at every row length around the edges (longer rows run numpy's own)."""
+    """ReduceMean over trailing axes and GlobalAveragePool sum each row of up to 1,024 values as
+    numpy's pairwise sum does (halves down to blocks of 128, each 8 partial sums) and divide in
+    float32: the same terms in the same order, so bit for bit, at every row length around the
+    edges (longer rows run numpy's own)."""
     from nnbridge.kernels.ops.pool import global_average_pool
     from nnbridge.kernels.ops.reduce import _reduction
 
