@@ -1,5 +1,6 @@
-"""A graph's order and its invariants: whether its nodes are in topological order, the stable
-topological sort that restores it, and the verifier (SSA, definition before use, outputs produced).
+"""A graph's order, its invariants and its forward walks: whether its nodes are in topological
+order, the stable topological sort that restores it, the verifier (SSA, definition before use,
+outputs produced), and the walk from a value to every reader it reaches (``walk_readers``).
 
 These are algorithms over a ``Graph``, not its bookkeeping: ``graph.py`` calls them (``Graph.nodes``
 restores the order lazily, ``Graph.verify`` checks), and nothing here changes a graph.
@@ -9,13 +10,14 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from ..base.errors import NNBridgeError
 
 if TYPE_CHECKING:
     from .graph import Graph, Node
+    from .value import Value
 
 
 def in_order(graph: Graph, nodes: Iterable[Node]) -> bool:
@@ -119,3 +121,19 @@ def _verify_outputs(graph: Graph, defined: set[int], visible: set[int]) -> None:
     for v in graph.outputs:
         if id(v) not in defined and id(v) not in visible:
             raise NNBridgeError(f"graph '{graph.name}': output '{v.name}' is never produced")
+
+
+def walk_readers(graph: Graph, start: Value, follow: Callable[[Node, Value], bool]) -> Iterator[tuple[Node, Value]]:
+    """``(reader, value)`` for every node of ``graph`` reading ``start``, then, through each reader
+    that ``follow(reader, value)`` accepts, the readers of its outputs, and so on; each value is
+    expanded once. Lazy, so a caller stops the walk by stopping to ask (``all``, ``any``, ``break``)."""
+    frontier, seen = [start], set()
+    while frontier:
+        value = frontier.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        for node in graph.consumers(value):
+            yield node, value
+            if follow(node, value):
+                frontier.extend(o for o in node.outputs if o is not None)
