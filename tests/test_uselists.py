@@ -138,32 +138,33 @@ class World:
         elif g.outputs:
             del g.outputs[-1]
 
-    def move_subgraph(self, data) -> None:
-        """A subgraph given to another node by assigning its ``attrs`` (both hold it then)."""
+    def _node_and_subgraph(self, data) -> tuple[Node, Graph] | None:
+        """A node and a subgraph it may hold: not one the node sits in (a graph nested in itself)."""
         subs = [g for g in self.graphs if g is not self.root]
         nodes = self.nodes()
-        if subs and nodes:
-            node = self.pick(data, nodes)
-            free = [s for s in subs if all(g is not node.graph for g in s._self_and_subgraphs())]
-            if free:  # (not a subgraph the node sits in: that would nest a graph in itself)
-                node.attrs = {**node.attrs, "then_branch": self.pick(data, free)}
+        if not (subs and nodes):
+            return None
+        node = self.pick(data, nodes)
+        free = [s for s in subs if all(g is not node.graph for g in s._self_and_subgraphs())]
+        return (node, self.pick(data, free)) if free else None
+
+    def move_subgraph(self, data) -> None:
+        """A subgraph given to another node by assigning its ``attrs`` (both hold it then)."""
+        if picked := self._node_and_subgraph(data):
+            node, sub = picked
+            node.attrs = {**node.attrs, "then_branch": sub}
 
     def write_subgraph(self, data) -> None:
         """A subgraph written into a node's attributes in place (``node.attrs["body"] = g``)."""
-        subs = [g for g in self.graphs if g is not self.root]
-        nodes = self.nodes()
-        if subs and nodes:
-            node = self.pick(data, nodes)
-            free = [s for s in subs if all(g is not node.graph for g in s._self_and_subgraphs())]
-            if free:
-                sub = self.pick(data, free)
-                how = data.draw(st.integers(0, 2))
-                if how == 0:
-                    node.attrs["body"] = sub
-                elif how == 1:
-                    node.attrs.update(else_branch=sub)
-                else:
-                    node.attrs.setdefault("then_branch", sub)
+        if picked := self._node_and_subgraph(data):
+            node, sub = picked
+            how = data.draw(st.integers(0, 2))
+            if how == 0:
+                node.attrs["body"] = sub
+            elif how == 1:
+                node.attrs.update(else_branch=sub)
+            else:
+                node.attrs.setdefault("then_branch", sub)
 
     def reorder(self, data) -> None:
         g = self.pick(data, self.graphs)
