@@ -227,6 +227,30 @@ def test_a_one_dimensional_depthwise_convolution_runs_as_one_row_of_the_two_dime
     np.testing.assert_array_equal(ours, theirs)  # the numpy tap-by-tap path: the same order
 
 
+# -- MaxPool with its Indices ---------------------------------------------------------------------
+
+@pytest.mark.parametrize(("size", "kernel", "strides", "dilations"), [
+    ((28, 28), (2, 2), (2, 2), (1, 1)),  # a training CNN's pool
+    ((13, 11), (3, 2), (1, 2), (2, 1)),  # overlapping windows, dilation, a dropped edge
+    ((9, 9), (3, 3), (2, 2), (1, 1)),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_max_pool_indices_equal_the_numpy_kernel(monkeypatch, size, kernel, strides, dilations, dtype):
+    """Both keep each window's first greatest value and its flat position (argmax's choice): ties
+    (small integers repeat often) and NaN (the first NaN of a window wins) included."""
+    from single_node import node_model, run_ours
+
+    x = RNG.integers(-3, 4, (2, 3, *size)).astype(dtype)
+    x[0, 0, 1, 1], x[1, 2, 4, 0:3] = np.nan, np.nan
+    model, feeds = node_model("MaxPool", [("x", x)], dict(kernel_shape=list(kernel), strides=list(strides),
+                                                         dilations=list(dilations)), outputs=2)
+    ours = run_ours(model, feeds)
+    theirs = _numpy(monkeypatch, run_ours, model, feeds)
+    assert compiled.load("pool") is not None
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a, b)
+
+
 # -- the switch, the fallback and the cache ----------------------------------------------------
 
 def test_nnbridge_no_numba_runs_the_numpy_kernels_and_says_so():

@@ -310,6 +310,12 @@ def conv_transpose(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, grou
     out_pad = list(output_padding or [0] * rank)
     full = [s * (i - 1) + window_extent(k, d) for s, i, k, d in zip(strides, sizes, kernel_, dilations)]
     begin, out = _transpose_geometry(sizes, full, strides, out_pad, auto_pad, output_shape, pads)
+    if all(s == 1 for s in strides):
+        y = _unit_stride_transpose(xc, wc, group, dilations, begin, out)
+        if y is not None:
+            if b is not None:
+                y += b.astype(dt, copy=False).reshape(_bias_shape(rank))
+            return y.astype(x.dtype, copy=False)
 
     # columns: (G, Mg*K, N*P) = W_g^T @ x_g
     pixels = prod(sizes)
@@ -332,6 +338,25 @@ def conv_transpose(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, grou
     if b is not None:
         y += b.astype(dt, copy=False).reshape(_bias_shape(rank))
     return y.astype(x.dtype, copy=False)
+
+
+def _unit_stride_transpose(x, w, group: int, dilations, begin, out) -> np.ndarray | None:
+    """A stride-1 ConvTranspose is the convolution of ``x`` with the spatially flipped kernel, its
+    in and out channels swapped per group, padded by the kernel's extent less the crop (im2col and
+    one product instead of adding columns tap by tap: a convolution's input gradient in training).
+    None when the crop exceeds that padding (the general path handles it)."""
+    kernel_ = w.shape[2:]
+    rank = len(kernel_)
+    reach = [d * (k - 1) for d, k in zip(dilations, kernel_)]
+    full = [i + r for i, r in zip(x.shape[2:], reach)]
+    pad_begin = [r - b0 for r, b0 in zip(reach, begin)]
+    pad_end = [r - (f - b0 - o) for r, f, b0, o in zip(reach, full, begin, out)]
+    if min(pad_begin + pad_end) < 0:
+        return None
+    c, mg = w.shape[:2]
+    flipped = w[(slice(None), slice(None)) + (slice(None, None, -1),) * rank]
+    swapped = flipped.reshape(group, c // group, mg, *kernel_).swapaxes(1, 2).reshape(group * mg, c // group, *kernel_)
+    return conv_nd(x, np.ascontiguousarray(swapped), group, [1] * rank, list(dilations), pad_begin, pad_end)
 
 
 def _transpose_geometry(sizes, full, strides, out_pad, auto_pad: str, output_shape, pads
