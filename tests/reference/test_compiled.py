@@ -228,6 +228,28 @@ def test_a_one_dimensional_depthwise_convolution_runs_as_one_row_of_the_two_dime
     np.testing.assert_array_equal(ours, theirs)  # the numpy tap-by-tap path: the same order
 
 
+@pytest.mark.parametrize(("channels", "size", "kernel", "strides", "dilations", "pads"), [
+    (3, (40, 36), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
+    (4, (37, 53), (7, 5), (2, 3), (1, 2), (3, 0, 2, 4)),  # asymmetric everything, a row's end dropped
+    (2, (20, 64), (3, 3), (2, 2), (2, 2), (0, 0, 0, 0)),  # no padding, dilated and strided
+])
+@pytest.mark.parametrize("group", [1, 2])
+def test_compiled_columns_make_the_numpy_kernels_convolution(monkeypatch, channels, size, kernel, strides, dilations,
+                                                             pads, group):
+    """Wide maps' convolutions take their columns from the compiled im2col (the padding read as
+    zeros) and then the same matrix product as the numpy path: bit for bit."""
+    from nnbridge.kernels.ops import conv as ops
+
+    compiled.load("conv")
+    x = RNG.standard_normal((1, channels * group, *size)).astype(np.float32)
+    w = RNG.standard_normal((3 * group, channels, *kernel)).astype(np.float32)
+    begin, end = list(pads[:2]), list(pads[2:])
+    ours = conv_nd(x, w, group, list(strides), list(dilations), begin, end)
+    assert ours.shape[-1] >= ops.IM2COL_MIN_WIDTH  # the compiled columns ran
+    theirs = _numpy(monkeypatch, conv_nd, x, w, group, list(strides), list(dilations), begin, end)
+    np.testing.assert_array_equal(ours, theirs)
+
+
 # -- MaxPool with its Indices ---------------------------------------------------------------------
 
 @pytest.mark.parametrize(("size", "kernel", "strides", "dilations"), [
