@@ -16,7 +16,8 @@ Either way each output value is the sum over the input channels of its group, th
 then columns, the first term assigned and each next one added (a multiply, then an add: no fused
 multiply-add), exactly the order of the numpy depthwise path that runs stride-1 maps as flat
 rows. Taps are added four per pass over the accumulator (the same additions in the same order,
-fewer loads and stores).
+fewer loads and stores); a grouped convolution of several channels per group also computes four
+filters per pass (``_conv_four``), so each load of the input feeds sixteen multiply-adds.
 
 Inner loops index with unsigned integers and make no array views: numba checks a signed index
 for wrap-around (which turns a contiguous load into a gather) and counts references to views.
@@ -210,6 +211,66 @@ def _conv_group(planes, phases, wq, tap_plane, tap_offset, w, bias, y, first, la
 
 
 @jit
+def _conv_four(flat, tap_at, w, bias, y, p, m, wq, acc):
+    """Output planes ``p … p+3`` of ``y`` (filters ``m … m+3`` of ``w (M, K)``) from the flattened
+    phase planes ``flat``: term k of every output reads ``flat`` from ``tap_at[k]`` plus its position.
+    Four filters share each load of the input, and each output's terms are added in the order of
+    ``_conv_group`` (the first assigned, then one by one), so the two agree bit for bit."""
+    total = w.shape[1]
+    oh, ow = y.shape[1], y.shape[2]
+    rows = (acc.shape[1] - LANES) // wq
+    a0, a1, a2, a3 = acc[0], acc[1], acc[2], acc[3]
+    for r0 in range(0, oh, rows):
+        size = _U((min(rows, oh - r0) * wq + LANES - 1) // LANES * LANES)
+        start = _U(r0 * wq)
+        o = start + _U(tap_at[0])
+        w0, w1, w2, w3 = w[m, 0], w[m + 1, 0], w[m + 2, 0], w[m + 3, 0]
+        for t in range(size):
+            v = flat[o + t]
+            a0[t] = w0 * v
+            a1[t] = w1 * v
+            a2[t] = w2 * v
+            a3[t] = w3 * v
+        k = 1
+        while k + 4 <= total:  # four terms per pass: four loads of the input, one of each sum
+            o0, o1, o2, o3 = start + _U(tap_at[k]), start + _U(tap_at[k + 1]), start + _U(tap_at[k + 2]), \
+                start + _U(tap_at[k + 3])
+            w00, w01, w02, w03 = w[m, k], w[m, k + 1], w[m, k + 2], w[m, k + 3]
+            w10, w11, w12, w13 = w[m + 1, k], w[m + 1, k + 1], w[m + 1, k + 2], w[m + 1, k + 3]
+            w20, w21, w22, w23 = w[m + 2, k], w[m + 2, k + 1], w[m + 2, k + 2], w[m + 2, k + 3]
+            w30, w31, w32, w33 = w[m + 3, k], w[m + 3, k + 1], w[m + 3, k + 2], w[m + 3, k + 3]
+            for t in range(size):
+                v0, v1, v2, v3 = flat[o0 + t], flat[o1 + t], flat[o2 + t], flat[o3 + t]
+                a0[t] = (((a0[t] + w00 * v0) + w01 * v1) + w02 * v2) + w03 * v3
+                a1[t] = (((a1[t] + w10 * v0) + w11 * v1) + w12 * v2) + w13 * v3
+                a2[t] = (((a2[t] + w20 * v0) + w21 * v1) + w22 * v2) + w23 * v3
+                a3[t] = (((a3[t] + w30 * v0) + w31 * v1) + w32 * v2) + w33 * v3
+            k += 4
+        while k < total:
+            o = start + _U(tap_at[k])
+            w0, w1, w2, w3 = w[m, k], w[m + 1, k], w[m + 2, k], w[m + 3, k]
+            for t in range(size):
+                v = flat[o + t]
+                a0[t] += w0 * v
+                a1[t] += w1 * v
+                a2[t] += w2 * v
+                a3[t] += w3 * v
+            k += 1
+        for f in range(4):
+            b = bias[m + f] if bias.size else np.float32(0)
+            a = acc[f]
+            for i in range(min(rows, oh - r0)):
+                src = _U(i * wq)
+                out = y[p + f, r0 + i]
+                if bias.size:
+                    for j in range(_U(ow)):
+                        out[j] = a[src + j] + b
+                else:
+                    for j in range(_U(ow)):
+                        out[j] = a[src + j]
+
+
+@jit
 def grouped_planes(x, w, bias, y, first, last, group, top, left, sh, sw, dh, dw):
     """Groups ``[first, last)`` (of ``N·group``) of a 2-D convolution in planes layout:
     ``x (N·C, H, W)``, ``w (M, C/group, KH, KW)``, ``y (N·M, OH, OW)``; ``bias`` M values or none."""
@@ -228,13 +289,23 @@ def grouped_planes(x, w, bias, y, first, last, group, top, left, sh, sw, dh, dw)
     # runs are rounded up to whole vectors (no scalar remainder loop): zeros past the planes' end
     planes = np.zeros((cg * sh * sw, hq * wq + LANES), np.float32)
     acc = np.empty(max(1, min(oh, CHUNK // wq)) * wq + LANES, np.float32)
+    block = np.empty((4, acc.size), np.float32)
     taps = w.reshape(outs, cg, kh_ * kw_)
+    flat_taps = w.reshape(outs, cg * kh_ * kw_)
+    tap_at = np.empty(cg * kh_ * kw_, np.int64)  # term k's start in the flattened planes
+    for ci in range(cg):
+        for k in range(kh_ * kw_):
+            tap_at[ci * kh_ * kw_ + k] = (ci * sh * sw + tap_plane[k]) * planes.shape[1] + tap_offset[k]
+    flat = planes.reshape(planes.size)
     for unit in range(first, last):
         n, g = unit // group, unit % group
         q = n * channels + g * cg
         phase_planes(x, planes, q, q + cg, top, left, sh, sw, wq)
         p = n * outs + g * mg
-        _conv_group(planes, sh * sw, wq, tap_plane, tap_offset, taps, bias, y, p, p + mg, acc)
+        four = mg // 4 * 4 if cg > 1 else 0
+        for f in range(0, four, 4):
+            _conv_four(flat, tap_at, flat_taps, bias, y, p + f, g * mg + f, wq, block)
+        _conv_group(planes, sh * sw, wq, tap_plane, tap_offset, taps, bias, y, p + four, p + mg, acc)
 
 
 @jit
@@ -374,9 +445,12 @@ def im2col(x: np.ndarray, kernel, strides, dilations, begin, out) -> np.ndarray:
 #: a depthwise map with at most this many output pixels runs channels last (measured: 7×7 and
 #: 14×14 maps of 1,152 and 672 channels 2.3× and 1.2× faster than planes; 28×28 slower)
 CHANNELS_LAST_PIXELS = 14 * 14
-#: input channels per group up to which the direct loops beat im2col and one matrix product per
-#: group (measured: 2.5× slower at 16 channels per group, on par at 4)
-MAX_GROUP_CHANNELS = 4
+#: input channels per group up to which the direct loops (four filters per pass, ``_conv_four``)
+#: beat im2col and one matrix product per group (measured at 1 thread, 3×3 taps: 16 per group on
+#: 7×7 to 56×56 maps 1.5-3.6× faster, 32 per group 1.1-1.4×, 64 per group 0.9× on a 7×7 map); at 2
+#: threads the groups split over the kernel threads, where numpy's batched product of small
+#: matrices does not gain
+MAX_GROUP_CHANNELS = 32
 _NONE = np.empty(0, np.float32)
 
 
