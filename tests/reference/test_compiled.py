@@ -367,6 +367,18 @@ def test_compiled_recurrences_agree_with_the_numpy_kernel(monkeypatch, op, attrs
         assert not y[3:, :, 1].any() and not y[1:, :, 3].any()
 
 
+def test_a_script_shadowing_a_module_numba_imports_is_named_not_hung(tmp_path):
+    """numba's import does ``import timeit``; a script named timeit.py is then imported again inside
+    it and asks for the compiled kernels while the first ask holds the lock (it hung forever): now
+    the second ask fails at once, naming the cause."""
+    script = tmp_path / "timeit.py"
+    script.write_text("from nnbridge.kernels import compiled\ncompiled.load('conv')\nprint('loaded')\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "NUMBA_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode != 0 and "shadows a standard module numba imports" in done.stderr
+
+
 def test_a_model_without_compiled_kernels_never_imports_numba():
     """numba's import and first call cost about a second; LeNet-5 (plain convolutions, pooling,
     matrix products) must not pay it, so that ``nnbridge run`` on it stays quick."""
