@@ -136,6 +136,57 @@ class _Kept:
         return self.result
 
 
+#: ops whose kernel returns a new array nothing else holds, so an activation may overwrite it
+_FRESH_OUTPUT = frozenset({"Conv"})
+
+
+class _Epilogue:
+    """A convolution and the activation that alone reads its output, as one program entry: the
+    activation overwrites the convolution's fresh float32 result (one call and one buffer fewer;
+    mobile networks follow most convolutions with one). Other dtypes and layouts call the
+    activation's kernel as its own step would."""
+
+    __slots__ = ("producer", "activation", "ctx", "overwrite")
+
+    def __init__(self, producer: Callable[..., Any], activation: Callable[..., Any], ctx: KernelContext,
+                 overwrite: Callable[[np.ndarray], Any]):
+        self.producer, self.activation, self.ctx, self.overwrite = producer, activation, ctx, overwrite
+
+    def __call__(self, ctx: KernelContext, *args: Any) -> Any:
+        y = self.producer(ctx, *args)
+        if type(y) is np.ndarray and y.dtype == np.float32 and y.flags.c_contiguous and y.flags.writeable:
+            self.overwrite(y)
+            return y
+        return self.activation(self.ctx, y)
+
+
+def _fuse_epilogues(program: list[tuple]) -> list[tuple]:
+    """``program`` with each Conv entry and the activation entry right after it merged into one
+    ``_Epilogue`` when the activation is the only reader of the Conv's single output (the value
+    is freed right after it) and neither is a constant step."""
+    from .ops.activation import in_place
+
+    fused: list[tuple] = []
+    i = 0
+    while i < len(program):
+        entry = program[i]
+        nxt = program[i + 1] if i + 1 < len(program) else None
+        overwrite = None
+        if nxt is not None and entry[1].node.op in _FRESH_OUTPUT and len(entry[3]) == 1 and nxt[2] == entry[3] \
+                and entry[3][0] in nxt[4] and not isinstance(entry[0], (_Keep, _Kept)) \
+                and not isinstance(nxt[0], (_Keep, _Kept)):
+            overwrite = in_place(nxt[1].node)
+        if overwrite is None:
+            fused.append(entry)
+            i += 1
+            continue
+        fn, ctx, ins, _, release = entry
+        fused.append((_Epilogue(fn, nxt[0], nxt[1], overwrite), ctx, ins, nxt[3],
+                      tuple(r for r in (*release, *nxt[4]) if r != entry[3][0])))
+        i += 2
+    return fused
+
+
 def _last_uses(nodes: list[Node]) -> dict[str, int]:
     """Each value's last reader (by position in ``nodes``; subgraph captures count)."""
     last_use: dict[str, int] = {}
@@ -223,7 +274,8 @@ class Plan:
         for name, value in self.weights.items():
             template[slots[name]] = value
         self._template = template
-        self._program = self._watched = program
+        self._steps_program = self._watched = program
+        self._program = _fuse_epilogues(program)
         self._constants = [i for i, step in enumerate(self.steps) if step.constant]
         self.slots = slots
 
@@ -241,7 +293,8 @@ class Plan:
             watched[i] = (_Kept(self.steps[i].kept), ctx, (), outs, release)
         keep = set(self._constants)
         self._template, self._watched = template, watched
-        self._program = [entry for i, entry in enumerate(self._program) if i not in keep]
+        self._steps_program = [entry for i, entry in enumerate(self._steps_program) if i not in keep]
+        self._program = _fuse_epilogues(self._steps_program)
         self._constants = []
 
     def execute(self, feeds: Mapping[str, Any], outer: Mapping[str, Any] | None = None,

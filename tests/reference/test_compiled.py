@@ -100,11 +100,12 @@ def test_compiled_activations_equal_the_numpy_forms(monkeypatch):
             assert np.all(np.abs(ours.astype(np.float64) - theirs) <= slack), curve.__name__
 
 
-@pytest.mark.parametrize("pixels", [1, 5, 7, 8, 12, 49, 127, 128, 136, 784])
+@pytest.mark.parametrize("pixels", [1, 5, 7, 8, 12, 49, 127, 128, 136, 576, 784, 1015, 1024])
 def test_compiled_means_equal_numpy_bit_for_bit(monkeypatch, pixels):
-    """ReduceMean over trailing axes and GlobalAveragePool sum each row of up to 128 values as
-    numpy's pairwise sum does (8 partial sums) and divide in float32: the same terms in the same
-    order, so bit for bit, at every row length around the edges (longer rows run numpy's own)."""
+    """ReduceMean over trailing axes and GlobalAveragePool sum each row of up to 1,024 values as
+    numpy's pairwise sum does (halves down to blocks of 128, each 8 partial sums) and divide in
+    float32: the same terms in the same order, so bit for bit, at every row length around the
+    edges (longer rows run numpy's own)."""
     from nnbridge.kernels.ops.pool import global_average_pool
     from nnbridge.kernels.ops.reduce import _reduction
 
@@ -246,6 +247,52 @@ def test_a_one_dimensional_depthwise_convolution_runs_as_one_row_of_the_two_dime
     ours = _conv(x, w, None, 6, (2,), (2,), (3, 1))
     theirs = _numpy(monkeypatch, _conv, x, w, None, 6, (2,), (2,), (3, 1))
     np.testing.assert_array_equal(ours, theirs)  # the numpy tap-by-tap path: the same order
+
+
+@pytest.mark.parametrize(("channels", "size", "kernel", "strides", "dilations", "pads"), [
+    (3, (40, 36), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
+    (4, (37, 53), (7, 5), (2, 3), (1, 2), (3, 0, 2, 4)),  # asymmetric everything, a row's end dropped
+    (2, (20, 64), (3, 3), (2, 2), (2, 2), (0, 0, 0, 0)),  # no padding, dilated and strided
+])
+@pytest.mark.parametrize("group", [1, 2])
+def test_compiled_columns_make_the_numpy_kernels_convolution(monkeypatch, channels, size, kernel, strides, dilations,
+                                                             pads, group):
+    """Wide maps' convolutions take their columns from the compiled im2col (the padding read as
+    zeros) and then the same matrix product as the numpy path: bit for bit."""
+    from nnbridge.kernels.ops import conv as ops
+
+    compiled.load("conv")
+    x = RNG.standard_normal((1, channels * group, *size)).astype(np.float32)
+    w = RNG.standard_normal((3 * group, channels, *kernel)).astype(np.float32)
+    begin, end = list(pads[:2]), list(pads[2:])
+    ours = conv_nd(x, w, group, list(strides), list(dilations), begin, end)
+    assert ours.shape[-1] >= ops.IM2COL_MIN_WIDTH  # the compiled columns ran
+    theirs = _numpy(monkeypatch, conv_nd, x, w, group, list(strides), list(dilations), begin, end)
+    np.testing.assert_array_equal(ours, theirs)
+
+
+# -- MaxPool with its Indices ---------------------------------------------------------------------
+
+@pytest.mark.parametrize(("size", "kernel", "strides", "dilations"), [
+    ((28, 28), (2, 2), (2, 2), (1, 1)),  # a training CNN's pool
+    ((13, 11), (3, 2), (1, 2), (2, 1)),  # overlapping windows, dilation, a dropped edge
+    ((9, 9), (3, 3), (2, 2), (1, 1)),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_max_pool_indices_equal_the_numpy_kernel(monkeypatch, size, kernel, strides, dilations, dtype):
+    """Both keep each window's first greatest value and its flat position (argmax's choice): ties
+    (small integers repeat often) and NaN (the first NaN of a window wins) included."""
+    from single_node import node_model, run_ours
+
+    x = RNG.integers(-3, 4, (2, 3, *size)).astype(dtype)
+    x[0, 0, 1, 1], x[1, 2, 4, 0:3] = np.nan, np.nan
+    model, feeds = node_model("MaxPool", [("x", x)], dict(kernel_shape=list(kernel), strides=list(strides),
+                                                         dilations=list(dilations)), outputs=2)
+    ours = run_ours(model, feeds)
+    theirs = _numpy(monkeypatch, run_ours, model, feeds)
+    assert compiled.load("pool") is not None
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a, b)
 
 
 # -- the switch, the fallback and the cache ----------------------------------------------------
