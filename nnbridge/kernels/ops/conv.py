@@ -18,7 +18,6 @@ import numpy as np
 
 from ...ir import DType, Node
 from .. import compiled
-from ..parallel import grain, run_blocks
 from ..registry import kernel
 from ._windows import (
     FLOATS,
@@ -91,8 +90,7 @@ def conv_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begin,
     spatial = tuple(range(3, 3 + rank))
     taps = tuple(range(3 + rank, 3 + 2 * rank))
     if n == 1:
-        cols = _columns(view.reshape(n, c, *out, *kernel)[0].transpose(0, *(a - 2 for a in taps),
-                                                                      *(a - 2 for a in spatial)))
+        cols = np.ascontiguousarray(view[0].transpose(0, 1, *(a - 1 for a in taps), *(a - 1 for a in spatial)))
         cols = cols.reshape(group, cg * prod(kernel), pixels)
         return _grouped_matmul(w.reshape(group, mg, -1), cols).reshape(1, m, *out)
     if prod(kernel) > pixels:  # a kernel larger than the output (a training step's kernel gradient):
@@ -105,16 +103,6 @@ def conv_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begin,
     cols = cols.reshape(group, cg * prod(kernel), n * pixels)
     y = _grouped_matmul(w.reshape(group, mg, -1), cols).reshape(group, mg, n, pixels)
     return np.ascontiguousarray(y.transpose(2, 0, 1, 3)).reshape(n, m, *out)
-
-
-def _columns(source: np.ndarray) -> np.ndarray:
-    """A contiguous copy of the window view ``source (C, *K, *out)`` (im2col's columns), its
-    channels split over the kernel threads: the copy is a third of a 3×3 convolution's time at one
-    thread, and BLAS alone would leave it on one."""
-    cols = np.empty(source.shape, source.dtype)
-    per_channel = prod(source.shape[1:])
-    run_blocks(source.shape[0], lambda lo, hi: np.copyto(cols[lo:hi], source[lo:hi]), grain(per_channel))
-    return cols
 
 
 def _depthwise(x: np.ndarray, w: np.ndarray, strides, dilations, begin, end, out) -> np.ndarray:
