@@ -42,11 +42,11 @@ FLAT_DEPTHWISE_PIXELS = 28 * 28
 FLAT_DEPTHWISE_TAPS = 9
 #: a one-group 2-D convolution of a kernel larger than 1×1 runs the compiled direct loops (four
 #: filters per pass over the map) from this many output pixels, when it has few filters or few input
-#: channels (a stem): im2col's copy of every tap (9× the input for 3×3) then costs more than the
-#: product saves (measured at 1 thread: DenseNet's 32-filter 3×3 on 56×56 5.0 → 3.3 ms, ResNet's
-#: 64-filter 7×7 stem 4.2 → 3.2, MobileNetV3's 16-filter stem 530 → 305 µs); at 2 threads the
-#: filters split over the kernel threads. More filters stay with im2col: in a whole model ResNet's
-#: 64-filter 3×3 on 56×56 took 5.2 ms direct against 3.5, Inception's 192-filter one 9.2 against 7.9
+#: channels (a stem), instead of columns and a matrix product (measured at 1 thread in whole models:
+#: ResNet's 64-filter 7×7 stem 4.6 → 3.2 ms, Inception's 4.3 → 3.2; DenseNet's 32-filter 3×3 on
+#: 56×56 on par with the compiled im2col, 5.0 → 3.3 against numpy's); at 2 threads the filters split
+#: over the kernel threads. More filters stay with columns: ResNet's 64-filter 3×3 on 56×56 took
+#: 5.2 ms direct against 3.5, Inception's 192-filter one 9.2 against 7.9
 DIRECT_PIXELS = 28 * 28
 DIRECT_FILTERS = 32
 #: … and from this much work (input pixels × weights): LeNet's stays numpy's and never imports numba
