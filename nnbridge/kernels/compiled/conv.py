@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..parallel import MIN_WORK, grain, run_blocks
+from ..parallel import MIN_WORK, grain, run_blocks, threads
 from ._core import jit
 
 #: output positions per pass over the taps (whole output rows): the accumulator stays in cache
@@ -271,8 +271,9 @@ def _conv_four(flat, tap_at, w, bias, y, p, m, wq, acc):
 
 
 @jit
-def grouped_planes(x, w, bias, y, first, last, group, top, left, sh, sw, dh, dw):
-    """Groups ``[first, last)`` (of ``N·group``) of a 2-D convolution in planes layout:
+def grouped_planes(x, w, bias, y, first, last, group, parts, top, left, sh, sw, dh, dw):
+    """Units ``[first, last)`` (of ``N·group·parts``: each group's filters in ``parts`` runs of
+    whole fours, so that one group can be split over threads) of a 2-D convolution in planes layout:
     ``x (N·C, H, W)``, ``w (M, C/group, KH, KW)``, ``y (N·M, OH, OW)``; ``bias`` M values or none."""
     outs, cg, kh_, kw_ = w.shape
     channels = x.shape[0] // (y.shape[0] // outs)
@@ -297,15 +298,19 @@ def grouped_planes(x, w, bias, y, first, last, group, top, left, sh, sw, dh, dw)
         for k in range(kh_ * kw_):
             tap_at[ci * kh_ * kw_ + k] = (ci * sh * sw + tap_plane[k]) * planes.shape[1] + tap_offset[k]
     flat = planes.reshape(planes.size)
+    share = -(-mg // (4 * parts)) * 4  # filters per part, whole fours
     for unit in range(first, last):
-        n, g = unit // group, unit % group
+        n, g, part = unit // (group * parts), unit // parts % group, unit % parts
+        lo, hi = min(part * share, mg), min((part + 1) * share, mg)
+        if lo == hi:
+            continue
         q = n * channels + g * cg
         phase_planes(x, planes, q, q + cg, top, left, sh, sw, wq)
         p = n * outs + g * mg
-        four = mg // 4 * 4 if cg > 1 else 0
-        for f in range(0, four, 4):
+        four = lo + (hi - lo) // 4 * 4 if cg > 1 else lo
+        for f in range(lo, four, 4):
             _conv_four(flat, tap_at, flat_taps, bias, y, p + f, g * mg + f, wq, block)
-        _conv_group(planes, sh * sw, wq, tap_plane, tap_offset, taps, bias, y, p + four, p + mg, acc)
+        _conv_group(planes, sh * sw, wq, tap_plane, tap_offset, taps, bias, y, p + four, p + hi, acc)
 
 
 @jit
@@ -455,9 +460,9 @@ _NONE = np.empty(0, np.float32)
 
 
 def handles(x: np.ndarray, w: np.ndarray, group: int, begin) -> bool:
-    """Float32 2-D convolutions with few channels per group and no cropping pads."""
+    """Float32 2-D convolutions of one group or few channels per group, and no cropping pads."""
     return (x.dtype == np.float32 and w.dtype == np.float32 and x.ndim == 4
-            and w.shape[1] <= MAX_GROUP_CHANNELS and min(begin) >= 0)
+            and (group == 1 or w.shape[1] <= MAX_GROUP_CHANNELS) and min(begin) >= 0)
 
 
 def grouped_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, strides, dilations, begin,
@@ -488,7 +493,10 @@ def grouped_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride
     x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
     y = np.empty((n, m, oh, ow), np.float32)
     group = c // cg
-    run_blocks(n * group, lambda lo, hi: grouped_planes(x.reshape(n * c, h, wd), w, b, y.reshape(n * m, oh, ow),
-                                                        lo, hi, group, begin[0], begin[1], sh, sw, dh, dw),
-               grain((m // group) * cg * kh * kw * oh * (ow + 2)))
+    # fewer groups than threads (a one-group convolution): each group's filters in one part per thread
+    parts = 1 if n * group >= threads() or m // group < 8 else threads()
+    run_blocks(n * group * parts,
+               lambda lo, hi: grouped_planes(x.reshape(n * c, h, wd), w, b, y.reshape(n * m, oh, ow), lo, hi,
+                                             group, parts, begin[0], begin[1], sh, sw, dh, dw),
+               grain((m // group // parts) * cg * kh * kw * oh * (ow + 2)))
     return y
