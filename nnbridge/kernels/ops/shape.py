@@ -135,26 +135,58 @@ def unsqueeze(ctx, x, axes=None):
     return x.reshape(dims)
 
 
-@kernel("Concat")
+def _prepare_concat(node, consts, *, axis):
+    """Every input given: numpy reads a negative axis and refuses a bad one itself."""
+    if any(v is None for v in node.inputs):
+        return None
+    axis = int(axis)
+    return lambda ctx, *xs: np.concatenate(xs, axis=axis)
+
+
+@kernel("Concat", prepare=_prepare_concat)
 def concat(ctx, *xs, axis):
     xs = [x for x in xs if x is not None]
     return np.concatenate(xs, axis=axis_of(axis, xs[0].ndim))
 
 
-@kernel("Split")
-def split(ctx, x, sizes=None, *, axis=0, num_outputs=None):
-    axis = axis_of(axis, x.ndim)
-    dim = x.shape[axis]
+def _split_index(shape: tuple[int, ...], sizes, axis: int, parts: int) -> list[tuple[slice, ...]]:
+    """The index of each part of a Split of an input of ``shape``."""
+    axis = axis_of(axis, len(shape))
+    dim = shape[axis]
     if sizes is not None and len(ints(sizes)):
         sizes = ints(sizes)
         if sum(sizes) != dim:
             raise ValueError(f"split sizes {sizes} do not add up to dim {dim}")
     else:
-        n = num_outputs or len(ctx.node.outputs)
-        chunk = -(-dim // n)  # ceil: every chunk but the last is full
-        sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(n)]
-    bounds = np.cumsum(sizes)[:-1]
-    return tuple(np.split(x, bounds, axis=axis))
+        chunk = -(-dim // parts)  # ceil: every chunk but the last is full
+        sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(parts)]
+    lead = (slice(None),) * axis
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    return [lead + (slice(start, start + size),) for start, size in zip(starts, sizes)]
+
+
+def _prepare_split(node, consts, *, axis=0, num_outputs=None):
+    """A static input split by constant sizes: each part's index is worked out once."""
+    shape = static_shape(node, 0)
+    if shape is None or not all_constant(node, consts):
+        return None
+    try:
+        index = _split_index(shape, consts[1] if len(consts) > 1 else None, axis, num_outputs or len(node.outputs))
+    except ValueError:  # not prepared: the kernel reports it when the node runs
+        return None
+
+    def run(ctx, x, *sizes):
+        if x.shape == shape:
+            return tuple(x[i] for i in index)
+        return split(ctx, x, *sizes, axis=axis, num_outputs=num_outputs)
+
+    return run
+
+
+@kernel("Split", prepare=_prepare_split)
+def split(ctx, x, sizes=None, *, axis=0, num_outputs=None):
+    index = _split_index(x.shape, sizes, axis, num_outputs or len(ctx.node.outputs))
+    return tuple(x[i] for i in index)
 
 
 def _prepare_expand(node, consts):
