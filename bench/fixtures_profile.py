@@ -63,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", action="store_true", help="print each fixture's time per op")
     parser.add_argument("--budget", type=float, default=1.0, help="seconds of measuring per model and runtime")
     args = parser.parse_args(argv)
+    from nnbridge.kernels import compiled
+
+    compiled.load("curves")  # as in bench_architectures, where the first fixture brings numba in for all
     paths = sorted(FIXTURES.glob("*.onnx"))
     unknown = set(args.names) - {p.stem for p in paths}
     if unknown:
