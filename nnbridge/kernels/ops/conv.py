@@ -21,8 +21,11 @@ from ._windows import (
     FLOATS,
     check_auto_pad,
     compute_dtype,
+    frozen,
+    gather,
     output_sizes,
     pad_spatial,
+    positions,
     prod,
     resolve_pads,
     window_extent,
@@ -73,10 +76,7 @@ def conv_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begin,
     if n == 1 and c * prod(kernel) * pixels <= SMALL_COLUMNS:
         index = _column_index(x.shape, tuple(kernel), tuple(strides), tuple(dilations), tuple(begin), tuple(end),
                               group)
-        flat = np.empty(x.size + 1, x.dtype)  # the image, then the zero every padded tap reads
-        flat[:-1] = x.reshape(-1)
-        flat[-1] = 0
-        return _grouped_matmul(w.reshape(group, mg, -1), flat.take(index)).reshape(1, m, *out)
+        return _grouped_matmul(w.reshape(group, mg, -1), gather(x, index, 0)).reshape(1, m, *out)
     xp = pad_spatial(x, begin, end)
     view = windows(xp, out, kernel, strides, dilations)  # (N, C, *out, *K)
     view = view.reshape(n, group, cg, *out, *kernel)
@@ -104,15 +104,12 @@ def _column_index(shape: tuple, kernel: tuple, strides: tuple, dilations: tuple,
     """Where each element of one image's columns ``(G, C/G·taps, pixels)`` lies in the image
     flattened, with its size standing for a padded tap: the copy through the window view, made
     once of positions instead of values (read-only: shared by every run and thread)."""
-    size = prod(shape)
-    positions = pad_spatial(np.arange(size).reshape(shape), begin, end, value=size)
-    view = windows(positions, output_sizes(shape[2:], kernel, strides, dilations, begin, end), kernel, strides,
+    padded = pad_spatial(positions(shape), begin, end, value=prod(shape))
+    view = windows(padded, output_sizes(shape[2:], kernel, strides, dilations, begin, end), kernel, strides,
                    dilations)[0]  # (C, *out, *K)
     rank = len(kernel)
     index = np.ascontiguousarray(view.transpose(0, *range(1 + rank, 1 + 2 * rank), *range(1, 1 + rank)))
-    index = index.reshape(group, -1, prod(view.shape[1:1 + rank]))
-    index.flags.writeable = False
-    return index
+    return frozen(index.reshape(group, -1, prod(view.shape[1:1 + rank])))
 
 
 def _depthwise(x: np.ndarray, w: np.ndarray, strides, dilations, begin, end, out) -> np.ndarray:
