@@ -68,6 +68,7 @@ class Step:
     kept: Any = None
     scoped: bool = False  # runs subgraphs, which read the run's values: its context is bound per run
     captured: tuple[str, ...] = ()  # names of enclosing-graph values its subgraphs read
+    prepared: Callable[..., Any] | None = None  # the kernel's own callable for this node (KernelSpec.prepared)
 
 
 def unsupported_nodes(graph: Graph) -> list[Unsupported]:
@@ -203,9 +204,11 @@ def _constant(node: Node, static: set[str]) -> bool:
             and all(v is None or v.name in static for v in node.inputs))
 
 
-def _step(i: int, node: Node, last_use: dict[str, int], keep: set[str], local: set[str], static: set[str]) -> Step:
-    """Node ``i``'s step: its kernel with bound attributes, the values it frees, and whether it is
-    constant (then its outputs join ``static``)."""
+def _step(i: int, node: Node, last_use: dict[str, int], keep: set[str], local: set[str], static: set[str],
+          weights: Mapping[str, Any]) -> Step:
+    """Node ``i``'s step: its kernel with bound attributes (or the callable it prepares for the node,
+    given the plan's ``weights`` among its inputs), the values it frees, and whether it is constant
+    (then its outputs join ``static``)."""
     spec = get_kernel(node.op, node.domain)
     if spec is None:
         raise UnsupportedOpError("reference backend", [Unsupported(node.op, node.name, "no reference kernel")])
@@ -216,9 +219,12 @@ def _step(i: int, node: Node, last_use: dict[str, int], keep: set[str], local: s
     if constant:  # e.g. a weight made by ConstantOfShape above the fold limit
         static.update(o.name for o in node.outputs)
     captured = tuple(dict.fromkeys(v.name for v in node.captured())) if node.subgraphs() else ()
+    kwargs = spec.bind(node)
+    prepared = None if captured or node.subgraphs() else spec.prepared(
+        node, tuple(None if v is None else weights.get(v.name) for v in node.inputs))
     return Step(spec, KernelContext(node), [v.name if v is not None else None for v in node.inputs],
-                [o.name for o in node.outputs], release, spec.bind(node), constant,
-                scoped=bool(node.subgraphs()), captured=captured)
+                [o.name for o in node.outputs], release, kwargs, constant,
+                scoped=bool(node.subgraphs()), captured=captured, prepared=prepared)
 
 
 class Plan:
@@ -235,7 +241,8 @@ class Plan:
         last_use = _last_uses(nodes)
         local = {v.name for v in graph.inputs} | {o.name for n in nodes for o in n.outputs}
         static = set(graph.initializers)  # values that are the same on every run
-        self.steps: list[Step] = [_step(i, node, last_use, keep, local, static) for i, node in enumerate(nodes)]
+        self.steps: list[Step] = [_step(i, node, last_use, keep, local, static, self.weights)
+                                  for i, node in enumerate(nodes)]
         self._link(local)
 
     def _link(self, local: set[str]) -> None:
@@ -255,8 +262,8 @@ class Plan:
         program = []
         for step in self.steps:
             ins = tuple(slot(n) for n in step.inputs)
-            fn = step.spec.fn
-            if step.kwargs:  # the attributes bound once; a kernel without them is called without **
+            fn = step.prepared or step.spec.fn
+            if step.kwargs and step.prepared is None:  # attributes bound once; none: called without **
                 fn = functools.partial(fn, **step.kwargs)
             if step.scoped:
                 fn = _Scoped(fn, len(ins), step.captured)

@@ -10,8 +10,32 @@ import math
 import numpy as np
 
 from ...base.errors import Unsupported, UnsupportedOpError
-from ..registry import kernel
-from ._common import axes_of, axis_of, const_input, ints
+from ...ir import Node
+from ..evaluator import KernelContext
+from ..registry import KernelFn, kernel
+from ._common import all_constant, axes_of, axis_of, const_input, ints, static_shape
+
+
+def _viewed(fn: KernelFn, node: Node, consts: tuple, **attrs) -> KernelFn | None:
+    """The prepared callable of a kernel that only reshapes its first input, when that input's
+    shape is static and its other inputs are constant: the output shape is the kernel's own on a
+    probe of that shape (no data), and each call is one reshape to it (a call with another shape,
+    a subgraph's, runs the kernel)."""
+    shape = static_shape(node, 0)
+    if shape is None or not all_constant(node, consts):
+        return None
+    probe = np.broadcast_to(np.zeros((), np.uint8), shape)
+    try:
+        out = fn(KernelContext(node), probe, *consts[1:], **attrs).shape
+    except Exception:  # noqa: BLE001 - not prepared: the kernel reports the same error when the node runs
+        return None
+
+    def run(ctx, x, *rest):
+        if x.shape == shape:
+            return x.reshape(out)
+        return fn(ctx, x, *rest, **attrs)
+
+    return run
 
 
 @kernel("Shape")
@@ -28,7 +52,23 @@ def size(ctx, x):
     return np.array(x.size, dtype=np.int64)
 
 
-@kernel("Reshape")
+def _prepare_reshape(node, consts, *, allowzero=0):
+    return _viewed(reshape, node, consts, allowzero=allowzero)
+
+
+def _prepare_flatten(node, consts, *, axis=1):
+    return _viewed(flatten, node, consts, axis=axis)
+
+
+def _prepare_squeeze(node, consts):
+    return _viewed(squeeze, node, consts)
+
+
+def _prepare_unsqueeze(node, consts):
+    return _viewed(unsqueeze, node, consts)
+
+
+@kernel("Reshape", prepare=_prepare_reshape)
 def reshape(ctx, x, target, *, allowzero=0):
     dims = ints(target)
     if not allowzero:  # 0 copies the input's dim unless allowzero
@@ -36,7 +76,7 @@ def reshape(ctx, x, target, *, allowzero=0):
     return x.reshape(dims)
 
 
-@kernel("Flatten")
+@kernel("Flatten", prepare=_prepare_flatten)
 def flatten(ctx, x, *, axis=1):
     at = axis + x.ndim if axis < 0 else axis
     if not 0 <= at <= x.ndim:
@@ -44,7 +84,15 @@ def flatten(ctx, x, *, axis=1):
     return x.reshape(math.prod(x.shape[:at]), math.prod(x.shape[at:]))
 
 
-@kernel("Transpose")
+def _prepare_transpose(node, consts, *, perm=None):
+    """numpy reads negative axes and refuses bad ones itself: the permutation is ready once."""
+    if perm is None:
+        return lambda ctx, x: x.transpose()
+    axes = tuple(int(p) for p in perm)
+    return lambda ctx, x: x.transpose(axes)
+
+
+@kernel("Transpose", prepare=_prepare_transpose)
 def transpose(ctx, x, *, perm=None):
     return np.transpose(x, None if perm is None else axes_of(perm, x.ndim))
 
@@ -67,14 +115,14 @@ def switch(ctx, x, pred):
     return x, x
 
 
-@kernel("Squeeze")
+@kernel("Squeeze", prepare=_prepare_squeeze)
 def squeeze(ctx, x, axes=None):
     if axes is None:
         return np.squeeze(x)
     return np.squeeze(x, axis=axes_of(ints(axes), x.ndim))
 
 
-@kernel("Unsqueeze")
+@kernel("Unsqueeze", prepare=_prepare_unsqueeze)
 def unsqueeze(ctx, x, axes=None):
     axes = ints(axes)
     rank = x.ndim + len(axes)
@@ -109,7 +157,25 @@ def split(ctx, x, sizes=None, *, axis=0, num_outputs=None):
     return tuple(np.split(x, bounds, axis=axis))
 
 
-@kernel("Expand")
+def _prepare_expand(node, consts):
+    """A static input expanded to a constant shape: the broadcast shape is worked out once."""
+    shape = static_shape(node, 0)
+    if shape is None or consts[1] is None:
+        return None
+    try:
+        out = np.broadcast_shapes(shape, tuple(ints(consts[1])))
+    except ValueError:  # not prepared: the kernel reports it when the node runs
+        return None
+
+    def run(ctx, x, target):
+        if x.shape == shape:
+            return np.broadcast_to(x, out)
+        return expand(ctx, x, target)
+
+    return run
+
+
+@kernel("Expand", prepare=_prepare_expand)
 def expand(ctx, x, target):
     return np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(ints(target))))
 
