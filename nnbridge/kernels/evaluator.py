@@ -144,16 +144,22 @@ _FRESH_OUTPUT = frozenset({"Conv"})
 class _Epilogue:
     """A convolution and the activation that alone reads its output, as one program entry: the
     activation overwrites the convolution's fresh float32 result (one call and one buffer fewer;
-    mobile networks follow most convolutions with one). Other dtypes and layouts call the
+    mobile networks follow most convolutions with one), or, when the convolution was prepared
+    with one (``joint``), runs inside its compiled loops. Other dtypes and layouts call the
     activation's kernel as its own step would."""
 
-    __slots__ = ("producer", "activation", "ctx", "overwrite")
+    __slots__ = ("producer", "activation", "ctx", "overwrite", "joint")
 
     def __init__(self, producer: Callable[..., Any], activation: Callable[..., Any], ctx: KernelContext,
-                 overwrite: Callable[[np.ndarray], Any]):
+                 overwrite: Callable[[np.ndarray], Any], joint: Callable[..., Any] | None = None):
         self.producer, self.activation, self.ctx, self.overwrite = producer, activation, ctx, overwrite
+        self.joint = joint
 
     def __call__(self, ctx: KernelContext, *args: Any) -> Any:
+        if self.joint is not None:
+            y = self.joint(ctx, *args)
+            if y is not None:
+                return y
         y = self.producer(ctx, *args)
         if type(y) is np.ndarray and y.dtype == np.float32 and y.flags.c_contiguous and y.flags.writeable:
             self.overwrite(y)
@@ -164,8 +170,9 @@ class _Epilogue:
 def _fuse_epilogues(program: list[tuple]) -> list[tuple]:
     """``program`` with each Conv entry and the activation entry right after it merged into one
     ``_Epilogue`` when the activation is the only reader of the Conv's single output (the value
-    is freed right after it) and neither is a constant step."""
-    from .ops.activation import in_place
+    is freed right after it) and neither is a constant step; a prepared convolution that can
+    apply the activation itself (``with_epilogue``) does."""
+    from .ops.activation import curve_of, in_place
 
     fused: list[tuple] = []
     i = 0
@@ -182,7 +189,10 @@ def _fuse_epilogues(program: list[tuple]) -> list[tuple]:
             i += 1
             continue
         fn, ctx, ins, _, release = entry
-        fused.append((_Epilogue(fn, nxt[0], nxt[1], overwrite), ctx, ins, nxt[3],
+        curve = curve_of(nxt[1].node)
+        with_epilogue = getattr(fn, "with_epilogue", None)
+        joint = with_epilogue(*curve) if with_epilogue is not None and curve is not None else None
+        fused.append((_Epilogue(fn, nxt[0], nxt[1], overwrite, joint), ctx, ins, nxt[3],
                       tuple(r for r in (*release, *nxt[4]) if r != entry[3][0])))
         i += 2
     return fused
