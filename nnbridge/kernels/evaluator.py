@@ -198,6 +198,57 @@ def _fuse_epilogues(program: list[tuple]) -> list[tuple]:
     return fused
 
 
+class _Gate:
+    """A squeeze-excite's gate as one program entry: a prepared 1×1 convolution of the block's
+    squeezed map with its activation as epilogue (``_Epilogue``), and the ``Mul`` that alone reads
+    its result and scales the block's map by it, computed by the convolution's ``gated`` callable
+    in one pass; when that declines (returns None), the two entries' callables in turn. Its
+    arguments: the convolution's inputs, then the map."""
+
+    __slots__ = ("gated", "conv", "mul", "mul_ctx", "map_first")
+
+    def __init__(self, gated: Callable[..., Any], conv: _Epilogue, mul: Callable[..., Any], mul_ctx: KernelContext,
+                 map_first: bool):
+        self.gated, self.conv, self.mul, self.mul_ctx, self.map_first = gated, conv, mul, mul_ctx, map_first
+
+    def __call__(self, ctx: KernelContext, *args: Any) -> Any:
+        y = self.gated(ctx, *args)
+        if y is not None:
+            return y
+        s = self.conv(ctx, *args[:-1])
+        return self.mul(self.mul_ctx, args[-1], s) if self.map_first else self.mul(self.mul_ctx, s, args[-1])
+
+
+def _fuse_gates(program: list[tuple]) -> list[tuple]:
+    """``program`` with each ``_Epilogue`` entry whose convolution offers a gate (``gated``) merged
+    with the ``Mul`` entry right after it that alone reads its result, into one ``_Gate``."""
+    from .ops.activation import curve_of
+
+    fused: list[tuple] = []
+    i = 0
+    while i < len(program):
+        entry = program[i]
+        nxt = program[i + 1] if i + 1 < len(program) else None
+        gated = None
+        fn = entry[0]
+        if nxt is not None and type(fn) is _Epilogue and nxt[1].node.op == "Mul" and len(entry[3]) == 1 \
+                and len(nxt[2]) == 2 and entry[3][0] in nxt[2] and nxt[2][0] != nxt[2][1] and entry[3][0] in nxt[4] \
+                and not isinstance(nxt[0], (_Keep, _Kept)) and hasattr(fn.producer, "gated"):
+            curve = curve_of(fn.ctx.node)
+            gated = fn.producer.gated(*curve) if curve is not None else None
+        if gated is None:
+            fused.append(entry)
+            i += 1
+            continue
+        s = entry[3][0]
+        map_first = nxt[2][1] == s
+        x = nxt[2][0] if map_first else nxt[2][1]
+        fused.append((_Gate(gated, fn, nxt[0], nxt[1], map_first), entry[1], (*entry[2], x), nxt[3],
+                      tuple(r for r in (*entry[4], *nxt[4]) if r != s)))
+        i += 2
+    return fused
+
+
 def _last_uses(nodes: list[Node]) -> dict[str, int]:
     """Each value's last reader (by position in ``nodes``; subgraph captures count)."""
     last_use: dict[str, int] = {}
@@ -292,7 +343,7 @@ class Plan:
             template[slots[name]] = value
         self._template = template
         self._steps_program = self._watched = program
-        self._program = _fuse_epilogues(program)
+        self._program = _fuse_gates(_fuse_epilogues(program))
         self._constants = [i for i, step in enumerate(self.steps) if step.constant]
         self.slots = slots
 
@@ -311,7 +362,7 @@ class Plan:
         keep = set(self._constants)
         self._template, self._watched = template, watched
         self._steps_program = [entry for i, entry in enumerate(self._steps_program) if i not in keep]
-        self._program = _fuse_epilogues(self._steps_program)
+        self._program = _fuse_gates(_fuse_epilogues(self._steps_program))
         self._constants = []
 
     def execute(self, feeds: Mapping[str, Any], outer: Mapping[str, Any] | None = None,

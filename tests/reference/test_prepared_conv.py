@@ -79,3 +79,38 @@ def test_convolutions_neither_pointwise_nor_small_depthwise_are_not_prepared():
     assert _prepared((2, 8, 6, 6), (4, 8, 1, 1), {}, True)[2] is None  # two images: conv_nd's batched product
     assert _prepared((1, 8, 6, 6), (4, 8, 1, 1), {"strides": [2, 2]}, True)[2] is None  # strided 1×1
     assert _prepared((1, 32, 56, 56), (32, 1, 3, 3), {"group": 32, "pads": [1] * 4}, True)[2] is None  # large map
+
+
+@pytest.mark.parametrize("numba", [True, False], ids=["compiled", "numpy"])
+@pytest.mark.parametrize(("squeeze", "gate_act"), [("GlobalAveragePool", "HardSigmoid"), ("ReduceMean", "Sigmoid")])
+def test_a_mobile_block_runs_in_fewer_entries_with_the_watched_runs_values(numba, squeeze, gate_act):
+    """A MobileNetV3 block (1×1 expansion + HardSwish, depthwise + Relu, squeeze-excite, 1×1
+    projection): the fast program runs the convolutions' activations in their own loops and the
+    excitation's last convolution and its Mul as one ``_Gate`` entry; every output equals the
+    watched run's (one step per node, each kernel judged on its own) bit for bit, numba on or off."""
+    from nnbridge.kernels.evaluator import _Gate
+    from nnbridge.zoo import OnnxBuilder
+
+    b = OnnxBuilder("mobile_block", seed=1)
+    x = b.input("x", [1, 8, 7, 7])
+    e = b.op("HardSwish", [b.conv(x, 8, 24, 1, hint="expand")])
+    d = b.op("Relu", [b.op("Conv", [e, b.weight("dw_w", (24, 1, 3, 3)), b.bias("dw_b", 24)], "dw", group=24,
+                                 kernel_shape=[3, 3], pads=[1, 1, 1, 1])])
+    if squeeze == "ReduceMean":
+        s = b.op("ReduceMean", [d, b.const("axes", np.array([2, 3], np.int64))], keepdims=1)
+    else:
+        s = b.op(squeeze, [d])
+    g = b.op(gate_act, [b.conv(b.op("Relu", [b.conv(s, 24, 8, 1, hint="se1")]), 8, 24, 1, hint="se2")])
+    b.output(b.conv(b.op("Mul", [d, g]), 24, 8, 1, hint="project"))
+    model = b.model()
+    feeds = {"x": RNG.standard_normal((1, 8, 7, 7)).astype(np.float32)}
+    with compiled.numpy_only(not numba):
+        exe = nnbridge.compile(model, backend="reference")
+        fast = exe.run(feeds)
+        watched = exe.plan.execute(feeds, timings=[])
+        gates = sum(isinstance(entry[0], _Gate) for entry in exe.plan._program)
+        numba_on = compiled.load("curves") is not None
+    # numba off: the gate's callable declines and its steps run; Sigmoid's numpy form is no epilogue
+    assert gates == (1 if numba_on or gate_act == "HardSigmoid" else 0)
+    for (name, got), want in zip(fast.items(), watched):
+        np.testing.assert_array_equal(got, want, err_msg=name)

@@ -72,6 +72,27 @@ class Pointwise:
         return run
 
 
+    def gated(self, curve: str, alpha: np.float32, beta: np.float32) -> KernelFn | None:
+        """A squeeze-excite's gate, ``(ctx, h, w, b, x) -> x · curve(conv(h))``: this convolution of
+        a 1×1 map ``h`` (its bias, then the activation ``curve``) and the ``Mul`` that scales the
+        block's map ``x (1, M, H, W)`` by it, in one compiled pass over ``x`` (the values the three
+        steps give); None from the callable (another shape or layout, numba off): the plan runs
+        the steps."""
+        if self.bias is None or self.out[2:] != (1, 1):
+            return None
+        bias, channels = self.bias.reshape(-1), self.out[1]
+
+        def run(ctx, h, w, b, x):
+            fast = compiled.load("curves")
+            if (fast is None or h.shape != self.shape or h.dtype != _F32 or type(x) is not np.ndarray
+                    or x.dtype != _F32 or x.ndim != 4 or x.shape[:2] != (1, channels) or not x.flags.c_contiguous):
+                return None
+            raw = np.matmul(self.weights, h.reshape(self.rows))
+            return fast.gate(curve, x.reshape(channels, -1), raw.reshape(-1), bias, alpha, beta).reshape(x.shape)
+
+        return run
+
+
 class Depthwise:
     """A float32 depthwise convolution small enough for one call of the compiled channels-last
     loops (``compiled/conv.py``'s ``small_depthwise``): its taps laid out once."""
