@@ -334,12 +334,27 @@ def depthwise_small_taps(x, taps, bias, y, top, left, sh, sw, dh, dw, kh_, kw_, 
                 for q in range(c):
                     padded[top + i, left + j, q] = x[n, q, i, j]
         _depthwise_pixels(padded, tap_row, tap_col, taps, last, 0, oh * ow, sh, sw)
+        if code >= 0 or bias.size:  # along the channels, where the curve's loop vectorises
+            _bias_and_curve(last.reshape(oh * ow, c), bias, code, alpha, beta)
         for q in range(c):
-            b = bias[q] if bias.size else np.float32(0)
             for i in range(oh):
                 for j in range(ow):
-                    v = last[i, j, q] + b if bias.size else last[i, j, q]
-                    y[n, q, i, j] = one_curve(code, v, alpha, beta) if code >= 0 else v
+                    y[n, q, i, j] = last[i, j, q]
+
+
+@jit
+def _bias_and_curve(rows, bias, code, alpha, beta):
+    """``rows[p] = curve(rows[p] + bias)`` for each pixel's channels (no bias: none added; ``code``
+    -1: no curve)."""
+    c = rows.shape[1]
+    for p in range(rows.shape[0]):
+        row = rows[p]
+        if bias.size:
+            for q in range(c):
+                row[q] += bias[q]
+        if code >= 0:
+            for q in range(c):
+                row[q] = one_curve(code, row[q], alpha, beta)
 
 
 # -- the calls the numpy kernel makes ------------------------------------------------------------
