@@ -167,6 +167,27 @@ class _Epilogue:
         return self.activation(self.ctx, y)
 
 
+def _join_pairs(program: list[tuple], join: Callable[[tuple, tuple], tuple | None]) -> list[tuple]:
+    """``program`` with each entry and the one right after it replaced by ``join(entry, next)``
+    where that gives an entry (the pair's inputs, the second's outputs, both releases but the value
+    the first passes the second), in one walk."""
+    joined: list[tuple] = []
+    i = 0
+    while i < len(program):
+        entry = program[i]
+        pair = join(entry, program[i + 1]) if i + 1 < len(program) else None
+        joined.append(entry if pair is None else pair)
+        i += 1 if pair is None else 2
+    return joined
+
+
+def _passes_one_value(entry: tuple, nxt: tuple) -> bool:
+    """``entry`` has one output, which ``nxt`` reads and is the last to read, and neither is a
+    constant step."""
+    return (len(entry[3]) == 1 and entry[3][0] in nxt[2] and entry[3][0] in nxt[4]
+            and not isinstance(entry[0], (_Keep, _Kept)) and not isinstance(nxt[0], (_Keep, _Kept)))
+
+
 def _fuse_epilogues(program: list[tuple]) -> list[tuple]:
     """``program`` with each Conv entry and the activation entry right after it merged into one
     ``_Epilogue`` when the activation is the only reader of the Conv's single output (the value
@@ -174,28 +195,20 @@ def _fuse_epilogues(program: list[tuple]) -> list[tuple]:
     apply the activation itself (``with_epilogue``) does."""
     from .ops.activation import curve_of, in_place
 
-    fused: list[tuple] = []
-    i = 0
-    while i < len(program):
-        entry = program[i]
-        nxt = program[i + 1] if i + 1 < len(program) else None
-        overwrite = None
-        if nxt is not None and entry[1].node.op in _FRESH_OUTPUT and len(entry[3]) == 1 and nxt[2] == entry[3] \
-                and entry[3][0] in nxt[4] and not isinstance(entry[0], (_Keep, _Kept)) \
-                and not isinstance(nxt[0], (_Keep, _Kept)):
-            overwrite = in_place(nxt[1].node)
+    def join(entry: tuple, nxt: tuple) -> tuple | None:
+        if entry[1].node.op not in _FRESH_OUTPUT or nxt[2] != entry[3] or not _passes_one_value(entry, nxt):
+            return None
+        overwrite = in_place(nxt[1].node)
         if overwrite is None:
-            fused.append(entry)
-            i += 1
-            continue
+            return None
         fn, ctx, ins, _, release = entry
         curve = curve_of(nxt[1].node)
         with_epilogue = getattr(fn, "with_epilogue", None)
         joint = with_epilogue(*curve) if with_epilogue is not None and curve is not None else None
-        fused.append((_Epilogue(fn, nxt[0], nxt[1], overwrite, joint), ctx, ins, nxt[3],
-                      tuple(r for r in (*release, *nxt[4]) if r != entry[3][0])))
-        i += 2
-    return fused
+        return (_Epilogue(fn, nxt[0], nxt[1], overwrite, joint), ctx, ins, nxt[3],
+                tuple(r for r in (*release, *nxt[4]) if r != entry[3][0]))
+
+    return _join_pairs(program, join)
 
 
 class _Gate:
@@ -224,29 +237,22 @@ def _fuse_gates(program: list[tuple]) -> list[tuple]:
     with the ``Mul`` entry right after it that alone reads its result, into one ``_Gate``."""
     from .ops.activation import curve_of
 
-    fused: list[tuple] = []
-    i = 0
-    while i < len(program):
-        entry = program[i]
-        nxt = program[i + 1] if i + 1 < len(program) else None
-        gated = None
+    def join(entry: tuple, nxt: tuple) -> tuple | None:
         fn = entry[0]
-        if nxt is not None and type(fn) is _Epilogue and nxt[1].node.op == "Mul" and len(entry[3]) == 1 \
-                and len(nxt[2]) == 2 and entry[3][0] in nxt[2] and nxt[2][0] != nxt[2][1] and entry[3][0] in nxt[4] \
-                and not isinstance(nxt[0], (_Keep, _Kept)) and hasattr(fn.producer, "gated"):
-            curve = curve_of(fn.ctx.node)
-            gated = fn.producer.gated(*curve) if curve is not None else None
+        if (type(fn) is not _Epilogue or nxt[1].node.op != "Mul" or len(nxt[2]) != 2 or nxt[2][0] == nxt[2][1]
+                or not _passes_one_value(entry, nxt) or not hasattr(fn.producer, "gated")):
+            return None
+        curve = curve_of(fn.ctx.node)
+        gated = fn.producer.gated(*curve) if curve is not None else None
         if gated is None:
-            fused.append(entry)
-            i += 1
-            continue
+            return None
         s = entry[3][0]
         map_first = nxt[2][1] == s
         x = nxt[2][0] if map_first else nxt[2][1]
-        fused.append((_Gate(gated, fn, nxt[0], nxt[1], map_first), entry[1], (*entry[2], x), nxt[3],
-                      tuple(r for r in (*entry[4], *nxt[4]) if r != s)))
-        i += 2
-    return fused
+        return (_Gate(gated, fn, nxt[0], nxt[1], map_first), entry[1], (*entry[2], x), nxt[3],
+                tuple(r for r in (*entry[4], *nxt[4]) if r != s))
+
+    return _join_pairs(program, join)
 
 
 def _last_uses(nodes: list[Node]) -> dict[str, int]:
