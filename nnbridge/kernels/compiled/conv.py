@@ -29,6 +29,7 @@ import numpy as np
 
 from ..parallel import MIN_WORK, grain, run_blocks, threads
 from ._core import jit
+from .curves import one_curve
 
 #: output positions per pass over the taps (whole output rows): the accumulator stays in cache
 CHUNK = 2048
@@ -370,22 +371,37 @@ def depthwise_last(x, w, y, first, last, sh, sw, dh, dw):
 
 
 @jit
-def depthwise_small(x, w, bias, y, top, left, sh, sw, dh, dw):
-    """A whole depthwise convolution of a small map in one call: ``x (N, C, H, W)``, ``w (C, 1,
-    KH, KW)``, ``y (N, C, OH, OW)``, ``bias`` C values or none. The channels-last loops of
-    ``depthwise_last`` with the padding, the layout changes and the bias done here too (numpy's
-    copies around them cost 15-20 µs, more than the arithmetic of a 7×7 map)."""
-    n_, c, h, wd = x.shape
-    kh_, kw_ = w.shape[2], w.shape[3]
-    oh, ow = y.shape[2], y.shape[3]
-    hp, wp = (oh - 1) * sh + (kh_ - 1) * dh + 1, (ow - 1) * sw + (kw_ - 1) * dw + 1
-    padded = np.zeros((hp, wp, c), np.float32)
+def depthwise_taps(w):
+    """``w (C, 1, KH, KW)`` as ``(KH·KW, C)``: the channels-last loops' tap rows."""
+    c, kh_, kw_ = w.shape[0], w.shape[2], w.shape[3]
     taps = np.empty((kh_ * kw_, c), np.float32)
-    tap_row, tap_col = _tap_offsets(kh_, kw_, dh, dw)
     for kh in range(kh_):
         for kw in range(kw_):
             for q in range(c):
                 taps[kh * kw_ + kw, q] = w[q, 0, kh, kw]
+    return taps
+
+
+@jit
+def depthwise_small(x, w, bias, y, top, left, sh, sw, dh, dw):
+    """A whole depthwise convolution of a small map in one call: ``x (N, C, H, W)``, ``w (C, 1,
+    KH, KW)``, ``y (N, C, OH, OW)``, ``bias`` C values or none (``depthwise_small_taps``)."""
+    depthwise_small_taps(x, depthwise_taps(w), bias, y, top, left, sh, sw, dh, dw, w.shape[2], w.shape[3],
+                         -1, np.float32(0), np.float32(0))
+
+
+@jit
+def depthwise_small_taps(x, taps, bias, y, top, left, sh, sw, dh, dw, kh_, kw_, code, alpha, beta):
+    """``depthwise_small`` from the taps laid out once (``depthwise_taps``), then the curve ``code``
+    of ``curves.CODES`` on each output value (-1: none): the channels-last loops of
+    ``depthwise_last`` with the padding, the layout changes, the bias and the activation done here
+    too (numpy's copies around them cost 15-20 µs, more than the arithmetic of a 7×7 map); each
+    value is the one the convolution, then its activation's own pass, would give."""
+    n_, c, h, wd = x.shape
+    oh, ow = y.shape[2], y.shape[3]
+    hp, wp = (oh - 1) * sh + (kh_ - 1) * dh + 1, (ow - 1) * sw + (kw_ - 1) * dw + 1
+    padded = np.zeros((hp, wp, c), np.float32)
+    tap_row, tap_col = _tap_offsets(kh_, kw_, dh, dw)
     last = np.empty((oh, ow, c), np.float32)
     rows, cols = min(h, hp - top), min(wd, wp - left)
     for n in range(n_):
@@ -394,11 +410,27 @@ def depthwise_small(x, w, bias, y, top, left, sh, sw, dh, dw):
                 for q in range(c):
                     padded[top + i, left + j, q] = x[n, q, i, j]
         _depthwise_pixels(padded, tap_row, tap_col, taps, last, 0, oh * ow, sh, sw)
+        if code >= 0 or bias.size:  # along the channels, where the curve's loop vectorises
+            _bias_and_curve(last.reshape(oh * ow, c), bias, code, alpha, beta)
         for q in range(c):
-            b = bias[q] if bias.size else np.float32(0)
             for i in range(oh):
                 for j in range(ow):
-                    y[n, q, i, j] = last[i, j, q] + b if bias.size else last[i, j, q]
+                    y[n, q, i, j] = last[i, j, q]
+
+
+@jit
+def _bias_and_curve(rows, bias, code, alpha, beta):
+    """``rows[p] = curve(rows[p] + bias)`` for each pixel's channels (no bias: none added; ``code``
+    -1: no curve)."""
+    c = rows.shape[1]
+    for p in range(rows.shape[0]):
+        row = rows[p]
+        if bias.size:
+            for q in range(c):
+                row[q] += bias[q]
+        if code >= 0:
+            for q in range(c):
+                row[q] = one_curve(code, row[q], alpha, beta)
 
 
 @jit
@@ -459,6 +491,14 @@ MAX_GROUP_CHANNELS = 32
 _NONE = np.empty(0, np.float32)
 
 
+def small_depthwise(x_shape: tuple, w_shape: tuple, out) -> bool:
+    """A depthwise convolution whose whole work is one call of ``depthwise_small`` (one thread's)."""
+    n, c = x_shape[:2]
+    m, cg, kh, kw = w_shape
+    pixels = out[0] * out[1]
+    return cg == 1 and m == c and pixels <= CHANNELS_LAST_PIXELS and n * c * pixels * kh * kw < MIN_WORK
+
+
 def handles(x: np.ndarray, w: np.ndarray, group: int, begin) -> bool:
     """Float32 2-D convolutions of one group or few channels per group, and no cropping pads."""
     return (x.dtype == np.float32 and w.dtype == np.float32 and x.ndim == 4
@@ -473,7 +513,7 @@ def grouped_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride
     m, cg, kh, kw = w.shape
     (sh, sw), (dh, dw), (oh, ow) = strides, dilations, out
     b = _NONE if bias is None else np.ascontiguousarray(bias, np.float32).reshape(-1)
-    if cg == 1 and m == c and oh * ow <= CHANNELS_LAST_PIXELS and n * c * oh * ow * kh * kw < MIN_WORK:
+    if small_depthwise(x.shape, w.shape, out):
         y = np.empty((n, m, oh, ow), np.float32)
         depthwise_small(np.ascontiguousarray(x), np.ascontiguousarray(w), b, y, begin[0], begin[1], sh, sw, dh, dw)
         return y

@@ -33,6 +33,7 @@ from ._windows import (
     window_extent,
     windows,
 )
+from .conv_prepared import prepare_conv
 
 QUANT = frozenset({DType.UINT8, DType.INT8})
 #: a depthwise map of at most this many channels × output pixels is one matmul over its windows
@@ -289,7 +290,13 @@ def _window(shape: tuple, kernel: tuple, auto_pad: str, dilations, pads, strides
     return strides, dilations, begin, end, out, pointwise
 
 
-@kernel("Conv", dtypes=FLOATS, check=_check_conv)
+def _prepare_conv(node: Node, consts: tuple, *, auto_pad="NOTSET", dilations=None, group=1, pads=None,
+                  strides=None):
+    return prepare_conv(conv, _window, node, consts, auto_pad=auto_pad, dilations=dilations, group=group,
+                        pads=pads, strides=strides)
+
+
+@kernel("Conv", dtypes=FLOATS, check=_check_conv, prepare=_prepare_conv)
 def conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, pads=None, strides=None):
     strides, dilations, begin, end, out, pointwise = _window(x.shape, w.shape[2:], auto_pad, _tuple(dilations),
                                                              _tuple(pads), _tuple(strides))

@@ -17,7 +17,8 @@ import numpy as np
 
 from ...ir import DType, Node
 from .. import compiled
-from ..registry import kernel
+from ..registry import KernelFn, kernel
+from ._common import static_shape
 from ._windows import (
     FLOATS,
     check_auto_pad,
@@ -31,6 +32,7 @@ from ._windows import (
     window_extent,
     windows,
 )
+from .reduce import trailing_mean
 
 MAX_TYPES = FLOATS | {DType.INT8, DType.UINT8}
 #: a pool whose taps hold at most this many elements gathers them with one take through an index
@@ -222,7 +224,14 @@ def _spatial_axes(x: np.ndarray) -> tuple[int, ...]:
     return tuple(range(2, x.ndim))
 
 
-@kernel("GlobalAveragePool", dtypes=FLOATS)
+def _prepare_global_average(node: Node, consts: tuple) -> KernelFn | None:
+    shape = static_shape(node, 0)
+    if shape is None or len(shape) < 3:
+        return None
+    return trailing_mean(global_average_pool, node, {}, list(range(2, len(shape))), True)
+
+
+@kernel("GlobalAveragePool", dtypes=FLOATS, prepare=_prepare_global_average)
 def global_average_pool(ctx, x):
     if x.dtype == np.float32 and x.flags.c_contiguous and x.size:
         fast = compiled.loaded("reduce")
