@@ -90,25 +90,12 @@ def _loop(code, x, out, first, last, alpha, beta):
 
 @jit
 def _overwrite(code, x, first, last, alpha, beta):
-    """``x[i] = curve(x[i])`` for the curves that follow convolutions (3, 4, 7, 8, 9): one array read and
-    written, so the loops vectorise (``_loop`` with ``out`` = ``x`` may alias: LLVM's overlap check
-    then takes its scalar loop, twice as slow as a new buffer)."""
+    """``x[i] = curve(x[i])`` for the curves that follow convolutions (``IN_PLACE``): one array read
+    and written, so the loop vectorises (``_loop`` with ``out`` = ``x`` may alias: LLVM's overlap
+    check then takes its scalar loop, twice as slow as a new buffer)."""
     x = x[first:last]
-    if code == 3:
-        for i in range(x.size):
-            x[i] = sigmoid32(x[i])
-    elif code == 4:
-        for i in range(x.size):
-            x[i] = x[i] * sigmoid32(x[i])
-    elif code == 7:
-        for i in range(x.size):
-            x[i] = hard_sigmoid32(x[i], alpha, beta)
-    elif code == 8:
-        for i in range(x.size):
-            x[i] = x[i] * hard_sigmoid32(x[i], alpha, beta)
-    else:
-        for i in range(x.size):
-            x[i] = relu32(x[i])
+    for i in range(x.size):
+        x[i] = one_curve(code, x[i], alpha, beta)
 
 
 #: the curves ``apply`` can run in place

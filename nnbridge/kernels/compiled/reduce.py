@@ -30,34 +30,6 @@ MEAN_ROW = 1024
 
 
 @inline
-def _row_sum(x, r, n):
-    """numpy's sum of row ``r`` of ``x`` (``n`` ≤ ``BLOCK`` values), term for term."""
-    if n < 8:
-        res = F(0)
-        for i in range(n):
-            res += x[r, i]
-        return F(0) + res
-    r0, r1, r2, r3 = x[r, 0], x[r, 1], x[r, 2], x[r, 3]
-    r4, r5, r6, r7 = x[r, 4], x[r, 5], x[r, 6], x[r, 7]
-    i = 8
-    while i < n - n % 8:
-        r0 += x[r, i]
-        r1 += x[r, i + 1]
-        r2 += x[r, i + 2]
-        r3 += x[r, i + 3]
-        r4 += x[r, i + 4]
-        r5 += x[r, i + 5]
-        r6 += x[r, i + 6]
-        r7 += x[r, i + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        res += x[r, i]
-        i += 1
-    return F(0) + res
-
-
-@inline
 def _block_sum(x, s, n):
     """numpy's sum of the ``n`` ≤ ``BLOCK`` values of the flat ``x`` from ``s`` (no initial 0)."""
     if n < 8:
@@ -83,6 +55,12 @@ def _block_sum(x, s, n):
         res += x[s + i]
         i += 1
     return res
+
+
+@inline
+def _row_sum(x, r, n):
+    """numpy's sum of row ``r`` of ``x`` (``n`` ≤ ``BLOCK`` values), term for term, from its 0."""
+    return F(0) + _block_sum(x[r], 0, n)
 
 
 @inline
