@@ -100,7 +100,7 @@ def test_compiled_activations_equal_the_numpy_forms(monkeypatch):
             assert np.all(np.abs(ours.astype(np.float64) - theirs) <= slack), curve.__name__
 
 
-@pytest.mark.parametrize("pixels", [1, 5, 7, 8, 12, 49, 127, 128, 136, 576, 784, 1015, 1024])
+@pytest.mark.parametrize("pixels", [1, 5, 7, 8, 12, 49, 127, 128, 136, 260, 576, 784, 1015, 1024])
 def test_compiled_means_equal_numpy_bit_for_bit(monkeypatch, pixels):
     """ReduceMean over trailing axes and GlobalAveragePool sum each row of up to 1,024 values as
     numpy's pairwise sum does (halves down to blocks of 128, each 8 partial sums) and divide in
@@ -337,6 +337,29 @@ def test_compiled_code_is_cached_in_the_per_user_directory(tmp_path):
     env["NUMBA_CACHE_DIR"] = str(tmp_path / "own")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, cwd=root)
     assert Path(done.stdout.strip()).parent == tmp_path / "own" and any((tmp_path / "own").rglob("*.nbi"))
+
+
+def test_the_compiled_means_compile_in_seconds_from_a_cold_cache(tmp_path):
+    """The first ReduceMean after an install compiles ``row_means`` for its three row lengths (one
+    block, two, longer): a few CPU-seconds. A function per pairwise level, inlined into each
+    other, took 33 and made a fresh checkout's fuzz run report hangs; CPU time, not the clock, so
+    a loaded machine does not fail it."""
+    import resource
+
+    code = ("import numpy as np\n"
+            "from nnbridge.kernels import compiled\n"
+            "reduce = compiled.load('reduce')\n"
+            "for n in (100, 200, 1000):\n"
+            "    x = np.ones((3, n), np.float32)\n"
+            "    assert (reduce.trailing_mean(x, 1) == 1).all()\n")
+    env = {k: v for k, v in os.environ.items() if k != compiled.DISABLE}
+    env["NUMBA_CACHE_DIR"] = str(tmp_path)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    assert cpu < 12, f"compiling the means took {cpu:.1f} CPU-s"
 
 
 # -- recurrences -------------------------------------------------------------------------------

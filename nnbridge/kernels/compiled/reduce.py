@@ -70,48 +70,59 @@ def _halves(n):
     return half - half % 8
 
 
-# numpy's pairwise summation, level by level (numba's cache cannot hold a recursive function: a
-# cached one crashed the next process). Each split leaves at most half + 8 values, so a row of at
-# most MEAN_ROW = 1,024 values fits blocks of BLOCK after four (520, 268, 142, 79)
-@inline
-def _sum_4(x, s, n):
-    if n <= BLOCK:
-        return _block_sum(x, s, n)
-    half = _halves(n)
-    return _block_sum(x, s, half) + _block_sum(x, s + half, n - half)
+#: the deepest split a row can need: each split leaves at most half + 8 values
+_DEPTH = 64
 
 
 @inline
-def _sum_3(x, s, n):
-    if n <= BLOCK:
-        return _block_sum(x, s, n)
-    half = _halves(n)
-    return _sum_4(x, s, half) + _sum_4(x, s + half, n - half)
-
-
-@inline
-def _sum_2(x, s, n):
-    if n <= BLOCK:
-        return _block_sum(x, s, n)
-    half = _halves(n)
-    return _sum_3(x, s, half) + _sum_3(x, s + half, n - half)
-
-
-@inline
-def _pairwise_sum(x, s, n):
-    """numpy's pairwise sum of ``n`` ≤ ``MEAN_ROW`` values from ``s``."""
-    if n <= BLOCK:
-        return _block_sum(x, s, n)
-    half = _halves(n)
-    return _sum_2(x, s, half) + _sum_2(x, s + half, n - half)
+def _pairwise_sum(x, n, pending, partials, depths):
+    """numpy's pairwise sum of the ``n`` values of the flat ``x``, its tree walked with a stack
+    instead of recursion (numba's cache cannot hold a recursive function: a cached one crashed the
+    next process; and a function per level, inlined into each other, put sixteen copies of the
+    block sum in one body: 33 CPU-s to compile on a cold cache). Blocks are summed left to right;
+    a finished subtree is added to the left sibling waiting on the stack at its depth, so every
+    addition is numpy's ``sum(left) + sum(right)``. ``pending`` (``_DEPTH`` × 3: start, length and
+    depth of the right halves still to sum), ``partials`` and ``depths`` (``_DEPTH``) are scratch."""
+    todo = 0  # right halves waiting in ``pending``
+    done = 0  # finished subtrees waiting in ``partials``
+    s, length, depth = 0, n, 0
+    while True:
+        while length > BLOCK:
+            half = _halves(length)
+            pending[todo, 0], pending[todo, 1], pending[todo, 2] = s + half, length - half, depth + 1
+            todo += 1
+            length, depth = half, depth + 1
+        total = _block_sum(x, s, length)
+        while done and depths[done - 1] == depth:
+            done -= 1
+            total = partials[done] + total
+            depth -= 1
+        partials[done], depths[done] = total, depth
+        done += 1
+        if todo == 0:
+            return partials[0]
+        todo -= 1
+        s, length, depth = pending[todo, 0], pending[todo, 1], pending[todo, 2]
 
 
 @jit
 def row_means(x, out):
-    """The mean of each row of ``x (R, n)`` into ``out`` (R values), numpy's pairwise sum / n."""
+    """The mean of each row of ``x (R, n)`` into ``out`` (R values), numpy's pairwise sum / n: one
+    block, two blocks (a 14×14 map) and longer rows each their own loop, the first two unrolled."""
     n = x.shape[1]
-    for r in range(x.shape[0]):
-        out[r] = (F(0) + _pairwise_sum(x[r], 0, n)) / F(n)
+    half = _halves(n)
+    pending = np.empty((_DEPTH, 3), np.int64)
+    partials = np.empty(_DEPTH, np.float32)
+    depths = np.empty(_DEPTH, np.int64)
+    if n <= BLOCK:
+        for r in range(x.shape[0]):
+            out[r] = (F(0) + _block_sum(x[r], 0, n)) / F(n)
+    elif n - half <= BLOCK:
+        for r in range(x.shape[0]):
+            out[r] = (F(0) + (_block_sum(x[r], 0, half) + _block_sum(x[r], half, n - half))) / F(n)
+    else:
+        for r in range(x.shape[0]):
+            out[r] = (F(0) + _pairwise_sum(x[r], n, pending, partials, depths)) / F(n)
 
 
 @jit
