@@ -342,14 +342,20 @@ def generate(fmt: str, seed: int, index: int, pool: list[dict[str, bytes]],
 
 
 # -- running one input -----------------------------------------------------------------------
-def run_input(fmt: str, files: dict[str, bytes], index: int, work: Path) -> tuple[str, str]:
-    """(outcome, detail) of one input through load and one more entry point."""
-    from nnbridge.base.errors import NNBridgeError
-
+def _written(files: dict[str, bytes], work: Path) -> Path:
+    """A fresh folder under ``work`` holding ``files`` (names may hold subfolders)."""
     folder = Path(tempfile.mkdtemp(dir=work))
     for name, data in files.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(data)
+    return folder
+
+
+def run_input(fmt: str, files: dict[str, bytes], index: int, work: Path) -> tuple[str, str]:
+    """(outcome, detail) of one input through load and one more entry point."""
+    from nnbridge.base.errors import NNBridgeError
+
+    folder = _written(files, work)
     path = folder / next(iter(files))
     step = STEPS[index % len(STEPS)]
     out = folder / "out"
@@ -488,6 +494,7 @@ def worker(fmt: str, seed: int, indices: list[int], work: Path, results: Path) -
     warnings.simplefilter("ignore")
     np.seterr(all="ignore")
     pool = seeds(fmt, work)
+    _warm(fmt, pool, work)
     with open(results, "a") as fh:
         for index in indices:
             families: list[str] = []
@@ -498,6 +505,19 @@ def worker(fmt: str, seed: int, indices: list[int], work: Path, results: Path) -
                                  "seed": next(iter(seed_of(index, pool))), "families": families,
                                  "seconds": round(time.perf_counter() - start, 3)}) + "\n")
             fh.flush()
+
+
+def _warm(fmt: str, pool: list[dict[str, bytes]], work: Path) -> None:
+    """Run every seed once, unlimited, before the first input: numba compiles a kernel the first
+    time a process on a cold cache calls it (a fresh checkout's first convolution costs ~12
+    CPU-s), and a one-time compile is not a hang of the input that happened to come first."""
+    for files in pool:
+        folder = _written(files, work)
+        try:
+            _exercise(fmt, folder / next(iter(files)), "run", folder / "out")
+        except Exception:  # noqa: BLE001, S110 - a seed that fails here fails again, judged, as an input
+            pass
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def fuzz(fmt: str, seed: int = 0, count: int | None = None, seconds: float | None = None,
