@@ -313,3 +313,17 @@ def test_consumers_cost_follows_the_uses_not_the_graph(monkeypatch):
         asked[0] += len(g.consumers(v))
     assert visits[0] == 0  # no node was visited to answer (the old map visited every node per ask)
     assert asked[0] == sum(len(v.uses()) for v in values)  # one reader per use, no duplicates here
+
+
+def test_a_graph_holding_subgraphs_deep_copies():
+    """``copy.deepcopy`` rebuilds a node's attributes before the node's own graph slot is set
+    (``nnbridge port`` copies the model per target): the holder record must wait for it."""
+    import copy
+
+    g = Graph("g")
+    x = g.add_input("x", TensorType(DType.FLOAT32, (2,)))
+    body = Graph("body", parent=g)
+    body.add_node("Neg", [x])
+    g.add_node("Loop", [], 1, {"body": body})
+    twin = copy.deepcopy(g)
+    assert [n.op for n in twin.nodes] == ["Loop"] and twin.consumers(twin.get("x")) == [twin.nodes[0]]

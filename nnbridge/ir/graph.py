@@ -541,8 +541,8 @@ class Attrs(dict):
         self._node = node
 
     def _written(self) -> None:
-        node = getattr(self, "_node", None)  # (unset while pickle or copy rebuilds the dict)
-        if node is not None and node.graph is not None:
+        node = getattr(self, "_node", None)  # (unset while pickle or copy rebuilds the dict,
+        if node is not None and getattr(node, "graph", None) is not None:  # as is the node's graph)
             _hold_subgraphs(node)
 
     def __setitem__(self, key: str, value: Any) -> None:

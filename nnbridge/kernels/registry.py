@@ -15,6 +15,15 @@ node's attributes once, when it builds its plan (``KernelSpec.bind``).
 ``check(node, *, attribute=default, ...)`` may return a reason to refuse a node at compile time (an
 attribute value or dtype the kernel does not implement), so that unsupported cases end in a clean
 ``UnsupportedOpError`` instead of a wrong answer; its keywords are bound and checked the same way.
+
+``prepare(node, consts, *, attribute=default, ...)`` may return, for one node, a callable
+``(ctx, *inputs)`` that the plan runs in place of the kernel: on small graphs a kernel's own
+prologue (reading a constant shape input, normalising axes, working out a window's geometry)
+costs more than its arithmetic, and a prepared callable does that work once, when the plan is
+built. ``consts`` holds each input's value when it is a weight of the plan (None otherwise); a
+callable that relies on a static shape from the IR checks it on every call and falls back to the
+kernel. It must return what the kernel returns (``tests/reference/test_prepared.py``) and keep no
+state of a run: one plan runs from several threads at once.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from ..ir.schema import IR_OPSET, OpSchema, get_schema
 
 KernelFn = Callable[..., Any]
 CheckFn = Callable[..., "str | None"]
+PrepareFn = Callable[..., "KernelFn | None"]
 
 #: the value of a required attribute's binding: the node must carry it
 REQUIRED = inspect.Parameter.empty
@@ -51,6 +61,15 @@ class KernelSpec:
     attrs: Bindings = ()  # fn's attribute keywords
     check_attrs: Bindings = ()  # check's attribute keywords
     defined: frozenset[str] | None = None  # every attribute the op's schema defines (None: no schema)
+    prepare: PrepareFn | None = None
+    prepare_attrs: Bindings = ()  # prepare's attribute keywords
+
+    def prepared(self, node: Node, consts: tuple[Any, ...]) -> KernelFn | None:
+        """The node's own callable ``(ctx, *inputs)`` when the kernel prepares one (see the module's
+        docstring), else None: the plan then calls ``fn`` with the bound attributes."""
+        if self.prepare is None:
+            return None
+        return self.prepare(node, consts, **_bind(self.prepare_attrs, node))
 
     def bind(self, node: Node) -> dict[str, Any]:
         """The node's attributes as ``fn``'s keyword arguments; an attribute the op does not define,
@@ -152,10 +171,11 @@ KERNELS: Registry[tuple[str, str], KernelSpec] = Registry("kernels", load=_load_
 
 
 def kernel(*ops: str, domain: str = "", dtypes: Iterable[DType] | None = None,
-           check: CheckFn | None = None, own_defaults: Mapping[str, str] | None = None
-           ) -> Callable[[KernelFn], KernelFn]:
+           check: CheckFn | None = None, own_defaults: Mapping[str, str] | None = None,
+           prepare: PrepareFn | None = None) -> Callable[[KernelFn], KernelFn]:
     """Register ``fn`` as the kernel of each op in ``ops``; ``own_defaults`` maps an attribute whose
-    default deliberately differs from the schema's to the reason why."""
+    default deliberately differs from the schema's to the reason why; ``prepare`` makes a node's
+    callable at plan-build time (the module's docstring)."""
     accepted = frozenset(dtypes) if dtypes is not None else None
     own = dict(own_defaults or {})
 
@@ -168,12 +188,14 @@ def kernel(*ops: str, domain: str = "", dtypes: Iterable[DType] | None = None,
                                     "ir/nnbridge_ops.py does)")
         attrs = signature_bindings(fn, "kernel", op, op_domain, schema, own)
         check_attrs = signature_bindings(check, "check", op, op_domain, schema, own) if check is not None else ()
-        unused = sorted(set(own) - {name for name, _ in attrs + check_attrs})
+        prepare_attrs = (signature_bindings(prepare, "prepare", op, op_domain, schema, own)
+                         if prepare is not None else ())
+        unused = sorted(set(own) - {name for name, _ in attrs + check_attrs + prepare_attrs})
         if unused:
             raise RegistrationError(f"{_where('kernel', fn, op, op_domain)}: own_defaults names "
                                     f"{', '.join(unused)}, which neither it nor its check takes")
         defined = frozenset(schema.attr_defaults) | schema.required_attrs
-        return KernelSpec(op, domain, fn, accepted, check, attrs, check_attrs, defined)
+        return KernelSpec(op, domain, fn, accepted, check, attrs, check_attrs, defined, prepare, prepare_attrs)
 
     keys = [(domain, op) for op in ops]
 

@@ -167,8 +167,11 @@ GEOMETRIES = [  # (channels, multiplier or group width, size, kernel, strides, d
     (448, 1, (14, 14), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),  # work for threads: channels last in blocks
     (8, 2, (11, 10), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),    # channel multiplier 2
     (12, 4, (10, 10), (3, 3), (1, 2), (1, 1), (1, 0, 1, 2)),   # grouped: 4 channels per group
+    (96, 16, (7, 9), (3, 3), (2, 1), (1, 1), (1, 1, 1, 0)),    # RegNet's 16 per group: four filters a pass
     (3, 16, (224, 224), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),  # one group of 3 channels: a mobile stem
+    (40, 10, (30, 29), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),  # one group, few filters (DenseNet's), not fours
 ]
+ONE_GROUP = GEOMETRIES[-2:]
 
 
 def _conv(x, w, b, groups, strides, dilations, pads):
@@ -193,8 +196,8 @@ def test_compiled_grouped_convolution_equals_the_numpy_kernel(monkeypatch, geome
     the product's own rounding included by counting n + 1), so they are within twice that of each
     other; the exact sum is float64's."""
     channels, width, size, kernel, strides, dilations, pads = geometry
-    grouped = width > 1 and channels % width == 0 and geometry is GEOMETRIES[-2]
-    stem = geometry is GEOMETRIES[-1]
+    grouped = width > 1 and channels % width == 0 and geometry in GEOMETRIES[-4:-2]
+    stem = geometry in ONE_GROUP
     groups = 1 if stem else channels // width if grouped else channels
     outs = width if stem else channels if grouped else channels * width
     x = RNG.standard_normal((2, channels, *size)).astype(np.float32)
@@ -218,6 +221,24 @@ def test_compiled_grouped_convolution_equals_the_numpy_kernel(monkeypatch, geome
     assert np.all(np.abs(ours - theirs) <= 2 * gamma * magnitude)
     if geometry is GEOMETRIES[0]:  # the numpy kernel's flat path adds in the same order
         np.testing.assert_array_equal(ours, theirs)
+
+
+def test_a_one_group_convolution_split_over_threads_by_filters_equals_one_thread_bit_for_bit():
+    """One image of one group leaves nothing to split but the filters: each thread takes whole
+    fours of them (the last part short, 10 = 8 + 2), adding each output's terms in the same order."""
+    import nnbridge
+
+    x = RNG.standard_normal((1, 24, 33, 30)).astype(np.float32)
+    w = RNG.standard_normal((10, 24, 3, 3)).astype(np.float32)
+    b = RNG.standard_normal(10).astype(np.float32)
+    runs = []
+    for threads in (1, 2, 3):
+        with nnbridge.cpu_threads(threads):
+            runs.append(_conv(x, w, b, 1, (1, 1), (1, 1), (1, 1, 1, 1)))
+    np.testing.assert_array_equal(runs[0], runs[1])
+    np.testing.assert_array_equal(runs[0], runs[2])
+    exact = conv_nd(x.astype(np.float64), w.astype(np.float64), 1, [1, 1], [1, 1], [1, 1], [1, 1])
+    assert np.abs(runs[0] - exact - b.reshape(1, -1, 1, 1)).max() < 1e-3
 
 
 def test_a_one_dimensional_depthwise_convolution_runs_as_one_row_of_the_two_dimensional_loops(monkeypatch):
@@ -364,6 +385,18 @@ def test_compiled_recurrences_agree_with_the_numpy_kernel(monkeypatch, op, attrs
     if lens:  # past a sequence's end: zeros, exactly
         y = ours[0]
         assert not y[3:, :, 1].any() and not y[1:, :, 3].any()
+
+
+def test_a_script_shadowing_a_module_numba_imports_is_named_not_hung(tmp_path):
+    """numba's import does ``import timeit``; a script named timeit.py is then imported again inside
+    it and asks for the compiled kernels while the first ask holds the lock (it hung forever): now
+    the second ask fails at once, naming the cause."""
+    script = tmp_path / "timeit.py"
+    script.write_text("from nnbridge.kernels import compiled\ncompiled.load('conv')\nprint('loaded')\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "NUMBA_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode != 0 and "shadows a standard module numba imports" in done.stderr
 
 
 def test_a_model_without_compiled_kernels_never_imports_numba():

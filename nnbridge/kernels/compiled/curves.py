@@ -115,6 +115,44 @@ def _overwrite(code, x, first, last, alpha, beta):
 IN_PLACE = frozenset({3, 4, 7, 8, 9})
 
 
+@inline
+def one_curve(code, v, alpha, beta):
+    """The curve ``code`` (one of ``IN_PLACE``) of one value, as ``_overwrite`` computes it (in a
+    loop over values LLVM takes the branch out of the loop: each curve its own vector loop)."""
+    if code == 3:
+        return sigmoid32(v)
+    if code == 4:
+        return v * sigmoid32(v)
+    if code == 7:
+        return hard_sigmoid32(v, alpha, beta)
+    if code == 8:
+        return v * hard_sigmoid32(v, alpha, beta)
+    return relu32(v)
+
+
+@jit
+def _bias_rows(code, y, bias, first, last, alpha, beta):
+    """Rows ``[first, last)`` of ``y (M, P)``: ``y = curve(y + bias[m])``, in place; the float32 sum
+    then the curve, as numpy's ``y += bias`` and ``_overwrite`` give them (bit for bit)."""
+    for m in range(first, last):
+        b = bias[m]
+        row = y[m]
+        for p in range(row.size):
+            row[p] = one_curve(code, row[p] + b, alpha, beta)
+
+
+@jit
+def _gate_rows(code, x, s, bias, y, first, last, alpha, beta):
+    """A squeeze-excite's gate and scale: ``y[c] = x[c] · curve(s[c] + bias[c])`` for rows
+    ``[first, last)`` of ``x (C, P)``, each product the float32 one a ``Mul`` of the map and the
+    gate gives."""
+    for c in range(first, last):
+        g = one_curve(code, s[c] + bias[c], alpha, beta)
+        row, out = x[c], y[c]
+        for p in range(row.size):
+            out[p] = row[p] * g
+
+
 CODES = {"exp32": 0, "expm1_32": 1, "tanh32": 2, "sigmoid32": 3, "silu32": 4, "erf32": 5, "gelu32": 6,
          "hard_sigmoid32": 7, "hard_swish32": 8, "relu32": 9}
 #: elements up to which one block is the whole job (no other thread could take one): such maps
@@ -144,3 +182,34 @@ def apply(name: str, x: np.ndarray, alpha: np.float32 = _ZERO, beta: np.float32 
     else:
         run_blocks(flat.size, lambda lo, hi: _loop(code, flat, out, lo, hi, a, b), grain(32))
     return out.reshape(x.shape)
+
+
+def bias_and_curve(name: str, y: np.ndarray, bias: np.ndarray, alpha: np.float32 = _ZERO,
+                   beta: np.float32 = _ZERO) -> np.ndarray:
+    """``y = curve(y + bias[m])`` in place on the rows of C-contiguous float32 ``y (M, P)`` (a
+    convolution's bias and activation as one pass over its result), shared over the kernel threads."""
+    code, a, b = CODES[name], np.float32(alpha), np.float32(beta)
+    if code not in IN_PLACE:
+        raise ValueError(f"curve {name} has no in-place form")
+    rows = y.shape[0]
+    if y.size <= SERIAL:
+        _bias_rows(code, y, bias, 0, rows, a, b)
+    else:
+        run_blocks(rows, lambda lo, hi: _bias_rows(code, y, bias, lo, hi, a, b), grain(32 * y.shape[1]))
+    return y
+
+
+def gate(name: str, x: np.ndarray, s: np.ndarray, bias: np.ndarray, alpha: np.float32 = _ZERO,
+         beta: np.float32 = _ZERO) -> np.ndarray:
+    """``x[c] · curve(s[c] + bias[c])`` for C-contiguous float32 ``x (C, P)``, ``s`` and ``bias`` C
+    values: a squeeze-excite's last convolution's bias and curve and its scaling, in one pass."""
+    code = CODES[name]
+    if code not in IN_PLACE:
+        raise ValueError(f"curve {name} has no in-place form")
+    y = np.empty_like(x)
+    a, b = np.float32(alpha), np.float32(beta)
+    if x.size <= SERIAL:
+        _gate_rows(code, x, s, bias, y, 0, x.shape[0], a, b)
+    else:
+        run_blocks(x.shape[0], lambda lo, hi: _gate_rows(code, x, s, bias, y, lo, hi, a, b), grain(32 * x.shape[1]))
+    return y

@@ -129,7 +129,8 @@ def _pairwise_sum(x, s, n):
 
 
 @jit
-def _row_means(x, out):
+def row_means(x, out):
+    """The mean of each row of ``x (R, n)`` into ``out`` (R values), numpy's pairwise sum / n."""
     n = x.shape[1]
     for r in range(x.shape[0]):
         out[r] = (F(0) + _pairwise_sum(x[r], 0, n)) / F(n)
@@ -207,5 +208,5 @@ def trailing_mean(x: np.ndarray, axes: int) -> np.ndarray | None:
     if length > MEAN_ROW or length == 0:
         return None
     out = np.empty(x.shape[:lead] + (1,) * axes, np.float32)
-    _row_means(x.reshape(-1, length), out.reshape(-1))
+    row_means(x.reshape(-1, length), out.reshape(-1))
     return out

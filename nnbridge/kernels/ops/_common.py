@@ -65,3 +65,17 @@ def ints(values: np.ndarray | Iterable[int] | None) -> list[int]:
     if values is None:
         return []
     return [int(v) for v in np.asarray(values).reshape(-1)]
+
+
+def static_shape(node: Node, index: int) -> tuple[int, ...] | None:
+    """The static shape the IR gives input ``index`` (None: absent, unknown or symbolic); a prepared
+    callable relying on it checks it again on every call."""
+    value = node.input(index)
+    if value is None or not value.type.is_static:
+        return None
+    return tuple(value.type.shape)  # type: ignore[arg-type]
+
+
+def all_constant(node: Node, consts: tuple, first: int = 1) -> bool:
+    """Every input from ``first`` on that the node gives is a weight of the plan."""
+    return all(c is not None for v, c in zip(node.inputs[first:], consts[first:]) if v is not None)

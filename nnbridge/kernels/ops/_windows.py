@@ -89,6 +89,28 @@ def windows(xp: np.ndarray, out: Sequence[int], kernel: Sequence[int], strides: 
     return np.lib.stride_tricks.as_strided(xp, shape=shape, strides=strides_, writeable=False)
 
 
+def positions(shape: tuple[int, ...]) -> np.ndarray:
+    """Each element's flat position in an array of ``shape``: padded and viewed as the values
+    would be (its size standing for a pad), it makes the index ``gather`` takes windows through."""
+    return np.arange(math.prod(shape)).reshape(shape)
+
+
+def gather(x: np.ndarray, index: np.ndarray, fill) -> np.ndarray:
+    """``x``'s elements at ``index`` (flat positions, from ``positions``), ``fill`` where it says
+    ``x.size``: a small map's windows in one ``take`` through an index made once per shape, in
+    place of padding, a window view and a transposing copy on every call."""
+    flat = np.empty(x.size + 1, x.dtype)
+    flat[:-1] = x.reshape(-1)
+    flat[-1] = fill
+    return flat.take(index)
+
+
+def frozen(index: np.ndarray) -> np.ndarray:
+    """A cached index, read-only: every run and thread shares it."""
+    index.flags.writeable = False
+    return index
+
+
 def check_auto_pad(auto_pad: str) -> str | None:
     if auto_pad not in AUTO_PADS:
         return f"auto_pad={auto_pad} is not implemented"

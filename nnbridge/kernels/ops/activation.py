@@ -144,21 +144,40 @@ def hard_swish(ctx, x):
     return _hard_sigmoid(x, _SIXTH if x.dtype == _F32 else x.dtype.type(1 / 6), x.dtype.type(0.5), swish=True)
 
 
+def curve_of(node: Node) -> tuple[str, np.float32, np.float32] | None:
+    """The compiled curve (``compiled/curves.py``: its name, alpha, beta) an activation node
+    computes on float32 values, for the activations that may follow a convolution in its buffer
+    (Relu, HardSigmoid, HardSwish, Sigmoid, Swish of alpha 1), else None."""
+    zero = _F32.type(0)
+    if node.op == "Relu":
+        return "relu32", zero, zero
+    if node.op == "HardSwish":
+        return "hard_swish32", _SIXTH, _F32.type(0.5)
+    if node.op == "HardSigmoid":
+        return "hard_sigmoid32", _F32.type(node.attr("alpha", 0.2)), _F32.type(node.attr("beta", 0.5))
+    if node.op == "Sigmoid":
+        return "sigmoid32", zero, zero
+    if node.op == "Swish" and node.attr("alpha", 1.0) == 1:
+        return "silu32", zero, zero
+    return None
+
+
 def in_place(node: Node) -> Callable[[np.ndarray], np.ndarray] | None:
     """The activation ``node`` computes as a function overwriting a float32 array with its result
     (the same values its kernel returns), or None: the reference plan runs it as the epilogue of
     the convolution that made the array, which nothing else reads (no call, no new buffer)."""
-    if node.op == "Relu":
+    curve = curve_of(node)
+    if curve is None:
+        return None
+    name, alpha, beta = curve
+    if name == "relu32":
         return lambda y: relu_into(y, y)
-    if node.op == "HardSwish":
-        return lambda y: _hard_sigmoid(y, _SIXTH, _F32.type(0.5), swish=True, out=y)
-    if node.op == "HardSigmoid":
-        alpha, beta = _F32.type(node.attr("alpha", 0.2)), _F32.type(node.attr("beta", 0.5))
-        return lambda y: _hard_sigmoid(y, alpha, beta, out=y)
-    curve = {"Sigmoid": "sigmoid32", "Swish": "silu32" if node.attr("alpha", 1.0) == 1 else None}.get(node.op)
-    fast = compiled.load("curves") if curve else None  # the kernels' numpy forms have no in-place path
+    if name in ("hard_swish32", "hard_sigmoid32"):
+        swish = name == "hard_swish32"
+        return lambda y: _hard_sigmoid(y, alpha, beta, swish=swish, out=y)
+    fast = compiled.load("curves")  # the kernels' numpy forms of the others have no in-place path
     if fast is not None:
-        return lambda y: fast.apply(curve, y, out=y)
+        return lambda y: fast.apply(name, y, out=y)
     return None
 
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...base.errors import KernelError
 from ..registry import kernel
-from ._common import axes_of, axis_of, ints
+from ._common import all_constant, axes_of, axis_of, ints, static_shape
 
 
 def slice_bounds(dim: int, start: int, end: int, step: int) -> slice:
@@ -26,15 +26,35 @@ def slice_bounds(dim: int, start: int, end: int, step: int) -> slice:
     return slice(start, None if end < 0 else end, step)
 
 
-@kernel("Slice")
-def slice_(ctx, x, starts=None, ends=None, axes=None, steps=None):
+def _slice_index(shape: tuple[int, ...], starts, ends, axes, steps) -> tuple[slice, ...]:
     starts, ends = ints(starts), ints(ends)
-    axes = axes_of(ints(axes), x.ndim) if axes is not None else tuple(range(len(starts)))
+    axes = axes_of(ints(axes), len(shape)) if axes is not None else tuple(range(len(starts)))
     steps = ints(steps) if steps is not None else [1] * len(starts)
-    index = [slice(None)] * x.ndim
+    index = [slice(None)] * len(shape)
     for axis, start, end, step in zip(axes, starts, ends, steps):
-        index[axis] = slice_bounds(x.shape[axis], start, end, step)
-    return x[tuple(index)]
+        index[axis] = slice_bounds(shape[axis], start, end, step)
+    return tuple(index)
+
+
+def _prepare_slice(node, consts):
+    """A static input sliced by constant bounds: the index is worked out once."""
+    shape = static_shape(node, 0)
+    if shape is None or not all_constant(node, consts):
+        return None
+    try:
+        index = _slice_index(shape, *(consts[1:] + (None,) * 4)[:4])
+    except (ValueError, IndexError):  # not prepared: the kernel reports it when the node runs
+        return None
+
+    def run(ctx, x, *bounds):
+        return x[index] if x.shape == shape else slice_(ctx, x, *bounds)
+
+    return run
+
+
+@kernel("Slice", prepare=_prepare_slice)
+def slice_(ctx, x, starts=None, ends=None, axes=None, steps=None):
+    return x[_slice_index(x.shape, starts, ends, axes, steps)]
 
 
 def _wrap(indices: np.ndarray, dim: int | np.ndarray, ctx) -> np.ndarray:
@@ -54,8 +74,11 @@ def _wrap(indices: np.ndarray, dim: int | np.ndarray, ctx) -> np.ndarray:
 
 @kernel("Gather")
 def gather(ctx, x, indices, *, axis=0):
-    axis = axis_of(axis, x.ndim)
-    return np.take(x, _wrap(indices, x.shape[axis], ctx), axis=axis)
+    try:  # numpy's take counts negative indices from the end and refuses the rest, as ONNX does
+        return np.take(x, indices, axis=axis)
+    except IndexError:  # out of range (an AxisError is one too): say which, as onnxruntime does
+        axis = axis_of(axis, x.ndim)
+        return np.take(x, _wrap(indices, x.shape[axis], ctx), axis=axis)
 
 
 @kernel("GatherElements")

@@ -11,24 +11,34 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 
 import numpy as np
 
 from ...ir import DType, Node
 from .. import compiled
-from ..registry import kernel
+from ..registry import KernelFn, kernel
+from ._common import static_shape
 from ._windows import (
     FLOATS,
     check_auto_pad,
     compute_dtype,
+    frozen,
+    gather,
     output_sizes,
     pad_spatial,
+    positions,
     resolve_pads,
     window_extent,
     windows,
 )
+from .reduce import trailing_mean
 
 MAX_TYPES = FLOATS | {DType.INT8, DType.UINT8}
+#: a pool whose taps hold at most this many elements gathers them with one take through an index
+#: kept per input shape and window, then sums them over the taps in the same order (measured:
+#: PoolFormer's 3×3 pool of a 16×8×8 map 44 µs tap by tap over a padded copy, 13 µs gathered)
+SMALL_TAPS = 1 << 15
 
 
 class PoolGeometry:
@@ -154,8 +164,20 @@ def average_pool(ctx, x, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0,
     dt = compute_dtype(x.dtype)
     window = (auto_pad, int(ceil_mode), _tuple(dilations), tuple(kernel_shape), _tuple(pads), _tuple(strides))
     geo, count = _average_divisors(x.shape[2:], window, int(count_include_pad), dt)
-    total = _sum_taps(geo, geo.padded(x.astype(dt, copy=False), 0))
+    if x.size * math.prod(geo.kernel) <= SMALL_TAPS:  # every tap's view at once: (taps, N, C, *out)
+        total = np.add.reduce(gather(x.astype(dt, copy=False), _tap_index(x.shape, window), 0), axis=0)
+    else:
+        total = _sum_taps(geo, geo.padded(x.astype(dt, copy=False), 0))
     return (total / count).astype(x.dtype, copy=False)
+
+
+@functools.lru_cache(maxsize=64)
+def _tap_index(shape: tuple, window: tuple) -> np.ndarray:
+    """Where each tap's view of a pool over ``shape`` reads (``gather``'s index), taps first."""
+    auto_pad, ceil_mode, dilations, kernel_shape, pads, strides = window
+    geo = PoolGeometry(shape[2:], kernel_shape, auto_pad, ceil_mode, dilations, pads, strides)
+    padded = geo.padded(positions(shape), math.prod(shape))
+    return frozen(np.stack(list(geo.taps(padded))))
 
 
 def _tuple(values) -> tuple | None:
@@ -202,7 +224,14 @@ def _spatial_axes(x: np.ndarray) -> tuple[int, ...]:
     return tuple(range(2, x.ndim))
 
 
-@kernel("GlobalAveragePool", dtypes=FLOATS)
+def _prepare_global_average(node: Node, consts: tuple) -> KernelFn | None:
+    shape = static_shape(node, 0)
+    if shape is None or len(shape) < 3:
+        return None
+    return trailing_mean(global_average_pool, node, {}, list(range(2, len(shape))), True)
+
+
+@kernel("GlobalAveragePool", dtypes=FLOATS, prepare=_prepare_global_average)
 def global_average_pool(ctx, x):
     if x.dtype == np.float32 and x.flags.c_contiguous and x.size:
         fast = compiled.loaded("reduce")

@@ -10,8 +10,32 @@ import math
 import numpy as np
 
 from ...base.errors import Unsupported, UnsupportedOpError
-from ..registry import kernel
-from ._common import axes_of, axis_of, const_input, ints
+from ...ir import Node
+from ..evaluator import KernelContext
+from ..registry import KernelFn, kernel
+from ._common import all_constant, axes_of, axis_of, const_input, ints, static_shape
+
+
+def _viewed(fn: KernelFn, node: Node, consts: tuple, **attrs) -> KernelFn | None:
+    """The prepared callable of a kernel that only reshapes its first input, when that input's
+    shape is static and its other inputs are constant: the output shape is the kernel's own on a
+    probe of that shape (no data), and each call is one reshape to it (a call with another shape,
+    a subgraph's, runs the kernel)."""
+    shape = static_shape(node, 0)
+    if shape is None or not all_constant(node, consts):
+        return None
+    probe = np.broadcast_to(np.zeros((), np.uint8), shape)
+    try:
+        out = fn(KernelContext(node), probe, *consts[1:], **attrs).shape
+    except Exception:  # noqa: BLE001 - not prepared: the kernel reports the same error when the node runs
+        return None
+
+    def run(ctx, x, *rest):
+        if x.shape == shape:
+            return x.reshape(out)
+        return fn(ctx, x, *rest, **attrs)
+
+    return run
 
 
 @kernel("Shape")
@@ -28,7 +52,23 @@ def size(ctx, x):
     return np.array(x.size, dtype=np.int64)
 
 
-@kernel("Reshape")
+def _prepare_reshape(node, consts, *, allowzero=0):
+    return _viewed(reshape, node, consts, allowzero=allowzero)
+
+
+def _prepare_flatten(node, consts, *, axis=1):
+    return _viewed(flatten, node, consts, axis=axis)
+
+
+def _prepare_squeeze(node, consts):
+    return _viewed(squeeze, node, consts)
+
+
+def _prepare_unsqueeze(node, consts):
+    return _viewed(unsqueeze, node, consts)
+
+
+@kernel("Reshape", prepare=_prepare_reshape)
 def reshape(ctx, x, target, *, allowzero=0):
     dims = ints(target)
     if not allowzero:  # 0 copies the input's dim unless allowzero
@@ -36,7 +76,7 @@ def reshape(ctx, x, target, *, allowzero=0):
     return x.reshape(dims)
 
 
-@kernel("Flatten")
+@kernel("Flatten", prepare=_prepare_flatten)
 def flatten(ctx, x, *, axis=1):
     at = axis + x.ndim if axis < 0 else axis
     if not 0 <= at <= x.ndim:
@@ -44,7 +84,15 @@ def flatten(ctx, x, *, axis=1):
     return x.reshape(math.prod(x.shape[:at]), math.prod(x.shape[at:]))
 
 
-@kernel("Transpose")
+def _prepare_transpose(node, consts, *, perm=None):
+    """numpy reads negative axes and refuses bad ones itself: the permutation is ready once."""
+    if perm is None:
+        return lambda ctx, x: x.transpose()
+    axes = tuple(int(p) for p in perm)
+    return lambda ctx, x: x.transpose(axes)
+
+
+@kernel("Transpose", prepare=_prepare_transpose)
 def transpose(ctx, x, *, perm=None):
     return np.transpose(x, None if perm is None else axes_of(perm, x.ndim))
 
@@ -67,14 +115,14 @@ def switch(ctx, x, pred):
     return x, x
 
 
-@kernel("Squeeze")
+@kernel("Squeeze", prepare=_prepare_squeeze)
 def squeeze(ctx, x, axes=None):
     if axes is None:
         return np.squeeze(x)
     return np.squeeze(x, axis=axes_of(ints(axes), x.ndim))
 
 
-@kernel("Unsqueeze")
+@kernel("Unsqueeze", prepare=_prepare_unsqueeze)
 def unsqueeze(ctx, x, axes=None):
     axes = ints(axes)
     rank = x.ndim + len(axes)
@@ -87,29 +135,79 @@ def unsqueeze(ctx, x, axes=None):
     return x.reshape(dims)
 
 
-@kernel("Concat")
+def _prepare_concat(node, consts, *, axis):
+    """Every input given: numpy reads a negative axis and refuses a bad one itself."""
+    if any(v is None for v in node.inputs):
+        return None
+    axis = int(axis)
+    return lambda ctx, *xs: np.concatenate(xs, axis=axis)
+
+
+@kernel("Concat", prepare=_prepare_concat)
 def concat(ctx, *xs, axis):
     xs = [x for x in xs if x is not None]
     return np.concatenate(xs, axis=axis_of(axis, xs[0].ndim))
 
 
-@kernel("Split")
-def split(ctx, x, sizes=None, *, axis=0, num_outputs=None):
-    axis = axis_of(axis, x.ndim)
-    dim = x.shape[axis]
+def _split_index(shape: tuple[int, ...], sizes, axis: int, parts: int) -> list[tuple[slice, ...]]:
+    """The index of each part of a Split of an input of ``shape``."""
+    axis = axis_of(axis, len(shape))
+    dim = shape[axis]
     if sizes is not None and len(ints(sizes)):
         sizes = ints(sizes)
         if sum(sizes) != dim:
             raise ValueError(f"split sizes {sizes} do not add up to dim {dim}")
     else:
-        n = num_outputs or len(ctx.node.outputs)
-        chunk = -(-dim // n)  # ceil: every chunk but the last is full
-        sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(n)]
-    bounds = np.cumsum(sizes)[:-1]
-    return tuple(np.split(x, bounds, axis=axis))
+        chunk = -(-dim // parts)  # ceil: every chunk but the last is full
+        sizes = [min(chunk, max(dim - i * chunk, 0)) for i in range(parts)]
+    lead = (slice(None),) * axis
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    return [lead + (slice(start, start + size),) for start, size in zip(starts, sizes)]
 
 
-@kernel("Expand")
+def _prepare_split(node, consts, *, axis=0, num_outputs=None):
+    """A static input split by constant sizes: each part's index is worked out once."""
+    shape = static_shape(node, 0)
+    if shape is None or not all_constant(node, consts):
+        return None
+    try:
+        index = _split_index(shape, consts[1] if len(consts) > 1 else None, axis, num_outputs or len(node.outputs))
+    except ValueError:  # not prepared: the kernel reports it when the node runs
+        return None
+
+    def run(ctx, x, *sizes):
+        if x.shape == shape:
+            return tuple(x[i] for i in index)
+        return split(ctx, x, *sizes, axis=axis, num_outputs=num_outputs)
+
+    return run
+
+
+@kernel("Split", prepare=_prepare_split)
+def split(ctx, x, sizes=None, *, axis=0, num_outputs=None):
+    index = _split_index(x.shape, sizes, axis, num_outputs or len(ctx.node.outputs))
+    return tuple(x[i] for i in index)
+
+
+def _prepare_expand(node, consts):
+    """A static input expanded to a constant shape: the broadcast shape is worked out once."""
+    shape = static_shape(node, 0)
+    if shape is None or consts[1] is None:
+        return None
+    try:
+        out = np.broadcast_shapes(shape, tuple(ints(consts[1])))
+    except ValueError:  # not prepared: the kernel reports it when the node runs
+        return None
+
+    def run(ctx, x, target):
+        if x.shape == shape:
+            return np.broadcast_to(x, out)
+        return expand(ctx, x, target)
+
+    return run
+
+
+@kernel("Expand", prepare=_prepare_expand)
 def expand(ctx, x, target):
     return np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(ints(target))))
 
