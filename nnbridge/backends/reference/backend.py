@@ -54,14 +54,15 @@ class ReferenceBackend(Backend):
     #: not speed: it starts at level 2 and level 1 keeps per-node profiles. From level 1 the
     #: exporters' decomposed GELU and SiLU chains become single ops again (one pass over the
     #: tensor instead of five) and constants are folded, so weights a model computes from
-    #: constants (onnx's light models fill theirs with ConstantOfShape) are computed once.
+    #: constants (onnx's light models fill theirs with ConstantOfShape) are computed once, and
+    #: repeated nodes are merged (``cse``: a dynamic export's shape arithmetic, once per Reshape).
     pipelines = {
         0: ["simplify", "layout-nchw", "cancel-transposes", *CLEAN],
-        1: [*FOLD, "simplify", "recognize-activations", "layout-nchw", "cancel-transposes", *CLEAN,
+        1: [*FOLD, "cse", "simplify", "recognize-activations", "layout-nchw", "cancel-transposes", *CLEAN,
             "plan-memory"],
-        2: [*FOLD, "simplify", "recognize-activations", "layout-nchw", "cancel-transposes", *CLEAN, "fuse",
+        2: [*FOLD, "cse", "simplify", "recognize-activations", "layout-nchw", "cancel-transposes", *CLEAN, "fuse",
             "plan-memory"],
-        3: [*FOLD, "simplify", "recognize-activations", *SCALE, "layout-nchw", "cancel-transposes", *CLEAN,
+        3: [*FOLD, "cse", "simplify", "recognize-activations", *SCALE, "layout-nchw", "cancel-transposes", *CLEAN,
             "fuse", "plan-memory"],
     }
 
