@@ -29,7 +29,8 @@ def simulators() -> dict[str, tuple]:
     from tests.rdu import test_rdu_physics as rdu
     from tests.smv import test_smv_physics as smv
 
-    return {"SMV": (smv.CASE_GRAPHS, smv.configs, smv.judge), "RDU": (rdu.CASE_GRAPHS, rdu.machines(), rdu.judge)}
+    return {"SMV": (smv.CASE_GRAPHS, smv.configs, smv.judge), "RDU": (rdu.CASE_GRAPHS, rdu.machines(), rdu.judge),
+            "RDU off-chip tiers": (rdu.CASE_GRAPHS, rdu.tiered(), rdu.judge_tiers)}
 
 
 def tally(graphs: st.SearchStrategy, machines: st.SearchStrategy, judge) -> tuple[int, Counter, dict, Counter]:
@@ -68,7 +69,8 @@ def main() -> int:
             print(f"physics {simulator}: {name}: {verdict} ({cases[name]} cases)", flush=True)
         failed += sum(n for name, n in broken.items() if name != BOUNDS)
     verdict = "every property holds" if not failed else f"{failed} violations (see above)"
-    print(f"physics: {verdict} over {CASES} generated cases per simulator (SMV and RDU)", flush=True)
+    print(f"physics: {verdict} over {CASES} generated cases per simulator (SMV, RDU, and RDU's off-chip tiers on "
+          f"every preset that has them)", flush=True)
     return bool(failed)
 
 

@@ -16,7 +16,7 @@ TARGET = 1.5
 ROUNDS = 3
 #: where the time above torch's goes, as profiled (docs/training.md, "Speed"): printed with a miss
 WHY = {
-    "CNN": "the backward recomputes each MaxPool with its Indices and ConvTranspose adds its columns tap by tap",
+    "CNN": "im2col copies around BLAS in every convolution (torch's oneDNN convolutions copy nothing)",
     "BN-MLP": "past BLAS (as torch's), per-step overhead: the feeds and the optimizer's own program",
     "MLP": "past BLAS (as torch's), per-step overhead: the feeds and the optimizer's own program",
     "Transformer": "130 small ops in its training graph (59 reshapes and transposes), each a kernel call",

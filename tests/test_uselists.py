@@ -138,15 +138,33 @@ class World:
         elif g.outputs:
             del g.outputs[-1]
 
-    def move_subgraph(self, data) -> None:
-        """A subgraph given to another node by assigning its ``attrs`` (both hold it then)."""
+    def _node_and_subgraph(self, data) -> tuple[Node, Graph] | None:
+        """A node and a subgraph it may hold: not one the node sits in (a graph nested in itself)."""
         subs = [g for g in self.graphs if g is not self.root]
         nodes = self.nodes()
-        if subs and nodes:
-            node = self.pick(data, nodes)
-            free = [s for s in subs if all(g is not node.graph for g in s._self_and_subgraphs())]
-            if free:  # (not a subgraph the node sits in: that would nest a graph in itself)
-                node.attrs = {**node.attrs, "then_branch": self.pick(data, free)}
+        if not (subs and nodes):
+            return None
+        node = self.pick(data, nodes)
+        free = [s for s in subs if all(g is not node.graph for g in s._self_and_subgraphs())]
+        return (node, self.pick(data, free)) if free else None
+
+    def move_subgraph(self, data) -> None:
+        """A subgraph given to another node by assigning its ``attrs`` (both hold it then)."""
+        if picked := self._node_and_subgraph(data):
+            node, sub = picked
+            node.attrs = {**node.attrs, "then_branch": sub}
+
+    def write_subgraph(self, data) -> None:
+        """A subgraph written into a node's attributes in place (``node.attrs["body"] = g``)."""
+        if picked := self._node_and_subgraph(data):
+            node, sub = picked
+            how = data.draw(st.integers(0, 2))
+            if how == 0:
+                node.attrs["body"] = sub
+            elif how == 1:
+                node.attrs.update(else_branch=sub)
+            else:
+                node.attrs.setdefault("then_branch", sub)
 
     def reorder(self, data) -> None:
         g = self.pick(data, self.graphs)
@@ -157,7 +175,8 @@ class World:
 
 
 EDITS = [World.add_node, World.add_node, World.add_holder, World.set_input, World.assign_inputs, World.remove,
-         World.re_append, World.replace_uses, World.edit_outputs, World.move_subgraph, World.reorder]
+         World.re_append, World.replace_uses, World.edit_outputs, World.move_subgraph, World.write_subgraph,
+         World.reorder]
 
 
 @CASES
@@ -202,6 +221,31 @@ def test_a_node_reading_through_its_subgraph_is_a_consumer():
     inner.outputs = []
     inner.remove_node(holder_inner)
     assert g.consumers(x) == []
+
+
+def test_a_subgraph_written_into_attrs_in_place_is_held():
+    """``node.attrs["body"] = g`` after the node is in a graph registers it as g's holder, as
+    assigning ``node.attrs`` or adding the node does; removing the body forgets it."""
+    g = Graph("g")
+    x = g.add_input("x", TensorType(DType.FLOAT32, (2,)))
+    body = Graph("body", parent=g)
+    body.add_node("Neg", [x])
+    node = g.add_node("Loop", [], 1)
+    assert g.consumers(x) == []
+    node.attrs["body"] = body
+    assert g.consumers(x) == [node]
+    del node.attrs["body"]
+    assert g.consumers(x) == []
+    node.attrs |= {"body": body}
+    assert g.consumers(x) == [node]
+    assert g.replace_uses(x, g.add_input("y", TensorType(DType.FLOAT32, (2,)))) == 1
+
+
+def test_attrs_copy_and_pickle_as_plain_dicts():
+    import pickle
+
+    node = Node("Relu", [], [], {"alpha": 0.5})
+    assert dict(node.attrs) == {"alpha": 0.5} and pickle.loads(pickle.dumps(node.attrs)) == {"alpha": 0.5}
 
 
 # -- passes read the use-lists instead of rebuilding a reader map per question ---------------------
@@ -269,3 +313,17 @@ def test_consumers_cost_follows_the_uses_not_the_graph(monkeypatch):
         asked[0] += len(g.consumers(v))
     assert visits[0] == 0  # no node was visited to answer (the old map visited every node per ask)
     assert asked[0] == sum(len(v.uses()) for v in values)  # one reader per use, no duplicates here
+
+
+def test_a_graph_holding_subgraphs_deep_copies():
+    """``copy.deepcopy`` rebuilds a node's attributes before the node's own graph slot is set
+    (``nnbridge port`` copies the model per target): the holder record must wait for it."""
+    import copy
+
+    g = Graph("g")
+    x = g.add_input("x", TensorType(DType.FLOAT32, (2,)))
+    body = Graph("body", parent=g)
+    body.add_node("Neg", [x])
+    g.add_node("Loop", [], 1, {"body": body})
+    twin = copy.deepcopy(g)
+    assert [n.op for n in twin.nodes] == ["Loop"] and twin.consumers(twin.get("x")) == [twin.nodes[0]]

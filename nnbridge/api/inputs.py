@@ -20,8 +20,9 @@ import numpy as np
 
 from ..base.errors import InputError, UsageError
 from ..base.fileio import atomic_outputs, check_numel
-from ..ir import DType, Flag, Graph, Node, PatternKind, TypeKind, op_traits, pattern_kind
+from ..ir import DType, Flag, Graph, Node, PatternKind, TypeKind, Value, op_traits, pattern_kind
 from ..ir.feeds import match_inputs, model_inputs
+from ..ir.topology import walk_readers
 
 #: integers that are not indices are drawn from [0, SMALL_INT)
 SMALL_INT = 10
@@ -211,21 +212,18 @@ def index_ranges(graph: Graph) -> dict[str, tuple[int, str]]:
     for v in graph.inputs:
         if v.type.dtype is None or not v.type.dtype.is_int:
             continue
-        frontier, seen = [v], set()
-        while frontier:
-            value = frontier.pop()
-            if id(value) in seen:
-                continue
-            seen.add(id(value))
-            for node in graph.consumers(value):
-                slots = [i for i, x in enumerate(node.inputs) if x is value]
-                bound = _index_bound(node, slots)
-                if bound is not None and (v.name not in found or bound < found[v.name][0]):
-                    found[v.name] = (bound, f"{node.op} '{node.name}'")
-                if 0 in slots and (Flag.KEEPS_INTS in op_traits(node.op, node.domain).flags
-                                   or pattern_kind(node.op, node.domain) is PatternKind.INJECTIVE):
-                    frontier.extend(o for o in node.outputs if o is not None)
+        for node, value in walk_readers(graph, v, _passes_indices_on):
+            bound = _index_bound(node, [i for i, x in enumerate(node.inputs) if x is value])
+            if bound is not None and (v.name not in found or bound < found[v.name][0]):
+                found[v.name] = (bound, f"{node.op} '{node.name}'")
     return found
+
+
+def _passes_indices_on(node: Node, value: Value) -> bool:
+    """Whether ``node``'s outputs hold ``value``'s integers (moved, not computed): it reads
+    ``value`` as its data input and keeps integers or only rearranges elements."""
+    return node.input(0) is value and (Flag.KEEPS_INTS in op_traits(node.op, node.domain).flags
+                                       or pattern_kind(node.op, node.domain) is PatternKind.INJECTIVE)
 
 
 def _index_bound(node: Node, slots: list[int]) -> int | None:

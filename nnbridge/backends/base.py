@@ -150,6 +150,18 @@ class Setting:
 _NO_VALUE = object()  # a value that is not of a setting's type
 
 
+def settings_table(settings: Mapping[str, Setting]) -> str:
+    """The markdown table of a backend's settings (docs/smv.md and docs/rdu.md hold it, checked
+    against this by tests/test_docs.py, so the docs name every setting the code takes)."""
+    rows = ["| setting | `--set` | type | default | meaning |", "|---|---|---|---|---|"]
+    for s in settings.values():
+        default = "none" if s.default is None else getattr(s.default, "value", s.default)
+        kind = s.type_name() if s.kind is not object else "Python object"
+        cells = [f"`{s.name}`", "yes" if s.cli else "Python only", kind, str(default), s.help]
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
 def _match(text: str | None, named: list[tuple[str, Any]]) -> Any:
     """The value whose name equals ``text`` ignoring case, else ``_NO_VALUE``."""
     for name, value in named:

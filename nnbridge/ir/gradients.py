@@ -438,8 +438,7 @@ def _max_pool(b, node, grads):
     _, kernel, strides, _ = _pool_geometry(b, node, x)
     if node.attr("storage_order", 0):
         b.unsupported("column-major storage_order")
-    attrs = {k: v for k, v in node.attrs.items()}
-    _, indices = b.op("MaxPool", x, attrs=attrs, outputs=[(g.type.shape, None), (g.type.shape, "int64")])
+    indices = b.optional_output(node, 1, g.type.shape, "int64")
     numel = math.prod(x.type.shape)
     flat_g = b.op("Reshape", g, b.ints([-1]), shape=(math.prod(g.type.shape),), like=g)
     flat_i = b.op("Reshape", indices, b.ints([-1]), shape=(math.prod(g.type.shape),), like=indices)

@@ -14,14 +14,16 @@ every node in a graph that reads it, and the graphs returning it. They are kept 
 places that change them: ``Node.inputs`` (an immutable tuple, replaced through its setter,
 ``set_input`` or ``set_inputs``), ``append_node``/``remove_node``, and a graph's ``outputs``
 list. ``Graph.consumers`` reads them instead of walking the graph; a node whose subgraph reads
-an outer value is found through the subgraph's holder (recorded when the node is added or its
-``attrs`` are assigned), so a subgraph must be attached that way, not by mutating ``attrs``.
+an outer value is found through the subgraph's holder, recorded when the node is added, when its
+``attrs`` are assigned and when a subgraph is written into them (``Attrs``).
+
+This module is the container: ``Node``, ``Graph`` and their edits. ``Value`` and the use-list
+records are in ``value.py``; the order (topological sort) and the verifier in ``topology.py``.
 """
 
 from __future__ import annotations
 
 import gc
-import heapq
 import itertools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -30,9 +32,11 @@ from typing import Any
 import numpy as np
 
 from ..base.errors import NNBridgeError
+from . import topology
 from .dtypes import DType
 from .schema import get_schema
 from .types import Layout, TensorType
+from .value import OutputList, Value, add_uses, drop_uses
 
 
 @contextmanager
@@ -50,48 +54,6 @@ def paused_gc() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-
-
-class Value:
-    """A named edge: a graph input, an initializer, or a node output."""
-
-    __slots__ = ("name", "type", "producer", "graph", "_uses", "_output_of")
-
-    def __init__(self, name: str, type: TensorType | None = None, graph: Graph | None = None):
-        self.name = name
-        self.type = type or TensorType()
-        self.producer: Node | None = None
-        self.graph = graph
-        #: (node, input index) of every read by a node that is in a graph (an insertion-ordered set)
-        self._uses: dict[tuple[Node, int], None] = {}
-        #: graph → how many of its outputs are this value (None until it is one)
-        self._output_of: dict[Graph, int] | None = None
-
-    def uses(self) -> list[tuple[Node, int]]:
-        """``(node, input index)`` of every read of this value by a node in a graph (any graph,
-        subgraphs included), in the order the reads were added."""
-        return list(self._uses)
-
-    @property
-    def shape(self):
-        return self.type.shape
-
-    @property
-    def dtype(self) -> DType | None:
-        return self.type.dtype
-
-    @property
-    def const(self) -> np.ndarray | None:
-        """The value of an initializer (searched through enclosing graphs), else None."""
-        g = self.graph
-        while g is not None:
-            if self.name in g.initializers and g.values.get(self.name) is self:
-                return g.initializers[self.name]
-            g = g.parent
-        return None
-
-    def __repr__(self) -> str:
-        return f"%{self.name}"
 
 
 class Node:
@@ -113,7 +75,7 @@ class Node:
         self.name = name
         self._inputs: tuple[Value | None, ...] = tuple(inputs)
         self.outputs: list[Value] = list(outputs)
-        self._attrs: dict[str, Any] = dict(attrs or {})
+        self._attrs = Attrs(self, attrs or ())
         self.graph: Graph | None = None
         self._pos = 0  # place in its graph's node order (consumers are listed in that order)
 
@@ -129,12 +91,13 @@ class Node:
 
     @property
     def attrs(self) -> dict[str, Any]:
+        """The attributes: a dict whose writes (``node.attrs["body"] = g``) record this node as
+        the holder of a subgraph they attach, as adding the node to a graph does."""
         return self._attrs
 
     @attrs.setter
     def attrs(self, attrs: dict[str, Any]) -> None:
-        """Assigning the dict (not mutating it) is how a subgraph attached later gets its holder."""
-        self._attrs = attrs
+        self._attrs = Attrs(self, attrs)
         if self.graph is not None:
             _hold_subgraphs(self)
 
@@ -199,9 +162,9 @@ class Node:
         if self.graph is None:
             self._inputs = values
             return
-        _drop_uses(self)
+        drop_uses(self)
         self._inputs = values
-        _add_uses(self)
+        add_uses(self)
         self.graph.mark_dirty()
 
     def __repr__(self) -> str:
@@ -220,7 +183,7 @@ class Graph:
         #: the nodes holding this graph in their attrs (pruned when read: see ``_live_holders``)
         self._holders: list[Node] = []
         self.inputs: list[Value] = []
-        self._outputs = _Outputs(self)
+        self._outputs = OutputList(self)
         self.initializers: dict[str, np.ndarray] = {}
         self.values: dict[str, Value] = {}
         self.opset: dict[str, int] = {}
@@ -244,8 +207,8 @@ class Graph:
     def nodes(self) -> list[Node]:
         """A snapshot of the nodes in topological order."""
         if self._order_dirty:
-            if not self._in_order():
-                self._nodes = dict.fromkeys(self._sorted_nodes())
+            if not topology.in_order(self, self._nodes):
+                self._nodes = dict.fromkeys(topology.sorted_nodes(self, self._nodes))
                 for pos, node in enumerate(self._nodes):
                     node._pos = pos
                 self._next_pos = len(self._nodes)
@@ -260,7 +223,7 @@ class Graph:
     @outputs.setter
     def outputs(self, values: Sequence[Value]) -> None:
         self._outputs.detach()
-        self._outputs = _Outputs(self, values)
+        self._outputs = OutputList(self, values)
 
     def mark_dirty(self) -> None:
         self._order_dirty = True
@@ -379,7 +342,7 @@ class Graph:
         self._nodes[node] = None
         node._pos = self._next_pos
         self._next_pos += 1
-        _add_uses(node)
+        add_uses(node)
         _hold_subgraphs(node)
         self._order_dirty = True
         return node
@@ -387,7 +350,7 @@ class Graph:
     def remove_node(self, node: Node) -> None:
         """Remove a node. Its outputs must no longer be used (rewire them first)."""
         del self._nodes[node]
-        _drop_uses(node)
+        drop_uses(node)
         for out in node.outputs:
             if out.producer is node:
                 out.producer = None
@@ -470,7 +433,7 @@ class Graph:
     def is_output(self, value: Value) -> bool:
         return bool(value._output_of) and self in value._output_of  # type: ignore[operator]
 
-    # -- order -------------------------------------------------------------
+    # -- scope -------------------------------------------------------------
     def outer_values(self) -> list[Value]:
         """Values used by this graph (or its subgraphs) but defined outside it."""
         local = set(map(id, self.inputs))
@@ -485,51 +448,6 @@ class Graph:
                 found.setdefault(id(v), v)
         return list(found.values())
 
-    def _in_order(self) -> bool:
-        """Whether every node already comes after the producers it reads (most rewrites append in
-        order, and one scan is cheaper than a sort)."""
-        placed: set[int] = set()
-        for n in self._nodes:
-            for v in itertools.chain(n.inputs, n.captured()):
-                if v is not None and (p := v.producer) is not None and p.graph is self and p is not n \
-                        and id(p) not in placed:
-                    return False
-            placed.add(id(n))
-        return True
-
-    def _sorted_nodes(self) -> list[Node]:
-        """Stable topological order (Kahn's algorithm, ties broken by old position)."""
-        position = {id(n): i for i, n in enumerate(self._nodes)}
-        producer_of: dict[int, Node] = {}
-        for n in self._nodes:
-            for out in n.outputs:
-                producer_of[id(out)] = n
-        deps: dict[int, int] = {}
-        users: dict[int, list[Node]] = {}
-        for n in self._nodes:
-            preds = {
-                id(p): p
-                for v in itertools.chain(n.inputs, n.captured())
-                if v is not None and (p := producer_of.get(id(v))) is not None and p is not n
-            }
-            deps[id(n)] = len(preds)
-            for p in preds.values():
-                users.setdefault(id(p), []).append(n)
-        ready = [(position[id(n)], n) for n in self._nodes if deps[id(n)] == 0]
-        heapq.heapify(ready)
-        order: list[Node] = []
-        while ready:
-            _, n = heapq.heappop(ready)
-            order.append(n)
-            for u in users.get(id(n), []):
-                deps[id(u)] -= 1
-                if deps[id(u)] == 0:
-                    heapq.heappush(ready, (position[id(u)], u))
-        if len(order) != len(self._nodes):
-            stuck = [n.name for n in self._nodes if deps[id(n)] > 0][:5]
-            raise NNBridgeError(f"graph '{self.name}' has a cycle through nodes {stuck}")
-        return order
-
     def _self_and_subgraphs(self) -> Iterator[Graph]:
         yield self
         for node in self._nodes:
@@ -538,55 +456,9 @@ class Graph:
 
     # -- whole-graph helpers ----------------------------------------------
     def verify(self, visible: set[int] | None = None) -> None:
-        """Check SSA, definitions before use, topological order; raise on the first fault.
-
-        ``visible``: ids of the enclosing graphs' values, passed down so that verifying
-        many subgraphs (fused groups) does not rescan their parents each time."""
-        if visible is None:
-            visible = self._enclosing_values()
-        defined: set[int] = {id(v) for v in self.inputs}
-        defined.update(id(self.values[n]) for n in self.initializers if n in self.values)
-        seen_outputs: set[str] = set()
-        scope: set[int] | None = None  # what a subgraph sees: built once, at the first subgraph
-        for node in self.nodes:  # (inline: this loop runs over every node of large graphs)
-            for i, v in enumerate(node.inputs):
-                if v is not None and id(v) not in defined and id(v) not in visible:
-                    raise NNBridgeError(
-                        f"graph '{self.name}': node '{node.name}' ({node.op}) input {i} "
-                        f"'{v.name}' is used before it is defined"
-                    )
-            for out in node.outputs:
-                if out.name in seen_outputs:
-                    raise NNBridgeError(f"graph '{self.name}': value '{out.name}' is defined twice")
-                if out.producer is not node:
-                    raise NNBridgeError(f"graph '{self.name}': '{out.name}' has the wrong producer")
-                seen_outputs.add(out.name)
-                defined.add(id(out))
-            schema = node.schema
-            if schema is not None:
-                schema.check_node(node)
-            subgraphs = node.subgraphs()
-            if subgraphs:
-                if scope is None:
-                    scope = visible | {id(v) for v in self.values.values()}
-                for sub in subgraphs:
-                    sub.verify(scope)
-        self._verify_outputs(defined, visible)
-
-    def _enclosing_values(self) -> set[int]:
-        """Ids of every value of the enclosing graphs (all visible to this one)."""
-        visible: set[int] = set()
-        g = self.parent
-        while g is not None:
-            visible.update(id(v) for v in g.values.values())
-            g = g.parent
-        return visible
-
-    def _verify_outputs(self, defined: set[int], visible: set[int]) -> None:
-        """Every graph output is produced here or visible from an enclosing graph."""
-        for v in self.outputs:
-            if id(v) not in defined and id(v) not in visible:
-                raise NNBridgeError(f"graph '{self.name}': output '{v.name}' is never produced")
+        """Check SSA, definitions before use, topological order; raise on the first fault
+        (``topology.verify``; ``visible``: ids of the enclosing graphs' values, if known)."""
+        topology.verify(self, visible)
 
     def copy(self, parent: Graph | None = None) -> Graph:
         """A structural deep copy; initializer arrays are shared (treat them as immutable)."""
@@ -655,16 +527,41 @@ def _position(node: Node) -> int:
     return node._pos
 
 
-def _add_uses(node: Node) -> None:
-    for index, value in enumerate(node._inputs):
-        if value is not None:
-            value._uses[(node, index)] = None
+class Attrs(dict):
+    """A node's attribute dict. Every way of writing into it (``[k] = v``, ``update``,
+    ``setdefault``, ``|=``) records the node as the holder of the subgraphs it then holds, once
+    the node is in a graph: a subgraph's reads of outer values reach the use-lists through its
+    holder, so a body attached after insertion must be registered too. Removing one needs no
+    step (stale holders are dropped when read). Reads are a plain dict's."""
 
+    __slots__ = ("_node",)
 
-def _drop_uses(node: Node) -> None:
-    for index, value in enumerate(node._inputs):
-        if value is not None:
-            value._uses.pop((node, index), None)
+    def __init__(self, node: Node, items: Any = ()):
+        super().__init__(items)
+        self._node = node
+
+    def _written(self) -> None:
+        node = getattr(self, "_node", None)  # (unset while pickle or copy rebuilds the dict,
+        if node is not None and getattr(node, "graph", None) is not None:  # as is the node's graph)
+            _hold_subgraphs(node)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        self._written()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        super().update(*args, **kwargs)
+        self._written()
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        value = super().setdefault(key, default)
+        self._written()
+        return value
+
+    def __ior__(self, other: Any) -> Attrs:
+        super().__ior__(other)
+        self._written()
+        return self
 
 
 def _hold_subgraphs(node: Node) -> None:
@@ -674,81 +571,3 @@ def _hold_subgraphs(node: Node) -> None:
             sub._holders.append(node)
 
 
-def _count_output(value: Value, graph: Graph | None, step: int) -> None:
-    if graph is None or value is None:
-        return
-    table = value._output_of
-    if table is None:
-        table = value._output_of = {}
-    count = table.get(graph, 0) + step
-    if count:
-        table[graph] = count
-    else:
-        del table[graph]
-
-
-class _Outputs(list):
-    """A graph's output list that keeps each value's record of the graphs returning it through
-    every list operation (``graph.outputs[:] = …``, ``append``, ``[i] = …``)."""
-
-    __slots__ = ("_graph",)
-
-    def __init__(self, graph: Graph, values: Sequence[Value] = ()):
-        super().__init__(values)
-        self._graph: Graph | None = graph
-        for v in self:
-            _count_output(v, graph, 1)
-
-    def detach(self) -> None:
-        """Stop being the graph's outputs (the graph assigned a new list)."""
-        for v in self:
-            _count_output(v, self._graph, -1)
-        self._graph = None
-
-    def _recount(self, operation: Any, *args: Any) -> Any:
-        before = list(self)
-        result = operation(*args)
-        for v in before:
-            _count_output(v, self._graph, -1)
-        for v in self:
-            _count_output(v, self._graph, 1)
-        return result
-
-    def append(self, value: Value) -> None:
-        super().append(value)
-        _count_output(value, self._graph, 1)
-
-    def extend(self, values: Any) -> None:
-        values = list(values)
-        super().extend(values)
-        for v in values:
-            _count_output(v, self._graph, 1)
-
-    def __iadd__(self, values: Any) -> _Outputs:
-        self.extend(values)
-        return self
-
-    def __imul__(self, n: Any) -> _Outputs:
-        self._recount(super().__imul__, n)
-        return self
-
-    def __setitem__(self, index: Any, value: Any) -> None:
-        self._recount(super().__setitem__, index, value)
-
-    def __delitem__(self, index: Any) -> None:
-        self._recount(super().__delitem__, index)
-
-    def insert(self, index: Any, value: Value) -> None:
-        super().insert(index, value)
-        _count_output(value, self._graph, 1)
-
-    def pop(self, index: Any = -1) -> Value:
-        value = super().pop(index)
-        _count_output(value, self._graph, -1)
-        return value
-
-    def remove(self, value: Value) -> None:
-        self._recount(super().remove, value)
-
-    def clear(self) -> None:
-        self._recount(super().clear)

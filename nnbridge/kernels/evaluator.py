@@ -137,6 +137,124 @@ class _Kept:
         return self.result
 
 
+#: ops whose kernel returns a new array nothing else holds, so an activation may overwrite it
+_FRESH_OUTPUT = frozenset({"Conv"})
+
+
+class _Epilogue:
+    """A convolution and the activation that alone reads its output, as one program entry: the
+    activation overwrites the convolution's fresh float32 result (one call and one buffer fewer;
+    mobile networks follow most convolutions with one), or, when the convolution was prepared
+    with one (``joint``), runs inside its compiled loops. Other dtypes and layouts call the
+    activation's kernel as its own step would."""
+
+    __slots__ = ("producer", "activation", "ctx", "overwrite", "joint")
+
+    def __init__(self, producer: Callable[..., Any], activation: Callable[..., Any], ctx: KernelContext,
+                 overwrite: Callable[[np.ndarray], Any], joint: Callable[..., Any] | None = None):
+        self.producer, self.activation, self.ctx, self.overwrite = producer, activation, ctx, overwrite
+        self.joint = joint
+
+    def __call__(self, ctx: KernelContext, *args: Any) -> Any:
+        if self.joint is not None:
+            y = self.joint(ctx, *args)
+            if y is not None:
+                return y
+        y = self.producer(ctx, *args)
+        if type(y) is np.ndarray and y.dtype == np.float32 and y.flags.c_contiguous and y.flags.writeable:
+            self.overwrite(y)
+            return y
+        return self.activation(self.ctx, y)
+
+
+def _join_pairs(program: list[tuple], join: Callable[[tuple, tuple], tuple | None]) -> list[tuple]:
+    """``program`` with each entry and the one right after it replaced by ``join(entry, next)``
+    where that gives an entry (the pair's inputs, the second's outputs, both releases but the value
+    the first passes the second), in one walk."""
+    joined: list[tuple] = []
+    i = 0
+    while i < len(program):
+        entry = program[i]
+        pair = join(entry, program[i + 1]) if i + 1 < len(program) else None
+        joined.append(entry if pair is None else pair)
+        i += 1 if pair is None else 2
+    return joined
+
+
+def _passes_one_value(entry: tuple, nxt: tuple) -> bool:
+    """``entry`` has one output, which ``nxt`` reads and is the last to read, and neither is a
+    constant step."""
+    return (len(entry[3]) == 1 and entry[3][0] in nxt[2] and entry[3][0] in nxt[4]
+            and not isinstance(entry[0], (_Keep, _Kept)) and not isinstance(nxt[0], (_Keep, _Kept)))
+
+
+def _fuse_epilogues(program: list[tuple]) -> list[tuple]:
+    """``program`` with each Conv entry and the activation entry right after it merged into one
+    ``_Epilogue`` when the activation is the only reader of the Conv's single output (the value
+    is freed right after it) and neither is a constant step; a prepared convolution that can
+    apply the activation itself (``with_epilogue``) does."""
+    from .ops.activation import curve_of, in_place
+
+    def join(entry: tuple, nxt: tuple) -> tuple | None:
+        if entry[1].node.op not in _FRESH_OUTPUT or nxt[2] != entry[3] or not _passes_one_value(entry, nxt):
+            return None
+        overwrite = in_place(nxt[1].node)
+        if overwrite is None:
+            return None
+        fn, ctx, ins, _, release = entry
+        curve = curve_of(nxt[1].node)
+        with_epilogue = getattr(fn, "with_epilogue", None)
+        joint = with_epilogue(*curve) if with_epilogue is not None and curve is not None else None
+        return (_Epilogue(fn, nxt[0], nxt[1], overwrite, joint), ctx, ins, nxt[3],
+                tuple(r for r in (*release, *nxt[4]) if r != entry[3][0]))
+
+    return _join_pairs(program, join)
+
+
+class _Gate:
+    """A squeeze-excite's gate as one program entry: a prepared 1×1 convolution of the block's
+    squeezed map with its activation as epilogue (``_Epilogue``), and the ``Mul`` that alone reads
+    its result and scales the block's map by it, computed by the convolution's ``gated`` callable
+    in one pass; when that declines (returns None), the two entries' callables in turn. Its
+    arguments: the convolution's inputs, then the map."""
+
+    __slots__ = ("gated", "conv", "mul", "mul_ctx", "map_first")
+
+    def __init__(self, gated: Callable[..., Any], conv: _Epilogue, mul: Callable[..., Any], mul_ctx: KernelContext,
+                 map_first: bool):
+        self.gated, self.conv, self.mul, self.mul_ctx, self.map_first = gated, conv, mul, mul_ctx, map_first
+
+    def __call__(self, ctx: KernelContext, *args: Any) -> Any:
+        y = self.gated(ctx, *args)
+        if y is not None:
+            return y
+        s = self.conv(ctx, *args[:-1])
+        return self.mul(self.mul_ctx, args[-1], s) if self.map_first else self.mul(self.mul_ctx, s, args[-1])
+
+
+def _fuse_gates(program: list[tuple]) -> list[tuple]:
+    """``program`` with each ``_Epilogue`` entry whose convolution offers a gate (``gated``) merged
+    with the ``Mul`` entry right after it that alone reads its result, into one ``_Gate``."""
+    from .ops.activation import curve_of
+
+    def join(entry: tuple, nxt: tuple) -> tuple | None:
+        fn = entry[0]
+        if (type(fn) is not _Epilogue or nxt[1].node.op != "Mul" or len(nxt[2]) != 2 or nxt[2][0] == nxt[2][1]
+                or not _passes_one_value(entry, nxt) or not hasattr(fn.producer, "gated")):
+            return None
+        curve = curve_of(fn.ctx.node)
+        gated = fn.producer.gated(*curve) if curve is not None else None
+        if gated is None:
+            return None
+        s = entry[3][0]
+        map_first = nxt[2][1] == s
+        x = nxt[2][0] if map_first else nxt[2][1]
+        return (_Gate(gated, fn, nxt[0], nxt[1], map_first), entry[1], (*entry[2], x), nxt[3],
+                tuple(r for r in (*entry[4], *nxt[4]) if r != s))
+
+    return _join_pairs(program, join)
+
+
 def _last_uses(nodes: list[Node]) -> dict[str, int]:
     """Each value's last reader (by position in ``nodes``; subgraph captures count)."""
     last_use: dict[str, int] = {}
@@ -230,7 +348,8 @@ class Plan:
         for name, value in self.weights.items():
             template[slots[name]] = value
         self._template = template
-        self._program = self._watched = program
+        self._steps_program = self._watched = program
+        self._program = _fuse_gates(_fuse_epilogues(program))
         self._constants = [i for i, step in enumerate(self.steps) if step.constant]
         self.slots = slots
 
@@ -248,7 +367,8 @@ class Plan:
             watched[i] = (_Kept(self.steps[i].kept), ctx, (), outs, release)
         keep = set(self._constants)
         self._template, self._watched = template, watched
-        self._program = [entry for i, entry in enumerate(self._program) if i not in keep]
+        self._steps_program = [entry for i, entry in enumerate(self._steps_program) if i not in keep]
+        self._program = _fuse_gates(_fuse_epilogues(self._steps_program))
         self._constants = []
 
     def execute(self, feeds: Mapping[str, Any], outer: Mapping[str, Any] | None = None,

@@ -28,6 +28,11 @@ def threads_setting() -> int | None:
     return _threads
 
 
+def threads() -> int:
+    """The threads a kernel may split its work over now."""
+    return _threads or all_cores()
+
+
 def set_threads(count: int | None) -> None:
     """``nnbridge.cpu_threads`` is the public switch, which also limits BLAS and onnxruntime."""
     global _threads
@@ -52,14 +57,14 @@ def run_blocks(count: int, work: Callable[[int, int], None], step: int = 1) -> N
     thread; the parts must write disjoint outputs. One thread: a single call."""
     global _pool, _pool_workers, _pool_pid
     blocks = -(-count // step)
-    threads = min(_threads or all_cores(), blocks)
-    if threads <= 1:
+    count_threads = min(threads(), blocks)
+    if count_threads <= 1:
         work(0, count)
         return
-    if _pool is None or _pool_workers < threads - 1 or _pool_pid != os.getpid():
-        _pool = ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="nnbridge-kernel")
-        _pool_workers, _pool_pid = threads - 1, os.getpid()
-    bounds = [min(count, blocks * i // threads * step) for i in range(threads + 1)]
+    if _pool is None or _pool_workers < count_threads - 1 or _pool_pid != os.getpid():
+        _pool = ThreadPoolExecutor(max_workers=count_threads - 1, thread_name_prefix="nnbridge-kernel")
+        _pool_workers, _pool_pid = count_threads - 1, os.getpid()
+    bounds = [min(count, blocks * i // count_threads * step) for i in range(count_threads + 1)]
     parts = [_pool.submit(work, lo, hi) for lo, hi in zip(bounds[:-2], bounds[1:-1])]
     work(bounds[-2], bounds[-1])
     for part in parts:

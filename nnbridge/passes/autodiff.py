@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..base.errors import InputError, Unsupported, UnsupportedOpError
+from ..base.errors import InputError, NNBridgeError, Unsupported, UnsupportedOpError
 from ..ir import NNBRIDGE_TRAINING_DOMAIN, DType, Graph, Node, TensorType, Value, op_traits
 from ..ir.gradients_nn import layer_norm_fusable
 
@@ -98,6 +98,23 @@ class Builder:
         self.created.append(self.graph.add_node(op, list(inputs), values, attrs or {}, name=f"{op.lower()}_{self.tag}",
                                                 domain=domain))
         return values if outputs else values[0]
+
+    def optional_output(self, node: Node, index: int, shape: tuple, dtype: str) -> Value:
+        """Output ``index`` of a forward ``node``, declared now if the model left it out (MaxPool's
+        Indices): the backward reads what the forward pass computed instead of recomputing it."""
+        present = node.outputs[index] if index < len(node.outputs) else None
+        if present is not None and present.name:
+            return present
+        if index > len(node.outputs):
+            raise NNBridgeError(f"node '{node.name}' ({node.op}) lacks outputs before #{index}")
+        value = self.graph.add_value(f"{node.name}_out{index}", TensorType(DType.from_numpy(np.dtype(dtype)),
+                                                                            tuple(shape)))
+        value.producer = node
+        if present is None:
+            node.outputs.append(value)
+        else:
+            node.outputs[index] = value
+        return value
 
     def kept(self, value: Value, axes: Value) -> tuple[int, ...]:
         reduced = {int(a) % value.type.rank for a in axes.const}

@@ -19,6 +19,7 @@ import bisect
 from dataclasses import dataclass, field
 
 from ..ir import Graph, Node, PatternKind, Value
+from ..ir.topology import walk_readers
 from .fuse import op_pattern
 from .manager import register_pass
 
@@ -60,16 +61,12 @@ def _inplace_inputs(node: Node) -> set[int]:
 
 
 def _elementwise_only(value: Value, body: Graph) -> bool:
-    stack, seen = [value], set()
-    while stack:
-        v = stack.pop()
-        if id(v) in seen:
-            continue
-        seen.add(id(v))
-        for reader in body.consumers(v):
-            if op_pattern(reader) > PatternKind.BROADCAST or any(o.type.shape != v.type.shape for o in reader.outputs):
-                return False
-            stack.extend(reader.outputs)
+    """Whether every reader downstream of ``value`` in ``body`` is elementwise and shape-keeping."""
+    return all(op_pattern(reader) <= PatternKind.BROADCAST and all(o.type.shape == v.type.shape for o in reader.outputs)
+               for reader, v in walk_readers(body, value, _always))
+
+
+def _always(node: Node, value: Value) -> bool:
     return True
 
 

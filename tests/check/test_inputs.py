@@ -73,3 +73,20 @@ def test_a_smaug_model_is_checked_on_the_input_its_params_file_stores(shared_dat
     assert result.ok and result.rule.name == "fp16" and result.precision == "fp16"
     generated = nnbridge.check(str(topo), backend="smv", stored_inputs=False)
     assert generated.input_info[0].distribution == "normal(0, 1)"
+
+
+def test_indices_are_followed_through_the_ops_that_only_move_them():
+    """A Reshape (injective) passes the integers on to the Gather they index; an Add computes new
+    numbers from them, so a Gather behind it bounds nothing."""
+    from nnbridge.ir import DType, Graph, TensorType
+
+    g = Graph("g")
+    ids = g.add_input("ids", TensorType(DType.INT64, (2, 3)))
+    other = g.add_input("other", TensorType(DType.INT64, (6,)))
+    table = g.add_initializer("table", np.zeros((5, 4), np.float32))
+    shape = g.add_initializer("shape", np.array([6], np.int64))
+    flat = g.add_node("Reshape", [ids, shape], name="flat").outputs[0]
+    g.add_node("Gather", [table, flat], name="lookup")
+    moved = g.add_node("Add", [other, other], name="shift").outputs[0]
+    g.add_node("Gather", [table, moved], name="behind_add")
+    assert index_ranges(g) == {"ids": (5, "Gather 'lookup'")}

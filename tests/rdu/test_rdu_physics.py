@@ -2,8 +2,9 @@
 residual, attention, decoder with a KV cache, recurrent) on generated RDU machines (hypothesis,
 a fixed derandomised budget): no estimate beats peak FLOPs or the bandwidth of any tier,
 utilisations stay ≤ 100 %, more batch never lowers throughput, and a bigger or faster machine
-(every setting in ``FIELDS``) is never slower. Each case judges every property on one compile
-per setting, so every property gets the full budget of cases."""
+(every setting in ``ON_EVERY_PRESET``, and each off-chip tier's in ``TIER_SETTINGS`` on every
+preset that has it) is never slower. Each case judges every property on one compile per setting,
+so every property gets the full budget of cases."""
 
 from __future__ import annotations
 
@@ -21,12 +22,6 @@ from tests.graph_families import FAMILIES, drawings, graph_of
 #: 500 generated cases in make test; make bench runs more (NNBRIDGE_PROPERTY_CASES, bench/bench_physics.py)
 CASES = settings(max_examples=int(os.environ.get("NNBRIDGE_PROPERTY_CASES", 500)), deadline=None, derandomize=True,
                  suppress_health_check=list(HealthCheck))
-
-
-#: the machine settings a bigger or faster value of which must never be slower (and the bandwidth
-#: of each off-chip tier a preset has)
-FIELDS = ("n_pcu", "n_pmu", "sram_bytes", "clock_ghz", "pmu_bytes", "flop_per_pcu_per_cycle", "hbm_bw_gbps",
-          "ddr_bw_gbps", "hbm_capacity_bytes", "link_gbps")
 
 
 @st.composite
@@ -103,10 +98,16 @@ def bigger(drawing: tuple, cfg: dict, field: str):
     return compiled(drawing, {**cfg, field: value_of(base.machine, field) * 2})
 
 
-def judge(drawing: tuple, cfg: dict) -> dict[str, bool]:
+#: the settings every preset has; the off-chip tiers' (``TIER_SETTINGS``) are judged on every preset
+#: that has them by ``judge_tiers``
+ON_EVERY_PRESET = ("n_pcu", "n_pmu", "sram_bytes", "clock_ghz", "pmu_bytes", "flop_per_pcu_per_cycle", "link_gbps")
+
+
+def judge(drawing: tuple, cfg: dict, fields: tuple[str, ...] | None = None) -> dict[str, bool]:
     """Every property on one case (a drawn graph on a drawn machine), by name: the bounds of the
     compile and of each bigger machine's, more batch never lowering throughput, and each setting
-    doubled never slower. The test asserts them all; bench/bench_physics.py counts violations."""
+    of ``fields`` (by default those every preset has) doubled never slower. The tests assert them
+    all; bench/bench_physics.py counts violations."""
     base = compiled(drawing, cfg)
     batch = cfg["batch_size"]
     broken = bounds_violated(base, batch)
@@ -114,18 +115,47 @@ def judge(drawing: tuple, cfg: dict) -> dict[str, bool]:
     one = base.measure_performance(batch_size=batch).totals["throughput_samples_per_s"]
     more = base.measure_performance(batch_size=batch * 4).totals["throughput_samples_per_s"]
     verdicts["4x batch never lowers throughput"] = more >= one * (1 - 1e-9)
-    tiers = [f for f in base.machine.tier_fields() if f.endswith("_bw_gbps")]  # each preset's own tiers
-    for field in [f for f in FIELDS if not f.endswith("_bw_gbps")] + tiers:
+    for field in fields or ON_EVERY_PRESET:
         other = bigger(drawing, cfg, field)
         if other is None:
             continue
         broken += bounds_violated(other, batch)
-        # every preset has off-chip tiers, not all the same: one verdict for the bandwidth of each
-        name = "2x the bandwidth of every off-chip tier never slower" if field.endswith("_bw_gbps") else \
-            f"2x {field} never slower"
-        verdicts[name] = verdicts.get(name, True) and \
+        verdicts[f"2x {field} never slower"] = \
             other.estimate.totals["latency_us"] <= base.estimate.totals["latency_us"] * (1 + 1e-6)
     return {**{f"bounds: {name}": name not in broken for name in BOUNDS}, **verdicts}
+
+
+#: the settings only some presets have (the off-chip tiers), each judged on every case of
+#: ``judge_tiers``: a preset drawn per case would judge them on a third of the cases or fewer
+TIER_SETTINGS = {"plasticine": ("dram_bw_gbps",), "sn10": ("ddr_bw_gbps",),
+                 "sn40l": ("hbm_bw_gbps", "ddr_bw_gbps", "hbm_capacity_bytes")}
+
+
+@st.composite
+def tiered(draw):
+    """Mode and batch for all three presets; SN40L's HBM capacity (and SRAM) from weights spilling
+    into DDR to all of them fitting."""
+    return {"mode": draw(st.sampled_from(["o0", "o1"])), "batch_size": draw(st.sampled_from([1, 2, 8, 64])),
+            "hbm_capacity_bytes": draw(st.sampled_from([10_000, 300_000, 3_000_000, 64 << 30])),
+            "sram_bytes": draw(st.sampled_from([100_000, 1_000_000, 545_259_520]))}
+
+
+def judge_tiers(drawing: tuple, common: dict) -> dict[str, bool]:
+    """``judge`` of every off-chip tier's settings on one drawn graph, on each preset that has
+    them (a verdict holds when it holds on every preset). Raises if a setting went unjudged, so
+    a case count is the count of every setting's cases."""
+    verdicts: dict[str, bool] = {}
+    for preset, fields in TIER_SETTINGS.items():
+        cfg = {"preset": preset, "mode": common["mode"], "batch_size": common["batch_size"]}
+        if preset == "sn40l":
+            cfg.update(hbm_capacity_bytes=common["hbm_capacity_bytes"], sram_bytes=common["sram_bytes"])
+        got = judge(drawing, cfg, fields)
+        missing = [f for f in fields if f"2x {f} never slower" not in got]
+        if missing:
+            raise AssertionError(f"{preset}: {missing} not judged")
+        for name, holds in got.items():
+            verdicts[name] = verdicts.get(name, True) and holds
+    return verdicts
 
 
 #: graphs small enough that a case (a compile per setting) costs milliseconds
@@ -137,6 +167,14 @@ CASE_GRAPHS = st.sampled_from(FAMILIES).flatmap(lambda family: drawings(family, 
 def test_every_family_obeys_physics_on_every_machine(drawing, cfg):
     broken = [name for name, holds in judge(drawing, cfg).items() if not holds]
     assert not broken, (drawing, cfg, broken)
+
+
+@CASES
+@given(CASE_GRAPHS, tiered())
+def test_every_off_chip_tier_obeys_physics_on_every_family(drawing, common):
+    """The bandwidth of each preset's off-chip tiers and SN40L's HBM capacity, on every case."""
+    broken = [name for name, holds in judge_tiers(drawing, common).items() if not holds]
+    assert not broken, (drawing, common, broken)
 
 
 def _never_slower(model, cfg, field):

@@ -100,11 +100,12 @@ def test_compiled_activations_equal_the_numpy_forms(monkeypatch):
             assert np.all(np.abs(ours.astype(np.float64) - theirs) <= slack), curve.__name__
 
 
-@pytest.mark.parametrize("pixels", [1, 5, 7, 8, 12, 49, 127, 128, 136, 784])
+@pytest.mark.parametrize("pixels", [1, 5, 7, 8, 12, 49, 127, 128, 136, 576, 784, 1015, 1024])
 def test_compiled_means_equal_numpy_bit_for_bit(monkeypatch, pixels):
-    """ReduceMean over trailing axes and GlobalAveragePool sum each row of up to 128 values as
-    numpy's pairwise sum does (8 partial sums) and divide in float32: the same terms in the same
-    order, so bit for bit, at every row length around the edges (longer rows run numpy's own)."""
+    """ReduceMean over trailing axes and GlobalAveragePool sum each row of up to 1,024 values as
+    numpy's pairwise sum does (halves down to blocks of 128, each 8 partial sums) and divide in
+    float32: the same terms in the same order, so bit for bit, at every row length around the
+    edges (longer rows run numpy's own)."""
     from nnbridge.kernels.ops.pool import global_average_pool
     from nnbridge.kernels.ops.reduce import _reduction
 
@@ -166,8 +167,11 @@ GEOMETRIES = [  # (channels, multiplier or group width, size, kernel, strides, d
     (448, 1, (14, 14), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),  # work for threads: channels last in blocks
     (8, 2, (11, 10), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),    # channel multiplier 2
     (12, 4, (10, 10), (3, 3), (1, 2), (1, 1), (1, 0, 1, 2)),   # grouped: 4 channels per group
+    (96, 16, (7, 9), (3, 3), (2, 1), (1, 1), (1, 1, 1, 0)),    # RegNet's 16 per group: four filters a pass
     (3, 16, (224, 224), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),  # one group of 3 channels: a mobile stem
+    (40, 10, (30, 29), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),  # one group, few filters (DenseNet's), not fours
 ]
+ONE_GROUP = GEOMETRIES[-2:]
 
 
 def _conv(x, w, b, groups, strides, dilations, pads):
@@ -192,8 +196,8 @@ def test_compiled_grouped_convolution_equals_the_numpy_kernel(monkeypatch, geome
     the product's own rounding included by counting n + 1), so they are within twice that of each
     other; the exact sum is float64's."""
     channels, width, size, kernel, strides, dilations, pads = geometry
-    grouped = width > 1 and channels % width == 0 and geometry is GEOMETRIES[-2]
-    stem = geometry is GEOMETRIES[-1]
+    grouped = width > 1 and channels % width == 0 and geometry in GEOMETRIES[-4:-2]
+    stem = geometry in ONE_GROUP
     groups = 1 if stem else channels // width if grouped else channels
     outs = width if stem else channels if grouped else channels * width
     x = RNG.standard_normal((2, channels, *size)).astype(np.float32)
@@ -219,12 +223,76 @@ def test_compiled_grouped_convolution_equals_the_numpy_kernel(monkeypatch, geome
         np.testing.assert_array_equal(ours, theirs)
 
 
+def test_a_one_group_convolution_split_over_threads_by_filters_equals_one_thread_bit_for_bit():
+    """One image of one group leaves nothing to split but the filters: each thread takes whole
+    fours of them (the last part short, 10 = 8 + 2), adding each output's terms in the same order."""
+    import nnbridge
+
+    x = RNG.standard_normal((1, 24, 33, 30)).astype(np.float32)
+    w = RNG.standard_normal((10, 24, 3, 3)).astype(np.float32)
+    b = RNG.standard_normal(10).astype(np.float32)
+    runs = []
+    for threads in (1, 2, 3):
+        with nnbridge.cpu_threads(threads):
+            runs.append(_conv(x, w, b, 1, (1, 1), (1, 1), (1, 1, 1, 1)))
+    np.testing.assert_array_equal(runs[0], runs[1])
+    np.testing.assert_array_equal(runs[0], runs[2])
+    exact = conv_nd(x.astype(np.float64), w.astype(np.float64), 1, [1, 1], [1, 1], [1, 1], [1, 1])
+    assert np.abs(runs[0] - exact - b.reshape(1, -1, 1, 1)).max() < 1e-3
+
+
 def test_a_one_dimensional_depthwise_convolution_runs_as_one_row_of_the_two_dimensional_loops(monkeypatch):
     x = RNG.standard_normal((1, 6, 40)).astype(np.float32)
     w = RNG.standard_normal((6, 1, 5)).astype(np.float32)
     ours = _conv(x, w, None, 6, (2,), (2,), (3, 1))
     theirs = _numpy(monkeypatch, _conv, x, w, None, 6, (2,), (2,), (3, 1))
     np.testing.assert_array_equal(ours, theirs)  # the numpy tap-by-tap path: the same order
+
+
+@pytest.mark.parametrize(("channels", "size", "kernel", "strides", "dilations", "pads"), [
+    (3, (40, 36), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
+    (4, (37, 53), (7, 5), (2, 3), (1, 2), (3, 0, 2, 4)),  # asymmetric everything, a row's end dropped
+    (2, (20, 64), (3, 3), (2, 2), (2, 2), (0, 0, 0, 0)),  # no padding, dilated and strided
+])
+@pytest.mark.parametrize("group", [1, 2])
+def test_compiled_columns_make_the_numpy_kernels_convolution(monkeypatch, channels, size, kernel, strides, dilations,
+                                                             pads, group):
+    """Wide maps' convolutions take their columns from the compiled im2col (the padding read as
+    zeros) and then the same matrix product as the numpy path: bit for bit."""
+    from nnbridge.kernels.ops import conv as ops
+
+    compiled.load("conv")
+    x = RNG.standard_normal((1, channels * group, *size)).astype(np.float32)
+    w = RNG.standard_normal((3 * group, channels, *kernel)).astype(np.float32)
+    begin, end = list(pads[:2]), list(pads[2:])
+    ours = conv_nd(x, w, group, list(strides), list(dilations), begin, end)
+    assert ours.shape[-1] >= ops.IM2COL_MIN_WIDTH  # the compiled columns ran
+    theirs = _numpy(monkeypatch, conv_nd, x, w, group, list(strides), list(dilations), begin, end)
+    np.testing.assert_array_equal(ours, theirs)
+
+
+# -- MaxPool with its Indices ---------------------------------------------------------------------
+
+@pytest.mark.parametrize(("size", "kernel", "strides", "dilations"), [
+    ((28, 28), (2, 2), (2, 2), (1, 1)),  # a training CNN's pool
+    ((13, 11), (3, 2), (1, 2), (2, 1)),  # overlapping windows, dilation, a dropped edge
+    ((9, 9), (3, 3), (2, 2), (1, 1)),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_max_pool_indices_equal_the_numpy_kernel(monkeypatch, size, kernel, strides, dilations, dtype):
+    """Both keep each window's first greatest value and its flat position (argmax's choice): ties
+    (small integers repeat often) and NaN (the first NaN of a window wins) included."""
+    from single_node import node_model, run_ours
+
+    x = RNG.integers(-3, 4, (2, 3, *size)).astype(dtype)
+    x[0, 0, 1, 1], x[1, 2, 4, 0:3] = np.nan, np.nan
+    model, feeds = node_model("MaxPool", [("x", x)], dict(kernel_shape=list(kernel), strides=list(strides),
+                                                         dilations=list(dilations)), outputs=2)
+    ours = run_ours(model, feeds)
+    theirs = _numpy(monkeypatch, run_ours, model, feeds)
+    assert compiled.load("pool") is not None
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a, b)
 
 
 # -- the switch, the fallback and the cache ----------------------------------------------------
@@ -317,6 +385,18 @@ def test_compiled_recurrences_agree_with_the_numpy_kernel(monkeypatch, op, attrs
     if lens:  # past a sequence's end: zeros, exactly
         y = ours[0]
         assert not y[3:, :, 1].any() and not y[1:, :, 3].any()
+
+
+def test_a_script_shadowing_a_module_numba_imports_is_named_not_hung(tmp_path):
+    """numba's import does ``import timeit``; a script named timeit.py is then imported again inside
+    it and asks for the compiled kernels while the first ask holds the lock (it hung forever): now
+    the second ask fails at once, naming the cause."""
+    script = tmp_path / "timeit.py"
+    script.write_text("from nnbridge.kernels import compiled\ncompiled.load('conv')\nprint('loaded')\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "NUMBA_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode != 0 and "shadows a standard module numba imports" in done.stderr
 
 
 def test_a_model_without_compiled_kernels_never_imports_numba():

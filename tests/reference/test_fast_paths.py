@@ -277,3 +277,38 @@ def test_two_operand_einsum_is_one_batched_matmul_and_agrees_with_onnxruntime(eq
     ours = run_ours(*node_model("Einsum", [(f"x{i}", o) for i, o in enumerate(operands)], {"equation": equation}))[0]
     assert ours.shape == exact.shape
     assert np.all(np.abs(ours - exact) <= 8 * 2.0**-24 * scale + 1e-30)
+
+
+@pytest.mark.parametrize("numba", [True, False], ids=["compiled", "numpy"])
+def test_an_activation_that_alone_reads_a_convolution_runs_in_its_buffer(numba):
+    """Conv followed by Relu, HardSwish, HardSigmoid, Sigmoid or Swish is one entry of the fast
+    program, the activation overwriting the convolution's result; its values are the unfused
+    program's bit for bit (the watched run keeps one step per node, each kernel judged against
+    onnxruntime by the kernel tests; onnxruntime has no Swish). A convolution whose result is also
+    read elsewhere, or is a graph output, keeps its own step."""
+    import nnbridge
+    from nnbridge.kernels import compiled
+    from nnbridge.kernels.evaluator import _Epilogue
+    from nnbridge.zoo import OnnxBuilder
+
+    b = OnnxBuilder("epilogues", seed=0)
+    x = b.input("x", [1, 8, 9, 9])
+    acts = ["Relu", "HardSwish", "HardSigmoid", "Sigmoid", "Swish"]
+    for i, act in enumerate(acts):
+        x = b.op(act, [b.conv(x, 8, 8, 3, hint=f"c{i}")], **({"alpha": 0.3} if act == "HardSigmoid" else {}))
+    shared = b.conv(x, 8, 8, 1, hint="shared")  # read twice: stays its own step
+    kept = b.conv(x, 8, 8, 1, hint="kept")  # a graph output too: stays its own step
+    b.output(b.op("Add", [b.op("Relu", [shared]), shared]))
+    b.output(b.op("Relu", [kept]))
+    b.output(kept)
+    model = b.model()
+    feeds = {"x": RNG.standard_normal((1, 8, 9, 9)).astype(np.float32)}
+    with compiled.numpy_only(not numba):
+        exe = nnbridge.compile(model, backend="reference")
+        fused = sum(isinstance(entry[0], _Epilogue) for entry in exe.plan._program)
+        expected_fused = len(acts) if numba else 3  # Sigmoid's and Swish's numpy forms have no in-place path
+        assert fused == expected_fused
+        fast = exe.run(feeds)
+        watched = exe.plan.execute(feeds, timings=[])
+    for (name, got), want in zip(fast.items(), watched):
+        np.testing.assert_array_equal(got, want, err_msg=name)

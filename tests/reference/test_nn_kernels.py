@@ -135,6 +135,12 @@ def test_conv_and_pool_empty_batch():
     dict(strides=[2, 2], output_shape=[10, 9]),
     dict(strides=[2, 2], auto_pad="SAME_UPPER"),
     dict(strides=[3, 2], auto_pad="SAME_LOWER"),
+    # stride 1: a convolution with the flipped kernel (a training step's input gradient)
+    dict(pads=[1, 1, 1, 1]),
+    dict(group=2, dilations=[2, 1], pads=[1, 0, 0, 2]),
+    dict(pads=[3, 0, 0, 1]),  # a crop past the kernel's reach: the general path
+    dict(output_shape=[7, 6]),
+    dict(auto_pad="SAME_UPPER", dilations=[1, 2]),
 ])
 def test_conv_transpose_variants(attrs):
     x, w, b = rand(2, 4, 5, 5), rand(4, 3, 3, 2), rand(3 * attrs.get("group", 1))

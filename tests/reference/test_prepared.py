@@ -15,6 +15,8 @@ from nnbridge.kernels import get_kernel, registered_ops
 from nnbridge.kernels.evaluator import KernelContext
 
 PREPARED = sorted(op for (domain, op), spec in registered_ops().items() if spec.prepare is not None and not domain)
+#: ops whose node tests hold none of the cases they prepare, and the tests that judge those cases
+ELSEWHERE = {"Conv": "test_prepared_conv.py (no node test is a 1×1 or a depthwise convolution)"}
 
 
 def _same(got, want) -> bool:
@@ -63,7 +65,7 @@ def test_prepared_equals_the_kernel_on_the_node_tests(op):
                     continue
                 assert _same(fn(ctx, *args), want), f"{case.name}: prepared {op} differs from its kernel"
                 prepared += 1
-    assert prepared, f"no node test of {op} ran a prepared callable"
+    assert prepared or op in ELSEWHERE, f"no node test of {op} ran a prepared callable"
 
 
 @pytest.mark.parametrize("op, inputs, attrs, other", [

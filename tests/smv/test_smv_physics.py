@@ -134,16 +134,33 @@ def _three_convs(channels: tuple[int, ...], image: int, kernels: tuple[int, ...]
     return b.model()
 
 
-def test_one_more_accelerator_is_never_slower():
+@pytest.mark.parametrize(("channels", "image", "kernels", "machine"), [
+    ((25, 39, 37, 64), 24, (3, 5, 1), {}),  # default settings: +0.37 % with SMAUG's schedule
+    ((24, 128, 25, 24), 8, (3, 3, 5), {"dram_gbps": 1.6}),  # low DRAM bandwidth: +1.36 %
+])
+def test_one_more_accelerator_is_never_slower(channels, image, kernels, machine):
     """Issue #35 item 3: dealing every conv over all the accelerators (SMAUG's runtime,
     ``smaug_schedule``) changes which tiles each accelerator keeps and moves more DRAM bytes than
-    the extra accelerator saves; the compiler keeps the best count of accelerators per operator."""
-    model = _three_convs((25, 39, 37, 64), 24, (3, 5, 1))
-    smaug = {n: simulate(model, {"num_accels": n, "smaug_schedule": True}).report.totals["latency_ms"] for n in (3, 4)}
+    the extra accelerator saves; the compiler keeps the best count of accelerators per operator.
+    (The worst cases random 3-conv nets found on today's cost model, docs/smv.md.)"""
+    model = _three_convs(channels, image, kernels)
+    smaug = {n: simulate(model, {**machine, "num_accels": n, "smaug_schedule": True}).report.totals["latency_ms"]
+             for n in (3, 4)}
     assert smaug[4] > smaug[3]  # SMAUG's own schedule: 4 accelerators slower than 3
-    ours = {n: simulate(model, {"num_accels": n}).report.totals["latency_ms"] for n in range(1, 9)}
+    ours = {n: simulate(model, {**machine, "num_accels": n}).report.totals["latency_ms"] for n in range(1, 9)}
     assert all(ours[n + 1] <= ours[n] * (1 + 1e-12) for n in range(1, 8)), ours
     assert ours[4] < smaug[4]
+
+
+@pytest.mark.xfail(strict=True, reason="known effect (docs/smv.md, 'make bench ... twice the batch'): SMAUG's tiler "
+                   "cuts this conv's two samples with other channel tiles than one, its tiling copies take 2.5x; "
+                   "two one-sample calls would change the numbers from SMAUG's plan's, so the compiler keeps them")
+def test_twice_the_batch_where_smaug_cuts_it_worse():
+    """The first case bench_physics found (of 4 in 2,997): 0.75 % less throughput at batch 2."""
+    drawing = ("conv", (1, (6, 91, 2, 61, 51), 15, (3, 3, 3, 3), (1, 1, 1, 1), False, False))
+    cfg = {"vector_width": 4, "dram_gbps": 9.52485055863321, "num_pes": 8, "clock_ghz": 2.2196885453960733,
+           "num_accels": 2, "maccs_per_pe": 4}
+    assert judge(drawing, cfg)["2x batch never lowers throughput"]
 
 
 def test_pes_and_maccs_change_compute_as_the_array_would():

@@ -315,6 +315,8 @@ def test_the_cli_follows_torch_for_100_steps(tmp_path):
          "--json", "-"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
+    assert {k: report[k] for k in ("optimizer", "lr", "momentum", "weight_decay", "nesterov", "semantics")} == {
+        "optimizer": kind, "nesterov": False, "semantics": "torch", **settings}  # the report says how it trained
     got = np.array([e["loss"] for e in report["epochs"]])
     expected = want_losses.reshape(epochs, -1).mean(axis=1)
     assert np.abs(got - expected).max() <= 1e-5 * np.abs(expected).max()

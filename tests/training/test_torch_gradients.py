@@ -102,6 +102,20 @@ def test_training_step_gradients_match_torch_autograd(build):
         assert error <= 1e-5, f"{name}: relative error {error:.2e}"
 
 
+def test_the_backward_reads_the_forward_max_pools_indices_instead_of_pooling_again():
+    """MaxPool's gradient scatters to the positions its Indices name: the forward node gains that
+    output and the backward reads it (pooling twice per step cost the CNN bench a fifth of its step)."""
+    from nnbridge.training.graph import training_graph
+
+    torch.manual_seed(0)
+    module, shape = _cnn()
+    graph = nnbridge.from_torch(module.eval(), [torch.randn(*shape)], for_training=True)
+    built = training_graph(graph, tuple(shape[1:]), (), shape[0], "cross-entropy")
+    pools = [n for n in built.graph.nodes if n.op == "MaxPool"]
+    assert len(pools) == 1 and len(pools[0].outputs) == 2
+    assert {n.op for n, _ in pools[0].outputs[1].uses()} >= {"Reshape"}
+
+
 def test_a_trained_torch_export_saves_with_its_aliased_tensors_apart(tmp_path):
     """torch's exporter aliases a BatchNorm's running variance to its weight (both ones at export);
     after training they differ, and the saved model keeps both — onnxruntime agrees with nnbridge."""

@@ -74,9 +74,9 @@ def train(args) -> int:
     if args.plot:
         plot_history(result.history, args.plot, title=Path(args.model).stem)
     if args.json:
-        common.write_json({"model": args.model, "data": args.data, "loss": args.loss, "optimizer": args.optimizer,
-                           "lr": args.lr, "batch_size": args.batch_size, "seed": args.seed,
-                           "semantics": result.settings["semantics"],
+        settings = {k: v for k, v in result.settings.items() if args.optimizer == "sgd" or
+                    k not in ("momentum", "nesterov") and k != "epochs"}  # every hyper-parameter used
+        common.write_json({"model": args.model, "data": args.data, **settings, "seed": args.seed,
                            "epochs": [vars(e) for e in result.history]}, args.json)
         if args.json == "-":
             return 0

@@ -53,19 +53,22 @@ class Builder:
 Composed = Callable[[Builder, list[Tensor], object], Tensor]
 
 
-def _compare(onnx_op: str, swap: bool = False, negate: bool = False) -> Composed:
-    def build(b: Builder, xs: list[Tensor], _message) -> Tensor:
-        x, y = (xs[1], xs[0]) if swap else xs
-        flag = b.op(onnx_op, x, y, dtype=DType.BOOL)
-        return b.as_float(b.op("Not", flag, dtype=DType.BOOL) if negate else flag)
-    return build
-
-
-def _compare_constant(onnx_op: str, negate: bool = False) -> Composed:
+def _compare(onnx_op: str, negate: bool = False, constant: bool = False) -> Composed:
+    """LBANN's comparison as 0/1 floats: of its two inputs, or (``constant``) of its input and
+    the layer's ``constant``."""
     def build(b: Builder, xs: list[Tensor], message) -> Tensor:
-        flag = b.op(onnx_op, xs[0], b.const(message.constant), dtype=DType.BOOL)
+        y = b.const(message.constant) if constant else xs[1]
+        flag = b.op(onnx_op, xs[0], y, dtype=DType.BOOL)
         return b.as_float(b.op("Not", flag, dtype=DType.BOOL) if negate else flag)
     return build
+
+
+#: LBANN's comparisons → (ONNX comparison, negated); each is an operator of two inputs (``Less``:
+#: ``LessOperator``) and one of an input and a constant (``LessConstantOperator``)
+_COMPARISONS = {
+    "Equal": ("Equal", False), "NotEqual": ("Equal", True), "Less": ("Less", False),
+    "LessEqual": ("LessOrEqual", False), "Greater": ("Greater", False), "GreaterEqual": ("GreaterOrEqual", False),
+}
 
 
 def _logical(onnx_op: str) -> Composed:
@@ -179,18 +182,9 @@ COMPOSED: dict[str, tuple[int | None, Composed]] = {
     "SafeDivideOperator": (2, _safe_divide),
     "SafeReciprocalOperator": (1, _safe_reciprocal),
     "ModOperator": (2, _mod),
-    "EqualOperator": (2, _compare("Equal")),
-    "NotEqualOperator": (2, _compare("Equal", negate=True)),
-    "LessOperator": (2, _compare("Less")),
-    "LessEqualOperator": (2, _compare("LessOrEqual")),
-    "GreaterOperator": (2, _compare("Greater")),
-    "GreaterEqualOperator": (2, _compare("GreaterOrEqual")),
-    "EqualConstantOperator": (1, _compare_constant("Equal")),
-    "NotEqualConstantOperator": (1, _compare_constant("Equal", negate=True)),
-    "LessConstantOperator": (1, _compare_constant("Less")),
-    "LessEqualConstantOperator": (1, _compare_constant("LessOrEqual")),
-    "GreaterConstantOperator": (1, _compare_constant("Greater")),
-    "GreaterEqualConstantOperator": (1, _compare_constant("GreaterOrEqual")),
+    **{f"{name}Operator": (2, _compare(op, negate)) for name, (op, negate) in _COMPARISONS.items()},
+    **{f"{name}ConstantOperator": (1, _compare(op, negate, constant=True))
+       for name, (op, negate) in _COMPARISONS.items()},
     "LogicalAndOperator": (2, _logical("And")),
     "LogicalOrOperator": (2, _logical("Or")),
     "LogicalXorOperator": (2, _logical("Xor")),

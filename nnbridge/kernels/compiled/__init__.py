@@ -26,10 +26,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
+from ...base.errors import NNBridgeError
+
 #: set to 1 (or any value but 0 and empty) before the process starts to run the numpy kernels only
 DISABLE = "NNBRIDGE_NO_NUMBA"
 
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # re-entered only by a broken import, which ``load`` then names
+_IMPORTING = threading.local()
 _MODULES: dict[str, ModuleType | None] = {}
 _NUMBA: list[ModuleType | None] = []  # [numba] once tried, [None] when it failed to import
 
@@ -94,8 +97,15 @@ def load(family: str) -> ModuleType | None:
     module = _MODULES.get(family)
     if module is None and family not in _MODULES:
         with _LOCK:
+            if getattr(_IMPORTING, "active", False):
+                raise NNBridgeError("importing numba ran nnbridge again: a file of yours shadows a standard "
+                                    "module numba imports (e.g. a script named timeit.py); rename it")
             if family not in _MODULES:
-                _MODULES[family] = _import(family)
+                _IMPORTING.active = True
+                try:
+                    _MODULES[family] = _import(family)
+                finally:
+                    _IMPORTING.active = False
             module = _MODULES[family]
     return module
 

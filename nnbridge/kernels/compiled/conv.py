@@ -16,7 +16,8 @@ Either way each output value is the sum over the input channels of its group, th
 then columns, the first term assigned and each next one added (a multiply, then an add: no fused
 multiply-add), exactly the order of the numpy depthwise path that runs stride-1 maps as flat
 rows. Taps are added four per pass over the accumulator (the same additions in the same order,
-fewer loads and stores).
+fewer loads and stores); a grouped convolution of several channels per group also computes four
+filters per pass (``_conv_four``), so each load of the input feeds sixteen multiply-adds.
 
 Inner loops index with unsigned integers and make no array views: numba checks a signed index
 for wrap-around (which turns a contiguous load into a gather) and counts references to views.
@@ -26,8 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..parallel import MIN_WORK, grain, run_blocks
+from ..parallel import MIN_WORK, grain, run_blocks, threads
 from ._core import jit
+from .curves import one_curve
 
 #: output positions per pass over the taps (whole output rows): the accumulator stays in cache
 CHUNK = 2048
@@ -210,8 +212,69 @@ def _conv_group(planes, phases, wq, tap_plane, tap_offset, w, bias, y, first, la
 
 
 @jit
-def grouped_planes(x, w, bias, y, first, last, group, top, left, sh, sw, dh, dw):
-    """Groups ``[first, last)`` (of ``N·group``) of a 2-D convolution in planes layout:
+def _conv_four(flat, tap_at, w, bias, y, p, m, wq, acc):
+    """Output planes ``p … p+3`` of ``y`` (filters ``m … m+3`` of ``w (M, K)``) from the flattened
+    phase planes ``flat``: term k of every output reads ``flat`` from ``tap_at[k]`` plus its position.
+    Four filters share each load of the input, and each output's terms are added in the order of
+    ``_conv_group`` (the first assigned, then one by one), so the two agree bit for bit."""
+    total = w.shape[1]
+    oh, ow = y.shape[1], y.shape[2]
+    rows = (acc.shape[1] - LANES) // wq
+    a0, a1, a2, a3 = acc[0], acc[1], acc[2], acc[3]
+    for r0 in range(0, oh, rows):
+        size = _U((min(rows, oh - r0) * wq + LANES - 1) // LANES * LANES)
+        start = _U(r0 * wq)
+        o = start + _U(tap_at[0])
+        w0, w1, w2, w3 = w[m, 0], w[m + 1, 0], w[m + 2, 0], w[m + 3, 0]
+        for t in range(size):
+            v = flat[o + t]
+            a0[t] = w0 * v
+            a1[t] = w1 * v
+            a2[t] = w2 * v
+            a3[t] = w3 * v
+        k = 1
+        while k + 4 <= total:  # four terms per pass: four loads of the input, one of each sum
+            o0, o1, o2, o3 = start + _U(tap_at[k]), start + _U(tap_at[k + 1]), start + _U(tap_at[k + 2]), \
+                start + _U(tap_at[k + 3])
+            w00, w01, w02, w03 = w[m, k], w[m, k + 1], w[m, k + 2], w[m, k + 3]
+            w10, w11, w12, w13 = w[m + 1, k], w[m + 1, k + 1], w[m + 1, k + 2], w[m + 1, k + 3]
+            w20, w21, w22, w23 = w[m + 2, k], w[m + 2, k + 1], w[m + 2, k + 2], w[m + 2, k + 3]
+            w30, w31, w32, w33 = w[m + 3, k], w[m + 3, k + 1], w[m + 3, k + 2], w[m + 3, k + 3]
+            for t in range(size):
+                v0, v1, v2, v3 = flat[o0 + t], flat[o1 + t], flat[o2 + t], flat[o3 + t]
+                a0[t] = (((a0[t] + w00 * v0) + w01 * v1) + w02 * v2) + w03 * v3
+                a1[t] = (((a1[t] + w10 * v0) + w11 * v1) + w12 * v2) + w13 * v3
+                a2[t] = (((a2[t] + w20 * v0) + w21 * v1) + w22 * v2) + w23 * v3
+                a3[t] = (((a3[t] + w30 * v0) + w31 * v1) + w32 * v2) + w33 * v3
+            k += 4
+        while k < total:
+            o = start + _U(tap_at[k])
+            w0, w1, w2, w3 = w[m, k], w[m + 1, k], w[m + 2, k], w[m + 3, k]
+            for t in range(size):
+                v = flat[o + t]
+                a0[t] += w0 * v
+                a1[t] += w1 * v
+                a2[t] += w2 * v
+                a3[t] += w3 * v
+            k += 1
+        for f in range(4):
+            b = bias[m + f] if bias.size else np.float32(0)
+            a = acc[f]
+            for i in range(min(rows, oh - r0)):
+                src = _U(i * wq)
+                out = y[p + f, r0 + i]
+                if bias.size:
+                    for j in range(_U(ow)):
+                        out[j] = a[src + j] + b
+                else:
+                    for j in range(_U(ow)):
+                        out[j] = a[src + j]
+
+
+@jit
+def grouped_planes(x, w, bias, y, first, last, group, parts, top, left, sh, sw, dh, dw):
+    """Units ``[first, last)`` (of ``N·group·parts``: each group's filters in ``parts`` runs of
+    whole fours, so that one group can be split over threads) of a 2-D convolution in planes layout:
     ``x (N·C, H, W)``, ``w (M, C/group, KH, KW)``, ``y (N·M, OH, OW)``; ``bias`` M values or none."""
     outs, cg, kh_, kw_ = w.shape
     channels = x.shape[0] // (y.shape[0] // outs)
@@ -228,13 +291,27 @@ def grouped_planes(x, w, bias, y, first, last, group, top, left, sh, sw, dh, dw)
     # runs are rounded up to whole vectors (no scalar remainder loop): zeros past the planes' end
     planes = np.zeros((cg * sh * sw, hq * wq + LANES), np.float32)
     acc = np.empty(max(1, min(oh, CHUNK // wq)) * wq + LANES, np.float32)
+    block = np.empty((4, acc.size), np.float32)
     taps = w.reshape(outs, cg, kh_ * kw_)
+    flat_taps = w.reshape(outs, cg * kh_ * kw_)
+    tap_at = np.empty(cg * kh_ * kw_, np.int64)  # term k's start in the flattened planes
+    for ci in range(cg):
+        for k in range(kh_ * kw_):
+            tap_at[ci * kh_ * kw_ + k] = (ci * sh * sw + tap_plane[k]) * planes.shape[1] + tap_offset[k]
+    flat = planes.reshape(planes.size)
+    share = -(-mg // (4 * parts)) * 4  # filters per part, whole fours
     for unit in range(first, last):
-        n, g = unit // group, unit % group
+        n, g, part = unit // (group * parts), unit // parts % group, unit % parts
+        lo, hi = min(part * share, mg), min((part + 1) * share, mg)
+        if lo == hi:
+            continue
         q = n * channels + g * cg
         phase_planes(x, planes, q, q + cg, top, left, sh, sw, wq)
         p = n * outs + g * mg
-        _conv_group(planes, sh * sw, wq, tap_plane, tap_offset, taps, bias, y, p, p + mg, acc)
+        four = lo + (hi - lo) // 4 * 4 if cg > 1 else lo
+        for f in range(lo, four, 4):
+            _conv_four(flat, tap_at, flat_taps, bias, y, p + f, g * mg + f, wq, block)
+        _conv_group(planes, sh * sw, wq, tap_plane, tap_offset, taps, bias, y, p + four, p + hi, acc)
 
 
 @jit
@@ -294,22 +371,37 @@ def depthwise_last(x, w, y, first, last, sh, sw, dh, dw):
 
 
 @jit
-def depthwise_small(x, w, bias, y, top, left, sh, sw, dh, dw):
-    """A whole depthwise convolution of a small map in one call: ``x (N, C, H, W)``, ``w (C, 1,
-    KH, KW)``, ``y (N, C, OH, OW)``, ``bias`` C values or none. The channels-last loops of
-    ``depthwise_last`` with the padding, the layout changes and the bias done here too (numpy's
-    copies around them cost 15-20 µs, more than the arithmetic of a 7×7 map)."""
-    n_, c, h, wd = x.shape
-    kh_, kw_ = w.shape[2], w.shape[3]
-    oh, ow = y.shape[2], y.shape[3]
-    hp, wp = (oh - 1) * sh + (kh_ - 1) * dh + 1, (ow - 1) * sw + (kw_ - 1) * dw + 1
-    padded = np.zeros((hp, wp, c), np.float32)
+def depthwise_taps(w):
+    """``w (C, 1, KH, KW)`` as ``(KH·KW, C)``: the channels-last loops' tap rows."""
+    c, kh_, kw_ = w.shape[0], w.shape[2], w.shape[3]
     taps = np.empty((kh_ * kw_, c), np.float32)
-    tap_row, tap_col = _tap_offsets(kh_, kw_, dh, dw)
     for kh in range(kh_):
         for kw in range(kw_):
             for q in range(c):
                 taps[kh * kw_ + kw, q] = w[q, 0, kh, kw]
+    return taps
+
+
+@jit
+def depthwise_small(x, w, bias, y, top, left, sh, sw, dh, dw):
+    """A whole depthwise convolution of a small map in one call: ``x (N, C, H, W)``, ``w (C, 1,
+    KH, KW)``, ``y (N, C, OH, OW)``, ``bias`` C values or none (``depthwise_small_taps``)."""
+    depthwise_small_taps(x, depthwise_taps(w), bias, y, top, left, sh, sw, dh, dw, w.shape[2], w.shape[3],
+                         -1, np.float32(0), np.float32(0))
+
+
+@jit
+def depthwise_small_taps(x, taps, bias, y, top, left, sh, sw, dh, dw, kh_, kw_, code, alpha, beta):
+    """``depthwise_small`` from the taps laid out once (``depthwise_taps``), then the curve ``code``
+    of ``curves.CODES`` on each output value (-1: none): the channels-last loops of
+    ``depthwise_last`` with the padding, the layout changes, the bias and the activation done here
+    too (numpy's copies around them cost 15-20 µs, more than the arithmetic of a 7×7 map); each
+    value is the one the convolution, then its activation's own pass, would give."""
+    n_, c, h, wd = x.shape
+    oh, ow = y.shape[2], y.shape[3]
+    hp, wp = (oh - 1) * sh + (kh_ - 1) * dh + 1, (ow - 1) * sw + (kw_ - 1) * dw + 1
+    padded = np.zeros((hp, wp, c), np.float32)
+    tap_row, tap_col = _tap_offsets(kh_, kw_, dh, dw)
     last = np.empty((oh, ow, c), np.float32)
     rows, cols = min(h, hp - top), min(wd, wp - left)
     for n in range(n_):
@@ -318,11 +410,71 @@ def depthwise_small(x, w, bias, y, top, left, sh, sw, dh, dw):
                 for q in range(c):
                     padded[top + i, left + j, q] = x[n, q, i, j]
         _depthwise_pixels(padded, tap_row, tap_col, taps, last, 0, oh * ow, sh, sw)
+        if code >= 0 or bias.size:  # along the channels, where the curve's loop vectorises
+            _bias_and_curve(last.reshape(oh * ow, c), bias, code, alpha, beta)
         for q in range(c):
-            b = bias[q] if bias.size else np.float32(0)
             for i in range(oh):
                 for j in range(ow):
-                    y[n, q, i, j] = last[i, j, q] + b if bias.size else last[i, j, q]
+                    y[n, q, i, j] = last[i, j, q]
+
+
+@jit
+def _bias_and_curve(rows, bias, code, alpha, beta):
+    """``rows[p] = curve(rows[p] + bias)`` for each pixel's channels (no bias: none added; ``code``
+    -1: no curve)."""
+    c = rows.shape[1]
+    for p in range(rows.shape[0]):
+        row = rows[p]
+        if bias.size:
+            for q in range(c):
+                row[q] += bias[q]
+        if code >= 0:
+            for q in range(c):
+                row[q] = one_curve(code, row[q], alpha, beta)
+
+
+@jit
+def _im2col_rows(x, cols, first, last, height, width, kh_, kw_, sh, sw, dh, dw, top, left, oh, ow):
+    """Rows ``[first, last)`` (of ``C·KH·KW``) of one image's columns, both arrays flat: row
+    ``(c·KH + i)·KW + j`` holds input channel c at tap (i, j) for every output pixel, zero where the
+    tap reads padding (flat indices, no views: numba counts references to each)."""
+    for row in range(first, last):
+        c, tap = row // (kh_ * kw_), row % (kh_ * kw_)
+        i, j = tap // kw_, tap % kw_
+        shift = j * dw - left  # input column of output column q: q·sw + shift
+        lo = min(max(0, (-shift + sw - 1) // sw), ow)  # the output columns that read inside the row
+        hi = max(min(ow, (width - shift + sw - 1) // sw), lo)
+        for r in range(oh):
+            src = r * sh + i * dh - top
+            dest = (row * oh + r) * ow
+            if src < 0 or src >= height:
+                for q in range(_U(ow)):
+                    cols[_U(dest) + q] = 0
+                continue
+            start = _U(dest)  # unsigned from here: numba's wrap-around test would make each load a gather
+            line = _U((c * height + src) * width + shift + lo * sw)
+            step = _U(sw)
+            for q in range(_U(lo)):
+                cols[start + q] = 0
+            run = start + _U(lo)
+            for q in range(_U(hi - lo)):
+                cols[run + q] = x[line + q * step]
+            for q in range(_U(hi), _U(ow)):
+                cols[start + q] = 0
+
+
+def im2col(x: np.ndarray, kernel, strides, dilations, begin, out) -> np.ndarray:
+    """The (C·KH·KW, OH·OW) columns of one float32 image ``x (C, H, W)`` in one pass, the padding
+    read as zeros (numpy pads a copy, then copies a 6-axis transposed window view: 2.8× the time
+    on a 112×112 map; ``ops/conv.IM2COL_MIN_WIDTH`` says where this wins)."""
+    c = x.shape[0]
+    (kh, kw), (sh, sw), (dh, dw), (oh, ow) = kernel, strides, dilations, out
+    cols = np.empty((c * kh * kw, oh * ow), np.float32)
+    flat, out_flat = np.ascontiguousarray(x).reshape(-1), cols.reshape(-1)
+    height, width = x.shape[1], x.shape[2]
+    run_blocks(c * kh * kw, lambda lo, hi: _im2col_rows(flat, out_flat, lo, hi, height, width, kh, kw, sh, sw, dh, dw,
+                                                        begin[0], begin[1], oh, ow), grain(oh * ow))
+    return cols
 
 
 # -- the calls the numpy kernel makes ------------------------------------------------------------
@@ -330,16 +482,27 @@ def depthwise_small(x, w, bias, y, top, left, sh, sw, dh, dw):
 #: a depthwise map with at most this many output pixels runs channels last (measured: 7×7 and
 #: 14×14 maps of 1,152 and 672 channels 2.3× and 1.2× faster than planes; 28×28 slower)
 CHANNELS_LAST_PIXELS = 14 * 14
-#: input channels per group up to which the direct loops beat im2col and one matrix product per
-#: group (measured: 2.5× slower at 16 channels per group, on par at 4)
-MAX_GROUP_CHANNELS = 4
+#: input channels per group up to which the direct loops (four filters per pass, ``_conv_four``)
+#: beat im2col and one matrix product per group (measured at 1 thread, 3×3 taps: 16 per group on
+#: 7×7 to 56×56 maps 1.5-3.6× faster, 32 per group 1.1-1.4×, 64 per group 0.9× on a 7×7 map); at 2
+#: threads the groups split over the kernel threads, where numpy's batched product of small
+#: matrices does not gain
+MAX_GROUP_CHANNELS = 32
 _NONE = np.empty(0, np.float32)
 
 
+def small_depthwise(x_shape: tuple, w_shape: tuple, out) -> bool:
+    """A depthwise convolution whose whole work is one call of ``depthwise_small`` (one thread's)."""
+    n, c = x_shape[:2]
+    m, cg, kh, kw = w_shape
+    pixels = out[0] * out[1]
+    return cg == 1 and m == c and pixels <= CHANNELS_LAST_PIXELS and n * c * pixels * kh * kw < MIN_WORK
+
+
 def handles(x: np.ndarray, w: np.ndarray, group: int, begin) -> bool:
-    """Float32 2-D convolutions with few channels per group and no cropping pads."""
+    """Float32 2-D convolutions of one group or few channels per group, and no cropping pads."""
     return (x.dtype == np.float32 and w.dtype == np.float32 and x.ndim == 4
-            and w.shape[1] <= MAX_GROUP_CHANNELS and min(begin) >= 0)
+            and (group == 1 or w.shape[1] <= MAX_GROUP_CHANNELS) and min(begin) >= 0)
 
 
 def grouped_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, strides, dilations, begin,
@@ -350,7 +513,7 @@ def grouped_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride
     m, cg, kh, kw = w.shape
     (sh, sw), (dh, dw), (oh, ow) = strides, dilations, out
     b = _NONE if bias is None else np.ascontiguousarray(bias, np.float32).reshape(-1)
-    if cg == 1 and m == c and oh * ow <= CHANNELS_LAST_PIXELS and n * c * oh * ow * kh * kw < MIN_WORK:
+    if small_depthwise(x.shape, w.shape, out):
         y = np.empty((n, m, oh, ow), np.float32)
         depthwise_small(np.ascontiguousarray(x), np.ascontiguousarray(w), b, y, begin[0], begin[1], sh, sw, dh, dw)
         return y
@@ -370,7 +533,10 @@ def grouped_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride
     x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
     y = np.empty((n, m, oh, ow), np.float32)
     group = c // cg
-    run_blocks(n * group, lambda lo, hi: grouped_planes(x.reshape(n * c, h, wd), w, b, y.reshape(n * m, oh, ow),
-                                                        lo, hi, group, begin[0], begin[1], sh, sw, dh, dw),
-               grain((m // group) * cg * kh * kw * oh * (ow + 2)))
+    # fewer groups than threads (a one-group convolution): each group's filters in one part per thread
+    parts = 1 if n * group >= threads() or m // group < 8 else threads()
+    run_blocks(n * group * parts,
+               lambda lo, hi: grouped_planes(x.reshape(n * c, h, wd), w, b, y.reshape(n * m, oh, ow), lo, hi,
+                                             group, parts, begin[0], begin[1], sh, sw, dh, dw),
+               grain((m // group // parts) * cg * kh * kw * oh * (ow + 2)))
     return y

@@ -88,6 +88,71 @@ def _loop(code, x, out, first, last, alpha, beta):
             out[i] = relu32(x[i])
 
 
+@jit
+def _overwrite(code, x, first, last, alpha, beta):
+    """``x[i] = curve(x[i])`` for the curves that follow convolutions (3, 4, 7, 8, 9): one array read and
+    written, so the loops vectorise (``_loop`` with ``out`` = ``x`` may alias: LLVM's overlap check
+    then takes its scalar loop, twice as slow as a new buffer)."""
+    x = x[first:last]
+    if code == 3:
+        for i in range(x.size):
+            x[i] = sigmoid32(x[i])
+    elif code == 4:
+        for i in range(x.size):
+            x[i] = x[i] * sigmoid32(x[i])
+    elif code == 7:
+        for i in range(x.size):
+            x[i] = hard_sigmoid32(x[i], alpha, beta)
+    elif code == 8:
+        for i in range(x.size):
+            x[i] = x[i] * hard_sigmoid32(x[i], alpha, beta)
+    else:
+        for i in range(x.size):
+            x[i] = relu32(x[i])
+
+
+#: the curves ``apply`` can run in place
+IN_PLACE = frozenset({3, 4, 7, 8, 9})
+
+
+@inline
+def one_curve(code, v, alpha, beta):
+    """The curve ``code`` (one of ``IN_PLACE``) of one value, as ``_overwrite`` computes it (in a
+    loop over values LLVM takes the branch out of the loop: each curve its own vector loop)."""
+    if code == 3:
+        return sigmoid32(v)
+    if code == 4:
+        return v * sigmoid32(v)
+    if code == 7:
+        return hard_sigmoid32(v, alpha, beta)
+    if code == 8:
+        return v * hard_sigmoid32(v, alpha, beta)
+    return relu32(v)
+
+
+@jit
+def _bias_rows(code, y, bias, first, last, alpha, beta):
+    """Rows ``[first, last)`` of ``y (M, P)``: ``y = curve(y + bias[m])``, in place; the float32 sum
+    then the curve, as numpy's ``y += bias`` and ``_overwrite`` give them (bit for bit)."""
+    for m in range(first, last):
+        b = bias[m]
+        row = y[m]
+        for p in range(row.size):
+            row[p] = one_curve(code, row[p] + b, alpha, beta)
+
+
+@jit
+def _gate_rows(code, x, s, bias, y, first, last, alpha, beta):
+    """A squeeze-excite's gate and scale: ``y[c] = x[c] · curve(s[c] + bias[c])`` for rows
+    ``[first, last)`` of ``x (C, P)``, each product the float32 one a ``Mul`` of the map and the
+    gate gives."""
+    for c in range(first, last):
+        g = one_curve(code, s[c] + bias[c], alpha, beta)
+        row, out = x[c], y[c]
+        for p in range(row.size):
+            out[p] = row[p] * g
+
+
 CODES = {"exp32": 0, "expm1_32": 1, "tanh32": 2, "sigmoid32": 3, "silu32": 4, "erf32": 5, "gelu32": 6,
          "hard_sigmoid32": 7, "hard_swish32": 8, "relu32": 9}
 #: elements up to which one block is the whole job (no other thread could take one): such maps
@@ -96,14 +161,55 @@ SERIAL = grain(32)
 _ZERO = np.float32(0)
 
 
-def apply(name: str, x: np.ndarray, alpha: np.float32 = _ZERO, beta: np.float32 = _ZERO) -> np.ndarray:
+def apply(name: str, x: np.ndarray, alpha: np.float32 = _ZERO, beta: np.float32 = _ZERO,
+          out: np.ndarray | None = None) -> np.ndarray:
     """The curve ``name`` of float32 ``x``, elementwise, shared over the kernel threads; ``alpha``
-    and ``beta`` (the hard curves') are float32, as the loop computes in float32."""
-    flat = np.ascontiguousarray(x, np.float32).reshape(-1)
-    out = np.empty_like(flat)
+    and ``beta`` (the hard curves') are float32, as the loop computes in float32. ``out``: a
+    C-contiguous float32 array of x's size to write (``x`` itself: in place, each element read
+    before it is written)."""
     code, a, b = CODES[name], np.float32(alpha), np.float32(beta)
+    if out is x and code in IN_PLACE and x.dtype == np.float32 and x.flags.c_contiguous:
+        flat = x.reshape(-1)
+        if flat.size <= SERIAL:
+            _overwrite(code, flat, 0, flat.size, a, b)
+        else:
+            run_blocks(flat.size, lambda lo, hi: _overwrite(code, flat, lo, hi, a, b), grain(32))
+        return x
+    flat = np.ascontiguousarray(x, np.float32).reshape(-1)
+    out = np.empty_like(flat) if out is None else out.reshape(-1)
     if flat.size <= SERIAL:
         _loop(code, flat, out, 0, flat.size, a, b)
     else:
         run_blocks(flat.size, lambda lo, hi: _loop(code, flat, out, lo, hi, a, b), grain(32))
     return out.reshape(x.shape)
+
+
+def bias_and_curve(name: str, y: np.ndarray, bias: np.ndarray, alpha: np.float32 = _ZERO,
+                   beta: np.float32 = _ZERO) -> np.ndarray:
+    """``y = curve(y + bias[m])`` in place on the rows of C-contiguous float32 ``y (M, P)`` (a
+    convolution's bias and activation as one pass over its result), shared over the kernel threads."""
+    code, a, b = CODES[name], np.float32(alpha), np.float32(beta)
+    if code not in IN_PLACE:
+        raise ValueError(f"curve {name} has no in-place form")
+    rows = y.shape[0]
+    if y.size <= SERIAL:
+        _bias_rows(code, y, bias, 0, rows, a, b)
+    else:
+        run_blocks(rows, lambda lo, hi: _bias_rows(code, y, bias, lo, hi, a, b), grain(32 * y.shape[1]))
+    return y
+
+
+def gate(name: str, x: np.ndarray, s: np.ndarray, bias: np.ndarray, alpha: np.float32 = _ZERO,
+         beta: np.float32 = _ZERO) -> np.ndarray:
+    """``x[c] · curve(s[c] + bias[c])`` for C-contiguous float32 ``x (C, P)``, ``s`` and ``bias`` C
+    values: a squeeze-excite's last convolution's bias and curve and its scaling, in one pass."""
+    code = CODES[name]
+    if code not in IN_PLACE:
+        raise ValueError(f"curve {name} has no in-place form")
+    y = np.empty_like(x)
+    a, b = np.float32(alpha), np.float32(beta)
+    if x.size <= SERIAL:
+        _gate_rows(code, x, s, bias, y, 0, x.shape[0], a, b)
+    else:
+        run_blocks(x.shape[0], lambda lo, hi: _gate_rows(code, x, s, bias, y, lo, hi, a, b), grain(32 * x.shape[1]))
+    return y

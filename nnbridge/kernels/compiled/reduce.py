@@ -3,13 +3,14 @@ the spatial axes and GlobalAveragePool of the small maps where mobile networks p
 squeeze-excite blocks, LayerNormalization of small transformers: numpy's reduction machinery
 costs 5-15 µs a call there, against under 1 µs here).
 
-Each row's sum is numpy's own pairwise summation of a contiguous row of at most ``BLOCK`` values,
-term for term (eight interleaved partial sums combined as ``((r0 + r1) + (r2 + r3)) + ((r4 + r5)
-+ (r6 + r7))``, then the remainder, the reduction starting from 0), divided by the row length in
+Each row's sum is numpy's own pairwise summation of a contiguous row, term for term: halves split
+at a multiple of 8 down to blocks of at most ``BLOCK`` values, each block eight interleaved
+partial sums combined as ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))`` then the
+remainder, the reduction starting from 0; divided by the row length in
 float32 as ``np.mean`` does: bit for bit equal to ``np.mean(x, axis=trailing, keepdims=True)``
 (``tests/reference/test_compiled.py``); a layer norm's other operations are the numpy kernel's,
-one by one in float32. Longer rows stay with numpy, whose vectorised partial sums are faster
-there.
+one by one in float32. Rows longer than ``MEAN_ROW`` (a mean) or ``BLOCK`` (a layer norm) stay
+with numpy, whose vectorised partial sums are faster there.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from ._core import F, inline, jit
 #: numpy's PW_BLOCKSIZE: the longest row summed as one block of eight partial sums
 BLOCK = 128
 _NONE = np.empty(0, np.float32)
+#: the longest row ``trailing_mean`` sums (past it numpy's vectorised partial sums are faster: a
+#: 56×56 map 26 against 13 µs, a 12×48 one 3 against 6)
+MEAN_ROW = 1024
 
 
 @inline
@@ -53,11 +57,83 @@ def _row_sum(x, r, n):
     return F(0) + res
 
 
+@inline
+def _block_sum(x, s, n):
+    """numpy's sum of the ``n`` ≤ ``BLOCK`` values of the flat ``x`` from ``s`` (no initial 0)."""
+    if n < 8:
+        res = F(0)
+        for i in range(n):
+            res += x[s + i]
+        return res
+    r0, r1, r2, r3 = x[s], x[s + 1], x[s + 2], x[s + 3]
+    r4, r5, r6, r7 = x[s + 4], x[s + 5], x[s + 6], x[s + 7]
+    i = 8
+    while i < n - n % 8:
+        r0 += x[s + i]
+        r1 += x[s + i + 1]
+        r2 += x[s + i + 2]
+        r3 += x[s + i + 3]
+        r4 += x[s + i + 4]
+        r5 += x[s + i + 5]
+        r6 += x[s + i + 6]
+        r7 += x[s + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += x[s + i]
+        i += 1
+    return res
+
+
+@inline
+def _halves(n):
+    """Where numpy's pairwise sum splits ``n`` > ``BLOCK`` values: at half, less its remainder by 8."""
+    half = n // 2
+    return half - half % 8
+
+
+# numpy's pairwise summation, level by level (numba's cache cannot hold a recursive function: a
+# cached one crashed the next process). Each split leaves at most half + 8 values, so a row of at
+# most MEAN_ROW = 1,024 values fits blocks of BLOCK after four (520, 268, 142, 79)
+@inline
+def _sum_4(x, s, n):
+    if n <= BLOCK:
+        return _block_sum(x, s, n)
+    half = _halves(n)
+    return _block_sum(x, s, half) + _block_sum(x, s + half, n - half)
+
+
+@inline
+def _sum_3(x, s, n):
+    if n <= BLOCK:
+        return _block_sum(x, s, n)
+    half = _halves(n)
+    return _sum_4(x, s, half) + _sum_4(x, s + half, n - half)
+
+
+@inline
+def _sum_2(x, s, n):
+    if n <= BLOCK:
+        return _block_sum(x, s, n)
+    half = _halves(n)
+    return _sum_3(x, s, half) + _sum_3(x, s + half, n - half)
+
+
+@inline
+def _pairwise_sum(x, s, n):
+    """numpy's pairwise sum of ``n`` ≤ ``MEAN_ROW`` values from ``s``."""
+    if n <= BLOCK:
+        return _block_sum(x, s, n)
+    half = _halves(n)
+    return _sum_2(x, s, half) + _sum_2(x, s + half, n - half)
+
+
 @jit
-def _row_means(x, out):
+def row_means(x, out):
+    """The mean of each row of ``x (R, n)`` into ``out`` (R values), numpy's pairwise sum / n."""
     n = x.shape[1]
     for r in range(x.shape[0]):
-        out[r] = _row_sum(x, r, n) / F(n)
+        out[r] = (F(0) + _pairwise_sum(x[r], 0, n)) / F(n)
 
 
 @jit
@@ -126,11 +202,11 @@ def divide_by_row_sums(x):
 
 def trailing_mean(x: np.ndarray, axes: int) -> np.ndarray | None:
     """The mean of C-contiguous float32 ``x`` over its last ``axes`` axes, keeping them as 1s;
-    None when those axes hold more than ``BLOCK`` values."""
+    None when those axes hold more than ``MEAN_ROW`` values."""
     lead = x.ndim - axes
     length = math.prod(x.shape[lead:])
-    if length > BLOCK or length == 0:
+    if length > MEAN_ROW or length == 0:
         return None
     out = np.empty(x.shape[:lead] + (1,) * axes, np.float32)
-    _row_means(x.reshape(-1, length), out.reshape(-1))
+    row_means(x.reshape(-1, length), out.reshape(-1))
     return out

@@ -11,13 +11,16 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+from collections.abc import Callable
 
 import numpy as np
 
+from ...ir import Node
 from ...ir.dtypes import INT_TYPES
 from .. import compiled
 from ..registry import kernel
 from ._windows import FLOATS, WITH_BF16, compute_dtype
+from .elementwise import relu_into
 from .fastmath import erf32, gelu32, select, sigmoid32, silu32
 
 _SQRT_PI = math.sqrt(math.pi)
@@ -110,13 +113,16 @@ def celu(ctx, x, *, alpha=1.0):
     return np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(np.minimum(x, 0) / alpha))
 
 
-def _hard_sigmoid(x: np.ndarray, alpha, beta, swish: bool = False) -> np.ndarray:
+def _hard_sigmoid(x: np.ndarray, alpha, beta, swish: bool = False, out: np.ndarray | None = None) -> np.ndarray:
     """clip(alpha·x + beta, 0, 1) in one buffer (MobileNetV3 applies it to every activation map),
-    times x for the hard swish; one compiled pass with numba."""
+    times x for the hard swish; one compiled pass with numba. ``out``: where to write (``x``:
+    in place, as a convolution's epilogue)."""
     fast = compiled.load("curves") if x.dtype == np.float32 else None
     if fast is not None:
-        return fast.apply("hard_swish32" if swish else "hard_sigmoid32", x, alpha, beta)
-    y = np.multiply(x, alpha, out=np.empty_like(x))  # an array even for a 0-d x
+        return fast.apply("hard_swish32" if swish else "hard_sigmoid32", x, alpha, beta, out=out)
+    if swish and out is x:
+        x = x.copy()  # the product needs x after the clip overwrote it
+    y = np.multiply(x, alpha, out=np.empty_like(x) if out is None else out)  # an array even for a 0-d x
     y += beta
     np.clip(y, 0, 1, out=y)
     if swish:
@@ -136,6 +142,43 @@ _SIXTH = np.float32(1 / 6)
 def hard_swish(ctx, x):
     """x·HardSigmoid(x) with the spec's alpha = 1/6, beta = 1/2."""
     return _hard_sigmoid(x, _SIXTH if x.dtype == _F32 else x.dtype.type(1 / 6), x.dtype.type(0.5), swish=True)
+
+
+def curve_of(node: Node) -> tuple[str, np.float32, np.float32] | None:
+    """The compiled curve (``compiled/curves.py``: its name, alpha, beta) an activation node
+    computes on float32 values, for the activations that may follow a convolution in its buffer
+    (Relu, HardSigmoid, HardSwish, Sigmoid, Swish of alpha 1), else None."""
+    zero = _F32.type(0)
+    if node.op == "Relu":
+        return "relu32", zero, zero
+    if node.op == "HardSwish":
+        return "hard_swish32", _SIXTH, _F32.type(0.5)
+    if node.op == "HardSigmoid":
+        return "hard_sigmoid32", _F32.type(node.attr("alpha", 0.2)), _F32.type(node.attr("beta", 0.5))
+    if node.op == "Sigmoid":
+        return "sigmoid32", zero, zero
+    if node.op == "Swish" and node.attr("alpha", 1.0) == 1:
+        return "silu32", zero, zero
+    return None
+
+
+def in_place(node: Node) -> Callable[[np.ndarray], np.ndarray] | None:
+    """The activation ``node`` computes as a function overwriting a float32 array with its result
+    (the same values its kernel returns), or None: the reference plan runs it as the epilogue of
+    the convolution that made the array, which nothing else reads (no call, no new buffer)."""
+    curve = curve_of(node)
+    if curve is None:
+        return None
+    name, alpha, beta = curve
+    if name == "relu32":
+        return lambda y: relu_into(y, y)
+    if name in ("hard_swish32", "hard_sigmoid32"):
+        swish = name == "hard_swish32"
+        return lambda y: _hard_sigmoid(y, alpha, beta, swish=swish, out=y)
+    fast = compiled.load("curves")  # the kernels' numpy forms of the others have no in-place path
+    if fast is not None:
+        return lambda y: fast.apply(name, y, out=y)
+    return None
 
 
 @_activation("Softplus")

@@ -4,7 +4,9 @@ Conv is im2col over a strided window view plus one batched matmul over the
 groups (a 1x1 convolution is a plain matmul); a depthwise convolution (one input
 channel per group) is instead one einsum over a channels-last window view, which
 avoids copying every tap into columns; ConvTranspose is the adjoint:
-one matmul to columns, then a scatter-add per kernel tap (col2im).
+one matmul to columns, then a scatter-add per kernel tap (col2im). Float32 2-D convolutions of
+few channels per group, and one-group ones of few filters or input channels on large maps, run
+the compiled direct loops of ``kernels/compiled/conv.py`` instead (no copy of every tap).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ._windows import (
     window_extent,
     windows,
 )
+from .conv_prepared import prepare_conv
 
 QUANT = frozenset({DType.UINT8, DType.INT8})
 #: a depthwise map of at most this many channels × output pixels is one matmul over its windows
@@ -41,15 +44,27 @@ SMALL_DEPTHWISE = 4096
 #: 5×5 taps below 56×56, where the per-row paths win)
 FLAT_DEPTHWISE_PIXELS = 28 * 28
 FLAT_DEPTHWISE_TAPS = 9
-#: a one-group convolution of at most this many input channels and weights (a mobile network's
-#: stem on an RGB image) runs the compiled direct loops from this much work (input pixels × weights):
-#: im2col's strided copy of every tap costs more than its small matrix product (measured at 1
-#: thread: MobileNetV3's 16-filter 224×224 stem 530 → 305 µs, the OCR classifier's 8-filter 48×192
-#: one 57 → 37; at 24 filters on par, at 64 7×7 ones (ResNet's) 1.4× slower, as each filter is a
-#: pass over the map); LeNet's, below the work, stays numpy's and never imports numba
+#: a one-group 2-D convolution of a kernel larger than 1×1 runs the compiled direct loops (four
+#: filters per pass over the map) from this many output pixels, when it has few filters or few input
+#: channels (a stem), instead of columns and a matrix product (measured at 1 thread in whole models:
+#: ResNet's 64-filter 7×7 stem 4.6 → 3.2 ms, Inception's 4.3 → 3.2; DenseNet's 32-filter 3×3 on
+#: 56×56 on par with the compiled im2col, 5.0 → 3.3 against numpy's); at 2 threads the filters split
+#: over the kernel threads. More filters stay with columns: ResNet's 64-filter 3×3 on 56×56 took
+#: 5.2 ms direct against 3.5, Inception's 192-filter one 9.2 against 7.9
+DIRECT_PIXELS = 28 * 28
+DIRECT_FILTERS = 32
+#: … and from this much work (input pixels × weights): LeNet's stays numpy's and never imports numba
+DIRECT_WORK = 1 << 20
+#: a one-group 1-D convolution of at most this many input channels and weights (a stem over a
+#: signal) runs the compiled loops as one row of the 2-D ones, from the same work
 MAX_STEM_CHANNELS = 4
 MAX_STEM_WEIGHTS = 16 * 3 * 3 * 3
-STEM_WORK = 1 << 20
+
+
+#: output rows at least this wide take the compiled im2col (measured against numpy's copy of the
+#: transposed window view: 2.8× faster at 112×112, 1.2-1.5× at 20×20 to 56×56; slower at 7×7 and
+#: 14×14, where its per-row work outweighs the copying)
+IM2COL_MIN_WIDTH = 16
 #: an image's columns of at most this many elements are gathered by one ``take`` through an index
 #: kept per input shape and window (measured: a 3-channel 3×3 stride-2 window over 32×32, 6,912
 #: columns, 27 µs of padding, window view and transposing copy against 7 µs); larger ones copy
@@ -77,6 +92,11 @@ def conv_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begin,
         index = _column_index(x.shape, tuple(kernel), tuple(strides), tuple(dilations), tuple(begin), tuple(end),
                               group)
         return _grouped_matmul(w.reshape(group, mg, -1), gather(x, index, 0)).reshape(1, m, *out)
+    if n == 1 and rank == 2 and x.dtype == np.float32 and min(begin) >= 0 and out[1] >= IM2COL_MIN_WIDTH:
+        fast = compiled.loaded("conv")  # numba is in: every float32 model's convolutions bring it
+        if fast is not None:
+            cols = fast.im2col(x[0], kernel, strides, dilations, begin, out).reshape(group, cg * prod(kernel), pixels)
+            return _grouped_matmul(w.reshape(group, mg, -1), cols).reshape(1, m, *out)
     xp = pad_spatial(x, begin, end)
     view = windows(xp, out, kernel, strides, dilations)  # (N, C, *out, *K)
     view = view.reshape(n, group, cg, *out, *kernel)
@@ -217,26 +237,38 @@ def _bias_shape(rank: int) -> tuple[int, ...]:
     return (1, -1) + (1,) * rank
 
 
+def _direct_one_group(x: np.ndarray, w: np.ndarray, out) -> bool:
+    """Whether a one-group convolution is worth the compiled direct loops (``DIRECT_PIXELS``)."""
+    if w.size * prod(x.shape[2:]) < DIRECT_WORK:
+        return False
+    if x.ndim == 4:
+        return (prod(w.shape[2:]) > 1 and prod(out) >= DIRECT_PIXELS
+                and (w.shape[0] <= DIRECT_FILTERS or x.shape[1] <= MAX_STEM_CHANNELS))
+    return x.ndim == 3 and w.size <= MAX_STEM_WEIGHTS and x.shape[1] <= MAX_STEM_CHANNELS
+
+
 def _compiled_grouped(x: np.ndarray, w: np.ndarray, b, group: int, strides, dilations, begin, end,
                       out=None):
-    """A float32 1-D or 2-D depthwise or narrow-group convolution, or a large one-group one of
-    few input channels (a stem), through the compiled loops (bias included), or None where they
-    do not apply or numba is off; ``out`` the output size when the caller has it."""
-    if x.ndim not in (3, 4) or (group == 1 and (w.size > MAX_STEM_WEIGHTS or x.shape[1] > MAX_STEM_CHANNELS
-                                                or w.size * prod(x.shape[2:]) < STEM_WORK)):
-        return None  # before loading: a model without one never imports numba
-    fast = compiled.load("conv")
-    if fast is None:
-        return None
-    if x.ndim == 3:  # a 1-D convolution is a 2-D one over a single row
-        y = _compiled_grouped(x[:, :, None], w[:, :, None], b, group, [1, *strides], [1, *dilations],
-                              [0, *begin], [0, *end], None if out is None else [1, *out])
-        return None if y is None else y[:, :, 0]
-    if not fast.handles(x, w, group, begin) or (b is not None and b.dtype != np.float32):
+    """A float32 1-D or 2-D depthwise or grouped convolution, or a one-group one on a large map,
+    through the compiled loops (bias included), or None where they do not apply or numba is off;
+    ``out`` the output size when the caller has it."""
+    if x.ndim not in (3, 4):
         return None
     if out is None:
         out = output_sizes(x.shape[2:], w.shape[2:], strides, dilations, begin, end)
-    return fast.grouped_conv2d(x, w, b, strides, dilations, begin, out)
+    if group == 1 and not _direct_one_group(x, w, out):
+        return None  # before loading: a model without one never imports numba
+    fast = compiled.load("conv")
+    if fast is None or (b is not None and b.dtype != np.float32):
+        return None
+    one_row = x.ndim == 3  # a 1-D convolution is a 2-D one over a single row
+    if one_row:
+        x, w, out = x[:, :, None], w[:, :, None], [1, *out]
+        strides, dilations, begin = [1, *strides], [1, *dilations], [0, *begin]
+    if not fast.handles(x, w, group, begin):
+        return None
+    y = fast.grouped_conv2d(x, w, b, strides, dilations, begin, out)
+    return y[:, :, 0] if one_row else y
 
 
 def _tuple(values) -> tuple | None:
@@ -258,7 +290,13 @@ def _window(shape: tuple, kernel: tuple, auto_pad: str, dilations, pads, strides
     return strides, dilations, begin, end, out, pointwise
 
 
-@kernel("Conv", dtypes=FLOATS, check=_check_conv)
+def _prepare_conv(node: Node, consts: tuple, *, auto_pad="NOTSET", dilations=None, group=1, pads=None,
+                  strides=None):
+    return prepare_conv(conv, _window, node, consts, auto_pad=auto_pad, dilations=dilations, group=group,
+                        pads=pads, strides=strides)
+
+
+@kernel("Conv", dtypes=FLOATS, check=_check_conv, prepare=_prepare_conv)
 def conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, pads=None, strides=None):
     strides, dilations, begin, end, out, pointwise = _window(x.shape, w.shape[2:], auto_pad, _tuple(dilations),
                                                              _tuple(pads), _tuple(strides))
@@ -269,7 +307,7 @@ def conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, pads=
         if b is not None:
             y += b.astype(np.float32, copy=False).reshape(m, 1)
         return y.reshape(1, m, *out)
-    if group != 1 or x.shape[1] <= MAX_STEM_CHANNELS:
+    if group != 1 or _direct_one_group(x, w, out):
         y = _compiled_grouped(x, w, b, int(group), strides, dilations, begin, end, out)
         if y is not None:
             return y
@@ -336,6 +374,12 @@ def conv_transpose(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, grou
     out_pad = list(output_padding or [0] * rank)
     full = [s * (i - 1) + window_extent(k, d) for s, i, k, d in zip(strides, sizes, kernel_, dilations)]
     begin, out = _transpose_geometry(sizes, full, strides, out_pad, auto_pad, output_shape, pads)
+    if all(s == 1 for s in strides):
+        y = _unit_stride_transpose(xc, wc, group, dilations, begin, out)
+        if y is not None:
+            if b is not None:
+                y += b.astype(dt, copy=False).reshape(_bias_shape(rank))
+            return y.astype(x.dtype, copy=False)
 
     # columns: (G, Mg*K, N*P) = W_g^T @ x_g
     pixels = prod(sizes)
@@ -358,6 +402,25 @@ def conv_transpose(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, grou
     if b is not None:
         y += b.astype(dt, copy=False).reshape(_bias_shape(rank))
     return y.astype(x.dtype, copy=False)
+
+
+def _unit_stride_transpose(x, w, group: int, dilations, begin, out) -> np.ndarray | None:
+    """A stride-1 ConvTranspose is the convolution of ``x`` with the spatially flipped kernel, its
+    in and out channels swapped per group, padded by the kernel's extent less the crop (im2col and
+    one product instead of adding columns tap by tap: a convolution's input gradient in training).
+    None when the crop exceeds that padding (the general path handles it)."""
+    kernel_ = w.shape[2:]
+    rank = len(kernel_)
+    reach = [d * (k - 1) for d, k in zip(dilations, kernel_)]
+    full = [i + r for i, r in zip(x.shape[2:], reach)]
+    pad_begin = [r - b0 for r, b0 in zip(reach, begin)]
+    pad_end = [r - (f - b0 - o) for r, f, b0, o in zip(reach, full, begin, out)]
+    if min(pad_begin + pad_end) < 0:
+        return None
+    c, mg = w.shape[:2]
+    flipped = w[(slice(None), slice(None)) + (slice(None, None, -1),) * rank]
+    swapped = flipped.reshape(group, c // group, mg, *kernel_).swapaxes(1, 2).reshape(group * mg, c // group, *kernel_)
+    return conv_nd(x, np.ascontiguousarray(swapped), group, [1] * rank, list(dilations), pad_begin, pad_end)
 
 
 def _transpose_geometry(sizes, full, strides, out_pad, auto_pad: str, output_shape, pads

@@ -17,7 +17,8 @@ import numpy as np
 
 from ...ir import DType, Node
 from .. import compiled
-from ..registry import kernel
+from ..registry import KernelFn, kernel
+from ._common import static_shape
 from ._windows import (
     FLOATS,
     check_auto_pad,
@@ -31,6 +32,7 @@ from ._windows import (
     window_extent,
     windows,
 )
+from .reduce import trailing_mean
 
 MAX_TYPES = FLOATS | {DType.INT8, DType.UINT8}
 #: a pool whose taps hold at most this many elements gathers them with one take through an index
@@ -97,10 +99,21 @@ def max_pool(ctx, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_s
     return _max_pool_with_indices(x, xp, geo, storage_order)
 
 
+#: the element types the compiled MaxPool-with-Indices loop is built for (the common float ones)
+_COMPILED_TYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _max_pool_with_indices(x, xp, geo: PoolGeometry, storage_order: int):
     """Max and its flat input index (row-major, or column-major over the spatial axes for storage_order=1)."""
-    if not int(storage_order) and not any(geo.begin) and not any(geo.end) and not any(geo.extra) \
-            and not (x.dtype.kind == "f" and np.isnan(x).any()):
+    unpadded = not int(storage_order) and not any(geo.begin) and not any(geo.end) and not any(geo.extra)
+    fast = compiled.load("pool") if unpadded and len(geo.kernel) == 2 and x.dtype in _COMPILED_TYPES else None
+    if fast is not None:
+        y = np.empty((x.shape[0] * x.shape[1], *geo.out), x.dtype)
+        indices = np.empty(y.shape, np.int64)
+        fast.max_pool_2d_with_indices(np.ascontiguousarray(x).reshape(-1, *x.shape[2:]), y, indices, geo.kernel,
+                                      geo.strides, geo.dilations)
+        return y.reshape(*x.shape[:2], *geo.out), indices.reshape(*x.shape[:2], *geo.out)
+    if unpadded and not (x.dtype.kind == "f" and np.isnan(x).any()):
         return _max_pool_with_indices_by_taps(x, geo)
     return _max_pool_with_indices_by_windows(x, xp, geo, storage_order)
 
@@ -211,7 +224,14 @@ def _spatial_axes(x: np.ndarray) -> tuple[int, ...]:
     return tuple(range(2, x.ndim))
 
 
-@kernel("GlobalAveragePool", dtypes=FLOATS)
+def _prepare_global_average(node: Node, consts: tuple) -> KernelFn | None:
+    shape = static_shape(node, 0)
+    if shape is None or len(shape) < 3:
+        return None
+    return trailing_mean(global_average_pool, node, {}, list(range(2, len(shape))), True)
+
+
+@kernel("GlobalAveragePool", dtypes=FLOATS, prepare=_prepare_global_average)
 def global_average_pool(ctx, x):
     if x.dtype == np.float32 and x.flags.c_contiguous and x.size:
         fast = compiled.loaded("reduce")

@@ -4,12 +4,16 @@ give ONNX's identity values), ArgMax/ArgMin and the running CumSum/CumProd.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ...ir import DType
+from ...ir import DType, Node
 from .. import compiled
-from ..registry import kernel
-from ._common import NUMERIC, axes_of, axis_of, ints
+from ..registry import KernelFn, kernel
+from ._common import NUMERIC, axes_of, axis_of, ints, static_shape
+
+_F32 = np.dtype(np.float32)
 
 BOOL = frozenset({DType.BOOL})
 
@@ -85,9 +89,60 @@ def _reduction(op: str):
     return run
 
 
+class TrailingMean:
+    """A float32 mean over the trailing axes of a static shape, prepared (``@kernel(prepare=...)``):
+    the kernel's compiled path (numpy's pairwise sums, bit for bit) without its per-call work on the
+    axes, one call where a squeeze-excite's mean otherwise costs 6 µs; the kernel for another
+    shape, a non-contiguous input, a row past the compiled path's length, or before numba is in."""
+
+    __slots__ = ("kernel", "attrs", "shape", "rows", "out")
+
+    def __init__(self, kernel: KernelFn, attrs: dict, shape: tuple[int, ...], axes: int, keepdims: bool):
+        lead = len(shape) - axes
+        self.kernel, self.attrs, self.shape = kernel, attrs, shape
+        self.rows = (math.prod(shape[:lead]), math.prod(shape[lead:]))
+        self.out = shape[:lead] + (1,) * axes if keepdims else shape[:lead]
+
+    def __call__(self, ctx, x, *rest):
+        fast = compiled.loaded("reduce")
+        if (fast is None or x.shape != self.shape or x.dtype != _F32 or not x.flags.c_contiguous
+                or self.rows[1] > fast.MEAN_ROW):
+            return self.kernel(ctx, x, *rest, **self.attrs)
+        out = np.empty(self.out, np.float32)
+        fast.row_means(x.reshape(self.rows), out.reshape(-1))
+        return out
+
+
+def trailing_mean(kernel: KernelFn, node: Node, attrs: dict, axes: list[int] | None,
+                  keepdims: bool) -> TrailingMean | None:
+    """The prepared mean of ``node`` over ``axes`` (None: all) when its input is a static float32
+    shape, not empty, and the axes are its trailing ones."""
+    shape = static_shape(node, 0)
+    if shape is None or node.inputs[0].type.dtype != DType.FLOAT32 or not math.prod(shape):
+        return None
+    axes = list(range(len(shape))) if axes is None else axes_of(axes, len(shape))
+    if not axes or not _trailing(axes, len(shape)):
+        return None
+    return TrailingMean(kernel, attrs, shape, len(axes), keepdims)
+
+
+def _prepare_mean(node: Node, consts: tuple, *, keepdims=1, noop_with_empty_axes=0) -> KernelFn | None:
+    given = len(node.inputs) > 1 and node.inputs[1] is not None
+    if given and consts[1] is None:
+        return None
+    axes = ints(consts[1]) if given else []
+    if not axes and noop_with_empty_axes:
+        return None
+    return trailing_mean(_KERNELS["ReduceMean"], node, {"keepdims": keepdims,
+                                                         "noop_with_empty_axes": noop_with_empty_axes},
+                         axes or None, bool(keepdims))
+
+
+_KERNELS: dict[str, KernelFn] = {}
 for _op in _REDUCTIONS:
     _types = NUMERIC | BOOL if _op in ("ReduceMax", "ReduceMin") else NUMERIC
-    kernel(_op, dtypes=_types)(_reduction(_op))
+    _KERNELS[_op] = kernel(_op, dtypes=_types, prepare=_prepare_mean if _op == "ReduceMean" else None)(
+        _reduction(_op))
 
 
 def _arg(pick):

@@ -1,0 +1,154 @@
+"""Convolutions prepared when the plan is built (``@kernel("Conv", prepare=...)``): a mobile
+network's convolutions on 7×7 to 14×14 maps (and the OCR classifier's on 1×6) cost more in the
+kernel's prologue (the window's geometry, the path's choice, the weights' layout) and in separate
+bias and activation passes than in their arithmetic.
+
+A prepared convolution has its geometry worked out and its weights laid out once, for the static
+input shape the IR gives; a call with another shape or dtype, or with numba switched off since,
+runs the kernel. Its results are the kernel's bit for bit: the same matrix product (numpy's) or
+the same compiled depthwise loops. ``with_epilogue`` gives the callable the reference plan runs
+when an activation alone reads the convolution's result (``kernels/evaluator.py``): the bias and
+the activation in one compiled pass over the result (a 1×1 convolution) or in the depthwise
+loops' output loop, each value the one the convolution then the activation's own pass give.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ...ir import DType, Node
+from .. import compiled
+from ..registry import KernelFn
+from ._common import all_constant, static_shape
+
+_F32 = np.dtype(np.float32)
+_NONE = np.empty(0, np.float32)
+#: the geometry ``conv``'s ``_window`` gives: strides, dilations, pads begin, pads end, output size,
+#: a plain matrix product
+Window = tuple[list[int], list[int], list[int], list[int], list[int], bool]
+
+
+class Pointwise:
+    """A 1×1 convolution of one float32 image, stride 1 and no pads: one matrix product of the
+    weights ``(M, C)`` and the image ``(C, H·W)``, then the bias (the kernel's own path)."""
+
+    __slots__ = ("kernel", "attrs", "shape", "weights", "bias", "rows", "out")
+
+    def __init__(self, kernel: KernelFn, attrs: dict[str, Any], shape: tuple[int, ...], w: np.ndarray,
+                 b: np.ndarray | None, out: list[int]):
+        m, c = w.shape[:2]
+        self.kernel, self.attrs, self.shape = kernel, attrs, shape
+        self.weights = w.reshape(m, c)
+        self.bias = None if b is None else b.astype(np.float32, copy=False).reshape(m, 1)
+        self.rows = (c, -1)
+        self.out = (1, m, *out)
+
+    def __call__(self, ctx, x, w, b=None):
+        if x.shape != self.shape or x.dtype != _F32:
+            return self.kernel(ctx, x, w, b, **self.attrs)
+        y = np.matmul(self.weights, x.reshape(self.rows))
+        if self.bias is not None:
+            y += self.bias
+        return y.reshape(self.out)
+
+    def with_epilogue(self, curve: str, alpha: np.float32, beta: np.float32) -> KernelFn | None:
+        """The convolution, then its bias and the activation ``curve`` in one compiled pass; the
+        callable returns None (the plan then runs the activation's pass) when numba is off."""
+        if self.bias is None:
+            return None
+        bias = self.bias.reshape(-1)
+
+        def run(ctx, x, w, b=None):
+            fast = compiled.load("curves")
+            if fast is None or x.shape != self.shape or x.dtype != _F32:
+                return None
+            y = np.matmul(self.weights, x.reshape(self.rows))
+            fast.bias_and_curve(curve, y, bias, alpha, beta)
+            return y.reshape(self.out)
+
+        return run
+
+
+    def gated(self, curve: str, alpha: np.float32, beta: np.float32) -> KernelFn | None:
+        """A squeeze-excite's gate, ``(ctx, h, w, b, x) -> x · curve(conv(h))``: this convolution of
+        a 1×1 map ``h`` (its bias, then the activation ``curve``) and the ``Mul`` that scales the
+        block's map ``x (1, M, H, W)`` by it, in one compiled pass over ``x`` (the values the three
+        steps give); None from the callable (another shape or layout, numba off): the plan runs
+        the steps."""
+        if self.bias is None or self.out[2:] != (1, 1):
+            return None
+        bias, channels = self.bias.reshape(-1), self.out[1]
+
+        def run(ctx, h, w, b, x):
+            fast = compiled.load("curves")
+            if (fast is None or h.shape != self.shape or h.dtype != _F32 or type(x) is not np.ndarray
+                    or x.dtype != _F32 or x.ndim != 4 or x.shape[:2] != (1, channels) or not x.flags.c_contiguous):
+                return None
+            raw = np.matmul(self.weights, h.reshape(self.rows))
+            return fast.gate(curve, x.reshape(channels, -1), raw.reshape(-1), bias, alpha, beta).reshape(x.shape)
+
+        return run
+
+
+class Depthwise:
+    """A float32 depthwise convolution small enough for one call of the compiled channels-last
+    loops (``compiled/conv.py``'s ``small_depthwise``): its taps laid out once."""
+
+    __slots__ = ("kernel", "attrs", "shape", "taps", "bias", "out", "geometry")
+
+    def __init__(self, kernel: KernelFn, attrs: dict[str, Any], shape: tuple[int, ...], taps: np.ndarray,
+                 b: np.ndarray | None, window: Window, kernel_size: tuple[int, int]):
+        strides, dilations, begin, _, out, _ = window
+        self.kernel, self.attrs, self.shape, self.taps = kernel, attrs, shape, taps
+        self.bias = _NONE if b is None else np.ascontiguousarray(b, np.float32).reshape(-1)
+        self.out = (shape[0], shape[1], *out)
+        self.geometry = (begin[0], begin[1], strides[0], strides[1], dilations[0], dilations[1], *kernel_size)
+
+    def _run(self, ctx, x, w, b, code: int, alpha: np.float32, beta: np.float32):
+        fast = compiled.load("conv")
+        if fast is None or x.shape != self.shape or x.dtype != _F32:
+            return None
+        y = np.empty(self.out, np.float32)
+        fast.depthwise_small_taps(np.ascontiguousarray(x), self.taps, self.bias, y, *self.geometry, code, alpha, beta)
+        return y
+
+    def __call__(self, ctx, x, w, b=None):
+        y = self._run(ctx, x, w, b, -1, np.float32(0), np.float32(0))
+        return self.kernel(ctx, x, w, b, **self.attrs) if y is None else y
+
+    def with_epilogue(self, curve: str, alpha: np.float32, beta: np.float32) -> KernelFn | None:
+        """The convolution with the activation ``curve`` applied in its output loop (None from the
+        callable: the plan runs the activation's pass)."""
+        fast = compiled.load("curves")
+        if fast is None:
+            return None
+        code = fast.CODES[curve]
+        return lambda ctx, x, w, b=None: self._run(ctx, x, w, b, code, alpha, beta)
+
+
+def prepare_conv(kernel: KernelFn, window: Callable[..., Window], node: Node, consts: tuple, *,
+                 auto_pad: str, dilations, group: int, pads, strides) -> KernelFn | None:
+    """The prepared callable of a float32 2-D ``Conv`` node of constant weights and bias and a static
+    input shape, when it is a 1×1 convolution of one image or a small depthwise one; else None
+    (the kernel runs). ``window`` is the kernel's geometry function."""
+    shape = static_shape(node, 0)
+    w, b = consts[1], consts[2] if len(consts) > 2 else None
+    if (shape is None or len(shape) != 4 or node.inputs[0].type.dtype != DType.FLOAT32
+            or not all_constant(node, consts) or w.dtype != _F32 or w.ndim != 4
+            or (b is not None and b.dtype != _F32)):
+        return None
+    tup = (lambda v: None if v is None else tuple(v))
+    geometry = window(shape, w.shape[2:], auto_pad, tup(dilations), tup(pads), tup(strides))
+    attrs = {"auto_pad": auto_pad, "dilations": dilations, "group": group, "pads": pads, "strides": strides}
+    if geometry[5] and group == 1 and shape[0] == 1:
+        return Pointwise(kernel, attrs, shape, w, b, geometry[4])
+    if group == 1 or group != shape[1] or w.shape[1] != 1 or min(geometry[2]) < 0:
+        return None
+    fast = compiled.load("conv")  # a depthwise convolution runs the compiled loops anyway
+    if fast is None or not fast.small_depthwise(shape, w.shape, geometry[4]):
+        return None
+    return Depthwise(kernel, attrs, shape, fast.depthwise_taps(np.ascontiguousarray(w)), b, geometry,
+                     (w.shape[2], w.shape[3]))
