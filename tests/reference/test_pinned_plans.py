@@ -36,7 +36,7 @@ def _prepared(plan) -> float:
 
 @pytest.mark.parametrize("name, fewer_than", [("bert-dynamic", 60), ("mobilenetv3-dynamic", 34)])
 def test_recurring_shapes_run_a_pinned_plan_with_the_same_outputs(name, fewer_than):
-    """Pinned, BERT's shape arithmetic folds away (96 steps → 47) and more of the steps left, static
+    """Pinned, BERT's shape arithmetic folds away (96 steps → 50) and more of the steps left, static
     now, are prepared (MobileNetV3's convolutions)."""
     exe = nnbridge.compile(str(load(name)[0]), backend="reference")
     feeds = _feeds(name)

@@ -30,7 +30,7 @@ class ReferenceExecutable(Executable):
     """Runs the compiled graph's plan. A model with dynamic input shapes (symbolic or unknown dims)
     also gets, for input shapes it keeps being given, a plan of the graph pinned to them
     (``pin_shapes``): its shape arithmetic folds to constants and every value is static, so the
-    kernels' prepared callables apply (BERT's dynamic fixture: 96 steps, 47 pinned). Plans are
+    kernels' prepared callables apply (BERT's dynamic fixture: 96 steps, 50 pinned). Plans are
     built whole, then published by one dictionary store: runs from other threads see a plan
     complete or not at all."""
 
