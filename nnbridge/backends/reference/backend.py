@@ -6,29 +6,85 @@ from typing import Any
 
 import numpy as np
 
-from ...base.errors import UnsupportedOpError
+from ...base.errors import NNBridgeError, UnsupportedOpError
 from ...ir import Graph, Node
 from ...kernels import Plan, get_kernel, kernel_op_names, unsupported_nodes
 from ...kernels.allocator import keep_freed_memory
+from ...passes.pin_shapes import dynamic_inputs, pin_shapes
 from ...reporting.report import Report
 from ..base import CLEAN, FOLD, SCALE, Backend, Executable, Setting
 
+#: a dynamic model's input shapes seen this many times get a plan of their own (one seen once, as a
+#: generating LLM's growing context is, runs the general plan: pinning costs milliseconds)
+SPECIALIZE_AFTER = 2
+#: shape-specialised plans kept per executable, and input shapes counted before the count restarts
+MAX_SPECIALIZED, MAX_COUNTED = 4, 64
+
+
+def _rows(plan: Plan) -> list[dict[str, str]]:
+    """The rows of an unprofiled run: the nodes the plan runs, named (each run's report gets a copy)."""
+    return [{"name": step.ctx.node.name, "op": step.ctx.node.op} for step in plan.steps]
+
 
 class ReferenceExecutable(Executable):
+    """Runs the compiled graph's plan. A model with dynamic input shapes (symbolic or unknown dims)
+    also gets, for input shapes it keeps being given, a plan of the graph pinned to them
+    (``pin_shapes``): its shape arithmetic folds to constants and every value is static, so the
+    kernels' prepared callables apply (BERT's dynamic fixture: 96 steps, 50 pinned). Plans are
+    built whole, then published by one dictionary store: runs from other threads see a plan
+    complete or not at all."""
+
     def __init__(self, graph: Graph, profile: bool = False):
         super().__init__(graph, "reference")
         self.plan = Plan(graph, align_weights=True)
         self.profile = profile
-        # the rows of an unprofiled run name the nodes only: made once, each run's report gets a copy
-        self._rows = [{"name": step.ctx.node.name, "op": step.ctx.node.op} for step in self.plan.steps]
+        self._rows = _rows(self.plan)
+        self._dynamic = [v.name for v in dynamic_inputs(graph)]
+        self._pinned: dict[tuple, tuple[Plan, list[dict[str, str]]] | None] = {}  # None: runs the general plan
+        self._seen: dict[tuple, int] = {}
+
+    def plan_for(self, feeds: dict[str, Any]) -> tuple[Plan, list[dict[str, str]]]:
+        """The plan for these inputs' shapes (and its rows): pinned to them once they recur."""
+        if not self._dynamic:
+            return self.plan, self._rows
+        key = tuple(np.shape(feeds[name]) for name in self._dynamic)
+        found = self._pinned.get(key, False)
+        if found is not False:
+            return found or (self.plan, self._rows)
+        seen = self._seen.get(key, 0) + 1
+        if len(self._seen) >= MAX_COUNTED:
+            self._seen = {}
+        self._seen[key] = seen
+        if seen < SPECIALIZE_AFTER or len(self._pinned) >= MAX_SPECIALIZED:
+            return self.plan, self._rows
+        pinned = self._pin(dict(zip(self._dynamic, key)))
+        self._pinned[key] = pinned
+        return pinned or (self.plan, self._rows)
+
+    def _pin(self, shapes: dict[str, tuple]) -> tuple[Plan, list[dict[str, str]]] | None:
+        """A plan of the graph pinned to ``shapes``, or None when they cannot be pinned (a zero or
+        an unknown-rank dim): the general plan then runs them, as it runs any shape."""
+        graph = self.graph.copy()
+        try:
+            pin_shapes(graph, shapes)
+        except NNBridgeError:
+            return None
+        if [v.name for v in graph.outputs] != self.output_names:
+            return None
+        aligned = self.plan.weights  # the general plan's aligned copies, not a second one
+        graph.initializers.update({k: aligned[k] for k, v in graph.initializers.items()
+                                   if k in aligned and v is self.graph.initializers.get(k)})
+        plan = Plan(graph, align_weights=True)
+        return plan, _rows(plan)
 
     def _run(self, feeds: dict[str, Any]) -> tuple[dict[str, np.ndarray], Report]:
         timings: list[tuple[Node, float]] | None = [] if self.profile else None  # this run's own
-        values = self.plan.execute(feeds, timings=timings)
+        plan, rows = self.plan_for(feeds)
+        values = plan.execute(feeds, timings=timings)
         outputs = {v.name: out for v, out in zip(self.graph.outputs, values)}
         report = Report("reference", self.graph.name)
         if not self.profile:  # one row per node run; times only when compiled with profile=True
-            report.rows = [dict(row) for row in self._rows]
+            report.rows = [dict(row) for row in rows]
             report.notes.append("per-node times: compile with profile=True")
             return outputs, report
         total = 0.0
@@ -54,14 +110,15 @@ class ReferenceBackend(Backend):
     #: not speed: it starts at level 2 and level 1 keeps per-node profiles. From level 1 the
     #: exporters' decomposed GELU and SiLU chains become single ops again (one pass over the
     #: tensor instead of five) and constants are folded, so weights a model computes from
-    #: constants (onnx's light models fill theirs with ConstantOfShape) are computed once.
+    #: constants (onnx's light models fill theirs with ConstantOfShape) are computed once, and
+    #: repeated nodes are merged (``cse``: a dynamic export's shape arithmetic, once per Reshape).
     pipelines = {
         0: ["simplify", "layout-nchw", "cancel-transposes", *CLEAN],
-        1: [*FOLD, "simplify", "recognize-activations", "layout-nchw", "cancel-transposes", *CLEAN,
+        1: [*FOLD, "cse", "simplify", "recognize-activations", "layout-nchw", "cancel-transposes", *CLEAN,
             "plan-memory"],
-        2: [*FOLD, "simplify", "recognize-activations", "layout-nchw", "cancel-transposes", *CLEAN, "fuse",
+        2: [*FOLD, "cse", "simplify", "recognize-activations", "layout-nchw", "cancel-transposes", *CLEAN, "fuse",
             "plan-memory"],
-        3: [*FOLD, "simplify", "recognize-activations", *SCALE, "layout-nchw", "cancel-transposes", *CLEAN,
+        3: [*FOLD, "cse", "simplify", "recognize-activations", *SCALE, "layout-nchw", "cancel-transposes", *CLEAN,
             "fuse", "plan-memory"],
     }
 

@@ -64,7 +64,9 @@ def ints(values: np.ndarray | Iterable[int] | None) -> list[int]:
     """An int64 tensor input or an ints attribute as a Python list."""
     if values is None:
         return []
-    return [int(v) for v in np.asarray(values).reshape(-1)]
+    flat = np.asarray(values).reshape(-1)
+    # an integer tensor's own list (Python ints) in one call: a shape input is read on every call
+    return flat.tolist() if flat.dtype.kind in "iu" else [int(v) for v in flat]
 
 
 def static_shape(node: Node, index: int) -> tuple[int, ...] | None:

@@ -133,6 +133,8 @@ def select(condition: np.ndarray, a, b) -> np.ndarray:
     payloads, infinities and signed zeros come through unchanged; ``b`` is cast to ``a``'s dtype."""
     a = np.asarray(a)
     b = np.asarray(b, dtype=a.dtype)
+    if np.size(condition) * a.size * b.size < SELECT_MIN_ELEMENTS:  # no larger result: no need to work it out
+        return np.where(condition, a, b).astype(a.dtype, copy=False)
     shape = np.broadcast_shapes(np.shape(condition), a.shape, b.shape)
     if math.prod(shape) < SELECT_MIN_ELEMENTS or a.dtype.kind not in "biuf":
         return np.where(condition, a, b).astype(a.dtype, copy=False)

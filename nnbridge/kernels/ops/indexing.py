@@ -83,8 +83,11 @@ def gather(ctx, x, indices, *, axis=0):
 
 @kernel("GatherElements")
 def gather_elements(ctx, x, indices, *, axis=0):
-    axis = axis_of(axis, x.ndim)
-    return np.take_along_axis(x, _wrap(indices, x.shape[axis], ctx), axis=axis)
+    try:  # numpy's indexing counts negative indices from the end and refuses the rest, as ONNX does
+        return np.take_along_axis(x, indices, axis=axis)
+    except IndexError:  # say which is out of range (or the axis), as gather does
+        axis = axis_of(axis, x.ndim)
+        return np.take_along_axis(x, _wrap(indices, x.shape[axis], ctx), axis=axis)
 
 
 @kernel("GatherND")

@@ -19,6 +19,7 @@ from ._windows import FLOATS, WITH_BF16, compute_dtype
 from .conv import requantize
 
 INTS = frozenset({DType.INT32, DType.INT64, DType.UINT32, DType.UINT64})
+_F32 = np.dtype(np.float32)
 QUANT = frozenset({DType.UINT8, DType.INT8})
 
 
@@ -59,6 +60,8 @@ def matmul_nd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 @kernel("MatMul", dtypes=WITH_BF16 | INTS)
 def matmul(ctx, a, b):
+    if a.dtype == b.dtype == _F32:  # computed as it is: no dtype round trip (a small graph's call is a few µs)
+        return matmul_nd(a, b)
     dt = compute_dtype(a.dtype)
     return matmul_nd(a.astype(dt, copy=False), b.astype(dt, copy=False)).astype(a.dtype, copy=False)
 

@@ -38,7 +38,14 @@ def _viewed(fn: KernelFn, node: Node, consts: tuple, **attrs) -> KernelFn | None
     return run
 
 
-@kernel("Shape")
+def _prepare_shape(node, consts, *, end=None, start=0):
+    """The whole shape (the common case): no bounds to clamp on each call."""
+    if end is None and start == 0:
+        return lambda ctx, x: np.array(x.shape, dtype=np.int64)
+    return None
+
+
+@kernel("Shape", prepare=_prepare_shape)
 def shape(ctx, x, *, end=None, start=0):
     rank = x.ndim
     end = rank if end is None else end
