@@ -26,7 +26,7 @@ from .lowering import FLOATS, LOWERERS, Step, lower
 from .numerics import host
 from .reporting import build_report
 from .scratchpads import Scratchpads
-from .tiling import TilingPlan, accumulation, batch_of, plan_layer, with_batch
+from .tiling import TilingPlan, batch_of, plan_layer, with_batch
 from .tiling.pool import channel_group
 
 #: progress(phase, done, total): a hook for progress bars on long models
@@ -50,12 +50,12 @@ def make_config(config: SmvConfig | str | None = None, **options: Any) -> SmvCon
 
 class Planner:
     """SMAUG's tiling plans, computed once per distinct layer shape (ResNet repeats blocks), and
-    each run the fastest way that keeps SMAUG's numbers, with its cost."""
+    each operator run the fastest way (``fastest_schedule``), with its cost."""
 
     def __init__(self, cfg: SmvConfig):
         self.cfg = cfg
         self.plans: dict[Layer, TilingPlan] = {}
-        self.chosen: dict[int, tuple[TilingPlan, LayerCost]] = {}
+        self.chosen: dict[tuple[int, bool], tuple[TilingPlan, LayerCost]] = {}
 
     def plan(self, layer: Layer) -> TilingPlan:
         key = dataclasses.replace(layer, name="")
@@ -63,31 +63,31 @@ class Planner:
             self.plans[key] = plan_layer(key, self.cfg.max_tile_elems, self.cfg.alignment)
         return dataclasses.replace(self.plans[key], layer=layer)
 
-    def schedule(self, plan: TilingPlan) -> tuple[TilingPlan, LayerCost]:
-        """How ``plan``'s operator runs (``fastest_schedule`` over ``calls``), and its cost."""
-        key = id(plan.invocations)  # shared by every plan of the same shape
+    def schedule(self, plan: TilingPlan, whole: bool = False) -> tuple[TilingPlan, LayerCost]:
+        """How ``plan``'s operator runs (``fastest_schedule`` over ``calls``; on its whole batch
+        when ``whole``), and its cost."""
+        key = (id(plan.invocations), whole)  # the invocations are shared by every plan of the same shape
         if key not in self.chosen:
-            self.chosen[key] = fastest_schedule(self.calls(plan), self.cfg)
+            self.chosen[key] = fastest_schedule(self.calls(plan, whole), self.cfg)
         chosen, cost = self.chosen[key]
         return dataclasses.replace(chosen, layer=plan.layer), dataclasses.replace(cost)
 
-    def calls(self, plan: TilingPlan) -> list[tuple[TilingPlan, int]]:
-        """SMAUG's plan of the whole operator, and for every sub-batch size dividing its batch the
-        plan of a sub-batch issued once per sub-batch — when its numbers are SMAUG's: the same
-        channel tiles accumulate each conv/FC output in the same order (``accumulation``)."""
+    def calls(self, plan: TilingPlan, whole: bool = False) -> list[tuple[TilingPlan, int]]:
+        """SMAUG's plan of the whole operator, and for every sub-batch size dividing its batch
+        SMAUG's plan of that sub-batch, issued once per sub-batch (its numbers are SMAUG's for each
+        sub-batch: a conv/FC output accumulates over the sub-batch plan's channel tiles). Only the
+        whole batch under ``smaug_schedule`` or ``whole``."""
         found = [(plan, 1)]
         batch = batch_of(plan.layer)
-        if self.cfg.smaug_schedule or batch == 1:
+        if self.cfg.smaug_schedule or whole or batch == 1:
             return found
         for size in range(1, batch):
             if batch % size:
                 continue
             try:
-                sub = self.plan(with_batch(plan.layer, size))
+                found.append((self.plan(with_batch(plan.layer, size)), batch // size))
             except ShapeError:  # a sub-batch SMAUG's tiler cannot cut is no candidate
                 continue
-            if accumulation(sub) == accumulation(plan):
-                found.append((sub, batch // size))
         return found
 
 
@@ -98,8 +98,10 @@ class SmvExecutable(Executable):
         self.flat, self.steps, self.config = flat, steps, cfg
         self.progress = progress
         self._host_consts: dict[str, np.ndarray] | None = None
-        chosen = [[planner.schedule(p) for p in step.plans] for step in steps]
+        chosen = [[planner.schedule(p, whole=step.reads_leftovers) for p in step.plans] for step in steps]
         self.plans: list[list[TilingPlan]] = [[p for p, _ in step] for step in chosen]
+        #: the steps with the plans chosen, which the functional simulation follows
+        self.scheduled = [dataclasses.replace(step, plans=plans) for step, plans in zip(steps, self.plans)]
         self.costs = self._cost([[c for _, c in step] for step in chosen])
         self.performance = build_report(graph.name, steps, self.plans, self.costs, cfg)
         self.report = self.performance
@@ -144,7 +146,7 @@ class SmvExecutable(Executable):
             self._host_consts = {name: host(np.asarray(a)) for name, a in self.flat.consts.items()}
         consts = self._host_consts
         layouts = {name: t.layout for name, t in self.flat.types.items()}
-        stale = any(s.deviation and s.family in ("softmax", "bn") for s in self.steps)
+        stale = any(s.reads_leftovers for s in self.steps)
         sim = Simulator(consts, layouts, self.flat.consts, Scratchpads() if stale else None)
         env: dict[str, Any] = dict(consts)
         env.update({k: host(v) if isinstance(v, np.ndarray) else v for k, v in feeds.items()})
@@ -161,7 +163,7 @@ class SmvExecutable(Executable):
                 if name:
                     last_use[name] = i
         keep = set(self.flat.outputs) | set(self._host_consts or ())
-        for i, step in enumerate(self.steps):
+        for i, step in enumerate(self.scheduled):
             args = [env[n] if n else None for n in step.inputs]
             for name, value in zip(step.outputs, sim.run(step, args, env)):
                 if name:

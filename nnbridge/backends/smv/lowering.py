@@ -48,6 +48,13 @@ class Step:
     def on_accelerator(self) -> bool:
         return self.family != "cpu"
 
+    @property
+    def reads_leftovers(self) -> bool:
+        """A SMAUG file form whose result holds what earlier kernels left in the scratchpads (the
+        softmax and post-FC batch-norm row tails, ``scratchpads``): it runs on its whole batch, as
+        in SMAUG, since a sub-batch call would read what the call before it left."""
+        return bool(self.deviation) and self.family in ("softmax", "bn")
+
 
 class Lowering:
     """Shape and attribute helpers shared by the per-op lowerers."""

@@ -102,8 +102,8 @@ def fastest_schedule(calls: Sequence[tuple[TilingPlan, int]], cfg: SmvConfig) ->
     time (a 3-conv net at 2 GB/s was 25 % slower on 5 accelerators than on 4), and SMAUG's tiler
     can cut a larger batch worse (a 2-sample conv output that no longer fits one tile is cut by
     channels, with per-row copies: half the throughput of one sample). So the compiler keeps the
-    best count and calls, and a bigger machine or batch is never slower; the caller offers only
-    plans with SMAUG's numbers (``Planner.calls``)."""
+    best count and calls, and a bigger machine or batch is never slower (``Planner.calls`` offers
+    the candidates; the functional simulation follows the one kept)."""
     best: tuple[TilingPlan, LayerCost] | None = None
     for plan, times in calls:
         counts = [cfg.num_accels] if cfg.smaug_schedule or cfg.num_accels == 1 else \
