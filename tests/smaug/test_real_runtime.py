@@ -47,11 +47,13 @@ def build(name: str) -> onnx.ModelProto:
     return nnbridge.zoo.build(name)
 
 
-def write(model: onnx.ModelProto, backend: str, folder: Path, **options) -> Path:
-    """Convert as a user does (``nnbridge.save``), storing a standard-normal network input."""
+def write(model: onnx.ModelProto, backend: str, folder: Path, inputs: dict | None = None, **options) -> Path:
+    """Convert as a user does (``nnbridge.save``), storing ``inputs`` (by default a standard-normal
+    network input)."""
     graph = nnbridge.load(model)
     rng = np.random.default_rng(0)
-    inputs = {v.name: rng.standard_normal(v.type.shape).astype(np.float32) for v in graph.inputs}
+    if inputs is None:
+        inputs = {v.name: rng.standard_normal(v.type.shape).astype(np.float32) for v in graph.inputs}
     topo, _ = nnbridge.save(graph, folder / "m_topo.pbtxt", smaug_backend=backend, smaug_inputs=inputs, **options)
     return Path(topo)
 
@@ -104,6 +106,37 @@ def test_real_smaug_computes_what_onnxruntime_does(tmp_path, name, backend):
         assert not any(tmp_path.iterdir())
         return
     check_real_run(model, backend, tmp_path)
+
+
+def _conv(batch: int) -> onnx.ModelProto:
+    b = nnbridge.zoo.OnnxBuilder("conv", seed=0)
+    b.output(b.conv(b.input("x", [batch, 128, 16, 16]), 128, 4, 3, bias=False, hint="conv"))
+    return b.model()
+
+
+def test_sub_batch_calls_compute_what_the_runtime_computes_on_each_sub_batch(tmp_path):
+    """A 128→4-channel 3×3 conv on two 16×16 samples: SMAUG's tiler cuts the channels of two
+    samples otherwise than of one (32 + 32 + … against 64 + 64), and two one-sample calls are
+    faster, so the compiler runs those (docs/smv.md). The simulated values are then the real
+    runtime's on each sample alone, bit for bit. With ``smaug_schedule`` they follow SMAUG's
+    whole-batch tiles, which the runtime's first sample shows (2 outputs sum their channel tiles
+    in another order and round otherwise). The runtime's conv kernel computes only the first
+    sample of an input tile holding several, leaving the others 0: that is not simulated
+    (docs/smv.md)."""
+    x = np.random.default_rng(3).standard_normal((2, 128, 16, 16)).astype(np.float32)
+    whole = write(_conv(2), "SMV", tmp_path / "whole", {"x": x})
+    each = [run_smaug(write(_conv(1), "SMV", tmp_path / str(k), {"x": x[k:k + 1]})) for k in range(2)]
+    runtime = run_smaug(whole)
+    assert runtime.ok and all(run.ok for run in each)
+    per_sample = np.concatenate([run.output for run in each])
+    assert not runtime.output[1:].any()  # the runtime's whole batch: the second sample never computed
+    assert not same_fp16_bits(per_sample[:1], runtime.output[:1])
+    schedules = {s: nnbridge.check(whole, backend="smv", smaug_schedule=s) for s in (False, True)}
+    assert same_fp16_bits(matching_output(schedules[False].actual, runtime), per_sample)
+    assert same_fp16_bits(matching_output(schedules[True].actual, runtime)[:1], runtime.output[:1])
+    assert any(note.startswith("conv: 2 calls of 1 sample: each output sums") for note in schedules[False].notes)
+    assert not any("calls" in note for note in schedules[True].notes)
+    assert schedules[False].ok and schedules[True].ok  # both within fp16 tolerance of onnxruntime
 
 
 # the pooling split is SMV's (``_pool_group``): SMV is the family's representative in make test

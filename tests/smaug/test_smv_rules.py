@@ -164,6 +164,27 @@ def test_post_fc_batch_norm_misses_row_tails_and_rows_after_the_first(tmp_path, 
     assert not np.array_equal(out, exact)
 
 
+def test_a_file_reading_scratchpad_leftovers_runs_every_operator_on_its_whole_batch(tmp_path):
+    """A softmax row tail keeps what earlier kernels left in the scratchpads, and that depends on
+    how each of them ran: a file holding one runs every operator on its whole batch, as SMAUG's
+    runtime does, and the report says why; the same convolution alone runs as one-sample calls
+    (SMAUG's tiler cuts two samples of it worse, docs/smv.md)."""
+    def convolution(tail: bool):
+        g, x = smv_graph("tail" if tail else "conv", fp16((2, 15, 15, 91)), sg.NHWC)
+        y = sg.nn.convolution(x, sg.Tensor(alignment=8, data_layout=sg.NHWC, tensor_data=fp16((2, 3, 3, 91), 0.1)),
+                              [1, 1], "same", activation="relu")
+        if tail:
+            sg.nn.softmax(sg.tensor.flatten(y))  # 450 values a row: the last 2 are leftovers
+        exe = nnbridge.compile(g.write_graph(tmp_path / g.name)[0], backend="smv", num_accels=2)
+        return {row["name"]: row.get("calls") for row in exe.report.rows}, exe.report.notes
+
+    alone, notes = convolution(tail=False)
+    assert alone["conv"] == 2 and not any("leave in the scratchpads" in note for note in notes)
+    calls, notes = convolution(tail=True)
+    assert calls["conv"] == calls["softmax"] == 1
+    assert any(note.startswith("calls: every operator runs on its whole batch") and "softmax" in note for note in notes)
+
+
 # -- SMAUG's tiler ----------------------------------------------------------------------------
 def test_a_conv_the_tiler_rejects_aborts_and_is_refused(tmp_path):
     g, x = smv_graph("stem", fp16((1, 224, 224, 3)), sg.NHWC)

@@ -98,12 +98,17 @@ class SmvExecutable(Executable):
         self.flat, self.steps, self.config = flat, steps, cfg
         self.progress = progress
         self._host_consts: dict[str, np.ndarray] | None = None
-        chosen = [[planner.schedule(p, whole=step.reads_leftovers) for p in step.plans] for step in steps]
+        leftovers = [step.name for step in steps if step.reads_leftovers]
+        chosen = [[planner.schedule(p, whole=bool(leftovers)) for p in step.plans] for step in steps]
         self.plans: list[list[TilingPlan]] = [[p for p, _ in step] for step in chosen]
         #: the steps with the plans chosen, which the functional simulation follows
         self.scheduled = [dataclasses.replace(step, plans=plans) for step, plans in zip(steps, self.plans)]
         self.costs = self._cost([[c for _, c in step] for step in chosen])
         self.performance = build_report(graph.name, steps, self.plans, self.costs, cfg)
+        if leftovers and not cfg.smaug_schedule and any(batch_of(p.layer) > 1 for s in steps for p in s.plans):
+            self.performance.notes.insert(0, f"calls: every operator runs on its whole batch, as in SMAUG's runtime: "
+                                             f"{', '.join(leftovers)} read what earlier kernels leave in the "
+                                             f"scratchpads (docs/smv.md)")
         self.report = self.performance
 
     # ------------------------------------------------------------------ timing

@@ -9,9 +9,10 @@ runtime computes differently (``Step.deviation``, see ``scratchpads``), the simu
 reproduces the runtime: row tails from the scratchpads, SMAUG's padded-row copies, and
 NaN for values nothing defines (memory never written).
 
-A step's ``plans`` are the schedule the compiler chose (``Planner.schedule``): an operator run as
+A step's ``plans`` are the schedule the compiler chose (``Planner.calls``): an operator run as
 sub-batch calls accumulates each conv/FC output over the channel tiles of SMAUG's plan of that
-sub-batch, so its numbers are what SMAUG computes running the sub-batches.
+sub-batch, so its numbers are what SMAUG computes running the sub-batches. (A graph some step of
+which reads scratchpad leftovers runs whole batches, as SMAUG does: ``Step.reads_leftovers``.)
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from . import arithmetic
 from .lowering import Step
 from .numerics import BINARY, activation, avg_pool, batch_norm, fp16, host, max_pool, softmax, store
 from .scratchpads import Scratchpads, concat_rows, last_tile, padded, raw_reshape, repeat_rows, storage
-from .tiling import TilingPlan, batch_of
 
 Arrays = list[np.ndarray | None]
 
@@ -69,18 +69,7 @@ def _undefined(step: Step, out: np.ndarray) -> np.ndarray:
     return np.full_like(out, np.nan) if step.params.get("undefined") else out
 
 
-def last_call(array: np.ndarray, plan: TilingPlan) -> np.ndarray:
-    """The samples (rows) of the last call of ``plan``'s operator — all of ``array`` unless it runs
-    as sub-batch calls: its last invocation, whose tiles the scratchpads keep, works on them."""
-    if plan.calls == 1:
-        return array
-    rows = batch_of(plan.layer)
-    if array.shape[0] != rows:  # softmax: the rows of an N-D tensor
-        array = array.reshape(rows, array.shape[-1])
-    return array[rows - rows // plan.calls:]
-
-
-def _bias_kernel(sim: Simulator, y16: np.ndarray, bias: np.ndarray, axis: int, act, plan: TilingPlan) -> np.ndarray:
+def _bias_kernel(sim: Simulator, y16: np.ndarray, bias: np.ndarray, axis: int, act) -> np.ndarray:
     """SMAUG's bias carrier: a batch norm with mean 0, var′ 1, gamma 1, beta = bias (fp32 result)."""
     shape = [1] * y16.ndim
     shape[axis] = -1
@@ -88,7 +77,7 @@ def _bias_kernel(sim: Simulator, y16: np.ndarray, bias: np.ndarray, axis: int, a
     if sim.spads is not None:
         c = bias.size
         weights = np.stack([np.zeros(c), np.ones(c), np.ones(c), bias.reshape(-1)]).astype(np.float32)
-        sim.remember([(0, storage(last_call(y16, plan))), (1, storage(weights))], 2, storage(last_call(res, plan)))
+        sim.remember([(0, storage(y16)), (1, storage(weights))], 2, storage(res))
     return res
 
 
@@ -108,12 +97,10 @@ def run_conv(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
     bias = step.params["bias"]
     res = _activate(acc, sim.act(step) if bias is None else None)
     if sim.spads is not None:
-        loaded = last_call(np.asarray(xp if step.params["pad"] else x), plan)
-        sim.remember([(0, last_tile(loaded, plan.tiled["input"])),
-                      (1, last_tile(np.asarray(w), plan.tiled["weights"]))], 2,
-                     last_tile(last_call(res, plan), plan.tiled["output"]))
+        sim.remember([(0, last_tile(np.asarray(xp if step.params["pad"] else x), plan.tiled["input"])),
+                      (1, last_tile(np.asarray(w), plan.tiled["weights"]))], 2, last_tile(res, plan.tiled["output"]))
     if bias is not None:
-        res = _bias_kernel(sim, store(res), args[2], 3, sim.act(step), step.plans[1])
+        res = _bias_kernel(sim, store(res), args[2], 3, sim.act(step))
     out = _undefined(step, store(res))
     if not sim.nhwc(step.outputs[0]):
         out = out.transpose(0, 3, 1, 2)
@@ -132,10 +119,9 @@ def run_fc(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
     if sim.spads is not None:
         rows = plan.tiled["input"]
         last_rows = slice(rows.starts[0][-1], rows.starts[0][-1] + rows.sizes[0][-1])
-        sim.remember([(0, last_tile(last_call(x, plan), rows)), (1, last_tile(w, plan.tiled["weights"]))], 2,
-                     storage(last_call(res, plan)[last_rows]))
+        sim.remember([(0, last_tile(x, rows)), (1, last_tile(w, plan.tiled["weights"]))], 2, storage(res[last_rows]))
     if bias is not None:
-        res = _bias_kernel(sim, store(res), args[2].reshape(-1), 1, sim.act(step), step.plans[1])
+        res = _bias_kernel(sim, store(res), args[2].reshape(-1), 1, sim.act(step))
     out = _undefined(step, store(res))
     return [out.reshape(tuple(a.shape[:-1]) + (layer.neurons,))]
 
@@ -151,8 +137,7 @@ def run_pool(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
     res = max_pool(win) if layer.kind == "max" else avg_pool(win)
     if sim.spads is not None and len(step.plans) == 1:
         plan = step.plans[0]
-        sim.remember([(0, last_tile(last_call(x, plan), plan.tiled["input"]))], 1,
-                     last_tile(last_call(res, plan), plan.tiled["output"]))
+        sim.remember([(0, last_tile(x, plan.tiled["input"]))], 1, last_tile(res, plan.tiled["output"]))
     y = store(res)
     return [y if sim.nhwc(step.outputs[0]) else np.ascontiguousarray(y.transpose(0, 3, 1, 2))]
 
@@ -174,8 +159,7 @@ def run_bn(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
         return [store(res.reshape(x.shape[0], -1)[:, :x.shape[1]])]
     res = _activate(y, sim.act(step))
     if sim.spads is not None:
-        plan = step.plans[0]
-        sim.remember([(0, storage(last_call(x, plan))), (1, weights)], 2, storage(last_call(res, plan)))
+        sim.remember([(0, storage(x)), (1, weights)], 2, storage(res))
     return [store(res)]
 
 
@@ -190,12 +174,10 @@ def post_fc_rows(stale: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def run_vector(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
-    plan = step.plans[0] if step.plans else None
+    flat = step.plans[0].tiled["input"] if step.plans else None
 
-    def tile(a: np.ndarray) -> np.ndarray:  # the last flat tile of the padded storage (of the last call)
-        if plan is None:
-            return storage(a)
-        return last_tile(storage(last_call(a, plan)).reshape(1, -1), plan.tiled["input"])
+    def tile(a: np.ndarray) -> np.ndarray:  # the last flat tile of the padded storage
+        return last_tile(storage(a).reshape(1, -1), flat) if flat is not None else storage(a)
 
     if step.params.get("unary"):
         res = activation(step.fn, sim.consts)(args[0])
@@ -204,8 +186,7 @@ def run_vector(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
     y = BINARY[step.fn.op](args[0], args[1])
     if y.dtype == bool:
         return [y]
-    sim.remember([(0, tile(np.broadcast_to(args[0], y.shape))), (1, tile(np.broadcast_to(args[1], y.shape)))], 2,
-                 tile(y))
+    sim.remember([(0, tile(args[0])), (1, tile(np.broadcast_to(args[1], y.shape)))], 2, tile(y))
     return [store(y)]
 
 
@@ -226,8 +207,7 @@ def run_softmax(sim: Simulator, step: Step, args: Arrays, env) -> Arrays:
         sim.remember([(0, storage(x))], 1, res)
         return [store(res[:, :width].reshape(x.shape))]
     res = softmax(x)
-    if sim.spads is not None:
-        sim.remember([(0, storage(last_call(x, step.plans[0])))], 1, storage(last_call(res, step.plans[0])))
+    sim.remember([(0, storage(x))], 1, storage(res))
     return [store(res)]
 
 

@@ -51,8 +51,9 @@ class Step:
     @property
     def reads_leftovers(self) -> bool:
         """A SMAUG file form whose result holds what earlier kernels left in the scratchpads (the
-        softmax and post-FC batch-norm row tails, ``scratchpads``): it runs on its whole batch, as
-        in SMAUG, since a sub-batch call would read what the call before it left."""
+        softmax and post-FC batch-norm row tails, ``scratchpads``). What is left depends on how
+        every earlier operator ran, so a graph holding one runs every operator on its whole batch,
+        as SMAUG's runtime does, which the simulator then reproduces."""
         return bool(self.deviation) and self.family in ("softmax", "bn")
 
 

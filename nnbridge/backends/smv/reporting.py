@@ -45,6 +45,8 @@ def build_report(model: str, steps: Sequence[Step], plans: Sequence[Sequence[Til
             row["calls"] = max(p.calls for p in step_plans)  # sub-batch calls (1: the whole batch at once, as SMAUG)
             if any(p.calls > 1 and accumulation(p) != accumulation(whole) for p, whole in zip(step_plans, step.plans)):
                 regrouped.append(f"{step.name} ({_sub_batches(step_plans[0])})")
+                row["numerics"] = (f"{_sub_batches(step_plans[0])}: each output sums the channel tiles of SMAUG's "
+                                   f"plan of a sub-batch, not of the whole batch (smaug_schedule=true: SMAUG's)")
         row.update(compute_us=cost.compute_ns / 1e3, transfer_us=cost.transfer_ns / 1e3, cpu_us=cost.cpu_ns / 1e3,
                    tiling_us=cost.tiling_ns / 1e3, latency_us=cost.latency_ns / 1e3,
                    accel_cycles=round(cost.accel_cycles))
