@@ -91,8 +91,10 @@ class SmvConfig:
                          "accelerators; each conv/FC's tile groups go round-robin over as many of them as runs it "
                          "fastest")
     smaug_schedule: bool = _c(False, "spec §6.7 (SMAUG's runNHWC/runNWA: all numAcceleratorsAvailable, whole batch)",
-                              "schedule as SMAUG's runtime does: every conv/FC over all num_accels, every operator "
-                              "on its whole batch (more accelerators or batch can then be slower)")
+                              "schedule and compute as SMAUG's runtime does: every conv/FC over all num_accels, every "
+                              "operator on its whole batch with SMAUG's tiles (more accelerators or batch can then be "
+                              "slower; by default an operator may run as sub-batch calls, each computed as SMAUG "
+                              "computes that sub-batch)")
     mem_policy: MemPolicy = _c(MemPolicy.DMA, "spec §2.1 (AllDma in every shipped model)", "host interface")
     tiling_threads: int = _c(1, "spec §8.2 (1 or 8 in the paper)", "CPU threads for tiling copies")
     perf_only: bool = _c(False, "nnbridge", "skip numerics (timing only)")
