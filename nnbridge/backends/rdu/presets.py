@@ -8,6 +8,7 @@ Only ``flop_per_pcu_per_cycle × clock_ghz`` matters for compute, so an assumed 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ...base.errors import InputError
@@ -44,32 +45,6 @@ PLASTICINE = Machine(
     },
 )
 
-SN10 = Machine(
-    name="sn10",
-    n_pcu=640, n_pmu=640, pcu_lanes=32, flop_per_pcu_per_cycle=500.0, clock_ghz=1.0,
-    pmu_bytes=512 * KIB, pmu_bw_bytes_per_cycle=256, switch_bw_bytes_per_cycle=64,
-    sram_bytes=320 * MIB, tiers=(Tier("ddr", 128.0, int(1.5 * TIB)),), reconfig_us=10.0,
-    max_section_ports=64, stage_sync_cycles=16, storage="bf16",
-    provenance={
-        "n_pcu": "P: 640 PCUs (Hot Chips 33)",
-        "n_pmu": "P: 640 PMUs (Hot Chips 33)",
-        "pcu_lanes": "A: lanes per PCU not public",
-        "flop_per_pcu_per_cycle": "D: > 320 TFLOPS BF16 / 640 PCUs / 1 GHz (assumed clock) = 500",
-        "clock_ghz": "A: not public; only flop_per_pcu_per_cycle x clock matters",
-        "pmu_bytes": "D: 320 MB / 640 PMUs = 0.5 MB",
-        "pmu_bw_bytes_per_cycle": "A: same as Plasticine's address-generator width",
-        "switch_bw_bytes_per_cycle": "A: one 16-lane x 4 B vector link",
-        "sram_bytes": "P: 320 MB on-chip SRAM",
-        "tiers": "D: 6 DDR4-2667 channels x 21.3 GB/s = 128 GB/s; capacity 1.5 TB (P)",
-        "reconfig_us": "A: not public; sweep it",
-        "max_section_ports": "A: AGCU streams usable by one section",
-        "stage_sync_cycles": "A: per-token handshake between pipeline stages",
-        "storage": "P: BF16 compute with FP32 accumulation",
-        "link_gbps": "A: not public; as SN40L's",
-        "link_latency_us": "A: not public; as SN40L's",
-    },
-)
-
 SN40L = Machine(
     name="sn40l",
     n_pcu=1040, n_pmu=1040, pcu_lanes=32, flop_per_pcu_per_cycle=613.5, clock_ghz=1.0,
@@ -95,6 +70,28 @@ SN40L = Machine(
         "link_gbps": "A: socket-to-socket bandwidth not public; 100 GB/s per socket, sweep it",
         "link_latency_us": "A: not public; 2 µs per step puts a 16-socket all-reduce of one token's hidden "
                            "state near 4 µs, consistent with the 8B decode rate SambaNova publishes",
+    },
+)
+
+# SN10 is SN40L's predecessor on the same fabric: the per-unit parameters (lanes, PMU
+# size and bandwidth, switch width, section ports, stage handshake, BF16 storage) are
+# SN40L's; what differs is the unit count, the peak, the SRAM and the memory tiers.
+SN10 = dataclasses.replace(
+    SN40L,
+    name="sn10",
+    n_pcu=640, n_pmu=640, flop_per_pcu_per_cycle=500.0,
+    sram_bytes=320 * MIB, tiers=(Tier("ddr", 128.0, int(1.5 * TIB)),),
+    provenance={
+        **SN40L.provenance,
+        "n_pcu": "P: 640 PCUs (Hot Chips 33)",
+        "n_pmu": "P: 640 PMUs (Hot Chips 33)",
+        "flop_per_pcu_per_cycle": "D: > 320 TFLOPS BF16 / 640 PCUs / 1 GHz (assumed clock) = 500",
+        "pmu_bytes": "D: 320 MB / 640 PMUs = 0.5 MB",
+        "pmu_bw_bytes_per_cycle": "A: same as Plasticine's address-generator width",
+        "sram_bytes": "P: 320 MB on-chip SRAM",
+        "tiers": "D: 6 DDR4-2667 channels x 21.3 GB/s = 128 GB/s; capacity 1.5 TB (P)",
+        "link_gbps": "A: not public; as SN40L's",
+        "link_latency_us": "A: not public; as SN40L's",
     },
 )
 
