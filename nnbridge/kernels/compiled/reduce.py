@@ -23,7 +23,8 @@ from ._core import F, inline, jit
 
 #: numpy's PW_BLOCKSIZE: the longest row summed as one block of eight partial sums
 BLOCK = 128
-_NONE = np.empty(0, np.float32)
+#: the layer norm's bias where a node has none
+NO_BIAS = np.empty(0, np.float32)
 #: the longest row ``trailing_mean`` sums (past it numpy's vectorised partial sums are faster: a
 #: 56×56 map 26 against 13 µs, a 12×48 one 3 against 6)
 MEAN_ROW = 1024
@@ -126,7 +127,7 @@ def row_means(x, out):
 
 
 @jit
-def _layer_norm_rows(x, scale, bias, epsilon, y, centered):
+def layer_norm_rows(x, scale, bias, epsilon, y, centered):
     """``kernels/ops/normalization.layer_norm``'s float32 operations on each row, in its order:
     the mean (numpy's sum / n), the centred row, the mean of its squares, + ε, 1/√, × scale, + bias."""
     n = x.shape[1]
@@ -156,14 +157,14 @@ def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axis: 
             or (bias is not None and bias.shape != x.shape[axis:])):
         return None
     y = np.empty_like(x)
-    _layer_norm_rows(x.reshape(-1, length), np.ascontiguousarray(scale).reshape(-1),
-                     _NONE if bias is None else np.ascontiguousarray(bias).reshape(-1), epsilon,
+    layer_norm_rows(x.reshape(-1, length), np.ascontiguousarray(scale).reshape(-1),
+                     NO_BIAS if bias is None else np.ascontiguousarray(bias).reshape(-1), epsilon,
                      y.reshape(-1, length), np.empty((1, length), np.float32))
     return y
 
 
 @jit
-def _rms_norm_rows(x, scale, epsilon, y):
+def rms_norm_rows(x, scale, epsilon, y):
     """``kernels/ops/normalization.rms_norm``'s float32 operations on each row, in its order: the
     squares, their mean (numpy's sum / n), + ε, √, x ÷ it, × scale."""
     n = x.shape[1]
@@ -182,7 +183,7 @@ def rms_norm(x: np.ndarray, scale: np.ndarray, axis: int, epsilon: np.float32) -
     if length > BLOCK or length == 0 or scale.shape != x.shape[axis:]:
         return None
     y = np.empty_like(x)
-    _rms_norm_rows(x.reshape(-1, length), np.ascontiguousarray(scale).reshape(-1), epsilon, y.reshape(-1, length))
+    rms_norm_rows(x.reshape(-1, length), np.ascontiguousarray(scale).reshape(-1), epsilon, y.reshape(-1, length))
     return y
 
 
