@@ -226,6 +226,15 @@ def test_format_options_another_format_reads_are_refused(files, cli, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_convert_batch_size_zero_is_refused_as_run_refuses_it(files, cli, tmp_path):
+    """convert's --batch-size is the reader option run reads (common.load_options), not a copy that
+    dropped a 0."""
+    for command in (["convert", files / "mlp.onnx", tmp_path / "copy.onnx"], ["run", files / "mlp.onnx"]):
+        code, text = cli(*command, "--batch-size", "0")
+        assert code == 2 and "--batch-size 0: a batch holds at least one sample" in text
+    assert not list(tmp_path.iterdir())
+
+
 def test_reader_options_are_refused_for_a_model_in_memory():
     with pytest.raises(OptionError, match="lbann_training_layers: not read for a model already in memory"):
         nnbridge.load(build("mlp"), lbann_training_layers=True)

@@ -210,7 +210,7 @@ class Backend(abc.ABC):
     #: the float format the backend stores tensors in (None: the model's own types); `check`
     #: picks its verdict rule from this and the model's precision (docs/check.md)
     precision: DType | None = None
-    #: a simulator prices tensors by their sizes: it compiles statically shaped graphs only
+    #: whether it compiles statically shaped graphs only (every ``ChipSimulator``)
     static_shapes: bool = False
 
     def unsupported_reason(self, node: Node) -> str | None:
@@ -242,6 +242,14 @@ class Backend(abc.ABC):
 
     def supported_ops(self) -> set[str]:
         return set()
+
+
+class ChipSimulator(Backend):
+    """A backend that models a chip: it stores tensors in its own float format (``precision``)
+    and prices them by their sizes, so it compiles statically shaped graphs only."""
+
+    precision: DType
+    static_shapes = True
 
 
 #: backend name → the module that exposes it as ``BACKEND`` (imported on first use)

@@ -32,6 +32,14 @@ _WIDTH = None if sys.stdout.isatty() else 250
 console = Console(highlight=False, markup=False, width=_WIDTH)
 err_console = Console(stderr=True, highlight=False)
 
+#: the global size limits, by flag (with its help): each sets ``fileio.LIMITS`` for one command
+_LIMIT_FLAGS = {
+    "--max-memory": "memory budget, e.g. 8G: no tensor a file declares may take more than a quarter of it "
+                    "(default: physical memory or the process's address-space limit)",
+    "--max-output-bytes": "refuse to write more than this, e.g. 2G (default: the free space of the destination's "
+                          "disk)",
+}
+
 #: the order commands appear in `nnbridge --help`
 _ORDER = ["convert", "port", "run", "check", "train", "summary", "ir", "ops", "simulate", "compile",
           "measure_performance", "measure_sections", "sweep", "sweep_report"]
@@ -56,12 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run 'nnbridge COMMAND --help' for the options and examples of each command.",
     )
     parser.add_argument("--version", action="version", version=f"nnbridge {__version__}")
-    parser.add_argument("--max-memory", metavar="SIZE",
-                        help="memory budget, e.g. 8G: no tensor a file declares may take more than a quarter "
-                             "of it (default: physical memory or the process's address-space limit)")
-    parser.add_argument("--max-output-bytes", metavar="SIZE",
-                        help="refuse to write more than this, e.g. 2G (default: the free space of the "
-                             "destination's disk)")
+    for flag, text in _LIMIT_FLAGS.items():
+        parser.add_argument(flag, metavar="SIZE", help=text)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     from . import commands
 
@@ -164,7 +168,8 @@ if __name__ == "__main__":
 def _set_limits(args: argparse.Namespace) -> None:
     from ..base.fileio import LIMITS, parse_size
 
-    for key, flag in (("max_memory", "--max-memory"), ("max_output_bytes", "--max-output-bytes")):
+    for flag in _LIMIT_FLAGS:
+        key = flag[2:].replace("-", "_")  # argparse's dest, and the LIMITS key fileio reads
         text = getattr(args, key, None)
         if text:
             LIMITS[key] = parse_size(text, flag)

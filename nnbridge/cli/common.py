@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,10 @@ class Formatter(argparse.RawDescriptionHelpFormatter):
 
         listed = "; ".join(f"{name}: {describe(get_backend(name))}" for name in backends)
         return f"{action.help} ({listed})".replace("%", "%%")
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        """Lines break between words only: a pass or setting name (``fuse-chains``) stays whole."""
+        return textwrap.wrap(self._whitespace_matcher.sub(" ", text).strip(), width, break_on_hyphens=False)
 
 
 def _settings(backend) -> str:

@@ -255,6 +255,56 @@ def _fuse_gates(program: list[tuple]) -> list[tuple]:
     return _join_pairs(program, join)
 
 
+class _Biased:
+    """A float32 MatMul and the Add of a weight right after it that alone reads its product, as
+    one program entry: the sum written into the product's own buffer (one array and one dispatch
+    fewer; each Linear of a small transformer is such a pair). Its arguments: the MatMul's inputs,
+    then the bias. When the product is not a fresh float32 array of the shape planned for, the Add
+    entry's callable computes the sum as before."""
+
+    __slots__ = ("matmul", "add", "add_ctx", "bias_first", "shape")
+
+    def __init__(self, matmul: Callable[..., Any], add: Callable[..., Any], add_ctx: KernelContext,
+                 bias_first: bool, shape: tuple[int, ...]):
+        self.matmul, self.add, self.add_ctx, self.bias_first, self.shape = matmul, add, add_ctx, bias_first, shape
+
+    def __call__(self, ctx: KernelContext, *args: Any) -> Any:
+        y = self.matmul(ctx, *args[:-1])
+        bias = args[-1]
+        if (type(y) is np.ndarray and y.shape == self.shape and y.dtype == bias.dtype == np.float32
+                and y.flags.c_contiguous and y.flags.writeable):
+            return np.add(y, bias, out=y)  # IEEE addition commutes: bit for bit the Add kernel's sum
+        return self.add(self.add_ctx, bias, y) if self.bias_first else self.add(self.add_ctx, y, bias)
+
+
+def _fuse_biases(program: list[tuple]) -> list[tuple]:
+    """``program`` with each MatMul entry and the Add entry right after it merged into one
+    ``_Biased`` when the Add alone reads the product and adds a float32 weight that does not change
+    its static shape."""
+    def join(entry: tuple, nxt: tuple) -> tuple | None:
+        add = nxt[1].node
+        if (entry[1].node.op != "MatMul" or add.op != "Add" or add.domain or len(nxt[2]) != 2
+                or nxt[2][0] == nxt[2][1] or not _passes_one_value(entry, nxt)):
+            return None
+        product = entry[3][0]
+        bias_first = nxt[2][1] == product
+        bias = add.inputs[0 if bias_first else 1]
+        out = add.outputs[0].type
+        if (bias.const is None or bias.const.dtype != np.float32 or not out.is_static
+                or tuple(out.shape) != tuple(entry[1].node.outputs[0].type.shape or ())):
+            return None
+        return (_Biased(entry[0], nxt[0], nxt[1], bias_first, tuple(out.shape)), entry[1],
+                (*entry[2], nxt[2][0] if bias_first else nxt[2][1]), nxt[3],
+                tuple(r for r in (*entry[4], *nxt[4]) if r != product))
+
+    return _join_pairs(program, join)
+
+
+def _fused(program: list[tuple]) -> list[tuple]:
+    """The program runs execute: Conv epilogues, squeeze-excite gates and MatMul biases joined."""
+    return _fuse_biases(_fuse_gates(_fuse_epilogues(program)))
+
+
 def _last_uses(nodes: list[Node]) -> dict[str, int]:
     """Each value's last reader (by position in ``nodes``; subgraph captures count)."""
     last_use: dict[str, int] = {}
@@ -349,7 +399,7 @@ class Plan:
             template[slots[name]] = value
         self._template = template
         self._steps_program = self._watched = program
-        self._program = _fuse_gates(_fuse_epilogues(program))
+        self._program = _fused(program)
         self._constants = [i for i, step in enumerate(self.steps) if step.constant]
         self.slots = slots
 
@@ -368,7 +418,7 @@ class Plan:
         keep = set(self._constants)
         self._template, self._watched = template, watched
         self._steps_program = [entry for i, entry in enumerate(self._steps_program) if i not in keep]
-        self._program = _fuse_gates(_fuse_epilogues(self._steps_program))
+        self._program = _fused(self._steps_program)
         self._constants = []
 
     def execute(self, feeds: Mapping[str, Any], outer: Mapping[str, Any] | None = None,

@@ -57,6 +57,49 @@ def test_fold_collapses_a_shape_gather_concat_reshape_chain():
     np.testing.assert_array_equal(graph.nodes[0].inputs[1].const, [2, -1])
 
 
+# -- recognize-norms -----------------------------------------------------------------
+
+
+def _rms_nodes(form: str, opset: int = 17) -> tuple[list, dict]:
+    """T5's and LLaMA's exported RMSNorm (x·(1/√(mean(x²)+ε))·w), the spec's Div(x, √…), or Reciprocal."""
+    square = mk("Pow", ["x", "two"], ["sq"]) if form != "div" else mk("Mul", ["x", "x"], ["sq"])
+    mean = (mk("ReduceMean", ["sq", "axes"], ["ms"], keepdims=1) if opset >= 18
+            else mk("ReduceMean", ["sq"], ["ms"], axes=[-1], keepdims=1))
+    head = [square, mean, mk("Add", ["ms", "eps"], ["mse"]), mk("Sqrt", ["mse"], ["rms"])]
+    if form == "div":
+        tail = [mk("Div", ["x", "rms"], ["y"])]
+    elif form == "reciprocal":
+        tail = [mk("Reciprocal", ["rms"], ["inv"]), mk("Mul", ["inv", "x"], ["y"])]
+    else:
+        tail = [mk("Div", ["one", "rms"], ["inv"]), mk("Mul", ["x", "inv"], ["normed"]),
+                mk("Mul", ["w", "normed"], ["y"])]
+    inits = {"two": np.float32(2), "eps": np.float32(1e-6), "one": np.float32(1), "w": rand(16, seed=2),
+             "axes": np.array([-1], np.int64)}
+    return head + tail, {k: v for k, v in inits.items() if any(k in n.input for n in head + tail)}
+
+
+@pytest.mark.parametrize(("form", "opset"), [("t5", 17), ("t5", 18), ("div", 17), ("reciprocal", 18)])
+def test_a_decomposed_rms_norm_becomes_one_rms_normalization(form, opset):
+    nodes, inits = _rms_nodes(form, opset)  # the loader makes opset 17's axes a Constant: folded first
+    graph = _check(build(nodes, {"x": [2, 5, 16]}, ["y"], inits, opset=opset), ["fold", "recognize-norms"])
+    assert [n.op for n in graph.nodes] == ["RMSNormalization"]
+    norm = graph.nodes[0]
+    assert norm.attrs["axis"] == 2 and np.isclose(norm.attrs["epsilon"], 1e-6)
+    np.testing.assert_array_equal(norm.inputs[1].const, inits["w"] if form == "t5" else np.ones(16, np.float32))
+
+
+def test_rms_chains_that_are_not_rms_norms_stay():
+    """An intermediate read elsewhere, a mean over a leading axis, a fourth power: no rewrite."""
+    nodes, inits = _rms_nodes("div", 18)
+    shared = build(nodes + [mk("Add", ["ms", "ms"], ["other"])], {"x": [2, 5, 16]}, ["y", "other"], inits, 18)
+    _check(shared, ["recognize-norms"], expect_changed=False)
+    _check(build(nodes, {"x": [2, 5, 16]}, ["y"], {**inits, "axes": np.array([1], np.int64)}, 18),
+           ["recognize-norms"], expect_changed=False)
+    nodes, inits = _rms_nodes("t5", 18)
+    _check(build(nodes, {"x": [2, 5, 16]}, ["y"], {**inits, "two": np.float32(4)}, 18), ["recognize-norms"],
+           expect_changed=False)
+
+
 # -- cse -----------------------------------------------------------------------------
 
 def test_cse_merges_repeated_nodes_and_their_chains():

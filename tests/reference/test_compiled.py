@@ -142,6 +142,25 @@ def test_compiled_layer_norm_equals_the_numpy_kernel_bit_for_bit(monkeypatch, sh
     assert compiled.load("reduce").layer_norm(x, scale[None], None, len(shape) + axis, np.float32(1e-5)) is None
 
 
+@pytest.mark.parametrize("shape", [(3, 5), (2, 4, 8), (7, 32), (2, 3, 4, 11), (5, 128)])
+def test_compiled_rms_norm_equals_the_numpy_kernel_bit_for_bit(monkeypatch, shape):
+    """Rows of up to 128 values: the squares, numpy's pairwise sum / n, + ε, √, x ÷ it, × scale,
+    each in float32 in the numpy kernel's order: bit for bit, a zero row and infinities too."""
+    from nnbridge.kernels.ops.normalization import rms_norm
+
+    compiled.load("reduce")
+    axis = -2 if len(shape) == 4 else -1
+    x = (RNG.standard_normal(shape) * 4 + 3).astype(np.float32)
+    x.reshape(-1)[:3] = 0, np.inf, -np.inf
+    x[0, ...] = 0 if len(shape) == 2 else x[0, ...]
+    scale = RNG.standard_normal(shape[axis:]).astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        ours = rms_norm(None, x, scale, axis=axis, epsilon=1e-6)
+        theirs = _numpy(monkeypatch, rms_norm, None, x, scale, axis=axis, epsilon=1e-6)
+    np.testing.assert_array_equal(ours, theirs)
+    assert compiled.load("reduce").rms_norm(x, scale[None], len(shape) + axis, np.float32(1e-5)) is None
+
+
 def test_compiled_softmax_of_small_rows_equals_the_numpy_kernel_bit_for_bit(monkeypatch):
     """The shift (the row's max, 0 where it is not finite) and the sums compiled, numpy's exp
     between them: the same operations in the same order, so bit for bit, NaN and infinities too."""

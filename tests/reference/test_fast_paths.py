@@ -1,6 +1,7 @@
 """The reference backend's fast paths against exact values and onnxruntime: float32 curves
 (erf, GELU, sigmoid, SiLU) across the whole float32 range and chunk boundaries, Pow by small
-constant exponents, stacked MatMul against one matrix, and both depthwise-convolution paths."""
+constant exponents, stacked MatMul against one matrix (and its bias added in place), and both
+depthwise-convolution paths."""
 
 from __future__ import annotations
 
@@ -310,5 +311,32 @@ def test_an_activation_that_alone_reads_a_convolution_runs_in_its_buffer(numba):
         assert fused == expected_fused
         fast = exe.run(feeds)
         watched = exe.plan.execute(feeds, timings=[])
+    for (name, got), want in zip(fast.items(), watched):
+        np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+@pytest.mark.parametrize("bias_first", [True, False])
+def test_a_linear_layers_matmul_and_bias_run_as_one_entry_with_the_watched_runs_values(bias_first):
+    """MatMul then the Add of a bias weight (each Linear of a small transformer): one ``_Biased``
+    entry whose sum is written into the product, bit for bit the watched run's (one kernel per node);
+    a product another node also reads, or a bias that widens the shape, keeps its two entries."""
+    import nnbridge
+    from nnbridge.kernels.evaluator import _Biased
+    from nnbridge.zoo import OnnxBuilder
+
+    b = OnnxBuilder("linear", seed=2)
+    x = b.input("x", [1, 6, 8])
+    first = b.op("MatMul", [x, b.weight("w1", (8, 16))])
+    bias = b.weight("b1", (16,))
+    h = b.op("Add", [bias, first] if bias_first else [first, bias])
+    shared = b.op("MatMul", [h, b.weight("w2", (16, 8))])
+    kept = b.op("Add", [shared, b.weight("b2", (8,))])
+    widened = b.op("Add", [b.op("MatMul", [kept, b.weight("w3", (8, 8))]), b.weight("b3", (2, 1, 8))])
+    b.output(b.op("Mul", [kept, shared]))
+    b.output(widened)
+    exe = nnbridge.compile(b.model(), backend="reference")
+    feeds = {"x": RNG.standard_normal((1, 6, 8)).astype(np.float32)}
+    fast, watched = exe.run(feeds), exe.plan.execute(feeds, timings=[])
+    assert [type(entry[0]) is _Biased for entry in exe.plan._program].count(True) == 1
     for (name, got), want in zip(fast.items(), watched):
         np.testing.assert_array_equal(got, want, err_msg=name)

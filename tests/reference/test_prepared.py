@@ -16,7 +16,9 @@ from nnbridge.kernels.evaluator import KernelContext
 
 PREPARED = sorted(op for (domain, op), spec in registered_ops().items() if spec.prepare is not None and not domain)
 #: ops whose node tests hold none of the cases they prepare, and the tests that judge those cases
-ELSEWHERE = {"Conv": "test_prepared_conv.py (no node test is a 1×1 or a depthwise convolution)"}
+ELSEWHERE = {"Conv": "test_prepared_conv.py (no node test is a 1×1 or a depthwise convolution)",
+             "LayerNormalization": "test_prepared_norms_equal_their_kernels (every node test also asks for the "
+                                   "statistics outputs, which the prepared form leaves to the kernel)"}
 
 
 def _same(got, want) -> bool:
@@ -87,3 +89,30 @@ def test_a_call_with_another_shape_runs_the_kernel(op, inputs, attrs, other):
     ctx = KernelContext(node)
     for x in (inputs[0][1], other):
         assert _same(fn(ctx, x, *consts[1:]), spec.fn(ctx, x, *consts[1:], **spec.bind(node)))
+
+
+@pytest.mark.parametrize("op, with_bias", [("LayerNormalization", True), ("LayerNormalization", False),
+                                          ("RMSNormalization", False)])
+def test_prepared_norms_equal_their_kernels(op, with_bias):
+    """A prepared float32 norm equals its kernel bit for bit: on the shape it was prepared for, on
+    a transposed view of it (ConvNeXt's channels-last norm between two Transposes), and on another
+    shape (then it runs the kernel)."""
+    from nnbridge.kernels import compiled
+
+    compiled.load("reduce")
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((2, 6, 16)) * 3 + 1).astype(np.float32)
+    weights = [("scale", rng.standard_normal(16).astype(np.float32))]
+    if with_bias:
+        weights.append(("bias", rng.standard_normal(16).astype(np.float32)))
+    model, _ = node_model(op, [("x", x), *weights], {"epsilon": 1e-3}, inits=[name for name, _ in weights], opset=23)
+    graph = nnbridge.load(model)
+    node = graph.nodes[0]
+    spec = get_kernel(op)
+    consts = tuple(None if v is None else graph.initializers.get(v.name) for v in node.inputs)
+    fn = spec.prepared(node, consts)
+    assert fn is not None and spec.prepared(node, (None,) * len(consts)) is None  # weights given at run time: none
+    ctx = KernelContext(node)
+    transposed = np.ascontiguousarray(x.transpose(0, 2, 1)).transpose(0, 2, 1)
+    for given in (x, transposed, x[:1], x.astype(np.float64)):
+        assert _same(fn(ctx, given, *consts[1:]), spec.fn(ctx, given, *consts[1:], **spec.bind(node)))

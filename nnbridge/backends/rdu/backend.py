@@ -21,7 +21,7 @@ from ...ir import DType, Graph, Node
 from ...kernels import get_kernel, kernel_op_names
 from ...passes.autodiff import UPDATES_KEY
 from ...reporting.report import Report
-from ..base import CLEAN, FOLD, SCALE, Backend, Executable
+from ..base import CLEAN, FOLD, SCALE, ChipSimulator, Executable
 from .artifact import read_pef, write_pef
 from .config import CompileOptions, Machine, compile_settings
 from .functional import FunctionalSim
@@ -326,11 +326,10 @@ def _check_plan(sections: list[Section], samples: int, where: str) -> None:
                 raise FormatError(f"{where}: kernel '{k.name}' of plan.json has a count or size out of range")
 
 
-class RduBackend(Backend):
+class RduBackend(ChipSimulator):
     name = "rdu"
     description = "SambaNova-style RDU simulator: sections on a PCU/PMU grid, bf16 numerics, throughput model"
     precision = DType.BFLOAT16  # PMUs and section boundaries store bf16 (spec §4)
-    static_shapes = True
 
     def unsupported_reason(self, node: Node) -> str | None:
         spec = get_kernel(node.op, node.domain)

@@ -14,6 +14,8 @@ from ...passes.pin_shapes import dynamic_inputs, pin_shapes
 from ...reporting.report import Report
 from ..base import CLEAN, FOLD, SCALE, Backend, Executable, Setting
 
+#: exporters' decomposed activations and norms back into single ops (one kernel call for five or six)
+RECOGNIZE = ["recognize-activations", "recognize-norms"]
 #: a dynamic model's input shapes seen this many times get a plan of their own (one seen once, as a
 #: generating LLM's growing context is, runs the general plan: pinning costs milliseconds)
 SPECIALIZE_AFTER = 2
@@ -108,18 +110,16 @@ class ReferenceBackend(Backend):
 
     #: numpy runs a fused body op by op, so fusion here serves kernel counting and inspection,
     #: not speed: it starts at level 2 and level 1 keeps per-node profiles. From level 1 the
-    #: exporters' decomposed GELU and SiLU chains become single ops again (one pass over the
-    #: tensor instead of five) and constants are folded, so weights a model computes from
+    #: exporters' decomposed GELU, SiLU and RMSNorm chains become single ops again (one pass over
+    #: the tensor instead of five) and constants are folded, so weights a model computes from
     #: constants (onnx's light models fill theirs with ConstantOfShape) are computed once, and
     #: repeated nodes are merged (``cse``: a dynamic export's shape arithmetic, once per Reshape).
     pipelines = {
         0: ["simplify", "layout-nchw", "cancel-transposes", *CLEAN],
-        1: [*FOLD, "cse", "simplify", "recognize-activations", "layout-nchw", "cancel-transposes", *CLEAN,
+        1: [*FOLD, "cse", "simplify", *RECOGNIZE, "layout-nchw", "cancel-transposes", *CLEAN, "plan-memory"],
+        2: [*FOLD, "cse", "simplify", *RECOGNIZE, "layout-nchw", "cancel-transposes", *CLEAN, "fuse", "plan-memory"],
+        3: [*FOLD, "cse", "simplify", *RECOGNIZE, *SCALE, "layout-nchw", "cancel-transposes", *CLEAN, "fuse",
             "plan-memory"],
-        2: [*FOLD, "cse", "simplify", "recognize-activations", "layout-nchw", "cancel-transposes", *CLEAN, "fuse",
-            "plan-memory"],
-        3: [*FOLD, "cse", "simplify", "recognize-activations", *SCALE, "layout-nchw", "cancel-transposes", *CLEAN,
-            "fuse", "plan-memory"],
     }
 
     settings = {"profile": Setting("profile", bool, False, "time every node of each run (run --profile)")}

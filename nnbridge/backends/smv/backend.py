@@ -14,7 +14,7 @@ from ...base.smaug_runtime import DEVIATIONS_KEY
 from ...ir import DType, Graph, Node
 from ...kernels import get_kernel
 from ...reporting.report import Report
-from ..base import CLEAN, FOLD, Backend, Executable, Setting
+from ..base import CLEAN, FOLD, ChipSimulator, Executable, Setting
 from .config import ALIASES, SmvConfig, config_settings
 from .cost import LayerCost, cost_cpu_op, fastest_schedule
 from .cost.cpu import cpu_op_ns
@@ -229,11 +229,10 @@ def tiling_refusals(graph: Graph, config: SmvConfig | str | None = None) -> list
     return [Unsupported(fn.op, fn.name, reason, fn.domain) for fn, reason in refused]
 
 
-class SmvBackend(Backend):
+class SmvBackend(ChipSimulator):
     name = "smv"
     description = "SMAUG's SMV accelerator: fp16 functional simulation + tiling-level performance model"
     precision = DType.FLOAT16  # host memory and scratchpads hold fp16 (spec §4)
-    static_shapes = True
 
     def unsupported_reason(self, node: Node) -> str | None:
         if node.domain == "" and node.op in LOWERERS:

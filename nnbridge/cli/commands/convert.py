@@ -11,6 +11,36 @@ from ...converters.notes import conversion_notes
 from ...ir.stats import parameters
 from .. import common
 
+#: the flags that each set one writer option of ``nnbridge.convert``: flag → (option, argparse's
+#: keywords). Declared and copied into the options from this one table; a switch's default is
+#: None, so an option not given is not passed (a writer refuses an option it does not read).
+WRITER_FLAGS: dict[str, tuple[str, dict]] = {
+    "--lbann-weights": ("lbann_weights", {
+        "choices": ["inline", "npy"], "help": "LBANN: carry weights inline or as .npy files (default: by size)"}),
+    "--lbann-version": ("lbann_version", {
+        "choices": ["0.103", "0.104", "develop"], "help": "LBANN: the schema era to write for (default 0.104)"}),
+    "--lbann-train": ("lbann_train", {
+        "nargs": "?", "const": True, "metavar": "KEY=VALUE,...",
+        "help": "LBANN: write an experiment LBANN trains (loss, objective, metric, optimizer, trainer; weights "
+                "trainable), optionally with loss=cross-entropy|mse (default: cross-entropy on a softmax output), "
+                "optimizer=sgd|adam|adamw, lr=, momentum=, weight_decay=, epochs=, freeze=true, data=FILE.npz "
+                "(x, y: a numpy_npz reader of <stem>_data.npz), val_split= (default: an inference-only file, "
+                "which convert warns about)"}),
+    "--opset": ("onnx_opset", {
+        "type": int, "metavar": "N",
+        "help": "ONNX: write this default-domain opset, e.g. 17 for older runtimes (default: the IR's)"}),
+    "--smaug-backend": ("smaug_backend", {
+        "choices": ["Reference", "SMV"], "help": "SMAUG: the backend the files are written for (default SMV)"}),
+    "--smaug-input": ("smaug_inputs", {
+        "action": "append", "metavar": "NAME=FILE.npy",
+        "help": "SMAUG: the network input stored in the params file, which SMAUG's runtime runs (default: "
+                "SMAUG's random-data recipe); repeatable"}),
+    "--allow-fp16-overflow": ("smaug_allow_overflow", {
+        "action": "store_true", "default": None,
+        "help": "SMAUG SMV: write files whose stored input drives a value past fp16's range (refused by "
+                "default: the real runtime computes inf/NaN)"}),
+}
+
 
 def register(sub) -> None:
     p = common.add_parser(sub, "convert", "convert a model between formats (by file name)", """\
@@ -26,30 +56,12 @@ def register(sub) -> None:
     p.add_argument("src", help="source model (.onnx, _topo.pbtxt, .prototext)")
     p.add_argument("dst", help="destination file; its name picks the format")
     common.add_shape_args(p)
-    p.add_argument("--batch-size", type=int,
+    p.add_argument("--batch-size", type=int, dest="source_batch_size", metavar="N",
                    help="LBANN source: batch of the imported graph (default: the file's mini_batch_size)")
     p.add_argument("--option", "-o", action="append", metavar="KEY=VALUE",
                    help="format-specific writer option (e.g. smaug_backend=SMV); repeatable")
-    p.add_argument("--lbann-weights", choices=["inline", "npy"],
-                   help="LBANN: carry weights inline or as .npy files (default: by size)")
-    p.add_argument("--lbann-version", choices=["0.103", "0.104", "develop"],
-                   help="LBANN: the schema era to write for (default 0.104)")
-    p.add_argument("--lbann-train", nargs="?", const=True, metavar="KEY=VALUE,...",
-                   help="LBANN: write an experiment LBANN trains (loss, objective, metric, optimizer, trainer; "
-                        "weights trainable), optionally with loss=cross-entropy|mse (default: cross-entropy on a "
-                        "softmax output), optimizer=sgd|adam|adamw, lr=, momentum=, weight_decay=, epochs=, "
-                        "freeze=true, data=FILE.npz (x, y: a numpy_npz reader of <stem>_data.npz), val_split= "
-                        "(default: an inference-only file, which convert warns about)")
-    p.add_argument("--opset", type=int, metavar="N",
-                   help="ONNX: write this default-domain opset, e.g. 17 for older runtimes (default: the IR's)")
-    p.add_argument("--smaug-backend", choices=["Reference", "SMV"],
-                   help="SMAUG: the backend the files are written for (default SMV)")
-    p.add_argument("--smaug-input", action="append", metavar="NAME=FILE.npy",
-                   help="SMAUG: the network input stored in the params file, which SMAUG's runtime "
-                        "runs (default: SMAUG's random-data recipe); repeatable")
-    p.add_argument("--allow-fp16-overflow", action="store_true",
-                   help="SMAUG SMV: write files whose stored input drives a value past fp16's range "
-                        "(refused by default: the real runtime computes inf/NaN)")
+    for flag, (_, keywords) in WRITER_FLAGS.items():
+        p.add_argument(flag, **keywords)
     p.add_argument("--dry-run", action="store_true",
                    help="write nothing: say per op type what converts and what is refused (and why), and "
                         "which files the conversion would write, with their sizes")
@@ -65,22 +77,10 @@ def run(args) -> int:
 
     options = dict(common.load_options(args))
     options.update(common.parse_assignments(args.option, "--option"))
-    if args.lbann_weights:
-        options["lbann_weights"] = args.lbann_weights
-    if args.lbann_version:
-        options["lbann_version"] = args.lbann_version
-    if args.batch_size:
-        options["batch_size"] = args.batch_size
-    if args.lbann_train is not None:
-        options["lbann_train"] = args.lbann_train
-    if args.smaug_backend:
-        options["smaug_backend"] = args.smaug_backend
-    if args.opset is not None:
-        options["onnx_opset"] = args.opset
-    if args.smaug_input:
-        options["smaug_inputs"] = common.load_inputs(args.smaug_input)
-    if args.allow_fp16_overflow:
-        options["smaug_allow_overflow"] = True
+    for flag, (option, _) in WRITER_FLAGS.items():
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is not None:
+            options[option] = common.load_inputs(value) if option == "smaug_inputs" else value
     if args.dry_run:
         common.refuse_unread(args, "by --dry-run (it prints what would be written)", {"json": "--json"})
         return dry_run(args, options)

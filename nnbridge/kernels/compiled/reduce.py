@@ -1,6 +1,6 @@
-"""Means and layer norms of short rows of a float32 array in one compiled call (ReduceMean over
+"""Means, layer and RMS norms of short rows of a float32 array in one compiled call (ReduceMean over
 the spatial axes and GlobalAveragePool of the small maps where mobile networks put their
-squeeze-excite blocks, LayerNormalization of small transformers: numpy's reduction machinery
+squeeze-excite blocks, LayerNormalization and RMSNormalization of small transformers: numpy's reduction machinery
 costs 5-15 µs a call there, against under 1 µs here).
 
 Each row's sum is numpy's own pairwise summation of a contiguous row, term for term: halves split
@@ -8,8 +8,8 @@ at a multiple of 8 down to blocks of at most ``BLOCK`` values, each block eight 
 partial sums combined as ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))`` then the
 remainder, the reduction starting from 0; divided by the row length in
 float32 as ``np.mean`` does: bit for bit equal to ``np.mean(x, axis=trailing, keepdims=True)``
-(``tests/reference/test_compiled.py``); a layer norm's other operations are the numpy kernel's,
-one by one in float32. Rows longer than ``MEAN_ROW`` (a mean) or ``BLOCK`` (a layer norm) stay
+(``tests/reference/test_compiled.py``); a norm's other operations are the numpy kernel's, one
+by one in float32. Rows longer than ``MEAN_ROW`` (a mean) or ``BLOCK`` (a norm) stay
 with numpy, whose vectorised partial sums are faster there.
 """
 
@@ -23,7 +23,8 @@ from ._core import F, inline, jit
 
 #: numpy's PW_BLOCKSIZE: the longest row summed as one block of eight partial sums
 BLOCK = 128
-_NONE = np.empty(0, np.float32)
+#: the layer norm's bias where a node has none
+NO_BIAS = np.empty(0, np.float32)
 #: the longest row ``trailing_mean`` sums (past it numpy's vectorised partial sums are faster: a
 #: 56×56 map 26 against 13 µs, a 12×48 one 3 against 6)
 MEAN_ROW = 1024
@@ -126,7 +127,7 @@ def row_means(x, out):
 
 
 @jit
-def _layer_norm_rows(x, scale, bias, epsilon, y, centered):
+def layer_norm_rows(x, scale, bias, epsilon, y, centered):
     """``kernels/ops/normalization.layer_norm``'s float32 operations on each row, in its order:
     the mean (numpy's sum / n), the centred row, the mean of its squares, + ε, 1/√, × scale, + bias."""
     n = x.shape[1]
@@ -156,9 +157,33 @@ def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axis: 
             or (bias is not None and bias.shape != x.shape[axis:])):
         return None
     y = np.empty_like(x)
-    _layer_norm_rows(x.reshape(-1, length), np.ascontiguousarray(scale).reshape(-1),
-                     _NONE if bias is None else np.ascontiguousarray(bias).reshape(-1), epsilon,
+    layer_norm_rows(x.reshape(-1, length), np.ascontiguousarray(scale).reshape(-1),
+                     NO_BIAS if bias is None else np.ascontiguousarray(bias).reshape(-1), epsilon,
                      y.reshape(-1, length), np.empty((1, length), np.float32))
+    return y
+
+
+@jit
+def rms_norm_rows(x, scale, epsilon, y):
+    """``kernels/ops/normalization.rms_norm``'s float32 operations on each row, in its order: the
+    squares, their mean (numpy's sum / n), + ε, √, x ÷ it, × scale."""
+    n = x.shape[1]
+    for r in range(x.shape[0]):
+        for i in range(n):
+            y[r, i] = x[r, i] * x[r, i]
+        root = np.sqrt(_row_sum(y, r, n) / F(n) + epsilon)
+        for i in range(n):
+            y[r, i] = x[r, i] / root * scale[i]
+
+
+def rms_norm(x: np.ndarray, scale: np.ndarray, axis: int, epsilon: np.float32) -> np.ndarray | None:
+    """RMSNormalization of C-contiguous float32 ``x`` over its axes from ``axis`` on, with float32
+    ``scale`` of the normalised axes' shape; None when a row is longer than ``BLOCK`` or it broadcasts."""
+    length = math.prod(x.shape[axis:])
+    if length > BLOCK or length == 0 or scale.shape != x.shape[axis:]:
+        return None
+    y = np.empty_like(x)
+    rms_norm_rows(x.reshape(-1, length), np.ascontiguousarray(scale).reshape(-1), epsilon, y.reshape(-1, length))
     return y
 
 

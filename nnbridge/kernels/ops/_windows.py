@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -60,6 +61,28 @@ def output_sizes(sizes: Sequence[int], kernel: Sequence[int], strides: Sequence[
     return out
 
 
+class Window(NamedTuple):
+    """A window op's geometry over one input: attributes with ONNX defaults filled in, pads
+    resolved, output size per spatial axis."""
+
+    strides: list[int]
+    dilations: list[int]
+    begin: list[int]
+    end: list[int]
+    out: list[int]
+
+
+def window_geometry(sizes: Sequence[int], kernel: Sequence[int], auto_pad: str, dilations: Sequence[int] | None,
+                    pads: Sequence[int] | None, strides: Sequence[int] | None, ceil_mode: bool = False) -> Window:
+    """The geometry a convolution or pooling node's attributes give over spatial ``sizes``."""
+    rank = len(sizes)
+    strides = list(strides or [1] * rank)
+    dilations = list(dilations or [1] * rank)
+    begin, end = resolve_pads(auto_pad, sizes, kernel, strides, dilations, pads)
+    return Window(strides, dilations, begin, end, output_sizes(sizes, kernel, strides, dilations, begin, end,
+                                                              ceil_mode))
+
+
 def pad_spatial(x: np.ndarray, begin: Sequence[int], end: Sequence[int], value: float = 0) -> np.ndarray:
     """Pad the trailing spatial axes (negative pads crop)."""
     if not any(begin) and not any(end):
@@ -89,14 +112,15 @@ def windows(xp: np.ndarray, out: Sequence[int], kernel: Sequence[int], strides: 
     return np.lib.stride_tricks.as_strided(xp, shape=shape, strides=strides_, writeable=False)
 
 
-def positions(shape: tuple[int, ...]) -> np.ndarray:
-    """Each element's flat position in an array of ``shape``: padded and viewed as the values
-    would be (its size standing for a pad), it makes the index ``gather`` takes windows through."""
-    return np.arange(math.prod(shape)).reshape(shape)
+def padded_positions(shape: tuple[int, ...], begin: Sequence[int], end: Sequence[int]) -> np.ndarray:
+    """Each element's flat position in an array of ``shape``, padded as the values would be with
+    its size standing for a pad: viewed through windows, it makes the index ``gather`` takes."""
+    size = math.prod(shape)
+    return pad_spatial(np.arange(size).reshape(shape), begin, end, value=size)
 
 
 def gather(x: np.ndarray, index: np.ndarray, fill) -> np.ndarray:
-    """``x``'s elements at ``index`` (flat positions, from ``positions``), ``fill`` where it says
+    """``x``'s elements at ``index`` (flat positions, from ``padded_positions``), ``fill`` where it says
     ``x.size``: a small map's windows in one ``take`` through an index made once per shape, in
     place of padding, a window view and a transposing copy on every call."""
     flat = np.empty(x.size + 1, x.dtype)

@@ -27,10 +27,10 @@ from ._windows import (
     gather,
     output_sizes,
     pad_spatial,
-    positions,
+    padded_positions,
     prod,
-    resolve_pads,
     window_extent,
+    window_geometry,
     windows,
 )
 from .conv_prepared import prepare_conv
@@ -124,9 +124,8 @@ def _column_index(shape: tuple, kernel: tuple, strides: tuple, dilations: tuple,
     """Where each element of one image's columns ``(G, C/G·taps, pixels)`` lies in the image
     flattened, with its size standing for a padded tap: the copy through the window view, made
     once of positions instead of values (read-only: shared by every run and thread)."""
-    padded = pad_spatial(positions(shape), begin, end, value=prod(shape))
-    view = windows(padded, output_sizes(shape[2:], kernel, strides, dilations, begin, end), kernel, strides,
-                   dilations)[0]  # (C, *out, *K)
+    out = output_sizes(shape[2:], kernel, strides, dilations, begin, end)
+    view = windows(padded_positions(shape, begin, end), out, kernel, strides, dilations)[0]  # (C, *out, *K)
     rank = len(kernel)
     index = np.ascontiguousarray(view.transpose(0, *range(1 + rank, 1 + 2 * rank), *range(1, 1 + rank)))
     return frozen(index.reshape(group, -1, prod(view.shape[1:1 + rank])))
@@ -208,18 +207,6 @@ def _grouped_matmul(w: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return np.matmul(w, cols)
 
 
-Geometry = tuple[list[int], list[int], list[int], list[int]]
-
-
-def _geometry(x: np.ndarray, kernel, auto_pad: str, dilations, pads, strides) -> Geometry:
-    """(strides, dilations, pads begin, pads end) of a convolution window over ``x``."""
-    rank = x.ndim - 2
-    strides = list(strides or [1] * rank)
-    dilations = list(dilations or [1] * rank)
-    begin, end = resolve_pads(auto_pad, x.shape[2:], kernel, strides, dilations, pads)
-    return strides, dilations, begin, end
-
-
 def _check_conv(node: Node, *, auto_pad="NOTSET") -> str | None:
     reason = check_auto_pad(auto_pad)
     if reason:
@@ -280,11 +267,7 @@ def _window(shape: tuple, kernel: tuple, auto_pad: str, dilations, pads, strides
     """(strides, dilations, pads begin, pads end, output size, a plain matrix product) of a
     convolution window over an input of ``shape``: computed once per shape and attributes (a
     mobile network's small layers spent as long in these few lines as in their arithmetic)."""
-    rank = len(shape) - 2
-    strides = list(strides or [1] * rank)
-    dilations = list(dilations or [1] * rank)
-    begin, end = resolve_pads(auto_pad, shape[2:], kernel, strides, dilations, pads)
-    out = output_sizes(shape[2:], kernel, strides, dilations, begin, end)
+    strides, dilations, begin, end, out = window_geometry(shape[2:], kernel, auto_pad, dilations, pads, strides)
     pointwise = (all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(begin)
                  and not any(end))
     return strides, dilations, begin, end, out, pointwise
@@ -325,7 +308,7 @@ def _integer_conv(x, x_zero, w, w_zero, group: int, window: dict) -> np.ndarray:
     if w_zero is not None:
         wz = np.asarray(w_zero, dtype=np.float64)
         wf = wf - (wz.reshape((-1,) + (1,) * (w.ndim - 1)) if wz.size > 1 else wz.reshape(-1)[0])
-    strides, dilations, begin, end = _geometry(x, w.shape[2:], **window)
+    strides, dilations, begin, end, _ = window_geometry(x.shape[2:], w.shape[2:], **window)
     return conv_nd(xf, wf, int(group), strides, dilations, begin, end)
 
 

@@ -25,11 +25,10 @@ from ._windows import (
     compute_dtype,
     frozen,
     gather,
-    output_sizes,
     pad_spatial,
-    positions,
-    resolve_pads,
+    padded_positions,
     window_extent,
+    window_geometry,
     windows,
 )
 from .reduce import trailing_mean
@@ -45,20 +44,17 @@ class PoolGeometry:
     """Padding, output size and ceil-mode extension of one pooling node applied to one input shape."""
 
     def __init__(self, sizes, kernel_shape, auto_pad: str, ceil_mode: int, dilations, pads, strides):
-        rank = len(sizes)
         self.kernel = list(kernel_shape)
-        self.strides = list(strides or [1] * rank)
-        self.dilations = list(dilations or [1] * rank)
-        self.begin, self.end = resolve_pads(auto_pad, sizes, self.kernel, self.strides, self.dilations, pads)
-        self.out = output_sizes(sizes, self.kernel, self.strides, self.dilations, self.begin, self.end,
-                                bool(ceil_mode))
+        self.strides, self.dilations, self.begin, self.end, self.out = window_geometry(
+            sizes, self.kernel, auto_pad, dilations, pads, strides, bool(ceil_mode))
         # ceil mode may need more trailing padding than the declared pads
         self.extra = [max(0, (o - 1) * s + window_extent(k, d) - (n + b + e))
                       for o, s, k, d, n, b, e in zip(self.out, self.strides, self.kernel, self.dilations, sizes,
                                                      self.begin, self.end)]
+        self.padded_end = [e + x_ for e, x_ in zip(self.end, self.extra)]
 
     def padded(self, x: np.ndarray, value) -> np.ndarray:
-        return pad_spatial(x, self.begin, [e + x_ for e, x_ in zip(self.end, self.extra)], value)
+        return pad_spatial(x, self.begin, self.padded_end, value)
 
     def taps(self, xp: np.ndarray):
         """Yield one strided (N, C, *out) view per kernel tap."""
@@ -176,8 +172,7 @@ def _tap_index(shape: tuple, window: tuple) -> np.ndarray:
     """Where each tap's view of a pool over ``shape`` reads (``gather``'s index), taps first."""
     auto_pad, ceil_mode, dilations, kernel_shape, pads, strides = window
     geo = PoolGeometry(shape[2:], kernel_shape, auto_pad, ceil_mode, dilations, pads, strides)
-    padded = geo.padded(positions(shape), math.prod(shape))
-    return frozen(np.stack(list(geo.taps(padded))))
+    return frozen(np.stack(list(geo.taps(padded_positions(shape, geo.begin, geo.padded_end)))))
 
 
 def _tuple(values) -> tuple | None:

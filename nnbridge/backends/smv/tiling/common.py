@@ -18,6 +18,8 @@ Shape = tuple[int, ...]
 
 
 class TilingDims(enum.Enum):
+    """SMAUG's tiling strategies, in the order spec §5.2 tries them; a value names the dims it tiles."""
+
     NONE = "None"
     N = "N"
     NC = "NC"
@@ -33,15 +35,15 @@ class TilingDims(enum.Enum):
 
     @property
     def needs_c(self) -> bool:
-        return self in (TilingDims.NC, TilingDims.NCH, TilingDims.NCW)
+        return "C" in self.value
 
     @property
     def needs_h(self) -> bool:
-        return self in (TilingDims.NH, TilingDims.NHW, TilingDims.NCH)
+        return "H" in self.value
 
     @property
     def needs_w(self) -> bool:
-        return self in (TilingDims.NW, TilingDims.NHW, TilingDims.NCW)
+        return "W" in self.value
 
 
 def ceil_to(x: int, m: int) -> int:
@@ -65,16 +67,12 @@ def find_best_tiling_dims(shape: Shape, max_size: int, min_shape: Shape, alignme
     if per_n * m[0] <= max_size:
         return TilingDims.N
     c_axis = len(shape) - 1
-    fc = m[c_axis] / shape[c_axis]
-    if per_n * fc <= max_size:
-        return TilingDims.NC
-    if len(shape) == 2:
-        raise ShapeError(f"no tiling of {list(shape)} fits a {max_size}-element scratchpad (the real runtime "
-                         f"reports 'Unable to find a supported set of tiling dimensions')")
-    fh, fw = m[1] / shape[1], m[2] / shape[2]
-    for strategy, frac in ((TilingDims.NH, fh), (TilingDims.NW, fw), (TilingDims.NHW, fh * fw),
-                           (TilingDims.NCH, fc * fh), (TilingDims.NCW, fc * fw)):
-        if per_n * frac <= max_size:
+    fraction = {"C": m[c_axis] / shape[c_axis]}  # of one sample, by tiled dim
+    if len(shape) > 2:  # NHWC
+        fraction.update(H=m[1] / shape[1], W=m[2] / shape[2])
+    for strategy in list(TilingDims)[2:]:
+        dims = strategy.value[1:]
+        if all(d in fraction for d in dims) and per_n * math.prod(fraction[d] for d in dims) <= max_size:
             return strategy
     raise ShapeError(f"no tiling of {list(shape)} fits a {max_size}-element scratchpad (the real runtime "
                      f"reports 'Unable to find a supported set of tiling dimensions')")
