@@ -112,16 +112,16 @@ def row_means(x, out):
     block, two blocks (a 14×14 map) and longer rows each their own loop, the first two unrolled."""
     n = x.shape[1]
     half = _halves(n)
-    pending = np.empty((_DEPTH, 3), np.int64)
-    partials = np.empty(_DEPTH, np.float32)
-    depths = np.empty(_DEPTH, np.int64)
     if n <= BLOCK:
         for r in range(x.shape[0]):
             out[r] = (F(0) + _block_sum(x[r], 0, n)) / F(n)
     elif n - half <= BLOCK:
         for r in range(x.shape[0]):
             out[r] = (F(0) + (_block_sum(x[r], 0, half) + _block_sum(x[r], half, n - half))) / F(n)
-    else:
+    else:  # the tree's scratch, allocated only where a row needs it
+        pending = np.empty((_DEPTH, 3), np.int64)
+        partials = np.empty(_DEPTH, np.float32)
+        depths = np.empty(_DEPTH, np.int64)
         for r in range(x.shape[0]):
             out[r] = (F(0) + _pairwise_sum(x[r], n, pending, partials, depths)) / F(n)
 
