@@ -11,69 +11,38 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..ir import Graph, Node, Value
 from .manager import register_pass
-from .rewrite import remove_dead, sole
-
-
-def _scalar(value: Value | None) -> float | None:
-    const = value.const if value is not None else None
-    if const is None or const.size != 1 or const.dtype.kind != "f":
-        return None
-    return float(np.asarray(const).reshape(-1)[0])
-
-
-def _close(value: float | None, target: float) -> bool:
-    return value is not None and math.isclose(value, target, rel_tol=1e-6)
-
-
-def _plain(node: Node | None, op: str) -> bool:
-    return node is not None and node.op == op and not node.domain
-
-
-def _split(node: Node, is_other) -> tuple[Value, Value] | None:
-    """(the operand satisfying ``is_other``, the remaining operand) of a binary node, in either order."""
-    a, b = node.inputs
-    if is_other(b):
-        return b, a
-    if is_other(a):
-        return a, b
-    return None
+from .rewrite import is_close, plain, remove_dead, scalar_const, sole, sole_producer, split_operands
 
 
 def _gelu_input(graph: Graph, final: Node) -> Value | None:
     """x when ``final`` ends x·0.5·(1 + erf(x/√2)) in one of torch's two orders of multiplication."""
-    def sole_producer(value: Value, op: str) -> Node | None:
-        node = value.producer
-        return node if _plain(node, op) and sole(graph, value) else None
-
     def erf_plus_one(value: Value) -> Value | None:  # the x of 1 + erf(x/√2)
-        add = sole_producer(value, "Add")
-        parts = add and _split(add, lambda v: _close(_scalar(v), 1.0))
-        erf = parts and sole_producer(parts[1], "Erf")
+        add = sole_producer(graph, value, "Add")
+        parts = add and split_operands(add, lambda v: is_close(scalar_const(v), 1.0))
+        erf = parts and sole_producer(graph, parts[1], "Erf")
         scaled = erf and erf.inputs[0].producer
         if not erf or not sole(graph, erf.inputs[0]) or scaled is None or scaled.domain:
             return None
-        if scaled.op == "Div" and _close(_scalar(scaled.inputs[1]), math.sqrt(2)):
+        if scaled.op == "Div" and is_close(scalar_const(scaled.inputs[1]), math.sqrt(2)):
             return scaled.inputs[0]
         if scaled.op == "Mul":
-            parts = _split(scaled, lambda v: _close(_scalar(v), 1 / math.sqrt(2)))
+            parts = split_operands(scaled, lambda v: is_close(scalar_const(v), 1 / math.sqrt(2)))
             return parts[1] if parts else None
         return None
 
-    half = _split(final, lambda v: _close(_scalar(v), 0.5))
+    half = split_operands(final, lambda v: is_close(scalar_const(v), 0.5))
     if half:  # (x · (1 + erf)) · 0.5
-        inner = sole_producer(half[1], "Mul")
+        inner = sole_producer(graph, half[1], "Mul")
         if inner:
             for left, right in (inner.inputs, inner.inputs[::-1]):
                 if erf_plus_one(right) is left:
                     return left
         return None
     for left, right in (final.inputs, final.inputs[::-1]):  # (x · 0.5) · (1 + erf)
-        scaled = sole_producer(left, "Mul")
-        parts = scaled and _split(scaled, lambda v: _close(_scalar(v), 0.5))
+        scaled = sole_producer(graph, left, "Mul")
+        parts = scaled and split_operands(scaled, lambda v: is_close(scalar_const(v), 0.5))
         if parts and erf_plus_one(right) is parts[1]:
             return parts[1]
     return None
@@ -83,7 +52,7 @@ def _silu_input(graph: Graph, final: Node) -> Value | None:
     """x when ``final`` is x·sigmoid(x)."""
     for left, right in (final.inputs, final.inputs[::-1]):
         gate = right.producer
-        if _plain(gate, "Sigmoid") and gate.inputs[0] is left and sole(graph, right):
+        if plain(gate, "Sigmoid") and gate.inputs[0] is left and sole(graph, right):
             return left
     return None
 
@@ -93,7 +62,7 @@ def recognize_activations(graph: Graph) -> bool:
     """Rewrite decomposed GELU and SiLU chains into Gelu and Swish nodes."""
     changed = False
     for node in graph.nodes:
-        if not _plain(node, "Mul") or len(node.inputs) != 2:
+        if not plain(node, "Mul") or len(node.inputs) != 2:
             continue
         for op, match in (("Gelu", _gelu_input), ("Swish", _silu_input)):
             x = match(graph, node)

@@ -12,17 +12,13 @@ the chain multiplies by its reciprocal: the two differ by at most an ulp of the 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..ir import DType, Graph, Node, Value
 from .manager import register_pass
-from .recognize_activations import _close, _plain, _scalar, _split
-from .rewrite import add_const, remove_dead, sole
-
-
-def _sole_producer(graph: Graph, value: Value, *ops: str) -> Node | None:
-    node = value.producer
-    return node if node is not None and any(_plain(node, op) for op in ops) and sole(graph, value) else None
+from .rewrite import add_const, is_close, plain, remove_dead, scalar_const, sole, sole_producer, split_operands
 
 
 def _reduced_axes(mean: Node, rank: int) -> list[int] | None:
@@ -43,11 +39,11 @@ def _reduced_axes(mean: Node, rank: int) -> list[int] | None:
 
 def _root_mean_square(graph: Graph, root: Value, x: Value) -> tuple[int, float] | None:
     """(first normalised axis, ε) when ``root`` is sqrt(mean(x²) + ε) over x's trailing axes."""
-    sqrt = _sole_producer(graph, root, "Sqrt")
-    add = sqrt and _sole_producer(graph, sqrt.inputs[0], "Add")
-    parts = add and _split(add, lambda v: _scalar(v) is not None)
-    mean = parts and _sole_producer(graph, parts[1], "ReduceMean")
-    square = mean and _sole_producer(graph, mean.inputs[0], "Pow", "Mul")
+    sqrt = sole_producer(graph, root, "Sqrt")
+    add = sqrt and sole_producer(graph, sqrt.inputs[0], "Add")
+    parts = add and split_operands(add, lambda v: scalar_const(v) is not None)
+    mean = parts and sole_producer(graph, parts[1], "ReduceMean")
+    square = mean and sole_producer(graph, mean.inputs[0], "Pow", "Mul")
     if not square:
         return None
     exponent = square.inputs[1].const if square.op == "Pow" else None
@@ -60,7 +56,7 @@ def _root_mean_square(graph: Graph, root: Value, x: Value) -> tuple[int, float] 
     axes = _reduced_axes(mean, rank)
     if axes is None or axes != list(range(rank - len(axes), rank)):
         return None
-    return axes[0], _scalar(parts[0])
+    return axes[0], scalar_const(parts[0])
 
 
 def _rms_norm(graph: Graph, final: Node) -> tuple[Value, int, float] | None:
@@ -72,8 +68,8 @@ def _rms_norm(graph: Graph, final: Node) -> tuple[Value, int, float] | None:
     for x, inverse in (final.inputs, final.inputs[::-1]):
         if x.type.shape is None:
             continue
-        flip = _sole_producer(graph, inverse, "Div", "Reciprocal")
-        if flip is None or (flip.op == "Div" and not _close(_scalar(flip.inputs[0]), 1.0)):
+        flip = sole_producer(graph, inverse, "Div", "Reciprocal")
+        if flip is None or (flip.op == "Div" and not is_close(scalar_const(flip.inputs[0]), 1.0)):
             continue
         found = _root_mean_square(graph, flip.inputs[-1], x)
         if found:
@@ -83,15 +79,13 @@ def _rms_norm(graph: Graph, final: Node) -> tuple[Value, int, float] | None:
 
 def _weight(graph: Graph, normed: Value, shape: tuple[int, ...]) -> tuple[Node, np.ndarray] | None:
     """The ``Mul`` by a constant float32 weight of the normalised shape that alone reads ``normed``."""
-    readers = graph.consumers(normed)
-    if len(readers) != 1 or graph.is_output(normed) or not _plain(readers[0], "Mul"):
+    mul = graph.consumers(normed)[0] if sole(graph, normed) else None
+    if not plain(mul, "Mul"):
         return None
-    mul = readers[0]
     other = mul.inputs[1] if mul.inputs[0] is normed else mul.inputs[0]
-    const = other.const
-    if const is None or const.dtype != np.float32 or np.squeeze(const).shape != tuple(d for d in shape if d != 1):
-        return None
-    if const.ndim > len(shape) or const.shape != shape[len(shape) - const.ndim:]:
+    const = other.const  # the normalised shape, or its trailing dims after leading 1s: one value each
+    if (const is None or const.dtype != np.float32 or const.ndim > len(shape)
+            or const.shape != shape[len(shape) - const.ndim:] or const.size != math.prod(shape)):
         return None
     return mul, np.ascontiguousarray(const).reshape(shape)
 
@@ -101,7 +95,7 @@ def recognize_norms(graph: Graph) -> bool:
     """Rewrite decomposed float32 RMS normalisations (and a weight Mul after one) into RMSNormalization."""
     removed: set[int] = set()
     for node in list(graph.nodes):
-        if not (_plain(node, "Mul") or _plain(node, "Div")) or len(node.inputs) != 2 or id(node) in removed:
+        if not (plain(node, "Mul") or plain(node, "Div")) or len(node.inputs) != 2 or id(node) in removed:
             continue
         found = _rms_norm(graph, node)
         if found is None:

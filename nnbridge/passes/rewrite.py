@@ -7,6 +7,9 @@ value instead, so a user's ``outputs["prob"]`` keeps working after any pipeline.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import numpy as np
 
 from ..ir import Graph, Node, Value
@@ -126,3 +129,37 @@ def channel_vector(array: np.ndarray, rank: int, axis: int = 1) -> np.ndarray | 
     if any(d != 1 for i, d in enumerate(shape) if i != axis):
         return None
     return array.reshape(-1)
+
+
+# -- matching a decomposed chain (the recognize passes) ---------------------------------------
+def plain(node: Node | None, op: str) -> bool:
+    """``node`` is the default domain's ``op``."""
+    return node is not None and node.op == op and not node.domain
+
+
+def sole_producer(graph: Graph, value: Value, *ops: str) -> Node | None:
+    """The node making ``value`` when it is one of ``ops`` and ``value`` has no other reader."""
+    node = value.producer
+    return node if any(plain(node, op) for op in ops) and sole(graph, value) else None
+
+
+def scalar_const(value: Value | None) -> float | None:
+    """The value of a one-element float constant, else None."""
+    const = value.const if value is not None else None
+    if const is None or const.size != 1 or const.dtype.kind != "f":
+        return None
+    return float(np.asarray(const).reshape(-1)[0])
+
+
+def is_close(value: float | None, target: float) -> bool:
+    return value is not None and math.isclose(value, target, rel_tol=1e-6)
+
+
+def split_operands(node: Node, is_other: Callable[[Value], bool]) -> tuple[Value, Value] | None:
+    """(the operand satisfying ``is_other``, the remaining operand) of a binary node, in either order."""
+    a, b = node.inputs
+    if is_other(b):
+        return b, a
+    if is_other(a):
+        return a, b
+    return None
