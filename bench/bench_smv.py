@@ -73,12 +73,8 @@ def calibration() -> None:
           "with their own rate; α is the DMA's own cost)")
     print(f"  fp16<->fp32 conversion, cycles per vector (fit to the paper's split, §8.1): {convert:.3f}   "
           f"shipped {cfg.fp16_convert_cycles_per_vector:.3f}")
-    shipped = {"conv": (cfg.dma_cycles_per_byte_conv, cfg.dma_store_cycles_per_byte_conv, cfg.conv_cycles_per_iter),
-               "fc": (cfg.dma_cycles_per_byte_fc, cfg.dma_cycles_per_byte_fc, cfg.fc_cycles_per_iter),
-               "pool": (cfg.dma_cycles_per_byte_pool, cfg.dma_cycles_per_byte_pool, cfg.vector_cycles_per_op),
-               "bn": (cfg.dma_cycles_per_byte_bn, cfg.dma_cycles_per_byte_bn, cfg.vector_cycles_per_op)}
     for family, (load, store, gamma) in sorted(fit(cfg.dma_setup_cycles, convert=convert).items()):
-        mine = shipped[family]
+        mine = cfg.family_rates(family)
         print(f"  {family:5s} fit α load={load:.3f} store={store:.3f} cycles/B γ={gamma:.3f}   "
               f"shipped {mine[0]:.3f} / {mine[1]:.3f} / {mine[2]:.3f}")
     print("  held out (constants fitted without the network): total error, worst layer")

@@ -176,11 +176,7 @@ def test_the_shipped_constants_are_the_calibrations_fit():
     convert = fit_conversion(cfg.dma_setup_cycles)
     assert cfg.fp16_convert_cycles_per_vector == pytest.approx(convert, abs=0.005)
     constants = fit(cfg.dma_setup_cycles, convert=convert)
-    shipped = {"conv": (cfg.dma_cycles_per_byte_conv, cfg.dma_store_cycles_per_byte_conv, cfg.conv_cycles_per_iter),
-               "fc": (cfg.dma_cycles_per_byte_fc, cfg.dma_cycles_per_byte_fc, cfg.fc_cycles_per_iter),
-               "pool": (cfg.dma_cycles_per_byte_pool, cfg.dma_cycles_per_byte_pool, cfg.vector_cycles_per_op),
-               "bn": (cfg.dma_cycles_per_byte_bn, cfg.dma_cycles_per_byte_bn, cfg.vector_cycles_per_op)}
     for family, values in constants.items():
-        assert shipped[family] == pytest.approx(values, abs=0.0006), family
+        assert cfg.family_rates(family) == pytest.approx(values, abs=0.0006), family
     # no DMA is left faster than the DRAM delivers bytes
     assert min(min(load, store) for load, store, _ in constants.values()) >= cfg.clock_ghz / cfg.dram_gbps

@@ -16,7 +16,7 @@ import enum
 import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from ...base.errors import InputError
 from ...base.fileio import read_toml
@@ -39,6 +39,33 @@ class MemPolicy(enum.Enum):
 
 def _c(default: Any, provenance: str, doc: str) -> Any:
     return field(default=default, metadata={"provenance": provenance, "doc": doc})
+
+
+T = TypeVar("T")
+
+
+class FamilyRates(NamedTuple, Generic[T]):
+    """What prices one tiling family: DMA cycles per loaded byte, per stored byte, and accelerator
+    cycles per pipelined work unit (as setting names in ``FAMILY_RATES``, as values from
+    ``SmvConfig.family_rates``)."""
+
+    load: T
+    store: T
+    work: T
+
+
+#: tiling family → the settings that price it: the one place cost/compute.py (pricing) and
+#: cost/calibration.py (fitting) learn which constant belongs to which family. Only conv's stores
+#: have their own rate (identifiable in §8.3 only for conv: FC stores are 0.3 % of its bytes and
+#: pooling's always a quarter of its loads)
+FAMILY_RATES: dict[str, FamilyRates[str]] = {
+    "conv": FamilyRates("dma_cycles_per_byte_conv", "dma_store_cycles_per_byte_conv", "conv_cycles_per_iter"),
+    "fc": FamilyRates("dma_cycles_per_byte_fc", "dma_cycles_per_byte_fc", "fc_cycles_per_iter"),
+    "pool": FamilyRates("dma_cycles_per_byte_pool", "dma_cycles_per_byte_pool", "vector_cycles_per_op"),
+    "bn": FamilyRates("dma_cycles_per_byte_bn", "dma_cycles_per_byte_bn", "vector_cycles_per_op"),
+    "vector": FamilyRates("dma_cycles_per_byte_vector", "dma_cycles_per_byte_vector", "vector_cycles_per_op"),
+    "softmax": FamilyRates("dma_cycles_per_byte_vector", "dma_cycles_per_byte_vector", "vector_cycles_per_op"),
+}
 
 
 @dataclass(frozen=True)
@@ -143,6 +170,22 @@ class SmvConfig:
     def describe(self) -> list[tuple[str, Any, str, str]]:
         """(name, value, provenance, meaning) for every setting."""
         return [(f.name, getattr(self, f.name), f.metadata["provenance"], f.metadata["doc"]) for f in fields(self)]
+
+    # ------------------------------------------------------------ family rates
+    def family_rates(self, family: str) -> FamilyRates[float]:
+        """The rates that price one tiling family on this configuration."""
+        return FamilyRates(*(getattr(self, name) for name in FAMILY_RATES[family]))
+
+    def with_family_rates(self, rates: dict[str, tuple[float, float, float]]) -> SmvConfig:
+        """A copy pricing each family given at its (load, store, work) rates. Families that share a
+        setting (FC's loads and stores, the vector units' work) must give it one value."""
+        values: dict[str, float] = {}
+        for family, given in rates.items():
+            for name, value in zip(FAMILY_RATES[family], given):
+                if values.setdefault(name, value) != value:
+                    raise ValueError(f"SMV family rates: {family} sets {name}={value}, another family "
+                                     f"{values[name]}")
+        return replace(self, **values)
 
 
 #: short names the CLI and the Python API also take for two settings

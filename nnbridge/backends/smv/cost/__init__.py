@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..config import MemPolicy, SmvConfig
 from ..tiling import TilingPlan, spread
-from .compute import compute_cycles, dma_rate, dma_store_rate
+from .compute import compute_cycles
 from .cpu import copy_ns, copy_stats, cpu_op_ns
 from .schedule import accel_phase_ns
 from .transfer import acp_cycles, convert_cycles, dma_cycles, flush_ns
@@ -47,7 +47,7 @@ def _transfer(nbytes: int, dma: bool, rate: float, cfg: SmvConfig) -> tuple[floa
 
 def cost_plan(plan: TilingPlan, cfg: SmvConfig, extra_cpu_ns: float = 0.0) -> LayerCost:
     """Latency parts of one accelerated operator (``extra_cpu_ns``: e.g. a Repeat for broadcasting)."""
-    rate, store_rate = dma_rate(plan.family, cfg), dma_store_rate(plan.family, cfg)
+    rate, store_rate, _ = cfg.family_rates(plan.family)
     act_dma = cfg.mem_policy.activations_use_dma()
     w_dma = cfg.mem_policy.weights_use_dma()
     ns_per_cycle = 1.0 / cfg.clock_ghz

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..config import SmvConfig
+from ..config import FAMILY_RATES, SmvConfig
 from ..layers import BNLayer, ConvLayer, FCLayer, Layer, PoolLayer
 from ..tiling import plan_layer
 from . import cost_plan
@@ -100,11 +100,15 @@ def features(layer: Layer, page: int = 4096, line: int = 32,
     return requests, loaded, stored, work, conversions
 
 
-#: γ fixed by the spec's pipeline description (§9: one FC iteration / one 8-wide vector op per
-#: cycle); only conv's γ (issue-bound, §8.3 "5.6–7.9 cycles per iteration" incl. transfers) is fitted
-SPEC_GAMMA = {"fc": 1.0, "pool": 1.0, "bn": 1.0}
-#: families whose stores get their own rate (only conv's are identifiable from §8.3, see compute.py)
-OWN_STORE_RATE = {"conv"}
+_SHIPPED = SmvConfig()
+_PROVENANCE = {name: provenance for name, _, provenance, _ in _SHIPPED.describe()}
+#: γ fixed by the spec's pipeline description (the work rates whose provenance is the spec, §9: one
+#: FC iteration / one 8-wide vector op per cycle); only conv's γ (issue-bound, §8.3 "5.6–7.9 cycles
+#: per iteration" incl. transfers) is fitted
+SPEC_GAMMA = {family: getattr(_SHIPPED, rates.work) for family, rates in FAMILY_RATES.items()
+              if _PROVENANCE[rates.work].startswith("spec")}
+#: families whose stores get their own rate (only conv's are identifiable from §8.3, see config.py)
+OWN_STORE_RATE = {family for family, rates in FAMILY_RATES.items() if rates.store != rates.load}
 
 Constants = dict[str, tuple[float, float, float]]  # family → (α load, α store, γ)
 
@@ -148,9 +152,10 @@ def predicted_cycles(layer: Layer, constants: Constants, dma_setup: float = 100.
     return dma_setup * requests + load * loaded + store * stored + gamma * work + convert * conversions
 
 
-#: a family only the held-out network has is priced like its nearest kin: batch norm (CNN10's
-#: alone) like pooling — both stream flat fp16 vectors through the 8-wide vector units
-NEAREST_FAMILY = {"bn": "pool"}
+#: a family no fitted network has is priced like its nearest kin: batch norm (CNN10's alone, when
+#: CNN10 is held out) like pooling — both stream flat fp16 vectors through the 8-wide vector units —
+#: and eltwise/activation/softmax (no §8.3 layer) like batch norm, the same flat-vector kernel shape
+NEAREST_FAMILY = {"bn": "pool", "vector": "bn"}
 
 
 def held_out_errors(dma_setup: float = 100.0) -> dict[str, tuple[float, float]]:
@@ -175,11 +180,7 @@ def _with_family_defaults(constants: Constants) -> Constants:
 
 def config_with(constants: Constants, convert: float, base: SmvConfig | None = None) -> SmvConfig:
     """``base`` (the shipped config) with fitted constants in place of the shipped ones."""
-    conv, fc, pool, bn = (constants[f] for f in ("conv", "fc", "pool", "bn"))
-    return replace(base or SmvConfig(), dma_cycles_per_byte_conv=conv[0], dma_store_cycles_per_byte_conv=conv[1],
-                   conv_cycles_per_iter=conv[2], dma_cycles_per_byte_fc=fc[0], dma_cycles_per_byte_pool=pool[0],
-                   dma_cycles_per_byte_bn=bn[0], dma_cycles_per_byte_vector=bn[0],
-                   fp16_convert_cycles_per_vector=convert)
+    return replace((base or SmvConfig()).with_family_rates(constants), fp16_convert_cycles_per_vector=convert)
 
 
 def _latency_parts(model: str, cfg: SmvConfig) -> tuple[float, float, float]:

@@ -11,21 +11,11 @@ from __future__ import annotations
 from ..config import SmvConfig
 from ..tiling.plan import Invocation
 
-#: tiling family → (config field of cycles per work unit, config field of DMA cycles per byte)
-FAMILY_RATES = {
-    "conv": ("conv_cycles_per_iter", "dma_cycles_per_byte_conv"),
-    "fc": ("fc_cycles_per_iter", "dma_cycles_per_byte_fc"),
-    "pool": ("vector_cycles_per_op", "dma_cycles_per_byte_pool"),
-    "bn": ("vector_cycles_per_op", "dma_cycles_per_byte_bn"),
-    "vector": ("vector_cycles_per_op", "dma_cycles_per_byte_vector"),
-    "softmax": ("vector_cycles_per_op", "dma_cycles_per_byte_vector"),
-}
-
 
 def compute_cycles(family: str, inv: Invocation, cfg: SmvConfig) -> float:
     """Cycles of one invocation: its inner-loop iterations on this configuration's PE array
     (``num_pes`` outputs × ``maccs_per_pe`` reduction lanes per iteration) times the family's rate."""
-    return work_units(inv, cfg) * getattr(cfg, FAMILY_RATES[family][0])
+    return work_units(inv, cfg) * cfg.family_rates(family).work
 
 
 def work_units(inv: Invocation, cfg: SmvConfig) -> int:
@@ -37,15 +27,3 @@ def work_units(inv: Invocation, cfg: SmvConfig) -> int:
     outputs, reduction, repeats = inv.blocks
     return -(-outputs // cfg.num_pes) * -(-reduction // cfg.maccs_per_pe) * repeats
 
-
-#: families whose stores have their own rate (identifiable in §8.3 only for conv: FC stores are
-#: 0.3 % of its bytes and pooling's always a quarter of its loads)
-STORE_RATES = {"conv": "dma_store_cycles_per_byte_conv"}
-
-
-def dma_rate(family: str, cfg: SmvConfig) -> float:
-    return getattr(cfg, FAMILY_RATES[family][1])
-
-
-def dma_store_rate(family: str, cfg: SmvConfig) -> float:
-    return getattr(cfg, STORE_RATES.get(family, FAMILY_RATES[family][1]))
