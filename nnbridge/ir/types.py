@@ -17,15 +17,28 @@ Dim = int | str | None  # int: static; str: symbolic (as in ONNX); None: unknown
 Shape = tuple[Dim, ...]
 
 
-class Layout(enum.Enum):
-    NCHW = "NCHW"
-    NHWC = "NHWC"
-    NC = "NC"
-    CN = "CN"
-    NCT = "NCT"
-    NTC = "NTC"
-    N = "N"
-    X = "X"  # any: layout does not matter (scalars, shape tensors, ...)
+class DimLetters(enum.Enum):
+    """An enum whose members spell tensor dimensions, a letter each (N batch, C channels, H and W
+    height and width, T time): a member made by ``enum.auto()`` has its name as its value, so
+    ``member.value.index("C")`` is the channel axis and ``member.has("H")`` asks for a dimension."""
+
+    @staticmethod
+    def _generate_next_value_(name: str, start: int, count: int, last_values: list) -> str:
+        return name
+
+    def has(self, letter: str) -> bool:
+        return letter in self.value
+
+
+class Layout(DimLetters):
+    NCHW = enum.auto()
+    NHWC = enum.auto()
+    NC = enum.auto()
+    CN = enum.auto()
+    NCT = enum.auto()
+    NTC = enum.auto()
+    N = enum.auto()
+    X = enum.auto()  # any: layout does not matter (scalars, shape tensors, ...)
     UNKNOWN = "?"
 
     @classmethod

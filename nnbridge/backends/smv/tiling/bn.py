@@ -43,7 +43,7 @@ def optimize(layer: BNLayer, max_size: int = 16384, align: int = 8) -> tuple[tup
         def weights_for(ti):
             if s_w is D.NONE:
                 return [layer.weights]
-            if s_in.needs_c:
+            if s_in.has("C"):
                 return [(4, ti[1])]
             return [(4, c) for c in range(8, C + 1, 8) if storage_size((4, c), align) <= max_size]
 

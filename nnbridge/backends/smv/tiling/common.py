@@ -7,43 +7,26 @@ Shapes are tuples in the tensor's own order: NHWC ``(N, H, W, C)`` or NC
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ....base.errors import ShapeError
+from ....ir.types import DimLetters
 
 Shape = tuple[int, ...]
 
 
-class TilingDims(enum.Enum):
-    """SMAUG's tiling strategies, in the order spec §5.2 tries them; a value names the dims it tiles."""
+class _Strategy(DimLetters):
+    """A tiling strategy: ``has("H")`` says whether it tiles the rows."""
 
-    NONE = "None"
-    N = "N"
-    NC = "NC"
-    NH = "NH"
-    NW = "NW"
-    NHW = "NHW"
-    NCH = "NCH"
-    NCW = "NCW"
+    def has(self, letter: str) -> bool:
+        return self.name != "NONE" and super().has(letter)
 
-    @property
-    def needs_n(self) -> bool:
-        return self is not TilingDims.NONE
 
-    @property
-    def needs_c(self) -> bool:
-        return "C" in self.value
-
-    @property
-    def needs_h(self) -> bool:
-        return "H" in self.value
-
-    @property
-    def needs_w(self) -> bool:
-        return "W" in self.value
+#: SMAUG's tiling strategies, in the order spec §5.2 tries them; a value spells the dims it tiles
+#: (``None``, SMAUG's name for the strategy that tiles none, spells none)
+TilingDims = _Strategy("TilingDims", [("NONE", "None"), *((dims, dims) for dims in "N NC NH NW NHW NCH NCW".split())])
 
 
 def ceil_to(x: int, m: int) -> int:

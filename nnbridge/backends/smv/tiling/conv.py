@@ -29,10 +29,10 @@ def choose_strategies(layer: ConvLayer, max_size: int, align: int) -> tuple[D, D
     if s_w is D.NH:
         raise ShapeError(f"SMV conv '{layer.name}': weights would need row tiling, which SMAUG does not support")
     s_out = find_best_tiling_dims(layer.output, max_size, (1, 1, wo, 8), align)
-    if s_w.needs_n:
+    if s_w.has("N"):
         s_out = D.NC
-    if s_in.needs_h:
-        s_out = D.NCH if s_out.needs_c else D.NH
+    if s_in.has("H"):
+        s_out = D.NCH if s_out.has("C") else D.NH
     return s_in, s_w, s_out
 
 
@@ -53,12 +53,12 @@ def _input_candidates(layer: ConvLayer, s_in: D, max_size: int, align: int):
 
 def _weight_candidates(layer: ConvLayer, s_in: D, s_w: D, tile_in, max_size: int, align: int):
     K, kh, kw, C = layer.weights
-    chans = tile_in[3] if s_in.needs_c else C
+    chans = tile_in[3] if s_in.has("C") else C
     if s_w is D.NONE:
         return [(K, kh, kw, chans)]
     out = []
     for n in range(min(K, 8), K + 1, 8):
-        if s_w is D.N or s_in.needs_c:
+        if s_w is D.N or s_in.has("C"):
             tile = (n, kh, kw, chans)
             if storage_size(tile, align) > max_size:
                 break
@@ -81,7 +81,7 @@ def _output_candidates(layer: ConvLayer, s_w: D, s_out: D, tile_in, tile_w, max_
     _, ho, wo, _ = layer.output
     out = []
     for c in range(min(tile_w[0], 8), K + 1, 8):
-        if s_out.needs_h:
+        if s_out.has("H"):
             pad = math.ceil((layer.kh - 1) / 2) if layer.same else 0
             rows = (tile_in[1] - layer.kh + pad) // layer.stride_h + 1
             chans = tile_w[0]
@@ -139,8 +139,8 @@ def plan(layer: ConvLayer, max_size: int = 16384, align: int = 8, num_accels: in
     t_in = cut(layer.input, tiles["input"], window)
     t_w = cut(layer.weights, tiles["weights"])
     on, _, wo, K = layer.output
-    rows = _output_rows(layer, t_in, s_out.needs_h)
-    chans = t_w.sizes[0] if s_w.needs_n else cut((K,), (tiles["output"][3],)).sizes[0]
+    rows = _output_rows(layer, t_in, s_out.has("H"))
+    chans = t_w.sizes[0] if s_w.has("N") else cut((K,), (tiles["output"][3],)).sizes[0]
     n_sizes = t_in.sizes[0]
     t_out = TiledTensor(layer.output, tiles["output"],
                         (n_sizes, tuple(rows), (wo,), tuple(chans)),

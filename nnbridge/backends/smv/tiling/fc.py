@@ -14,19 +14,19 @@ def choose_strategies(layer: FCLayer, max_size: int, align: int) -> tuple[D, D, 
     s_in = find_best_tiling_dims(layer.input, max_size, (1, 32), align)
     s_w = find_best_tiling_dims(layer.weights, max_size, (8, 32), align)
     s_out = find_best_tiling_dims(layer.output, max_size, (1, 8), align)
-    if s_w.needs_n and s_out is not D.NONE:
+    if s_w.has("N") and s_out is not D.NONE:
         s_out = D.NC
     return s_in, s_w, s_out
 
 
 def _weight_candidates(layer: FCLayer, s_in: D, s_w: D, tile_in, max_size: int, align: int):
     K, C = layer.weights
-    chans = tile_in[1] if s_in.needs_c else C
+    chans = tile_in[1] if s_in.has("C") else C
     if s_w is D.NONE:
         return [(K, chans)]
     out = []
     for n in range(min(K, 8), K + 1, 8):
-        if s_w is D.N or s_in.needs_c:
+        if s_w is D.N or s_in.has("C"):
             if storage_size((n, chans), align) > max_size:
                 break
             out.append((n, chans))

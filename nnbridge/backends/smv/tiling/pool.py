@@ -17,10 +17,10 @@ D = TilingDims
 def choose_strategies(layer: PoolLayer, max_size: int, align: int) -> tuple[D, D]:
     s_in = find_best_tiling_dims(layer.input, max_size, (1, layer.ph, layer.pw, 8), align)
     s_out = find_best_tiling_dims(layer.output, max_size, (1, 1, 1, 8), align)
-    if s_in.needs_h:
-        s_out = D.NCH if s_out.needs_c else D.NHW if s_out.needs_w else D.NH
-    if s_in.needs_w:
-        s_out = D.NCW if s_out.needs_c else D.NHW if s_out.needs_h else D.NW
+    if s_in.has("H"):
+        s_out = D.NCH if s_out.has("C") else D.NHW if s_out.has("W") else D.NH
+    if s_in.has("W"):
+        s_out = D.NCW if s_out.has("C") else D.NHW if s_out.has("H") else D.NW
     return s_in, s_out
 
 
@@ -46,9 +46,9 @@ def optimize(layer: PoolLayer, max_size: int = 16384, align: int = 8) -> tuple[t
 
     def candidates():
         for ti in inputs:
-            rows = (ti[1] - ph) // sh + 1 if s_out.needs_h else ho
-            cols = (ti[2] - pw) // sw + 1 if s_out.needs_w else wo
-            chans = ti[3] if (s_in.needs_c and s_out.needs_c) else C
+            rows = (ti[1] - ph) // sh + 1 if s_out.has("H") else ho
+            cols = (ti[2] - pw) // sw + 1 if s_out.has("W") else wo
+            chans = ti[3] if (s_in.has("C") and s_out.has("C")) else C
             to = (ti[0], rows, cols, chans)
             if storage_size(to, align) <= max_size:
                 yield storage_size(ti, align) + storage_size(to, align), (ti, to)
