@@ -132,13 +132,10 @@ class VectorLayer(_ShapeKept):
 
 @dataclass(frozen=True)
 class SoftmaxLayer(_ShapeKept):
-    name: str
-    batch: int
-    classes: int
+    """Softmax over the last axis of a ``(rows, classes)`` input, each row alone."""
 
-    @property
-    def input(self) -> Shape:
-        return (self.batch, self.classes)
+    name: str
+    input: Shape
 
 
 Layer = ConvLayer | FCLayer | PoolLayer | BNLayer | VectorLayer | SoftmaxLayer

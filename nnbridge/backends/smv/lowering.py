@@ -272,7 +272,7 @@ def _softmax(fn: FlatNode, lw: Lowering) -> Step | str:
         return "softmax not over the last axis (SMAUG: per row of an NC tensor)"
     if ceil_to(xs[-1], 8) > 16384:
         return "a softmax row longer than one scratchpad (quirk Q12)"
-    return _step(fn, "softmax", [SoftmaxLayer(fn.name, math.prod(xs[:-1]), xs[-1])])
+    return _step(fn, "softmax", [SoftmaxLayer(fn.name, (math.prod(xs[:-1]), xs[-1]))])
 
 
 def pool_groups(layer: PoolLayer, planner: Callable[[Layer], Any]) -> list[Layer]:

@@ -24,12 +24,12 @@ def plan_layer(layer: Layer, max_size: int = 16384, align: int = 8, num_accels: 
 
 def batch_of(layer: Layer) -> int:
     """The samples (rows) an operator works on independently: what a sub-batch call divides."""
-    return layer.batch if isinstance(layer, (FCLayer, SoftmaxLayer)) else layer.input[0]
+    return layer.batch if isinstance(layer, FCLayer) else layer.input[0]
 
 
 def with_batch(layer: Layer, batch: int) -> Layer:
     """``layer`` on ``batch`` of its samples."""
-    if isinstance(layer, (FCLayer, SoftmaxLayer)):
+    if isinstance(layer, FCLayer):
         return dataclasses.replace(layer, batch=batch)
     return dataclasses.replace(layer, input=(batch, *layer.input[1:]))
 

@@ -12,14 +12,15 @@ PASSES = 3
 
 
 def plan(layer: SoftmaxLayer, max_size: int = 16384, align: int = 8, num_accels: int = 1) -> TilingPlan:
-    row = ceil_to(layer.classes, align)
+    batch, classes = layer.input
+    row = ceil_to(classes, align)
     if row > max_size:
-        raise ShapeError(f"SMV softmax '{layer.name}': a row of {layer.classes} classes exceeds one scratchpad")
-    rows = min(max_size // row, layer.batch)
-    tiled = cut(layer.input, (rows, layer.classes))
+        raise ShapeError(f"SMV softmax '{layer.name}': a row of {classes} classes exceeds one scratchpad")
+    rows = min(max_size // row, batch)
+    tiled = cut(layer.input, (rows, classes))
     strategy = TilingDims.NONE if tiled.num_tiles == 1 else TilingDims.N
-    result = TilingPlan(layer, "softmax", (strategy, strategy), {"input": (rows, layer.classes),
-                                                                 "output": (rows, layer.classes)},
+    result = TilingPlan(layer, "softmax", (strategy, strategy), {"input": (rows, classes),
+                                                                 "output": (rows, classes)},
                         {"input": tiled, "output": tiled})
     for n in tiled.sizes[0]:
         result.invocations.append(Invocation(0, fp16_bytes(n * row), 0, fp16_bytes(n * row),
