@@ -44,9 +44,9 @@ class Machine:
     max_section_ports: int
     stage_sync_cycles: int
     storage: str  # "fp32" or "bf16": bytes per stored float element
+    link_gbps: float  # GB/s one socket sends to the others (multi-socket models)
+    link_latency_us: float  # per message step between sockets
     provenance: dict[str, str] = field(default_factory=dict, compare=False)
-    link_gbps: float = 100.0  # GB/s one socket sends to the others (multi-socket models)
-    link_latency_us: float = 2.0  # per message step between sockets
 
     @property
     def peak_flops(self) -> float:

@@ -19,11 +19,23 @@ MIB = 1024**2
 GIB = 1024**3
 TIB = 1024**4
 
+#: nnbridge's assumptions where no chip's documents give a number: every chip starts from them
+#: (Plasticine is a single-chip design: its link settings matter only to multi-socket models)
+ASSUMED: dict[str, tuple[Any, str]] = {
+    "switch_bw_bytes_per_cycle": (64, "A: one 16-lane x 4 B vector link"),
+    "reconfig_us": (10.0, "A: not public; sweep it"),
+    "link_gbps": (100.0, "A: socket-to-socket bandwidth not public; 100 GB/s per socket, sweep it"),
+    "link_latency_us": (2.0, "A: not public; 2 µs per step puts a 16-socket all-reduce of one token's hidden "
+                             "state near 4 µs, consistent with the 8B decode rate SambaNova publishes"),
+}
+
+
 def _preset(name: str, base: Machine | None = None, **fields: tuple[Any, str]) -> Machine:
-    """A machine from ``field=(value, provenance)`` pairs, each number beside its source; with
-    ``base``, the fields not given (and their provenance) are ``base``'s."""
-    values = {key: value for key, (value, _) in fields.items()}
-    provenance = {key: text for key, (_, text) in fields.items()}
+    """A machine from ``field=(value, provenance)`` pairs, each number beside its source; the
+    fields not given (and their provenance) are ``base``'s, or without one ``ASSUMED``'s."""
+    given = fields if base is not None else {**ASSUMED, **fields}
+    values = {key: value for key, (value, _) in given.items()}
+    provenance = {key: text for key, (_, text) in given.items()}
     if base is None:
         return Machine(name=name, provenance=provenance, **values)
     return dataclasses.replace(base, name=name, provenance={**base.provenance, **provenance}, **values)
@@ -38,16 +50,12 @@ PLASTICINE = _preset(
     clock_ghz=(1.0, "P: 1 GHz"),
     pmu_bytes=(256 * KIB, "D: 16 MB / 64 PMUs; matches the model analyzer's memory utilisation (spec 6.1)"),
     pmu_bw_bytes_per_cycle=(256, "A: 4 addresses/cycle x 16 lanes x 4 B"),
-    switch_bw_bytes_per_cycle=(64, "A: one 16-lane x 4 B vector link"),
     sram_bytes=(16 * MIB, "P: 16 MB on chip"),
     tiers=((Tier("dram", 51.2, 16 * GIB),),
            "A: 4 x 64-bit DDR3-1600 channels = 51.2 GB/s (simulator uses DRAMSim2, 4 x 4096 MB: P)"),
-    reconfig_us=(10.0, "A: not public; sweep it"),
     max_section_ports=(16, "A: address generators at the DRAM interface usable by one section"),
     stage_sync_cycles=(0, "A: the synchronous analyzer pipeline has no per-token overhead"),
     storage=("fp32", "P: single precision datapath"),
-    link_gbps=(100.0, "A: a single-chip design; used only by multi-socket models"),
-    link_latency_us=(2.0, "A: a single-chip design; used only by multi-socket models"),
 )
 
 SN40L = _preset(
@@ -59,17 +67,12 @@ SN40L = _preset(
     clock_ghz=(1.0, "A: not public; only flop_per_pcu_per_cycle x clock matters"),
     pmu_bytes=(512 * KIB, "D: 520 MB / 1 040 PMUs = 0.5 MB"),
     pmu_bw_bytes_per_cycle=(256, "A: 256 B/cycle per PMU, ~0.27 PB/s aggregate ('hundreds of TB/s', P)"),
-    switch_bw_bytes_per_cycle=(64, "A: one 16-lane x 4 B vector link"),
     sram_bytes=(520 * MIB, "P: 520 MB on-chip SRAM"),
     tiers=((Tier("hbm", 1600.0, 64 * GIB), Tier("ddr", 100.0, int(1.5 * TIB))),
            "D: HBM ~1.6 TB/s (64 GB, P), DDR ~0.1 TB/s (1.5 TB, P) from 16-socket slide figures"),
-    reconfig_us=(10.0, "A: not public; sweep it"),
     max_section_ports=(64, "A: AGCU streams usable by one section"),
     stage_sync_cycles=(16, "A: per-token handshake between pipeline stages"),
     storage=("bf16", "P: BF16 compute with FP32 accumulation"),
-    link_gbps=(100.0, "A: socket-to-socket bandwidth not public; 100 GB/s per socket, sweep it"),
-    link_latency_us=(2.0, "A: not public; 2 µs per step puts a 16-socket all-reduce of one token's hidden "
-                          "state near 4 µs, consistent with the 8B decode rate SambaNova publishes"),
 )
 
 # SN10 is SN40L's predecessor on the same fabric: the per-unit parameters (lanes, PMU
@@ -85,8 +88,6 @@ SN10 = _preset(
     sram_bytes=(320 * MIB, "P: 320 MB on-chip SRAM"),
     tiers=((Tier("ddr", 128.0, int(1.5 * TIB)),),
            "D: 6 DDR4-2667 channels x 21.3 GB/s = 128 GB/s; capacity 1.5 TB (P)"),
-    link_gbps=(100.0, "A: not public; as SN40L's"),
-    link_latency_us=(2.0, "A: not public; as SN40L's"),
 )
 
 PRESETS: dict[str, Machine] = {m.name: m for m in (PLASTICINE, SN10, SN40L)}
