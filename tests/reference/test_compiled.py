@@ -182,8 +182,8 @@ GEOMETRIES = [  # (channels, multiplier or group width, size, kernel, strides, d
     (12, 1, (9, 9), (3, 3), (3, 2), (2, 1), (0, 2, 3, 0)),     # stride 3
     (6, 1, (40, 47), (3, 3), (2, 3), (1, 1), (1, 2, 0, 1)),    # column stride 3: the general phase rows
     (40, 1, (7, 7), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),     # a small map: channels last in one call
-    (24, 1, (12, 48), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),   # ... strided (the OCR classifier's)
-    (448, 1, (14, 14), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),  # work for threads: channels last in blocks
+    (24, 1, (12, 48), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),   # planes, strided (the OCR classifier's)
+    (448, 1, (14, 14), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),  # work for threads: planes in blocks
     (8, 2, (11, 10), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),    # channel multiplier 2
     (12, 4, (10, 10), (3, 3), (1, 2), (1, 1), (1, 0, 1, 2)),   # grouped: 4 channels per group
     (96, 16, (7, 9), (3, 3), (2, 1), (1, 1), (1, 1, 1, 0)),    # RegNet's 16 per group: four filters a pass

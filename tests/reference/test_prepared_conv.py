@@ -20,7 +20,8 @@ RNG = np.random.default_rng(5)
 ACTIVATIONS = [("Relu", {}), ("HardSwish", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("Sigmoid", {}),
                ("Swish", {})]
 
-# (x shape, w shape, attributes): pointwise ones, then depthwise ones of the small maps' loops
+# (x shape, w shape, attributes): pointwise ones, then depthwise ones of the small maps' loops and
+# of the planes
 CASES = [
     ((1, 16, 3, 12), (40, 16, 1, 1), {}),
     ((1, 24, 1, 1), (96, 24, 1, 1), {}),
@@ -29,6 +30,8 @@ CASES = [
     ((1, 40, 7, 7), (40, 1, 5, 5), {"group": 40, "pads": [2, 2, 2, 2], "strides": [2, 2]}),
     ((2, 16, 5, 6), (16, 1, 3, 3), {"group": 16, "pads": [2, 2, 2, 2], "dilations": [2, 2]}),
     ((1, 12, 9, 9), (12, 1, 3, 3), {"group": 12, "auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((1, 8, 24, 96), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1], "strides": [2, 2]}),  # planes
+    ((2, 6, 17, 15), (6, 1, 5, 3), {"group": 6, "pads": [2, 0, 1, 3], "strides": [1, 3], "dilations": [2, 1]}),
 ]
 
 
@@ -73,12 +76,12 @@ def test_a_prepared_convolution_is_the_kernel_bit_for_bit(x_shape, w_shape, attr
     np.testing.assert_array_equal(fn(ctx, other, *weights), spec.fn(ctx, other, *weights, **kwargs))
 
 
-def test_convolutions_neither_pointwise_nor_small_depthwise_are_not_prepared():
+def test_convolutions_neither_pointwise_nor_depthwise_are_not_prepared():
     assert _prepared((1, 3, 8, 8), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, True)[2] is None  # a full 3×3
     assert _prepared((1, 8, 6, 6), (8, 2, 3, 3), {"group": 4}, True)[2] is None  # grouped, not depthwise
     assert _prepared((2, 8, 6, 6), (4, 8, 1, 1), {}, True)[2] is None  # two images: conv_nd's batched product
     assert _prepared((1, 8, 6, 6), (4, 8, 1, 1), {"strides": [2, 2]}, True)[2] is None  # strided 1×1
-    assert _prepared((1, 32, 56, 56), (32, 1, 3, 3), {"group": 32, "pads": [1] * 4}, True)[2] is None  # large map
+    assert _prepared((1, 8, 6, 6), (16, 1, 3, 3), {"group": 8}, True)[2] is None  # two filters per channel
 
 
 @pytest.mark.parametrize("numba", [True, False], ids=["compiled", "numpy"])

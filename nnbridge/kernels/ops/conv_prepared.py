@@ -100,8 +100,8 @@ class Pointwise:
 
 
 class Depthwise:
-    """A float32 depthwise convolution small enough for one call of the compiled channels-last
-    loops (``compiled/conv.py``'s ``small_depthwise``): its taps laid out once."""
+    """A float32 depthwise convolution of one channel multiplier through the compiled loops
+    (``compiled/conv.py``'s ``depthwise``): its taps laid out once."""
 
     __slots__ = ("kernel", "attrs", "shape", "taps", "bias", "out", "geometry")
 
@@ -111,14 +111,14 @@ class Depthwise:
         self.kernel, self.attrs, self.shape, self.taps = kernel, attrs, shape, taps
         self.bias = _NONE if b is None else np.ascontiguousarray(b, np.float32).reshape(-1)
         self.out = (shape[0], shape[1], *out)
-        self.geometry = (begin[0], begin[1], strides[0], strides[1], dilations[0], dilations[1], *kernel_size)
+        self.geometry = (begin, strides, dilations, kernel_size)
 
     def _run(self, ctx, x, w, b, code: int, alpha: np.float32, beta: np.float32):
         fast = compiled.load("conv")
         if fast is None or x.shape != self.shape or x.dtype != _F32:
             return None
         y = np.empty(self.out, np.float32)
-        fast.depthwise_small_taps(np.ascontiguousarray(x), self.taps, self.bias, y, *self.geometry, code, alpha, beta)
+        fast.depthwise(np.ascontiguousarray(x), self.taps, self.bias, y, *self.geometry, code, alpha, beta)
         return y
 
     def __call__(self, ctx, x, w, b=None):
@@ -138,8 +138,8 @@ class Depthwise:
 def prepare_conv(kernel: KernelFn, window: Callable[..., Window], node: Node, consts: tuple, *,
                  auto_pad: str, dilations, group: int, pads, strides) -> KernelFn | None:
     """The prepared callable of a float32 2-D ``Conv`` node of constant weights and bias and a static
-    input shape, when it is a 1×1 convolution of one image or a small depthwise one; else None
-    (the kernel runs). ``window`` is the kernel's geometry function."""
+    input shape, when it is a 1×1 convolution of one image or a depthwise one; else None (the
+    kernel runs). ``window`` is the kernel's geometry function."""
     shape = static_shape(node, 0)
     w, b = consts[1], consts[2] if len(consts) > 2 else None
     if (shape is None or len(shape) != 4 or node.inputs[0].type.dtype != DType.FLOAT32
@@ -151,10 +151,10 @@ def prepare_conv(kernel: KernelFn, window: Callable[..., Window], node: Node, co
     attrs = {"auto_pad": auto_pad, "dilations": dilations, "group": group, "pads": pads, "strides": strides}
     if geometry[5] and group == 1 and shape[0] == 1:
         return Pointwise(kernel, attrs, shape, w, b, geometry[4])
-    if group == 1 or group != shape[1] or w.shape[1] != 1 or min(geometry[2]) < 0:
+    if group == 1 or not group == shape[1] == w.shape[0] or w.shape[1] != 1 or min(geometry[2]) < 0:
         return None
     fast = compiled.load("conv")  # a depthwise convolution runs the compiled loops anyway
-    if fast is None or not fast.small_depthwise(shape, w.shape, geometry[4]):
+    if fast is None:
         return None
     return Depthwise(kernel, attrs, shape, fast.depthwise_taps(np.ascontiguousarray(w)), b, geometry,
                      (w.shape[2], w.shape[3]))
