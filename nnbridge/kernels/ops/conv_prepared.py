@@ -14,6 +14,7 @@ loops' output loop, each value the one the convolution then the activation's own
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -99,6 +100,56 @@ class Pointwise:
         return run
 
 
+class Columns:
+    """A float32 convolution of one image and one group on a small map (a patch embedding, a
+    downsampling or a 1-D convolution): its columns gathered through an index made once, then one
+    matrix product with the weights and the bias (the kernel's own path, ``conv_nd``'s small
+    columns), without the kernel's per-call geometry and index lookups."""
+
+    __slots__ = ("kernel", "attrs", "shape", "index", "weights", "bias", "out", "flat")
+
+    def __init__(self, kernel: KernelFn, attrs: dict[str, Any], shape: tuple[int, ...], index: np.ndarray,
+                 w: np.ndarray, b: np.ndarray | None, out: list[int]):
+        m = w.shape[0]
+        self.kernel, self.attrs, self.shape, self.index = kernel, attrs, shape, index[0]
+        self.weights = w.reshape(m, -1)
+        self.bias = None if b is None else b.astype(np.float32, copy=False).reshape(m, 1)
+        self.out = (1, m, *out)
+        self.flat = math.prod(shape)
+
+    def _product(self, x: np.ndarray) -> np.ndarray:
+        padded = np.empty(self.flat + 1, np.float32)  # the index reads a padded tap at the end
+        padded[:-1] = x.reshape(-1)
+        padded[-1] = 0
+        return np.matmul(self.weights, padded.take(self.index))
+
+    def __call__(self, ctx, x, w, b=None):
+        if x.shape != self.shape or x.dtype != _F32:
+            return self.kernel(ctx, x, w, b, **self.attrs)
+        y = self._product(x)
+        if self.bias is not None:
+            y += self.bias
+        return y.reshape(self.out)
+
+    def with_epilogue(self, curve: str, alpha: np.float32, beta: np.float32) -> KernelFn | None:
+        """The convolution, then its bias and the activation ``curve`` in one compiled pass, once
+        another kernel has brought numba in (a LeNet never imports it); until then, or with numba
+        off, the callable returns None and the plan runs the activation's pass."""
+        if self.bias is None:
+            return None
+        bias, epilogue = self.bias.reshape(-1), []
+
+        def run(ctx, x, w, b=None):
+            fast = compiled.loaded("curves")
+            if fast is None or x.shape != self.shape or x.dtype != _F32:
+                return None
+            if not epilogue:
+                epilogue.append(fast.Epilogue(curve, alpha, beta))
+            return epilogue[0].bias_and_curve(self._product(x), bias).reshape(self.out)
+
+        return run
+
+
 class Depthwise:
     """A float32 depthwise convolution of one channel multiplier through the compiled loops
     (``compiled/conv.py``'s ``depthwise``): its taps laid out once."""
@@ -135,20 +186,26 @@ class Depthwise:
         return lambda ctx, x, w, b=None: self._run(ctx, x, w, b, code, alpha, beta)
 
 
-def prepare_conv(kernel: KernelFn, window: Callable[..., Window], node: Node, consts: tuple, *,
-                 auto_pad: str, dilations, group: int, pads, strides) -> KernelFn | None:
-    """The prepared callable of a float32 2-D ``Conv`` node of constant weights and bias and a static
-    input shape, when it is a 1×1 convolution of one image or a depthwise one; else None (the
-    kernel runs). ``window`` is the kernel's geometry function."""
+def prepare_conv(kernel: KernelFn, window: Callable[..., Window], column_path: Callable[..., np.ndarray | None],
+                 node: Node, consts: tuple, *, auto_pad: str, dilations, group: int, pads, strides) -> KernelFn | None:
+    """The prepared callable of a float32 ``Conv`` node of constant weights and bias and a static
+    input shape, when it is a 1×1 convolution of one image, a depthwise 2-D one or one the kernel
+    runs through its small columns; else None (the kernel runs). ``window`` is the kernel's
+    geometry function, ``column_path`` gives the kernel's column index for a shape, or None."""
     shape = static_shape(node, 0)
     w, b = consts[1], consts[2] if len(consts) > 2 else None
-    if (shape is None or len(shape) != 4 or node.inputs[0].type.dtype != DType.FLOAT32
-            or not all_constant(node, consts) or w.dtype != _F32 or w.ndim != 4
+    if (shape is None or len(shape) not in (3, 4) or node.inputs[0].type.dtype != DType.FLOAT32
+            or not all_constant(node, consts) or w.dtype != _F32 or w.ndim != len(shape)
             or (b is not None and b.dtype != _F32)):
         return None
     tup = (lambda v: None if v is None else tuple(v))
     geometry = window(shape, w.shape[2:], auto_pad, tup(dilations), tup(pads), tup(strides))
     attrs = {"auto_pad": auto_pad, "dilations": dilations, "group": group, "pads": pads, "strides": strides}
+    index = column_path(shape, w, group, geometry)
+    if index is not None:
+        return Columns(kernel, attrs, shape, index, w, b, geometry[4])
+    if len(shape) != 4:
+        return None
     if geometry[5] and group == 1 and shape[0] == 1:
         return Pointwise(kernel, attrs, shape, w, b, geometry[4])
     if group == 1 or not group == shape[1] == w.shape[0] or w.shape[1] != 1 or min(geometry[2]) < 0:
