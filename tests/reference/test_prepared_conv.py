@@ -36,8 +36,9 @@ CASES = [
     ((1, 16, 8, 8), (32, 16, 3, 3), {"pads": [1, 0, 2, 1], "strides": [2, 2]}),  # a downsampling
     ((1, 16, 16, 16), (16, 16, 1, 1), {"strides": [2, 2]}),  # a strided 1×1 shortcut
     ((1, 16, 64), (32, 16, 3), {"pads": [1, 1], "dilations": [2]}),  # 1-D
+    ((1, 32, 8, 8), (32, 8, 3, 3), {"group": 4, "pads": [1, 1, 1, 1], "strides": [2, 2]}),  # grouped (RegNet's)
 ]
-KINDS = [Pointwise] * 3 + [Depthwise] * 6 + [Columns] * 4
+KINDS = [Pointwise] * 3 + [Depthwise] * 6 + [Columns] * 5
 
 
 def _prepared(x_shape, w_shape, attrs, bias: bool):
@@ -84,7 +85,7 @@ def test_a_prepared_convolution_is_the_kernel_bit_for_bit(x_shape, w_shape, attr
 def test_convolutions_the_kernel_runs_otherwise_are_not_prepared():
     assert _prepared((1, 3, 64, 64), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, True)[2] is None  # columns too large
     assert _prepared((1, 3, 96, 96), (16, 3, 3, 3), {"pads": [1, 1, 1, 1]}, True)[2] is None  # a direct-loops stem
-    assert _prepared((1, 8, 6, 6), (8, 2, 3, 3), {"group": 4}, True)[2] is None  # grouped, not depthwise
+    assert _prepared((1, 64, 28, 28), (64, 16, 3, 3), {"group": 4}, True)[2] is None  # grouped, direct loops
     assert _prepared((2, 8, 6, 6), (4, 8, 1, 1), {}, True)[2] is None  # two images: conv_nd's batched product
     assert _prepared((1, 8, 6, 6), (16, 1, 3, 3), {"group": 8}, True)[2] is None  # two filters per channel
 

@@ -101,18 +101,19 @@ class Pointwise:
 
 
 class Columns:
-    """A float32 convolution of one image and one group on a small map (a patch embedding, a
-    downsampling or a 1-D convolution): its columns gathered through an index made once, then one
-    matrix product with the weights and the bias (the kernel's own path, ``conv_nd``'s small
-    columns), without the kernel's per-call geometry and index lookups."""
+    """A float32 convolution of one image on a small map (a patch embedding, a downsampling, a
+    grouped or a 1-D convolution): its columns gathered through an index made once, then one
+    matrix product per group with the weights and the bias (the kernel's own path, ``conv_nd``'s
+    small columns), without the kernel's per-call geometry and index lookups."""
 
     __slots__ = ("kernel", "attrs", "shape", "index", "weights", "bias", "out", "flat")
 
     def __init__(self, kernel: KernelFn, attrs: dict[str, Any], shape: tuple[int, ...], index: np.ndarray,
                  w: np.ndarray, b: np.ndarray | None, out: list[int]):
-        m = w.shape[0]
-        self.kernel, self.attrs, self.shape, self.index = kernel, attrs, shape, index[0]
-        self.weights = w.reshape(m, -1)
+        m, group = w.shape[0], index.shape[0]
+        self.kernel, self.attrs, self.shape = kernel, attrs, shape
+        self.index = index[0] if group == 1 else index  # one group: a plain 2-D product, as the kernel's
+        self.weights = w.reshape(m, -1) if group == 1 else w.reshape(group, m // group, -1)
         self.bias = None if b is None else b.astype(np.float32, copy=False).reshape(m, 1)
         self.out = (1, m, *out)
         self.flat = math.prod(shape)
@@ -121,7 +122,7 @@ class Columns:
         padded = np.empty(self.flat + 1, np.float32)  # the index reads a padded tap at the end
         padded[:-1] = x.reshape(-1)
         padded[-1] = 0
-        return np.matmul(self.weights, padded.take(self.index))
+        return np.matmul(self.weights, padded.take(self.index)).reshape(self.out[1], -1)
 
     def __call__(self, ctx, x, w, b=None):
         if x.shape != self.shape or x.dtype != _F32:
