@@ -161,6 +161,24 @@ def test_compiled_rms_norm_equals_the_numpy_kernel_bit_for_bit(monkeypatch, shap
     assert compiled.load("reduce").rms_norm(x, scale[None], len(shape) + axis, np.float32(1e-5)) is None
 
 
+@pytest.mark.parametrize("shape", [(1, 1, 1024), (2, 3, 5, 7), (1, 4, 8), (1, 16, 17, 300), (3, 2, 1)])
+def test_compiled_instance_norm_equals_the_numpy_kernel_bit_for_bit(monkeypatch, shape):
+    """Rows of any length, numpy's pairwise sums term for term (one block, two, a deeper tree), then
+    the kernel's float32 operations in its order (centre, square, mean, + ε, √, ÷, × scale, + bias):
+    bit for bit, infinities and a constant row too."""
+    from nnbridge.kernels.ops.normalization import instance_norm
+
+    compiled.load("reduce")
+    x = (RNG.standard_normal(shape) * 4 + 3).astype(np.float32)
+    x.reshape(-1)[:2] = np.inf, -np.inf
+    x[-1, -1] = 2.5
+    scale, bias = RNG.standard_normal(shape[1]).astype(np.float32), RNG.standard_normal(shape[1]).astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        ours = instance_norm(None, x, scale, bias, epsilon=1e-3)
+        theirs = _numpy(monkeypatch, instance_norm, None, x, scale, bias, epsilon=1e-3)
+    np.testing.assert_array_equal(ours, theirs)
+
+
 def test_compiled_softmax_of_small_rows_equals_the_numpy_kernel_bit_for_bit(monkeypatch):
     """The shift (the row's max, 0 where it is not finite) and the sums compiled, numpy's exp
     between them: the same operations in the same order, so bit for bit, NaN and infinities too."""
