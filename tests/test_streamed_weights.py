@@ -115,7 +115,8 @@ def _peak_bytes(*args: str) -> int:
 @pytest.mark.slow
 def test_conversions_of_a_large_model_peak_under_twice_its_size(tmp_path):
     """A 256 MiB model through ONNX → ONNX, → LBANN (.npy), LBANN → ONNX and → SMAUG: each fresh
-    process peaks under twice the model (``make bench`` measures VGG-19 the same way)."""
+    process peaks under twice the model (``make bench`` measures VGG-19 the same way), ONNX → ONNX
+    under half of it."""
     rng = np.random.default_rng(0)
     nodes, x = [], "x"
     for i in range(4):
@@ -141,6 +142,8 @@ def test_conversions_of_a_large_model_peak_under_twice_its_size(tmp_path):
     for step in steps:
         peak = _peak_bytes(*step)
         assert peak <= 2 * size, (step, peak / size)
+        if step == steps[0]:  # ONNX → ONNX copies the mapped weights file to file (314 MB when read through the map)
+            assert peak < size // 2, peak / size
     feed = {"x": rng.standard_normal((1, 4096), np.float32)}
     want = ort.InferenceSession(str(source)).run(None, feed)[0]
     for written in ("copy.onnx", "back.onnx"):  # one session (a copy of the weights) at a time
