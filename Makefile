@@ -32,11 +32,11 @@ demo: $(STAMP)
 	$(PY) -m nnbridge.apps.demo
 
 test: $(TEST_STAMP) lint
-	$(PY) -m pytest -n 2 -p no:cacheprovider --durations=20 tests
+	$(PY) -m pytest -n 2 --dist loadgroup -p no:cacheprovider --durations=20 tests
 
 # the quick local loop: the suite without the cases marked slow (make test runs those too)
 test-fast: $(TEST_STAMP) lint
-	$(PY) -m pytest -n 2 -p no:cacheprovider -m "not slow" tests
+	$(PY) -m pytest -n 2 --dist loadgroup -p no:cacheprovider -m "not slow" tests
 
 bench: $(BENCH_STAMP)
 	$(PY) -m bench

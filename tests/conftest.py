@@ -18,10 +18,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="also run the cases marked matrix (make bench runs them: bench/bench_matrix.py)")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the xdist_group marks it adds
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A heavy matrix keeps one representative per family in ``make test``; its other members
-    (marked ``matrix``) run with ``--full-matrix``. Slow cases go first, so that on two workers
-    no long case is left to run alone at the end."""
+    (marked ``matrix``) run with ``--full-matrix``. Cases marked ``memory`` (a worker peak over
+    1 GB) share one xdist group, so ``--dist loadgroup`` never runs two of them at once. Slow
+    cases go first, so that on two workers no long case is left to run alone at the end."""
+    for item in items:
+        if item.get_closest_marker("memory"):
+            item.add_marker(pytest.mark.xdist_group("memory"))
     if not config.getoption("--full-matrix"):
         extra = [item for item in items if item.get_closest_marker("matrix")]
         if extra:
@@ -45,6 +50,27 @@ def _release_freed_memory() -> None:
 def _module_memory() -> Iterator[None]:
     yield
     _release_freed_memory()
+
+
+#: a test that leaves its worker above this resident size has its garbage released at once: a
+#: model's weights held by a reference cycle (a caught exception's traceback) otherwise stay
+#: until a full collection, and the worker's next heavy test peaks on top of them
+RELEASE_ABOVE = 512 << 20
+
+
+def _resident_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:  # no procfs: the module-scoped release alone
+        return 0
+
+
+@pytest.fixture(autouse=True)
+def _test_memory() -> Iterator[None]:
+    yield
+    if _resident_bytes() > RELEASE_ABOVE:
+        _release_freed_memory()
 
 
 @pytest.fixture(scope="session")

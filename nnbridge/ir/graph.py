@@ -192,6 +192,9 @@ class Graph:
         #: input in its params file); default inputs of run/simulate/check, written back on save
         self.input_values: dict[str, np.ndarray] = {}
         self.doc: str = ""
+        #: what the layers above work out once per graph (the evaluator's plan of a subgraph): it
+        #: lives and dies with the graph, and ``copy`` starts the copy's empty
+        self.memo: dict[Any, Any] = {}
         self._names: set[str] = set() if parent is None else parent.root._names
         self._counter = itertools.count()
 

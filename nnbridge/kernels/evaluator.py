@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import time
-import weakref
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -503,12 +502,11 @@ def _failure(entry: tuple | None, exc: Exception) -> Exception:
     return KernelError(f"node '{node.name}' ({node.op}) failed: {type(exc).__name__}: {exc}")
 
 
-_PLANS: weakref.WeakKeyDictionary[Graph, Plan] = weakref.WeakKeyDictionary()
-
-
 def compiled_plan(graph: Graph) -> Plan:
-    """Plans of subgraphs are built once and reused across iterations."""
-    plan = _PLANS.get(graph)
+    """Plans of subgraphs are built once and reused across iterations, kept on the graph itself so
+    that they go with it: a plan refers to its graph (and through ``parent`` to the whole model), so
+    in a ``WeakKeyDictionary`` the key never died and every model a process ran stayed in memory."""
+    plan = graph.memo.get(Plan)
     if plan is None:
-        plan = _PLANS[graph] = Plan(graph)
+        plan = graph.memo[Plan] = Plan(graph)
     return plan

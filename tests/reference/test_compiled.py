@@ -161,6 +161,24 @@ def test_compiled_rms_norm_equals_the_numpy_kernel_bit_for_bit(monkeypatch, shap
     assert compiled.load("reduce").rms_norm(x, scale[None], len(shape) + axis, np.float32(1e-5)) is None
 
 
+@pytest.mark.parametrize("shape", [(1, 1, 1024), (2, 3, 5, 7), (1, 4, 8), (1, 16, 17, 300), (3, 2, 1)])
+def test_compiled_instance_norm_equals_the_numpy_kernel_bit_for_bit(monkeypatch, shape):
+    """Rows of any length, numpy's pairwise sums term for term (one block, two, a deeper tree), then
+    the kernel's float32 operations in its order (centre, square, mean, + ε, √, ÷, × scale, + bias):
+    bit for bit, infinities and a constant row too."""
+    from nnbridge.kernels.ops.normalization import instance_norm
+
+    compiled.load("reduce")
+    x = (RNG.standard_normal(shape) * 4 + 3).astype(np.float32)
+    x.reshape(-1)[:2] = np.inf, -np.inf
+    x[-1, -1] = 2.5
+    scale, bias = RNG.standard_normal(shape[1]).astype(np.float32), RNG.standard_normal(shape[1]).astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        ours = instance_norm(None, x, scale, bias, epsilon=1e-3)
+        theirs = _numpy(monkeypatch, instance_norm, None, x, scale, bias, epsilon=1e-3)
+    np.testing.assert_array_equal(ours, theirs)
+
+
 def test_compiled_softmax_of_small_rows_equals_the_numpy_kernel_bit_for_bit(monkeypatch):
     """The shift (the row's max, 0 where it is not finite) and the sums compiled, numpy's exp
     between them: the same operations in the same order, so bit for bit, NaN and infinities too."""
@@ -182,8 +200,8 @@ GEOMETRIES = [  # (channels, multiplier or group width, size, kernel, strides, d
     (12, 1, (9, 9), (3, 3), (3, 2), (2, 1), (0, 2, 3, 0)),     # stride 3
     (6, 1, (40, 47), (3, 3), (2, 3), (1, 1), (1, 2, 0, 1)),    # column stride 3: the general phase rows
     (40, 1, (7, 7), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),     # a small map: channels last in one call
-    (24, 1, (12, 48), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),   # ... strided (the OCR classifier's)
-    (448, 1, (14, 14), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),  # work for threads: channels last in blocks
+    (24, 1, (12, 48), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),   # planes, strided (the OCR classifier's)
+    (448, 1, (14, 14), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),  # work for threads: planes in blocks
     (8, 2, (11, 10), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),    # channel multiplier 2
     (12, 4, (10, 10), (3, 3), (1, 2), (1, 1), (1, 0, 1, 2)),   # grouped: 4 channels per group
     (96, 16, (7, 9), (3, 3), (2, 1), (1, 1), (1, 1, 1, 0)),    # RegNet's 16 per group: four filters a pass

@@ -200,3 +200,23 @@ def test_an_out_of_range_id_in_a_bag_is_reported_by_the_loops_gather(bag_fast_pa
     with pytest.raises(KernelError, match="Gather"):
         nnbridge.run(_bag_loop("ReduceSum"), _bag_feeds([0, 9], [0], [2]))
     assert bag_fast_path == [False]
+
+
+def test_a_run_subgraphs_plan_does_not_keep_its_model_alive():
+    """The evaluator plans a Loop body once per graph; the plan goes with the graph, so a model
+    and its weights are freed when the caller drops them (a process used to keep every model whose
+    subgraphs it had run: a pytest worker held ~1 GB of earlier tests' weights)."""
+    import gc
+
+    from nnbridge.ir import Graph
+
+    def graphs() -> int:
+        gc.collect()
+        return sum(isinstance(o, Graph) for o in gc.get_objects())
+
+    feeds = {"M": np.array(3, np.int64), "cond": np.array(True), "s0": np.zeros(2, np.float32),
+             "x": np.arange(10, dtype=np.float32).reshape(5, 2), "limit": np.array(1e9, np.float32)}
+    model = _accumulating_loop()
+    before = graphs()
+    assert nnbridge.run(model, feeds)["sums"].shape == (3, 2)
+    assert graphs() == before

@@ -14,13 +14,14 @@ import nnbridge
 from nnbridge.kernels import compiled, get_kernel
 from nnbridge.kernels.evaluator import KernelContext
 from nnbridge.kernels.ops.activation import curve_of
-from nnbridge.kernels.ops.conv_prepared import Depthwise, Pointwise
+from nnbridge.kernels.ops.conv_prepared import Columns, Depthwise, Pointwise
 
 RNG = np.random.default_rng(5)
 ACTIVATIONS = [("Relu", {}), ("HardSwish", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("Sigmoid", {}),
                ("Swish", {})]
 
-# (x shape, w shape, attributes): pointwise ones, then depthwise ones of the small maps' loops
+# (x shape, w shape, attributes): pointwise ones, then depthwise ones of the small maps' loops and
+# of the planes
 CASES = [
     ((1, 16, 3, 12), (40, 16, 1, 1), {}),
     ((1, 24, 1, 1), (96, 24, 1, 1), {}),
@@ -29,7 +30,15 @@ CASES = [
     ((1, 40, 7, 7), (40, 1, 5, 5), {"group": 40, "pads": [2, 2, 2, 2], "strides": [2, 2]}),
     ((2, 16, 5, 6), (16, 1, 3, 3), {"group": 16, "pads": [2, 2, 2, 2], "dilations": [2, 2]}),
     ((1, 12, 9, 9), (12, 1, 3, 3), {"group": 12, "auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+    ((1, 8, 24, 96), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1], "strides": [2, 2]}),  # planes
+    ((2, 6, 17, 15), (6, 1, 5, 3), {"group": 6, "pads": [2, 0, 1, 3], "strides": [1, 3], "dilations": [2, 1]}),
+    ((1, 3, 32, 32), (16, 3, 4, 4), {"strides": [4, 4]}),  # columns: a patch embedding
+    ((1, 16, 8, 8), (32, 16, 3, 3), {"pads": [1, 0, 2, 1], "strides": [2, 2]}),  # a downsampling
+    ((1, 16, 16, 16), (16, 16, 1, 1), {"strides": [2, 2]}),  # a strided 1×1 shortcut
+    ((1, 16, 64), (32, 16, 3), {"pads": [1, 1], "dilations": [2]}),  # 1-D
+    ((1, 32, 8, 8), (32, 8, 3, 3), {"group": 4, "pads": [1, 1, 1, 1], "strides": [2, 2]}),  # grouped (RegNet's)
 ]
+KINDS = [Pointwise] * 3 + [Depthwise] * 6 + [Columns] * 5
 
 
 def _prepared(x_shape, w_shape, attrs, bias: bool):
@@ -45,13 +54,13 @@ def _prepared(x_shape, w_shape, attrs, bias: bool):
 
 
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
-@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), CASES)
-def test_a_prepared_convolution_is_the_kernel_bit_for_bit(x_shape, w_shape, attrs, bias):
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs", "kind"), [(*case, kind) for case, kind in zip(CASES, KINDS)])
+def test_a_prepared_convolution_is_the_kernel_bit_for_bit(x_shape, w_shape, attrs, kind, bias):
     spec, node, fn, x, weights = _prepared(x_shape, w_shape, attrs, bias)
-    if w_shape[2:] != (1, 1) and compiled.load("conv") is None:  # NNBRIDGE_NO_NUMBA: the kernel's numpy path
+    if kind is Depthwise and compiled.load("conv") is None:  # NNBRIDGE_NO_NUMBA: the kernel's numpy path
         assert fn is None
         return
-    assert isinstance(fn, Pointwise if w_shape[2:] == (1, 1) else Depthwise)
+    assert isinstance(fn, kind)
     ctx = KernelContext(node)
     kwargs = spec.bind(node)
     for numpy_only in (False, True):
@@ -66,19 +75,19 @@ def test_a_prepared_convolution_is_the_kernel_bit_for_bit(x_shape, w_shape, attr
                 then = get_kernel(op).fn(KernelContext(act_node), want.copy(), **get_kernel(op).bind(act_node))
                 result = None if joint is None else joint(ctx, x, *weights)
                 if result is None:  # the plan then runs the activation's own pass
-                    assert numpy_only or (isinstance(fn, Pointwise) and not bias), op
+                    assert numpy_only or (isinstance(fn, (Pointwise, Columns)) and not bias), op
                     continue
                 np.testing.assert_array_equal(result, then, err_msg=op)
-    other = RNG.standard_normal((x_shape[0], x_shape[1], x_shape[2] + 2, x_shape[3] + 1)).astype(np.float32)
+    other = RNG.standard_normal((*x_shape[:-1], x_shape[-1] + 1)).astype(np.float32)
     np.testing.assert_array_equal(fn(ctx, other, *weights), spec.fn(ctx, other, *weights, **kwargs))
 
 
-def test_convolutions_neither_pointwise_nor_small_depthwise_are_not_prepared():
-    assert _prepared((1, 3, 8, 8), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, True)[2] is None  # a full 3×3
-    assert _prepared((1, 8, 6, 6), (8, 2, 3, 3), {"group": 4}, True)[2] is None  # grouped, not depthwise
+def test_convolutions_the_kernel_runs_otherwise_are_not_prepared():
+    assert _prepared((1, 3, 64, 64), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, True)[2] is None  # columns too large
+    assert _prepared((1, 3, 96, 96), (16, 3, 3, 3), {"pads": [1, 1, 1, 1]}, True)[2] is None  # a direct-loops stem
+    assert _prepared((1, 64, 28, 28), (64, 16, 3, 3), {"group": 4}, True)[2] is None  # grouped, direct loops
     assert _prepared((2, 8, 6, 6), (4, 8, 1, 1), {}, True)[2] is None  # two images: conv_nd's batched product
-    assert _prepared((1, 8, 6, 6), (4, 8, 1, 1), {"strides": [2, 2]}, True)[2] is None  # strided 1×1
-    assert _prepared((1, 32, 56, 56), (32, 1, 3, 3), {"group": 32, "pads": [1] * 4}, True)[2] is None  # large map
+    assert _prepared((1, 8, 6, 6), (16, 1, 3, 3), {"group": 8}, True)[2] is None  # two filters per channel
 
 
 @pytest.mark.parametrize("numba", [True, False], ids=["compiled", "numpy"])

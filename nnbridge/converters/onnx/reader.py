@@ -8,7 +8,6 @@ then translate protos into IR objects.
 
 from __future__ import annotations
 
-import mmap
 import os
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from onnx import AttributeProto, ModelProto, TensorProto, helper, inliner, numpy
 
 from ...base.errors import FormatError, NNBridgeError
 from ...base.fileio import check_numel, resolve_inside
+from ...base.mapped import FileMap, map_file
 from ...ir import DType, Graph, Layout, Node, TensorType, TypeKind, Value
 from ...ir.graph import paused_gc
 from ..wire import ONNX_GRAPH, ONNX_INITIALIZER, ONNX_RAW_DATA, WireError, cut_field, split_nested
@@ -96,8 +96,7 @@ def _parse_file(path: Path) -> tuple[ModelProto, dict[str, np.ndarray]]:
     name = str(path)
     if path.stat().st_size < STREAM_FILE_BYTES:
         return _parse(path.read_bytes(), name), {}
-    with open(path, "rb") as fh:
-        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    mapped = map_file(path)
     try:
         rest, spans = split_nested(mapped, ONNX_GRAPH, ONNX_INITIALIZER, STREAM_TENSOR_BYTES)
     except WireError:
@@ -125,7 +124,7 @@ def _map_external(model: ModelProto, base_dir: Path) -> dict[str, np.ndarray]:
     ``vet_tensors``), as read-only arrays over a memory map of each file; their protos keep type
     and dims only. A 2 GB weight is then neither copied into the proto nor held twice; any other
     external tensor is left for onnx's loader."""
-    maps: dict[Path, mmap.mmap] = {}
+    maps: dict[Path, FileMap] = {}
     arrays: dict[str, np.ndarray] = {}
     for tensor in model.graph.initializer:
         if tensor.data_location != TensorProto.EXTERNAL or tensor.HasField("raw_data"):
@@ -138,8 +137,7 @@ def _map_external(model: ModelProto, base_dir: Path) -> dict[str, np.ndarray]:
         if dtype is None or length == 0:
             continue
         if target not in maps:
-            with open(target, "rb") as fh:
-                maps[target] = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            maps[target] = map_file(target)
         arrays[tensor.name] = np.frombuffer(maps[target], dtype, length // dtype.itemsize, offset).reshape(
             tuple(tensor.dims))
         del tensor.external_data[:]

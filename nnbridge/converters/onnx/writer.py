@@ -23,6 +23,7 @@ from onnx import AttributeProto, ModelProto, TensorProto, helper, numpy_helper
 
 from ...base.errors import FormatError, ShapeError
 from ...base.fileio import temp_dir_beside
+from ...base.mapped import write_array
 from ...base.registry import Registry
 from ...ir import IR_OPSET, NNBRIDGE_DOMAIN, Graph, Node, TensorType, TypeKind
 from ..wire import ONNX_GRAPH, ONNX_INITIALIZER, ONNX_RAW_DATA, field_header
@@ -74,7 +75,7 @@ class ExternalData:
         del tensor.dims[:]
         tensor.dims.extend(array.shape)
         tensor.ClearField("raw_data")
-        self.fh.write(np.ascontiguousarray(array).reshape(-1).view(np.uint8).data)
+        write_array(self.fh, array)
         tensor.data_location = TensorProto.EXTERNAL
         for key, value in (("location", self.location), ("offset", str(self.offset)), ("length", str(array.nbytes))):
             tensor.external_data.add(key=key, value=value)
@@ -128,7 +129,7 @@ class StreamedTensors:
                 tensor = shell.SerializeToString() + field_header(ONNX_RAW_DATA, data.nbytes)
                 in_graph = field_header(ONNX_INITIALIZER, len(tensor) + data.nbytes)
                 fh.write(field_header(ONNX_GRAPH, len(in_graph) + len(tensor) + data.nbytes) + in_graph + tensor)
-                fh.write(data.data)
+                write_array(fh, data)
         (self.directory / self.PLACEHOLDER).unlink()
 
 

@@ -358,16 +358,92 @@ def _tap_offsets(kh_, kw_, dh, dw):
 
 
 @jit
-def depthwise_last(x, w, y, first, last, sh, sw, dh, dw):
-    """Output pixels ``[first, last)`` (of ``N·OH·OW``) of a depthwise convolution in
-    channels-last layout: ``x (N, Hp, Wp, C)`` padded, ``w (KH, KW, C)``, ``y (N, OH, OW, C)``."""
-    kh_, kw_ = w.shape[0], w.shape[1]
-    oh, ow = y.shape[1], y.shape[2]
-    tap_row, tap_col = _tap_offsets(kh_, kw_, dh, dw)
-    taps = w.reshape(kh_ * kw_, w.shape[2])
-    for pix in range(first, last):
-        n, rest = pix // (oh * ow), pix % (oh * ow)
-        _depthwise_pixels(x[n], tap_row, tap_col, taps, y[n], rest, rest + 1, sh, sw)
+def _channel_phases(xf, base, height, width, planes, plane_len, hq, wq, top, left, sh, sw):
+    """``phase_planes`` of one channel (``xf[base:]``, ``height × width``) into the flat ``planes``,
+    plane ``a·sw + b`` from ``(a·sw + b)·plane_len`` on: flat indices, no views (a view per row cost
+    more than a small map's arithmetic), each row's inside one plain or strided run."""
+    for a in range(sh):
+        for b in range(sw):
+            first = (a * sw + b) * plane_len
+            lo = min(max(0, (left - b + sw - 1) // sw), wq)  # plane columns reading inside the row
+            hi = max(min(wq, (width - 1 - b + left) // sw + 1), lo)
+            for i in range(hq):
+                r = i * sh + a - top
+                dest = _U(first + i * wq)
+                if r < 0 or r >= height:
+                    for j in range(_U(wq)):
+                        planes[dest + j] = 0
+                    continue
+                for j in range(_U(lo)):
+                    planes[dest + j] = 0
+                src, run = _U(base + r * width + lo * sw + b - left), dest + _U(lo)
+                if sw == 1:
+                    for j in range(_U(hi - lo)):
+                        planes[run + j] = xf[src + j]
+                else:
+                    step = _U(sw)
+                    for j in range(_U(hi - lo)):
+                        planes[run + j] = xf[src + j * step]
+                for j in range(_U(hi), _U(wq)):
+                    planes[dest + j] = 0
+
+
+@jit
+def depthwise_planes(x, taps, bias, y, first, last, top, left, sh, sw, dh, dw, kh_, kw_, code, alpha, beta):
+    """Images-and-channels ``[first, last)`` (of ``N·C``) of a depthwise convolution in planes
+    layout, one channel at a time (its phase planes and accumulator stay in the L1 cache): ``x (N,
+    C, H, W)``, ``taps (KH·KW, C)`` (``depthwise_taps``), ``y (N, C, OH, OW)``, ``bias`` C values or
+    none, then the curve ``code`` of ``curves.CODES`` on each output (-1: none). Each output is
+    the first tap's product, then each next one added, then the bias, then the curve: the values of
+    the other loops here and of the convolution then its activation's own pass."""
+    c, height, width = x.shape[1], x.shape[2], x.shape[3]
+    oh, ow = y.shape[2], y.shape[3]
+    wq = ow + (kw_ - 1) * dw // sw
+    hq = oh + (kh_ - 1) * dh // sh + 1
+    size = _U((oh * wq + LANES - 1) // LANES * LANES)  # whole vectors: zeros past the planes' end
+    plane_len = hq * wq + LANES
+    planes = np.zeros(sh * sw * plane_len, np.float32)
+    acc = np.empty(size, np.float32)
+    total = kh_ * kw_
+    tap_at = np.empty(total, np.int64)
+    for a in range(kh_):
+        for b in range(kw_):
+            tap_at[a * kw_ + b] = ((((a * dh) % sh) * sw + (b * dw) % sw) * plane_len
+                                   + ((a * dh) // sh) * wq + (b * dw) // sw)
+    xf, yf = x.reshape(x.size), y.reshape(y.size)
+    for unit in range(first, last):
+        q = unit % c
+        _channel_phases(xf, unit * height * width, height, width, planes, plane_len, hq, wq, top, left, sh, sw)
+        o0, w0 = _U(tap_at[0]), taps[0, q]
+        for t in range(size):
+            acc[t] = w0 * planes[o0 + t]
+        k = 1
+        while k + 4 <= total:
+            o0, o1, o2, o3 = _U(tap_at[k]), _U(tap_at[k + 1]), _U(tap_at[k + 2]), _U(tap_at[k + 3])
+            w0, w1, w2, w3 = taps[k, q], taps[k + 1, q], taps[k + 2, q], taps[k + 3, q]
+            for t in range(size):
+                acc[t] = ((((acc[t] + w0 * planes[o0 + t]) + w1 * planes[o1 + t]) + w2 * planes[o2 + t])
+                          + w3 * planes[o3 + t])
+            k += 4
+        while k < total:
+            o0, w0 = _U(tap_at[k]), taps[k, q]
+            for t in range(size):
+                acc[t] += w0 * planes[o0 + t]
+            k += 1
+        out = unit * oh * ow
+        b = bias[q] if bias.size else np.float32(0)
+        for i in range(oh):
+            src, dest = _U(i * wq), _U(out + i * ow)
+            if bias.size:
+                for j in range(_U(ow)):
+                    yf[dest + j] = acc[src + j] + b
+            else:
+                for j in range(_U(ow)):
+                    yf[dest + j] = acc[src + j]
+        if code >= 0:
+            start = _U(out)
+            for t in range(_U(oh * ow)):
+                yf[start + t] = one_curve(code, yf[start + t], alpha, beta)
 
 
 @jit
@@ -383,20 +459,13 @@ def depthwise_taps(w):
 
 
 @jit
-def depthwise_small(x, w, bias, y, top, left, sh, sw, dh, dw):
-    """A whole depthwise convolution of a small map in one call: ``x (N, C, H, W)``, ``w (C, 1,
-    KH, KW)``, ``y (N, C, OH, OW)``, ``bias`` C values or none (``depthwise_small_taps``)."""
-    depthwise_small_taps(x, depthwise_taps(w), bias, y, top, left, sh, sw, dh, dw, w.shape[2], w.shape[3],
-                         -1, np.float32(0), np.float32(0))
-
-
-@jit
 def depthwise_small_taps(x, taps, bias, y, top, left, sh, sw, dh, dw, kh_, kw_, code, alpha, beta):
-    """``depthwise_small`` from the taps laid out once (``depthwise_taps``), then the curve ``code``
-    of ``curves.CODES`` on each output value (-1: none): the channels-last loops of
-    ``depthwise_last`` with the padding, the layout changes, the bias and the activation done here
-    too (numpy's copies around them cost 15-20 µs, more than the arithmetic of a 7×7 map); each
-    value is the one the convolution, then its activation's own pass, would give."""
+    """A whole depthwise convolution of a small map in one call, channels last: ``x (N, C, H, W)``,
+    ``taps`` (``depthwise_taps``), ``y (N, C, OH, OW)``, ``bias`` C values or none, then the curve
+    ``code`` of ``curves.CODES`` on each output value (-1: none); the padding, the layout changes,
+    the bias and the activation done here too (numpy's copies around them cost 15-20 µs, more than
+    the arithmetic of a 7×7 map); each value is the one the convolution, then its activation's own
+    pass, would give."""
     n_, c, h, wd = x.shape
     oh, ow = y.shape[2], y.shape[3]
     hp, wp = (oh - 1) * sh + (kh_ - 1) * dh + 1, (ow - 1) * sw + (kw_ - 1) * dw + 1
@@ -479,9 +548,10 @@ def im2col(x: np.ndarray, kernel, strides, dilations, begin, out) -> np.ndarray:
 
 # -- the calls the numpy kernel makes ------------------------------------------------------------
 
-#: a depthwise map with at most this many output pixels runs channels last (measured: 7×7 and
-#: 14×14 maps of 1,152 and 672 channels 2.3× and 1.2× faster than planes; 28×28 slower)
-CHANNELS_LAST_PIXELS = 14 * 14
+#: a depthwise map with at most this many output pixels runs channels last, in one call (measured
+#: at 1 thread: 2×6 to 7×7 maps of 200 to 576 channels 1.3-2.5× faster than planes; 6×24 and 14×14
+#: maps 1.4-1.9× slower, their transposing copies costing more than the arithmetic)
+CHANNELS_LAST_PIXELS = 64
 #: input channels per group up to which the direct loops (four filters per pass, ``_conv_four``)
 #: beat im2col and one matrix product per group (measured at 1 thread, 3×3 taps: 16 per group on
 #: 7×7 to 56×56 maps 1.5-3.6× faster, 32 per group 1.1-1.4×, 64 per group 0.9× on a 7×7 map); at 2
@@ -489,14 +559,31 @@ CHANNELS_LAST_PIXELS = 14 * 14
 #: matrices does not gain
 MAX_GROUP_CHANNELS = 32
 _NONE = np.empty(0, np.float32)
+_ZERO = np.float32(0)
 
 
 def small_depthwise(x_shape: tuple, w_shape: tuple, out) -> bool:
-    """A depthwise convolution whose whole work is one call of ``depthwise_small`` (one thread's)."""
+    """A depthwise convolution whose whole work is one call of the channels-last loops (one thread's)."""
     n, c = x_shape[:2]
     m, cg, kh, kw = w_shape
     pixels = out[0] * out[1]
     return cg == 1 and m == c and pixels <= CHANNELS_LAST_PIXELS and n * c * pixels * kh * kw < MIN_WORK
+
+
+def depthwise(x: np.ndarray, taps: np.ndarray, bias: np.ndarray, y: np.ndarray, begin, strides, dilations,
+              kernel, code: int = -1, alpha: np.float32 = _ZERO, beta: np.float32 = _ZERO) -> None:
+    """``y`` = the depthwise convolution of float32 ``x (N, C, H, W)`` (C-contiguous) by ``taps``
+    (``depthwise_taps``) with ``bias`` (C values or none) added and the curve ``code`` applied:
+    a small map channels last in one call, else planes, the channels shared over the kernel threads."""
+    (top, left), (sh, sw), (dh, dw), (kh, kw) = begin, strides, dilations, kernel
+    n, c = x.shape[:2]
+    oh, ow = y.shape[2], y.shape[3]
+    if small_depthwise(x.shape, (c, 1, kh, kw), (oh, ow)):
+        depthwise_small_taps(x, taps, bias, y, top, left, sh, sw, dh, dw, kh, kw, code, alpha, beta)
+        return
+    run_blocks(n * c, lambda lo, hi: depthwise_planes(x, taps, bias, y, lo, hi, top, left, sh, sw, dh, dw, kh, kw,
+                                                      code, alpha, beta),
+               grain(kh * kw * oh * (ow + kw)))
 
 
 def handles(x: np.ndarray, w: np.ndarray, group: int, begin) -> bool:
@@ -513,23 +600,11 @@ def grouped_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride
     m, cg, kh, kw = w.shape
     (sh, sw), (dh, dw), (oh, ow) = strides, dilations, out
     b = _NONE if bias is None else np.ascontiguousarray(bias, np.float32).reshape(-1)
-    if small_depthwise(x.shape, w.shape, out):
+    if cg == 1 and m == c:
         y = np.empty((n, m, oh, ow), np.float32)
-        depthwise_small(np.ascontiguousarray(x), np.ascontiguousarray(w), b, y, begin[0], begin[1], sh, sw, dh, dw)
+        depthwise(np.ascontiguousarray(x), depthwise_taps(np.ascontiguousarray(w)), b, y, begin, strides, dilations,
+                  (kh, kw))
         return y
-    if cg == 1 and m == c and oh * ow <= CHANNELS_LAST_PIXELS:
-        # work for several threads: numpy's transposing copies beat simple compiled loops 2× on these
-        hp, wp = (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
-        padded = np.zeros((n, hp, wp, c), np.float32)
-        rows, cols = min(h, hp - begin[0]), min(wd, wp - begin[1])
-        padded[:, begin[0]:begin[0] + rows, begin[1]:begin[1] + cols] = x[:, :, :rows, :cols].transpose(0, 2, 3, 1)
-        taps = np.ascontiguousarray(w.reshape(c, kh, kw).transpose(1, 2, 0))
-        y = np.empty((n, oh, ow, c), np.float32)
-        run_blocks(n * oh * ow, lambda lo, hi: depthwise_last(padded, taps, y, lo, hi, sh, sw, dh, dw),
-                   grain(c * kh * kw))
-        if bias is not None:
-            y += b
-        return np.ascontiguousarray(y.transpose(0, 3, 1, 2))
     x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
     y = np.empty((n, m, oh, ow), np.float32)
     group = c // cg

@@ -14,6 +14,7 @@ loops' output loop, each value the one the convolution then the activation's own
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -99,9 +100,60 @@ class Pointwise:
         return run
 
 
+class Columns:
+    """A float32 convolution of one image on a small map (a patch embedding, a downsampling, a
+    grouped or a 1-D convolution): its columns gathered through an index made once, then one
+    matrix product per group with the weights and the bias (the kernel's own path, ``conv_nd``'s
+    small columns), without the kernel's per-call geometry and index lookups."""
+
+    __slots__ = ("kernel", "attrs", "shape", "index", "weights", "bias", "out", "flat")
+
+    def __init__(self, kernel: KernelFn, attrs: dict[str, Any], shape: tuple[int, ...], index: np.ndarray,
+                 w: np.ndarray, b: np.ndarray | None, out: list[int]):
+        m, group = w.shape[0], index.shape[0]
+        self.kernel, self.attrs, self.shape = kernel, attrs, shape
+        self.index = index[0] if group == 1 else index  # one group: a plain 2-D product, as the kernel's
+        self.weights = w.reshape(m, -1) if group == 1 else w.reshape(group, m // group, -1)
+        self.bias = None if b is None else b.astype(np.float32, copy=False).reshape(m, 1)
+        self.out = (1, m, *out)
+        self.flat = math.prod(shape)
+
+    def _product(self, x: np.ndarray) -> np.ndarray:
+        padded = np.empty(self.flat + 1, np.float32)  # the index reads a padded tap at the end
+        padded[:-1] = x.reshape(-1)
+        padded[-1] = 0
+        return np.matmul(self.weights, padded.take(self.index)).reshape(self.out[1], -1)
+
+    def __call__(self, ctx, x, w, b=None):
+        if x.shape != self.shape or x.dtype != _F32:
+            return self.kernel(ctx, x, w, b, **self.attrs)
+        y = self._product(x)
+        if self.bias is not None:
+            y += self.bias
+        return y.reshape(self.out)
+
+    def with_epilogue(self, curve: str, alpha: np.float32, beta: np.float32) -> KernelFn | None:
+        """The convolution, then its bias and the activation ``curve`` in one compiled pass, once
+        another kernel has brought numba in (a LeNet never imports it); until then, or with numba
+        off, the callable returns None and the plan runs the activation's pass."""
+        if self.bias is None:
+            return None
+        bias, epilogue = self.bias.reshape(-1), []
+
+        def run(ctx, x, w, b=None):
+            fast = compiled.loaded("curves")
+            if fast is None or x.shape != self.shape or x.dtype != _F32:
+                return None
+            if not epilogue:
+                epilogue.append(fast.Epilogue(curve, alpha, beta))
+            return epilogue[0].bias_and_curve(self._product(x), bias).reshape(self.out)
+
+        return run
+
+
 class Depthwise:
-    """A float32 depthwise convolution small enough for one call of the compiled channels-last
-    loops (``compiled/conv.py``'s ``small_depthwise``): its taps laid out once."""
+    """A float32 depthwise convolution of one channel multiplier through the compiled loops
+    (``compiled/conv.py``'s ``depthwise``): its taps laid out once."""
 
     __slots__ = ("kernel", "attrs", "shape", "taps", "bias", "out", "geometry")
 
@@ -111,14 +163,14 @@ class Depthwise:
         self.kernel, self.attrs, self.shape, self.taps = kernel, attrs, shape, taps
         self.bias = _NONE if b is None else np.ascontiguousarray(b, np.float32).reshape(-1)
         self.out = (shape[0], shape[1], *out)
-        self.geometry = (begin[0], begin[1], strides[0], strides[1], dilations[0], dilations[1], *kernel_size)
+        self.geometry = (begin, strides, dilations, kernel_size)
 
     def _run(self, ctx, x, w, b, code: int, alpha: np.float32, beta: np.float32):
         fast = compiled.load("conv")
         if fast is None or x.shape != self.shape or x.dtype != _F32:
             return None
         y = np.empty(self.out, np.float32)
-        fast.depthwise_small_taps(np.ascontiguousarray(x), self.taps, self.bias, y, *self.geometry, code, alpha, beta)
+        fast.depthwise(np.ascontiguousarray(x), self.taps, self.bias, y, *self.geometry, code, alpha, beta)
         return y
 
     def __call__(self, ctx, x, w, b=None):
@@ -135,26 +187,32 @@ class Depthwise:
         return lambda ctx, x, w, b=None: self._run(ctx, x, w, b, code, alpha, beta)
 
 
-def prepare_conv(kernel: KernelFn, window: Callable[..., Window], node: Node, consts: tuple, *,
-                 auto_pad: str, dilations, group: int, pads, strides) -> KernelFn | None:
-    """The prepared callable of a float32 2-D ``Conv`` node of constant weights and bias and a static
-    input shape, when it is a 1×1 convolution of one image or a small depthwise one; else None
-    (the kernel runs). ``window`` is the kernel's geometry function."""
+def prepare_conv(kernel: KernelFn, window: Callable[..., Window], column_path: Callable[..., np.ndarray | None],
+                 node: Node, consts: tuple, *, auto_pad: str, dilations, group: int, pads, strides) -> KernelFn | None:
+    """The prepared callable of a float32 ``Conv`` node of constant weights and bias and a static
+    input shape, when it is a 1×1 convolution of one image, a depthwise 2-D one or one the kernel
+    runs through its small columns; else None (the kernel runs). ``window`` is the kernel's
+    geometry function, ``column_path`` gives the kernel's column index for a shape, or None."""
     shape = static_shape(node, 0)
     w, b = consts[1], consts[2] if len(consts) > 2 else None
-    if (shape is None or len(shape) != 4 or node.inputs[0].type.dtype != DType.FLOAT32
-            or not all_constant(node, consts) or w.dtype != _F32 or w.ndim != 4
+    if (shape is None or len(shape) not in (3, 4) or node.inputs[0].type.dtype != DType.FLOAT32
+            or not all_constant(node, consts) or w.dtype != _F32 or w.ndim != len(shape)
             or (b is not None and b.dtype != _F32)):
         return None
     tup = (lambda v: None if v is None else tuple(v))
     geometry = window(shape, w.shape[2:], auto_pad, tup(dilations), tup(pads), tup(strides))
     attrs = {"auto_pad": auto_pad, "dilations": dilations, "group": group, "pads": pads, "strides": strides}
+    index = column_path(shape, w, group, geometry)
+    if index is not None:
+        return Columns(kernel, attrs, shape, index, w, b, geometry[4])
+    if len(shape) != 4:
+        return None
     if geometry[5] and group == 1 and shape[0] == 1:
         return Pointwise(kernel, attrs, shape, w, b, geometry[4])
-    if group == 1 or group != shape[1] or w.shape[1] != 1 or min(geometry[2]) < 0:
+    if group == 1 or not group == shape[1] == w.shape[0] or w.shape[1] != 1 or min(geometry[2]) < 0:
         return None
     fast = compiled.load("conv")  # a depthwise convolution runs the compiled loops anyway
-    if fast is None or not fast.small_depthwise(shape, w.shape, geometry[4]):
+    if fast is None:
         return None
     return Depthwise(kernel, attrs, shape, fast.depthwise_taps(np.ascontiguousarray(w)), b, geometry,
                      (w.shape[2], w.shape[3]))

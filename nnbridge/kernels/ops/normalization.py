@@ -257,6 +257,10 @@ def _standardize(xc: np.ndarray, axes: tuple[int, ...], eps: float) -> np.ndarra
 
 @kernel("InstanceNormalization", dtypes=FLOATS)
 def instance_norm(ctx, x, scale, bias, *, epsilon=1e-5):
+    if x.dtype == scale.dtype == bias.dtype == _F32 and x.size and scale.size == x.shape[1] == bias.size:
+        fast = compiled.loaded("reduce")  # the same operations in one call (a PoolFormer's GroupNorm: 14 µs → 2)
+        if fast is not None:
+            return fast.instance_norm(np.ascontiguousarray(x), scale, bias, np.float32(epsilon))
     dt = compute_dtype(x.dtype)
     y = _standardize(x.astype(dt, copy=False), tuple(range(2, x.ndim)), float(epsilon))
     shape = _channel_shape(x)
