@@ -113,6 +113,7 @@ def _peak_bytes(*args: str) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.memory
 def test_conversions_of_a_large_model_peak_under_twice_its_size(tmp_path):
     """A 256 MiB model through ONNX → ONNX, → LBANN (.npy), LBANN → ONNX and → SMAUG: each fresh
     process peaks under twice the model (``make bench`` measures VGG-19 the same way), ONNX → ONNX

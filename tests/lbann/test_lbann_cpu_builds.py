@@ -121,6 +121,7 @@ def test_inputs_get_data_fields_stock_readers_provide(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.memory
 def test_inline_vgg19_is_refused_while_the_default_writes_npy(onnx_data, tmp_path):
     source = onnx_data / "light" / "light_vgg19.onnx"
     with pytest.raises(InputError, match=r"inline weights: 143,667,240 values .* write them as \.npy"):

@@ -171,6 +171,7 @@ _CORNER = {"sram_bytes": 1, "n_pcu": 1, "mode": 1}
 
 
 @pytest.mark.slow
+@pytest.mark.memory
 @pytest.mark.parametrize("whole", [False, pytest.param(True, marks=pytest.mark.matrix)])
 def test_the_rdu_example_over_bert_base_and_a_llama_decoder_runs_and_reports(tmp_path, cli, whole):
     from nnbridge.sweep.targets import prepared_graph
