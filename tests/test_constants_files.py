@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from nnbridge.backends.rdu import presets
 from nnbridge.backends.smv import config
 from nnbridge.base.errors import RegistrationError
 from nnbridge.base.fileio import read_constants
@@ -23,6 +24,13 @@ def test_every_constant_of_the_files_reaches_the_python_api():
         assert declared[name].type == entry["type"]
         assert declared[name].metadata == {"provenance": entry["provenance"], "doc": entry["doc"]}
     assert config.SmvConfig().spad_bytes == 32 * 1024  # written "32 KiB"
+    rdu = tomllib.loads(presets.CONSTANTS.read_text())
+    assert set(rdu) == {"assumed", *presets.PRESETS}
+    for name, machine in presets.PRESETS.items():
+        assert set(rdu[name]) <= set(machine.provenance)
+        assert all(machine.provenance[key] == entry["provenance"] for key, entry in rdu[name].items())
+    assert presets.SN40L.tiers[1].capacity_bytes == int(1.5 * 2**40)  # written "1.5 TiB"
+    assert presets.SN10.pcu_lanes == presets.SN40L.pcu_lanes  # SN10 starts from SN40L
 
 
 @pytest.mark.parametrize("text, says", [
@@ -48,3 +56,7 @@ def test_a_setting_whose_value_is_not_its_type_is_refused_by_name(tmp_path: Path
     monkeypatch.setattr(config, "CONSTANTS", path)
     with pytest.raises(RegistrationError, match=r"config.toml \[num_pes\]: value 8.5 is not of its type 'int'"):
         config._settings(type("Probe", (), {}))
+    path.write_text('[probe]\ntiers = { value = [{ name = "hbm" }], provenance = "x" }\n')
+    monkeypatch.setattr(presets, "CONSTANTS", path)
+    with pytest.raises(RegistrationError, match=r"config.toml \[probe\] tiers: .*missing .*bw_gbps"):
+        presets._rows("probe")
