@@ -289,9 +289,10 @@ def _column_path(x_shape: tuple, w: np.ndarray, group: int, window: tuple) -> np
     """The column index ``conv`` gathers a float32 one-image convolution of ``x_shape`` through
     (``conv_nd``'s small-columns path), or None when it takes another path."""
     strides, dilations, begin, end, out, pointwise = window
-    if group != 1 and not _grouped_columns(x_shape, w, group, out):
-        return None
-    if (pointwise or x_shape[0] != 1 or _direct_one_group(x_shape, w, out)
+    if x_shape[1] != w.shape[1] * group or w.shape[0] % group or (group != 1 and not _grouped_columns(
+            x_shape, w, group, out)):
+        return None  # a mismatch the kernel itself refuses
+    if (pointwise or x_shape[0] != 1 or _direct_one_group(x_shape, w, out) or not prod(x_shape) * prod(out)
             or x_shape[1] * prod(w.shape[2:]) * prod(out) > SMALL_COLUMNS):
         return None
     return _column_index(tuple(x_shape), tuple(w.shape[2:]), tuple(strides), tuple(dilations), tuple(begin),
