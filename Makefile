@@ -8,7 +8,7 @@ BENCH_STAMP := $(VENV)/.installed-bench
 export PYTHONDONTWRITEBYTECODE := 1
 export MPLBACKEND := Agg
 
-.PHONY: demo test test-fast bench conformance fuzz fixtures protos lint clean setup
+.PHONY: demo test test-fast bench conformance fuzz fixtures protos curves lint clean setup
 
 setup: $(STAMP)
 
@@ -55,6 +55,10 @@ fuzz: $(STAMP)
 
 protos: $(STAMP)
 	$(PY) -m nnbridge.protos.generate
+
+# the compiled curves' per-curve loops (nnbridge/kernels/compiled/curve_loops.py) from generate.py's table
+curves: $(STAMP)
+	$(PY) -m nnbridge.kernels.compiled.generate
 
 # ruff, and radon's complexity gate (tools/complexity.py: at most 15 functions rated D or worse, none E/F)
 lint: $(STAMP)

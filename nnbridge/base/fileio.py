@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import FormatError, InputError, OutputError, SecurityError, ShapeError
+from .errors import FormatError, InputError, OutputError, RegistrationError, SecurityError, ShapeError
 
 #: Limits a user sets (``nnbridge --max-memory/--max-output-bytes``, or the environment
 #: variables NNBRIDGE_MAX_MEMORY, NNBRIDGE_MAX_OUTPUT_BYTES, NNBRIDGE_MAX_ELEMENTS).
@@ -394,6 +394,42 @@ def read_toml(path: str | Path, what: str, table: str | None = None) -> dict:
     if not isinstance(chosen, dict):
         raise InputError(f"{what} '{path}': [{table}] must be a table")
     return chosen
+
+
+def read_constants(path: Path, keys: Sequence[str], table: str | None = None) -> dict[str, dict[str, Any]]:
+    """The entries ``{name: {key: value}}`` of a data file of constants shipped beside their module
+    (each number with its provenance, read at import), or of its ``[table]``: every entry a table of
+    exactly ``keys``, one of them ``value``, which for a ``*_bytes`` entry (or ``*_bytes`` key inside
+    it) may be a size ("256 KiB"). A missing or bad file or entry is one RegistrationError line
+    naming the file and the entry."""
+    try:
+        data = read_toml(path, "nnbridge data file")
+    except InputError as exc:
+        raise RegistrationError(str(exc)) from None
+    where = f"{path}" + (f" [{table}]" if table else "")
+    entries = data.get(table) if table else data
+    if not isinstance(entries, dict):
+        raise RegistrationError(f"{where}: missing, or not a table")
+    out = {}
+    for name, entry in entries.items():
+        if not isinstance(entry, dict) or sorted(entry) != sorted(keys):
+            raise RegistrationError(f"{where}: entry '{name}' must be a table of {', '.join(keys)}")
+        out[name] = {**entry, "value": _sizes(name, entry["value"], f"{where} {name}")}
+    return out
+
+
+def _sizes(key: str, value: Any, where: str) -> Any:
+    """``value`` with every ``*_bytes`` string in it (also in nested lists and tables) parsed as a size."""
+    if isinstance(value, list):
+        return [_sizes(key, item, where) for item in value]
+    if isinstance(value, dict):
+        return {k: _sizes(k, v, f"{where}.{k}") for k, v in value.items()}
+    if key.endswith("_bytes") and isinstance(value, str):
+        try:
+            return parse_size(value, where)
+        except InputError as exc:
+            raise RegistrationError(str(exc)) from None
+    return value
 
 
 def read_npy(source: bytes | Path, what: str) -> Any:

@@ -376,6 +376,36 @@ def test_compiled_code_is_cached_in_the_per_user_directory(tmp_path):
     assert Path(done.stdout.strip()).parent == tmp_path / "own" and any((tmp_path / "own").rglob("*.nbi"))
 
 
+def test_the_curve_loops_are_what_their_generator_writes():
+    """``curve_loops.py`` is generated from ``generate.py``'s one table of curves: a hand edit, or a
+    table row without ``make curves``, fails here."""
+    from nnbridge.kernels.compiled import generate
+
+    assert generate.TARGET.read_text() == generate.source(), "stale curve_loops.py: run make curves"
+    assert generate.main(["--check"]) == 0
+
+
+def test_a_second_process_loads_the_curve_loops_from_the_disk_cache(tmp_path):
+    """Each curve's loop is a plain function of its own module, so numba's cache index finds it again
+    in a new process (a loop made per curve by a factory is keyed by its dispatcher and compiled anew
+    in every process): the second run loads exp32's and gelu32's loops and saves nothing."""
+    code = ("import numpy as np\n"
+            "from nnbridge.kernels import compiled\n"
+            "curves = compiled.load('curves')\n"
+            "curves.apply('exp32', np.zeros(4, np.float32))\n"
+            "curves.apply('gelu32', np.zeros(4, np.float32))\n")
+    env = {k: v for k, v in os.environ.items() if k != compiled.DISABLE}
+    env.update(NUMBA_CACHE_DIR=str(tmp_path), NUMBA_DEBUG_CACHE="1",
+               PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+            for _ in range(2)]
+    first, second = (run.stdout + run.stderr for run in runs)
+    assert "exp32_loop" in first and "data saved" in first
+    assert "data saved" not in second
+    for loop in ("exp32_loop", "gelu32_loop"):
+        assert any("data loaded" in line and loop in line for line in second.splitlines()), second
+
+
 def test_the_compiled_means_compile_in_seconds_from_a_cold_cache(tmp_path):
     """The first ReduceMean after an install compiles ``row_means`` for its three row lengths (one
     block, two, longer): a few CPU-seconds. A function per pairwise level, inlined into each

@@ -1,10 +1,7 @@
 """Every constant of the SMV simulator, with where it comes from.
 
-Provenance tags: ``spec`` = specs/smv-architecture.md (SMAUG source, gem5/Aladdin
-configs, the TACO 2020 paper); ``fit`` = least-squares fit to the spec's measured
-cycles (§8.3) by ``cost/calibration.py``; ``derived`` = computed from spec data;
-``assumed`` = an engineering estimate where the spec is silent (kept few, and
-tuned only against the paper's normalized trends, §8.1–8.2).
+The constants themselves are data: ``config.toml`` beside this module holds each setting's
+type, default, provenance (its tags explained there) and help; ``SmvConfig`` is built from it.
 
 A config is overridable from a TOML file (``[smv]`` table or top level) and from
 ``key=value`` strings (the CLI's ``--set``).
@@ -18,8 +15,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from ...base.errors import InputError
-from ...base.fileio import read_toml
+from ...base.errors import InputError, RegistrationError
+from ...base.fileio import read_constants, read_toml
 from ..base import Setting
 
 
@@ -35,10 +32,6 @@ class MemPolicy(enum.Enum):
 
     def activations_use_dma(self) -> bool:
         return self is MemPolicy.DMA
-
-
-def _c(default: Any, provenance: str, doc: str) -> Any:
-    return field(default=default, metadata={"provenance": provenance, "doc": doc})
 
 
 T = TypeVar("T")
@@ -68,63 +61,33 @@ FAMILY_RATES: dict[str, FamilyRates[str]] = {
 }
 
 
+#: where each setting's type, default, provenance and help live (package data beside this module)
+CONSTANTS = Path(__file__).with_name("config.toml")
+_TYPES: dict[str, type] = {"int": int, "float": float, "bool": bool, "MemPolicy": MemPolicy}
+
+
+def _settings(cls: type) -> type:
+    """Give ``cls`` (before ``@dataclass`` makes it one) a field for every setting of ``CONSTANTS``,
+    in the file's order, annotated with its type's name and carrying its provenance and help."""
+    annotations = cls.__dict__.get("__annotations__", {})
+    for name, entry in read_constants(CONSTANTS, ("type", "value", "provenance", "doc")).items():
+        kind, value = _TYPES.get(entry["type"]), entry["value"]
+        if kind is MemPolicy and value in {m.value for m in MemPolicy}:
+            value = MemPolicy(value)
+        if kind is None or type(value) is not kind:
+            raise RegistrationError(f"{CONSTANTS} [{name}]: value {value!r} is not of its type "
+                                    f"'{entry['type']}' (one of {', '.join(_TYPES)})")
+        annotations[name] = entry["type"]
+        setattr(cls, name, field(default=value, metadata={"provenance": entry["provenance"], "doc": entry["doc"]}))
+    cls.__annotations__ = annotations
+    return cls
+
+
 @dataclass(frozen=True)
+@_settings
 class SmvConfig:
-    # --- datapath (spec §2) ---------------------------------------------------
-    num_pes: int = _c(8, "spec §2 kNumPEs", "processing elements (conv, FC)")
-    maccs_per_pe: int = _c(32, "spec §2 kNumMaccsPerPE", "MACs per PE per cycle")
-    vector_width: int = _c(8, "spec §2 VECTOR_SIZE", "fp16 lanes of pool/BN/eltwise/activation units")
-    spad_bytes: int = _c(32 * 1024, "spec §2 kSpadSize", "bytes per scratchpad used by tiling")
-    alignment: int = _c(8, "spec §2 SmvBackend::Alignment", "last dim padded to a multiple of this")
-    clock_ghz: float = _c(1.0, "spec §2 smv-accel.cfg cycle_time=1ns", "accelerator clock")
-    # --- DMA (spec §2 gem5.cfg) -----------------------------------------------
-    dma_setup_cycles: int = _c(100, "spec §2 dma_setup_overhead", "cycles per DMA request")
-    page_bytes: int = _c(4096, "spec §2 LOG_PAGE_SIZE=12", "max bytes per DMA request")
-    cacheline_bytes: int = _c(32, "spec §2 CACHELINE_SIZE", "transfer granularity")
-    # per-family DMA cost per byte and per-iteration pipeline cost: relative least-squares fit to the
-    # spec's §8.3 per-layer cycles (cost/calibration.py; every layer within 20 % with its network
-    # held out of the fit); the fp16<->fp32 conversion the kernels run after each load and before each
-    # store is its own (compute) cost, fitted to the paper's compute/transfer split (§8.1)
-    dma_cycles_per_byte_fc: float = _c(0.507, "fit §8.3", "FC tile loads/stores (DMA)")
-    dma_cycles_per_byte_conv: float = _c(0.619, "fit §8.3", "conv tile loads (DMA)")
-    dma_store_cycles_per_byte_conv: float = _c(0.088, "fit §8.3 (stores: 27 % of conv bytes)",
-                                               "conv output tile stores (DMA; other families: as their loads)")
-    dma_cycles_per_byte_pool: float = _c(0.367, "fit §8.3", "pooling tile loads/stores (DMA)")
-    dma_cycles_per_byte_bn: float = _c(0.461, "fit §8.3", "batch-norm tile loads/stores (DMA)")
-    dma_cycles_per_byte_vector: float = _c(0.461, "assumed = batch norm (same flat-vector kernel shape)",
-                                           "eltwise/activation/softmax tile loads/stores (DMA)")
-    fp16_convert_cycles_per_vector: float = _c(3.83, "fit §8.1 breakdown with §8.3 (cost/calibration.py)",
-                                               "one vector_width-wide fp16<->fp32 conversion of a loaded or "
-                                               "stored tile (host_load_fp16/host_store_fp16), on the accelerator")
-    conv_cycles_per_iter: float = _c(4.578, "fit §8.3", "pipelined conv iteration (8 ofmaps x 32 channels)")
-    fc_cycles_per_iter: float = _c(1.0, "spec §9", "pipelined FC iteration (8 neurons x 32 activations)")
-    vector_cycles_per_op: float = _c(1.0, "spec §9", "one 8-wide pool/BN/eltwise/activation vector op")
-    # --- ACP (spec §2.1) -------------------------------------------------------
-    acp_hit_cycles: int = _c(20, "spec §2.1 (paper: LLC hit through ACP)", "latency of one cache line")
-    acp_outstanding: int = _c(3, "assumed; tuned to spec §8.2 ACP trend", "lines in flight via the ACP")
-    # --- host CPU (spec §2, §8.1) ---------------------------------------------
-    memcpy_gbps: float = _c(0.5, "assumed; tuned to spec §8.1 CPU shares", "memcpy GB/s per thread")
-    memcpy_call_bytes: float = _c(94.0, "derived from spec §8.1 Fig. 5b ratios 1.78x and 6.5x",
-                                  "per-memcpy call overhead, as equivalent bytes")
-    dram_gbps: float = _c(25.6, "spec §2 paper Table 2 (LPDDR4, 4 channels)", "shared DRAM bandwidth")
-    memcpy_scaling: float = _c(2.7, "derived: spec §8.2, 8 tiling threads raise ResNet50 bandwidth 2.7x",
-                               "copy bandwidth of many threads / one thread")
-    flush_ns_per_line: float = _c(4.0, "assumed; tuned to spec §8.2 ACP trend", "CPU flush/invalidate per line (DMA)")
-    invoke_overhead_ns: float = _c(6000.0, "assumed; tuned to spec §8.1 CPU shares", "software stack per invocation")
-    op_overhead_ns: float = _c(5000.0, "assumed; tuned to spec §8.1 CPU share", "framework cost per operator")
-    cpu_gmacs: float = _c(10.0, "assumed (4 fp32 MAC/cycle at 2.5 GHz)", "CPU fallback compute rate")
-    # --- system -----------------------------------------------------------------
-    num_accels: int = _c(1, "spec §2 (1..8, maxNumAccelerators)",
-                         "accelerators; each conv/FC's tile groups go round-robin over as many of them as runs it "
-                         "fastest")
-    smaug_schedule: bool = _c(False, "spec §6.7 (SMAUG's runNHWC/runNWA: all numAcceleratorsAvailable, whole batch)",
-                              "schedule and compute as SMAUG's runtime does: every conv/FC over all num_accels, every "
-                              "operator on its whole batch with SMAUG's tiles (more accelerators or batch can then be "
-                              "slower; by default an operator may run as sub-batch calls, each computed as SMAUG "
-                              "computes that sub-batch)")
-    mem_policy: MemPolicy = _c(MemPolicy.DMA, "spec §2.1 (AllDma in every shipped model)", "host interface")
-    tiling_threads: int = _c(1, "spec §8.2 (1 or 8 in the paper)", "CPU threads for tiling copies")
-    perf_only: bool = _c(False, "nnbridge", "skip numerics (timing only)")
+    """One SMV configuration: a field per setting of ``config.toml`` (what each is, its default and
+    where that number comes from), overridable by name."""
 
     @property
     def max_tile_elems(self) -> int:

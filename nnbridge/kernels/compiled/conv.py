@@ -29,7 +29,7 @@ import numpy as np
 
 from ..parallel import MIN_WORK, grain, run_blocks, threads
 from ._core import jit
-from .curves import one_curve
+from .curve_loops import one_curve
 
 #: output positions per pass over the taps (whole output rows): the accumulator stays in cache
 CHUNK = 2048

@@ -4,117 +4,27 @@ activations built on them (erf, GELU, sigmoid, SiLU, hard sigmoid and hard swish
 The numpy kernels run these as four to eight whole-array operators; here each element is read
 once and written once. The formulas are the numpy kernels' (``ops/fastmath.py``: erf as
 ``tanh(x·P(x²))`` with the same fitted P, GELU as ``x·(1 + erf(x/√2))/2``, SiLU as ``x·σ(x)``), with
-``_core``'s curves in place of numpy's.
+``_core``'s curves in place of numpy's. Each curve's loop is its own function in the generated
+``curve_loops.py`` (``generate.py`` says why); this module runs them over the kernel threads.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..ops.fastmath import ERF_P, ERF_XMAX2, INV_SQRT2
 from ..parallel import grain, run_blocks
-from ._core import F, exp32, expm1_32, inline, jit, sigmoid32, tanh32
-
-_P = tuple(F(c) for c in ERF_P)
-_XMAX2 = F(ERF_XMAX2)
-_R2 = F(INV_SQRT2)
-_HALF = F(0.5)
-
-
-@inline
-def erf32(x):
-    t = min(max(x * x, F(0)), _XMAX2)
-    p = _P[6]
-    p = p * t + _P[5]
-    p = p * t + _P[4]
-    p = p * t + _P[3]
-    p = p * t + _P[2]
-    p = p * t + _P[1]
-    p = p * t + _P[0]
-    return tanh32(p * x)
-
-
-@inline
-def gelu32(x):
-    return (erf32(x * _R2) + F(1)) * _HALF * x  # halved before x: 2·x overflows near float32's top
-
-
-@inline
-def hard_sigmoid32(x, alpha, beta):
-    return min(max(x * alpha + beta, F(0)), F(1))
-
-
-@inline
-def relu32(x):
-    """max(x, 0) as numpy's maximum and clip give it: -0.0 and NaN are their own result."""
-    return x if x >= F(0) or x != x else F(0)
-
-
-@jit
-def _loop(code, x, out, first, last, alpha, beta):
-    """``out[i] = curve(x[i])`` for i in [first, last); ``code`` picks the curve (one compiled
-    loop for all, each branch its own vectorised loop; indices from 0 over views, so numba's
-    wrap-around test on a signed index cannot turn the loads into gathers)."""
-    x, out = x[first:last], out[first:last]
-    if code == 0:
-        for i in range(x.size):
-            out[i] = exp32(x[i])
-    elif code == 1:
-        for i in range(x.size):
-            out[i] = expm1_32(x[i])
-    elif code == 2:
-        for i in range(x.size):
-            out[i] = tanh32(x[i])
-    elif code == 3:
-        for i in range(x.size):
-            out[i] = sigmoid32(x[i])
-    elif code == 4:
-        for i in range(x.size):
-            out[i] = x[i] * sigmoid32(x[i])
-    elif code == 5:
-        for i in range(x.size):
-            out[i] = erf32(x[i])
-    elif code == 6:
-        for i in range(x.size):
-            out[i] = gelu32(x[i])
-    elif code == 7:
-        for i in range(x.size):
-            out[i] = hard_sigmoid32(x[i], alpha, beta)
-    elif code == 8:
-        for i in range(x.size):
-            out[i] = x[i] * hard_sigmoid32(x[i], alpha, beta)
-    else:
-        for i in range(x.size):
-            out[i] = relu32(x[i])
+from ._core import jit
+from .curve_loops import IN_PLACE, LOOPS, NAMES, one_curve
 
 
 @jit
 def _overwrite(code, x, first, last, alpha, beta):
     """``x[i] = curve(x[i])`` for the curves that follow convolutions (``IN_PLACE``): one array read
-    and written, so the loop vectorises (``_loop`` with ``out`` = ``x`` may alias: LLVM's overlap
+    and written, so the loop vectorises (a curve's loop with ``out`` = ``x`` may alias: LLVM's overlap
     check then takes its scalar loop, twice as slow as a new buffer)."""
     x = x[first:last]
     for i in range(x.size):
         x[i] = one_curve(code, x[i], alpha, beta)
-
-
-#: the curves ``apply`` can run in place
-IN_PLACE = frozenset({3, 4, 7, 8, 9})
-
-
-@inline
-def one_curve(code, v, alpha, beta):
-    """The curve ``code`` (one of ``IN_PLACE``) of one value, as ``_overwrite`` computes it (in a
-    loop over values LLVM takes the branch out of the loop: each curve its own vector loop)."""
-    if code == 3:
-        return sigmoid32(v)
-    if code == 4:
-        return v * sigmoid32(v)
-    if code == 7:
-        return hard_sigmoid32(v, alpha, beta)
-    if code == 8:
-        return v * hard_sigmoid32(v, alpha, beta)
-    return relu32(v)
 
 
 @jit
@@ -140,8 +50,8 @@ def _gate_rows(code, x, s, bias, y, first, last, alpha, beta):
             out[p] = row[p] * g
 
 
-CODES = {"exp32": 0, "expm1_32": 1, "tanh32": 2, "sigmoid32": 3, "silu32": 4, "erf32": 5, "gelu32": 6,
-         "hard_sigmoid32": 7, "hard_swish32": 8, "relu32": 9}
+#: curve name → its code, the index of its loop in ``LOOPS`` (``IN_PLACE``: the codes ``one_curve`` computes)
+CODES = {name: code for code, name in enumerate(NAMES)}
 #: elements up to which one block is the whole job (no other thread could take one): such maps
 #: skip the block split's closure and pool (5 of a 2,400-element HardSwish's 6 µs)
 SERIAL = grain(32)
@@ -164,10 +74,11 @@ def apply(name: str, x: np.ndarray, alpha: np.float32 = _ZERO, beta: np.float32 
         return x
     flat = np.ascontiguousarray(x, np.float32).reshape(-1)
     out = np.empty_like(flat) if out is None else out.reshape(-1)
+    loop = LOOPS[code]
     if flat.size <= SERIAL:
-        _loop(code, flat, out, 0, flat.size, a, b)
+        loop(flat, out, 0, flat.size, a, b)
     else:
-        run_blocks(flat.size, lambda lo, hi: _loop(code, flat, out, lo, hi, a, b), grain(32))
+        run_blocks(flat.size, lambda lo, hi: loop(flat, out, lo, hi, a, b), grain(32))
     return out.reshape(x.shape)
 
 
