@@ -24,33 +24,33 @@ def _dtype(code: int | None, like: np.ndarray | None = None) -> np.dtype:
     return like.dtype if like is not None else np.dtype(np.float32)
 
 
-def _normal(shape, dtype, mean: float, scale: float, seed: float | None) -> np.ndarray:
-    draw = _rng(seed).standard_normal(shape, dtype=np.float32 if dtype != np.float64 else np.float64)
-    return (draw * scale + mean).astype(dtype, copy=False)
-
-
-def _uniform(shape, dtype, low: float, high: float, seed: float | None) -> np.ndarray:
-    return _rng(seed).uniform(low, high, shape).astype(dtype, copy=False)
+def _like(dtype: int | None, x: np.ndarray) -> int:
+    """A *Like op's output type as its base op's ``dtype`` attribute: the given one, else x's."""
+    return DType.from_numpy(x.dtype).onnx if dtype is None else dtype
 
 
 @kernel("RandomNormal")
 def random_normal(ctx, *, dtype=1, mean=0.0, scale=1.0, seed=None, shape):
-    return _normal(tuple(ints(shape)), _dtype(dtype), mean, scale, seed)
+    out = _dtype(dtype)
+    draw = _rng(seed).standard_normal(tuple(ints(shape)), dtype=np.float32 if out != np.float64 else np.float64)
+    return (draw * scale + mean).astype(out, copy=False)
 
 
 @kernel("RandomNormalLike")
 def random_normal_like(ctx, x, *, dtype=None, mean=0.0, scale=1.0, seed=None):
-    return _normal(x.shape, _dtype(dtype, x), mean, scale, seed)
+    """RandomNormal of x's shape (and by default its type), as ONNX defines it."""
+    return random_normal(ctx, dtype=_like(dtype, x), mean=mean, scale=scale, seed=seed, shape=x.shape)
 
 
 @kernel("RandomUniform")
 def random_uniform(ctx, *, dtype=1, high=1.0, low=0.0, seed=None, shape):
-    return _uniform(tuple(ints(shape)), _dtype(dtype), low, high, seed)
+    return _rng(seed).uniform(low, high, tuple(ints(shape))).astype(_dtype(dtype), copy=False)
 
 
 @kernel("RandomUniformLike")
 def random_uniform_like(ctx, x, *, dtype=None, high=1.0, low=0.0, seed=None):
-    return _uniform(x.shape, _dtype(dtype, x), low, high, seed)
+    """RandomUniform of x's shape (and by default its type), as ONNX defines it."""
+    return random_uniform(ctx, dtype=_like(dtype, x), high=high, low=low, seed=seed, shape=x.shape)
 
 
 @kernel("Bernoulli")
