@@ -52,10 +52,12 @@ def _module_memory() -> Iterator[None]:
     _release_freed_memory()
 
 
-#: a test that leaves its worker above this resident size has its garbage released at once: a
-#: model's weights held by a reference cycle (a caught exception's traceback) otherwise stay
-#: until a full collection, and the worker's next heavy test peaks on top of them
-RELEASE_ABOVE = 512 << 20
+#: a test whose worker grew by this much resident memory has its garbage released at once: a
+#: model's weights held by a reference cycle (a caught exception's traceback) otherwise stay until
+#: a full collection, and the worker's next heavy test peaks on top of them. Measured by growth, not
+#: by size: a worker with torch and onnxruntime imported sits above 512 MB, and a full collection
+#: after each of its 1,500 tests cost make test minutes
+RELEASE_GROWTH = 256 << 20
 
 
 def _resident_bytes() -> int:
@@ -68,8 +70,9 @@ def _resident_bytes() -> int:
 
 @pytest.fixture(autouse=True)
 def _test_memory() -> Iterator[None]:
+    before = _resident_bytes()
     yield
-    if _resident_bytes() > RELEASE_ABOVE:
+    if _resident_bytes() - before > RELEASE_GROWTH:
         _release_freed_memory()
 
 
