@@ -86,6 +86,7 @@ def _load_and_run(path: str) -> None:
     assert outputs and all(np.isfinite(v).all() or v.dtype.kind != "f" for v in outputs.values()), path
 
 
+@pytest.mark.slow  # 73 models loaded and run: ~60 CPU-s (make test runs it)
 @pytest.mark.memory  # a triplet AlexNet's run peaks the worker over 1 GB
 def test_lbann_v099_model_files_upgrade_load_and_run():
     files = sorted(str(p.relative_to(CORPUS)) for p in CORPUS.rglob("*.prototext"))

@@ -158,10 +158,12 @@ def judge_tiers(drawing: tuple, common: dict) -> dict[str, bool]:
 CASE_GRAPHS = st.sampled_from(FAMILIES).flatmap(lambda family: drawings(family, batches=(1, 2), big=False))
 
 
+@pytest.mark.slow  # 500 cases a property: ~85 CPU-s (make test runs it)
 def test_every_family_obeys_physics_on_every_machine():
     assert_every_property_judged(tally(CASE_GRAPHS, machines(), judge), "RDU")
 
 
+@pytest.mark.slow  # 500 cases a property: ~75 CPU-s (make test runs it)
 def test_every_off_chip_tier_obeys_physics_on_every_family():
     """The bandwidth of each preset's off-chip tiers and SN40L's HBM capacity, each on every case."""
     assert_every_property_judged(tally(CASE_GRAPHS, tiered(), judge_tiers), "RDU off-chip tiers")

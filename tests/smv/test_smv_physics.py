@@ -110,6 +110,7 @@ def judge(drawing: tuple, cfg: dict) -> dict[str, bool] | None:
 CASE_GRAPHS = st.sampled_from(FAMILIES).flatmap(lambda family: drawings(family, batches=(1, 2), big=False))
 
 
+@pytest.mark.slow  # 500 cases a property: ~20 CPU-s (make test runs it)
 def test_every_family_obeys_physics_on_every_configuration():
     assert_every_property_judged(tally(CASE_GRAPHS, configs, judge), "SMV")
 
