@@ -2,7 +2,7 @@
 
 **Planes** (large maps). A stride-s convolution reads input row ``oh·s + kh·d`` (padded
 coordinates); writing ``kh·d = q·s + a`` (0 ≤ a < s), that is row ``oh + q`` of *phase plane*
-``a`` (every s-th padded row from row a). ``phase_planes`` splits the padded input into
+``a`` (every s-th padded row from row a). ``_channel_phases`` splits a padded channel into
 ``sh × sw`` phase planes once, and then every kernel tap, for every stride and dilation, is one
 contiguous run of a flattened plane: output position ``p = oh·Wq + ow`` (Wq the planes' width)
 reads ``p + q_h·Wq + q_w``. The multiply-adds run along those runs (long, contiguous,
@@ -36,130 +36,6 @@ CHUNK = 2048
 #: float32 lanes of the widest vectors (AVX-512); runs are rounded up to a multiple
 LANES = 16
 _U = np.uint64
-
-
-@jit
-def _pad_rows(x, planes, first, last, top, left, wq):
-    """``phase_planes`` at stride 1: one plane per channel, the padded input."""
-    height, width = x.shape[1], x.shape[2]
-    hq = planes.shape[1] // wq
-    inside = max(min(width, wq - left), 0)
-    for q in range(first, last):
-        out = planes[q - first]
-        for i in range(hq):
-            r = i - top
-            row = out[i * wq:(i + 1) * wq]
-            if r < 0 or r >= height:
-                for j in range(wq):
-                    row[j] = 0
-                continue
-            for j in range(min(left, wq)):
-                row[j] = 0
-            src = x[q, r]
-            dest = row[left:left + inside]
-            for j in range(inside):
-                dest[j] = src[j]
-            for j in range(left + inside, wq):
-                row[j] = 0
-
-
-@jit
-def _pad_pairs(x, planes, first, last, top, left, sh, wq):
-    """``phase_planes`` with column stride 2: both column phases of a row from one loop."""
-    height, width = x.shape[1], x.shape[2]
-    hq = planes.shape[1] // wq
-    lo = min((left + 1) // 2, wq)  # plane columns whose input columns 2j - left and 2j + 1 - left exist
-    hi = max(min((width + left - 2) // 2 + 1, wq), lo)
-    for q in range(first, last):
-        for a in range(sh):
-            even_plane = planes[((q - first) * sh + a) * 2]
-            odd_plane = planes[((q - first) * sh + a) * 2 + 1]
-            for i in range(hq):
-                r = i * sh + a - top
-                even = even_plane[i * wq:(i + 1) * wq]
-                odd = odd_plane[i * wq:(i + 1) * wq]
-                if r < 0 or r >= height:
-                    for j in range(wq):
-                        even[j] = 0
-                        odd[j] = 0
-                    continue
-                src = x[q, r]
-                for j in range(lo):
-                    col = 2 * j - left
-                    even[j] = src[col] if 0 <= col < width else np.float32(0)
-                    odd[j] = src[col + 1] if 0 <= col + 1 < width else np.float32(0)
-                for j in range(hi, wq):
-                    col = 2 * j - left
-                    even[j] = src[col] if 0 <= col < width else np.float32(0)
-                    odd[j] = src[col + 1] if 0 <= col + 1 < width else np.float32(0)
-                if hi > lo:
-                    row = src[2 * lo - left:]
-                    even_in = even[lo:hi]
-                    odd_in = odd[lo:hi]
-                    for j in range(hi - lo):
-                        even_in[j] = row[2 * j]
-                        odd_in[j] = row[2 * j + 1]
-
-
-@jit
-def phase_planes(x, planes, first, last, top, left, sh, sw, wq):
-    """Images-and-channels ``[first, last)`` of ``x (N·C, H, W)``, padded (``top`` rows and
-    ``left`` columns before, zeros to the planes' extent) and split into phase planes:
-    ``planes ((last - first)·sh·sw, Hq·wq)``, plane ``((q - first)·sh + a)·sw + b`` holding padded rows ``a, a+sh, …``
-    and columns ``b, b+sw, …``: plane column j reads input column ``j·sw + b - left``. With
-    ``sw == 2`` the two phases of a row are filled by one loop of paired loads, which LLVM turns
-    into vector shuffles (a lone stride-2 load would be a gather)."""
-    height, width = x.shape[1], x.shape[2]
-    hq = planes.shape[1] // wq
-    if sh == 1 and sw == 1:
-        _pad_rows(x, planes, first, last, top, left, wq)
-        return
-    if sw == 2:
-        _pad_pairs(x, planes, first, last, top, left, sh, wq)
-        return
-    # the plane columns [lo, hi) where every phase's input column exists
-    lo = min((left + sw - 1) // sw, wq)
-    hi = max(min((width - sw + left) // sw + 1, wq), lo)
-    for q in range(first, last):
-        for a in range(sh):
-            for i in range(hq):
-                r = i * sh + a - top
-                plane = ((q - first) * sh + a) * sw
-                if r < 0 or r >= height:
-                    for b in range(sw):
-                        out = planes[plane + b, i * wq:(i + 1) * wq]
-                        for j in range(wq):
-                            out[j] = 0
-                else:
-                    _phase_row(x[q, r], planes, plane, i * wq, wq, lo, hi, sw, left)
-
-
-@jit
-def _phase_row(src, planes, plane, start, wq, lo, hi, sw, left):
-    """One input row ``src`` into the ``sw`` phase planes from ``plane`` on, at ``start``: the edge
-    columns ``[0, lo)`` and ``[hi, wq)`` one by one (zero where padded), the columns between as
-    plain strided copies."""
-    width = src.shape[0]
-    for b in range(sw):
-        out = planes[plane + b, start:start + wq]
-        for j in range(lo):  # the edges, one by one
-            col = j * sw + b - left
-            out[j] = src[col] if 0 <= col < width else np.float32(0)
-        for j in range(hi, wq):
-            col = j * sw + b - left
-            out[j] = src[col] if 0 <= col < width else np.float32(0)
-    if hi == lo:
-        return
-    row = src[lo * sw - left:]
-    if sw == 1:
-        inside = planes[plane, start + lo:start + hi]
-        for j in range(hi - lo):
-            inside[j] = row[j]
-        return
-    for b in range(sw):
-        inside = planes[plane + b, start + lo:start + hi]
-        for j in range(hi - lo):
-            inside[j] = row[j * sw + b]
 
 
 @jit
@@ -299,6 +175,8 @@ def grouped_planes(x, w, bias, y, first, last, group, parts, top, left, sh, sw, 
         for k in range(kh_ * kw_):
             tap_at[ci * kh_ * kw_ + k] = (ci * sh * sw + tap_plane[k]) * planes.shape[1] + tap_offset[k]
     flat = planes.reshape(planes.size)
+    height, width = x.shape[1], x.shape[2]
+    x_flat = x.reshape(x.size)
     share = -(-mg // (4 * parts)) * 4  # filters per part, whole fours
     for unit in range(first, last):
         n, g, part = unit // (group * parts), unit // parts % group, unit % parts
@@ -306,7 +184,9 @@ def grouped_planes(x, w, bias, y, first, last, group, parts, top, left, sh, sw, 
         if lo == hi:
             continue
         q = n * channels + g * cg
-        phase_planes(x, planes, q, q + cg, top, left, sh, sw, wq)
+        for ci in range(cg):
+            _channel_phases(x_flat, (q + ci) * height * width, height, width, flat, ci * sh * sw * planes.shape[1],
+                            planes.shape[1], hq, wq, top, left, sh, sw)
         p = n * outs + g * mg
         four = lo + (hi - lo) // 4 * 4 if cg > 1 else lo
         for f in range(lo, four, 4):
@@ -358,13 +238,15 @@ def _tap_offsets(kh_, kw_, dh, dw):
 
 
 @jit
-def _channel_phases(xf, base, height, width, planes, plane_len, hq, wq, top, left, sh, sw):
-    """``phase_planes`` of one channel (``xf[base:]``, ``height × width``) into the flat ``planes``,
-    plane ``a·sw + b`` from ``(a·sw + b)·plane_len`` on: flat indices, no views (a view per row cost
-    more than a small map's arithmetic), each row's inside one plain or strided run."""
+def _channel_phases(xf, base, height, width, planes, start, plane_len, hq, wq, top, left, sh, sw):
+    """The phase planes of one channel (``xf[base:]``, ``height × width``), padded (``top`` rows and
+    ``left`` columns before, zeros to the planes' extent), into the flat ``planes``: plane ``a·sw + b``
+    from ``start + (a·sw + b)·plane_len`` on holds padded rows ``a, a+sh, …`` and columns ``b, b+sw,
+    …`` (plane column j reads input column ``j·sw + b - left``). Flat indices, no views (a view per
+    row cost more than a small map's arithmetic), each row's inside one plain or strided run."""
     for a in range(sh):
         for b in range(sw):
-            first = (a * sw + b) * plane_len
+            first = start + (a * sw + b) * plane_len
             lo = min(max(0, (left - b + sw - 1) // sw), wq)  # plane columns reading inside the row
             hi = max(min(wq, (width - 1 - b + left) // sw + 1), lo)
             for i in range(hq):
@@ -413,7 +295,7 @@ def depthwise_planes(x, taps, bias, y, first, last, top, left, sh, sw, dh, dw, k
     xf, yf = x.reshape(x.size), y.reshape(y.size)
     for unit in range(first, last):
         q = unit % c
-        _channel_phases(xf, unit * height * width, height, width, planes, plane_len, hq, wq, top, left, sh, sw)
+        _channel_phases(xf, unit * height * width, height, width, planes, 0, plane_len, hq, wq, top, left, sh, sw)
         o0, w0 = _U(tap_at[0]), taps[0, q]
         for t in range(size):
             acc[t] = w0 * planes[o0 + t]

@@ -14,7 +14,6 @@ loops' output loop, each value the one the convolution then the activation's own
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +23,7 @@ from ...ir import DType, Node
 from .. import compiled
 from ..registry import KernelFn
 from ._common import all_constant, static_shape
+from ._windows import gather
 
 _F32 = np.dtype(np.float32)
 _NONE = np.empty(0, np.float32)
@@ -106,7 +106,7 @@ class Columns:
     matrix product per group with the weights and the bias (the kernel's own path, ``conv_nd``'s
     small columns), without the kernel's per-call geometry and index lookups."""
 
-    __slots__ = ("kernel", "attrs", "shape", "index", "weights", "bias", "out", "flat")
+    __slots__ = ("kernel", "attrs", "shape", "index", "weights", "bias", "out")
 
     def __init__(self, kernel: KernelFn, attrs: dict[str, Any], shape: tuple[int, ...], index: np.ndarray,
                  w: np.ndarray, b: np.ndarray | None, out: list[int]):
@@ -116,13 +116,9 @@ class Columns:
         self.weights = w.reshape(m, -1) if group == 1 else w.reshape(group, m // group, -1)
         self.bias = None if b is None else b.astype(np.float32, copy=False).reshape(m, 1)
         self.out = (1, m, *out)
-        self.flat = math.prod(shape)
 
     def _product(self, x: np.ndarray) -> np.ndarray:
-        padded = np.empty(self.flat + 1, np.float32)  # the index reads a padded tap at the end
-        padded[:-1] = x.reshape(-1)
-        padded[-1] = 0
-        return np.matmul(self.weights, padded.take(self.index)).reshape(self.out[1], -1)
+        return np.matmul(self.weights, gather(x, self.index, 0)).reshape(self.out[1], -1)
 
     def __call__(self, ctx, x, w, b=None):
         if x.shape != self.shape or x.dtype != _F32:

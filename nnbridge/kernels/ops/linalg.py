@@ -41,10 +41,9 @@ def _prepare_gemm(node: Node, consts: tuple, *, alpha=1.0, beta=1.0, transA=0, t
     if (b is None or b.dtype != _F32 or b.ndim != 2 or transA or float(alpha) != 1.0
             or (len(node.inputs) > 2 and node.inputs[2] is not None and (c is None or c.dtype != _F32))):
         return None
-    weight = b.T if transB else b
-    bias = c if float(beta) == 1.0 else None
-    if c is not None and bias is None:
+    if c is not None and float(beta) != 1.0:
         return None
+    weight, bias = (b.T if transB else b), c
     attrs = {"alpha": alpha, "beta": beta, "transA": transA, "transB": transB}
 
     def run(ctx, a, b, c=None):
