@@ -199,6 +199,9 @@ GEOMETRIES = [  # (channels, multiplier or group width, size, kernel, strides, d
     (16, 1, (13, 17), (5, 3), (2, 1), (1, 2), (2, 0, 1, 3)),   # asymmetric everything
     (12, 1, (9, 9), (3, 3), (3, 2), (2, 1), (0, 2, 3, 0)),     # stride 3
     (6, 1, (40, 47), (3, 3), (2, 3), (1, 1), (1, 2, 0, 1)),    # column stride 3: the general phase rows
+    (10, 1, (31, 30), (5, 5), (2, 2), (1, 1), (2, 1, 2, 2)),   # stride 2, left pad odd: the pair rows' edges
+    (6, 1, (32, 33), (3, 3), (2, 2), (2, 2), (0, 0, 1, 1)),    # stride 2, dilated, no left pad
+    (5, 1, (19, 22), (3, 3), (2, 2), (1, 1), (3, 4, 3, 4)),    # pads past the kernel: whole padding columns
     (40, 1, (7, 7), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),     # a small map: channels last in one call
     (24, 1, (12, 48), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),   # planes, strided (the OCR classifier's)
     (448, 1, (14, 14), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),  # work for threads: planes in blocks

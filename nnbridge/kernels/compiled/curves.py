@@ -18,7 +18,7 @@ from .curve_loops import IN_PLACE, LOOPS, NAMES, one_curve
 
 
 @jit
-def _overwrite(code, x, first, last, alpha, beta):
+def overwrite(code, x, first, last, alpha, beta):
     """``x[i] = curve(x[i])`` for the curves that follow convolutions (``IN_PLACE``): one array read
     and written, so the loop vectorises (a curve's loop with ``out`` = ``x`` may alias: LLVM's overlap
     check then takes its scalar loop, twice as slow as a new buffer)."""
@@ -30,7 +30,7 @@ def _overwrite(code, x, first, last, alpha, beta):
 @jit
 def _bias_rows(code, y, bias, first, last, alpha, beta):
     """Rows ``[first, last)`` of ``y (M, P)``: ``y = curve(y + bias[m])``, in place; the float32 sum
-    then the curve, as numpy's ``y += bias`` and ``_overwrite`` give them (bit for bit)."""
+    then the curve, as numpy's ``y += bias`` and ``overwrite`` give them (bit for bit)."""
     for m in range(first, last):
         b = bias[m]
         row = y[m]
@@ -68,9 +68,9 @@ def apply(name: str, x: np.ndarray, alpha: np.float32 = _ZERO, beta: np.float32 
     if out is x and code in IN_PLACE and x.dtype == np.float32 and x.flags.c_contiguous:
         flat = x.reshape(-1)
         if flat.size <= SERIAL:
-            _overwrite(code, flat, 0, flat.size, a, b)
+            overwrite(code, flat, 0, flat.size, a, b)
         else:
-            run_blocks(flat.size, lambda lo, hi: _overwrite(code, flat, lo, hi, a, b), grain(32))
+            run_blocks(flat.size, lambda lo, hi: overwrite(code, flat, lo, hi, a, b), grain(32))
         return x
     flat = np.ascontiguousarray(x, np.float32).reshape(-1)
     out = np.empty_like(flat) if out is None else out.reshape(-1)
