@@ -136,8 +136,9 @@ class _Kept:
         return self.result
 
 
-#: ops whose kernel returns a new array nothing else holds, so an activation may overwrite it
-_FRESH_OUTPUT = frozenset({"Conv"})
+#: ops whose kernel returns a new array nothing else holds, so an activation may overwrite it (the
+#: arithmetic ones: a residual sum then Relu, DenseNet's per-channel scale then Relu)
+_FRESH_OUTPUT = frozenset({"Conv", "Add", "Sub", "Mul"})
 
 
 class _Epilogue:
@@ -188,8 +189,8 @@ def _passes_one_value(entry: tuple, nxt: tuple) -> bool:
 
 
 def _fuse_epilogues(program: list[tuple]) -> list[tuple]:
-    """``program`` with each Conv entry and the activation entry right after it merged into one
-    ``_Epilogue`` when the activation is the only reader of the Conv's single output (the value
+    """``program`` with each Conv (or Add, Sub, Mul) entry and the activation entry right after it
+    merged into one ``_Epilogue`` when the activation is the only reader of its single output (the value
     is freed right after it) and neither is a constant step; a prepared convolution that can
     apply the activation itself (``with_epilogue``) does."""
     from .ops.activation import curve_of, in_place

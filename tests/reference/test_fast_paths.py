@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from onnx import TensorProto
 from single_node import node_model, run_ours
 
 from nnbridge.check import run_onnxruntime
@@ -309,6 +310,41 @@ def test_an_activation_that_alone_reads_a_convolution_runs_in_its_buffer(numba):
         fused = sum(isinstance(entry[0], _Epilogue) for entry in exe.plan._program)
         expected_fused = len(acts) if numba else 3  # Sigmoid's and Swish's numpy forms have no in-place path
         assert fused == expected_fused
+        fast = exe.run(feeds)
+        watched = exe.plan.execute(feeds, timings=[])
+    for (name, got), want in zip(fast.items(), watched):
+        np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+@pytest.mark.parametrize("numba", [True, False], ids=["compiled", "numpy"])
+def test_an_activation_that_alone_reads_a_sum_or_product_runs_in_its_buffer(numba):
+    """A residual Add then Relu, a per-channel Mul (a folded BatchNorm's scale) then Relu, a Sub
+    then HardSigmoid: each one entry, the activation overwriting the arithmetic's new result, bit
+    for bit the watched run's; an integer sum's Relu runs its own kernel inside the entry, and a
+    sum also read elsewhere keeps its own step."""
+    import nnbridge
+    from nnbridge.kernels import compiled
+    from nnbridge.kernels.evaluator import _Epilogue
+    from nnbridge.zoo import OnnxBuilder
+
+    b = OnnxBuilder("arithmetic-epilogues", seed=1)
+    x = b.input("x", [1, 8, 9, 9])
+    r = b.input("r", [1, 8, 9, 9])
+    i = b.input("i", [2, 5], dtype=TensorProto.INT32)
+    y = b.op("Relu", [b.op("Add", [x, r])])
+    y = b.op("Relu", [b.op("Mul", [y, b.weight("scale", (1, 8, 1, 1))])])
+    y = b.op("HardSigmoid", [b.op("Sub", [y, r])], alpha=0.3)
+    shared = b.op("Add", [y, x])
+    b.output(b.op("Add", [b.op("Relu", [shared]), shared]))
+    b.output(b.op("Relu", [b.op("Add", [i, i])]))
+    model = b.model()
+    feeds = {"x": RNG.standard_normal((1, 8, 9, 9)).astype(np.float32),
+             "r": RNG.standard_normal((1, 8, 9, 9)).astype(np.float32),
+             "i": RNG.integers(-9, 9, (2, 5)).astype(np.int32)}
+    with compiled.numpy_only(not numba):
+        exe = nnbridge.compile(model, backend="reference")
+        fused = [entry[1].node.op for entry in exe.plan._program if isinstance(entry[0], _Epilogue)]
+        assert sorted(fused) == ["Add", "Add", "Mul", "Sub"]
         fast = exe.run(feeds)
         watched = exe.plan.execute(feeds, timings=[])
     for (name, got), want in zip(fast.items(), watched):
