@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..base.errors import KernelError, NNBridgeError, Unsupported, UnsupportedOpError
-from ..ir import Graph, Node, op_traits
+from ..ir import DType, Graph, Node, op_traits
 from .registry import KernelSpec, get_kernel
 
 #: a front end watching long runs sets this: called with (steps done, steps) as a top-level plan
@@ -256,11 +256,12 @@ def _fuse_gates(program: list[tuple]) -> list[tuple]:
 
 
 class _Biased:
-    """A float32 MatMul and the Add of a weight right after it that alone reads its product, as
-    one program entry: the sum written into the product's own buffer (one array and one dispatch
-    fewer; each Linear of a small transformer is such a pair). Its arguments: the MatMul's inputs,
-    then the bias. When the product is not a fresh float32 array of the shape planned for, the Add
-    entry's callable computes the sum as before."""
+    """A float32 MatMul or Conv and the Add right after it that alone reads its result, as one
+    program entry: the sum written into the result's own buffer (one array and one dispatch fewer;
+    each Linear of a small transformer is a MatMul and its bias, each inverted residual block of a
+    mobile network ends in a convolution and its residual sum). Its arguments: the producer's
+    inputs, then the other addend. When the result is not a fresh float32 array of the shape
+    planned for, the Add entry's callable computes the sum as before."""
 
     __slots__ = ("matmul", "add", "add_ctx", "bias_first", "shape")
 
@@ -278,20 +279,21 @@ class _Biased:
 
 
 def _fuse_biases(program: list[tuple]) -> list[tuple]:
-    """``program`` with each MatMul entry and the Add entry right after it merged into one
-    ``_Biased`` when the Add alone reads the product and adds a float32 weight that does not change
-    its static shape."""
+    """``program`` with each MatMul or Conv entry (an activation joined or not) and the Add entry
+    right after it merged into one ``_Biased`` when the Add alone reads the result and adds a
+    float32 weight or value that does not widen the result's static shape (the addend is passed
+    at run time; its dtype is checked again then)."""
     def join(entry: tuple, nxt: tuple) -> tuple | None:
         add = nxt[1].node
-        if (entry[1].node.op != "MatMul" or add.op != "Add" or add.domain or len(nxt[2]) != 2
+        if (entry[1].node.op not in ("MatMul", "Conv") or add.op != "Add" or add.domain or len(nxt[2]) != 2
                 or nxt[2][0] == nxt[2][1] or not _passes_one_value(entry, nxt)):
             return None
         product = entry[3][0]
         bias_first = nxt[2][1] == product
-        bias = add.inputs[0 if bias_first else 1]
+        other, result = (add.inputs[0], add.inputs[1]) if bias_first else (add.inputs[1], add.inputs[0])
         out = add.outputs[0].type
-        if (bias.const is None or bias.const.dtype != np.float32 or not out.is_static
-                or tuple(out.shape) != tuple(entry[1].node.outputs[0].type.shape or ())):
+        single = other.const.dtype == np.float32 if other.const is not None else other.type.dtype == DType.FLOAT32
+        if not single or not out.is_static or tuple(out.shape) != tuple(result.type.shape or ()):
             return None
         return (_Biased(entry[0], nxt[0], nxt[1], bias_first, tuple(out.shape)), entry[1],
                 (*entry[2], nxt[2][0] if bias_first else nxt[2][1]), nxt[3],
@@ -301,7 +303,7 @@ def _fuse_biases(program: list[tuple]) -> list[tuple]:
 
 
 def _fused(program: list[tuple]) -> list[tuple]:
-    """The program runs execute: Conv epilogues, squeeze-excite gates and MatMul biases joined."""
+    """The program runs execute: Conv epilogues, squeeze-excite gates, MatMul biases and residual sums joined."""
     return _fuse_biases(_fuse_gates(_fuse_epilogues(program)))
 
 

@@ -351,6 +351,41 @@ def test_an_activation_that_alone_reads_a_sum_or_product_runs_in_its_buffer(numb
         np.testing.assert_array_equal(got, want, err_msg=name)
 
 
+@pytest.mark.parametrize("numba", [True, False], ids=["compiled", "numpy"])
+def test_a_convolutions_residual_sum_runs_in_its_buffer_with_the_watched_runs_values(numba):
+    """A projecting 1×1 convolution then the block's residual Add (either operand order), a
+    convolution with its activation then an Add, and a gate then an Add: each one entry, the sum
+    written into the convolution's result, bit for bit the watched run's; an Add that widens the
+    shape, of an integer value, or of a result another node also reads keeps its own entry."""
+    import nnbridge
+    from nnbridge.kernels import compiled
+    from nnbridge.kernels.evaluator import _Biased
+    from nnbridge.zoo import OnnxBuilder
+
+    b = OnnxBuilder("residuals", seed=3)
+    x = b.input("x", [1, 8, 6, 6])
+    y = b.op("Add", [b.conv(x, 8, 8, 1, hint="project"), x])
+    y = b.op("Add", [y, b.op("Relu", [b.conv(y, 8, 8, 3, hint="activated")])])
+    squeezed = b.op("GlobalAveragePool", [y])
+    gate = b.op("HardSigmoid", [b.conv(squeezed, 8, 8, 1, hint="gate")])
+    y = b.op("Add", [b.op("Mul", [y, gate]), x])
+    shared = b.conv(y, 8, 8, 1, hint="shared")
+    y = b.op("Add", [shared, shared])
+    widened = b.op("Add", [b.conv(y, 8, 8, 1, hint="widened"), b.input("wide", [2, 8, 6, 6])])
+    b.output(widened)
+    model = b.model()
+    feeds = {"x": RNG.standard_normal((1, 8, 6, 6)).astype(np.float32),
+             "wide": RNG.standard_normal((2, 8, 6, 6)).astype(np.float32)}
+    with compiled.numpy_only(not numba):
+        exe = nnbridge.compile(model, backend="reference")
+        summed = [entry[1].node.op for entry in exe.plan._program if type(entry[0]) is _Biased]
+        assert summed == ["Conv", "Conv"] + (["Conv"] if numba else [])  # no gate without numba
+        fast = exe.run(feeds)
+        watched = exe.plan.execute(feeds, timings=[])
+    for (name, got), want in zip(fast.items(), watched):
+        np.testing.assert_array_equal(got, want, err_msg=name)
+
+
 @pytest.mark.parametrize("bias_first", [True, False])
 def test_a_linear_layers_matmul_and_bias_run_as_one_entry_with_the_watched_runs_values(bias_first):
     """MatMul then the Add of a bias weight (each Linear of a small transformer): one ``_Biased``
