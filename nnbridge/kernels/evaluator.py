@@ -258,23 +258,28 @@ def _fuse_gates(program: list[tuple]) -> list[tuple]:
 class _Biased:
     """A float32 MatMul or Conv and the Add right after it that alone reads its result, as one
     program entry: the sum written into the result's own buffer (one array and one dispatch fewer;
-    each Linear of a small transformer is a MatMul and its bias, each inverted residual block of a
-    mobile network ends in a convolution and its residual sum). Its arguments: the producer's
-    inputs, then the other addend. When the result is not a fresh float32 array of the shape
-    planned for, the Add entry's callable computes the sum as before."""
+    each Linear of a small transformer is a MatMul and its bias, each residual block ends in a
+    convolution and its residual sum), then the Add's own activation when it had one joined
+    (``_Epilogue``: ResNet's sum then Relu) overwriting it. Its arguments: the producer's inputs,
+    then the other addend. When the result is not a fresh float32 array of the shape planned for,
+    the Add entry's callable (its activation included) computes the sum as before."""
 
-    __slots__ = ("matmul", "add", "add_ctx", "bias_first", "shape")
+    __slots__ = ("matmul", "add", "add_ctx", "bias_first", "shape", "overwrite")
 
     def __init__(self, matmul: Callable[..., Any], add: Callable[..., Any], add_ctx: KernelContext,
                  bias_first: bool, shape: tuple[int, ...]):
         self.matmul, self.add, self.add_ctx, self.bias_first, self.shape = matmul, add, add_ctx, bias_first, shape
+        self.overwrite = add.overwrite if type(add) is _Epilogue else None
 
     def __call__(self, ctx: KernelContext, *args: Any) -> Any:
         y = self.matmul(ctx, *args[:-1])
         bias = args[-1]
         if (type(y) is np.ndarray and y.shape == self.shape and y.dtype == bias.dtype == np.float32
                 and y.flags.c_contiguous and y.flags.writeable):
-            return np.add(y, bias, out=y)  # IEEE addition commutes: bit for bit the Add kernel's sum
+            np.add(y, bias, out=y)  # IEEE addition commutes: bit for bit the Add kernel's sum
+            if self.overwrite is not None:
+                self.overwrite(y)
+            return y
         return self.add(self.add_ctx, bias, y) if self.bias_first else self.add(self.add_ctx, y, bias)
 
 

@@ -354,8 +354,9 @@ def test_an_activation_that_alone_reads_a_sum_or_product_runs_in_its_buffer(numb
 @pytest.mark.parametrize("numba", [True, False], ids=["compiled", "numpy"])
 def test_a_convolutions_residual_sum_runs_in_its_buffer_with_the_watched_runs_values(numba):
     """A projecting 1×1 convolution then the block's residual Add (either operand order), a
-    convolution with its activation then an Add, and a gate then an Add: each one entry, the sum
-    written into the convolution's result, bit for bit the watched run's; an Add that widens the
+    convolution with its activation then an Add, a gate then an Add, and ResNet's convolution,
+    sum and Relu: each one entry, the sum (and its activation) written into the convolution's
+    result, bit for bit the watched run's; an Add that widens the
     shape, of an integer value, or of a result another node also reads keeps its own entry."""
     import nnbridge
     from nnbridge.kernels import compiled
@@ -369,6 +370,7 @@ def test_a_convolutions_residual_sum_runs_in_its_buffer_with_the_watched_runs_va
     squeezed = b.op("GlobalAveragePool", [y])
     gate = b.op("HardSigmoid", [b.conv(squeezed, 8, 8, 1, hint="gate")])
     y = b.op("Add", [b.op("Mul", [y, gate]), x])
+    y = b.op("Relu", [b.op("Add", [b.conv(y, 8, 8, 3, hint="resnet"), y])])  # the sum's own activation
     shared = b.conv(y, 8, 8, 1, hint="shared")
     y = b.op("Add", [shared, shared])
     widened = b.op("Add", [b.conv(y, 8, 8, 1, hint="widened"), b.input("wide", [2, 8, 6, 6])])
@@ -379,7 +381,7 @@ def test_a_convolutions_residual_sum_runs_in_its_buffer_with_the_watched_runs_va
     with compiled.numpy_only(not numba):
         exe = nnbridge.compile(model, backend="reference")
         summed = [entry[1].node.op for entry in exe.plan._program if type(entry[0]) is _Biased]
-        assert summed == ["Conv", "Conv"] + (["Conv"] if numba else [])  # no gate without numba
+        assert summed == ["Conv", "Conv"] + (["Conv"] if numba else []) + ["Conv"]  # no gate without numba
         fast = exe.run(feeds)
         watched = exe.plan.execute(feeds, timings=[])
     for (name, got), want in zip(fast.items(), watched):
