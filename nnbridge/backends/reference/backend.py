@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -26,6 +28,11 @@ MAX_SPECIALIZED, MAX_COUNTED = 4, 64
 def _rows(plan: Plan) -> list[dict[str, str]]:
     """The rows of an unprofiled run: the nodes the plan runs, named (each run's report gets a copy)."""
     return [{"name": step.ctx.node.name, "op": step.ctx.node.op} for step in plan.steps]
+
+
+def _unprofiled_report(model: str, rows: list[dict[str, str]]) -> Report:
+    """An unprofiled run's report: a row per node run (times only when compiled with profile=True)."""
+    return Report("reference", model, [dict(row) for row in rows], notes=["per-node times: compile with profile=True"])
 
 
 class ReferenceExecutable(Executable):
@@ -79,16 +86,14 @@ class ReferenceExecutable(Executable):
         plan = Plan(graph, align_weights=True)
         return plan, _rows(plan)
 
-    def _run(self, feeds: dict[str, Any]) -> tuple[dict[str, np.ndarray], Report]:
+    def _run(self, feeds: dict[str, Any]) -> tuple[dict[str, np.ndarray], Report | Callable[[], Report]]:
         timings: list[tuple[Node, float]] | None = [] if self.profile else None  # this run's own
         plan, rows = self.plan_for(feeds)
         values = plan.execute(feeds, timings=timings)
         outputs = {v.name: out for v, out in zip(self.graph.outputs, values)}
+        if not self.profile:  # one row per node run, made when the report is read
+            return outputs, functools.partial(_unprofiled_report, self.graph.name, rows)
         report = Report("reference", self.graph.name)
-        if not self.profile:  # one row per node run; times only when compiled with profile=True
-            report.rows = [dict(row) for row in rows]
-            report.notes.append("per-node times: compile with profile=True")
-            return outputs, report
         total = 0.0
         for node, seconds in timings or ():
             report.add_row(name=node.name, op=node.op, time_ms=seconds * 1e3)
