@@ -185,11 +185,14 @@ def test_compiled_softmax_of_small_rows_equals_the_numpy_kernel_bit_for_bit(monk
     from nnbridge.kernels.ops.softmax import softmax
 
     compiled.load("reduce")
-    x = (RNG.standard_normal((2, 3, 6, 37)) * 5).astype(np.float32)
-    x[0, 0, 0, 5], x[0, 0, 1, 0], x[0, 0, 2, 3], x[0, 0, 3, :] = np.nan, np.inf, -np.inf, -np.inf
-    with np.errstate(invalid="ignore"):
-        ours, theirs = softmax(None, x), _numpy(monkeypatch, softmax, None, x)
-    np.testing.assert_array_equal(ours, theirs)
+    for width in (37, 7, 64, 128):  # the max's eight lanes, its tail, both
+        x = (RNG.standard_normal((2, 3, 8, width)) * 5).astype(np.float32)
+        x[0, 0, 0, 5], x[0, 0, 1, 0], x[0, 0, 2, 3], x[0, 0, 3, :] = np.nan, np.inf, -np.inf, -np.inf
+        x[0, 0, 4, 0], x[0, 0, 5, -1] = np.nan, np.nan  # a NaN first, a NaN in the tail
+        x[0, 0, 6, :], x[0, 0, 6, ::3] = 0.0, -0.0  # a tie of zeros
+        with np.errstate(invalid="ignore"):
+            ours, theirs = softmax(None, x), _numpy(monkeypatch, softmax, None, x)
+        np.testing.assert_array_equal(ours, theirs)
 
 
 # -- depthwise and grouped convolution ---------------------------------------------------------
