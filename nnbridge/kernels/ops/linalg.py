@@ -9,6 +9,7 @@ loop, not BLAS, and searches a path on every call); other equations go to
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -170,13 +171,21 @@ def _einsum_matmul(equation: str, x: np.ndarray, y: np.ndarray) -> np.ndarray | 
     size.update(zip(b, y.shape))
 
     def count(letters):
-        return int(np.prod([size[c] for c in letters], dtype=np.int64))
+        return math.prod(size[c] for c in letters)  # np.prod of a list: 3 µs a call
 
-    xm = x.transpose([a.index(c) for c in batch + left + contracted]).reshape(
-        count(batch), count(left), count(contracted))
-    ym = y.transpose([b.index(c) for c in batch + contracted + right]).reshape(
-        count(batch), count(contracted), count(right))
-    product = np.matmul(xm[0], ym[0])[None] if xm.shape[0] == 1 else np.matmul(xm, ym)
+    xv = x.transpose([a.index(c) for c in batch + left + contracted])
+    yv = y.transpose([b.index(c) for c in batch + contracted + right])
+    if count(batch) > 1 and max(len(left), len(contracted), len(right)) <= 1:
+        # attention's einsums: BLAS reads each (batch) matrix of the transposed views in place, with
+        # its row stride (the reshape below copies both operands: 57 µs against 26-35 per head block)
+        def matrix(v: np.ndarray, rows: str, cols: str) -> np.ndarray:
+            return v.reshape(*v.shape[:len(batch)], count(rows), count(cols))  # a view: each group ≤ 1 axis
+
+        product = np.matmul(matrix(xv, left, contracted), matrix(yv, contracted, right))
+    else:
+        xm = xv.reshape(count(batch), count(left), count(contracted))
+        ym = yv.reshape(count(batch), count(contracted), count(right))
+        product = np.matmul(xm[0], ym[0])[None] if xm.shape[0] == 1 else np.matmul(xm, ym)
     made = batch + left + right
     result = product.reshape([size[c] for c in made])
     result = result.transpose([made.index(c) for c in out])
