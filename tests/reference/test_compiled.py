@@ -122,9 +122,10 @@ def test_compiled_means_equal_numpy_bit_for_bit(monkeypatch, pixels):
     np.testing.assert_array_equal(global_average_pool(None, x), _numpy(monkeypatch, global_average_pool, None, x))
 
 
-@pytest.mark.parametrize("shape", [(3, 5), (2, 4, 8), (7, 32), (2, 3, 4, 11), (5, 128)])
+@pytest.mark.parametrize("shape", [(3, 5), (2, 4, 8), (7, 32), (2, 3, 4, 11), (5, 128), (3, 136), (4, 197),
+                                   (2, 240)])
 def test_compiled_layer_norm_equals_the_numpy_kernel_bit_for_bit(monkeypatch, shape):
-    """Rows of up to 128 values: numpy's pairwise sums, then the kernel's float32 operations one by
+    """Rows of up to 240 values (one block of numpy's pairwise sums, or two): its sums, then the kernel's float32 operations one by
     one in its order (centre, square, mean, + ε, 1/√, × scale, + bias): bit for bit."""
     from types import SimpleNamespace
 
@@ -142,9 +143,10 @@ def test_compiled_layer_norm_equals_the_numpy_kernel_bit_for_bit(monkeypatch, sh
     assert compiled.load("reduce").layer_norm(x, scale[None], None, len(shape) + axis, np.float32(1e-5)) is None
 
 
-@pytest.mark.parametrize("shape", [(3, 5), (2, 4, 8), (7, 32), (2, 3, 4, 11), (5, 128)])
+@pytest.mark.parametrize("shape", [(3, 5), (2, 4, 8), (7, 32), (2, 3, 4, 11), (5, 128), (3, 136), (4, 197),
+                                   (2, 240)])
 def test_compiled_rms_norm_equals_the_numpy_kernel_bit_for_bit(monkeypatch, shape):
-    """Rows of up to 128 values: the squares, numpy's pairwise sum / n, + ε, √, x ÷ it, × scale,
+    """Rows of up to 240 values: the squares, numpy's pairwise sum / n, + ε, √, x ÷ it, × scale,
     each in float32 in the numpy kernel's order: bit for bit, a zero row and infinities too."""
     from nnbridge.kernels.ops.normalization import rms_norm
 
@@ -185,7 +187,7 @@ def test_compiled_softmax_of_small_rows_equals_the_numpy_kernel_bit_for_bit(monk
     from nnbridge.kernels.ops.softmax import softmax
 
     compiled.load("reduce")
-    for width in (37, 7, 64, 128):  # the max's eight lanes, its tail, both
+    for width in (37, 7, 64, 128, 136, 197, 240):  # the max's lanes and tail; one block of sums, two
         x = (RNG.standard_normal((2, 3, 8, width)) * 5).astype(np.float32)
         x[0, 0, 0, 5], x[0, 0, 1, 0], x[0, 0, 2, 3], x[0, 0, 3, :] = np.nan, np.inf, -np.inf, -np.inf
         x[0, 0, 4, 0], x[0, 0, 5, -1] = np.nan, np.nan  # a NaN first, a NaN in the tail

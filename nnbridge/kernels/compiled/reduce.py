@@ -9,8 +9,8 @@ partial sums combined as ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))`` t
 remainder, the reduction starting from 0; divided by the row length in
 float32 as ``np.mean`` does: bit for bit equal to ``np.mean(x, axis=trailing, keepdims=True)``
 (``tests/reference/test_compiled.py``); a norm's other operations are the numpy kernel's, one
-by one in float32. Rows longer than ``MEAN_ROW`` (a mean) or ``BLOCK`` (a norm) stay
-with numpy, whose vectorised partial sums are faster there.
+by one in float32. Rows longer than ``MEAN_ROW`` (a mean) or ``TWO_BLOCKS`` (a norm, a softmax's
+sums) stay with numpy, whose vectorised partial sums are faster there.
 """
 
 from __future__ import annotations
@@ -59,16 +59,24 @@ def _block_sum(x, s, n):
 
 
 @inline
-def _row_sum(x, r, n):
-    """numpy's sum of row ``r`` of ``x`` (``n`` ≤ ``BLOCK`` values), term for term, from its 0."""
-    return F(0) + _block_sum(x[r], 0, n)
-
-
-@inline
 def _halves(n):
     """Where numpy's pairwise sum splits ``n`` > ``BLOCK`` values: at half, less its remainder by 8."""
     half = n // 2
     return half - half % 8
+
+
+#: the longest row whose pairwise sum is at most two blocks (each half of a row up to 240 values
+#: is at most ``BLOCK``): DeiT's 197-wide attention rows
+TWO_BLOCKS = 240
+
+
+@inline
+def _row_sum(x, r, n):
+    """numpy's sum of row ``r`` of ``x`` (``n`` ≤ ``TWO_BLOCKS`` values), term for term, from its 0."""
+    if n <= BLOCK:
+        return F(0) + _block_sum(x[r], 0, n)
+    half = _halves(n)
+    return F(0) + (_block_sum(x[r], 0, half) + _block_sum(x[r], half, n - half))
 
 
 #: the deepest split a row can need: each split leaves at most half + 8 values
@@ -151,9 +159,9 @@ def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axis: 
                epsilon: np.float32) -> np.ndarray | None:
     """LayerNormalization of C-contiguous float32 ``x`` over its axes from ``axis`` on, with
     float32 ``scale`` and ``bias`` of the normalised axes' shape; None when a row is longer than
-    ``BLOCK`` or they broadcast."""
+    ``TWO_BLOCKS`` or they broadcast."""
     length = math.prod(x.shape[axis:])
-    if (length > BLOCK or length == 0 or scale.shape != x.shape[axis:]
+    if (length > TWO_BLOCKS or length == 0 or scale.shape != x.shape[axis:]
             or (bias is not None and bias.shape != x.shape[axis:])):
         return None
     y = np.empty_like(x)
@@ -209,9 +217,9 @@ def rms_norm_rows(x, scale, epsilon, y):
 
 def rms_norm(x: np.ndarray, scale: np.ndarray, axis: int, epsilon: np.float32) -> np.ndarray | None:
     """RMSNormalization of C-contiguous float32 ``x`` over its axes from ``axis`` on, with float32
-    ``scale`` of the normalised axes' shape; None when a row is longer than ``BLOCK`` or it broadcasts."""
+    ``scale`` of the normalised axes' shape; None when a row is longer than ``TWO_BLOCKS`` or it broadcasts."""
     length = math.prod(x.shape[axis:])
-    if length > BLOCK or length == 0 or scale.shape != x.shape[axis:]:
+    if length > TWO_BLOCKS or length == 0 or scale.shape != x.shape[axis:]:
         return None
     y = np.empty_like(x)
     rms_norm_rows(x.reshape(-1, length), np.ascontiguousarray(scale).reshape(-1), epsilon, y.reshape(-1, length))
@@ -253,7 +261,7 @@ def shift_rows(x, out):
 
 @jit
 def divide_by_row_sums(x):
-    """``x /= sum(x)`` per row, each sum numpy's (rows of at most ``BLOCK`` values)."""
+    """``x /= sum(x)`` per row, each sum numpy's (rows of at most ``TWO_BLOCKS`` values)."""
     n = x.shape[1]
     for r in range(x.shape[0]):
         total = _row_sum(x, r, n)

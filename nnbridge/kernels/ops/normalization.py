@@ -176,15 +176,15 @@ class _PreparedNorm:
 def _prepare_norm(kernel: KernelFn, node: Node, consts: tuple, attrs: dict) -> KernelFn | None:
     """The prepared norm of ``node`` when the kernel's compiled path is the one it would take: a
     static float32 input, float32 stash, one output, constant float32 weights of the normalised
-    shape, rows of at most the compiled path's ``BLOCK`` values."""
-    from ..compiled.reduce import BLOCK  # numba-free: the constant only
+    shape, rows of at most the compiled path's ``TWO_BLOCKS`` values (a float32 norm loads numba anyway)."""
+    from ..compiled.reduce import TWO_BLOCKS
 
     shape = static_shape(node, 0)
     if shape is None or not shape or int(attrs["stash_type"]) != 1 or len(node.outputs) != 1:
         return None
     axis = int(attrs["axis"]) % len(shape)
     weights = tuple(consts[1:])
-    if (not all_constant(node, consts) or not 0 < math.prod(shape[axis:]) <= BLOCK
+    if (not all_constant(node, consts) or not 0 < math.prod(shape[axis:]) <= TWO_BLOCKS
             or node.inputs[0].type.dtype != DType.FLOAT32
             or any(w is not None and (w.dtype != _F32 or w.shape != shape[axis:]) for w in weights)):
         return None

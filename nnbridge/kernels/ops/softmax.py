@@ -43,8 +43,8 @@ def _softmax_rows(x: np.ndarray) -> np.ndarray:
     width = x.shape[-1]
     rows = x.reshape(-1, width)
     out = np.empty(rows.shape, x.dtype)
-    fast = compiled.loaded("reduce") if x.dtype == np.float32 and width <= 128 and rows.size <= CHUNK else None
-    if fast is not None:  # small: the shift and the sums compiled (the same operations), numpy's exp
+    fast = compiled.loaded("reduce") if x.dtype == np.float32 and rows.size <= CHUNK else None
+    if fast is not None and width <= fast.TWO_BLOCKS:  # the shift and the sums compiled (the same operations)
         fast.shift_rows(np.ascontiguousarray(rows), out)
         np.exp(out, out=out)
         fast.divide_by_row_sums(out)
