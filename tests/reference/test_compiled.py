@@ -340,6 +340,32 @@ def test_compiled_max_pool_indices_equal_the_numpy_kernel(monkeypatch, size, ker
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("attrs", [
+    dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1]),  # PoolFormer's token mixer
+    dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),  # a ResNet's or DenseNet's stem pool
+    dict(kernel_shape=[3, 2], strides=[2, 3], pads=[1, 0, 1, 1], ceil_mode=1),  # ceil mode's extra row
+    dict(kernel_shape=[3, 3], strides=[1, 2], dilations=[2, 1], pads=[2, 2, 2, 2]),
+    dict(kernel_shape=[2, 2], strides=[2, 2]),
+])
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_compiled_max_and_average_pools_equal_the_numpy_kernel_bit_for_bit(monkeypatch, op, attrs):
+    """Each value's taps in row-major order, the first assigned, each next one combined as numpy's
+    ``y op= tap``: maxima with NaN winning and a tie of -0 and +0 keeping the tap (np.maximum's
+    choice), sums then divided by the same divisors, with and without the pads counted."""
+    from single_node import node_model, run_ours
+
+    x = RNG.standard_normal((2, 6, 23, 21)).astype(np.float32)
+    x[0, 0, :2], x[0, 1, :2, :3], x[1, 2, 5, 5] = -0.0, 0.0, np.nan
+    x[1, 3, 3:5, 3:5] = np.array([[0.0, -0.0], [-0.0, 0.0]], np.float32)
+    compiled.load("pool")
+    for include_pad in ((0, 1) if op == "AveragePool" else (None,)):
+        given = attrs if include_pad is None else {**attrs, "count_include_pad": include_pad}
+        model, feeds = node_model(op, [("x", x)], given)
+        (ours,), (theirs,) = run_ours(model, feeds), _numpy(monkeypatch, run_ours, model, feeds)
+        np.testing.assert_array_equal(ours, theirs)
+        assert np.array_equal(np.signbit(ours), np.signbit(theirs))
+
+
 # -- the switch, the fallback and the cache ----------------------------------------------------
 
 def test_nnbridge_no_numba_runs_the_numpy_kernels_and_says_so():
