@@ -150,24 +150,30 @@ class Columns:
 
 class Depthwise:
     """A float32 depthwise convolution of one channel multiplier through the compiled loops
-    (``compiled/conv.py``'s ``depthwise``): its taps laid out once."""
+    (``compiled/conv.py``'s ``depthwise``): its taps laid out once, and, for a map small enough for
+    one call of the channels-last loops, that call's arguments (its dispatch was a microsecond of a
+    7 µs OCR-classifier convolution)."""
 
-    __slots__ = ("kernel", "attrs", "shape", "taps", "bias", "out", "geometry")
+    __slots__ = ("kernel", "attrs", "shape", "taps", "bias", "out", "geometry", "small")
 
     def __init__(self, kernel: KernelFn, attrs: dict[str, Any], shape: tuple[int, ...], taps: np.ndarray,
-                 b: np.ndarray | None, window: Window, kernel_size: tuple[int, int]):
+                 b: np.ndarray | None, window: Window, kernel_size: tuple[int, int], small: bool):
         strides, dilations, begin, _, out, _ = window
         self.kernel, self.attrs, self.shape, self.taps = kernel, attrs, shape, taps
         self.bias = _NONE if b is None else np.ascontiguousarray(b, np.float32).reshape(-1)
         self.out = (shape[0], shape[1], *out)
         self.geometry = (begin, strides, dilations, kernel_size)
+        self.small = (*begin, *strides, *dilations, *kernel_size) if small else None
 
     def _run(self, ctx, x, w, b, code: int, alpha: np.float32, beta: np.float32):
         fast = compiled.load("conv")
         if fast is None or x.shape != self.shape or x.dtype != _F32:
             return None
         y = np.empty(self.out, np.float32)
-        fast.depthwise(np.ascontiguousarray(x), self.taps, self.bias, y, *self.geometry, code, alpha, beta)
+        if self.small is not None:
+            fast.depthwise_small_taps(np.ascontiguousarray(x), self.taps, self.bias, y, *self.small, code, alpha, beta)
+        else:
+            fast.depthwise(np.ascontiguousarray(x), self.taps, self.bias, y, *self.geometry, code, alpha, beta)
         return y
 
     def __call__(self, ctx, x, w, b=None):
@@ -212,4 +218,4 @@ def prepare_conv(kernel: KernelFn, window: Callable[..., Window], column_path: C
     if fast is None:
         return None
     return Depthwise(kernel, attrs, shape, fast.depthwise_taps(np.ascontiguousarray(w)), b, geometry,
-                     (w.shape[2], w.shape[3]))
+                     (w.shape[2], w.shape[3]), fast.small_depthwise(shape, w.shape, geometry[4]))
