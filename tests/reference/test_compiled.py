@@ -125,8 +125,9 @@ def test_compiled_means_equal_numpy_bit_for_bit(monkeypatch, pixels):
 @pytest.mark.parametrize("shape", [(3, 5), (2, 4, 8), (7, 32), (2, 3, 4, 11), (5, 128), (3, 136), (4, 197),
                                    (2, 240)])
 def test_compiled_layer_norm_equals_the_numpy_kernel_bit_for_bit(monkeypatch, shape):
-    """Rows of up to 240 values (one block of numpy's pairwise sums, or two): its sums, then the kernel's float32 operations one by
-    one in its order (centre, square, mean, + ε, 1/√, × scale, + bias): bit for bit."""
+    """Rows of up to 240 values (one block of numpy's pairwise sums, or two): its sums, then the
+    kernel's float32 operations one by one in its order (centre, square, mean, + ε, 1/√, × scale,
+    + bias): bit for bit."""
     from types import SimpleNamespace
 
     from nnbridge.kernels.ops.normalization import layer_norm
