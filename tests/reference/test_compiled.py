@@ -210,7 +210,7 @@ GEOMETRIES = [  # (channels, multiplier or group width, size, kernel, strides, d
     (5, 1, (19, 22), (3, 3), (2, 2), (1, 1), (3, 4, 3, 4)),    # pads past the kernel: whole padding columns
     (40, 1, (7, 7), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),     # a small map: channels last in one call
     (24, 1, (12, 48), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),   # planes, strided (the OCR classifier's)
-    (448, 1, (14, 14), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),  # work for threads: planes in blocks
+    (448, 1, (28, 28), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),  # work for threads: planes in blocks
     (8, 2, (11, 10), (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),    # channel multiplier 2
     (12, 4, (10, 10), (3, 3), (1, 2), (1, 1), (1, 0, 1, 2)),   # grouped: 4 channels per group
     (96, 16, (7, 9), (3, 3), (2, 1), (1, 1), (1, 1, 1, 0)),    # RegNet's 16 per group: four filters a pass
