@@ -297,8 +297,8 @@ def _fuse_biases(program: list[tuple]) -> list[tuple]:
         bias_first = nxt[2][1] == product
         other, result = (add.inputs[0], add.inputs[1]) if bias_first else (add.inputs[1], add.inputs[0])
         out = add.outputs[0].type
-        single = other.const.dtype == np.float32 if other.const is not None else other.type.dtype == DType.FLOAT32
-        if not single or not out.is_static or tuple(out.shape) != tuple(result.type.shape or ()):
+        float32 = other.const.dtype == np.float32 if other.const is not None else other.type.dtype == DType.FLOAT32
+        if not float32 or not out.is_static or tuple(out.shape) != tuple(result.type.shape or ()):
             return None
         return (_Biased(entry[0], nxt[0], nxt[1], bias_first, tuple(out.shape)), entry[1],
                 (*entry[2], nxt[2][0] if bias_first else nxt[2][1]), nxt[3],

@@ -281,6 +281,23 @@ def test_two_operand_einsum_is_one_batched_matmul_and_agrees_with_onnxruntime(eq
     assert np.all(np.abs(ours - exact) <= 8 * 2.0**-24 * scale + 1e-30)
 
 
+def _joined(model, feeds: dict, kind: type, numba: bool = True) -> list[str]:
+    """The ops of the fast program's ``kind`` entries (joined steps, named by their first node),
+    once the fast run's outputs are checked bit for bit against the watched run's, which runs one
+    kernel per node (numba on or off)."""
+    import nnbridge
+    from nnbridge.kernels import compiled
+
+    with compiled.numpy_only(not numba):
+        exe = nnbridge.compile(model, backend="reference")
+        joined = [entry[1].node.op for entry in exe.plan._program if type(entry[0]) is kind]
+        fast = exe.run(feeds)
+        watched = exe.plan.execute(feeds, timings=[])
+    for (name, got), want in zip(fast.items(), watched):
+        np.testing.assert_array_equal(got, want, err_msg=name)
+    return joined
+
+
 @pytest.mark.parametrize("numba", [True, False], ids=["compiled", "numpy"])
 def test_an_activation_that_alone_reads_a_convolution_runs_in_its_buffer(numba):
     """Conv followed by Relu, HardSwish, HardSigmoid, Sigmoid or Swish is one entry of the fast
@@ -288,8 +305,6 @@ def test_an_activation_that_alone_reads_a_convolution_runs_in_its_buffer(numba):
     program's bit for bit (the watched run keeps one step per node, each kernel judged against
     onnxruntime by the kernel tests; onnxruntime has no Swish). A convolution whose result is also
     read elsewhere, or is a graph output, keeps its own step."""
-    import nnbridge
-    from nnbridge.kernels import compiled
     from nnbridge.kernels.evaluator import _Epilogue
     from nnbridge.zoo import OnnxBuilder
 
@@ -303,17 +318,10 @@ def test_an_activation_that_alone_reads_a_convolution_runs_in_its_buffer(numba):
     b.output(b.op("Add", [b.op("Relu", [shared]), shared]))
     b.output(b.op("Relu", [kept]))
     b.output(kept)
-    model = b.model()
     feeds = {"x": RNG.standard_normal((1, 8, 9, 9)).astype(np.float32)}
-    with compiled.numpy_only(not numba):
-        exe = nnbridge.compile(model, backend="reference")
-        fused = sum(isinstance(entry[0], _Epilogue) for entry in exe.plan._program)
-        expected_fused = len(acts) if numba else 3  # Sigmoid's and Swish's numpy forms have no in-place path
-        assert fused == expected_fused
-        fast = exe.run(feeds)
-        watched = exe.plan.execute(feeds, timings=[])
-    for (name, got), want in zip(fast.items(), watched):
-        np.testing.assert_array_equal(got, want, err_msg=name)
+    fused = len(_joined(b.model(), feeds, _Epilogue, numba))
+    expected_fused = len(acts) if numba else 3  # Sigmoid's and Swish's numpy forms have no in-place path
+    assert fused == expected_fused
 
 
 @pytest.mark.parametrize("numba", [True, False], ids=["compiled", "numpy"])
@@ -322,8 +330,6 @@ def test_an_activation_that_alone_reads_a_sum_or_product_runs_in_its_buffer(numb
     then HardSigmoid: each one entry, the activation overwriting the arithmetic's new result, bit
     for bit the watched run's; an integer sum's Relu runs its own kernel inside the entry, and a
     sum also read elsewhere keeps its own step."""
-    import nnbridge
-    from nnbridge.kernels import compiled
     from nnbridge.kernels.evaluator import _Epilogue
     from nnbridge.zoo import OnnxBuilder
 
@@ -337,18 +343,10 @@ def test_an_activation_that_alone_reads_a_sum_or_product_runs_in_its_buffer(numb
     shared = b.op("Add", [y, x])
     b.output(b.op("Add", [b.op("Relu", [shared]), shared]))
     b.output(b.op("Relu", [b.op("Add", [i, i])]))
-    model = b.model()
     feeds = {"x": RNG.standard_normal((1, 8, 9, 9)).astype(np.float32),
              "r": RNG.standard_normal((1, 8, 9, 9)).astype(np.float32),
              "i": RNG.integers(-9, 9, (2, 5)).astype(np.int32)}
-    with compiled.numpy_only(not numba):
-        exe = nnbridge.compile(model, backend="reference")
-        fused = [entry[1].node.op for entry in exe.plan._program if isinstance(entry[0], _Epilogue)]
-        assert sorted(fused) == ["Add", "Add", "Mul", "Sub"]
-        fast = exe.run(feeds)
-        watched = exe.plan.execute(feeds, timings=[])
-    for (name, got), want in zip(fast.items(), watched):
-        np.testing.assert_array_equal(got, want, err_msg=name)
+    assert sorted(_joined(b.model(), feeds, _Epilogue, numba)) == ["Add", "Add", "Mul", "Sub"]
 
 
 @pytest.mark.parametrize("numba", [True, False], ids=["compiled", "numpy"])
@@ -358,8 +356,6 @@ def test_a_convolutions_residual_sum_runs_in_its_buffer_with_the_watched_runs_va
     sum and Relu: each one entry, the sum (and its activation) written into the convolution's
     result, bit for bit the watched run's; an Add that widens the
     shape, of an integer value, or of a result another node also reads keeps its own entry."""
-    import nnbridge
-    from nnbridge.kernels import compiled
     from nnbridge.kernels.evaluator import _Biased
     from nnbridge.zoo import OnnxBuilder
 
@@ -375,17 +371,10 @@ def test_a_convolutions_residual_sum_runs_in_its_buffer_with_the_watched_runs_va
     y = b.op("Add", [shared, shared])
     widened = b.op("Add", [b.conv(y, 8, 8, 1, hint="widened"), b.input("wide", [2, 8, 6, 6])])
     b.output(widened)
-    model = b.model()
     feeds = {"x": RNG.standard_normal((1, 8, 6, 6)).astype(np.float32),
              "wide": RNG.standard_normal((2, 8, 6, 6)).astype(np.float32)}
-    with compiled.numpy_only(not numba):
-        exe = nnbridge.compile(model, backend="reference")
-        summed = [entry[1].node.op for entry in exe.plan._program if type(entry[0]) is _Biased]
-        assert summed == ["Conv", "Conv"] + (["Conv"] if numba else []) + ["Conv"]  # no gate without numba
-        fast = exe.run(feeds)
-        watched = exe.plan.execute(feeds, timings=[])
-    for (name, got), want in zip(fast.items(), watched):
-        np.testing.assert_array_equal(got, want, err_msg=name)
+    summed = _joined(b.model(), feeds, _Biased, numba)
+    assert summed == ["Conv", "Conv"] + (["Conv"] if numba else []) + ["Conv"]  # no gate without numba
 
 
 @pytest.mark.parametrize("bias_first", [True, False])
@@ -393,7 +382,6 @@ def test_a_linear_layers_matmul_and_bias_run_as_one_entry_with_the_watched_runs_
     """MatMul then the Add of a bias weight (each Linear of a small transformer): one ``_Biased``
     entry whose sum is written into the product, bit for bit the watched run's (one kernel per node);
     a product another node also reads, or a bias that widens the shape, keeps its two entries."""
-    import nnbridge
     from nnbridge.kernels.evaluator import _Biased
     from nnbridge.zoo import OnnxBuilder
 
@@ -407,9 +395,5 @@ def test_a_linear_layers_matmul_and_bias_run_as_one_entry_with_the_watched_runs_
     widened = b.op("Add", [b.op("MatMul", [kept, b.weight("w3", (8, 8))]), b.weight("b3", (2, 1, 8))])
     b.output(b.op("Mul", [kept, shared]))
     b.output(widened)
-    exe = nnbridge.compile(b.model(), backend="reference")
     feeds = {"x": RNG.standard_normal((1, 6, 8)).astype(np.float32)}
-    fast, watched = exe.run(feeds), exe.plan.execute(feeds, timings=[])
-    assert [type(entry[0]) is _Biased for entry in exe.plan._program].count(True) == 1
-    for (name, got), want in zip(fast.items(), watched):
-        np.testing.assert_array_equal(got, want, err_msg=name)
+    assert len(_joined(b.model(), feeds, _Biased)) == 1

@@ -72,7 +72,8 @@ TWO_BLOCKS = 240
 
 @inline
 def _row_sum(x, r, n):
-    """numpy's sum of row ``r`` of ``x`` (``n`` ≤ ``TWO_BLOCKS`` values), term for term, from its 0."""
+    """numpy's sum of row ``r`` of ``x``, term for term, from its 0: ``n`` values whose pairwise
+    sum is one block or two (``n - _halves(n) ≤ BLOCK``: every ``n`` up to ``TWO_BLOCKS``)."""
     if n <= BLOCK:
         return F(0) + _block_sum(x[r], 0, n)
     half = _halves(n)
@@ -116,16 +117,12 @@ def _pairwise_sum(x, n, pending, partials, depths):
 
 @jit
 def row_means(x, out):
-    """The mean of each row of ``x (R, n)`` into ``out`` (R values), numpy's pairwise sum / n: one
-    block, two blocks (a 14×14 map) and longer rows each their own loop, the first two unrolled."""
+    """The mean of each row of ``x (R, n)`` into ``out`` (R values), numpy's pairwise sum / n: rows
+    of one or two blocks (a 14×14 map) through ``_row_sum``, longer ones through the tree."""
     n = x.shape[1]
-    half = _halves(n)
-    if n <= BLOCK:
+    if n - _halves(n) <= BLOCK:
         for r in range(x.shape[0]):
-            out[r] = (F(0) + _block_sum(x[r], 0, n)) / F(n)
-    elif n - half <= BLOCK:
-        for r in range(x.shape[0]):
-            out[r] = (F(0) + (_block_sum(x[r], 0, half) + _block_sum(x[r], half, n - half))) / F(n)
+            out[r] = _row_sum(x, r, n) / F(n)
     else:  # the tree's scratch, allocated only where a row needs it
         pending = np.empty((_DEPTH, 3), np.int64)
         partials = np.empty(_DEPTH, np.float32)

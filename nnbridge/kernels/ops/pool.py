@@ -89,11 +89,9 @@ def max_pool(ctx, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_s
              strides=None):
     geo = PoolGeometry(x.shape[2:], kernel_shape, auto_pad, ceil_mode, dilations, pads, strides)
     if len(ctx.node.outputs) < 2:
-        fast = compiled.loaded("pool") if _compiled_2d(x, geo) else None
-        if fast is not None:  # np.maximum's values, NaN and signed zeros included, one pass per tap row
-            y = fast.pool_2d(np.ascontiguousarray(x).reshape(-1, *x.shape[2:]), None, geo.kernel, geo.strides,
-                             geo.dilations, geo.begin, geo.out)
-            return y.reshape(*x.shape[:2], *geo.out)
+        y = _compiled_pool(x, geo, None)  # np.maximum's values, NaN and signed zeros included
+        if y is not None:
+            return y
     xp = geo.padded(x, _lowest(x.dtype))
     if len(ctx.node.outputs) < 2:
         taps = geo.taps(xp)
@@ -169,11 +167,9 @@ def average_pool(ctx, x, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0,
     dt = compute_dtype(x.dtype)
     window = (auto_pad, int(ceil_mode), _tuple(dilations), tuple(kernel_shape), _tuple(pads), _tuple(strides))
     geo, count = _average_divisors(x.shape[2:], window, int(count_include_pad), dt)
-    fast = compiled.loaded("pool") if _compiled_2d(x, geo) else None
-    if fast is not None:  # each value's taps in the same order, in one pass per tap row: bit for bit
-        y = fast.pool_2d(np.ascontiguousarray(x).reshape(-1, *x.shape[2:]), count, geo.kernel, geo.strides,
-                         geo.dilations, geo.begin, geo.out, from_zero=x.size * math.prod(geo.kernel) <= SMALL_TAPS)
-        return y.reshape(*x.shape[:2], *geo.out)
+    y = _compiled_pool(x, geo, count)  # each value's taps in the same order: bit for bit
+    if y is not None:
+        return y
     if x.size * math.prod(geo.kernel) <= SMALL_TAPS:  # every tap's view at once: (taps, N, C, *out)
         total = np.add.reduce(gather(x.astype(dt, copy=False), _tap_index(x.shape, window), 0), axis=0)
     else:
@@ -189,11 +185,20 @@ def _tap_index(shape: tuple, window: tuple) -> np.ndarray:
     return frozen(np.stack(list(geo.taps(padded_positions(shape, geo.begin, geo.padded_end)))))
 
 
-def _compiled_2d(x: np.ndarray, geo: PoolGeometry) -> bool:
-    """Whether a max or average pool takes the compiled loops (``COMPILED_TAPS``), once another
-    kernel has brought numba in (a LeNet's pools never import it)."""
-    return (x.dtype == np.float32 and x.ndim == 4 and x.size * math.prod(geo.kernel) >= COMPILED_TAPS
-            and min(geo.begin) >= 0)
+def _compiled_pool(x: np.ndarray, geo: PoolGeometry, count: np.ndarray | None) -> np.ndarray | None:
+    """A float32 2-D max pool (``count`` None) or average pool (its divisors ``count``) of at least
+    ``COMPILED_TAPS`` tap reads through the compiled loops, once another kernel has brought numba in
+    (a LeNet's pools never import it); None where they do not apply. The sums start from +0 where
+    the numpy kernel's stacked taps do (``SMALL_TAPS``)."""
+    reads = x.size * math.prod(geo.kernel)
+    if x.dtype != np.float32 or x.ndim != 4 or reads < COMPILED_TAPS or min(geo.begin) < 0:
+        return None
+    fast = compiled.loaded("pool")
+    if fast is None:
+        return None
+    y = fast.pool_2d(np.ascontiguousarray(x).reshape(-1, *x.shape[2:]), count, geo.kernel, geo.strides,
+                     geo.dilations, geo.begin, geo.out, from_zero=reads <= SMALL_TAPS)
+    return y.reshape(*x.shape[:2], *geo.out)
 
 
 def _tuple(values) -> tuple | None:
