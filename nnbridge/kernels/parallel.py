@@ -1,6 +1,14 @@
-"""Blocks of one kernel split over threads: numpy releases the GIL inside its loops, so the
-elementwise curves and row-wise softmax, which process a tensor a cache-sized block at a time,
-run their blocks on as many threads as numpy's BLAS uses (``nnbridge.cpu_threads`` sets both).
+"""Blocks of one kernel split over threads, and matrix products with them.
+
+Two ways to run the blocks. When numba's TBB layer loaded (``compiled.kernel_threads``), a compiled
+kernel's ``prange`` twin shares them: a loop starts in about 2 µs, idle workers yield the core, and
+a part no worker came for runs in the calling thread; and every large float matrix product is cut
+into blocks over the same threads (``dot``, ``compiled/blas.py``), so that OpenBLAS's own pool,
+whose workers spin for a tenth of a second after each call, never holds the core a kernel's block
+waits for. Otherwise numpy's loops and the compiled kernels (which release the GIL) run their
+blocks on a Python thread pool, whose fork and join costs 45-55 µs here. Either way as many
+threads as numpy's BLAS uses (``nnbridge.cpu_threads`` sets both), each block's values the same
+as one call's.
 """
 
 from __future__ import annotations
@@ -8,6 +16,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from . import compiled
 
 _threads: int | None = None  # None: every core this process may run on, as numpy's BLAS does
 _pool: ThreadPoolExecutor | None = None
@@ -53,9 +65,68 @@ def set_threads(count: int | None) -> None:
 MIN_WORK = 1 << 24
 
 
+#: the least work worth a block of a compiled kernel's ``prange`` twin (TBB's ~2 µs start): about
+#: 30 µs of loop
+TWIN_MIN_WORK = 1 << 17
+#: multiply-adds from which a float product goes through ``dot``'s blocks at more than one thread
+#: (smaller ones OpenBLAS runs on the calling thread anyway, and ``dot``'s checks cost 2-3 µs)
+DOT_MIN_WORK = 1 << 18
+
+
+def least_work() -> int:
+    """The least work worth a block of ``split`` in this process."""
+    return TWIN_MIN_WORK if compiled.kernel_threads() else MIN_WORK
+
+
+def _grain(work_per_item: float, least: int) -> int:
+    return max(1, -(-least // max(1, int(work_per_item))))
+
+
 def grain(work_per_item: float) -> int:
-    """Items per block so that every block is worth a thread (``run_blocks``'s ``step``)."""
-    return max(1, -(-MIN_WORK // max(1, int(work_per_item))))
+    """Items per block so that every block is worth a pool thread (``run_blocks``'s ``step``)."""
+    return _grain(work_per_item, MIN_WORK)
+
+
+def split(count: int, work_per_item: float, serial: Callable[[int, int], None], twin: Callable, *args) -> None:
+    """``serial(start, stop)`` over ``range(count)`` (each item ``work_per_item`` multiply-adds), as
+    ``run_blocks`` shares it; or, when the compiled kernels share their own blocks, as
+    ``twin(*args, count, step, parts)``: the kernel's ``prange`` loop over the parts."""
+    twins = compiled.kernel_threads()
+    step = _grain(work_per_item, TWIN_MIN_WORK if twins else MIN_WORK)
+    parts = min(threads(), -(-count // step))
+    if parts <= 1:
+        serial(0, count)
+    elif twins:
+        twin(*args, count, step, parts)
+    else:
+        run_blocks(count, serial, step)
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.matmul`` of two stacks of matrices with the same leading axes, bit for bit; at more than
+    one thread, with large enough float items of one dtype, the items over the kernel threads."""
+    if (a.ndim == b.ndim >= 3 and a.shape[:-2] == b.shape[:-2] and a.dtype == b.dtype and a.dtype.kind == "f"
+            and a.dtype.itemsize in (4, 8) and threads() > 1 and a.size * b.shape[-1] >= DOT_MIN_WORK
+            and compiled.kernel_threads()):
+        blas = compiled.load("blas")
+        y = blas.matmul(a, b, threads()) if blas is not None and blas.READY else None
+        if y is not None:
+            return y
+    return np.matmul(a, b)
+
+
+def dot(a: np.ndarray, b: np.ndarray, product: Callable = np.dot) -> np.ndarray:
+    """``product(a, b)`` (``np.dot`` or ``np.matmul``) of 2-D arrays, bit for bit; a large float
+    product of one dtype, at more than one thread, in blocks over the kernel threads
+    (``compiled/blas.py``: BLAS's own pool stays idle)."""
+    if (a.ndim == 2 == b.ndim and a.shape[0] * a.shape[1] * b.shape[1] >= DOT_MIN_WORK and threads() > 1
+            and a.dtype == b.dtype
+            and a.dtype.kind == "f" and a.dtype.itemsize in (4, 8) and compiled.kernel_threads()):
+        blas = compiled.load("blas")
+        y = blas.dot(a, b, threads()) if blas is not None and blas.READY else None
+        if y is not None:
+            return y
+    return product(a, b)
 
 
 def run_blocks(count: int, work: Callable[[int, int], None], step: int = 1) -> None:

@@ -27,11 +27,23 @@ F = np.float32
 #: numpy's error model (a float division by zero gives inf as in numpy, and leaves the loop
 #: vectorisable: Python's model would test and raise)
 jit = njit(cache=True, nogil=True, error_model="numpy")
+#: a kernel's block loop over the kernel threads (``prange`` on numba's TBB layer, which
+#: ``compiled.kernel_threads`` sets up; only called when it did)
+jit_parallel = njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 inline = njit(inline="always", error_model="numpy", cache=True)
 #: a curve's loop (the generated ``curve_loops.py``): ``jit`` without the C-callable wrapper numba
 #: builds for passing a function as a first-class value, which nothing does with these loops (it was
 #: 0.02 of each loop's 0.1 to 0.9 CPU-s cold compile)
 jit_loop = njit(cache=True, nogil=True, error_model="numpy", no_cfunc_wrapper=True)
+
+
+@inline
+def block_bounds(count, step, parts, p):
+    """Part ``p`` of ``parts`` of ``range(count)`` in whole ``step``-sized blocks, as
+    ``parallel.run_blocks`` cuts it (a ``prange`` twin's part)."""
+    blocks = (count + step - 1) // step
+    last = count if p == parts - 1 else min(count, blocks * (p + 1) // parts * step)
+    return min(count, blocks * p // parts * step), last
 
 
 @intrinsic

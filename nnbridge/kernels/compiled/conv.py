@@ -26,9 +26,10 @@ for wrap-around (which turns a contiguous load into a gather) and counts referen
 from __future__ import annotations
 
 import numpy as np
+from numba import prange
 
-from ..parallel import MIN_WORK, grain, run_blocks, threads
-from ._core import jit
+from ..parallel import least_work, split, threads
+from ._core import block_bounds, jit, jit_parallel
 from .curves import overwrite
 
 #: output positions per pass over the taps (whole output rows): the accumulator stays in cache
@@ -194,6 +195,13 @@ def grouped_planes(x, w, bias, y, first, last, group, parts, top, left, sh, sw, 
         _conv_group(planes, sh * sw, wq, tap_plane, tap_offset, taps, bias, y, p + four, p + hi, acc)
 
 
+
+@jit_parallel
+def _grouped_planes_split(x, w, bias, y, group, parts_per_group, top, left, sh, sw, dh, dw, count, step, parts):
+    for p in prange(parts):
+        first, last = block_bounds(count, step, parts, p)
+        grouped_planes(x, w, bias, y, first, last, group, parts_per_group, top, left, sh, sw, dh, dw)
+
 @jit
 def _depthwise_pixels(x, tap_row, tap_col, w, y, first, last, sh, sw):
     """Output pixels ``[first, last)`` of a depthwise convolution in channels-last layout:
@@ -350,6 +358,14 @@ def depthwise_planes(x, taps, bias, y, first, last, top, left, sh, sw, dh, dw, k
             overwrite(code, yf, out, out + oh * ow, alpha, beta)
 
 
+
+@jit_parallel
+def _depthwise_planes_split(x, taps, bias, y, top, left, sh, sw, dh, dw, kh_, kw_, code, alpha, beta, count, step,
+                            parts):
+    for p in prange(parts):
+        first, last = block_bounds(count, step, parts, p)
+        depthwise_planes(x, taps, bias, y, first, last, top, left, sh, sw, dh, dw, kh_, kw_, code, alpha, beta)
+
 @jit
 def depthwise_taps(w):
     """``w (C, 1, KH, KW)`` as ``(KH·KW, C)``: the channels-last loops' tap rows."""
@@ -433,6 +449,13 @@ def _im2col_rows(x, cols, first, last, height, width, kh_, kw_, sh, sw, dh, dw, 
                 cols[start + q] = 0
 
 
+@jit_parallel
+def _im2col_split(x, cols, height, width, kh_, kw_, sh, sw, dh, dw, top, left, oh, ow, count, step, parts):
+    for p in prange(parts):
+        first, last = block_bounds(count, step, parts, p)
+        _im2col_rows(x, cols, first, last, height, width, kh_, kw_, sh, sw, dh, dw, top, left, oh, ow)
+
+
 def im2col(x: np.ndarray, kernel, strides, dilations, begin, out) -> np.ndarray:
     """The (C·KH·KW, OH·OW) columns of one float32 image ``x (C, H, W)`` in one pass, the padding
     read as zeros (numpy pads a copy, then copies a 6-axis transposed window view: 2.8× the time
@@ -442,8 +465,10 @@ def im2col(x: np.ndarray, kernel, strides, dilations, begin, out) -> np.ndarray:
     cols = np.empty((c * kh * kw, oh * ow), np.float32)
     flat, out_flat = np.ascontiguousarray(x).reshape(-1), cols.reshape(-1)
     height, width = x.shape[1], x.shape[2]
-    run_blocks(c * kh * kw, lambda lo, hi: _im2col_rows(flat, out_flat, lo, hi, height, width, kh, kw, sh, sw, dh, dw,
-                                                        begin[0], begin[1], oh, ow), grain(oh * ow))
+    split(c * kh * kw, oh * ow,
+          lambda lo, hi: _im2col_rows(flat, out_flat, lo, hi, height, width, kh, kw, sh, sw, dh, dw, begin[0], begin[1],
+                                      oh, ow),
+          _im2col_split, flat, out_flat, height, width, kh, kw, sh, sw, dh, dw, begin[0], begin[1], oh, ow)
     return cols
 
 
@@ -468,7 +493,7 @@ def small_depthwise(x_shape: tuple, w_shape: tuple, out) -> bool:
     n, c = x_shape[:2]
     m, cg, kh, kw = w_shape
     pixels = out[0] * out[1]
-    return cg == 1 and m == c and pixels <= CHANNELS_LAST_PIXELS and n * c * pixels * kh * kw < MIN_WORK
+    return cg == 1 and m == c and pixels <= CHANNELS_LAST_PIXELS and n * c * pixels * kh * kw < least_work()
 
 
 def depthwise(x: np.ndarray, taps: np.ndarray, bias: np.ndarray, y: np.ndarray, begin, strides, dilations,
@@ -482,9 +507,10 @@ def depthwise(x: np.ndarray, taps: np.ndarray, bias: np.ndarray, y: np.ndarray, 
     if small_depthwise(x.shape, (c, 1, kh, kw), (oh, ow)):
         depthwise_small_taps(x, taps, bias, y, top, left, sh, sw, dh, dw, kh, kw, code, alpha, beta)
         return
-    run_blocks(n * c, lambda lo, hi: depthwise_planes(x, taps, bias, y, lo, hi, top, left, sh, sw, dh, dw, kh, kw,
-                                                      code, alpha, beta),
-               grain(kh * kw * oh * (ow + kw)))
+    split(n * c, kh * kw * oh * (ow + kw),
+          lambda lo, hi: depthwise_planes(x, taps, bias, y, lo, hi, top, left, sh, sw, dh, dw, kh, kw, code, alpha,
+                                          beta),
+          _depthwise_planes_split, x, taps, bias, y, top, left, sh, sw, dh, dw, kh, kw, code, alpha, beta)
 
 
 def handles(x: np.ndarray, w: np.ndarray, group: int, begin) -> bool:
@@ -511,8 +537,9 @@ def grouped_conv2d(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride
     group = c // cg
     # fewer groups than threads (a one-group convolution): each group's filters in one part per thread
     parts = 1 if n * group >= threads() or m // group < 8 else threads()
-    run_blocks(n * group * parts,
-               lambda lo, hi: grouped_planes(x.reshape(n * c, h, wd), w, b, y.reshape(n * m, oh, ow), lo, hi,
-                                             group, parts, begin[0], begin[1], sh, sw, dh, dw),
-               grain((m // group // parts) * cg * kh * kw * oh * (ow + 2)))
+    planes, out_planes = x.reshape(n * c, h, wd), y.reshape(n * m, oh, ow)
+    split(n * group * parts, (m // group // parts) * cg * kh * kw * oh * (ow + 2),
+          lambda lo, hi: grouped_planes(planes, w, b, out_planes, lo, hi, group, parts, begin[0], begin[1], sh, sw, dh,
+                                        dw),
+          _grouped_planes_split, planes, w, b, out_planes, group, parts, begin[0], begin[1], sh, sw, dh, dw)
     return y

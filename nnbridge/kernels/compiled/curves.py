@@ -11,9 +11,10 @@ once and written once. The formulas are the numpy kernels' (``ops/fastmath.py``:
 from __future__ import annotations
 
 import numpy as np
+from numba import prange
 
-from ..parallel import grain, run_blocks
-from ._core import jit
+from ..parallel import grain, least_work, run_blocks, split
+from ._core import block_bounds, jit, jit_parallel
 from .curve_loops import IN_PLACE, LOOPS, NAMES, one_curve
 
 
@@ -50,11 +51,32 @@ def _gate_rows(code, x, s, bias, y, first, last, alpha, beta):
             out[p] = row[p] * g
 
 
+@jit_parallel
+def _overwrite_split(code, x, alpha, beta, count, step, parts):
+    for p in prange(parts):
+        first, last = block_bounds(count, step, parts, p)
+        overwrite(code, x, first, last, alpha, beta)
+
+
+@jit_parallel
+def _bias_rows_split(code, y, bias, alpha, beta, count, step, parts):
+    for p in prange(parts):
+        first, last = block_bounds(count, step, parts, p)
+        _bias_rows(code, y, bias, first, last, alpha, beta)
+
+
+@jit_parallel
+def _gate_rows_split(code, x, s, bias, y, alpha, beta, count, step, parts):
+    for p in prange(parts):
+        first, last = block_bounds(count, step, parts, p)
+        _gate_rows(code, x, s, bias, y, first, last, alpha, beta)
+
+
 #: curve name → its code, the index of its loop in ``LOOPS`` (``IN_PLACE``: the codes ``one_curve`` computes)
 CODES = {name: code for code, name in enumerate(NAMES)}
 #: elements up to which one block is the whole job (no other thread could take one): such maps
 #: skip the block split's closure and pool (5 of a 2,400-element HardSwish's 6 µs)
-SERIAL = grain(32)
+SERIAL = least_work() // 32
 _ZERO = np.float32(0)
 
 
@@ -70,7 +92,7 @@ def apply(name: str, x: np.ndarray, alpha: np.float32 = _ZERO, beta: np.float32 
         if flat.size <= SERIAL:
             overwrite(code, flat, 0, flat.size, a, b)
         else:
-            run_blocks(flat.size, lambda lo, hi: overwrite(code, flat, lo, hi, a, b), grain(32))
+            split(flat.size, 32, lambda lo, hi: overwrite(code, flat, lo, hi, a, b), _overwrite_split, code, flat, a, b)
         return x
     flat = np.ascontiguousarray(x, np.float32).reshape(-1)
     out = np.empty_like(flat) if out is None else out.reshape(-1)
@@ -103,7 +125,8 @@ class Epilogue:
         if y.size <= SERIAL:
             _bias_rows(code, y, bias, 0, y.shape[0], a, b)
         else:
-            run_blocks(y.shape[0], lambda lo, hi: _bias_rows(code, y, bias, lo, hi, a, b), grain(32 * y.shape[1]))
+            split(y.shape[0], 32 * y.shape[1], lambda lo, hi: _bias_rows(code, y, bias, lo, hi, a, b), _bias_rows_split,
+                  code, y, bias, a, b)
         return y
 
     def gate(self, x: np.ndarray, s: np.ndarray, bias: np.ndarray) -> np.ndarray:
@@ -114,6 +137,6 @@ class Epilogue:
         if x.size <= SERIAL:
             _gate_rows(code, x, s, bias, y, 0, x.shape[0], a, b)
         else:
-            run_blocks(x.shape[0], lambda lo, hi: _gate_rows(code, x, s, bias, y, lo, hi, a, b),
-                       grain(32 * x.shape[1]))
+            split(x.shape[0], 32 * x.shape[1], lambda lo, hi: _gate_rows(code, x, s, bias, y, lo, hi, a, b),
+                  _gate_rows_split, code, x, s, bias, y, a, b)
         return y

@@ -11,9 +11,10 @@ the first NaN of a window wins and is the window's maximum.
 from __future__ import annotations
 
 import numpy as np
+from numba import prange
 
-from ..parallel import grain, run_blocks
-from ._core import jit
+from ..parallel import split
+from ._core import block_bounds, jit, jit_parallel
 
 _U = np.uint64
 
@@ -71,10 +72,25 @@ def max_pool_2d_with_indices(x, y, indices, kernel, strides, dilations) -> None:
     (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
     per_plane = y.shape[1] * y.shape[2] * kh * kw
     if (kh, kw, sh, sw, dh, dw) == (2, 2, 2, 2, 1, 1):
-        run_blocks(x.shape[0], lambda lo, hi: _planes_2x2(x, y, indices, lo, hi), grain(per_plane))
+        split(x.shape[0], per_plane, lambda lo, hi: _planes_2x2(x, y, indices, lo, hi), _planes_2x2_split, x, y,
+              indices)
     else:
-        run_blocks(x.shape[0], lambda lo, hi: _planes(x, y, indices, lo, hi, kh, kw, sh, sw, dh, dw),
-                   grain(per_plane))
+        split(x.shape[0], per_plane, lambda lo, hi: _planes(x, y, indices, lo, hi, kh, kw, sh, sw, dh, dw),
+              _planes_split, x, y, indices, kh, kw, sh, sw, dh, dw)
+
+
+@jit_parallel
+def _planes_2x2_split(x, y, indices, count, step, parts):
+    for p in prange(parts):
+        first, last = block_bounds(count, step, parts, p)
+        _planes_2x2(x, y, indices, first, last)
+
+
+@jit_parallel
+def _planes_split(x, y, indices, kh, kw, sh, sw, dh, dw, count, step, parts):
+    for p in prange(parts):
+        first, last = block_bounds(count, step, parts, p)
+        _planes(x, y, indices, first, last, kh, kw, sh, sw, dh, dw)
 
 
 @jit
@@ -144,7 +160,14 @@ def pool_2d(x, count, kernel, strides, dilations, begin, out, from_zero: bool = 
     (kh, kw), (sh, sw), (dh, dw), (top, left) = kernel, strides, dilations, begin
     y = np.empty((x.shape[0], *out), np.float32)
     maximum, divisors = count is None, _NO_COUNT if count is None else count
-    run_blocks(x.shape[0], lambda lo, hi: _pool_planes(x, divisors, y, lo, hi, kh, kw, sh, sw, dh, dw, top, left,
-                                                       maximum, from_zero),
-               grain(out[0] * out[1] * kh * kw))
+    split(x.shape[0], out[0] * out[1] * kh * kw,
+          lambda lo, hi: _pool_planes(x, divisors, y, lo, hi, kh, kw, sh, sw, dh, dw, top, left, maximum, from_zero),
+          _pool_planes_split, x, divisors, y, kh, kw, sh, sw, dh, dw, top, left, maximum, from_zero)
     return y
+
+
+@jit_parallel
+def _pool_planes_split(x, count_, y, kh, kw, sh, sw, dh, dw, top, left, maximum, from_zero, count, step, parts):
+    for p in prange(parts):
+        first, last = block_bounds(count, step, parts, p)
+        _pool_planes(x, count_, y, first, last, kh, kw, sh, sw, dh, dw, top, left, maximum, from_zero)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import DType, Node
+from ..parallel import matmul
 from ..registry import kernel
 from ._windows import FLOATS, WITH_BF16, compute_dtype
 
@@ -97,7 +98,7 @@ def attention(ctx, q, k, v, mask=None, past_key=None, past_value=None, lengths=N
         vh = np.repeat(vh, heads // kv_heads, axis=1)
     scale = 1 / np.sqrt(qh.shape[-1]) if scale is None else scale
     root = dt.type(np.sqrt(scale))
-    scores = np.matmul(qh * root, (kh * root).transpose(0, 1, 3, 2))
+    scores = matmul(qh * root, (kh * root).transpose(0, 1, 3, 2))
     if softcap:
         scores = np.tanh(scores / dt.type(softcap)) * dt.type(softcap)
     bias = _bias(qh.shape[2], kh.shape[2], past_len, mask, lengths, dt, bool(is_causal), left_window_size,
@@ -108,7 +109,7 @@ def attention(ctx, q, k, v, mask=None, past_key=None, past_value=None, lengths=N
     probs = _masked_softmax(logits)
     blocked = np.isneginf(np.max(bias, axis=-1, keepdims=True))
     probs = np.where(blocked, 0, probs).astype(dt, copy=False)
-    y = np.matmul(probs, vh)
+    y = matmul(probs, vh)
     if rank == 3:
         y = y.transpose(0, 2, 1, 3).reshape(y.shape[0], y.shape[2], -1)
     qk = {2: biased, 3: probs}.get(mode, scores)

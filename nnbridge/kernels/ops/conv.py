@@ -18,6 +18,7 @@ import numpy as np
 
 from ...ir import DType, Node
 from .. import compiled
+from ..parallel import dot, matmul
 from ..registry import kernel
 from ._windows import (
     FLOATS,
@@ -88,7 +89,7 @@ def conv_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begin,
     pixels = prod(out)
     if all(k == 1 for k in kernel) and all(s == 1 for s in strides) and not any(begin) and not any(end):
         if group == 1 and n == 1:
-            return np.matmul(w.reshape(m, c), x.reshape(c, pixels)).reshape(n, m, *out)
+            return dot(w.reshape(m, c), x.reshape(c, pixels), np.matmul).reshape(n, m, *out)
         y = np.matmul(w.reshape(group, mg, cg), x.reshape(n, group, cg, pixels))  # (N, G, Mg, P)
         return y.reshape(n, m, *out)
     if cg == 1 and group > 1:
@@ -209,8 +210,8 @@ def _grouped_matmul(w: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """(G, Mg, K) @ (G, K, P); one group goes through a plain 2-D GEMM (numpy's batched path is slower,
     and ``np.dot`` makes matmul's product without its ufunc's microsecond of overhead)."""
     if w.shape[0] == 1:
-        return np.dot(w[0], cols[0])[None]
-    return np.matmul(w, cols)
+        return dot(w[0], cols[0])[None]
+    return matmul(w, cols)
 
 
 def _check_conv(node: Node, *, auto_pad="NOTSET") -> str | None:
@@ -313,7 +314,7 @@ def conv(ctx, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1, pads=
     if pointwise and group == 1 and x.shape[0] == 1 and x.dtype == w.dtype == np.float32:
         # a 1×1 convolution of one image: the matrix product and the bias, as conv_nd and below
         m, c = w.shape[:2]
-        y = np.dot(w.reshape(m, c), x.reshape(c, -1))
+        y = dot(w.reshape(m, c), x.reshape(c, -1))
         if b is not None:
             y += b.astype(np.float32, copy=False).reshape(m, 1)
         return y.reshape(1, m, *out)

@@ -21,6 +21,7 @@ import numpy as np
 
 from ...ir import DType, Node
 from .. import compiled
+from ..parallel import dot
 from ..registry import KernelFn
 from ._common import all_constant, static_shape
 from ._windows import gather
@@ -50,7 +51,7 @@ class Pointwise:
     def __call__(self, ctx, x, w, b=None):
         if x.shape != self.shape or x.dtype != _F32:
             return self.kernel(ctx, x, w, b, **self.attrs)
-        y = np.dot(self.weights, x.reshape(self.rows))  # matmul's product, its ufunc overhead left out
+        y = dot(self.weights, x.reshape(self.rows))  # matmul's product, its ufunc overhead left out
         if self.bias is not None:
             y += self.bias
         return y.reshape(self.out)
@@ -69,7 +70,7 @@ class Pointwise:
         def run(ctx, x, w, b=None):
             if x.shape != self.shape or x.dtype != _F32 or compiled.disabled():
                 return None
-            y = np.dot(self.weights, x.reshape(self.rows))
+            y = dot(self.weights, x.reshape(self.rows))
             epilogue.bias_and_curve(y, bias)
             return y.reshape(self.out)
 
@@ -94,7 +95,7 @@ class Pointwise:
             if (h.shape != self.shape or h.dtype != _F32 or type(x) is not np.ndarray or x.dtype != _F32
                     or x.ndim != 4 or x.shape[:2] != (1, channels) or not x.flags.c_contiguous or compiled.disabled()):
                 return None
-            raw = np.dot(self.weights, h.reshape(self.rows))
+            raw = dot(self.weights, h.reshape(self.rows))
             return epilogue.gate(x.reshape(channels, -1), raw.reshape(-1), bias).reshape(x.shape)
 
         return run
@@ -118,7 +119,7 @@ class Columns:
         self.out = (1, m, *out)
 
     def _product(self, x: np.ndarray) -> np.ndarray:
-        product = np.dot if self.weights.ndim == 2 else np.matmul
+        product = dot if self.weights.ndim == 2 else np.matmul
         return product(self.weights, gather(x, self.index, 0)).reshape(self.out[1], -1)
 
     def __call__(self, ctx, x, w, b=None):

@@ -15,6 +15,8 @@ from functools import lru_cache
 import numpy as np
 
 from ...ir import DType, Node
+from .. import parallel
+from ..parallel import dot
 from ..registry import kernel
 from ._windows import FLOATS, WITH_BF16, compute_dtype
 from .conv import requantize
@@ -50,7 +52,7 @@ def _prepare_gemm(node: Node, consts: tuple, *, alpha=1.0, beta=1.0, transA=0, t
     def run(ctx, a, b, c=None):
         if a.dtype != _F32 or a.ndim != 2:
             return gemm(ctx, a, b, c, **attrs)
-        y = np.matmul(a, weight)
+        y = dot(a, weight, np.matmul)
         if bias is not None:
             y += bias
         return y
@@ -67,7 +69,7 @@ def gemm(ctx, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
         a_ = a_.T
     if transB:
         b_ = b_.T
-    y = a_ @ b_
+    y = dot(a_, b_, np.matmul)
     if alpha != 1.0:
         y *= dt.type(alpha)
     if c is not None and beta != 0:
@@ -80,8 +82,8 @@ def matmul_nd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """np.matmul, except that a stack of rows times one matrix is a single GEMM
     (numpy would call BLAS once per leading index with a few rows each)."""
     if a.ndim > 2 and b.ndim == 2:
-        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[1])
-    return np.matmul(a, b)
+        return dot(a.reshape(-1, a.shape[-1]), b, np.matmul).reshape(*a.shape[:-1], b.shape[1])
+    return dot(a, b, np.matmul) if a.ndim == 2 else parallel.matmul(a, b)
 
 
 @kernel("MatMul", dtypes=WITH_BF16 | INTS)
@@ -181,11 +183,11 @@ def _einsum_matmul(equation: str, x: np.ndarray, y: np.ndarray) -> np.ndarray | 
         def matrix(v: np.ndarray, rows: str, cols: str) -> np.ndarray:
             return v.reshape(*v.shape[:len(batch)], count(rows), count(cols))  # a view: each group ≤ 1 axis
 
-        product = np.matmul(matrix(xv, left, contracted), matrix(yv, contracted, right))
+        product = parallel.matmul(matrix(xv, left, contracted), matrix(yv, contracted, right))
     else:
         xm = xv.reshape(count(batch), count(left), count(contracted))
         ym = yv.reshape(count(batch), count(contracted), count(right))
-        product = np.matmul(xm[0], ym[0])[None] if xm.shape[0] == 1 else np.matmul(xm, ym)
+        product = dot(xm[0], ym[0], np.matmul)[None] if xm.shape[0] == 1 else parallel.matmul(xm, ym)
     made = batch + left + right
     result = product.reshape([size[c] for c in made])
     result = result.transpose([made.index(c) for c in out])

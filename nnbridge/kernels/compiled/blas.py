@@ -1,0 +1,196 @@
+"""Matrix products shared over the kernel threads by calling numpy's own OpenBLAS from compiled code.
+
+At more than one thread, numpy's BLAS would run each product on its own pool, whose workers spin
+for about a tenth of a second after every call: the kernel threads' next loop then finds the other
+core taken, and gains nothing (measured: a two-part loop right after a threaded GEMM took as long
+as one part after another). So there is one pool: each product is cut into row or column blocks,
+one per kernel thread, and each block is one single-threaded call (``openblas_set_num_threads_local``,
+the calling thread's own count, restored after) of the same ``cblas_?gemm`` numpy calls, with the
+operands' layout flags numpy would pass. A block's values are the whole product's bit for bit: the
+float32 GEMM sums each output over K in an order that does not depend on which rows or columns it
+computes with it, as long as every block is large enough for the kernel the whole product takes
+(``SMALL_GEMM``); the float64 one does not (measured: some products of 300-400 lines differ when
+cut), so a float64 product is one call (``tests/reference/test_compiled.py`` holds both).
+
+The symbols are those of the OpenBLAS that numpy's wheels bundle (``scipy_cblas_sgemm64_``…);
+``READY`` is False when numpy was built against another BLAS, and every product then stays
+``np.dot``'s.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from pathlib import Path
+
+import llvmlite.binding as llvm
+import numpy as np
+from numba import prange, types
+
+from ._core import jit, jit_parallel
+
+_SYMBOLS = {"sgemm": "scipy_cblas_sgemm64_", "dgemm": "scipy_cblas_dgemm64_",
+            "local": "openblas_set_num_threads_local"}
+
+
+def _bind() -> bool:
+    """Make the bundled OpenBLAS's symbols known to numba's linker; False when there is none."""
+    libs = Path(np.__file__).parent.parent / "numpy.libs"
+    for path in sorted(libs.glob("libscipy_openblas64_*.so")):
+        try:
+            lib = ctypes.CDLL(str(path))
+            addresses = {name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value for name in _SYMBOLS.values()}
+        except (OSError, AttributeError):
+            continue
+        for name, address in addresses.items():
+            llvm.add_symbol(name, address)
+        return True
+    return False
+
+
+READY = _bind()
+_I, _P = types.int64, types.voidptr
+_GEMM_ARGS = (types.int32, types.int32, types.int32, _I, _I, _I)
+_sgemm = types.ExternalFunction(_SYMBOLS["sgemm"], types.void(*_GEMM_ARGS, types.float32, _P, _I, _P, _I,
+                                                                types.float32, _P, _I))
+_dgemm = types.ExternalFunction(_SYMBOLS["dgemm"], types.void(*_GEMM_ARGS, types.float64, _P, _I, _P, _I,
+                                                                types.float64, _P, _I))
+_local_threads = types.ExternalFunction(_SYMBOLS["local"], types.int32(types.int32))
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+#: multiply-adds up to which OpenBLAS takes its small-matrix kernels on AVX-512 machines, which sum
+#: in another order: a larger product is only cut into blocks that all stay above, so that every
+#: block runs the kernel the whole product would (measured: 36 of 400 products of 1-2.4 million
+#: multiply-adds differed when cut below)
+SMALL_GEMM = 1_000_000
+#: rows or columns per block edge: a multiple of every OpenBLAS kernel's tile, so no block but the
+#: last runs an edge kernel
+_TILE = 16
+
+
+@jit
+def _block(a, b, c, m0, m1, n0, n1):
+    """``c[m0:m1, n0:n1]`` = that block of ``a @ b``, one single-threaded call, each operand read in
+    place as numpy's call reads it (transposed when its columns are the contiguous axis)."""
+    item = a.itemsize
+    trans_a, lda = (_NO_TRANS, a.strides[0] // item) if a.strides[1] == item else (_TRANS, a.strides[1] // item)
+    trans_b, ldb = (_NO_TRANS, b.strides[0] // item) if b.strides[1] == item else (_TRANS, b.strides[1] // item)
+    k = a.shape[1]
+    saved = _local_threads(1)
+    if item == 4:
+        _sgemm(_ROW_MAJOR, trans_a, trans_b, m1 - m0, n1 - n0, k, np.float32(1), a[m0:].ctypes.data, lda,
+               b[:, n0:].ctypes.data, ldb, np.float32(0), c[m0:, n0:].ctypes.data, c.shape[1])
+    else:
+        _dgemm(_ROW_MAJOR, trans_a, trans_b, m1 - m0, n1 - n0, k, 1.0, a[m0:].ctypes.data, lda,
+               b[:, n0:].ctypes.data, ldb, 0.0, c[m0:, n0:].ctypes.data, c.shape[1])
+    _local_threads(saved)
+
+
+@jit_parallel
+def _split(a, b, c, by_rows, parts):
+    """``c = a @ b`` in ``parts`` row (or column) blocks, one per kernel thread."""
+    m, n = c.shape
+    edge = m if by_rows else n
+    tiles = (edge + _TILE - 1) // _TILE
+    for p in prange(parts):
+        lo = min(edge, tiles * p // parts * _TILE)
+        hi = min(edge, tiles * (p + 1) // parts * _TILE)
+        if by_rows:
+            _block(a, b, c, lo, hi, 0, n)
+        else:
+            _block(a, b, c, 0, m, lo, hi)
+
+
+@jit_parallel
+def _items(a, b, c, parts):
+    """``c[i] = a[i] @ b[i]`` for a stack, the items shared over the kernel threads, one call each."""
+    count, m, n = c.shape
+    for p in prange(parts):
+        for i in range(count * p // parts, count * (p + 1) // parts):
+            _block(a[i], b[i], c[i], 0, m, 0, n)
+
+
+@jit_parallel
+def _items_2(a, b, c, parts):
+    """``_items`` over two leading axes."""
+    outer, inner, m, n = c.shape
+    count = outer * inner
+    for p in prange(parts):
+        for i in range(count * p // parts, count * (p + 1) // parts):
+            _block(a[i // inner, i % inner], b[i // inner, i % inner], c[i // inner, i % inner], 0, m, 0, n)
+
+
+def matmul(a: np.ndarray, b: np.ndarray, parts: int) -> np.ndarray | None:
+    """``np.matmul(a, b)`` at one BLAS thread, bit for bit, of two stacks of float32 or float64
+    matrices with the same leading axes, their items shared over ``parts`` kernel threads (numpy
+    makes one GEMM call per item); None where numpy would not (vector or copied items)."""
+    lead = a.shape[:-2]
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    first = (0,) * (a.ndim - 2)
+    if m < 2 or n < 2 or k < 2 or not (_in_place(a[first]) and _in_place(b[first])) or np.may_share_memory(a, b):
+        return None
+    c = np.empty((*lead, m, n), a.dtype)
+    a3, b3 = _stacked(a), _stacked(b)
+    if a3 is not None and b3 is not None:
+        _items(a3, b3, c.reshape(-1, m, n), max(1, min(parts, a3.shape[0])))
+    elif a.ndim == 4:  # attention's heads: (batch, heads) transposed views that do not flatten
+        _items_2(a, b, c, max(1, min(parts, a.shape[0] * a.shape[1])))
+    else:
+        return None
+    return c
+
+
+def _stacked(x: np.ndarray) -> np.ndarray | None:
+    """``x`` as one stack axis and its matrices, without a copy (None when that needs one)."""
+    view = x.view()
+    try:
+        view.shape = (-1, *x.shape[-2:])
+    except AttributeError:
+        return None
+    return view
+
+
+def _in_place(x: np.ndarray) -> bool:
+    """numpy's BLAS call reads ``x`` where it is (one axis contiguous, the other a whole number of
+    elements apart, at least a row or column): no copy first."""
+    item = x.itemsize
+    rows, cols = x.strides
+    return ((cols == item and rows >= x.shape[1] * item and rows % item == 0)
+            or (rows == item and cols >= x.shape[0] * item and cols % item == 0))
+
+
+def dot(a: np.ndarray, b: np.ndarray, parts: int) -> np.ndarray | None:
+    """``np.dot(a, b)`` at one BLAS thread, bit for bit, of 2-D float32 or float64 matrices of one
+    dtype, in ``parts`` blocks over the kernel threads (one part: this thread); None where numpy
+    would not make one plain GEMM call (a vector or a single-column operand, a copied or shared one)."""
+    m, k = a.shape
+    n = b.shape[1]
+    if m < 2 or n < 2 or k < 2 or not (_in_place(a) and _in_place(b)) or np.may_share_memory(a, b):
+        return None
+    c = np.empty((m, n), a.dtype)
+    by_rows = m >= n
+    # the small kernels take a product of two non-transposed operands whatever its shape, others only
+    # for some shapes: a small product with a transposed operand stays one call
+    small_ok = a.strides[1] == b.strides[1] == a.itemsize
+    parts = _parts(m if by_rows else n, (n if by_rows else m) * k, parts, small_ok) if a.itemsize == 4 else 1
+    if parts == 1:  # in this thread: a one-part prange may still wake a worker to run it
+        _block(a, b, c, 0, m, 0, n)
+    else:
+        _split(a, b, c, by_rows, parts)
+    return c
+
+
+@functools.lru_cache(maxsize=4096)
+def _parts(edge: int, per_line: int, most: int, small_ok: bool) -> int:
+    """The most blocks (≤ ``most``) of ``_TILE``-multiple lines of an ``edge``-long side, each line
+    ``per_line`` multiply-adds, that all take the kernel the whole product takes: above
+    ``SMALL_GEMM`` when it is, else anything when ``small_ok`` (then the small kernels take them all)."""
+    tiles = -(-edge // _TILE)
+    if edge * per_line <= SMALL_GEMM:
+        return min(most, tiles) if small_ok else 1
+    for parts in range(min(most, tiles), 1, -1):
+        smallest = min(min(edge, tiles * (p + 1) // parts * _TILE) - min(edge, tiles * p // parts * _TILE)
+                       for p in range(parts))
+        if smallest * per_line > SMALL_GEMM:
+            return parts
+    return 1

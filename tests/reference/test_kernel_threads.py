@@ -1,0 +1,125 @@
+"""Kernel threads: one pool for the compiled kernels' blocks and the matrix products (``kernels/parallel.py``,
+``kernels/compiled/blas.py``), and the values it gives: every split is the one-thread result bit for bit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+import nnbridge
+from nnbridge.kernels import compiled, parallel
+
+RNG = np.random.default_rng(23)
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "architectures"
+
+
+@pytest.fixture(scope="module")
+def blas():
+    module = compiled.load("blas")
+    if module is None:
+        pytest.skip("numba is not installed: the numpy kernels run, and numpy's BLAS its own threads")
+    return module
+
+
+def test_the_compiled_kernels_share_their_blocks_on_numbas_tbb_layer(blas):
+    """The dependencies install TBB and numpy's bundled OpenBLAS: the single pool is what runs here (a
+    fallback to the Python pool would pass every other test and lose the threads' speed silently)."""
+    import numba
+
+    assert compiled.kernel_threads()
+    assert blas.READY
+    with nnbridge.cpu_threads(2):
+        parallel.dot(np.ones((64, 64), np.float32), np.ones((64, 4096), np.float32))
+    assert numba.threading_layer() == "tbb"
+
+
+def _operand(shape: tuple[int, int], dtype, layout: str) -> np.ndarray:
+    if layout == "C":
+        return RNG.standard_normal(shape).astype(dtype)
+    if layout == "F":
+        return np.asfortranarray(RNG.standard_normal(shape).astype(dtype))
+    wider = RNG.standard_normal((shape[0], shape[1] + 5)).astype(dtype)  # a row stride past the row
+    return wider[:, 2:2 + shape[1]]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_matrix_product_in_blocks_equals_numpys_one_thread_product_bit_for_bit(blas, dtype):
+    """Random shapes around the small-kernel bound (``SMALL_GEMM``: below it OpenBLAS sums in another
+    order, so a block must stay on the whole product's side), every operand layout numpy reads in
+    place, one to three parts; numpy's own product at one BLAS thread is the reference (at two,
+    OpenBLAS's threaded GEMM itself differs from it on some shapes)."""
+    checked = 0
+    for _ in range(120):
+        m, k, n = (int(v) for v in RNG.integers(2, 260, 3))
+        a = _operand((m, k), dtype, RNG.choice(["C", "F", "strided"]))
+        b = _operand((k, n), dtype, RNG.choice(["C", "F", "strided"]))
+        with threadpool_limits(1):
+            want = np.dot(a, b)
+        for parts in (1, 2, 3):
+            got = blas.dot(a, b, parts)
+            assert got is not None and got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want, err_msg=f"{m}x{k}x{n} {a.strides} {b.strides} parts={parts}")
+            checked += 1
+    assert checked == 360
+
+
+def test_a_product_numpy_would_not_make_as_one_gemm_is_left_to_numpy(blas):
+    a = RNG.standard_normal((40, 30)).astype(np.float32)
+    assert blas.dot(a[:1], a[:30], 2) is None  # one row: numpy's GEMV
+    assert blas.dot(a[::2], a[:30], 2) is None  # a row stride numpy copies first (every other row)
+    assert blas.dot(a, a.T, 2) is None  # one buffer both sides: numpy's SYRK
+    with nnbridge.cpu_threads(2):
+        np.testing.assert_array_equal(parallel.dot(a, a.T), np.dot(a, a.T))
+
+
+def test_stacks_of_products_over_threads_equal_numpys_one_thread_matmul(blas):
+    """Attention's products: heads as transposed views of (batch, sequence, heads, width) that do not
+    flatten into one stack axis, and a plain contiguous stack."""
+    for _ in range(40):
+        batch, heads = (int(v) for v in RNG.integers(1, 4, 2))
+        seq, width = (int(v) for v in RNG.integers(2, 120, 2))
+        q = RNG.standard_normal((batch, seq, heads, width)).astype(np.float32).transpose(0, 2, 1, 3)
+        k = RNG.standard_normal((batch, seq, heads, width)).astype(np.float32).transpose(0, 2, 3, 1)
+        v = RNG.standard_normal((batch, heads, seq, width)).astype(np.float32)
+        for x, y in ((q, k), (np.ascontiguousarray(q @ k), v), (v.reshape(-1, seq, width), k.reshape(-1, width, seq))):
+            with threadpool_limits(1):
+                want = np.matmul(x, y)
+            for parts in (1, 2, 3):
+                got = blas.matmul(x, y, parts)
+                assert got is not None
+                np.testing.assert_array_equal(got, want)
+
+
+@pytest.fixture
+def split_everything(monkeypatch):
+    """Every block worth a thread, so that small fixtures split wherever a kernel can."""
+    from nnbridge.kernels.compiled import curves
+
+    monkeypatch.setattr(parallel, "TWIN_MIN_WORK", 1)
+    monkeypatch.setattr(parallel, "DOT_MIN_WORK", 1)
+    monkeypatch.setattr(parallel, "MIN_WORK", 1)
+    monkeypatch.setattr(curves, "SERIAL", 0)
+
+
+@pytest.mark.parametrize("pool", ["tbb", "python"])
+@pytest.mark.parametrize("name", ["mobilenetv3", "regnet", "efficientnet", "poolformer", "vit", "whisper-encoder"])
+def test_a_network_gives_the_same_values_at_one_two_and_three_threads(split_everything, monkeypatch, pool, name):
+    """Depthwise and grouped convolutions, 1×1 and im2col products, pools, fused curves, attention:
+    each split (by TBB's ``prange`` twins and the product blocks, or by the Python pool where TBB is
+    missing) adds each output's terms as one thread does."""
+    compiled.load("conv")
+    if pool == "python":
+        monkeypatch.setattr(compiled, "_TBB", [False])
+    with np.load(FIXTURES / f"{name}.npz") as data:
+        feeds = {key: data[key] for key in data.files}
+    runs = []
+    for threads in (1, 2, 3):
+        with nnbridge.cpu_threads(threads):
+            exe = nnbridge.compile(str(FIXTURES / f"{name}.onnx"), backend="reference")
+            runs.append(exe.run(feeds))
+    for name_, value in runs[0].items():
+        np.testing.assert_array_equal(runs[1][name_], value, err_msg=f"{name_} at 2 threads")
+        np.testing.assert_array_equal(runs[2][name_], value, err_msg=f"{name_} at 3 threads")
