@@ -20,6 +20,7 @@ import numpy as np
 
 from ..base.errors import KernelError, NNBridgeError, Unsupported, UnsupportedOpError
 from ..ir import DType, Graph, Node, op_traits
+from .parallel import BlasInThisThread
 from .registry import KernelSpec, get_kernel
 
 #: a front end watching long runs sets this: called with (steps done, steps) as a top-level plan
@@ -444,10 +445,11 @@ class Plan:
                 raise KernelError(f"graph '{self.graph.name}': value '{name}' is read but never given or computed")
             values[index] = source[name]
         report = STEP_PROGRESS.get() if outer is None and len(self._program) >= REPORTED_STEPS else None
-        if observe is None and timings is None and report is None:
-            self._run(self._program, values)
-        else:
-            self._run_watched(self._watched, values, observe, timings, report)
+        with BlasInThisThread():
+            if observe is None and timings is None and report is None:
+                self._run(self._program, values)
+            else:
+                self._run_watched(self._watched, values, observe, timings, report)
         if self._constants:
             self._keep_constants()
         result = [values[i] for i in self._outputs]

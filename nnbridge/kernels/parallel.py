@@ -102,6 +102,27 @@ def split(count: int, work_per_item: float, serial: Callable[[int, int], None], 
         run_blocks(count, serial, step)
 
 
+class BlasInThisThread:
+    """``with BlasInThisThread():`` a plan's run at more than one thread, when the compiled kernels
+    share their own blocks: every BLAS call the run makes outside ``dot`` and ``matmul`` (a vector
+    product, a recurrence's step) runs in the calling thread, so OpenBLAS's pool is never woken (a
+    woken pool's workers then spin for a tenth of a second on the core the kernels' blocks need:
+    MobileNetV3's squeeze-excite products made every later block of the network wait)."""
+
+    __slots__ = ("saved",)
+
+    def __enter__(self) -> None:
+        self.saved = None
+        if threads() > 1 and compiled.kernel_threads():
+            blas = compiled.load("blas")
+            if blas is not None and blas.READY:
+                self.saved = blas.one_thread(1)
+
+    def __exit__(self, *exc) -> None:
+        if self.saved is not None:
+            compiled.load("blas").one_thread(self.saved)
+
+
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.matmul`` of two stacks of matrices with the same leading axes, bit for bit; at more than
     one thread, with large enough float items of one dtype, the items over the kernel threads."""

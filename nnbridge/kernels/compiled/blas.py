@@ -33,8 +33,8 @@ _SYMBOLS = {"sgemm": "scipy_cblas_sgemm64_", "dgemm": "scipy_cblas_dgemm64_",
             "local": "openblas_set_num_threads_local"}
 
 
-def _bind() -> bool:
-    """Make the bundled OpenBLAS's symbols known to numba's linker; False when there is none."""
+def _bind() -> ctypes.CDLL | None:
+    """Make the bundled OpenBLAS's symbols known to numba's linker; None when there is none."""
     libs = Path(np.__file__).parent.parent / "numpy.libs"
     for path in sorted(libs.glob("libscipy_openblas64_*.so")):
         try:
@@ -44,11 +44,17 @@ def _bind() -> bool:
             continue
         for name, address in addresses.items():
             llvm.add_symbol(name, address)
-        return True
-    return False
+        return lib
+    return None
 
 
-READY = _bind()
+_LIB = _bind()
+READY = _LIB is not None
+if READY:
+    #: ``one_thread(count)`` sets the calling thread's own OpenBLAS thread count (0: the process's)
+    #: and returns the one it replaces
+    one_thread = _LIB.openblas_set_num_threads_local
+    one_thread.argtypes, one_thread.restype = [ctypes.c_int], ctypes.c_int
 _I, _P = types.int64, types.voidptr
 _GEMM_ARGS = (types.int32, types.int32, types.int32, _I, _I, _I)
 _sgemm = types.ExternalFunction(_SYMBOLS["sgemm"], types.void(*_GEMM_ARGS, types.float32, _P, _I, _P, _I,
