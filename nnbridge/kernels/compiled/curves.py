@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from ..parallel import grain, least_work, run_blocks, split
+from ..parallel import least_work, split
 from ._core import block_bounds, jit, jit_parallel
-from .curve_loops import IN_PLACE, LOOPS, NAMES, one_curve
+from .curve_loops import IN_PLACE, LOOPS, NAMES, SPLITS, one_curve
 
 
 @jit
@@ -100,7 +100,7 @@ def apply(name: str, x: np.ndarray, alpha: np.float32 = _ZERO, beta: np.float32 
     if flat.size <= SERIAL:
         loop(flat, out, 0, flat.size, a, b)
     else:
-        run_blocks(flat.size, lambda lo, hi: loop(flat, out, lo, hi, a, b), grain(32))
+        split(flat.size, 32, lambda lo, hi: loop(flat, out, lo, hi, a, b), SPLITS[code], flat, out, a, b)
     return out.reshape(x.shape)
 
 

@@ -18,8 +18,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import prange
 
-from ._core import F, inline, jit
+from ..parallel import split
+from ._core import F, block_bounds, inline, jit, jit_parallel
 
 #: numpy's PW_BLOCKSIZE: the longest row summed as one block of eight partial sums
 BLOCK = 128
@@ -132,11 +134,13 @@ def row_means(x, out):
 
 
 @jit
-def layer_norm_rows(x, scale, bias, epsilon, y, centered):
-    """``kernels/ops/normalization.layer_norm``'s float32 operations on each row, in its order:
-    the mean (numpy's sum / n), the centred row, the mean of its squares, + ε, 1/√, × scale, + bias."""
+def layer_norm_rows(x, scale, bias, epsilon, y, first, last):
+    """``kernels/ops/normalization.layer_norm``'s float32 operations on rows ``[first, last)``, in
+    its order: the mean (numpy's sum / n), the centred row, the mean of its squares, + ε, 1/√,
+    × scale, + bias."""
     n = x.shape[1]
-    for r in range(x.shape[0]):
+    centered = np.empty((1, n), np.float32)
+    for r in range(first, last):
         mean = _row_sum(x, r, n) / F(n)
         for i in range(n):
             centered[0, i] = x[r, i] - mean
@@ -152,6 +156,19 @@ def layer_norm_rows(x, scale, bias, epsilon, y, centered):
                 y[r, i] = centered[0, i] * inv_std * scale[i]
 
 
+@jit_parallel
+def _layer_norm_split(x, scale, bias, epsilon, y, count, step, parts):
+    for p in prange(parts):
+        first, last = block_bounds(count, step, parts, p)
+        layer_norm_rows(x, scale, bias, epsilon, y, first, last)
+
+
+def layer_norm_into(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsilon: np.float32, y: np.ndarray) -> None:
+    """``layer_norm_rows`` over all rows of ``x (R, n)`` into ``y``, shared over the kernel threads."""
+    split(x.shape[0], 6 * x.shape[1], lambda lo, hi: layer_norm_rows(x, scale, bias, epsilon, y, lo, hi),
+          _layer_norm_split, x, scale, bias, epsilon, y)
+
+
 def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axis: int,
                epsilon: np.float32) -> np.ndarray | None:
     """LayerNormalization of C-contiguous float32 ``x`` over its axes from ``axis`` on, with
@@ -162,9 +179,8 @@ def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axis: 
             or (bias is not None and bias.shape != x.shape[axis:])):
         return None
     y = np.empty_like(x)
-    layer_norm_rows(x.reshape(-1, length), np.ascontiguousarray(scale).reshape(-1),
-                     NO_BIAS if bias is None else np.ascontiguousarray(bias).reshape(-1), epsilon,
-                     y.reshape(-1, length), np.empty((1, length), np.float32))
+    layer_norm_into(x.reshape(-1, length), np.ascontiguousarray(scale).reshape(-1),
+                    NO_BIAS if bias is None else np.ascontiguousarray(bias).reshape(-1), epsilon, y.reshape(-1, length))
     return y
 
 
@@ -200,16 +216,29 @@ def instance_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsilon: n
 
 
 @jit
-def rms_norm_rows(x, scale, epsilon, y):
-    """``kernels/ops/normalization.rms_norm``'s float32 operations on each row, in its order: the
-    squares, their mean (numpy's sum / n), + ε, √, x ÷ it, × scale."""
+def rms_norm_rows(x, scale, epsilon, y, first, last):
+    """``kernels/ops/normalization.rms_norm``'s float32 operations on rows ``[first, last)``, in its
+    order: the squares, their mean (numpy's sum / n), + ε, √, x ÷ it, × scale."""
     n = x.shape[1]
-    for r in range(x.shape[0]):
+    for r in range(first, last):
         for i in range(n):
             y[r, i] = x[r, i] * x[r, i]
         root = np.sqrt(_row_sum(y, r, n) / F(n) + epsilon)
         for i in range(n):
             y[r, i] = x[r, i] / root * scale[i]
+
+
+@jit_parallel
+def _rms_norm_split(x, scale, epsilon, y, count, step, parts):
+    for p in prange(parts):
+        first, last = block_bounds(count, step, parts, p)
+        rms_norm_rows(x, scale, epsilon, y, first, last)
+
+
+def rms_norm_into(x: np.ndarray, scale: np.ndarray, epsilon: np.float32, y: np.ndarray) -> None:
+    """``rms_norm_rows`` over all rows of ``x (R, n)`` into ``y``, shared over the kernel threads."""
+    split(x.shape[0], 4 * x.shape[1], lambda lo, hi: rms_norm_rows(x, scale, epsilon, y, lo, hi), _rms_norm_split,
+          x, scale, epsilon, y)
 
 
 def rms_norm(x: np.ndarray, scale: np.ndarray, axis: int, epsilon: np.float32) -> np.ndarray | None:
@@ -219,12 +248,12 @@ def rms_norm(x: np.ndarray, scale: np.ndarray, axis: int, epsilon: np.float32) -
     if length > TWO_BLOCKS or length == 0 or scale.shape != x.shape[axis:]:
         return None
     y = np.empty_like(x)
-    rms_norm_rows(x.reshape(-1, length), np.ascontiguousarray(scale).reshape(-1), epsilon, y.reshape(-1, length))
+    rms_norm_into(x.reshape(-1, length), np.ascontiguousarray(scale).reshape(-1), epsilon, y.reshape(-1, length))
     return y
 
 
 @jit
-def shift_rows(x, out):
+def shift_rows(x, out, first, last):
     """``out = x - max(x)`` per row, the max replaced by 0 where it is ±inf or NaN (a NaN anywhere
     makes numpy's max NaN): the softmax's shift, as the numpy kernel computes it. The max is kept in
     eight lanes and NaN in a flag, so the loop vectorises (a select that also took NaN, and stopped
@@ -232,7 +261,7 @@ def shift_rows(x, out):
     from numpy's, and x - (±0) then differs only in a zero's sign, which exp maps to 1 alike."""
     n = x.shape[1]
     lanes = np.empty(8, np.float32)
-    for r in range(x.shape[0]):
+    for r in range(first, last):
         row, shifted = x[r], out[r]
         for k in range(8):
             lanes[k] = row[0]
@@ -257,13 +286,37 @@ def shift_rows(x, out):
 
 
 @jit
-def divide_by_row_sums(x):
-    """``x /= sum(x)`` per row, each sum numpy's (rows of at most ``TWO_BLOCKS`` values)."""
+def divide_by_row_sums(x, first, last):
+    """``x /= sum(x)`` on rows ``[first, last)``, each sum numpy's (rows of at most ``TWO_BLOCKS`` values)."""
     n = x.shape[1]
-    for r in range(x.shape[0]):
+    for r in range(first, last):
         total = _row_sum(x, r, n)
         for i in range(n):
             x[r, i] = x[r, i] / total
+
+
+@jit_parallel
+def _shift_split(x, out, count, step, parts):
+    for p in prange(parts):
+        first, last = block_bounds(count, step, parts, p)
+        shift_rows(x, out, first, last)
+
+
+@jit_parallel
+def _divide_split(x, count, step, parts):
+    for p in prange(parts):
+        first, last = block_bounds(count, step, parts, p)
+        divide_by_row_sums(x, first, last)
+
+
+def softmax_rows(x: np.ndarray, out: np.ndarray) -> None:
+    """``out`` = the softmax of each row of C-contiguous float32 ``x (R, n)`` (n ≤ ``TWO_BLOCKS``): the
+    compiled shift, numpy's exp, the compiled division by the row sums, the first and last shared
+    over the kernel threads."""
+    work = 2 * x.shape[1]
+    split(x.shape[0], work, lambda lo, hi: shift_rows(x, out, lo, hi), _shift_split, x, out)
+    np.exp(out, out=out)
+    split(x.shape[0], work, lambda lo, hi: divide_by_row_sums(out, lo, hi), _divide_split, out)
 
 
 def trailing_mean(x: np.ndarray, axes: int) -> np.ndarray | None:

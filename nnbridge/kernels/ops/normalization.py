@@ -166,10 +166,9 @@ class _PreparedNorm:
         x = np.ascontiguousarray(x).reshape(self.rows)  # a channels-last view between Transposes: copied
         y = np.empty(self.rows, np.float32)
         if self.kernel is rms_norm:
-            fast.rms_norm_rows(x, self.scale, self.epsilon, y)
+            fast.rms_norm_into(x, self.scale, self.epsilon, y)
         else:
-            fast.layer_norm_rows(x, self.scale, fast.NO_BIAS if self.bias is None else self.bias, self.epsilon, y,
-                                 np.empty((1, self.rows[1]), np.float32))
+            fast.layer_norm_into(x, self.scale, fast.NO_BIAS if self.bias is None else self.bias, self.epsilon, y)
         return y.reshape(self.shape)
 
 

@@ -45,9 +45,7 @@ def _softmax_rows(x: np.ndarray) -> np.ndarray:
     out = np.empty(rows.shape, x.dtype)
     fast = compiled.loaded("reduce") if x.dtype == np.float32 and rows.size <= CHUNK else None
     if fast is not None and width <= fast.TWO_BLOCKS:  # the shift and the sums compiled (the same operations)
-        fast.shift_rows(np.ascontiguousarray(rows), out)
-        np.exp(out, out=out)
-        fast.divide_by_row_sums(out)
+        fast.softmax_rows(np.ascontiguousarray(rows), out)
         return out.reshape(x.shape)
     step = max(1, CHUNK // width)
 
