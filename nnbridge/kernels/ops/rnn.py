@@ -184,10 +184,13 @@ def _compiled(rec: Recurrence, states: list[list[np.ndarray]], split: int | None
     clip = np.float32(rec.clip if rec.clip is not None else 0)
     ys = [np.empty((rec.seq, rec.batch, rec.hidden), np.float32) for _ in range(rec.dirs)]
 
+    # the input projections first, each one matrix product over all the kernel threads; then the
+    # directions' recurrences side by side
+    projections = [rec.projected(d, split) for d in range(rec.dirs)]
+
     def direction(first: int, last: int) -> None:
         for d in range(first, last):
-            xw, _, rb = rec.projected(d, split)
-            r = np.ascontiguousarray(rec.r[d].T)  # Rᵀ: the loops run along its rows
+            xw, r, rb = projections[d]  # r: Rᵀ, the loops run along its rows
             if op == "LSTM":
                 peep = options["peepholes"]
                 peep = np.ascontiguousarray(peep[d], np.float32) if peep is not None else np.empty(0, np.float32)
