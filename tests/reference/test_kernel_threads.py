@@ -123,3 +123,24 @@ def test_a_network_gives_the_same_values_at_one_two_and_three_threads(split_ever
     for name_, value in runs[0].items():
         np.testing.assert_array_equal(runs[1][name_], value, err_msg=f"{name_} at 2 threads")
         np.testing.assert_array_equal(runs[2][name_], value, err_msg=f"{name_} at 3 threads")
+
+
+def test_a_plans_run_at_two_threads_keeps_its_other_blas_calls_in_its_own_thread(blas):
+    """A vector product or a recurrence's step goes to numpy's BLAS directly: during a run at more
+    than one thread that BLAS is held to the calling thread (its pool, once woken, spins on the core
+    the kernel threads' blocks need), and given back after."""
+    path = FIXTURES / "mobilenetv3.onnx"
+    with np.load(path.with_suffix(".npz")) as data:
+        feeds = {key: data[key] for key in data.files}
+    with nnbridge.cpu_threads(2):
+        exe = nnbridge.compile(str(path), backend="reference")
+        seen = []
+
+        def observe(node, outputs):
+            seen.append(blas.one_thread(1))  # the count in force (this call sets what is already set)
+
+        exe.plan.execute(feeds, observe=observe)
+        after = blas.one_thread(0)
+        blas.one_thread(after)
+    assert seen and set(seen) == {1}
+    assert after != 1
