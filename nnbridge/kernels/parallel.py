@@ -51,17 +51,14 @@ def set_threads(count: int | None) -> None:
     _threads = count
 
 
-#: the least work worth handing to another thread, in multiply-adds (or element operations): about
-#: 0.8 ms of compiled loop. Each split is a fork and a join, and the join waits for the slowest
-#: part: a no-op split costs 45-55 µs here (a woken thread's latency), more when OpenBLAS's threads
-#: still spin on the other core, and on a busy machine a part can wait a whole scheduler slice, so
-#: splits must be few and large (measured at 2 threads in bench_architectures' setting: from 2M to
-#: 16M, MobileNetV3-large 8.7 → 8.2 ms, RegNet 12.9 → 11.8, EfficientNet-B0 19.3 → 18.1, Whisper's
-#: encoder 214 → 209, none slower; 16k-element blocks once made MobileNetV3 35× slower under load).
-#: numba's own parallel loops on its OpenMP layer start in 3 µs, but their threads spin between
-#: loops without yielding, and beside OpenBLAS's and onnxruntime's pools in one process they starved
-#: the threads being waited for (MobileNetV3-small 3.6 → 60 ms at 2 threads; passive waiting brings
-#: back the 50 µs), so kernel threads stay this pool until one pool serves BLAS and the kernels alike
+#: the least work worth a block on the Python pool (no TBB), in multiply-adds (or element
+#: operations): about 0.8 ms of compiled loop. Each split is a fork and a join, and the join waits
+#: for the slowest part: a no-op split costs 45-55 µs here (a woken thread's latency), more when
+#: OpenBLAS's threads still spin on the other core, so splits must be few and large (measured at 2
+#: threads in bench_architectures' setting: from 2M to 16M, MobileNetV3-large 8.7 → 8.2 ms, RegNet
+#: 12.9 → 11.8, none slower). numba's OpenMP layer starts a loop in 3 µs too, but its threads spin
+#: between loops without yielding and starved OpenBLAS's and onnxruntime's threads in the same
+#: process (MobileNetV3-small 3.6 → 60 ms at 2 threads), hence TBB for the twins
 MIN_WORK = 1 << 24
 
 
