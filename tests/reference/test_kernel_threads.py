@@ -101,7 +101,7 @@ def split_everything(monkeypatch):
     monkeypatch.setattr(parallel, "TWIN_MIN_WORK", 1)
     monkeypatch.setattr(parallel, "DOT_MIN_WORK", 1)
     monkeypatch.setattr(parallel, "MIN_WORK", 1)
-    monkeypatch.setattr(curves, "SERIAL", 0)
+    monkeypatch.setattr(curves, "SERIAL", (0,) * len(curves.COST))
 
 
 @pytest.mark.parametrize("pool", ["tbb", "python"])

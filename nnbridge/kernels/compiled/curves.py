@@ -74,9 +74,12 @@ def _gate_rows_split(code, x, s, bias, y, alpha, beta, count, step, parts):
 
 #: curve name → its code, the index of its loop in ``LOOPS`` (``IN_PLACE``: the codes ``one_curve`` computes)
 CODES = {name: code for code, name in enumerate(NAMES)}
-#: elements up to which one block is the whole job (no other thread could take one): such maps
-#: skip the block split's closure and pool (5 of a 2,400-element HardSwish's 6 µs)
-SERIAL = least_work() // 32
+#: each curve's cost per value in multiply-adds, for sizing its blocks: about 1 ns a value for the
+#: curves built on exp (GELU 1.9), 0.1 for the piecewise-linear ones
+COST = tuple(4 if name in ("hard_sigmoid32", "hard_swish32", "relu32") else 32 for name in NAMES)
+#: per curve, the values up to which one block is the whole job (no other thread could take one):
+#: such maps skip the block split's closure (5 of a 2,400-element HardSwish's 6 µs)
+SERIAL = tuple(least_work() // cost for cost in COST)
 _ZERO = np.float32(0)
 
 
@@ -89,18 +92,19 @@ def apply(name: str, x: np.ndarray, alpha: np.float32 = _ZERO, beta: np.float32 
     code, a, b = CODES[name], np.float32(alpha), np.float32(beta)
     if out is x and code in IN_PLACE and x.dtype == np.float32 and x.flags.c_contiguous:
         flat = x.reshape(-1)
-        if flat.size <= SERIAL:
+        if flat.size <= SERIAL[code]:
             overwrite(code, flat, 0, flat.size, a, b)
         else:
-            split(flat.size, 32, lambda lo, hi: overwrite(code, flat, lo, hi, a, b), _overwrite_split, code, flat, a, b)
+            split(flat.size, COST[code], lambda lo, hi: overwrite(code, flat, lo, hi, a, b), _overwrite_split, code,
+                  flat, a, b)
         return x
     flat = np.ascontiguousarray(x, np.float32).reshape(-1)
     out = np.empty_like(flat) if out is None else out.reshape(-1)
     loop = LOOPS[code]
-    if flat.size <= SERIAL:
+    if flat.size <= SERIAL[code]:
         loop(flat, out, 0, flat.size, a, b)
     else:
-        split(flat.size, 32, lambda lo, hi: loop(flat, out, lo, hi, a, b), SPLITS[code], flat, out, a, b)
+        split(flat.size, COST[code], lambda lo, hi: loop(flat, out, lo, hi, a, b), SPLITS[code], flat, out, a, b)
     return out.reshape(x.shape)
 
 
@@ -122,11 +126,11 @@ class Epilogue:
         convolution's bias and activation as one pass over its result), shared over the kernel
         threads."""
         code, a, b = self.code, self.alpha, self.beta
-        if y.size <= SERIAL:
+        if y.size <= SERIAL[code]:
             _bias_rows(code, y, bias, 0, y.shape[0], a, b)
         else:
-            split(y.shape[0], 32 * y.shape[1], lambda lo, hi: _bias_rows(code, y, bias, lo, hi, a, b), _bias_rows_split,
-                  code, y, bias, a, b)
+            split(y.shape[0], COST[code] * y.shape[1], lambda lo, hi: _bias_rows(code, y, bias, lo, hi, a, b),
+                  _bias_rows_split, code, y, bias, a, b)
         return y
 
     def gate(self, x: np.ndarray, s: np.ndarray, bias: np.ndarray) -> np.ndarray:
@@ -134,9 +138,10 @@ class Epilogue:
         values: a squeeze-excite's last convolution's bias and curve and its scaling, in one pass."""
         code, a, b = self.code, self.alpha, self.beta
         y = np.empty_like(x)
-        if x.size <= SERIAL:
+        cheap = CODES["relu32"]  # a curve per row, then a product per value
+        if x.size <= SERIAL[cheap]:
             _gate_rows(code, x, s, bias, y, 0, x.shape[0], a, b)
         else:
-            split(x.shape[0], 32 * x.shape[1], lambda lo, hi: _gate_rows(code, x, s, bias, y, lo, hi, a, b),
+            split(x.shape[0], COST[cheap] * x.shape[1], lambda lo, hi: _gate_rows(code, x, s, bias, y, lo, hi, a, b),
                   _gate_rows_split, code, x, s, bias, y, a, b)
         return y
