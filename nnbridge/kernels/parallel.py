@@ -75,6 +75,13 @@ def least_work() -> int:
     return TWIN_MIN_WORK if compiled.kernel_threads() else MIN_WORK
 
 
+def alone(work: float) -> bool:
+    """True when ``work`` multiply-adds are too few to split, or this is one thread's run: a caller
+    then calls its kernel once without building ``split``'s closure (a small graph's row kernels
+    pay a microsecond for that)."""
+    return work < TWIN_MIN_WORK or _threads == 1
+
+
 def _grain(work_per_item: float, least: int) -> int:
     return max(1, -(-least // max(1, int(work_per_item))))
 
@@ -123,8 +130,8 @@ class BlasInThisThread:
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.matmul`` of two stacks of matrices with the same leading axes, bit for bit; at more than
     one thread, with large enough float items of one dtype, the items over the kernel threads."""
-    if (a.ndim == b.ndim >= 3 and a.shape[:-2] == b.shape[:-2] and a.dtype == b.dtype and a.dtype.kind == "f"
-            and a.dtype.itemsize in (4, 8) and threads() > 1 and a.size * b.shape[-1] >= DOT_MIN_WORK
+    if (a.size * b.shape[-1] >= DOT_MIN_WORK and a.ndim == b.ndim >= 3 and a.shape[:-2] == b.shape[:-2]
+            and a.dtype == b.dtype and a.dtype.kind == "f" and a.dtype.itemsize in (4, 8) and threads() > 1
             and compiled.kernel_threads()):
         blas = compiled.load("blas")
         y = blas.matmul(a, b, threads()) if blas is not None and blas.READY else None
