@@ -34,6 +34,13 @@ def test_the_compiled_kernels_share_their_blocks_on_numbas_tbb_layer(blas):
     with nnbridge.cpu_threads(2):
         parallel.dot(np.ones((64, 64), np.float32), np.ones((64, 4096), np.float32))
     assert numba.threading_layer() == "tbb"
+    assert "on numba's TBB layer" in compiled.describe()
+
+
+def test_without_tbb_the_kernels_say_which_pool_runs_them(monkeypatch):
+    compiled.load("conv")
+    monkeypatch.setattr(compiled, "_TBB", [False])
+    assert "Python pool" in compiled.describe() and "pip install tbb" in compiled.describe()
 
 
 def _operand(shape: tuple[int, int], dtype, layout: str) -> np.ndarray:

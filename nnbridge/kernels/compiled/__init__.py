@@ -181,4 +181,7 @@ def describe() -> str:
     numba = _numba()
     if numba is None:
         return "numpy kernels only (numba is not installed)"
-    return f"numba {numba.__version__} compiled kernels (cache: {cache_dir()})"
+    pool = ("kernel threads and matrix products on numba's TBB layer" if kernel_threads() else
+            "kernel threads on a Python pool, matrix products on BLAS's own (numba's TBB layer did not load: "
+            "pip install tbb, and leave NUMBA_THREADING_LAYER unset)")
+    return f"numba {numba.__version__} compiled kernels (cache: {cache_dir()}); {pool}"
