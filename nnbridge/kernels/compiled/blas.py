@@ -10,7 +10,7 @@ operands' layout flags numpy would pass. A block's values are the whole product'
 float32 GEMM sums each output over K in an order that does not depend on which rows or columns it
 computes with it, as long as every block is large enough for the kernel the whole product takes
 (``SMALL_GEMM``); the float64 one does not (measured: some products of 300-400 lines differ when
-cut), so a float64 product is one call (``tests/reference/test_compiled.py`` holds both).
+cut), so a float64 product is one call (``tests/reference/test_kernel_threads.py`` holds both).
 
 The symbols are those of the OpenBLAS that numpy's wheels bundle (``scipy_cblas_sgemm64_``…);
 ``READY`` is False when numpy was built against another BLAS, and every product then stays
