@@ -95,12 +95,11 @@ def split(count: int, work_per_item: float, serial: Callable[[int, int], None], 
     """``serial(start, stop)`` over ``range(count)`` (each item ``work_per_item`` multiply-adds), as
     ``run_blocks`` shares it; or, when the compiled kernels share their own blocks, as
     ``twin(*args, count, step, parts)``: the kernel's ``prange`` loop over the parts."""
-    twins = compiled.kernel_threads()
-    step = _grain(work_per_item, TWIN_MIN_WORK if twins else MIN_WORK)
+    step = _grain(work_per_item, least_work())
     parts = min(threads(), -(-count // step))
     if parts <= 1:
         serial(0, count)
-    elif twins:
+    elif compiled.kernel_threads():
         twin(*args, count, step, parts)
     else:
         run_blocks(count, serial, step)
@@ -116,42 +115,55 @@ class BlasInThisThread:
     __slots__ = ("saved",)
 
     def __enter__(self) -> None:
-        self.saved = None
-        if threads() > 1 and compiled.kernel_threads():
-            blas = compiled.load("blas")
-            if blas is not None and blas.READY:
-                self.saved = blas.one_thread(1)
+        blas = _blas() if threads() > 1 else None
+        self.saved = None if blas is None else blas.one_thread(1)
 
     def __exit__(self, *exc) -> None:
         if self.saved is not None:
-            compiled.load("blas").one_thread(self.saved)
+            _blas().one_thread(self.saved)
+
+
+def _blas():
+    """``compiled/blas.py`` when the kernel threads run on TBB and numpy's OpenBLAS was bound, else None."""
+    if not compiled.kernel_threads():
+        return None
+    blas = compiled.load("blas")
+    return blas if blas is not None and blas.READY else None
+
+
+def _split_product(a: np.ndarray, b: np.ndarray, work: int, kind: str) -> np.ndarray | None:
+    """``compiled/blas.py``'s ``kind`` (``dot`` or ``matmul``) of ``a`` and ``b`` over the kernel
+    threads when it is worth it and they can take it: ``work`` multiply-adds, float operands of one
+    dtype, more than one thread; else None."""
+    if (work < DOT_MIN_WORK or a.dtype != b.dtype or a.dtype.kind != "f" or a.dtype.itemsize not in (4, 8)
+            or threads() == 1):
+        return None
+    blas = _blas()
+    return None if blas is None else getattr(blas, kind)(a, b, threads())
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.matmul`` of two stacks of matrices with the same leading axes, bit for bit; at more than
     one thread, with large enough float items of one dtype, the items over the kernel threads."""
-    if (a.size * b.shape[-1] >= DOT_MIN_WORK and a.ndim == b.ndim >= 3 and a.shape[:-2] == b.shape[:-2]
-            and a.dtype == b.dtype and a.dtype.kind == "f" and a.dtype.itemsize in (4, 8) and threads() > 1
-            and compiled.kernel_threads()):
-        blas = compiled.load("blas")
-        y = blas.matmul(a, b, threads()) if blas is not None and blas.READY else None
-        if y is not None:
-            return y
-    return np.matmul(a, b)
+    y = (_split_product(a, b, a.size * b.shape[-1], "matmul")
+         if a.ndim == b.ndim >= 3 and a.shape[:-2] == b.shape[:-2] else None)
+    return np.matmul(a, b) if y is None else y
 
 
 def dot(a: np.ndarray, b: np.ndarray, product: Callable = np.dot) -> np.ndarray:
     """``product(a, b)`` (``np.dot`` or ``np.matmul``) of 2-D arrays, bit for bit; a large float
     product of one dtype, at more than one thread, in blocks over the kernel threads
     (``compiled/blas.py``: BLAS's own pool stays idle)."""
-    if (a.ndim == 2 == b.ndim and a.shape[0] * a.shape[1] * b.shape[1] >= DOT_MIN_WORK and threads() > 1
-            and a.dtype == b.dtype
-            and a.dtype.kind == "f" and a.dtype.itemsize in (4, 8) and compiled.kernel_threads()):
-        blas = compiled.load("blas")
-        y = blas.dot(a, b, threads()) if blas is not None and blas.READY else None
-        if y is not None:
-            return y
-    return product(a, b)
+    y = _split_product(a, b, a.size * b.shape[1], "dot") if a.ndim == 2 == b.ndim else None
+    return product(a, b) if y is None else y
+
+
+def bounds(count: int, step: int, parts: int) -> list[int]:
+    """Where ``parts`` contiguous parts of ``range(count)`` start, and the end: each part a whole
+    number of ``step``-sized blocks, the last part taking what remains (``compiled._core.block_bounds``
+    is the same cut inside a compiled twin)."""
+    blocks = -(-count // step)
+    return [min(count, blocks * i // parts * step) for i in range(parts)] + [count]
 
 
 def run_blocks(count: int, work: Callable[[int, int], None], step: int = 1) -> None:
@@ -159,16 +171,15 @@ def run_blocks(count: int, work: Callable[[int, int], None], step: int = 1) -> N
     whole number of ``step``-sized blocks (the last may be short), the last part in the calling
     thread; the parts must write disjoint outputs. One thread: a single call."""
     global _pool, _pool_workers, _pool_pid
-    blocks = -(-count // step)
-    count_threads = min(threads(), blocks)
+    count_threads = min(threads(), -(-count // step))
     if count_threads <= 1:
         work(0, count)
         return
     if _pool is None or _pool_workers < count_threads - 1 or _pool_pid != os.getpid():
         _pool = ThreadPoolExecutor(max_workers=count_threads - 1, thread_name_prefix="nnbridge-kernel")
         _pool_workers, _pool_pid = count_threads - 1, os.getpid()
-    bounds = [min(count, blocks * i // count_threads * step) for i in range(count_threads + 1)]
-    parts = [_pool.submit(work, lo, hi) for lo, hi in zip(bounds[:-2], bounds[1:-1])]
-    work(bounds[-2], bounds[-1])
+    edges = bounds(count, step, count_threads)
+    parts = [_pool.submit(work, lo, hi) for lo, hi in zip(edges[:-2], edges[1:-1])]
+    work(edges[-2], edges[-1])
     for part in parts:
         part.result()

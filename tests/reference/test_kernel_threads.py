@@ -103,12 +103,9 @@ def test_stacks_of_products_over_threads_equal_numpys_one_thread_matmul(blas):
 @pytest.fixture
 def split_everything(monkeypatch):
     """Every block worth a thread, so that small fixtures split wherever a kernel can."""
-    from nnbridge.kernels.compiled import curves
-
     monkeypatch.setattr(parallel, "TWIN_MIN_WORK", 1)
     monkeypatch.setattr(parallel, "DOT_MIN_WORK", 1)
     monkeypatch.setattr(parallel, "MIN_WORK", 1)
-    monkeypatch.setattr(curves, "SERIAL", (0,) * len(curves.COST))
 
 
 @pytest.mark.parametrize("pool", ["tbb", "python"])

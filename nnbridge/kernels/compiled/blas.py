@@ -27,7 +27,8 @@ import llvmlite.binding as llvm
 import numpy as np
 from numba import prange, types
 
-from ._core import jit, jit_parallel
+from ..parallel import bounds
+from ._core import block_bounds, jit, jit_parallel
 
 _SYMBOLS = {"sgemm": "scipy_cblas_sgemm64_", "dgemm": "scipy_cblas_dgemm64_",
             "local": "openblas_set_num_threads_local"}
@@ -95,11 +96,8 @@ def _block(a, b, c, m0, m1, n0, n1):
 def _split(a, b, c, by_rows, parts):
     """``c = a @ b`` in ``parts`` row (or column) blocks, one per kernel thread."""
     m, n = c.shape
-    edge = m if by_rows else n
-    tiles = (edge + _TILE - 1) // _TILE
     for p in prange(parts):
-        lo = min(edge, tiles * p // parts * _TILE)
-        hi = min(edge, tiles * (p + 1) // parts * _TILE)
+        lo, hi = block_bounds(m if by_rows else n, _TILE, parts, p)
         if by_rows:
             _block(a, b, c, lo, hi, 0, n)
         else:
@@ -111,7 +109,8 @@ def _items(a, b, c, parts):
     """``c[i] = a[i] @ b[i]`` for a stack, the items shared over the kernel threads, one call each."""
     count, m, n = c.shape
     for p in prange(parts):
-        for i in range(count * p // parts, count * (p + 1) // parts):
+        first, last = block_bounds(count, 1, parts, p)
+        for i in range(first, last):
             _block(a[i], b[i], c[i], 0, m, 0, n)
 
 
@@ -119,9 +118,9 @@ def _items(a, b, c, parts):
 def _items_2(a, b, c, parts):
     """``_items`` over two leading axes."""
     outer, inner, m, n = c.shape
-    count = outer * inner
     for p in prange(parts):
-        for i in range(count * p // parts, count * (p + 1) // parts):
+        first, last = block_bounds(outer * inner, 1, parts, p)
+        for i in range(first, last):
             _block(a[i // inner, i % inner], b[i // inner, i % inner], c[i // inner, i % inner], 0, m, 0, n)
 
 
@@ -195,8 +194,7 @@ def _parts(edge: int, per_line: int, most: int, small_ok: bool) -> int:
     if edge * per_line <= SMALL_GEMM:
         return min(most, tiles) if small_ok else 1
     for parts in range(min(most, tiles), 1, -1):
-        smallest = min(min(edge, tiles * (p + 1) // parts * _TILE) - min(edge, tiles * p // parts * _TILE)
-                       for p in range(parts))
-        if smallest * per_line > SMALL_GEMM:
+        edges = bounds(edge, _TILE, parts)
+        if min(hi - lo for lo, hi in zip(edges, edges[1:])) * per_line > SMALL_GEMM:
             return parts
     return 1

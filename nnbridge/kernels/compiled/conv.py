@@ -195,12 +195,12 @@ def grouped_planes(x, w, bias, y, first, last, group, parts, top, left, sh, sw, 
         _conv_group(planes, sh * sw, wq, tap_plane, tap_offset, taps, bias, y, p + four, p + hi, acc)
 
 
-
 @jit_parallel
 def _grouped_planes_split(x, w, bias, y, group, parts_per_group, top, left, sh, sw, dh, dw, count, step, parts):
     for p in prange(parts):
         first, last = block_bounds(count, step, parts, p)
         grouped_planes(x, w, bias, y, first, last, group, parts_per_group, top, left, sh, sw, dh, dw)
+
 
 @jit
 def _depthwise_pixels(x, tap_row, tap_col, w, y, first, last, sh, sw):
@@ -358,13 +358,13 @@ def depthwise_planes(x, taps, bias, y, first, last, top, left, sh, sw, dh, dw, k
             overwrite(code, yf, out, out + oh * ow, alpha, beta)
 
 
-
 @jit_parallel
 def _depthwise_planes_split(x, taps, bias, y, top, left, sh, sw, dh, dw, kh_, kw_, code, alpha, beta, count, step,
                             parts):
     for p in prange(parts):
         first, last = block_bounds(count, step, parts, p)
         depthwise_planes(x, taps, bias, y, first, last, top, left, sh, sw, dh, dw, kh_, kw_, code, alpha, beta)
+
 
 @jit
 def depthwise_taps(w):
