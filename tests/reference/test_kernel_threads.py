@@ -73,9 +73,33 @@ def test_a_matrix_product_in_blocks_equals_numpys_one_thread_product_bit_for_bit
     assert checked == 360
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_matrix_vector_product_in_blocks_of_rows_equals_numpys_bit_for_bit(blas, dtype):
+    """A classifier's product (one image's row times the weights, or the weights times a column),
+    cut into blocks of the weights' rows: every row's sum is numpy's one-thread one. Only a C-contiguous
+    matrix is cut (the other layouts sum differently in blocks, or in numpy's own call); those stay numpy's."""
+    cut = 0
+    for _ in range(60):
+        m, k = (int(v) for v in RNG.integers(2, 1500, 2))
+        layout = RNG.choice(["C", "F", "strided"])
+        w = _operand((m, k), dtype, layout)
+        x = RNG.standard_normal((k, 2)).astype(dtype)[:, :1]  # a column with a stride
+        for a, b in ((w, x), (x.T, w.T)):
+            with threadpool_limits(1):
+                want = np.dot(a, b)
+            for parts in (1, 2, 3):
+                got = blas.dot(a, b, parts)
+                if layout != "C":
+                    assert got is None
+                    continue
+                np.testing.assert_array_equal(got, want, err_msg=f"{a.shape} {b.shape} parts={parts}")
+                cut += 1
+    assert cut > 60
+
+
 def test_a_product_numpy_would_not_make_as_one_gemm_is_left_to_numpy(blas):
     a = RNG.standard_normal((40, 30)).astype(np.float32)
-    assert blas.dot(a[:1], a[:30], 2) is None  # one row: numpy's GEMV
+    assert blas.dot(a[:1], a[:30], 2) is None  # a row times a matrix whose columns OpenBLAS walks: numpy's
     assert blas.dot(a[::2], a[:30], 2) is None  # a row stride numpy copies first (every other row)
     assert blas.dot(a, a.T, 2) is None  # one buffer both sides: numpy's SYRK
     with nnbridge.cpu_threads(2):

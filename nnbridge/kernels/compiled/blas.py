@@ -31,6 +31,7 @@ from ..parallel import bounds
 from ._core import block_bounds, jit, jit_parallel
 
 _SYMBOLS = {"sgemm": "scipy_cblas_sgemm64_", "dgemm": "scipy_cblas_dgemm64_",
+            "sgemv": "scipy_cblas_sgemv64_", "dgemv": "scipy_cblas_dgemv64_",
             "local": "openblas_set_num_threads_local"}
 
 
@@ -62,6 +63,11 @@ _sgemm = types.ExternalFunction(_SYMBOLS["sgemm"], types.void(*_GEMM_ARGS, types
                                                                 types.float32, _P, _I))
 _dgemm = types.ExternalFunction(_SYMBOLS["dgemm"], types.void(*_GEMM_ARGS, types.float64, _P, _I, _P, _I,
                                                                 types.float64, _P, _I))
+_GEMV_ARGS = (types.int32, types.int32, _I, _I)
+_sgemv = types.ExternalFunction(_SYMBOLS["sgemv"], types.void(*_GEMV_ARGS, types.float32, _P, _I, _P, _I,
+                                                                types.float32, _P, _I))
+_dgemv = types.ExternalFunction(_SYMBOLS["dgemv"], types.void(*_GEMV_ARGS, types.float64, _P, _I, _P, _I,
+                                                                types.float64, _P, _I))
 _local_threads = types.ExternalFunction(_SYMBOLS["local"], types.int32(types.int32))
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 #: multiply-adds up to which OpenBLAS takes its small-matrix kernels on AVX-512 machines, which sum
@@ -90,6 +96,30 @@ def _block(a, b, c, m0, m1, n0, n1):
         _dgemm(_ROW_MAJOR, trans_a, trans_b, m1 - m0, n1 - n0, k, 1.0, a[m0:].ctypes.data, lda,
                b[:, n0:].ctypes.data, ldb, 0.0, c[m0:, n0:].ctypes.data, c.shape[1])
     _local_threads(saved)
+
+
+@jit
+def _rows(a, x, y, m0, m1):
+    """``y[m0:m1]`` = those rows of ``a`` times the vector ``x``: one single-threaded call of the
+    matrix-vector product numpy calls, ``a``'s rows contiguous."""
+    item = a.itemsize
+    k, lda = a.shape[1], a.strides[0] // item
+    saved = _local_threads(1)
+    if item == 4:
+        _sgemv(_ROW_MAJOR, _NO_TRANS, m1 - m0, k, np.float32(1), a[m0:].ctypes.data, lda, x.ctypes.data,
+               x.strides[0] // item, np.float32(0), y[m0:].ctypes.data, y.strides[0] // item)
+    else:
+        _dgemv(_ROW_MAJOR, _NO_TRANS, m1 - m0, k, 1.0, a[m0:].ctypes.data, lda, x.ctypes.data,
+               x.strides[0] // item, 0.0, y[m0:].ctypes.data, y.strides[0] // item)
+    _local_threads(saved)
+
+
+@jit_parallel
+def _rows_split(a, x, y, parts):
+    """``y = a @ x`` in ``parts`` blocks of rows, one per kernel thread."""
+    for p in prange(parts):
+        lo, hi = block_bounds(y.shape[0], _TILE, parts, p)
+        _rows(a, x, y, lo, hi)
 
 
 @jit_parallel
@@ -167,10 +197,15 @@ def _in_place(x: np.ndarray) -> bool:
 def dot(a: np.ndarray, b: np.ndarray, parts: int) -> np.ndarray | None:
     """``np.dot(a, b)`` at one BLAS thread, bit for bit, of 2-D float32 or float64 matrices of one
     dtype, in ``parts`` blocks over the kernel threads (one part: this thread); None where numpy
-    would not make one plain GEMM call (a vector or a single-column operand, a copied or shared one)."""
+    would not make one plain GEMM or matrix-vector call (a copied or shared operand) or where
+    blocks would change the sums (``_matrix_vector``)."""
     m, k = a.shape
     n = b.shape[1]
-    if m < 2 or n < 2 or k < 2 or not (_in_place(a) and _in_place(b)) or np.may_share_memory(a, b):
+    if k < 2 or min(m, n) < 1 or np.may_share_memory(a, b):
+        return None
+    if min(m, n) == 1:
+        return _matrix_vector(a, b, parts)
+    if not (_in_place(a) and _in_place(b)):
         return None
     c = np.empty((m, n), a.dtype)
     by_rows = m >= n
@@ -182,6 +217,30 @@ def dot(a: np.ndarray, b: np.ndarray, parts: int) -> np.ndarray | None:
         _block(a, b, c, 0, m, 0, n)
     else:
         _split(a, b, c, by_rows, parts)
+    return c
+
+
+def _matrix_vector(a: np.ndarray, b: np.ndarray, parts: int) -> np.ndarray | None:
+    """``np.dot(a, b)`` when one side is a single row or column (numpy makes it one matrix-vector
+    call), in blocks of the matrix's rows over the kernel threads: each row's sum over K is the same
+    in any block (a memory-bound product: a classifier's weights come from memory at twice the
+    speed on two cores). Only a C-contiguous matrix (measured: OpenBLAS's other matrix-vector
+    kernel sums a row differently when its rows are cut, and numpy's call on a matrix with gaps
+    between its rows gave other sums than this one); None for those and for one-line products."""
+    m, n = a.shape[0], b.shape[1]
+    matrix, vector = (a, b[:, 0]) if n == 1 else (b.T, a[0])
+    item = a.itemsize
+    rows, cols = matrix.strides
+    if (matrix.shape[0] < 2 or cols != item or rows != matrix.shape[1] * item
+            or vector.strides[0] <= 0 or vector.strides[0] % item):
+        return None
+    c = np.empty((m, n), a.dtype)
+    out = c[:, 0] if n == 1 else c[0]
+    parts = min(parts, -(-matrix.shape[0] // _TILE))
+    if parts == 1:
+        _rows(matrix, vector, out, 0, matrix.shape[0])
+    else:
+        _rows_split(matrix, vector, out, parts)
     return c
 
 
