@@ -134,12 +134,13 @@ def _blas():
 def _split_product(a: np.ndarray, b: np.ndarray, work: int, kind: str) -> np.ndarray | None:
     """``compiled/blas.py``'s ``kind`` (``dot`` or ``matmul``) of ``a`` and ``b`` over the kernel
     threads when it is worth it and they can take it: ``work`` multiply-adds, float operands of one
-    dtype, more than one thread; else None."""
-    if (work < DOT_MIN_WORK or a.dtype != b.dtype or a.dtype.kind != "f" or a.dtype.itemsize not in (4, 8)
-            or threads() == 1):
+    dtype, more than one thread (at one, a product ``blas.dot`` cuts at every thread count); else None."""
+    if work < DOT_MIN_WORK or a.dtype != b.dtype or a.dtype.kind != "f" or a.dtype.itemsize not in (4, 8):
         return None
     blas = _blas()
-    return None if blas is None else getattr(blas, kind)(a, b, threads())
+    if blas is None or (threads() == 1 and (kind != "dot" or work <= blas.SMALL_GEMM)):
+        return None  # at one thread only the products ``blas.dot`` cuts at every thread count go there
+    return getattr(blas, kind)(a, b, threads())
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:

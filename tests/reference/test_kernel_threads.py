@@ -52,25 +52,43 @@ def _operand(shape: tuple[int, int], dtype, layout: str) -> np.ndarray:
     return wider[:, 2:2 + shape[1]]
 
 
+def _numpys_blocks(blas, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """numpy's one-thread product, or, for a product ``blas.dot`` always cuts into blocks below the
+    small-kernel bound, numpy's product of each block at its one-thread cut."""
+    m, n = a.shape[0], b.shape[1]
+    by_rows = m >= n
+    edge = m if by_rows else n
+    small_ok = a.strides[1] == b.strides[1] == a.itemsize
+    blocks = blas._parts(edge, (n if by_rows else m) * a.shape[1], 1, small_ok) if a.itemsize == 4 else 1
+    edges = parallel.bounds(edge, blas._TILE, blocks)
+    with threadpool_limits(1):
+        if by_rows:
+            return np.concatenate([np.dot(a[lo:hi], b) for lo, hi in zip(edges, edges[1:])], axis=0)
+        return np.concatenate([np.dot(a, b[:, lo:hi]) for lo, hi in zip(edges, edges[1:])], axis=1)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_matrix_product_in_blocks_equals_numpys_one_thread_product_bit_for_bit(blas, dtype):
     """Random shapes around the small-kernel bound (``SMALL_GEMM``: below it OpenBLAS sums in another
-    order, so a block must stay on the whole product's side), every operand layout numpy reads in
-    place, one to three parts; numpy's own product at one BLAS thread is the reference (at two,
-    OpenBLAS's threaded GEMM itself differs from it on some shapes)."""
-    checked = 0
+    order, so a block must stay on the whole product's side, or a product too small for two blocks
+    above it is cut below it at every thread count), every operand layout numpy reads in place, one
+    to three parts; numpy's own product at one BLAS thread is the reference (at two, OpenBLAS's
+    threaded GEMM itself differs from it on some shapes), of each block for those always cut."""
+    checked = cut_below = 0
     for _ in range(120):
         m, k, n = (int(v) for v in RNG.integers(2, 200, 3))
         a = _operand((m, k), dtype, RNG.choice(["C", "F", "strided"]))
         b = _operand((k, n), dtype, RNG.choice(["C", "F", "strided"]))
+        want = _numpys_blocks(blas, a, b)
         with threadpool_limits(1):
-            want = np.dot(a, b)
+            cut_below += not np.array_equal(want, np.dot(a, b))
         for parts in (1, 2, 3):
             got = blas.dot(a, b, parts)
             assert got is not None and got.dtype == want.dtype
             np.testing.assert_array_equal(got, want, err_msg=f"{m}x{k}x{n} {a.strides} {b.strides} parts={parts}")
             checked += 1
     assert checked == 360
+    assert cut_below > 0 or dtype == np.float64  # the blocks below the bound are not np.dot's whole product
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

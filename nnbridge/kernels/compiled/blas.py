@@ -73,7 +73,11 @@ _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 #: multiply-adds up to which OpenBLAS takes its small-matrix kernels on AVX-512 machines, which sum
 #: in another order: a larger product is only cut into blocks that all stay above, so that every
 #: block runs the kernel the whole product would (measured: 36 of 400 products of 1-2.4 million
-#: multiply-adds differed when cut below)
+#: multiply-adds differed when cut below). One too small for two such blocks (a mobile network's
+#: 1×1 convolutions on 14×14 maps) is instead always cut into blocks below, at every thread count,
+#: one thread included: its values are then the small kernels' (each block numpy's product of that
+#: block), the same at any thread count, and it runs in half the time on two (measured: 240×40 by
+#: 40×196 40 µs as one call, 38 as two blocks in turn, 28 as two on two threads)
 SMALL_GEMM = 1_000_000
 #: rows or columns per block edge: a multiple of every OpenBLAS kernel's tile, so no block but the
 #: last runs an edge kernel
@@ -212,11 +216,16 @@ def dot(a: np.ndarray, b: np.ndarray, parts: int) -> np.ndarray | None:
     # the small kernels take a product of two non-transposed operands whatever its shape, others only
     # for some shapes: a small product with a transposed operand stays one call
     small_ok = a.strides[1] == b.strides[1] == a.itemsize
-    parts = _parts(m if by_rows else n, (n if by_rows else m) * k, parts, small_ok) if a.itemsize == 4 else 1
-    if parts == 1:  # in this thread: a one-part prange may still wake a worker to run it
+    edge = m if by_rows else n
+    blocks = _parts(edge, (n if by_rows else m) * k, parts, small_ok) if a.itemsize == 4 else 1
+    if blocks == 1:  # in this thread: a one-part prange may still wake a worker to run it
         _block(a, b, c, 0, m, 0, n)
+    elif parts == 1:  # one thread: the blocks a product between the bounds is always cut into, in turn
+        edges = bounds(edge, _TILE, blocks)
+        for lo, hi in zip(edges, edges[1:]):
+            _block(a, b, c, lo, hi, 0, n) if by_rows else _block(a, b, c, 0, m, lo, hi)
     else:
-        _split(a, b, c, by_rows, parts)
+        _split(a, b, c, by_rows, blocks)
     return c
 
 
@@ -246,14 +255,26 @@ def _matrix_vector(a: np.ndarray, b: np.ndarray, parts: int) -> np.ndarray | Non
 
 @functools.lru_cache(maxsize=4096)
 def _parts(edge: int, per_line: int, most: int, small_ok: bool) -> int:
-    """The most blocks (≤ ``most``) of ``_TILE``-multiple lines of an ``edge``-long side, each line
-    ``per_line`` multiply-adds, that all take the kernel the whole product takes: above
-    ``SMALL_GEMM`` when it is, else anything when ``small_ok`` (then the small kernels take them all)."""
+    """How many blocks of ``_TILE``-multiple lines of an ``edge``-long side (each line ``per_line``
+    multiply-adds) to cut a product into for ``most`` threads, every block taking the kernel every
+    other cut of it takes at any thread count: the most (≤ ``most``) blocks above ``SMALL_GEMM`` when
+    the whole product is; any number when it is below and ``small_ok`` (the small kernels take
+    them all); and for a product above the bound too small for two blocks above it, when
+    ``small_ok``, at least as many blocks as keep each below it, at any thread count, one included."""
     tiles = -(-edge // _TILE)
     if edge * per_line <= SMALL_GEMM:
         return min(most, tiles) if small_ok else 1
     for parts in range(min(most, tiles), 1, -1):
-        edges = bounds(edge, _TILE, parts)
-        if min(hi - lo for lo, hi in zip(edges, edges[1:])) * per_line > SMALL_GEMM:
+        if _smallest_block(edge, parts) * per_line > SMALL_GEMM:
             return parts
+    if small_ok and not _smallest_block(edge, 2) * per_line > SMALL_GEMM:
+        for parts in range(2, tiles + 1):
+            edges = bounds(edge, _TILE, parts)
+            if max(hi - lo for lo, hi in zip(edges, edges[1:])) * per_line <= SMALL_GEMM:
+                return max(parts, min(most, tiles))
     return 1
+
+
+def _smallest_block(edge: int, parts: int) -> int:
+    edges = bounds(edge, _TILE, parts)
+    return min(hi - lo for lo, hi in zip(edges, edges[1:]))
