@@ -33,7 +33,13 @@ from ._core import block_bounds, jit, jit_parallel
 from .curves import overwrite
 
 #: output positions per pass over the taps (whole output rows): the accumulator stays in cache
-CHUNK = 2048
+CHUNK = 1024
+#: the four accumulators of ``_conv_four`` lie this many floats apart, modulo 1,024 (4 KiB): rows
+#: whose addresses agree in their low 12 bits stall each other's loads and stores (4K aliasing),
+#: which made the time hang on the map's width (measured at 1 thread: a 3-channel 3×3 stem of 16
+#: filters on 112×112 341 µs with 2,048-position rows, 221 with 1,024, 187-189 with either padded;
+#: DenseNet's 128-channel 3×3 on 56×56 5.44 → 2.54 ms; a 7×7 stem of 64 filters 3.02 → 2.67)
+ROW_SKEW = 272
 #: float32 lanes of the widest vectors (AVX-512); runs are rounded up to a multiple
 LANES = 16
 _U = np.uint64
@@ -89,14 +95,14 @@ def _conv_group(planes, phases, wq, tap_plane, tap_offset, w, bias, y, first, la
 
 
 @jit
-def _conv_four(flat, tap_at, w, bias, y, p, m, wq, acc):
+def _conv_four(flat, tap_at, w, bias, y, p, m, wq, acc, rows):
     """Output planes ``p … p+3`` of ``y`` (filters ``m … m+3`` of ``w (M, K)``) from the flattened
     phase planes ``flat``: term k of every output reads ``flat`` from ``tap_at[k]`` plus its position.
     Four filters share each load of the input, and each output's terms are added in the order of
-    ``_conv_group`` (the first assigned, then one by one), so the two agree bit for bit."""
+    ``_conv_group`` (the first assigned, then one by one), so the two agree bit for bit. ``rows``
+    output rows per pass: the accumulators ``acc`` are longer rows (``ROW_SKEW``)."""
     total = w.shape[1]
     oh, ow = y.shape[1], y.shape[2]
-    rows = (acc.shape[1] - LANES) // wq
     a0, a1, a2, a3 = acc[0], acc[1], acc[2], acc[3]
     for r0 in range(0, oh, rows):
         size = _U((min(rows, oh - r0) * wq + LANES - 1) // LANES * LANES)
@@ -168,7 +174,7 @@ def grouped_planes(x, w, bias, y, first, last, group, parts, top, left, sh, sw, 
     # runs are rounded up to whole vectors (no scalar remainder loop): zeros past the planes' end
     planes = np.zeros((cg * sh * sw, hq * wq + LANES), np.float32)
     acc = np.empty(max(1, min(oh, CHUNK // wq)) * wq + LANES, np.float32)
-    block = np.empty((4, acc.size), np.float32)
+    block = np.empty((4, acc.size + (ROW_SKEW - acc.size) % 1024), np.float32)
     taps = w.reshape(outs, cg, kh_ * kw_)
     flat_taps = w.reshape(outs, cg * kh_ * kw_)
     tap_at = np.empty(cg * kh_ * kw_, np.int64)  # term k's start in the flattened planes
@@ -191,7 +197,7 @@ def grouped_planes(x, w, bias, y, first, last, group, parts, top, left, sh, sw, 
         p = n * outs + g * mg
         four = lo + (hi - lo) // 4 * 4 if cg > 1 else lo
         for f in range(lo, four, 4):
-            _conv_four(flat, tap_at, flat_taps, bias, y, p + f, g * mg + f, wq, block)
+            _conv_four(flat, tap_at, flat_taps, bias, y, p + f, g * mg + f, wq, block, (acc.size - LANES) // wq)
         _conv_group(planes, sh * sw, wq, tap_plane, tap_offset, taps, bias, y, p + four, p + hi, acc)
 
 
