@@ -55,11 +55,7 @@ def _operand(shape: tuple[int, int], dtype, layout: str) -> np.ndarray:
 def _numpys_blocks(blas, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """numpy's one-thread product, or, for a product ``blas.dot`` always cuts into blocks below the
     small-kernel bound, numpy's product of each block at its one-thread cut."""
-    m, n = a.shape[0], b.shape[1]
-    by_rows = m >= n
-    edge = m if by_rows else n
-    small_ok = a.strides[1] == b.strides[1] == a.itemsize
-    blocks = blas._parts(edge, (n if by_rows else m) * a.shape[1], 1, small_ok) if a.itemsize == 4 else 1
+    by_rows, edge, blocks = blas._cut(a, b, 1)
     edges = parallel.bounds(edge, blas._TILE, blocks)
     with threadpool_limits(1):
         if by_rows:
@@ -71,9 +67,10 @@ def _numpys_blocks(blas, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def test_a_matrix_product_in_blocks_equals_numpys_one_thread_product_bit_for_bit(blas, dtype):
     """Random shapes around the small-kernel bound (``SMALL_GEMM``: below it OpenBLAS sums in another
     order, so a block must stay on the whole product's side, or a product too small for two blocks
-    above it is cut below it at every thread count), every operand layout numpy reads in place, one
-    to three parts; numpy's own product at one BLAS thread is the reference (at two, OpenBLAS's
-    threaded GEMM itself differs from it on some shapes), of each block for those always cut."""
+    above it, or one the small kernels run faster (``SMALL_BLOCKS_FASTER``), is cut below it at every
+    thread count), every operand layout numpy reads in place, one to three parts; numpy's own product
+    at one BLAS thread is the reference (at two, OpenBLAS's threaded GEMM itself differs from it on
+    some shapes), of each block for those always cut."""
     checked = cut_below = 0
     for _ in range(120):
         m, k, n = (int(v) for v in RNG.integers(2, 200, 3))

@@ -79,6 +79,15 @@ _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 #: block), the same at any thread count, and it runs in half the time on two (measured: 240×40 by
 #: 40×196 40 µs as one call, 38 as two blocks in turn, 28 as two on two threads)
 SMALL_GEMM = 1_000_000
+#: (most K, most multiply-adds): float32 products of two non-transposed operands of at most that
+#: inner dimension and size are always cut into blocks below ``SMALL_GEMM`` too, because the small
+#: kernels (which do not pack the operands) run them faster than the packing kernel runs the whole
+#: (measured at 1 thread, one call against the blocks in turn, and at 2 threads against two blocks
+#: above the bound: 384×384 by 384×49 156/137 µs and 83/69; 64×288 by 288×3136 1.17/1.16 ms and
+#: 0.59/0.54; 128×64 by 64×3136 505/484 and 268/235; but 128×576 by 576×784 1.11/1.49 ms and
+#: 0.60/0.73, and K of 768 and more slower still). Not when ``b``'s rows lie a whole number of KiB
+#: apart: the blocks then read them through few cache sets (64×256 by 256×1024 419/585 µs)
+SMALL_BLOCKS_FASTER = ((288, 64_000_000), (576, 16_000_000))
 #: rows or columns per block edge: a multiple of every OpenBLAS kernel's tile, so no block but the
 #: last runs an edge kernel
 _TILE = 16
@@ -212,12 +221,7 @@ def dot(a: np.ndarray, b: np.ndarray, parts: int) -> np.ndarray | None:
     if not (_in_place(a) and _in_place(b)):
         return None
     c = np.empty((m, n), a.dtype)
-    by_rows = m >= n
-    # the small kernels take a product of two non-transposed operands whatever its shape, others only
-    # for some shapes: a small product with a transposed operand stays one call
-    small_ok = a.strides[1] == b.strides[1] == a.itemsize
-    edge = m if by_rows else n
-    blocks = _parts(edge, (n if by_rows else m) * k, parts, small_ok) if a.itemsize == 4 else 1
+    by_rows, edge, blocks = _cut(a, b, parts)
     if blocks == 1:  # in this thread: a one-part prange may still wake a worker to run it
         _block(a, b, c, 0, m, 0, n)
     elif parts == 1:  # one thread: the blocks a product between the bounds is always cut into, in turn
@@ -253,25 +257,43 @@ def _matrix_vector(a: np.ndarray, b: np.ndarray, parts: int) -> np.ndarray | Non
     return c
 
 
+def _cut(a: np.ndarray, b: np.ndarray, most: int) -> tuple[bool, int, int]:
+    """How ``dot`` cuts ``a @ b`` for ``most`` threads: (by rows of ``a``, else by columns of ``b``;
+    the length of that side; the number of blocks)."""
+    m, k = a.shape
+    n = b.shape[1]
+    by_rows = m >= n
+    if a.itemsize != 4:
+        return by_rows, m if by_rows else n, 1
+    # the small kernels take a product of two non-transposed operands whatever its shape, others only
+    # for some shapes: a small product with a transposed operand stays one call
+    small_ok = a.strides[1] == b.strides[1] == a.itemsize
+    faster = small_ok and b.strides[0] % 1024 != 0 and any(
+        k <= most_k and m * n * k <= most_work for most_k, most_work in SMALL_BLOCKS_FASTER)
+    edge = m if by_rows else n
+    return by_rows, edge, _parts(edge, (n if by_rows else m) * k, most, small_ok, faster)
+
+
 @functools.lru_cache(maxsize=4096)
-def _parts(edge: int, per_line: int, most: int, small_ok: bool) -> int:
+def _parts(edge: int, per_line: int, most: int, small_ok: bool, small_faster: bool) -> int:
     """How many blocks of ``_TILE``-multiple lines of an ``edge``-long side (each line ``per_line``
     multiply-adds) to cut a product into for ``most`` threads, every block taking the kernel every
-    other cut of it takes at any thread count: the most (≤ ``most``) blocks above ``SMALL_GEMM`` when
-    the whole product is; any number when it is below and ``small_ok`` (the small kernels take
-    them all); and for a product above the bound too small for two blocks above it, when
-    ``small_ok``, at least as many blocks as keep each below it, at any thread count, one included."""
+    other cut of it takes at any thread count. Below ``SMALL_GEMM``: any number when ``small_ok``
+    (the small kernels take them all), else one. Above it, when ``small_ok`` and the small kernels
+    are faster (``small_faster``) or no two blocks could stay above: at least as many blocks as
+    keep each below the bound, at any thread count, one included; else the most (≤ ``most``)
+    blocks above it."""
     tiles = -(-edge // _TILE)
     if edge * per_line <= SMALL_GEMM:
         return min(most, tiles) if small_ok else 1
-    for parts in range(min(most, tiles), 1, -1):
-        if _smallest_block(edge, parts) * per_line > SMALL_GEMM:
-            return parts
-    if small_ok and not _smallest_block(edge, 2) * per_line > SMALL_GEMM:
+    if small_ok and (small_faster or _smallest_block(edge, 2) * per_line <= SMALL_GEMM):
         for parts in range(2, tiles + 1):
             edges = bounds(edge, _TILE, parts)
             if max(hi - lo for lo, hi in zip(edges, edges[1:])) * per_line <= SMALL_GEMM:
                 return max(parts, min(most, tiles))
+    for parts in range(min(most, tiles), 1, -1):
+        if _smallest_block(edge, parts) * per_line > SMALL_GEMM:
+            return parts
     return 1
 
 
