@@ -508,16 +508,21 @@ def worker(fmt: str, seed: int, indices: list[int], work: Path, results: Path) -
 
 
 def _warm(fmt: str, pool: list[dict[str, bytes]], work: Path) -> None:
-    """Run every seed once, unlimited, before the first input: numba compiles a kernel the first
-    time a process on a cold cache calls it (a fresh checkout's first convolution costs ~12
-    CPU-s), and a one-time compile is not a hang of the input that happened to come first."""
+    """Run every seed through every step once, unlimited, before the first input: numba compiles a
+    kernel the first time a process on a cold cache calls it with new argument types (a fresh
+    checkout's first convolution costs ~12 CPU-s; converting ResNet-tiny, whose weights are then
+    read-only arrays, compiled read-only variants of the product and convolution loops for 15 CPU-s
+    and failed CI as a hang), and a one-time compile is not a hang of the input that came first."""
     for files in pool:
-        folder = _written(files, work)
-        try:
-            _exercise(fmt, folder / next(iter(files)), "run", folder / "out")
-        except Exception:  # noqa: BLE001, S110 - a seed that fails here fails again, judged, as an input
-            pass
-        shutil.rmtree(folder, ignore_errors=True)
+        for step in STEPS:
+            if step == "interrupt":
+                continue
+            folder = _written(files, work)
+            try:
+                _exercise(fmt, folder / next(iter(files)), step, folder / "out")
+            except Exception:  # noqa: BLE001, S110 - a seed that fails here fails again, judged, as an input
+                pass
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def fuzz(fmt: str, seed: int = 0, count: int | None = None, seconds: float | None = None,
