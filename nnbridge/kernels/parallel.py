@@ -105,6 +105,15 @@ def split(count: int, work_per_item: float, serial: Callable[[int, int], None], 
         run_blocks(count, serial, step)
 
 
+def share(count: int, work_per_item: float, kernel: Callable, twin: Callable, *args) -> None:
+    """``kernel(*args, first, last)`` over ``range(count)`` as ``split`` shares it, with its ``prange``
+    twin ``twin(*args, count, step, parts)``; one call, without ``split``'s closure, when ``alone``."""
+    if alone(count * work_per_item):
+        kernel(*args, 0, count)
+    else:
+        split(count, work_per_item, lambda lo, hi: kernel(*args, lo, hi), twin, *args)
+
+
 class BlasInThisThread:
     """``with BlasInThisThread():`` a plan's run at more than one thread, when the compiled kernels
     share their own blocks: every BLAS call the run makes outside ``dot`` and ``matmul`` (a vector

@@ -224,7 +224,7 @@ def dot(a: np.ndarray, b: np.ndarray, parts: int) -> np.ndarray | None:
     by_rows, edge, blocks = _cut(a, b, parts)
     if blocks == 1:  # in this thread: a one-part prange may still wake a worker to run it
         _block(a, b, c, 0, m, 0, n)
-    elif parts == 1:  # one thread: the blocks a product between the bounds is always cut into, in turn
+    elif parts == 1:  # one thread: the blocks a product is cut into at every thread count, in turn
         edges = bounds(edge, _TILE, blocks)
         for lo, hi in zip(edges, edges[1:]):
             _block(a, b, c, lo, hi, 0, n) if by_rows else _block(a, b, c, 0, m, lo, hi)
@@ -286,17 +286,17 @@ def _parts(edge: int, per_line: int, most: int, small_ok: bool, small_faster: bo
     tiles = -(-edge // _TILE)
     if edge * per_line <= SMALL_GEMM:
         return min(most, tiles) if small_ok else 1
-    if small_ok and (small_faster or _smallest_block(edge, 2) * per_line <= SMALL_GEMM):
+    if small_ok and (small_faster or min(_block_lines(edge, 2)) * per_line <= SMALL_GEMM):
         for parts in range(2, tiles + 1):
-            edges = bounds(edge, _TILE, parts)
-            if max(hi - lo for lo, hi in zip(edges, edges[1:])) * per_line <= SMALL_GEMM:
+            if max(_block_lines(edge, parts)) * per_line <= SMALL_GEMM:
                 return max(parts, min(most, tiles))
     for parts in range(min(most, tiles), 1, -1):
-        if _smallest_block(edge, parts) * per_line > SMALL_GEMM:
+        if min(_block_lines(edge, parts)) * per_line > SMALL_GEMM:
             return parts
     return 1
 
 
-def _smallest_block(edge: int, parts: int) -> int:
+def _block_lines(edge: int, parts: int) -> list[int]:
+    """The lines of each of ``parts`` blocks of an ``edge``-long side, as ``_split`` cuts it."""
     edges = bounds(edge, _TILE, parts)
-    return min(hi - lo for lo, hi in zip(edges, edges[1:]))
+    return [hi - lo for lo, hi in zip(edges, edges[1:])]

@@ -173,7 +173,8 @@ def grouped_planes(x, w, bias, y, first, last, group, parts, top, left, sh, sw, 
             tap_offset[kh * kw_ + kw] = ((kh * dh) // sh) * wq + (kw * dw) // sw
     # runs are rounded up to whole vectors (no scalar remainder loop): zeros past the planes' end
     planes = np.zeros((cg * sh * sw, hq * wq + LANES), np.float32)
-    acc = np.empty(max(1, min(oh, CHUNK // wq)) * wq + LANES, np.float32)
+    rows = max(1, min(oh, CHUNK // wq))  # output rows per pass over the taps
+    acc = np.empty(rows * wq + LANES, np.float32)
     block = np.empty((4, acc.size + (ROW_SKEW - acc.size) % 1024), np.float32)
     taps = w.reshape(outs, cg, kh_ * kw_)
     flat_taps = w.reshape(outs, cg * kh_ * kw_)
@@ -197,7 +198,7 @@ def grouped_planes(x, w, bias, y, first, last, group, parts, top, left, sh, sw, 
         p = n * outs + g * mg
         four = lo + (hi - lo) // 4 * 4 if cg > 1 else lo
         for f in range(lo, four, 4):
-            _conv_four(flat, tap_at, flat_taps, bias, y, p + f, g * mg + f, wq, block, (acc.size - LANES) // wq)
+            _conv_four(flat, tap_at, flat_taps, bias, y, p + f, g * mg + f, wq, block, rows)
         _conv_group(planes, sh * sw, wq, tap_plane, tap_offset, taps, bias, y, p + four, p + hi, acc)
 
 

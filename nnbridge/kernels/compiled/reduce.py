@@ -20,7 +20,7 @@ import math
 import numpy as np
 from numba import prange
 
-from ..parallel import alone, split
+from ..parallel import share
 from ._core import F, block_bounds, inline, jit, jit_parallel
 
 #: numpy's PW_BLOCKSIZE: the longest row summed as one block of eight partial sums
@@ -165,11 +165,7 @@ def _layer_norm_split(x, scale, bias, epsilon, y, count, step, parts):
 
 def layer_norm_into(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsilon: np.float32, y: np.ndarray) -> None:
     """``layer_norm_rows`` over all rows of ``x (R, n)`` into ``y``, shared over the kernel threads."""
-    if alone(6 * x.size):
-        layer_norm_rows(x, scale, bias, epsilon, y, 0, x.shape[0])
-        return
-    split(x.shape[0], 6 * x.shape[1], lambda lo, hi: layer_norm_rows(x, scale, bias, epsilon, y, lo, hi),
-          _layer_norm_split, x, scale, bias, epsilon, y)
+    share(x.shape[0], 6 * x.shape[1], layer_norm_rows, _layer_norm_split, x, scale, bias, epsilon, y)
 
 
 def layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, axis: int,
@@ -240,11 +236,7 @@ def _rms_norm_split(x, scale, epsilon, y, count, step, parts):
 
 def rms_norm_into(x: np.ndarray, scale: np.ndarray, epsilon: np.float32, y: np.ndarray) -> None:
     """``rms_norm_rows`` over all rows of ``x (R, n)`` into ``y``, shared over the kernel threads."""
-    if alone(4 * x.size):
-        rms_norm_rows(x, scale, epsilon, y, 0, x.shape[0])
-        return
-    split(x.shape[0], 4 * x.shape[1], lambda lo, hi: rms_norm_rows(x, scale, epsilon, y, lo, hi), _rms_norm_split,
-          x, scale, epsilon, y)
+    share(x.shape[0], 4 * x.shape[1], rms_norm_rows, _rms_norm_split, x, scale, epsilon, y)
 
 
 def rms_norm(x: np.ndarray, scale: np.ndarray, axis: int, epsilon: np.float32) -> np.ndarray | None:
@@ -320,14 +312,9 @@ def softmax_rows(x: np.ndarray, out: np.ndarray) -> None:
     compiled shift, numpy's exp, the compiled division by the row sums, the first and last shared
     over the kernel threads."""
     rows, work = x.shape[0], 2 * x.shape[1]
-    if alone(rows * work):
-        shift_rows(x, out, 0, rows)
-        np.exp(out, out=out)
-        divide_by_row_sums(out, 0, rows)
-        return
-    split(rows, work, lambda lo, hi: shift_rows(x, out, lo, hi), _shift_split, x, out)
+    share(rows, work, shift_rows, _shift_split, x, out)
     np.exp(out, out=out)
-    split(rows, work, lambda lo, hi: divide_by_row_sums(out, lo, hi), _divide_split, out)
+    share(rows, work, divide_by_row_sums, _divide_split, out)
 
 
 def trailing_mean(x: np.ndarray, axes: int) -> np.ndarray | None:
