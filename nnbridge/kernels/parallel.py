@@ -114,6 +114,26 @@ def share(count: int, work_per_item: float, kernel: Callable, twin: Callable, *a
         split(count, work_per_item, lambda lo, hi: kernel(*args, lo, hi), twin, *args)
 
 
+#: numpy loops that stream memory (an add is 0.16 ns an element on float32, a multiply-add's
+#: worth ``STREAM_WORK``); any other (exp, tanh, sin, power…: 1.3 to 10 ns) is ``CURVE_WORK``. With
+#: ``ufunc``'s 10-15 µs of Python, a streaming op gains from two threads from about 0.5 M elements
+_STREAMING = frozenset({np.add, np.subtract, np.multiply, np.divide, np.true_divide, np.maximum, np.minimum,
+                        np.fmax, np.fmin, np.abs, np.negative, np.positive, np.sign, np.floor, np.ceil,
+                        np.rint, np.trunc, np.sqrt, np.reciprocal, np.square, np.copysign})
+STREAM_WORK, CURVE_WORK = 0.25, 4
+
+
+def ufunc(fn: np.ufunc, *inputs: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``fn(*inputs, out=out)``, bit for bit: numpy's own loop, on large operands at more than one
+    thread in blocks over the kernel threads (``compiled/ufuncs.py``)."""
+    work = STREAM_WORK if fn in _STREAMING else CURVE_WORK
+    if alone(max(a.size for a in inputs) * work) or not all(type(a) is np.ndarray for a in inputs):
+        return fn(*inputs, out=out)
+    shared = compiled.load("ufuncs")
+    y = None if shared is None else shared.apply(fn, inputs, out, work, split)
+    return fn(*inputs, out=out) if y is None else y
+
+
 class BlasInThisThread:
     """``with BlasInThisThread():`` a plan's run at more than one thread, when the compiled kernels
     share their own blocks: every BLAS call the run makes outside ``dot`` and ``matmul`` (a vector
@@ -147,7 +167,7 @@ def _split_product(a: np.ndarray, b: np.ndarray, work: int, kind: str) -> np.nda
     if work < DOT_MIN_WORK or a.dtype != b.dtype or a.dtype.kind != "f" or a.dtype.itemsize not in (4, 8):
         return None
     blas = _blas()
-    if blas is None or (threads() == 1 and (kind != "dot" or work <= blas.SMALL_GEMM)):
+    if blas is None or (threads() == 1 and (kind != "dot" or work <= blas.SMALL_GEMM or not blas.CUTS.small)):
         return None  # at one thread only the products ``blas.dot`` cuts at every thread count go there
     return getattr(blas, kind)(a, b, threads())
 

@@ -30,7 +30,7 @@ def test_the_compiled_kernels_share_their_blocks_on_numbas_tbb_layer(blas):
     import numba
 
     assert compiled.kernel_threads()
-    assert blas.READY
+    assert blas.READY, f"OpenBLAS's {blas.CORE!r} kernels: where to cut their products was never measured"
     with nnbridge.cpu_threads(2):
         parallel.dot(np.ones((64, 64), np.float32), np.ones((64, 4096), np.float32))
     assert numba.threading_layer() == "tbb"
@@ -56,7 +56,7 @@ def _numpys_blocks(blas, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """numpy's one-thread product, or, for a product ``blas.dot`` always cuts into blocks below the
     small-kernel bound, numpy's product of each block at its one-thread cut."""
     by_rows, edge, blocks = blas._cut(a, b, 1)
-    edges = parallel.bounds(edge, blas._TILE, blocks)
+    edges = parallel.bounds(edge, blas.CUTS.tile, blocks)
     with threadpool_limits(1):
         if by_rows:
             return np.concatenate([np.dot(a[lo:hi], b) for lo, hi in zip(edges, edges[1:])], axis=0)
@@ -85,7 +85,8 @@ def test_a_matrix_product_in_blocks_equals_numpys_one_thread_product_bit_for_bit
             np.testing.assert_array_equal(got, want, err_msg=f"{m}x{k}x{n} {a.strides} {b.strides} parts={parts}")
             checked += 1
     assert checked == 360
-    assert cut_below > 0 or dtype == np.float64  # the blocks below the bound are not np.dot's whole product
+    # the blocks below the bound are not np.dot's whole product (where the core has small kernels)
+    assert cut_below > 0 or dtype == np.float64 or not blas.CUTS.small
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -187,3 +188,72 @@ def test_a_plans_run_at_two_threads_keeps_its_other_blas_calls_in_its_own_thread
         blas.one_thread(after)
     assert seen and set(seen) == {1}
     assert after != 1
+
+
+UFUNCS = [np.exp, np.tanh, np.log, np.sin, np.sqrt, np.reciprocal, np.arctan, np.add, np.subtract,
+          np.multiply, np.divide, np.power, np.maximum]
+#: (shape of the first input, of the second): same shape, a scalar, a repeated row (a bias), a
+#: repeated column (a per-row statistic); then two broadcasts whose rows lie no fixed stride apart
+#: (numpy's own call then)
+LAYOUTS = [((6, 40, 33), (6, 40, 33)), ((6, 40, 33), ()), ((6, 40, 33), (33,)), ((240, 33), (240, 1)),
+           ((6, 40, 33), (40, 33)), ((6, 40, 33), (6, 1, 33))]
+DESCRIBED = 4
+
+
+def _specials(shape: tuple[int, ...], dtype) -> np.ndarray:
+    x = np.asarray(RNG.standard_normal(shape) * 4, dtype=dtype)
+    flat = x.reshape(-1)
+    flat[::37] = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-42, 88.9, -104.0], dtype=np.float64)[
+        np.arange(flat[::37].size) % 8].astype(dtype)
+    return x
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("fn", UFUNCS, ids=lambda f: f.__name__)
+def test_numpys_elementwise_loops_over_the_kernel_threads_equal_numpys_call_bit_for_bit(split_everything, dtype, fn):
+    """Every block of the output is numpy's own loop on those elements: at any cut, in place or not,
+    with NaN, ±inf, zeros of both signs and subnormals, the values are numpy's call's."""
+    shared = compiled.load("ufuncs")
+    if shared is None:
+        pytest.skip("numba is not installed: numpy's own calls run")
+    for first, second in LAYOUTS[:1] if fn.nin == 1 else LAYOUTS:
+        inputs = (_specials(first, dtype),) if fn.nin == 1 else (_specials(first, dtype), _specials(second, dtype))
+        with np.errstate(all="ignore"):
+            want = fn(*inputs)
+            for threads in (2, 3):
+                with nnbridge.cpu_threads(threads):
+                    got = parallel.ufunc(fn, *inputs)
+                    in_place = inputs[0].copy()
+                    parallel.ufunc(fn, in_place, *inputs[1:], out=in_place)
+                assert got.dtype == want.dtype and got.shape == want.shape
+                assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (fn.__name__, first, second, threads)
+                assert np.array_equal(in_place.view(np.uint8), want.view(np.uint8)), (fn.__name__, "in place")
+
+
+def test_a_layout_the_rows_can_describe_runs_numpys_loop_in_blocks_at_any_cut():
+    """The blocks really are the compiled loop's (not numpy's call taken as a fallback), each cut
+    anywhere in a row: the values are the whole call's."""
+    shared = compiled.load("ufuncs")
+    if shared is None:
+        pytest.skip("numba is not installed")
+    calls = []
+
+    def cut_at_random(count, work, serial, twin, *args):
+        calls.append(count)
+        edges = np.unique(np.concatenate([[0, count], RNG.integers(0, count, 5)]))
+        for lo, hi in zip(edges[:-1], edges[1:]):
+            serial(int(lo), int(hi))
+
+    for first, second in LAYOUTS[:DESCRIBED]:
+        a, b = _specials(first, np.float32), _specials(second, np.float32)
+        with np.errstate(all="ignore"):
+            got = shared.apply(np.divide, (a, b), None, 1, cut_at_random)
+            assert got is not None and np.array_equal(got.view(np.uint8), np.divide(a, b).view(np.uint8))
+    assert len(calls) == DESCRIBED
+    for first, second in LAYOUTS[DESCRIBED:]:
+        a, b = _specials(first, np.float32), _specials(second, np.float32)
+        assert shared.apply(np.add, (a, b), None, 1, cut_at_random) is None  # numpy's call
+    assert shared.apply(np.add, (np.ones(40, np.int32), np.ones(40, np.int32)), None, 1, cut_at_random) is None
+    assert shared.apply(np.add, (a, b.astype(np.float64)), None, 1, cut_at_random) is None  # numpy would cast
+    overlapping = np.zeros(2000, np.float32)
+    assert shared.apply(np.add, (overlapping[1:], overlapping[1:]), overlapping[:-1], 1, cut_at_random) is None

@@ -7,10 +7,14 @@ as one part after another). So there is one pool: each product is cut into row o
 one per kernel thread, and each block is one single-threaded call (``openblas_set_num_threads_local``,
 the calling thread's own count, restored after) of the same ``cblas_?gemm`` numpy calls, with the
 operands' layout flags numpy would pass. A block's values are the whole product's bit for bit: the
-float32 GEMM sums each output over K in an order that does not depend on which rows or columns it
-computes with it, as long as every block is large enough for the kernel the whole product takes
-(``SMALL_GEMM``); the float64 one does not (measured: some products of 300-400 lines differ when
-cut), so a float64 product is one call (``tests/reference/test_kernel_threads.py`` holds both).
+float32 GEMM sums each output over K in an order that depends only on where the output sits in
+the kernel's tile, so blocks are cut at whole tiles of the kernels this machine's OpenBLAS chose
+(``CUTS``, by its core name: rows and columns at 16 for the AVX-512 kernels, as long as every block
+is large enough for the kernel the whole product takes, ``SMALL_GEMM``; rows only, at 24, for the
+AVX2 ones, whose columns sum differently when cut anywhere); on a core not measured, a product is
+numpy's own call. The float64 GEMM does not keep its sums (measured: some products of 300-400
+lines differ when cut), so a float64 product is one call (``tests/reference/test_kernel_threads.py``
+holds both).
 
 The symbols are those of the OpenBLAS that numpy's wheels bundle (``scipy_cblas_sgemm64_``…);
 ``READY`` is False when numpy was built against another BLAS, and every product then stays
@@ -22,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import functools
 from pathlib import Path
+from typing import NamedTuple
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -32,7 +37,7 @@ from ._core import block_bounds, jit, jit_parallel
 
 _SYMBOLS = {"sgemm": "scipy_cblas_sgemm64_", "dgemm": "scipy_cblas_dgemm64_",
             "sgemv": "scipy_cblas_sgemv64_", "dgemv": "scipy_cblas_dgemv64_",
-            "local": "openblas_set_num_threads_local"}
+            "local": "openblas_set_num_threads_local", "core": "scipy_openblas_get_corename64_"}
 
 
 def _bind() -> ctypes.CDLL | None:
@@ -50,8 +55,31 @@ def _bind() -> ctypes.CDLL | None:
     return None
 
 
+class Cuts(NamedTuple):
+    """Where a float32 product may be cut with every sum kept: at multiples of ``tile`` rows (and
+    columns, when ``columns``); ``small``: the core has small-matrix kernels below ``SMALL_GEMM``."""
+
+    tile: int
+    columns: bool
+    small: bool
+
+
+#: by the core name OpenBLAS reports for the kernels it chose (measured: 40 random products of up
+#: to 300 lines cut in two and three; the AVX2 kernels' rows in tiles of 24, none of their column
+#: cuts, at 4 to 96, kept every sum)
+_CUTS = {"SkylakeX": Cuts(16, True, True), "Haswell": Cuts(24, False, False), "Zen": Cuts(24, False, False)}
+
+
+def _core(lib: ctypes.CDLL) -> str:
+    name = lib[_SYMBOLS["core"]]
+    name.restype = ctypes.c_char_p
+    return name().decode(errors="replace").strip()
+
+
 _LIB = _bind()
-READY = _LIB is not None
+CORE = "" if _LIB is None else _core(_LIB)
+CUTS = _CUTS.get(CORE)
+READY = CUTS is not None
 if READY:
     #: ``one_thread(count)`` sets the calling thread's own OpenBLAS thread count (0: the process's)
     #: and returns the one it replaces
@@ -88,9 +116,8 @@ SMALL_GEMM = 1_000_000
 #: 0.60/0.73, and K of 768 and more slower still). Not when ``b``'s rows lie a whole number of KiB
 #: apart: the blocks then read them through few cache sets (64×256 by 256×1024 419/585 µs)
 SMALL_BLOCKS_FASTER = ((288, 64_000_000), (576, 16_000_000))
-#: rows or columns per block edge: a multiple of every OpenBLAS kernel's tile, so no block but the
-#: last runs an edge kernel
-_TILE = 16
+#: rows per block of a matrix-vector product (any cut keeps its sums)
+_VECTOR_TILE = 16
 
 
 @jit
@@ -131,16 +158,16 @@ def _rows(a, x, y, m0, m1):
 def _rows_split(a, x, y, parts):
     """``y = a @ x`` in ``parts`` blocks of rows, one per kernel thread."""
     for p in prange(parts):
-        lo, hi = block_bounds(y.shape[0], _TILE, parts, p)
+        lo, hi = block_bounds(y.shape[0], _VECTOR_TILE, parts, p)
         _rows(a, x, y, lo, hi)
 
 
 @jit_parallel
-def _split(a, b, c, by_rows, parts):
-    """``c = a @ b`` in ``parts`` row (or column) blocks, one per kernel thread."""
+def _split(a, b, c, by_rows, tile, parts):
+    """``c = a @ b`` in ``parts`` row (or column) blocks of whole ``tile``s, one per kernel thread."""
     m, n = c.shape
     for p in prange(parts):
-        lo, hi = block_bounds(m if by_rows else n, _TILE, parts, p)
+        lo, hi = block_bounds(m if by_rows else n, tile, parts, p)
         if by_rows:
             _block(a, b, c, lo, hi, 0, n)
         else:
@@ -225,11 +252,11 @@ def dot(a: np.ndarray, b: np.ndarray, parts: int) -> np.ndarray | None:
     if blocks == 1:  # in this thread: a one-part prange may still wake a worker to run it
         _block(a, b, c, 0, m, 0, n)
     elif parts == 1:  # one thread: the blocks a product is cut into at every thread count, in turn
-        edges = bounds(edge, _TILE, blocks)
+        edges = bounds(edge, CUTS.tile, blocks)
         for lo, hi in zip(edges, edges[1:]):
             _block(a, b, c, lo, hi, 0, n) if by_rows else _block(a, b, c, 0, m, lo, hi)
     else:
-        _split(a, b, c, by_rows, blocks)
+        _split(a, b, c, by_rows, CUTS.tile, blocks)
     return c
 
 
@@ -249,7 +276,7 @@ def _matrix_vector(a: np.ndarray, b: np.ndarray, parts: int) -> np.ndarray | Non
         return None
     c = np.empty((m, n), a.dtype)
     out = c[:, 0] if n == 1 else c[0]
-    parts = min(parts, -(-matrix.shape[0] // _TILE))
+    parts = min(parts, -(-matrix.shape[0] // _VECTOR_TILE))
     if parts == 1:
         _rows(matrix, vector, out, 0, matrix.shape[0])
     else:
@@ -262,12 +289,12 @@ def _cut(a: np.ndarray, b: np.ndarray, most: int) -> tuple[bool, int, int]:
     the length of that side; the number of blocks)."""
     m, k = a.shape
     n = b.shape[1]
-    by_rows = m >= n
+    by_rows = m >= n or not CUTS.columns
     if a.itemsize != 4:
         return by_rows, m if by_rows else n, 1
     # the small kernels take a product of two non-transposed operands whatever its shape, others only
     # for some shapes: a small product with a transposed operand stays one call
-    small_ok = a.strides[1] == b.strides[1] == a.itemsize
+    small_ok = CUTS.small and a.strides[1] == b.strides[1] == a.itemsize
     faster = small_ok and b.strides[0] % 1024 != 0 and any(
         k <= most_k and m * n * k <= most_work for most_k, most_work in SMALL_BLOCKS_FASTER)
     edge = m if by_rows else n
@@ -276,14 +303,16 @@ def _cut(a: np.ndarray, b: np.ndarray, most: int) -> tuple[bool, int, int]:
 
 @functools.lru_cache(maxsize=4096)
 def _parts(edge: int, per_line: int, most: int, small_ok: bool, small_faster: bool) -> int:
-    """How many blocks of ``_TILE``-multiple lines of an ``edge``-long side (each line ``per_line``
+    """How many blocks of whole tiles (``CUTS``) of an ``edge``-long side (each line ``per_line``
     multiply-adds) to cut a product into for ``most`` threads, every block taking the kernel every
-    other cut of it takes at any thread count. Below ``SMALL_GEMM``: any number when ``small_ok``
-    (the small kernels take them all), else one. Above it, when ``small_ok`` and the small kernels
-    are faster (``small_faster``) or no two blocks could stay above: at least as many blocks as
-    keep each below the bound, at any thread count, one included; else the most (≤ ``most``)
-    blocks above it."""
-    tiles = -(-edge // _TILE)
+    other cut of it takes at any thread count. A core without small kernels: up to ``most``. Below
+    ``SMALL_GEMM``: any number when ``small_ok`` (the small kernels take them all), else one. Above
+    it, when ``small_ok`` and the small kernels are faster (``small_faster``) or no two blocks could
+    stay above: at least as many blocks as keep each below the bound, at any thread count, one
+    included; else the most (≤ ``most``) blocks above it."""
+    tiles = -(-edge // CUTS.tile)
+    if not CUTS.small:
+        return min(most, tiles)
     if edge * per_line <= SMALL_GEMM:
         return min(most, tiles) if small_ok else 1
     if small_ok and (small_faster or min(_block_lines(edge, 2)) * per_line <= SMALL_GEMM):
@@ -298,5 +327,5 @@ def _parts(edge: int, per_line: int, most: int, small_ok: bool, small_faster: bo
 
 def _block_lines(edge: int, parts: int) -> list[int]:
     """The lines of each of ``parts`` blocks of an ``edge``-long side, as ``_split`` cuts it."""
-    edges = bounds(edge, _TILE, parts)
+    edges = bounds(edge, CUTS.tile, parts)
     return [hi - lo for lo, hi in zip(edges, edges[1:])]

@@ -20,8 +20,9 @@ import math
 import numpy as np
 from numba import prange
 
-from ..parallel import share
+from ..parallel import CURVE_WORK, share
 from ._core import F, block_bounds, inline, jit, jit_parallel
+from .ufuncs import call_loop, strided_loop
 
 #: numpy's PW_BLOCKSIZE: the longest row summed as one block of eight partial sums
 BLOCK = 128
@@ -293,28 +294,44 @@ def divide_by_row_sums(x, first, last):
             x[r, i] = x[r, i] / total
 
 
-@jit_parallel
-def _shift_split(x, out, count, step, parts):
-    for p in prange(parts):
-        first, last = block_bounds(count, step, parts, p)
-        shift_rows(x, out, first, last)
+#: rows a softmax block shifts, exponentiates and divides while they are in cache
+SOFTMAX_ROWS = 16
+
+
+@jit
+def softmax_block(x, out, exp_loop, exp_context, exp_auxdata, first, last):
+    """Rows ``[first, last)`` of the softmax, ``SOFTMAX_ROWS`` at a time: the shift, numpy's own
+    float32 exp loop over those rows (``ufuncs``: its values bit for bit), the division."""
+    data, dims = np.empty(2, np.int64), np.empty(1, np.int64)
+    strides = np.full(2, 4, np.int64)
+    for start in range(first, last, SOFTMAX_ROWS):
+        stop = min(start + SOFTMAX_ROWS, last)
+        shift_rows(x, out, start, stop)
+        data[0] = data[1] = out[start:].ctypes.data
+        dims[0] = (stop - start) * out.shape[1]
+        call_loop(exp_loop, exp_context, data.ctypes.data, dims.ctypes.data, strides.ctypes.data, exp_auxdata)
+        divide_by_row_sums(out, start, stop)
 
 
 @jit_parallel
-def _divide_split(x, count, step, parts):
+def _softmax_split(x, out, exp_loop, exp_context, exp_auxdata, count, step, parts):
     for p in prange(parts):
         first, last = block_bounds(count, step, parts, p)
-        divide_by_row_sums(x, first, last)
+        softmax_block(x, out, exp_loop, exp_context, exp_auxdata, first, last)
 
 
 def softmax_rows(x: np.ndarray, out: np.ndarray) -> None:
-    """``out`` = the softmax of each row of C-contiguous float32 ``x (R, n)`` (n ≤ ``TWO_BLOCKS``): the
-    compiled shift, numpy's exp, the compiled division by the row sums, the first and last shared
-    over the kernel threads."""
+    """``out`` = the softmax of each row of C-contiguous float32 ``x (R, n)`` (n ≤ ``TWO_BLOCKS``):
+    the compiled shift, numpy's exp, the compiled division by the row sums, in blocks of rows
+    shared over the kernel threads (numpy's ``np.exp`` when its loop is not to be had)."""
+    loop = strided_loop(np.exp, (x.dtype,))
     rows, work = x.shape[0], 2 * x.shape[1]
-    share(rows, work, shift_rows, _shift_split, x, out)
-    np.exp(out, out=out)
-    share(rows, work, divide_by_row_sums, _divide_split, out)
+    if loop is None:  # a numpy without the loops' interface: one thread
+        shift_rows(x, out, 0, rows)
+        np.exp(out, out=out)
+        divide_by_row_sums(out, 0, rows)
+    else:
+        share(rows, work + CURVE_WORK * x.shape[1], softmax_block, _softmax_split, x, out, *loop[1:4])
 
 
 def trailing_mean(x: np.ndarray, axes: int) -> np.ndarray | None:

@@ -8,6 +8,7 @@ import numpy as np
 
 from ...ir import DType
 from .. import compiled
+from ..parallel import ufunc
 from ..registry import kernel
 from ._common import FLOATS, INTS, NUMERIC, SIGNED_INTS, dtypes_of
 from .fastmath import select
@@ -23,10 +24,10 @@ _QUIET = frozenset({np.negative, np.abs, np.sign, np.floor, np.ceil, np.rint, np
 def _unary(op: str, fn, dtypes) -> None:
     def run(ctx, x):
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):  # NaN/inf results are ONNX's too
-            return np.asarray(fn(x)).astype(x.dtype, copy=False)
+            return np.asarray(ufunc(fn, x)).astype(x.dtype, copy=False)
 
     def quiet(ctx, x):
-        return np.asarray(fn(x)).astype(x.dtype, copy=False)
+        return np.asarray(ufunc(fn, x)).astype(x.dtype, copy=False)
 
     kernel(op, dtypes=dtypes)(quiet if fn in _QUIET else run)
 
@@ -89,7 +90,7 @@ def _same_type(fn):
     """Binary ops whose inputs share one type: keep that type exactly."""
 
     def run(ctx, a, b):
-        return np.asarray(fn(a, b)).astype(a.dtype, copy=False)
+        return np.asarray(ufunc(fn, a, b)).astype(a.dtype, copy=False)
 
     return run
 
@@ -121,7 +122,7 @@ def equal(ctx, a, b):
 def div(ctx, a, b):
     if a.dtype.kind in "iu":
         return truncated_divide(a, b)
-    return np.asarray(np.divide(a, b)).astype(a.dtype, copy=False)
+    return np.asarray(ufunc(np.divide, a, b)).astype(a.dtype, copy=False)
 
 
 def truncated_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -150,8 +151,8 @@ def power(ctx, a, b):
         return _power(a, b)
 
 
-_SMALL_POWERS = {2: lambda a: a * a, 3: lambda a: a * a * a, 1: lambda a: a.copy(),
-                 0.5: np.sqrt, -1: lambda a: np.reciprocal(a)}
+_SMALL_POWERS = {2: lambda a: ufunc(np.multiply, a, a), 3: lambda a: ufunc(np.multiply, ufunc(np.multiply, a, a), a),
+                 1: lambda a: a.copy(), 0.5: lambda a: ufunc(np.sqrt, a), -1: lambda a: ufunc(np.reciprocal, a)}
 
 
 def _power(a: np.ndarray, b: np.ndarray) -> np.ndarray:

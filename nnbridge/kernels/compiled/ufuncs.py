@@ -1,0 +1,152 @@
+"""numpy's own elementwise loops shared over the kernel threads.
+
+An elementwise numpy operator (``np.tanh``, ``np.exp``, ``np.add``…) runs on one core. Its inner
+loop is a C function numpy hands out for exactly this use (``ufunc._resolve_dtypes_and_context``
+and ``_get_strided_loop``, numpy's interface for compilers such as numba; the capsule's layout is
+numpy's "1.24 ufunc call info"); this module calls that function from compiled code on blocks of
+the operands, one block per kernel thread. Each element is computed by the same loop numpy calls
+on the whole array, so the values are numpy's bit for bit (elementwise loops do not depend on an
+element's neighbours; ``tests/reference/test_kernel_threads.py`` checks every op that comes here on
+random blocks). Operands are read as rows of one output shape (R, N) with a byte stride per row
+and per element: the same shape, a scalar, a row repeated (a bias), a column repeated (a
+per-row statistic); anything else stays numpy's own call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+from llvmlite import ir
+from numba import prange, types
+from numba.extending import intrinsic
+
+from ._core import block_bounds, jit, jit_parallel
+
+#: elements per block edge: blocks start a whole number of cache lines after the operands do
+ALIGN = 16
+
+
+@intrinsic
+def call_loop(typingctx, address, context, data, dims, strides, auxdata):
+    """``address(context, data, dims, strides, auxdata)``: numpy's strided-loop signature, every
+    argument a pointer passed as an integer."""
+    def codegen(cgctx, builder, signature, args):
+        pointer = ir.IntType(8).as_pointer()
+        function = ir.FunctionType(ir.IntType(32), [pointer] * 5)
+        loop = builder.inttoptr(args[0], function.as_pointer())
+        return builder.call(loop, [builder.inttoptr(a, pointer) for a in args[1:]])
+    return types.int32(*[types.int64] * 6), codegen
+
+
+@jit
+def span(plan, first, last):
+    """Elements ``[first, last)`` of the (R, width) output in row order, one loop call per row
+    piece. ``plan`` (int64): loop, context, auxdata, width, operand count k, then k base addresses,
+    k row strides and k element strides in bytes (operand ``i``'s element (row, column) is at
+    ``base + row·row_stride + column·stride``)."""
+    loop, context, auxdata, width, count = plan[0], plan[1], plan[2], plan[3], plan[4]
+    bases, row_strides, strides = plan[5:5 + count], plan[5 + count:5 + 2 * count], plan[5 + 2 * count:]
+    data = np.empty(count, np.int64)
+    dims = np.empty(1, np.int64)
+    i = first
+    while i < last:
+        row, column = i // width, i % width
+        length = min(width - column, last - i)
+        for k in range(count):
+            data[k] = bases[k] + row * row_strides[k] + column * strides[k]
+        dims[0] = length
+        call_loop(loop, context, data.ctypes.data, dims.ctypes.data, strides.ctypes.data, auxdata)
+        i += length
+
+
+@jit_parallel
+def span_split(plan, total, count, step, parts):
+    """``span`` over ``count`` blocks of ``ALIGN`` elements (``total`` in all) in ``parts`` parts."""
+    for p in prange(parts):
+        first, last = block_bounds(count, step, parts, p)
+        span(plan, first * ALIGN, min(total, last * ALIGN))
+
+
+class _CallInfo(ctypes.Structure):
+    _fields_ = [("loop", ctypes.c_void_p), ("context", ctypes.c_void_p), ("auxdata", ctypes.c_void_p),
+                ("requires_pyapi", ctypes.c_bool), ("no_floatingpoint_errors", ctypes.c_bool)]
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+_capsule_name = ctypes.pythonapi.PyCapsule_GetName
+_capsule_name.restype, _capsule_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+
+#: (ufunc, input dtypes) → (output dtype, loop, context, auxdata, capsule kept alive for them), or
+#: None when numpy would cast an input first or the loop is not a float one (an integer loop may
+#: raise a Python error: a negative power)
+_LOOPS: dict[tuple, tuple | None] = {}
+
+
+def strided_loop(fn: np.ufunc, inputs: tuple[np.dtype, ...]) -> tuple | None:
+    """numpy's inner loop of ``fn`` for inputs of exactly the dtypes ``inputs``, and its output's dtype."""
+    key = (fn, inputs)
+    if key not in _LOOPS:
+        _LOOPS[key] = _resolve(fn, inputs)
+    return _LOOPS[key]
+
+
+def _resolve(fn: np.ufunc, inputs: tuple[np.dtype, ...]) -> tuple | None:
+    try:
+        dtypes = fn.resolve_dtypes((*inputs, None))
+        if dtypes[:-1] != inputs or any(d.kind != "f" or not d.isbuiltin for d in dtypes):
+            return None
+        _, capsule = fn._resolve_dtypes_and_context(dtypes)
+        fn._get_strided_loop(capsule)
+    except (TypeError, ValueError, AttributeError):  # no loop for these types, or another numpy's interface
+        return None
+    info = _CallInfo.from_address(_capsule_pointer(capsule, _capsule_name(capsule)))
+    if info.requires_pyapi or not info.loop:
+        return None
+    return dtypes[-1], info.loop, info.context or 0, info.auxdata or 0, capsule
+
+
+def _row_strides(shape: tuple[int, ...], a: np.ndarray) -> tuple[int, int] | None:
+    """(row stride, element stride) in bytes of ``a`` broadcast to ``shape`` and read as
+    (prod(shape[:-1]), shape[-1]); None when its rows do not lie a fixed stride apart."""
+    lead = len(shape) - a.ndim
+    strides = [0] * lead + [0 if size == 1 else stride for size, stride in zip(a.shape, a.strides)]
+    rows = [(size, stride) for size, stride in zip(shape[:-1], strides[:-1]) if size != 1]
+    if any(outer[1] != inner[0] * inner[1] for outer, inner in zip(rows, rows[1:])):
+        return None
+    return (rows[-1][1] if rows else 0), strides[-1]
+
+
+def apply(fn: np.ufunc, inputs: tuple[np.ndarray, ...], out: np.ndarray | None, work: float,
+          run) -> np.ndarray | None:
+    """``fn(*inputs, out=out)`` with numpy's own loop (``work`` multiply-adds' worth an element),
+    ``run(count, work_per_item, serial, twin, *args)`` sharing its blocks (``parallel.split``); None
+    when numpy's call has to do it: a cast, an overlap, a layout these rows cannot describe. Kept to
+    a few µs of Python: the ops that come here take 30 µs and more."""
+    head = inputs[0].shape
+    shape = head if all(a.shape == head for a in inputs) else np.broadcast_shapes(*(a.shape for a in inputs))
+    if not shape or shape[-1] == 0:
+        return None
+    loop = strided_loop(fn, tuple(a.dtype for a in inputs))
+    if loop is None:
+        return None
+    if out is None:
+        out = np.empty(shape, loop[0])
+    elif out.dtype != loop[0] or out.shape != shape or not out.flags.c_contiguous or any(
+            np.may_share_memory(out, a) and not (a.ctypes.data == out.ctypes.data and a.strides == out.strides)
+            for a in inputs):
+        return None
+    width, total = shape[-1], out.size
+    operands = (*inputs, out)
+    layouts = [(width * a.itemsize, a.itemsize) if a.shape == shape and a.flags.c_contiguous else
+               (0, 0) if a.size == 1 else _row_strides(shape, a) for a in operands]
+    if None in layouts:
+        return None
+    if all(row == width * step for row, step in layouts):  # every operand flat: one row of everything
+        width = total
+    plan = np.array([*loop[1:4], width, len(operands), *(a.ctypes.data for a in operands),
+                     *(row for row, _ in layouts), *(step for _, step in layouts)], np.int64)
+    run(-(-total // ALIGN), ALIGN * work, lambda first, last: span(plan, first * ALIGN, min(total, last * ALIGN)),
+        span_split, plan, total)
+    return out
