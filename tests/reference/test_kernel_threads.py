@@ -43,6 +43,15 @@ def test_without_tbb_the_kernels_say_which_pool_runs_them(monkeypatch):
     assert "Python pool" in compiled.describe() and "pip install tbb" in compiled.describe()
 
 
+def test_on_a_core_whose_cuts_were_never_measured_products_stay_numpys_and_it_says_so(blas, monkeypatch):
+    monkeypatch.setattr(blas, "READY", False)
+    monkeypatch.setattr(blas, "CORE", "Neoverse")
+    assert "OpenBLAS's Neoverse kernels" in compiled.describe() and "BLAS's own pool" in compiled.describe()
+    with nnbridge.cpu_threads(2):
+        a, b = RNG.standard_normal((300, 200)).astype(np.float32), RNG.standard_normal((200, 300)).astype(np.float32)
+        assert np.array_equal(parallel.dot(a, b), np.dot(a, b))
+
+
 def _operand(shape: tuple[int, int], dtype, layout: str) -> np.ndarray:
     if layout == "C":
         return RNG.standard_normal(shape).astype(dtype)

@@ -184,4 +184,9 @@ def describe() -> str:
     pool = ("kernel threads and matrix products on numba's TBB layer" if kernel_threads() else
             "kernel threads on a Python pool, matrix products on BLAS's own (numba's TBB layer did not load: "
             "pip install tbb, and leave NUMBA_THREADING_LAYER unset)")
+    blas = load("blas") if kernel_threads() else None
+    if blas is not None and not blas.READY:
+        pool = ("kernel threads on numba's TBB layer, matrix products on BLAS's own pool ("
+                + (f"where to cut OpenBLAS's {blas.CORE} kernels' products keeping their sums was never measured)"
+                   if blas.CORE else "numpy's BLAS is not the OpenBLAS its wheels bundle)"))
     return f"numba {numba.__version__} compiled kernels (cache: {cache_dir()}); {pool}"
