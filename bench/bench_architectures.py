@@ -252,6 +252,8 @@ def _other_pin_run(settings: list[int]) -> tuple[str, list[str], list[str]]:
     else:
         env["OPENBLAS_CORETYPE"] = "Haswell"
         label = "with OPENBLAS_CORETYPE=Haswell (the pin the environment's notes describe)"
+        if " Haswell kernels" in _blas():  # an AVX2 machine: the pin would choose the kernels already running
+            return label, ["not run again: OpenBLAS already runs its Haswell kernels on this machine"], []
     done = subprocess.run([sys.executable, "-m", "bench.bench_architectures", "--child", *map(str, settings)],
                           env=env, capture_output=True, text=True, check=False)
     lines = done.stdout.splitlines()
