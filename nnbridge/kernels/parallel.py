@@ -117,7 +117,7 @@ def share(count: int, work_per_item: float, kernel: Callable, twin: Callable, *a
 #: numpy loops that stream memory (an add is 0.16 ns an element on float32, a multiply-add's
 #: worth ``STREAM_WORK``); any other (exp, tanh, sin, power…: 1.3 to 10 ns) is ``CURVE_WORK``. With
 #: ``ufunc``'s 10-15 µs of Python, a streaming op gains from two threads from about 0.5 M elements
-_STREAMING = frozenset({np.add, np.subtract, np.multiply, np.divide, np.true_divide, np.maximum, np.minimum,
+_STREAMING = frozenset({np.add, np.subtract, np.multiply, np.divide, np.maximum, np.minimum,
                         np.fmax, np.fmin, np.abs, np.negative, np.positive, np.sign, np.floor, np.ceil,
                         np.rint, np.trunc, np.sqrt, np.reciprocal, np.square, np.copysign})
 STREAM_WORK, CURVE_WORK = 0.25, 4
@@ -127,7 +127,7 @@ def ufunc(fn: np.ufunc, *inputs: np.ndarray, out: np.ndarray | None = None) -> n
     """``fn(*inputs, out=out)``, bit for bit: numpy's own loop, on large operands at more than one
     thread in blocks over the kernel threads (``compiled/ufuncs.py``)."""
     work = STREAM_WORK if fn in _STREAMING else CURVE_WORK
-    if alone(max(a.size for a in inputs) * work) or not all(type(a) is np.ndarray for a in inputs):
+    if not all(type(a) is np.ndarray for a in inputs) or alone(max(a.size for a in inputs) * work):
         return fn(*inputs, out=out)
     shared = compiled.load("ufuncs")
     y = None if shared is None else shared.apply(fn, inputs, out, work, split)

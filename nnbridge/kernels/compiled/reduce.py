@@ -22,7 +22,7 @@ from numba import prange
 
 from ..parallel import CURVE_WORK, share
 from ._core import F, block_bounds, inline, jit, jit_parallel
-from .ufuncs import call_loop, strided_loop
+from .ufuncs import make_plan, span, strided_loop
 
 #: numpy's PW_BLOCKSIZE: the longest row summed as one block of eight partial sums
 BLOCK = 128
@@ -299,25 +299,23 @@ SOFTMAX_ROWS = 16
 
 
 @jit
-def softmax_block(x, out, exp_loop, exp_context, exp_auxdata, first, last):
-    """Rows ``[first, last)`` of the softmax, ``SOFTMAX_ROWS`` at a time: the shift, numpy's own
-    float32 exp loop over those rows (``ufuncs``: its values bit for bit), the division."""
-    data, dims = np.empty(2, np.int64), np.empty(1, np.int64)
-    strides = np.full(2, 4, np.int64)
+def softmax_block(x, out, exp_plan, first, last):
+    """Rows ``[first, last)`` of the softmax, ``SOFTMAX_ROWS`` at a time: the shift, numpy's own exp
+    loop over those rows in place (``ufuncs.span`` with ``exp_plan``: its values bit for bit), the
+    division."""
+    n = out.shape[1]
     for start in range(first, last, SOFTMAX_ROWS):
         stop = min(start + SOFTMAX_ROWS, last)
         shift_rows(x, out, start, stop)
-        data[0] = data[1] = out[start:].ctypes.data
-        dims[0] = (stop - start) * out.shape[1]
-        call_loop(exp_loop, exp_context, data.ctypes.data, dims.ctypes.data, strides.ctypes.data, exp_auxdata)
+        span(exp_plan, start * n, stop * n)
         divide_by_row_sums(out, start, stop)
 
 
 @jit_parallel
-def _softmax_split(x, out, exp_loop, exp_context, exp_auxdata, count, step, parts):
+def _softmax_split(x, out, exp_plan, count, step, parts):
     for p in prange(parts):
         first, last = block_bounds(count, step, parts, p)
-        softmax_block(x, out, exp_loop, exp_context, exp_auxdata, first, last)
+        softmax_block(x, out, exp_plan, first, last)
 
 
 def softmax_rows(x: np.ndarray, out: np.ndarray) -> None:
@@ -330,8 +328,10 @@ def softmax_rows(x: np.ndarray, out: np.ndarray) -> None:
         shift_rows(x, out, 0, rows)
         np.exp(out, out=out)
         divide_by_row_sums(out, 0, rows)
-    else:
-        share(rows, work + CURVE_WORK * x.shape[1], softmax_block, _softmax_split, x, out, *loop[1:4])
+    else:  # out's elements in place, as one flat row
+        item = out.itemsize
+        plan = make_plan(loop, out.size, [out.ctypes.data] * 2, [(0, item)] * 2)
+        share(rows, work + CURVE_WORK * x.shape[1], softmax_block, _softmax_split, x, out, plan)
 
 
 def trailing_mean(x: np.ndarray, axes: int) -> np.ndarray | None:

@@ -28,7 +28,7 @@ ALIGN = 16
 
 
 @intrinsic
-def call_loop(typingctx, address, context, data, dims, strides, auxdata):
+def _call_loop(typingctx, address, context, data, dims, strides, auxdata):
     """``address(context, data, dims, strides, auxdata)``: numpy's strided-loop signature, every
     argument a pointer passed as an integer."""
     def codegen(cgctx, builder, signature, args):
@@ -56,7 +56,7 @@ def span(plan, first, last):
         for k in range(count):
             data[k] = bases[k] + row * row_strides[k] + column * strides[k]
         dims[0] = length
-        call_loop(loop, context, data.ctypes.data, dims.ctypes.data, strides.ctypes.data, auxdata)
+        _call_loop(loop, context, data.ctypes.data, dims.ctypes.data, strides.ctypes.data, auxdata)
         i += length
 
 
@@ -118,6 +118,13 @@ def _row_strides(shape: tuple[int, ...], a: np.ndarray) -> tuple[int, int] | Non
     return (rows[-1][1] if rows else 0), strides[-1]
 
 
+def make_plan(loop: tuple, width: int, bases: list[int], layouts: list[tuple[int, int]]) -> np.ndarray:
+    """``span``'s plan: ``strided_loop``'s loop over rows of ``width`` elements, operand ``i`` at address
+    ``bases[i]`` with (row stride, element stride) ``layouts[i]`` in bytes."""
+    return np.array([*loop[1:4], width, len(bases), *bases, *(row for row, _ in layouts),
+                     *(step for _, step in layouts)], np.int64)
+
+
 def apply(fn: np.ufunc, inputs: tuple[np.ndarray, ...], out: np.ndarray | None, work: float,
           run) -> np.ndarray | None:
     """``fn(*inputs, out=out)`` with numpy's own loop (``work`` multiply-adds' worth an element),
@@ -145,8 +152,7 @@ def apply(fn: np.ufunc, inputs: tuple[np.ndarray, ...], out: np.ndarray | None, 
         return None
     if all(row == width * step for row, step in layouts):  # every operand flat: one row of everything
         width = total
-    plan = np.array([*loop[1:4], width, len(operands), *(a.ctypes.data for a in operands),
-                     *(row for row, _ in layouts), *(step for _, step in layouts)], np.int64)
+    plan = make_plan(loop, width, [a.ctypes.data for a in operands], layouts)
     run(-(-total // ALIGN), ALIGN * work, lambda first, last: span(plan, first * ALIGN, min(total, last * ALIGN)),
         span_split, plan, total)
     return out
