@@ -257,6 +257,37 @@ def test_decomposed_gelu_becomes_one_gelu(order):
     assert [n.op for n in graph.nodes] == ["Gelu"]
 
 
+def _tanh_gelu_nodes(order: str, cube: str) -> tuple[list, dict]:
+    """GPT-2's GELU, x·0.5·(1 + tanh(√(2/π)·(x + 0.044715·x³))), as HF's export writes it (x³ a Pow)
+    or with x³ as products, in both orders of the last multiplications."""
+    cubed = ([mk("Pow", ["x", "three"], ["x3"])] if cube == "pow" else
+             [mk("Mul", ["x", "x"], ["x2"]), mk("Mul", ["x2", "x"] if cube == "mul" else ["x", "x2"], ["x3"])])
+    head = cubed + [mk("Mul", ["x3", "kappa"], ["k"]), mk("Add", ["x", "k"], ["inner"]),
+                    mk("Mul", ["inner", "beta"], ["s"]), mk("Tanh", ["s"], ["t"]), mk("Add", ["t", "one"], ["p"])]
+    if order == "half-last":
+        tail = [mk("Mul", ["x", "p"], ["xp"]), mk("Mul", ["xp", "half"], ["y"])]
+    else:
+        tail = [mk("Mul", ["x", "half"], ["xh"]), mk("Mul", ["xh", "p"], ["y"])]
+    inits = {"three": np.float32(3), "kappa": np.float32(0.044715), "beta": np.float32(np.sqrt(2 / np.pi)),
+             "one": np.float32(1), "half": np.float32(0.5)}
+    return head + tail, {k: v for k, v in inits.items() if any(k in n.input for n in head + tail)}
+
+
+@pytest.mark.parametrize("cube", ["pow", "mul", "mul-swapped"])
+@pytest.mark.parametrize("order", ["half-last", "half-first"])
+def test_decomposed_tanh_gelu_becomes_one_tanh_gelu(order, cube):
+    nodes, inits = _tanh_gelu_nodes(order, cube)
+    graph = _check(build(nodes, {"x": [3, 7]}, ["y"], inits), ["recognize-activations"])
+    assert [(n.op, n.attr("approximate", "none")) for n in graph.nodes] == [("Gelu", "tanh")]
+
+
+def test_a_tanh_chain_with_another_coefficient_is_not_gelu():
+    nodes, inits = _tanh_gelu_nodes("half-first", "pow")
+    inits["kappa"] = np.float32(0.05)
+    graph = _check(build(nodes, {"x": [3, 7]}, ["y"], inits), ["recognize-activations"], expect_changed=False)
+    assert count_ops(graph, "Gelu") == 0
+
+
 def test_silu_becomes_swish_in_either_operand_order():
     model = build([mk("Sigmoid", ["x"], ["g"]), mk("Mul", ["g", "x"], ["y"]),
                    mk("Sigmoid", ["y"], ["g2"]), mk("Mul", ["y", "g2"], ["z"])], {"x": [4, 5]}, ["z"])

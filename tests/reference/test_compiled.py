@@ -198,6 +198,26 @@ def test_compiled_softmax_of_small_rows_equals_the_numpy_kernel_bit_for_bit(monk
         np.testing.assert_array_equal(ours, theirs)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_compiled_tanh_gelu_equals_the_numpy_kernel_bit_for_bit(monkeypatch, threads):
+    """The polynomial and the product compiled around numpy's own tanh loop: the same float32
+    operations in the same order, so bit for bit, NaN, infinities and signed zeros too, on sizes
+    around its blocks and split over the kernel threads."""
+    import nnbridge
+    from nnbridge.kernels.ops.activation import gelu
+
+    compiled.load("curves")
+    for size in (1, 7, 2047, 2049, 5000, 300_001):
+        x = (RNG.standard_normal(size) * 4).astype(np.float32)
+        specials = np.float32([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, 20.0, -20.0])
+        x[::97] = np.resize(specials, x[::97].size)
+        with np.errstate(invalid="ignore"), nnbridge.cpu_threads(threads):
+            ours = gelu(None, x.reshape(1, -1), approximate="tanh")
+            theirs = _numpy(monkeypatch, gelu, None, x.reshape(1, -1), approximate="tanh")
+        np.testing.assert_array_equal(ours, theirs)
+        assert np.array_equal(np.signbit(ours), np.signbit(theirs))
+
+
 # -- depthwise and grouped convolution ---------------------------------------------------------
 
 GEOMETRIES = [  # (channels, multiplier or group width, size, kernel, strides, dilations, pads begin+end)

@@ -6,16 +6,22 @@ once and written once. The formulas are the numpy kernels' (``ops/fastmath.py``:
 ``tanh(x·P(x²))`` with the same fitted P, GELU as ``x·(1 + erf(x/√2))/2``, SiLU as ``x·σ(x)``), with
 ``_core``'s curves in place of numpy's. Each curve's loop is its own function in the generated
 ``curve_loops.py`` (``generate.py`` says why); this module runs them over the kernel threads.
+
+The tanh form of GELU (GPT-2's) keeps numpy's own tanh, as its numpy kernel does: the polynomial
+and the product are computed around numpy's tanh loop on blocks in cache (``gelu_tanh``).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import prange
 
-from ..parallel import alone, split
-from ._core import block_bounds, jit, jit_parallel
+from ..parallel import CURVE_WORK, alone, share, split
+from ._core import F, block_bounds, jit, jit_parallel
 from .curve_loops import IN_PLACE, LOOPS, NAMES, SPLITS, one_curve
+from .ufuncs import handle, in_place_plan, span
 
 
 @jit
@@ -142,3 +148,46 @@ class Epilogue:
             split(x.shape[0], COST[cheap] * x.shape[1], lambda lo, hi: _gate_rows(code, x, s, bias, y, lo, hi, a, b),
                   _gate_rows_split, code, x, s, bias, y, a, b)
         return y
+
+
+#: the tanh GELU's constants as the numpy kernel rounds them (``ops/activation.gelu``)
+GELU_C, GELU_K = F(math.sqrt(2 / math.pi)), F(0.044715)
+#: values of a tanh GELU computed while they are in cache
+GELU_BLOCK = 2048
+
+
+@jit
+def gelu_tanh_span(x, out, tanh_loop, first, last):
+    """``out = (x·0.5)·(tanh(c·(x + k·((x·x)·x))) + 1)`` on elements ``[first, last)`` of flat ``x``,
+    ``GELU_BLOCK`` at a time: the float32 polynomial, numpy's own tanh loop over the block in place
+    (``tanh_loop``, from ``ufuncs.handle``), the product; each operation the numpy kernel's, so
+    its values bit for bit."""
+    plan = in_place_plan(tanh_loop, out)
+    for start in range(first, last, GELU_BLOCK):
+        stop = min(start + GELU_BLOCK, last)
+        values, into = x[start:stop], out[start:stop]  # indices from 0: the loops vectorise
+        for i in range(values.size):
+            v = values[i]
+            into[i] = GELU_C * (v + GELU_K * (v * v * v))
+        span(plan, start, stop)
+        for i in range(values.size):
+            into[i] = (values[i] * F(0.5)) * (into[i] + F(1))
+
+
+@jit_parallel
+def _gelu_tanh_split(x, out, tanh_loop, count, step, parts):
+    for p in prange(parts):
+        first, last = block_bounds(count, step, parts, p)
+        gelu_tanh_span(x, out, tanh_loop, first, last)
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray | None:
+    """The tanh GELU of C-contiguous float32 ``x`` in one pass, shared over the kernel threads; None
+    when numpy's tanh loop is not to be had (the kernel's numpy form then runs)."""
+    tanh_loop = handle(np.tanh, x.dtype)
+    if tanh_loop is None:
+        return None
+    flat = x.reshape(-1)
+    out = np.empty_like(flat)
+    share(flat.size, CURVE_WORK + 6, gelu_tanh_span, _gelu_tanh_split, flat, out, tanh_loop)
+    return out.reshape(x.shape)

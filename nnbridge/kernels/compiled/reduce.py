@@ -22,7 +22,7 @@ from numba import prange
 
 from ..parallel import CURVE_WORK, share
 from ._core import F, block_bounds, inline, jit, jit_parallel
-from .ufuncs import make_plan, span, strided_loop
+from .ufuncs import handle, in_place_plan, span
 
 #: numpy's PW_BLOCKSIZE: the longest row summed as one block of eight partial sums
 BLOCK = 128
@@ -299,11 +299,12 @@ SOFTMAX_ROWS = 16
 
 
 @jit
-def softmax_block(x, out, exp_plan, first, last):
+def softmax_block(x, out, exp_loop, first, last):
     """Rows ``[first, last)`` of the softmax, ``SOFTMAX_ROWS`` at a time: the shift, numpy's own exp
-    loop over those rows in place (``ufuncs.span`` with ``exp_plan``: its values bit for bit), the
-    division."""
+    loop over those rows in place (``ufuncs.span`` with ``exp_loop``'s plan: its values bit for
+    bit), the division."""
     n = out.shape[1]
+    exp_plan = in_place_plan(exp_loop, out)
     for start in range(first, last, SOFTMAX_ROWS):
         stop = min(start + SOFTMAX_ROWS, last)
         shift_rows(x, out, start, stop)
@@ -312,26 +313,24 @@ def softmax_block(x, out, exp_plan, first, last):
 
 
 @jit_parallel
-def _softmax_split(x, out, exp_plan, count, step, parts):
+def _softmax_split(x, out, exp_loop, count, step, parts):
     for p in prange(parts):
         first, last = block_bounds(count, step, parts, p)
-        softmax_block(x, out, exp_plan, first, last)
+        softmax_block(x, out, exp_loop, first, last)
 
 
 def softmax_rows(x: np.ndarray, out: np.ndarray) -> None:
     """``out`` = the softmax of each row of C-contiguous float32 ``x (R, n)`` (n ≤ ``TWO_BLOCKS``):
     the compiled shift, numpy's exp, the compiled division by the row sums, in blocks of rows
     shared over the kernel threads (numpy's ``np.exp`` when its loop is not to be had)."""
-    loop = strided_loop(np.exp, (x.dtype,))
+    exp_loop = handle(np.exp, x.dtype)
     rows, work = x.shape[0], 2 * x.shape[1]
-    if loop is None:  # a numpy without the loops' interface: one thread
+    if exp_loop is None:  # a numpy without the loops' interface: one thread
         shift_rows(x, out, 0, rows)
         np.exp(out, out=out)
         divide_by_row_sums(out, 0, rows)
-    else:  # out's elements in place, as one flat row
-        item = out.itemsize
-        plan = make_plan(loop, out.size, [out.ctypes.data] * 2, [(0, item)] * 2)
-        share(rows, work + CURVE_WORK * x.shape[1], softmax_block, _softmax_split, x, out, plan)
+    else:
+        share(rows, work + CURVE_WORK * x.shape[1], softmax_block, _softmax_split, x, out, exp_loop)
 
 
 def trailing_mean(x: np.ndarray, axes: int) -> np.ndarray | None:

@@ -118,6 +118,32 @@ def _row_strides(shape: tuple[int, ...], a: np.ndarray) -> tuple[int, int] | Non
     return (rows[-1][1] if rows else 0), strides[-1]
 
 
+def handle(fn: np.ufunc, dtype: np.dtype) -> np.ndarray | None:
+    """numpy's loop of ``fn`` on operands all of ``dtype`` as (loop, context, auxdata) for
+    ``in_place_plan``, or None (``strided_loop`` has none)."""
+    key = (fn, dtype)
+    if key not in _HANDLES:
+        loop = strided_loop(fn, (dtype,) * fn.nin)
+        _HANDLES[key] = None if loop is None or loop[0] != dtype else np.array(loop[1:4], np.int64)
+    return _HANDLES[key]
+
+
+_HANDLES: dict[tuple, np.ndarray | None] = {}
+
+
+@jit
+def in_place_plan(loop, out):
+    """``span``'s plan for the one-input loop ``handle`` gave over C-contiguous ``out`` in place, as
+    one flat row (made in compiled code: reading an address from Python costs a microsecond)."""
+    plan = np.empty(11, np.int64)
+    plan[0], plan[1], plan[2] = loop[0], loop[1], loop[2]
+    plan[3], plan[4] = out.size, 2
+    plan[5] = plan[6] = out.ctypes.data
+    plan[7] = plan[8] = 0
+    plan[9] = plan[10] = out.itemsize
+    return plan
+
+
 def make_plan(loop: tuple, width: int, bases: list[int], layouts: list[tuple[int, int]]) -> np.ndarray:
     """``span``'s plan: ``strided_loop``'s loop over rows of ``width`` elements, operand ``i`` at address
     ``bases[i]`` with (row stride, element stride) ``layouts[i]`` in bytes."""

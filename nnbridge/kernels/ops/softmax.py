@@ -25,6 +25,8 @@ def _shifted(x: np.ndarray, axis: int) -> np.ndarray:
 def softmax(ctx, x, *, axis=-1):
     if x.size == 0:
         return x.copy()
+    if x.dtype == np.float32 and axis in (-1, x.ndim - 1):
+        return _softmax_rows(x)
     # fp16 stays in fp16 (rounded per step, as ONNX's own definition computes it); bf16 goes through fp32
     work = x if x.dtype == np.float16 else x.astype(compute_dtype(x.dtype), copy=False)
     if axis in (-1, x.ndim - 1):
