@@ -1,16 +1,18 @@
 """Runs an IR graph with the registered kernels (the evaluator of the kernel layer).
 
 Compilation turns the graph into a flat program once: every value gets a slot number, and each
-step is a tuple of (kernel, context, input slots, output slots, slots to free), so that a run is
-a list copy and a tight loop over that program with no name lookups; dead intermediates are
-dropped to keep peak memory low. A run's values live in its own list, so runs of one plan may
-proceed from several threads at once.
+step is a tuple of (kernel, context, input slots, output slots, slots to free); dead intermediates
+are dropped to keep peak memory low. A run is a list copy and the program written out as one
+straight-line Python function (``_straight_line``: each step a call with its slots as constant
+indices, no loop, no argument list built; a third of a small graph's dispatch). A run's values
+live in its own list, so runs of one plan may proceed from several threads at once.
 """
 
 from __future__ import annotations
 
 import functools
 import time
+import types
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -352,6 +354,46 @@ def _step(i: int, node: Node, last_use: dict[str, int], keep: set[str], local: s
                 scoped=bool(node.subgraphs()), captured=captured, prepared=prepared)
 
 
+def _store(values: list[Any], outs: tuple[int, ...], result: tuple) -> None:
+    """A step's results returned as a tuple, into their slots (fewer results leave slots unset)."""
+    for o, value in zip(outs, result):
+        values[o] = value
+
+
+def _straight_line(program: list[tuple]) -> tuple[Callable[[list[Any]], None], dict[int, tuple]]:
+    """``program`` as one function of a run's values list, with the entry each of its lines runs
+    (a failure's line names its node). Each step: its callable on its input slots, one result
+    into its first output slot (a tuple's into its slots, as the loop stored them), its dead
+    slots cleared."""
+    names: dict[str, Any] = {"_tuple": tuple, "_store": _store}
+    lines, entry_of = ["def run(values):"], {}
+    for k, entry in enumerate(program):
+        fn, ctx, ins, outs, release = entry
+        names[f"f{k}"], names[f"c{k}"] = fn, ctx
+        first = len(lines) + 1
+        lines.append(f"    r = f{k}(c{k}{''.join(f', values[{i}]' for i in ins)})")
+        lines.append(f"    if type(r) is _tuple: _store(values, {outs!r}, r)")
+        if outs:
+            lines.append(f"    else: values[{outs[0]}] = r")
+        if release:
+            lines.append(f"    {' = '.join(f'values[{i}]' for i in release)} = None")
+        entry_of.update((line, entry) for line in range(first, len(lines) + 1))
+    lines.append("    return None")
+    code = compile("\n".join(lines), "<nnbridge plan>", "exec")
+    function = next(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return types.FunctionType(function, names), entry_of
+
+
+def _failed_entry(exc: BaseException, run: Callable, entry_of: dict[int, tuple]) -> tuple | None:
+    """The program entry whose line of ``run`` raised ``exc``."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is run.__code__:
+            return entry_of.get(tb.tb_lineno)
+        tb = tb.tb_next
+    return None
+
+
 class Plan:
     """A graph compiled into a program of steps over numbered slots. Runs share it and keep
     their own values (``execute`` is reentrant: one plan may run from several threads at once)."""
@@ -408,6 +450,7 @@ class Plan:
         self._template = template
         self._steps_program = self._watched = program
         self._program = _fused(program)
+        self._run = _straight_line(self._program)
         self._constants = [i for i, step in enumerate(self.steps) if step.constant]
         self.slots = slots
 
@@ -427,6 +470,7 @@ class Plan:
         self._template, self._watched = template, watched
         self._steps_program = [entry for i, entry in enumerate(self._steps_program) if i not in keep]
         self._program = _fused(self._steps_program)
+        self._run = _straight_line(self._program)
         self._constants = []
 
     def execute(self, feeds: Mapping[str, Any], outer: Mapping[str, Any] | None = None,
@@ -447,7 +491,13 @@ class Plan:
         report = STEP_PROGRESS.get() if outer is None and len(self._program) >= REPORTED_STEPS else None
         with BlasInThisThread():
             if observe is None and timings is None and report is None:
-                self._run(self._program, values)
+                run, entry_of = self._run  # one read: a concurrent _keep_constants swaps the pair
+                try:
+                    run(values)
+                except NNBridgeError:
+                    raise
+                except Exception as exc:
+                    raise _failure(_failed_entry(exc, run, entry_of), exc) from exc
             else:
                 self._run_watched(self._watched, values, observe, timings, report)
         if self._constants:
@@ -457,25 +507,6 @@ class Plan:
             if value is _UNSET:
                 raise KernelError(f"graph '{self.graph.name}': output '{v.name}' was never computed")
         return result
-
-    @staticmethod
-    def _run(program: list[tuple], values: list[Any]) -> None:
-        entry = None
-        try:
-            for entry in program:
-                fn, ctx, ins, outs, release = entry
-                result = fn(ctx, *[values[i] for i in ins])
-                if type(result) is tuple:
-                    for o, value in zip(outs, result):
-                        values[o] = value
-                else:  # one output (a list is one sequence value)
-                    values[outs[0]] = result
-                for i in release:
-                    values[i] = None
-        except NNBridgeError:
-            raise
-        except Exception as exc:
-            raise _failure(entry, exc) from exc
 
     def _run_watched(self, program: list[tuple], values: list[Any], observe, timings, report) -> None:
         """The same loop with a caller watching: per-node results, times or progress."""

@@ -220,3 +220,4 @@ def test_a_run_subgraphs_plan_does_not_keep_its_model_alive():
     before = graphs()
     assert nnbridge.run(model, feeds)["sums"].shape == (3, 2)
     assert graphs() == before
+

@@ -204,3 +204,24 @@ def test_attributes_older_opsets_had_reach_the_kernels_as_inputs(op, opset, attr
     got = nnbridge.run(model, {"x": _X}, backend="reference", opt_level=0)
     for name, expected in zip(outs, want):
         np.testing.assert_array_equal(got[name], expected)
+
+
+def test_a_kernel_failing_between_others_is_named_on_the_fast_and_the_watched_run(toy_op):
+    """The plan runs as one generated function; a kernel's own exception is traced to its step's
+    node, the one the step-by-step (profiled) run names, and the next run still works."""
+    @kernel("Toy", domain=DOMAIN)
+    def toy(ctx, x, *, alpha=0.01, axis=-1, shape=None, size):
+        if x[0] < 0:
+            raise ValueError("a negative first value")
+        return x + size
+
+    graph = Graph("toy")
+    x = graph.add_input("x", TensorType(DType.FLOAT32, (2,)))
+    first = graph.add_node("Neg", [x], name="first")
+    picks = graph.add_node("Toy", [first.outputs[0]], attrs={"size": 1}, domain=DOMAIN, name="picks")
+    graph.outputs.append(graph.add_node("Abs", [picks.outputs[0]], name="last").outputs[0])
+    plan = Plan(graph)
+    for watched in (None, []):
+        np.testing.assert_array_equal(plan.execute({"x": np.float32([-1, 2])}, timings=watched)[0], [2, 1])
+        with pytest.raises(KernelError, match=r"node 'picks' \(Toy\) failed: ValueError: a negative first value"):
+            plan.execute({"x": np.float32([1, 2])}, timings=watched)
