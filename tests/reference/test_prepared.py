@@ -75,6 +75,8 @@ def test_prepared_equals_the_kernel_on_the_node_tests(op):
     ("Unsqueeze", [("x", np.arange(6.0).reshape(2, 3)), ("axes", np.array([0]))], {}, np.arange(4.0)),
     ("Flatten", [("x", np.arange(24.0).reshape(2, 3, 4))], {"axis": 2}, np.arange(6.0).reshape(1, 2, 3)),
     ("Expand", [("x", np.arange(3.0).reshape(3, 1)), ("shape", np.array([2, 3, 4]))], {}, np.arange(4.0)),
+    ("MatMul", [("x", np.arange(6, dtype=np.float32).reshape(1, 2, 3)), ("w", np.ones((3, 4), np.float32))], {},
+     np.arange(15, dtype=np.float32).reshape(5, 3)),
 ])
 def test_a_call_with_another_shape_runs_the_kernel(op, inputs, attrs, other):
     """A subgraph's values may change shape between calls: a prepared callable checks the static
