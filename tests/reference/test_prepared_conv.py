@@ -26,6 +26,8 @@ CASES = [
     ((1, 16, 3, 12), (40, 16, 1, 1), {}),
     ((1, 24, 1, 1), (96, 24, 1, 1), {}),
     ((1, 8, 7, 7), (8, 8, 1, 1), {"pads": [0, 0, 0, 0], "strides": [1, 1]}),
+    ((1, 33, 5, 7), (70, 33, 1, 1), {}),  # odd sizes: np.dot's GEMM call and the curve in one compiled call
+    ((1, 32, 2, 6), (200, 32, 1, 1), {}),
     ((1, 24, 6, 9), (24, 1, 3, 3), {"group": 24, "pads": [1, 1, 1, 1]}),
     ((1, 40, 7, 7), (40, 1, 5, 5), {"group": 40, "pads": [2, 2, 2, 2], "strides": [2, 2]}),
     ((2, 16, 5, 6), (16, 1, 3, 3), {"group": 16, "pads": [2, 2, 2, 2], "dilations": [2, 2]}),
@@ -38,7 +40,7 @@ CASES = [
     ((1, 16, 64), (32, 16, 3), {"pads": [1, 1], "dilations": [2]}),  # 1-D
     ((1, 32, 8, 8), (32, 8, 3, 3), {"group": 4, "pads": [1, 1, 1, 1], "strides": [2, 2]}),  # grouped (RegNet's)
 ]
-KINDS = [Pointwise] * 3 + [Depthwise] * 6 + [Columns] * 5
+KINDS = [Pointwise] * 5 + [Depthwise] * 6 + [Columns] * 5
 
 
 def _prepared(x_shape, w_shape, attrs, bias: bool):

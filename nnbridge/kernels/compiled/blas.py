@@ -34,6 +34,7 @@ from numba import prange, types
 
 from ..parallel import bounds
 from ._core import block_bounds, jit, jit_parallel
+from .curves import bias_rows
 
 _SYMBOLS = {"sgemm": "scipy_cblas_sgemm64_", "dgemm": "scipy_cblas_dgemm64_",
             "sgemv": "scipy_cblas_sgemv64_", "dgemv": "scipy_cblas_dgemv64_",
@@ -136,6 +137,16 @@ def _block(a, b, c, m0, m1, n0, n1):
         _dgemm(_ROW_MAJOR, trans_a, trans_b, m1 - m0, n1 - n0, k, 1.0, a[m0:].ctypes.data, lda,
                b[:, n0:].ctypes.data, ldb, 0.0, c[m0:, n0:].ctypes.data, c.shape[1])
     _local_threads(saved)
+
+
+@jit
+def product_then_curve(w, x, bias, y, code, alpha, beta):
+    """``y = curve(w @ x + bias)`` (a bias per row) for 2-D float32 ``w (M, K)`` and ``x (K, N)``, M,
+    K and N at least 2, both read in place: numpy's single-threaded GEMM call (``_block``, as
+    ``np.dot`` makes it on a product below ``DOT_MIN_WORK``), then ``curves.bias_rows``, in one
+    call (a small 1×1 convolution's product, bias and activation were three calls from Python)."""
+    _block(w, x, y, 0, y.shape[0], 0, y.shape[1])
+    bias_rows(code, y, bias, 0, y.shape[0], alpha, beta)
 
 
 @jit

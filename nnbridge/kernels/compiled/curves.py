@@ -35,7 +35,7 @@ def overwrite(code, x, first, last, alpha, beta):
 
 
 @jit
-def _bias_rows(code, y, bias, first, last, alpha, beta):
+def bias_rows(code, y, bias, first, last, alpha, beta):
     """Rows ``[first, last)`` of ``y (M, P)``: ``y = curve(y + bias[m])``, in place; the float32 sum
     then the curve, as numpy's ``y += bias`` and ``overwrite`` give them (bit for bit)."""
     for m in range(first, last):
@@ -68,7 +68,7 @@ def _overwrite_split(code, x, alpha, beta, count, step, parts):
 def _bias_rows_split(code, y, bias, alpha, beta, count, step, parts):
     for p in prange(parts):
         first, last = block_bounds(count, step, parts, p)
-        _bias_rows(code, y, bias, first, last, alpha, beta)
+        bias_rows(code, y, bias, first, last, alpha, beta)
 
 
 @jit_parallel
@@ -130,9 +130,9 @@ class Epilogue:
         threads."""
         code, a, b = self.code, self.alpha, self.beta
         if alone(COST[code] * y.size):
-            _bias_rows(code, y, bias, 0, y.shape[0], a, b)
+            bias_rows(code, y, bias, 0, y.shape[0], a, b)
         else:
-            split(y.shape[0], COST[code] * y.shape[1], lambda lo, hi: _bias_rows(code, y, bias, lo, hi, a, b),
+            split(y.shape[0], COST[code] * y.shape[1], lambda lo, hi: bias_rows(code, y, bias, lo, hi, a, b),
                   _bias_rows_split, code, y, bias, a, b)
         return y
 

@@ -14,6 +14,7 @@ loops' output loop, each value the one the convolution then the activation's own
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +22,7 @@ import numpy as np
 
 from ...ir import DType, Node
 from .. import compiled
-from ..parallel import dot
+from ..parallel import DOT_MIN_WORK, dot
 from ..registry import KernelFn
 from ._common import all_constant, static_shape
 from ._windows import gather
@@ -66,10 +67,19 @@ class Pointwise:
         if fast is None:
             return None
         epilogue = fast.Epilogue(curve, alpha, beta)
+        m, c = self.weights.shape
+        pixels = math.prod(self.out[2:])
+        blas = compiled.load("blas") if min(m, c, pixels) >= 2 and m * c * pixels < DOT_MIN_WORK else None
+        joint = blas.product_then_curve if blas is not None and blas.READY else None
 
         def run(ctx, x, w, b=None):
             if x.shape != self.shape or x.dtype != _F32 or compiled.disabled():
                 return None
+            if joint is not None:  # np.dot's own GEMM call, the bias and the curve: one compiled call
+                y = np.empty((m, pixels), np.float32)
+                joint(self.weights, np.ascontiguousarray(x).reshape(self.rows), bias, y, epilogue.code,
+                      epilogue.alpha, epilogue.beta)
+                return y.reshape(self.out)
             y = dot(self.weights, x.reshape(self.rows))
             epilogue.bias_and_curve(y, bias)
             return y.reshape(self.out)
