@@ -34,7 +34,7 @@ from numba import prange, types
 
 from ..parallel import bounds
 from ._core import block_bounds, jit, jit_parallel
-from .curves import bias_rows
+from .curves import bias_rows, gate_rows
 
 _SYMBOLS = {"sgemm": "scipy_cblas_sgemm64_", "dgemm": "scipy_cblas_dgemm64_",
             "sgemv": "scipy_cblas_sgemv64_", "dgemv": "scipy_cblas_dgemv64_",
@@ -147,6 +147,18 @@ def product_then_curve(w, x, bias, y, code, alpha, beta):
     call (a small 1×1 convolution's product, bias and activation were three calls from Python)."""
     _block(w, x, y, 0, y.shape[0], 0, y.shape[1])
     bias_rows(code, y, bias, 0, y.shape[0], alpha, beta)
+
+
+@jit
+def vector_then_gate(w, h, bias, x, code, alpha, beta):
+    """A squeeze-excite's gate, ``x[c] · curve((w @ h)[c] + bias[c])`` for C-contiguous float32 ``w
+    (C, K)`` (C at least 2), ``h`` K values and ``x (C, P)``: numpy's single-threaded matrix-vector
+    call (``_rows``, as ``np.dot`` makes it), then ``curves.gate_rows``, in one call."""
+    raw = np.empty(w.shape[0], np.float32)
+    _rows(w, h, raw, 0, w.shape[0])
+    y = np.empty_like(x)
+    gate_rows(code, x, raw, bias, y, 0, x.shape[0], alpha, beta)
+    return y
 
 
 @jit

@@ -46,7 +46,7 @@ def bias_rows(code, y, bias, first, last, alpha, beta):
 
 
 @jit
-def _gate_rows(code, x, s, bias, y, first, last, alpha, beta):
+def gate_rows(code, x, s, bias, y, first, last, alpha, beta):
     """A squeeze-excite's gate and scale: ``y[c] = x[c] · curve(s[c] + bias[c])`` for rows
     ``[first, last)`` of ``x (C, P)``, each product the float32 one a ``Mul`` of the map and the
     gate gives."""
@@ -75,7 +75,7 @@ def _bias_rows_split(code, y, bias, alpha, beta, count, step, parts):
 def _gate_rows_split(code, x, s, bias, y, alpha, beta, count, step, parts):
     for p in prange(parts):
         first, last = block_bounds(count, step, parts, p)
-        _gate_rows(code, x, s, bias, y, first, last, alpha, beta)
+        gate_rows(code, x, s, bias, y, first, last, alpha, beta)
 
 
 #: curve name → its code, the index of its loop in ``LOOPS`` (``IN_PLACE``: the codes ``one_curve`` computes)
@@ -143,9 +143,9 @@ class Epilogue:
         y = np.empty_like(x)
         cheap = CODES["relu32"]  # a curve per row, then a product per value
         if alone(COST[cheap] * x.size):
-            _gate_rows(code, x, s, bias, y, 0, x.shape[0], a, b)
+            gate_rows(code, x, s, bias, y, 0, x.shape[0], a, b)
         else:
-            split(x.shape[0], COST[cheap] * x.shape[1], lambda lo, hi: _gate_rows(code, x, s, bias, y, lo, hi, a, b),
+            split(x.shape[0], COST[cheap] * x.shape[1], lambda lo, hi: gate_rows(code, x, s, bias, y, lo, hi, a, b),
                   _gate_rows_split, code, x, s, bias, y, a, b)
         return y
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ...ir import DType, Node
 from .. import compiled
-from ..parallel import DOT_MIN_WORK, dot
+from ..parallel import DOT_MIN_WORK, alone, dot
 from ..registry import KernelFn
 from ._common import all_constant, static_shape
 from ._windows import gather
@@ -100,11 +100,18 @@ class Pointwise:
         if fast is None:
             return None
         epilogue = fast.Epilogue(curve, alpha, beta)
+        m, c = self.weights.shape
+        blas = compiled.load("blas") if m >= 2 and c >= 2 and m * c < DOT_MIN_WORK else None
+        joint = blas.vector_then_gate if blas is not None and blas.READY else None
+        per_value = fast.COST[fast.CODES["relu32"]]  # the gate's work a value, as ``Epilogue.gate`` counts it
 
         def run(ctx, h, w, b, x):
             if (h.shape != self.shape or h.dtype != _F32 or type(x) is not np.ndarray or x.dtype != _F32
                     or x.ndim != 4 or x.shape[:2] != (1, channels) or not x.flags.c_contiguous or compiled.disabled()):
                 return None
+            if joint is not None and alone(per_value * x.size):  # one thread's: the product and gate in one call
+                return joint(self.weights, np.ascontiguousarray(h).reshape(-1), bias, x.reshape(channels, -1),
+                             epilogue.code, epilogue.alpha, epilogue.beta).reshape(x.shape)
             raw = dot(self.weights, h.reshape(self.rows))
             return epilogue.gate(x.reshape(channels, -1), raw.reshape(-1), bias).reshape(x.shape)
 
