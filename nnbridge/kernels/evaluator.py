@@ -267,14 +267,22 @@ class _Biased:
     then the other addend. When the result is not a fresh float32 array of the shape planned for,
     the Add entry's callable (its activation included) computes the sum as before."""
 
-    __slots__ = ("matmul", "add", "add_ctx", "bias_first", "shape", "overwrite")
+    __slots__ = ("matmul", "add", "add_ctx", "bias_first", "shape", "overwrite", "joint")
 
     def __init__(self, matmul: Callable[..., Any], add: Callable[..., Any], add_ctx: KernelContext,
                  bias_first: bool, shape: tuple[int, ...]):
         self.matmul, self.add, self.add_ctx, self.bias_first, self.shape = matmul, add, add_ctx, bias_first, shape
         self.overwrite = add.overwrite if type(add) is _Epilogue else None
+        with_residual = getattr(matmul, "with_residual", None)  # a prepared 1×1 convolution: the sum compiled
+        self.joint = None if with_residual is None else with_residual()
 
     def __call__(self, ctx: KernelContext, *args: Any) -> Any:
+        if self.joint is not None:
+            y = self.joint(ctx, *args)
+            if y is not None:
+                if self.overwrite is not None:
+                    self.overwrite(y)
+                return y
         y = self.matmul(ctx, *args[:-1])
         bias = args[-1]
         if (type(y) is np.ndarray and y.shape == self.shape and y.dtype == bias.dtype == np.float32

@@ -80,6 +80,13 @@ def test_a_prepared_convolution_is_the_kernel_bit_for_bit(x_shape, w_shape, attr
                     assert numpy_only or (isinstance(fn, (Pointwise, Columns)) and not bias), op
                     continue
                 np.testing.assert_array_equal(result, then, err_msg=op)
+            if kind is Pointwise:  # a residual sum joined (``_Biased``): the kernel's result plus it
+                residual = RNG.standard_normal(want.shape).astype(np.float32)
+                joint = fn.with_residual()
+                summed = None if joint is None else joint(ctx, x, *weights, residual)
+                assert summed is not None or numpy_only or not bias or x_shape[2:] == (1, 1)
+                if summed is not None:
+                    np.testing.assert_array_equal(summed, want + residual)
     other = RNG.standard_normal((*x_shape[:-1], x_shape[-1] + 1)).astype(np.float32)
     np.testing.assert_array_equal(fn(ctx, other, *weights), spec.fn(ctx, other, *weights, **kwargs))
 

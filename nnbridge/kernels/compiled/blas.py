@@ -150,6 +150,19 @@ def product_then_curve(w, x, bias, y, code, alpha, beta):
 
 
 @jit
+def product_bias_residual(w, x, bias, residual, y):
+    """``y = (w @ x + bias) + residual`` (a bias per row) for 2-D float32 ``w (M, K)``, ``x (K, N)``
+    and ``residual (M, N)``, M, K and N at least 2: numpy's single-threaded GEMM call (``_block``),
+    then each sum in the float32 order of the kernel's ``y += bias`` and the Add's ``y + residual``
+    (a residual block's last 1×1 convolution and its sum: one call instead of three)."""
+    _block(w, x, y, 0, y.shape[0], 0, y.shape[1])
+    for m in range(y.shape[0]):
+        b, row, other = bias[m], y[m], residual[m]
+        for p in range(row.size):
+            row[p] = (row[p] + b) + other[p]
+
+
+@jit
 def vector_then_gate(w, h, bias, x, code, alpha, beta):
     """A squeeze-excite's gate, ``x[c] · curve((w @ h)[c] + bias[c])`` for C-contiguous float32 ``w
     (C, K)`` (C at least 2), ``h`` K values and ``x (C, P)``: numpy's single-threaded matrix-vector

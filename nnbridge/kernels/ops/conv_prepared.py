@@ -57,6 +57,33 @@ class Pointwise:
             y += self.bias
         return y.reshape(self.out)
 
+    def _joint(self, name: str) -> Callable | None:
+        """``compiled/blas.py``'s ``name`` when this product is one GEMM call of np.dot's (below
+        ``DOT_MIN_WORK``, every side at least 2) and numpy's OpenBLAS is bound, else None."""
+        m, c = self.weights.shape
+        pixels = math.prod(self.out[2:])
+        blas = compiled.load("blas") if min(m, c, pixels) >= 2 and m * c * pixels < DOT_MIN_WORK else None
+        return getattr(blas, name) if blas is not None and blas.READY else None
+
+    def with_residual(self) -> KernelFn | None:
+        """``(ctx, x, w, b, r) -> conv(x) + r``: the product, its bias and a residual sum of the
+        output's shape in one compiled call (``_Biased`` in the plan runs it); None from the
+        callable (another shape, dtype or layout, numba off): the plan adds it itself."""
+        joint = self._joint("product_bias_residual") if self.bias is not None else None
+        if joint is None:
+            return None
+        bias, (m, _), out = self.bias.reshape(-1), self.weights.shape, self.out
+
+        def run(ctx, x, w, b, r):
+            if (x.shape != self.shape or x.dtype != _F32 or type(r) is not np.ndarray or r.dtype != _F32
+                    or r.shape != out or not r.flags.c_contiguous or compiled.disabled()):
+                return None
+            y = np.empty((m, r.size // m), np.float32)
+            joint(self.weights, np.ascontiguousarray(x).reshape(self.rows), bias, r.reshape(m, -1), y)
+            return y.reshape(out)
+
+        return run
+
     def with_epilogue(self, curve: str, alpha: np.float32, beta: np.float32) -> KernelFn | None:
         """The convolution, then its bias and the activation ``curve`` in one compiled pass; the
         callable returns None (the plan then runs the activation's pass) when numba is off."""
@@ -67,10 +94,8 @@ class Pointwise:
         if fast is None:
             return None
         epilogue = fast.Epilogue(curve, alpha, beta)
-        m, c = self.weights.shape
-        pixels = math.prod(self.out[2:])
-        blas = compiled.load("blas") if min(m, c, pixels) >= 2 and m * c * pixels < DOT_MIN_WORK else None
-        joint = blas.product_then_curve if blas is not None and blas.READY else None
+        m, pixels = self.weights.shape[0], math.prod(self.out[2:])
+        joint = self._joint("product_then_curve")
 
         def run(ctx, x, w, b=None):
             if x.shape != self.shape or x.dtype != _F32 or compiled.disabled():
