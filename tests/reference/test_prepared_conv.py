@@ -14,7 +14,7 @@ import nnbridge
 from nnbridge.kernels import compiled, get_kernel
 from nnbridge.kernels.evaluator import KernelContext
 from nnbridge.kernels.ops.activation import curve_of
-from nnbridge.kernels.ops.conv_prepared import Columns, Depthwise, Pointwise
+from nnbridge.kernels.ops.conv_prepared import Columns, Depthwise, Direct, Pointwise
 
 RNG = np.random.default_rng(5)
 ACTIVATIONS = [("Relu", {}), ("HardSwish", {}), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("Sigmoid", {}),
@@ -39,8 +39,10 @@ CASES = [
     ((1, 16, 16, 16), (16, 16, 1, 1), {"strides": [2, 2]}),  # a strided 1×1 shortcut
     ((1, 16, 64), (32, 16, 3), {"pads": [1, 1], "dilations": [2]}),  # 1-D
     ((1, 32, 8, 8), (32, 8, 3, 3), {"group": 4, "pads": [1, 1, 1, 1], "strides": [2, 2]}),  # grouped (RegNet's)
+    ((1, 3, 48, 192), (8, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),  # direct loops: the OCR stem
+    ((1, 4, 30, 41), (16, 4, 3, 5), {"pads": [2, 0, 1, 3], "dilations": [2, 1]}),
 ]
-KINDS = [Pointwise] * 5 + [Depthwise] * 6 + [Columns] * 5
+KINDS = [Pointwise] * 5 + [Depthwise] * 6 + [Columns] * 5 + [Direct] * 2
 
 
 def _prepared(x_shape, w_shape, attrs, bias: bool):
@@ -73,27 +75,30 @@ def test_a_prepared_convolution_is_the_kernel_bit_for_bit(x_shape, w_shape, attr
             np.testing.assert_array_equal(got, want)
             for op, act_attrs in ACTIVATIONS:
                 act_node = nnbridge.load(node_model(op, [("x", want)], act_attrs, opset=24)[0]).nodes[0]
-                joint = fn.with_epilogue(*curve_of(act_node))
+                with_epilogue = getattr(fn, "with_epilogue", None)  # none: the plan overwrites the result
+                joint = None if with_epilogue is None else with_epilogue(*curve_of(act_node))
                 then = get_kernel(op).fn(KernelContext(act_node), want.copy(), **get_kernel(op).bind(act_node))
                 result = None if joint is None else joint(ctx, x, *weights)
                 if result is None:  # the plan then runs the activation's own pass
-                    assert numpy_only or (isinstance(fn, (Pointwise, Columns)) and not bias), op
+                    assert numpy_only or isinstance(fn, Direct) or (isinstance(fn, (Pointwise, Columns))
+                                                                    and not bias), op
                     continue
                 np.testing.assert_array_equal(result, then, err_msg=op)
-            if kind is Pointwise:  # a residual sum joined (``_Biased``): the kernel's result plus it
+            if kind in (Pointwise, Columns):  # a residual sum joined (``_Biased``): the kernel's result plus it
                 residual = RNG.standard_normal(want.shape).astype(np.float32)
                 joint = fn.with_residual()
                 summed = None if joint is None else joint(ctx, x, *weights, residual)
-                assert summed is not None or numpy_only or not bias or x_shape[2:] == (1, 1)
+                assert summed is not None or numpy_only or not bias or not fn.one_gemm
                 if summed is not None:
                     np.testing.assert_array_equal(summed, want + residual)
     other = RNG.standard_normal((*x_shape[:-1], x_shape[-1] + 1)).astype(np.float32)
     np.testing.assert_array_equal(fn(ctx, other, *weights), spec.fn(ctx, other, *weights, **kwargs))
 
 
-def test_convolutions_the_kernel_runs_otherwise_are_not_prepared():
+def test_a_direct_loops_stem_is_prepared_and_the_kernels_other_paths_are_not():
+    """A one-group stem on the direct loops is prepared (``Direct``); other paths of the kernel are not."""
     assert _prepared((1, 3, 64, 64), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, True)[2] is None  # columns too large
-    assert _prepared((1, 3, 96, 96), (16, 3, 3, 3), {"pads": [1, 1, 1, 1]}, True)[2] is None  # a direct-loops stem
+    assert isinstance(_prepared((1, 3, 96, 96), (16, 3, 3, 3), {"pads": [1, 1, 1, 1]}, True)[2], Direct)  # prepared
     assert _prepared((1, 64, 28, 28), (64, 16, 3, 3), {"group": 4}, True)[2] is None  # grouped, direct loops
     assert _prepared((2, 8, 6, 6), (4, 8, 1, 1), {}, True)[2] is None  # two images: conv_nd's batched product
     assert _prepared((1, 8, 6, 6), (16, 1, 3, 3), {"group": 8}, True)[2] is None  # two filters per channel

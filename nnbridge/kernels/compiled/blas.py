@@ -139,27 +139,55 @@ def _block(a, b, c, m0, m1, n0, n1):
     _local_threads(saved)
 
 
-@jit
-def product_then_curve(w, x, bias, y, code, alpha, beta):
-    """``y = curve(w @ x + bias)`` (a bias per row) for 2-D float32 ``w (M, K)`` and ``x (K, N)``, M,
-    K and N at least 2, both read in place: numpy's single-threaded GEMM call (``_block``, as
-    ``np.dot`` makes it on a product below ``DOT_MIN_WORK``), then ``curves.bias_rows``, in one
-    call (a small 1×1 convolution's product, bias and activation were three calls from Python)."""
-    _block(w, x, y, 0, y.shape[0], 0, y.shape[1])
-    bias_rows(code, y, bias, 0, y.shape[0], alpha, beta)
+#: ``product``'s and ``columns_product``'s ``code`` for no curve (then ``residual``, if any, is added)
+NO_CURVE = -1
 
 
 @jit
-def product_bias_residual(w, x, bias, residual, y):
-    """``y = (w @ x + bias) + residual`` (a bias per row) for 2-D float32 ``w (M, K)``, ``x (K, N)``
-    and ``residual (M, N)``, M, K and N at least 2: numpy's single-threaded GEMM call (``_block``),
-    then each sum in the float32 order of the kernel's ``y += bias`` and the Add's ``y + residual``
-    (a residual block's last 1×1 convolution and its sum: one call instead of three)."""
-    _block(w, x, y, 0, y.shape[0], 0, y.shape[1])
+def _finish(y, bias, residual, code, alpha, beta):
+    """A product's rows finished as the plan's steps would: ``curve(y + bias)`` (``curves.bias_rows``)
+    for a curve ``code``; else ``y + bias``, then ``+ residual`` when one is given, each sum float32
+    in that order (the kernel's ``y += bias``, the Add's ``y + residual``)."""
+    if code != NO_CURVE:
+        bias_rows(code, y, bias, 0, y.shape[0], alpha, beta)
+        return
     for m in range(y.shape[0]):
-        b, row, other = bias[m], y[m], residual[m]
+        b, row = bias[m], y[m]
         for p in range(row.size):
-            row[p] = (row[p] + b) + other[p]
+            row[p] += b
+        if residual.size:
+            other = residual[m]
+            for p in range(row.size):
+                row[p] += other[p]
+
+
+@jit
+def product(w, x, bias, residual, y, code, alpha, beta):
+    """A small 1×1 convolution's result ``y (M, N)`` from ``w (M, K)`` and ``x (K, N)`` (float32,
+    each side at least 2, read in place): numpy's single-threaded GEMM call (``_block``, as
+    ``np.dot`` makes it below ``DOT_MIN_WORK``), then ``_finish``: one call where the product,
+    the bias pass and the activation's or the residual sum's were three from Python."""
+    _block(w, x, y, 0, y.shape[0], 0, y.shape[1])
+    _finish(y, bias, residual, code, alpha, beta)
+
+
+@jit
+def columns_product(x, index, w, bias, residual, y, code, alpha, beta):
+    """A small convolution by columns (``ops/conv_prepared.Columns``) in one call: ``x``'s values
+    at ``index (G, K, N)`` (flat positions; ``x.size`` marks padding, read as 0) gathered, group
+    g's ``w[g] (M/G, K)`` times them by numpy's single-threaded GEMM call (``np.dot`` for one
+    group, ``np.matmul``'s call per item for more), then ``_finish`` on ``y (M, N)``."""
+    groups, k, n = index.shape
+    flat, taken = x.reshape(x.size), index.reshape(index.size)
+    cols = np.empty(index.size, np.float32)
+    for i in range(taken.size):
+        j = taken[i]
+        cols[i] = flat[j] if j < flat.size else np.float32(0)
+    cols3 = cols.reshape(groups, k, n)
+    rows = w.shape[1]
+    for g in range(groups):
+        _block(w[g], cols3[g], y[g * rows:(g + 1) * rows], 0, rows, 0, n)
+    _finish(y, bias, residual, code, alpha, beta)
 
 
 @jit

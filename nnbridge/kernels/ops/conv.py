@@ -303,8 +303,8 @@ def _column_path(x_shape: tuple, w: np.ndarray, group: int, window: tuple) -> np
 
 def _prepare_conv(node: Node, consts: tuple, *, auto_pad="NOTSET", dilations=None, group=1, pads=None,
                   strides=None):
-    return prepare_conv(conv, _window, _column_path, node, consts, auto_pad=auto_pad, dilations=dilations,
-                        group=group, pads=pads, strides=strides)
+    return prepare_conv(conv, _window, _column_path, _direct_one_group, node, consts, auto_pad=auto_pad,
+                        dilations=dilations, group=group, pads=pads, strides=strides)
 
 
 @kernel("Conv", dtypes=FLOATS, check=_check_conv, prepare=_prepare_conv)

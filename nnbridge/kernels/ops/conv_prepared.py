@@ -29,16 +29,61 @@ from ._windows import gather
 
 _F32 = np.dtype(np.float32)
 _NONE = np.empty(0, np.float32)
+_ZERO = np.float32(0)
 #: the geometry ``conv``'s ``_window`` gives: strides, dilations, pads begin, pads end, output size,
 #: a plain matrix product
 Window = tuple[list[int], list[int], list[int], list[int], list[int], bool]
 
 
-class Pointwise:
+#: ``compiled/blas.py``'s ``NO_CURVE``, and the residual of a product without one
+_NO_CURVE, _NO_RESIDUAL = -1, np.empty((0, 0), np.float32)
+
+
+def _one_gemm(rows: int, inner: int, columns: int, total: int) -> bool:
+    """numpy makes this float32 product (``rows × inner`` by ``inner × columns`` per group, ``total``
+    multiply-adds) as single-threaded GEMM calls: every side at least 2, below ``DOT_MIN_WORK``."""
+    return min(rows, inner, columns) >= 2 and total < DOT_MIN_WORK
+
+
+class _OneCall:
+    """What ``Pointwise`` and ``Columns`` share: with numba in and numpy's OpenBLAS bound, a product
+    numpy makes as single-threaded GEMM calls runs with its bias and the activation or residual sum
+    that follows in one compiled call (``compiled/blas.py``: the same GEMM calls, then the float32
+    steps in the plan's order, bit for bit), where they were three calls from Python."""
+
+    __slots__ = ()
+
+    def _joint(self, x: np.ndarray, residual: np.ndarray, code: int, alpha: np.float32,
+               beta: np.float32) -> np.ndarray | None:
+        """The convolution of ``x`` finished by ``blas._finish`` in one compiled call, or None (another
+        shape or dtype, no bias, numba off or not in yet, no bound OpenBLAS)."""
+        blas = compiled.loaded("blas") if self.one_gemm and self.bias is not None else None
+        if blas is None or not blas.READY or x.shape != self.shape or x.dtype != _F32:
+            return None
+        y = np.empty(self.flat, np.float32)
+        self._compiled(blas, np.ascontiguousarray(x), self.bias.reshape(-1), residual, y, code, alpha, beta)
+        return y.reshape(self.out)
+
+    def with_residual(self) -> KernelFn | None:
+        """``(ctx, x, w, b, r) -> conv(x) + r``: the product, its bias and a residual sum of the
+        output's shape in one compiled call (``_Biased`` in the plan runs it); None from the
+        callable (another shape, dtype or layout, numba off): the plan adds it itself."""
+        if not self.one_gemm or self.bias is None:
+            return None
+
+        def run(ctx, x, w, b, r):
+            if type(r) is not np.ndarray or r.dtype != _F32 or r.shape != self.out or not r.flags.c_contiguous:
+                return None
+            return self._joint(x, r.reshape(self.flat), _NO_CURVE, _ZERO, _ZERO)
+
+        return run
+
+
+class Pointwise(_OneCall):
     """A 1×1 convolution of one float32 image, stride 1 and no pads: one matrix product of the
     weights ``(M, C)`` and the image ``(C, H·W)``, then the bias (the kernel's own path)."""
 
-    __slots__ = ("kernel", "attrs", "shape", "weights", "bias", "rows", "out")
+    __slots__ = ("kernel", "attrs", "shape", "weights", "bias", "rows", "out", "flat", "one_gemm")
 
     def __init__(self, kernel: KernelFn, attrs: dict[str, Any], shape: tuple[int, ...], w: np.ndarray,
                  b: np.ndarray | None, out: list[int]):
@@ -48,41 +93,22 @@ class Pointwise:
         self.bias = None if b is None else b.astype(np.float32, copy=False).reshape(m, 1)
         self.rows = (c, -1)
         self.out = (1, m, *out)
+        pixels = math.prod(out)
+        self.flat, self.one_gemm = (m, pixels), _one_gemm(m, c, pixels, m * c * pixels)
+
+    def _compiled(self, blas, x, bias, residual, y, code, alpha, beta) -> None:
+        blas.product(self.weights, x.reshape(self.rows), bias, residual, y, code, alpha, beta)
 
     def __call__(self, ctx, x, w, b=None):
         if x.shape != self.shape or x.dtype != _F32:
             return self.kernel(ctx, x, w, b, **self.attrs)
+        y = self._joint(x, _NO_RESIDUAL, _NO_CURVE, _ZERO, _ZERO)
+        if y is not None:
+            return y
         y = dot(self.weights, x.reshape(self.rows))  # matmul's product, its ufunc overhead left out
         if self.bias is not None:
             y += self.bias
         return y.reshape(self.out)
-
-    def _joint(self, name: str) -> Callable | None:
-        """``compiled/blas.py``'s ``name`` when this product is one GEMM call of np.dot's (below
-        ``DOT_MIN_WORK``, every side at least 2) and numpy's OpenBLAS is bound, else None."""
-        m, c = self.weights.shape
-        pixels = math.prod(self.out[2:])
-        blas = compiled.load("blas") if min(m, c, pixels) >= 2 and m * c * pixels < DOT_MIN_WORK else None
-        return getattr(blas, name) if blas is not None and blas.READY else None
-
-    def with_residual(self) -> KernelFn | None:
-        """``(ctx, x, w, b, r) -> conv(x) + r``: the product, its bias and a residual sum of the
-        output's shape in one compiled call (``_Biased`` in the plan runs it); None from the
-        callable (another shape, dtype or layout, numba off): the plan adds it itself."""
-        joint = self._joint("product_bias_residual") if self.bias is not None else None
-        if joint is None:
-            return None
-        bias, (m, _), out = self.bias.reshape(-1), self.weights.shape, self.out
-
-        def run(ctx, x, w, b, r):
-            if (x.shape != self.shape or x.dtype != _F32 or type(r) is not np.ndarray or r.dtype != _F32
-                    or r.shape != out or not r.flags.c_contiguous or compiled.disabled()):
-                return None
-            y = np.empty((m, r.size // m), np.float32)
-            joint(self.weights, np.ascontiguousarray(x).reshape(self.rows), bias, r.reshape(m, -1), y)
-            return y.reshape(out)
-
-        return run
 
     def with_epilogue(self, curve: str, alpha: np.float32, beta: np.float32) -> KernelFn | None:
         """The convolution, then its bias and the activation ``curve`` in one compiled pass; the
@@ -94,23 +120,18 @@ class Pointwise:
         if fast is None:
             return None
         epilogue = fast.Epilogue(curve, alpha, beta)
-        m, pixels = self.weights.shape[0], math.prod(self.out[2:])
-        joint = self._joint("product_then_curve")
 
         def run(ctx, x, w, b=None):
             if x.shape != self.shape or x.dtype != _F32 or compiled.disabled():
                 return None
-            if joint is not None:  # np.dot's own GEMM call, the bias and the curve: one compiled call
-                y = np.empty((m, pixels), np.float32)
-                joint(self.weights, np.ascontiguousarray(x).reshape(self.rows), bias, y, epilogue.code,
-                      epilogue.alpha, epilogue.beta)
-                return y.reshape(self.out)
+            y = self._joint(x, _NO_RESIDUAL, epilogue.code, epilogue.alpha, epilogue.beta)
+            if y is not None:
+                return y
             y = dot(self.weights, x.reshape(self.rows))
             epilogue.bias_and_curve(y, bias)
             return y.reshape(self.out)
 
         return run
-
 
     def gated(self, curve: str, alpha: np.float32, beta: np.float32) -> KernelFn | None:
         """A squeeze-excite's gate, ``(ctx, h, w, b, x) -> x · curve(conv(h))``: this convolution of
@@ -143,22 +164,27 @@ class Pointwise:
         return run
 
 
-class Columns:
+class Columns(_OneCall):
     """A float32 convolution of one image on a small map (a patch embedding, a downsampling, a
     grouped or a 1-D convolution): its columns gathered through an index made once, then one
     matrix product per group with the weights and the bias (the kernel's own path, ``conv_nd``'s
     small columns), without the kernel's per-call geometry and index lookups."""
 
-    __slots__ = ("kernel", "attrs", "shape", "index", "weights", "bias", "out")
+    __slots__ = ("kernel", "attrs", "shape", "index", "weights", "bias", "out", "grouped", "flat", "one_gemm")
 
     def __init__(self, kernel: KernelFn, attrs: dict[str, Any], shape: tuple[int, ...], index: np.ndarray,
                  w: np.ndarray, b: np.ndarray | None, out: list[int]):
-        m, group = w.shape[0], index.shape[0]
+        m, (group, k, pixels) = w.shape[0], index.shape
         self.kernel, self.attrs, self.shape = kernel, attrs, shape
         self.index = index[0] if group == 1 else index  # one group: a plain 2-D product, as the kernel's
         self.weights = w.reshape(m, -1) if group == 1 else w.reshape(group, m // group, -1)
+        self.grouped = (index, w.reshape(group, m // group, -1))  # the compiled call's operands
         self.bias = None if b is None else b.astype(np.float32, copy=False).reshape(m, 1)
         self.out = (1, m, *out)
+        self.flat, self.one_gemm = (m, pixels), _one_gemm(m // group, k, pixels, m * k * pixels)
+
+    def _compiled(self, blas, x, bias, residual, y, code, alpha, beta) -> None:
+        blas.columns_product(x, *self.grouped, bias, residual, y, code, alpha, beta)
 
     def _product(self, x: np.ndarray) -> np.ndarray:
         product = dot if self.weights.ndim == 2 else np.matmul
@@ -167,6 +193,9 @@ class Columns:
     def __call__(self, ctx, x, w, b=None):
         if x.shape != self.shape or x.dtype != _F32:
             return self.kernel(ctx, x, w, b, **self.attrs)
+        y = self._joint(x, _NO_RESIDUAL, _NO_CURVE, _ZERO, _ZERO)
+        if y is not None:
+            return y
         y = self._product(x)
         if self.bias is not None:
             y += self.bias
@@ -186,9 +215,34 @@ class Columns:
                 return None
             if not epilogue:
                 epilogue.append(fast.Epilogue(curve, alpha, beta))
+            y = self._joint(x, _NO_RESIDUAL, epilogue[0].code, epilogue[0].alpha, epilogue[0].beta)
+            if y is not None:
+                return y
             return epilogue[0].bias_and_curve(self._product(x), bias).reshape(self.out)
 
         return run
+
+
+class Direct:
+    """A float32 one-group 2-D convolution the kernel runs through the compiled direct loops (a
+    stem on a large map): ``grouped_conv2d`` called with the geometry worked out once (the kernel's
+    choosing was 11 of the OCR classifier's 40 µs stem); the kernel for another shape or dtype, or
+    before numba is in."""
+
+    __slots__ = ("kernel", "attrs", "shape", "weights", "bias", "geometry")
+
+    def __init__(self, kernel: KernelFn, attrs: dict[str, Any], shape: tuple[int, ...], w: np.ndarray,
+                 b: np.ndarray | None, window: Window):
+        strides, dilations, begin, _, out, _ = window
+        self.kernel, self.attrs, self.shape = kernel, attrs, shape
+        self.weights, self.bias = np.ascontiguousarray(w), b
+        self.geometry = (strides, dilations, begin, out)
+
+    def __call__(self, ctx, x, w, b=None):
+        fast = compiled.loaded("conv")
+        if fast is None or x.shape != self.shape or x.dtype != _F32:
+            return self.kernel(ctx, x, w, b, **self.attrs)
+        return fast.grouped_conv2d(x, self.weights, self.bias, *self.geometry)
 
 
 class Depthwise:
@@ -234,11 +288,13 @@ class Depthwise:
 
 
 def prepare_conv(kernel: KernelFn, window: Callable[..., Window], column_path: Callable[..., np.ndarray | None],
-                 node: Node, consts: tuple, *, auto_pad: str, dilations, group: int, pads, strides) -> KernelFn | None:
+                 direct: Callable[..., bool], node: Node, consts: tuple, *, auto_pad: str, dilations, group: int, pads,
+                 strides) -> KernelFn | None:
     """The prepared callable of a float32 ``Conv`` node of constant weights and bias and a static
-    input shape, when it is a 1×1 convolution of one image, a depthwise 2-D one or one the kernel
-    runs through its small columns; else None (the kernel runs). ``window`` is the kernel's
-    geometry function, ``column_path`` gives the kernel's column index for a shape, or None."""
+    input shape, when it is a 1×1 convolution of one image, a depthwise 2-D one, one the kernel
+    runs through its small columns or a one-group 2-D one it runs through the direct loops; else
+    None (the kernel runs). ``window`` is the kernel's geometry function, ``column_path`` gives the
+    kernel's column index for a shape, or None, ``direct`` says whether it takes the direct loops."""
     shape = static_shape(node, 0)
     w, b = consts[1], consts[2] if len(consts) > 2 else None
     if (shape is None or len(shape) not in (3, 4) or node.inputs[0].type.dtype != DType.FLOAT32
@@ -255,6 +311,8 @@ def prepare_conv(kernel: KernelFn, window: Callable[..., Window], column_path: C
         return None
     if geometry[5] and group == 1 and shape[0] == 1:
         return Pointwise(kernel, attrs, shape, w, b, geometry[4])
+    if group == 1 and min(geometry[2]) >= 0 and direct(shape, w, geometry[4]):
+        return Direct(kernel, attrs, shape, w, b, geometry)
     if group == 1 or not group == shape[1] == w.shape[0] or w.shape[1] != 1 or min(geometry[2]) < 0:
         return None
     fast = compiled.load("conv")  # a depthwise convolution runs the compiled loops anyway
