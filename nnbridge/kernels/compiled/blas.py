@@ -16,6 +16,11 @@ numpy's own call. The float64 GEMM does not keep its sums (measured: some produc
 lines differ when cut), so a float64 product is one call (``tests/reference/test_kernel_threads.py``
 holds both).
 
+The same single-threaded call also serves the small convolutions the reference prepares
+(``product``, ``columns_product``, ``vector_then_gate``): where ``np.dot`` or ``np.matmul`` would make
+one such call per product or group, it is made from compiled code together with the bias and the
+activation, the residual sum or the squeeze-excite gate that follows, in the plan's float32 order.
+
 The symbols are those of the OpenBLAS that numpy's wheels bundle (``scipy_cblas_sgemm64_``…);
 ``READY`` is False when numpy was built against another BLAS, and every product then stays
 ``np.dot``'s.
