@@ -273,7 +273,7 @@ class _Biased:
                  bias_first: bool, shape: tuple[int, ...]):
         self.matmul, self.add, self.add_ctx, self.bias_first, self.shape = matmul, add, add_ctx, bias_first, shape
         self.overwrite = add.overwrite if type(add) is _Epilogue else None
-        with_residual = getattr(matmul, "with_residual", None)  # a prepared 1×1 convolution: the sum compiled
+        with_residual = getattr(matmul, "with_residual", None)  # a prepared small convolution: the sum compiled
         self.joint = None if with_residual is None else with_residual()
 
     def __call__(self, ctx: KernelContext, *args: Any) -> Any:

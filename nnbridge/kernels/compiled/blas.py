@@ -144,8 +144,9 @@ def _block(a, b, c, m0, m1, n0, n1):
     _local_threads(saved)
 
 
-#: ``product``'s and ``columns_product``'s ``code`` for no curve (then ``residual``, if any, is added)
-NO_CURVE = -1
+#: ``product``'s and ``columns_product``'s ``code`` for no curve (then ``residual``, if any, is
+#: added), their ``residual`` when there is none, and the curve parameters then
+NO_CURVE, NO_RESIDUAL, ZERO = -1, np.empty((0, 0), np.float32), np.float32(0)
 
 
 @jit

@@ -118,6 +118,10 @@ def _row_strides(shape: tuple[int, ...], a: np.ndarray) -> tuple[int, int] | Non
     return (rows[-1][1] if rows else 0), strides[-1]
 
 
+#: (ufunc, dtype) → ``handle``'s (loop, context, auxdata), or None
+_HANDLES: dict[tuple, np.ndarray | None] = {}
+
+
 def handle(fn: np.ufunc, dtype: np.dtype) -> np.ndarray | None:
     """numpy's loop of ``fn`` on operands all of ``dtype`` as (loop, context, auxdata) for
     ``in_place_plan``, or None (``strided_loop`` has none)."""
@@ -126,9 +130,6 @@ def handle(fn: np.ufunc, dtype: np.dtype) -> np.ndarray | None:
         loop = strided_loop(fn, (dtype,) * fn.nin)
         _HANDLES[key] = None if loop is None or loop[0] != dtype else np.array(loop[1:4], np.int64)
     return _HANDLES[key]
-
-
-_HANDLES: dict[tuple, np.ndarray | None] = {}
 
 
 @jit

@@ -29,14 +29,9 @@ from ._windows import gather
 
 _F32 = np.dtype(np.float32)
 _NONE = np.empty(0, np.float32)
-_ZERO = np.float32(0)
 #: the geometry ``conv``'s ``_window`` gives: strides, dilations, pads begin, pads end, output size,
 #: a plain matrix product
 Window = tuple[list[int], list[int], list[int], list[int], list[int], bool]
-
-
-#: ``compiled/blas.py``'s ``NO_CURVE``, and the residual of a product without one
-_NO_CURVE, _NO_RESIDUAL = -1, np.empty((0, 0), np.float32)
 
 
 def _one_gemm(rows: int, inner: int, columns: int, total: int) -> bool:
@@ -53,15 +48,18 @@ class _OneCall:
 
     __slots__ = ()
 
-    def _joint(self, x: np.ndarray, residual: np.ndarray, code: int, alpha: np.float32,
-               beta: np.float32) -> np.ndarray | None:
-        """The convolution of ``x`` finished by ``blas._finish`` in one compiled call, or None (another
-        shape or dtype, no bias, numba off or not in yet, no bound OpenBLAS)."""
+    def _joint(self, x: np.ndarray, epilogue=None, residual: np.ndarray | None = None) -> np.ndarray | None:
+        """The convolution of ``x`` finished in one compiled call (``blas._finish``: the bias, then the
+        curve of ``epilogue``, a ``curves.Epilogue``, or the ``residual`` sum), or None (another shape
+        or dtype, no bias, numba off or not in yet, no bound OpenBLAS)."""
         blas = compiled.loaded("blas") if self.one_gemm and self.bias is not None else None
         if blas is None or not blas.READY or x.shape != self.shape or x.dtype != _F32:
             return None
         y = np.empty(self.flat, np.float32)
-        self._compiled(blas, np.ascontiguousarray(x), self.bias.reshape(-1), residual, y, code, alpha, beta)
+        curve = (blas.NO_CURVE, blas.ZERO, blas.ZERO) if epilogue is None else (
+            epilogue.code, epilogue.alpha, epilogue.beta)
+        self._compiled(blas, np.ascontiguousarray(x), self.bias.reshape(-1),
+                       blas.NO_RESIDUAL if residual is None else residual, y, *curve)
         return y.reshape(self.out)
 
     def with_residual(self) -> KernelFn | None:
@@ -74,7 +72,7 @@ class _OneCall:
         def run(ctx, x, w, b, r):
             if type(r) is not np.ndarray or r.dtype != _F32 or r.shape != self.out or not r.flags.c_contiguous:
                 return None
-            return self._joint(x, r.reshape(self.flat), _NO_CURVE, _ZERO, _ZERO)
+            return self._joint(x, residual=r.reshape(self.flat))
 
         return run
 
@@ -102,7 +100,7 @@ class Pointwise(_OneCall):
     def __call__(self, ctx, x, w, b=None):
         if x.shape != self.shape or x.dtype != _F32:
             return self.kernel(ctx, x, w, b, **self.attrs)
-        y = self._joint(x, _NO_RESIDUAL, _NO_CURVE, _ZERO, _ZERO)
+        y = self._joint(x)
         if y is not None:
             return y
         y = dot(self.weights, x.reshape(self.rows))  # matmul's product, its ufunc overhead left out
@@ -124,7 +122,7 @@ class Pointwise(_OneCall):
         def run(ctx, x, w, b=None):
             if x.shape != self.shape or x.dtype != _F32 or compiled.disabled():
                 return None
-            y = self._joint(x, _NO_RESIDUAL, epilogue.code, epilogue.alpha, epilogue.beta)
+            y = self._joint(x, epilogue)
             if y is not None:
                 return y
             y = dot(self.weights, x.reshape(self.rows))
@@ -193,7 +191,7 @@ class Columns(_OneCall):
     def __call__(self, ctx, x, w, b=None):
         if x.shape != self.shape or x.dtype != _F32:
             return self.kernel(ctx, x, w, b, **self.attrs)
-        y = self._joint(x, _NO_RESIDUAL, _NO_CURVE, _ZERO, _ZERO)
+        y = self._joint(x)
         if y is not None:
             return y
         y = self._product(x)
@@ -215,7 +213,7 @@ class Columns(_OneCall):
                 return None
             if not epilogue:
                 epilogue.append(fast.Epilogue(curve, alpha, beta))
-            y = self._joint(x, _NO_RESIDUAL, epilogue[0].code, epilogue[0].alpha, epilogue[0].beta)
+            y = self._joint(x, epilogue[0])
             if y is not None:
                 return y
             return epilogue[0].bias_and_curve(self._product(x), bias).reshape(self.out)

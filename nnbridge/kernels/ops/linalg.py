@@ -98,24 +98,19 @@ def _prepare_matmul(node: Node, consts: tuple):
         return None
     if len(sb) == 2:  # a stack of rows times one matrix: one product of the rows (``matmul_nd``)
         rows, out = (math.prod(sa[:-1]), sa[-1]), (*sa[:-1], sb[-1])
-        if rows[0] * sa[-1] * sb[-1] >= DOT_MIN_WORK:
-            return None
-
-        def run(ctx, a, b):
-            if a.shape != sa or b.shape != sb or a.dtype != _F32 or b.dtype != _F32:
-                return matmul(ctx, a, b)
-            return np.matmul(a.reshape(rows), b).reshape(out)
-
-        return run
-    if len(sa) != len(sb) or sa[:-2] != sb[:-2] or math.prod(sa) * sb[-1] >= DOT_MIN_WORK:
+    elif len(sa) == len(sb) and sa[:-2] == sb[:-2]:  # a stack of products: numpy's own call
+        rows = out = None
+    else:
+        return None
+    if math.prod(sa) * sb[-1] >= DOT_MIN_WORK:
         return None
 
-    def batched(ctx, a, b):
+    def run(ctx, a, b):
         if a.shape != sa or b.shape != sb or a.dtype != _F32 or b.dtype != _F32:
             return matmul(ctx, a, b)
-        return np.matmul(a, b)
+        return np.matmul(a, b) if rows is None else np.matmul(a.reshape(rows), b).reshape(out)
 
-    return batched
+    return run
 
 
 @kernel("MatMul", dtypes=WITH_BF16 | INTS, prepare=_prepare_matmul)
