@@ -167,7 +167,7 @@ def _split_product(a: np.ndarray, b: np.ndarray, work: int, kind: str) -> np.nda
     if work < DOT_MIN_WORK or a.dtype != b.dtype or a.dtype.kind != "f" or a.dtype.itemsize not in (4, 8):
         return None
     blas = _blas()
-    if blas is None or (threads() == 1 and (kind != "dot" or work <= blas.SMALL_GEMM or not blas.CUTS.small)):
+    if blas is None or (threads() == 1 and (kind != "dot" or not blas.cut_alone(a, b))):
         return None  # at one thread only the products ``blas.dot`` cuts at every thread count go there
     return getattr(blas, kind)(a, b, threads())
 

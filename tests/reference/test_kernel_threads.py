@@ -98,6 +98,25 @@ def test_a_matrix_product_in_blocks_equals_numpys_one_thread_product_bit_for_bit
     assert cut_below > 0 or dtype == np.float64 or not blas.CUTS.small
 
 
+@pytest.mark.parametrize("m, k, n", [(128, 64, 768), (32, 40, 1100), (64, 30, 600), (20, 50, 513), (96, 64, 700)])
+def test_a_product_whose_rows_cut_unevenly_is_cut_by_columns_at_every_thread_count(blas, m, k, n):
+    """BERT's 128 tokens, a 1×1 convolution's 32 or 64 channels: on a core whose columns do not keep
+    their sums when cut (AVX2), such a product is two column blocks at every thread count, one
+    included, each numpy's product of that block; rows that cut evenly (96) stay rows."""
+    even = max(blas._block_lines(m, 2)) <= blas.UNEVEN * m / 2
+    for layouts in (("C", "C"), ("F", "strided"), ("strided", "F")):
+        a, b = _operand((m, k), np.float32, layouts[0]), _operand((k, n), np.float32, layouts[1])
+        by_rows, _, blocks = blas._cut(a, b, 1)
+        if not blas.CUTS.columns:
+            assert (by_rows, blocks) == ((True, 1) if even else (False, blas.COLUMN_BLOCKS))
+            assert blas.cut_alone(a, b) is not even
+        want = _numpys_blocks(blas, a, b)
+        for parts in (1, 2, 3):
+            np.testing.assert_array_equal(blas.dot(a, b, parts), want, err_msg=f"{layouts} parts={parts}")
+        with nnbridge.cpu_threads(1):  # a one-thread run takes the same blocks
+            np.testing.assert_array_equal(parallel.dot(a, b), want)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_matrix_vector_product_in_blocks_of_rows_equals_numpys_bit_for_bit(blas, dtype):
     """A classifier's product (one image's row times the weights, or the weights times a column),

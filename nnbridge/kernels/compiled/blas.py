@@ -11,8 +11,10 @@ float32 GEMM sums each output over K in an order that depends only on where the 
 the kernel's tile, so blocks are cut at whole tiles of the kernels this machine's OpenBLAS chose
 (``CUTS``, by its core name: rows and columns at 16 for the AVX-512 kernels, as long as every block
 is large enough for the kernel the whole product takes, ``SMALL_GEMM``; rows only, at 24, for the
-AVX2 ones, whose columns sum differently when cut anywhere); on a core not measured, a product is
-numpy's own call. The float64 GEMM does not keep its sums (measured: some products of 300-400
+AVX2 ones, whose columns sum differently when cut anywhere, so a product whose rows cannot be cut
+evenly is cut by columns at every thread count instead, each block numpy's product of that block,
+``COLUMN_BLOCKS``); on a core not measured,
+a product is numpy's own call. The float64 GEMM does not keep its sums (measured: some products of 300-400
 lines differ when cut), so a float64 product is one call (``tests/reference/test_kernel_threads.py``
 holds both).
 
@@ -122,6 +124,17 @@ SMALL_GEMM = 1_000_000
 #: 0.60/0.73, and K of 768 and more slower still). Not when ``b``'s rows lie a whole number of KiB
 #: apart: the blocks then read them through few cache sets (64×256 by 256×1024 419/585 µs)
 SMALL_BLOCKS_FASTER = ((288, 64_000_000), (576, 16_000_000))
+#: a product whose rows cannot be cut in two blocks of whole tiles within ``UNEVEN`` times an even
+#: cut (BERT's 128 tokens: 72 and 56 rows; a 1×1 convolution's 32 or 64 output channels: 24 and 8,
+#: 24 and 40) and that has at least ``COLUMNS_FROM`` columns is cut by columns instead where the
+#: core's columns cannot be cut with every sum kept (the AVX2 kernels): always into
+#: ``COLUMN_BLOCKS`` blocks, at every thread count, one included (each block numpy's product of
+#: that block), so its values are the same at any thread count. Measured at 2 threads, columns
+#: against rows: 32×32 by 32×12544 277/384 µs, 64×64 by 64×3136 169/216, 128×768 by 768×3072
+#: 3.46/3.93 ms; at 1 thread the two blocks in turn against one call 367/456, 312/306, 6.88/6.85.
+#: Fewer columns: slower at 1 thread (112×672 by 672×196 392/331) and at 2 (128×2048 by 2048×64
+#: 341/286); rows that cut evenly: slower by columns (512×768 by 768×768 3.94/3.40 ms)
+UNEVEN, COLUMNS_FROM, COLUMN_BLOCKS = 1.1, 512, 2
 #: rows per block of a matrix-vector product (any cut keeps its sums)
 _VECTOR_TILE = 16
 
@@ -362,6 +375,8 @@ def _cut(a: np.ndarray, b: np.ndarray, most: int) -> tuple[bool, int, int]:
     by_rows = m >= n or not CUTS.columns
     if a.itemsize != 4:
         return by_rows, m if by_rows else n, 1
+    if not CUTS.columns and n >= COLUMNS_FROM and _rows_uneven(m):
+        return False, n, COLUMN_BLOCKS
     # the small kernels take a product of two non-transposed operands whatever its shape, others only
     # for some shapes: a small product with a transposed operand stays one call
     small_ok = CUTS.small and a.strides[1] == b.strides[1] == a.itemsize
@@ -369,6 +384,18 @@ def _cut(a: np.ndarray, b: np.ndarray, most: int) -> tuple[bool, int, int]:
         k <= most_k and m * n * k <= most_work for most_k, most_work in SMALL_BLOCKS_FASTER)
     edge = m if by_rows else n
     return by_rows, edge, _parts(edge, (n if by_rows else m) * k, most, small_ok, faster)
+
+
+def cut_alone(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``dot`` cuts ``a @ b`` into blocks even at one thread (so that its values are the same
+    at every thread count): then a one-thread product goes through ``dot`` too."""
+    return _cut(a, b, 1)[2] > 1
+
+
+@functools.lru_cache(maxsize=1024)
+def _rows_uneven(m: int) -> bool:
+    """Whether ``m`` rows cut in two at whole tiles leave one block more than ``UNEVEN`` times half."""
+    return max(_block_lines(m, 2)) > UNEVEN * m / 2
 
 
 @functools.lru_cache(maxsize=4096)
