@@ -123,11 +123,11 @@ def test_compiled_means_equal_numpy_bit_for_bit(monkeypatch, pixels):
 
 
 @pytest.mark.parametrize("shape", [(3, 5), (2, 4, 8), (7, 32), (2, 3, 4, 11), (5, 128), (3, 136), (4, 197),
-                                   (2, 240)])
+                                   (2, 240), (3, 256), (2, 5, 768), (4, 1000), (1, 8192)])
 def test_compiled_layer_norm_equals_the_numpy_kernel_bit_for_bit(monkeypatch, shape):
-    """Rows of up to 240 values (one block of numpy's pairwise sums, or two): its sums, then the
-    kernel's float32 operations one by one in its order (centre, square, mean, + ε, 1/√, × scale,
-    + bias): bit for bit."""
+    """Rows of one block of numpy's pairwise sums, two, or a deeper tree (BERT's 768, up to
+    ``NORM_ROW``): its sums, then the kernel's float32 operations one by one in its order (centre,
+    square, mean, + ε, 1/√, × scale, + bias): bit for bit."""
     from types import SimpleNamespace
 
     from nnbridge.kernels.ops.normalization import layer_norm
@@ -145,9 +145,9 @@ def test_compiled_layer_norm_equals_the_numpy_kernel_bit_for_bit(monkeypatch, sh
 
 
 @pytest.mark.parametrize("shape", [(3, 5), (2, 4, 8), (7, 32), (2, 3, 4, 11), (5, 128), (3, 136), (4, 197),
-                                   (2, 240)])
+                                   (2, 240), (3, 256), (2, 5, 768), (4, 1000), (1, 8192)])
 def test_compiled_rms_norm_equals_the_numpy_kernel_bit_for_bit(monkeypatch, shape):
-    """Rows of up to 240 values: the squares, numpy's pairwise sum / n, + ε, √, x ÷ it, × scale,
+    """Rows of any length up to ``NORM_ROW``: the squares, numpy's pairwise sum / n, + ε, √, x ÷ it, × scale,
     each in float32 in the numpy kernel's order: bit for bit, a zero row and infinities too."""
     from nnbridge.kernels.ops.normalization import rms_norm
 
@@ -162,6 +162,13 @@ def test_compiled_rms_norm_equals_the_numpy_kernel_bit_for_bit(monkeypatch, shap
         theirs = _numpy(monkeypatch, rms_norm, None, x, scale, axis=axis, epsilon=1e-6)
     np.testing.assert_array_equal(ours, theirs)
     assert compiled.load("reduce").rms_norm(x, scale[None], len(shape) + axis, np.float32(1e-5)) is None
+
+
+def test_a_norm_of_rows_longer_than_norm_row_stays_numpys():
+    fast = compiled.load("reduce")
+    x = np.ones((2, fast.NORM_ROW + 8), np.float32)
+    assert fast.layer_norm(x, x[0], None, 1, np.float32(1e-5)) is None
+    assert fast.rms_norm(x, x[0], 1, np.float32(1e-5)) is None
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1024), (2, 3, 5, 7), (1, 4, 8), (1, 16, 17, 300), (3, 2, 1)])

@@ -175,15 +175,15 @@ class _PreparedNorm:
 def _prepare_norm(kernel: KernelFn, node: Node, consts: tuple, attrs: dict) -> KernelFn | None:
     """The prepared norm of ``node`` when the kernel's compiled path is the one it would take: a
     static float32 input, float32 stash, one output, constant float32 weights of the normalised
-    shape, rows of at most the compiled path's ``TWO_BLOCKS`` values (a float32 norm loads numba anyway)."""
-    from ..compiled.reduce import TWO_BLOCKS
+    shape, rows of at most the compiled path's ``NORM_ROW`` values (a float32 norm loads numba anyway)."""
+    from ..compiled.reduce import NORM_ROW
 
     shape = static_shape(node, 0)
     if shape is None or not shape or int(attrs["stash_type"]) != 1 or len(node.outputs) != 1:
         return None
     axis = int(attrs["axis"]) % len(shape)
     weights = tuple(consts[1:])
-    if (not all_constant(node, consts) or not 0 < math.prod(shape[axis:]) <= TWO_BLOCKS
+    if (not all_constant(node, consts) or not 0 < math.prod(shape[axis:]) <= NORM_ROW
             or node.inputs[0].type.dtype != DType.FLOAT32
             or any(w is not None and (w.dtype != _F32 or w.shape != shape[axis:]) for w in weights)):
         return None
@@ -204,7 +204,7 @@ def layer_norm(ctx, x, scale, bias=None, *, axis=-1, epsilon=1e-5, stash_type=1)
     axis = int(axis) % x.ndim
     if (dt == x.dtype == scale.dtype == np.float32 and len(ctx.node.outputs) == 1
             and (bias is None or bias.dtype == np.float32)):
-        fast = compiled.loaded("reduce")  # the same operations in one call (short rows only); a transposed
+        fast = compiled.loaded("reduce")  # the same operations in one call (rows up to NORM_ROW); a transposed
         # input (ConvNeXt's channels-last norm between two Transposes) is copied first: 1 µs against 10
         y = None if fast is None else fast.layer_norm(np.ascontiguousarray(x), scale, bias, axis, np.float32(epsilon))
         if y is not None:
@@ -235,7 +235,7 @@ def rms_norm(ctx, x, scale, *, axis=-1, epsilon=1e-5, stash_type=1):
     dt = _stash(stash_type, x)
     axis = int(axis) % x.ndim
     if dt == x.dtype == scale.dtype == np.float32:
-        fast = compiled.loaded("reduce")  # the same operations in one call (short rows only)
+        fast = compiled.loaded("reduce")  # the same operations in one call (rows up to NORM_ROW)
         y = None if fast is None else fast.rms_norm(np.ascontiguousarray(x), scale, axis, np.float32(epsilon))
         if y is not None:
             return y
