@@ -5,7 +5,8 @@ for about a tenth of a second after every call: the kernel threads' next loop th
 core taken, and gains nothing (measured: a two-part loop right after a threaded GEMM took as long
 as one part after another). So there is one pool: each product is cut into row or column blocks,
 one per kernel thread, and each block is one single-threaded call (``openblas_set_num_threads_local``,
-the calling thread's own count, restored after) of the same ``cblas_?gemm`` numpy calls, with the
+which in numpy's build sets the process's count: set around all of a product's blocks, restored
+after) of the same ``cblas_?gemm`` numpy calls, with the
 operands' layout flags numpy would pass. A block's values are the whole product's bit for bit: the
 float32 GEMM sums each output over K in an order that depends only on where the output sits in
 the kernel's tile, so blocks are cut at whole tiles of the kernels this machine's OpenBLAS chose
@@ -89,8 +90,8 @@ CORE = "" if _LIB is None else _core(_LIB)
 CUTS = _CUTS.get(CORE)
 READY = CUTS is not None
 if READY:
-    #: ``one_thread(count)`` sets the calling thread's own OpenBLAS thread count (0: the process's)
-    #: and returns the one it replaces
+    #: ``one_thread(count)`` sets OpenBLAS's thread count and returns the one it replaces (named
+    #: "local", it is the process's in numpy's build: ``_split`` says what follows)
     one_thread = _LIB.openblas_set_num_threads_local
     one_thread.argtypes, one_thread.restype = [ctypes.c_int], ctypes.c_int
 _I, _P = types.int64, types.voidptr
@@ -239,42 +240,56 @@ def _rows(a, x, y, m0, m1):
 
 @jit_parallel
 def _rows_split(a, x, y, parts):
-    """``y = a @ x`` in ``parts`` blocks of rows, one per kernel thread."""
+    """``y = a @ x`` in ``parts`` blocks of rows, one per kernel thread (``_split`` says why the
+    thread count is set around them)."""
+    saved = _local_threads(1)
     for p in prange(parts):
         lo, hi = block_bounds(y.shape[0], _VECTOR_TILE, parts, p)
         _rows(a, x, y, lo, hi)
+    _local_threads(saved)
 
 
 @jit_parallel
 def _split(a, b, c, by_rows, tile, parts):
-    """``c = a @ b`` in ``parts`` row (or column) blocks of whole ``tile``s, one per kernel thread."""
+    """``c = a @ b`` in ``parts`` row (or column) blocks of whole ``tile``s, one per kernel thread.
+    The thread count OpenBLAS's "local" call sets is the process's in numpy's build, not the calling
+    thread's (measured: another thread reads it back): set around all the blocks, so that no block's
+    restore lets another's GEMM start on OpenBLAS's own threads, which cut its columns and change
+    its sums (a flaky ulp in ``test_kernel_threads``)."""
     m, n = c.shape
+    saved = _local_threads(1)
     for p in prange(parts):
         lo, hi = block_bounds(m if by_rows else n, tile, parts, p)
         if by_rows:
             _block(a, b, c, lo, hi, 0, n)
         else:
             _block(a, b, c, 0, m, lo, hi)
+    _local_threads(saved)
 
 
 @jit_parallel
 def _items(a, b, c, parts):
-    """``c[i] = a[i] @ b[i]`` for a stack, the items shared over the kernel threads, one call each."""
+    """``c[i] = a[i] @ b[i]`` for a stack, the items shared over the kernel threads, one call each
+    (``_split`` says why the thread count is set around them)."""
     count, m, n = c.shape
+    saved = _local_threads(1)
     for p in prange(parts):
         first, last = block_bounds(count, 1, parts, p)
         for i in range(first, last):
             _block(a[i], b[i], c[i], 0, m, 0, n)
+    _local_threads(saved)
 
 
 @jit_parallel
 def _items_2(a, b, c, parts):
     """``_items`` over two leading axes."""
     outer, inner, m, n = c.shape
+    saved = _local_threads(1)
     for p in prange(parts):
         first, last = block_bounds(outer * inner, 1, parts, p)
         for i in range(first, last):
             _block(a[i // inner, i % inner], b[i // inner, i % inner], c[i // inner, i % inner], 0, m, 0, n)
+    _local_threads(saved)
 
 
 def matmul(a: np.ndarray, b: np.ndarray, parts: int) -> np.ndarray | None:
