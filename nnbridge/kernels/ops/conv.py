@@ -18,7 +18,7 @@ import numpy as np
 
 from ...ir import DType, Node
 from .. import compiled
-from ..parallel import dot, matmul
+from ..parallel import alone, dot, matmul
 from ..registry import kernel
 from ._windows import (
     FLOATS,
@@ -64,7 +64,9 @@ MAX_STEM_WEIGHTS = 16 * 3 * 3 * 3
 
 #: output rows at least this wide take the compiled im2col (measured against numpy's copy of the
 #: transposed window view: 2.8× faster at 112×112, 1.2-1.5× at 20×20 to 56×56; slower at 7×7 and
-#: 14×14, where its per-row work outweighs the copying)
+#: 14×14 on the AVX-512 machine, where its per-row work outweighs the copying); narrower ones too
+#: when it splits over the kernel threads, where numpy's copy is one thread's (AMD, 2 threads:
+#: DenseNet's 128 channels on 14×14 142 against 222 µs, ResNet's 512 on 7×7 175 against 274)
 IM2COL_MIN_WIDTH = 16
 #: an image's columns of at most this many elements are gathered by one ``take`` through an index
 #: kept per input shape and window (measured: a 3-channel 3×3 stride-2 window over 32×32, 6,912
@@ -98,7 +100,8 @@ def conv_nd(x: np.ndarray, w: np.ndarray, group: int, strides, dilations, begin,
         index = _column_index(x.shape, tuple(kernel), tuple(strides), tuple(dilations), tuple(begin), tuple(end),
                               group)
         return _grouped_matmul(w.reshape(group, mg, -1), gather(x, index, 0)).reshape(1, m, *out)
-    if n == 1 and rank == 2 and x.dtype == np.float32 and min(begin) >= 0 and out[1] >= IM2COL_MIN_WIDTH:
+    if n == 1 and rank == 2 and x.dtype == np.float32 and min(begin) >= 0 and (
+            out[1] >= IM2COL_MIN_WIDTH or not alone(c * prod(kernel) * pixels)):
         fast = compiled.loaded("conv")  # numba is in: every float32 model's convolutions bring it
         if fast is not None:
             cols = fast.im2col(x[0], kernel, strides, dilations, begin, out).reshape(group, cg * prod(kernel), pixels)
