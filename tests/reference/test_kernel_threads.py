@@ -223,9 +223,11 @@ UFUNCS = [np.exp, np.tanh, np.log, np.sin, np.sqrt, np.reciprocal, np.arctan, np
 #: (shape of the first input, of the second): same shape, a scalar, a repeated row (a bias), a
 #: repeated column (a per-row statistic); then two broadcasts whose rows lie no fixed stride apart
 #: (numpy's own call then)
+#: operand shapes: the first ``DESCRIBED`` read as rows of one width (a per-channel scale of a map
+#: among them: rows of H·W), the rest not (numpy's call)
 LAYOUTS = [((6, 40, 33), (6, 40, 33)), ((6, 40, 33), ()), ((6, 40, 33), (33,)), ((240, 33), (240, 1)),
-           ((6, 40, 33), (40, 33)), ((6, 40, 33), (6, 1, 33))]
-DESCRIBED = 4
+           ((6, 40, 33), (40, 33)), ((1, 8, 6, 7), (8, 1, 1)), ((6, 40, 33), (6, 1, 33))]
+DESCRIBED = 6
 
 
 def _specials(shape: tuple[int, ...], dtype) -> np.ndarray:

@@ -15,6 +15,7 @@ per-row statistic); anything else stays numpy's own call.
 from __future__ import annotations
 
 import ctypes
+import math
 
 import numpy as np
 from llvmlite import ir
@@ -107,15 +108,29 @@ def _resolve(fn: np.ufunc, inputs: tuple[np.dtype, ...]) -> tuple | None:
     return dtypes[-1], info.loop, info.context or 0, info.auxdata or 0, capsule
 
 
-def _row_strides(shape: tuple[int, ...], a: np.ndarray) -> tuple[int, int] | None:
-    """(row stride, element stride) in bytes of ``a`` broadcast to ``shape`` and read as
-    (prod(shape[:-1]), shape[-1]); None when its rows do not lie a fixed stride apart."""
-    lead = len(shape) - a.ndim
-    strides = [0] * lead + [0 if size == 1 else stride for size, stride in zip(a.shape, a.strides)]
-    rows = [(size, stride) for size, stride in zip(shape[:-1], strides[:-1]) if size != 1]
-    if any(outer[1] != inner[0] * inner[1] for outer, inner in zip(rows, rows[1:])):
-        return None
-    return (rows[-1][1] if rows else 0), strides[-1]
+def _rows(shape: tuple[int, ...], operands: tuple[np.ndarray, ...]) -> tuple[int, list[tuple[int, int]]] | None:
+    """Every operand broadcast to ``shape`` read as rows of one width: (the width, each operand's
+    (row stride, element stride) in bytes), the rows the widest trailing block of axes every
+    operand walks with one stride (a per-channel scale ``(C, 1, 1)`` of a ``(1, C, H, W)`` map:
+    rows of H·W, the scale's element stride 0); None when the rows do not lie a fixed stride apart."""
+    kept = [i for i, size in enumerate(shape) if size != 1]
+    sizes = [shape[i] for i in kept]
+    strides = []
+    for a in operands:
+        lead = len(shape) - a.ndim
+        full = [0] * lead + [0 if size == 1 else stride for size, stride in zip(a.shape, a.strides)]
+        strides.append([full[i] for i in kept])
+    k = len(sizes) - 1
+    while k > 0 and all(st[k - 1] == st[k] * sizes[k] for st in strides):
+        k -= 1
+    width = math.prod(sizes[k:])
+    layouts = []
+    for st in strides:
+        rows = list(zip(sizes[:k], st[:k]))
+        if any(outer[1] != inner[0] * inner[1] for outer, inner in zip(rows, rows[1:])):
+            return None
+        layouts.append((rows[-1][1] if rows else 0, st[-1] if st else 0))
+    return width, layouts
 
 
 #: (ufunc, dtype) → ``handle``'s (loop, context, auxdata), or None
@@ -171,14 +186,12 @@ def apply(fn: np.ufunc, inputs: tuple[np.ndarray, ...], out: np.ndarray | None, 
             np.may_share_memory(out, a) and not (a.ctypes.data == out.ctypes.data and a.strides == out.strides)
             for a in inputs):
         return None
-    width, total = shape[-1], out.size
+    total = out.size
     operands = (*inputs, out)
-    layouts = [(width * a.itemsize, a.itemsize) if a.shape == shape and a.flags.c_contiguous else
-               (0, 0) if a.size == 1 else _row_strides(shape, a) for a in operands]
-    if None in layouts:
+    rows = _rows(shape, operands)
+    if rows is None:
         return None
-    if all(row == width * step for row, step in layouts):  # every operand flat: one row of everything
-        width = total
+    width, layouts = rows
     plan = make_plan(loop, width, [a.ctypes.data for a in operands], layouts)
     run(-(-total // ALIGN), ALIGN * work, lambda first, last: span(plan, first * ALIGN, min(total, last * ALIGN)),
         span_split, plan, total)
