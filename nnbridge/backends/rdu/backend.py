@@ -31,10 +31,10 @@ from .pipeline_model import (
     WeightHomes,
     allocate_sections,
     best_micro_batch,
-    estimate,
     fits_on_chip,
     host_bytes,
     latency_floor_us,
+    latency_us,
     micro_batches,
     samples_per_call,
 )
@@ -183,7 +183,7 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
                samples: int) -> tuple[list[Section], Estimate]:
     """Sections and PCU placement: the fastest, on ``machine``, of the plans made for it and for
     its smaller variants (with its estimate on ``machine``)."""
-    best: tuple[float, list[Section], Estimate] | None = None
+    best: tuple[float, list[Section]] | None = None
     # a kernel's work and traffic do not depend on the variants' fields: built once, copied per plan
     built = build_kernels(graph, machine, groups if options.mode != "o0" else None)
     machines = _plan_machines(machine, built)
@@ -227,17 +227,16 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
         # section's slowest stage at its most PCUs already take longer)
         if best is not None and latency_floor_us(sections, machine, options, samples) >= best[0] * (1 - 1e-12):
             continue
-        for placed, est in _micro_batch_plans(sections, machine, planned_for, options, samples):
-            latency = est.totals["latency_us"]
+        for placed, latency in _micro_batch_plans(sections, machine, planned_for, options, samples):
             if best is None or latency < best[0] * (1 - 1e-12):
-                best = (latency, placed, est)
+                best = (latency, placed)
     # the micro-batch as a loaded .pef re-chooses it on the placement (never slower: it tries this one)
     return best[1], best_micro_batch(best[1], machine, options, samples)
 
 
 def _micro_batch_plans(sections: list[Section], machine: Machine, planned_for: Machine, options: CompileOptions,
                        samples: int):
-    """The plan allocated (on ``planned_for``) and estimated (on ``machine``) for the options'
+    """The plan allocated (on ``planned_for``) and its latency (on ``machine``) for the options'
     micro-batch or, unless they give one, for every micro-batch that fits on chip: a larger token
     shares each weight read among more samples but takes longer to fill the pipeline, and the
     allocation depends on it. Every candidate is priced (stopping at the first that is no faster
@@ -250,7 +249,7 @@ def _micro_batch_plans(sections: list[Section], machine: Machine, planned_for: M
         placed = _copy_plan(sections) if micro != candidates[-1] else sections
         chosen = dataclasses.replace(options, micro_batch=micro)
         allocate_sections(placed, planned_for, chosen, samples)
-        yield placed, estimate(placed, machine, chosen, samples)
+        yield placed, latency_us(placed, machine, chosen, samples)
 
 
 def _check_capacity(graph: Graph, sections: list[Section], machine: Machine) -> None:

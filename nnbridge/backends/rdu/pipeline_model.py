@@ -302,18 +302,31 @@ def best_micro_batch(sections: list[Section], machine: Machine, options: Compile
     or with the options' own micro-batch when they give one."""
     if options.micro_batch is not None:
         return estimate(sections, machine, options, samples)
-    best: Estimate | None = None
+    best: tuple[float, CompileOptions] | None = None
     for micro in micro_batches(options.batch_size):
         if micro > 1 and not fits_on_chip(sections, machine, micro, samples):
             continue
-        est = estimate(sections, machine, dataclasses.replace(options, micro_batch=micro), samples)
-        if best is None or est.totals["latency_us"] < best.totals["latency_us"] * (1 - 1e-12):
-            best = est
-    return best
+        chosen = dataclasses.replace(options, micro_batch=micro)
+        latency = latency_us(sections, machine, chosen, samples)
+        if best is None or latency < best[0] * (1 - 1e-12):
+            best = (latency, chosen)
+    return estimate(sections, machine, best[1], samples)
 
 
 def estimate(sections: list[Section], machine: Machine, options: CompileOptions, samples: int) -> Estimate:
     """The time for the batch of the placed plan (``allocate_sections``) on ``machine``."""
+    return _estimate(sections, machine, options, samples, rows=True)
+
+
+def latency_us(sections: list[Section], machine: Machine, options: CompileOptions, samples: int) -> float:
+    """``estimate(...).totals["latency_us"]``, by the same steps but without the stage rows and the
+    other totals: a search compares plans by it and estimates only the one it keeps in full."""
+    return _estimate(sections, machine, options, samples, rows=False).totals["latency_us"]
+
+
+def _estimate(sections: list[Section], machine: Machine, options: CompileOptions, samples: int,
+              rows: bool) -> Estimate:
+    """``estimate``; without ``rows``, its sections and latency only (no stages, no other totals)."""
     batch, micro = options.batch_size, options.micro_batch or 1
     tokens = math.ceil(batch / micro)
     sync_s = machine.stage_sync_cycles / (machine.clock_ghz * 1e9)
@@ -333,12 +346,8 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
         token_times = [micro * t + sync_s for _, t, _ in timed]
         starts = arrivals(producers_of, token_times)
         for k, (model, _, limit), token_s, start in zip(section.kernels, timed, token_times, starts):
-            terms = model.terms(k.pcus)
-            stages.append(StageEstimate(
-                section=section.index, kernel=k.name, ops=len(k.ops), anchor=k.anchor, pcus=k.pcus, pmus=k.pmus,
-                flops_per_sample=k.flops / samples, compute_us=terms["compute"] * 1e6, pmu_us=terms["pmu"] * 1e6,
-                network_us=terms["network"] * 1e6, offchip_us=terms["offchip"] * 1e6, stage_us=token_s * 1e6,
-                bottleneck=limit, start_us=start * 1e6, sockets_us=terms["sockets"] * 1e6))
+            if rows:
+                stages.append(_stage_row(section, k, model, samples, limit, token_s, start))
             if token_s > worst:
                 worst, worst_name, worst_limit = token_s, k.name, limit
         fill = max((s + t for s, t in zip(starts, token_times)), default=0.0)  # one token across the section
@@ -363,16 +372,36 @@ def estimate(sections: list[Section], machine: Machine, options: CompileOptions,
         _prefetch(sections, section_estimates, machine, offchip_busy_us, scale)
     result = Estimate(machine=machine.name, mode=options.mode, batch_size=batch, micro_batch=micro,
                       sections=section_estimates, stages=stages)
-    result.totals = _totals(result, sections, machine, samples, resident)
-    result.totals["weights_by_tier"] = homes.bytes_by_tier(k for s in sections for k in s.kernels)
-    reads = tokens * micro / weight_reuse(micro, samples, batch)  # of each streamed weight
-    result.totals["offchip_bytes_by_tier"] = _offchip_bytes(result, sections, homes, spill_tier, resident, reads,
-                                                            samples)
+    if rows:
+        result.totals = _totals(result, sections, machine, samples, resident)
+        result.totals["weights_by_tier"] = homes.bytes_by_tier(k for s in sections for k in s.kernels)
+        reads = tokens * micro / weight_reuse(micro, samples, batch)  # of each streamed weight
+        result.totals["offchip_bytes_by_tier"] = _offchip_bytes(result, sections, homes, spill_tier, resident,
+                                                                reads, samples)
+    else:
+        result.totals = Totals(latency_us=_latency_us(section_estimates), weights_resident=resident)
     for calls in _calls_spilling_faster(sections, machine, batch, homes.free, spill_tier):
-        in_calls = _in_calls(sections, machine, options, samples, calls)
+        in_calls = _in_calls(sections, machine, options, samples, calls, rows)
         if in_calls.totals["latency_us"] < result.totals["latency_us"]:
             result = in_calls
     return result
+
+
+def _stage_row(section: Section, k: Kernel, model: _StageModel, samples: int, limit: str, token_s: float,
+               start: float) -> StageEstimate:
+    """The estimate's row of one stage (``token_s``: its time per token; ``start``: when the first
+    token reaches it)."""
+    terms = model.terms(k.pcus)
+    return StageEstimate(
+        section=section.index, kernel=k.name, ops=len(k.ops), anchor=k.anchor, pcus=k.pcus, pmus=k.pmus,
+        flops_per_sample=k.flops / samples, compute_us=terms["compute"] * 1e6, pmu_us=terms["pmu"] * 1e6,
+        network_us=terms["network"] * 1e6, offchip_us=terms["offchip"] * 1e6, stage_us=token_s * 1e6,
+        bottleneck=limit, start_us=start * 1e6, sockets_us=terms["sockets"] * 1e6)
+
+
+def _latency_us(sections: list[SectionEstimate]) -> float:
+    """The batch's time: every section's, one after another."""
+    return sum(s.total_us for s in sections)
 
 
 #: the allocations made as if off-chip memory were 2, 4, … times slower are tried up to this factor
@@ -478,24 +507,28 @@ def _halvings(batch: int) -> list[int]:
 
 
 def _in_calls(sections: list[Section], machine: Machine, options: CompileOptions, samples: int,
-              calls: int) -> Estimate:
+              calls: int, rows: bool) -> Estimate:
     """The batch run as ``calls`` calls of (nearly) equal size: each call reconfigures, loads and
-    spills as a batch of its size does; the rows are one call's, the times the sum over the calls."""
+    spills as a batch of its size does; the rows are one call's, the times the sum over the calls
+    (``rows``: as in ``_estimate``)."""
     batch, micro = options.batch_size, options.micro_batch or 1
     size = math.ceil(batch / calls)
     last = batch - (calls - 1) * size
-    one = estimate(sections, machine, dataclasses.replace(options, batch_size=size, micro_batch=min(micro, size)),
-                   samples)
+    one = _estimate(sections, machine, dataclasses.replace(options, batch_size=size, micro_batch=min(micro, size)),
+                    samples, rows)
     latency = (calls - 1) * one.totals["latency_us"] + (
         one.totals["latency_us"] if last == size else
-        estimate(sections, machine, dataclasses.replace(options, batch_size=last, micro_batch=min(micro, last)),
-                 samples).totals["latency_us"])
+        latency_us(sections, machine, dataclasses.replace(options, batch_size=last, micro_batch=min(micro, last)),
+                   samples))
     scale = latency / one.totals["latency_us"] if one.totals["latency_us"] else float(calls)
     scaled = [dataclasses.replace(s, pipeline_us=s.pipeline_us * scale, reconfig_us=s.reconfig_us * scale,
                                   spill_us=s.spill_us * scale, weight_load_us=s.weight_load_us * scale,
                                   weight_prefetch_us=s.weight_prefetch_us * scale) for s in one.sections]
     result = Estimate(machine=machine.name, mode=options.mode, batch_size=batch, micro_batch=one.micro_batch,
                       sections=scaled, stages=one.stages)
+    if not rows:
+        result.totals = Totals(latency_us=_latency_us(scaled), weights_resident=one.totals["weights_resident"])
+        return result
     result.totals = _totals(result, sections, machine, samples, one.totals["weights_resident"])
     result.totals["weights_by_tier"] = one.totals["weights_by_tier"]
     result.totals["offchip_bytes_by_tier"] = {t: b * scale for t, b in one.totals["offchip_bytes_by_tier"].items()}
@@ -576,7 +609,7 @@ def _spill_tier(sections: list[Section], machine: Machine, batch: int, free: lis
 
 def _totals(est: Estimate, sections: list[Section], machine: Machine, samples: int,
             resident: bool) -> Totals:
-    latency_us = sum(s.total_us for s in est.sections)
+    latency_us = _latency_us(est.sections)
     flops = sum(k.flops for s in sections for k in s.kernels) / samples
     per_sample_us = sum(s.stage_us / est.micro_batch + s.spill_us / est.batch_size for s in est.sections)
     steady = 1e6 / per_sample_us if per_sample_us > 0 else float("inf")
