@@ -30,6 +30,7 @@ from .functional import FunctionalSim
 from .partition import Kernel, Section, build_kernels, partition
 from .pipeline_model import (
     Estimate,
+    PlanPricing,
     WeightHomes,
     allocate_sections,
     best_micro_batch,
@@ -198,7 +199,7 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
     needed = sum(k.weight_bytes + k.staging_bytes for k in built)  # more on-chip capacity never binds
     tried: set[tuple] = set()  # partitions made for (mode, capacity, PMU counts, FLOPs)
     priced: set[tuple] = set()  # the same, by the sections they came out as
-    partitions: dict[tuple, list[Section]] = {}
+    partitions: dict[tuple, tuple[list[Section], PlanPricing]] = {}
     pmu_counts: dict[float, tuple[int, ...]] = {}  # per PMU size (the only field they depend on)
     for planned_for, mode in plans:
         # the partition sees a machine only through its on-chip capacity and the kernels' PMU
@@ -213,10 +214,10 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
         if key in tried:
             continue
         tried.add(key)
-        sections = partitions.get(made_for)
-        if sections is None:  # (re-allocated in place by each plan made from it)
-            sections = partitions[made_for] = partition(graph, planned_for, mode, groups,
-                                                        kernels=[k.clone() for k in built])
+        if made_for not in partitions:  # (re-allocated in place by each plan made from it)
+            made = partition(graph, planned_for, mode, groups, kernels=[k.clone() for k in built])
+            partitions[made_for] = (made, PlanPricing(made))
+        sections, pricing = partitions[made_for]
         # the allocation sees a partition through its sections' kernels, what they stream and their
         # PMUs: a smaller SRAM often gives the same ones
         shape = (planned_for.flop_per_pcu_per_cycle,
@@ -226,9 +227,9 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
         priced.add(shape)
         # not priced: a plan that cannot beat the best so far (its reconfigurations and each
         # section's slowest stage at its most PCUs already take longer)
-        if best is not None and latency_floor_us(sections, machine, options, samples) >= best[0] * (1 - 1e-12):
+        if best is not None and latency_floor_us(sections, machine, options, samples, pricing) >= best[0] * (1 - 1e-12):
             continue
-        for latency in _micro_batch_plans(sections, machine, planned_for, options, samples):
+        for latency in _micro_batch_plans(sections, machine, planned_for, options, samples, pricing):
             if best is None or latency < best[0] * (1 - 1e-12):
                 best = (latency, sections, _pcus(sections))
     placed = _placed(best[1], best[2])
@@ -237,7 +238,7 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
 
 
 def _micro_batch_plans(sections: list[Section], machine: Machine, planned_for: Machine, options: CompileOptions,
-                       samples: int) -> Iterator[float]:
+                       samples: int, pricing: PlanPricing) -> Iterator[float]:
     """The latency (on ``machine``) of the plan allocated in place (on ``planned_for``; the caller
     reads each allocation before the next) for the options' micro-batch or, unless they give one,
     for every micro-batch that fits on chip: a larger token shares each weight read among more
@@ -251,8 +252,8 @@ def _micro_batch_plans(sections: list[Section], machine: Machine, planned_for: M
         [m for m in micro_batches(options.batch_size) if m == 1 or fits_on_chip(sections, machine, m, samples)]
     for micro in candidates:
         chosen = dataclasses.replace(options, micro_batch=micro)
-        allocate_sections(sections, planned_for, chosen, samples)
-        yield latency_us(sections, machine, chosen, samples)
+        allocate_sections(sections, planned_for, chosen, samples, pricing)
+        yield latency_us(sections, machine, chosen, samples, pricing)
 
 
 def _pcus(sections: list[Section]) -> list[list[int]]:

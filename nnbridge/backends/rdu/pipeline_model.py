@@ -227,6 +227,41 @@ class _StageModel:
         return best, limit
 
 
+class PlanPricing:
+    """What pricing one partition reads of it, worked out once for every allocation and estimate
+    made of it (the plan search prices a partition for several machines and micro-batches, and a
+    batch's estimate per call too): each section's producers, the weights' homes per set of tiers,
+    and the stage models per machine rates, samples, micro-batch and batch — keyed by everything
+    they depend on. It stays valid while the sections keep their kernels, and the kernels their
+    edges, weights and PMUs: allocating changes only PCUs, which no model reads."""
+
+    def __init__(self, sections: list[Section]):
+        self.sections = sections
+        self.producers = [producers(s.kernels) for s in sections]
+        self._homes: dict[tuple[Tier, ...], WeightHomes] = {}
+        self._models: dict[tuple, list[list[_StageModel]]] = {}
+
+    def homes(self, machine: Machine) -> WeightHomes:
+        """``WeightHomes`` on ``machine`` (which reads only its tiers)."""
+        homes = self._homes.get(machine.tiers)
+        if homes is None:
+            homes = self._homes[machine.tiers] = WeightHomes(self.sections, machine)
+        return homes
+
+    def models(self, machine: Machine, samples: int, micro: int, batch: int) -> list[list[_StageModel]]:
+        """Per section, its stages' models on ``machine`` (which they read only through its rates
+        and tiers: the plan search's variants of a machine differ in PMUs, SRAM or FLOPs per PCU)."""
+        key = (machine.clock_ghz, machine.flop_per_pcu_per_cycle, machine.pmu_bw_bytes_per_cycle,
+               machine.switch_bw_bytes_per_cycle, machine.tiers, machine.link_gbps, machine.link_latency_us,
+               samples, micro, batch)
+        models = self._models.get(key)
+        if models is None:
+            homes = self.homes(machine)
+            models = self._models[key] = [[_StageModel(k, s, machine, samples, micro, homes, batch)
+                                           for k in s.kernels] for s in self.sections]
+        return models
+
+
 def samples_per_call(graph) -> int:
     """Samples in one call of the graph: the leading dim of its first input (1 if unknown)."""
     for v in graph.inputs:
@@ -236,16 +271,17 @@ def samples_per_call(graph) -> int:
     return 1
 
 
-def allocate_sections(sections: list[Section], machine: Machine, options: CompileOptions, samples: int) -> None:
+def allocate_sections(sections: list[Section], machine: Machine, options: CompileOptions, samples: int,
+                      pricing: PlanPricing | None = None) -> None:
     """Give every section's stages their PCUs on ``machine`` and place them (``estimate`` prices
-    the placed plan, on this machine or another)."""
+    the placed plan, on this machine or another); ``pricing``: the sections', if already made."""
     batch, micro = options.batch_size, options.micro_batch or 1
     tokens = math.ceil(batch / micro)
     sync_s = machine.stage_sync_cycles / (machine.clock_ghz * 1e9)
-    homes = WeightHomes(sections, machine)
-    for section in sections:
-        models = [_StageModel(k, section, machine, samples, micro, homes, batch) for k in section.kernels]
-        pcus = _allocate(section, models, producers(section.kernels), machine.n_pcu, tokens, micro, sync_s)
+    pricing = pricing or PlanPricing(sections)
+    for section, models, producers_of in zip(sections, pricing.models(machine, samples, micro, batch),
+                                             pricing.producers):
+        pcus = _allocate(section, models, producers_of, machine.n_pcu, tokens, micro, sync_s)
         for k, p in zip(section.kernels, pcus):
             k.pcus = p
         place(section)
@@ -261,17 +297,17 @@ def reconfigurations(sections: list[Section], mode: str) -> list[bool]:
     return [i > 0 and programs[i] != programs[i - 1] for i in range(len(sections))]
 
 
-def latency_floor_us(sections: list[Section], machine: Machine, options: CompileOptions, samples: int) -> float:
+def latency_floor_us(sections: list[Section], machine: Machine, options: CompileOptions, samples: int,
+                     pricing: PlanPricing | None = None) -> float:
     """A lower bound on any estimate of the plan, so a plan whose floor exceeds a known latency
     need not be priced: its reconfigurations (each call of the batch makes them all), and per
     section the batch at the pace of its slowest stage — given every PCU the other stages leave it
     and the most weight reuse a token can have — or of all its stages' compute on every PCU."""
     floor = sum(reconfigurations(sections, options.mode)) * machine.reconfig_us
     batch = options.batch_size
-    homes = WeightHomes(sections, machine)
-    for section in sections:
+    pricing = pricing or PlanPricing(sections)
+    for section, models in zip(sections, pricing.models(machine, samples, batch, batch)):
         left = max(1, machine.n_pcu - len(section.kernels) + 1)
-        models = [_StageModel(k, section, machine, samples, batch, homes, batch) for k in section.kernels]
         slowest = max(m.time(min(k.max_pcus, left))[0] for m, k in zip(models, section.kernels))
         shared = sum(m.compute for m in models) / machine.n_pcu
         floor += batch * max(slowest, shared) * 1e6
@@ -303,44 +339,49 @@ def best_micro_batch(sections: list[Section], machine: Machine, options: Compile
     if options.micro_batch is not None:
         return estimate(sections, machine, options, samples)
     best: tuple[float, CompileOptions] | None = None
+    pricing = PlanPricing(sections)
     for micro in micro_batches(options.batch_size):
         if micro > 1 and not fits_on_chip(sections, machine, micro, samples):
             continue
         chosen = dataclasses.replace(options, micro_batch=micro)
-        latency = latency_us(sections, machine, chosen, samples)
+        latency = latency_us(sections, machine, chosen, samples, pricing)
         if best is None or latency < best[0] * (1 - 1e-12):
             best = (latency, chosen)
-    return estimate(sections, machine, best[1], samples)
+    return estimate(sections, machine, best[1], samples, pricing)
 
 
-def estimate(sections: list[Section], machine: Machine, options: CompileOptions, samples: int) -> Estimate:
-    """The time for the batch of the placed plan (``allocate_sections``) on ``machine``."""
-    return _estimate(sections, machine, options, samples, rows=True)
+def estimate(sections: list[Section], machine: Machine, options: CompileOptions, samples: int,
+             pricing: PlanPricing | None = None) -> Estimate:
+    """The time for the batch of the placed plan (``allocate_sections``) on ``machine``
+    (``pricing``: the sections', if already made)."""
+    return _estimate(sections, machine, options, samples, rows=True, pricing=pricing or PlanPricing(sections))
 
 
-def latency_us(sections: list[Section], machine: Machine, options: CompileOptions, samples: int) -> float:
+def latency_us(sections: list[Section], machine: Machine, options: CompileOptions, samples: int,
+               pricing: PlanPricing | None = None) -> float:
     """``estimate(...).totals["latency_us"]``, by the same steps but without the stage rows and the
     other totals: a search compares plans by it and estimates only the one it keeps in full."""
-    return _estimate(sections, machine, options, samples, rows=False).totals["latency_us"]
+    return _estimate(sections, machine, options, samples, rows=False,
+                     pricing=pricing or PlanPricing(sections)).totals["latency_us"]
 
 
 def _estimate(sections: list[Section], machine: Machine, options: CompileOptions, samples: int,
-              rows: bool) -> Estimate:
+              rows: bool, pricing: PlanPricing) -> Estimate:
     """``estimate``; without ``rows``, its sections and latency only (no stages, no other totals)."""
     batch, micro = options.batch_size, options.micro_batch or 1
     tokens = math.ceil(batch / micro)
     sync_s = machine.stage_sync_cycles / (machine.clock_ghz * 1e9)
     scale = token_scale(micro, samples)
     resident = _weights_resident(sections, machine, scale)
-    homes = WeightHomes(sections, machine)
+    homes = pricing.homes(machine)
     spill_tier = _spill_tier(sections, machine, batch, homes.free)
     stages: list[StageEstimate] = []
     section_estimates: list[SectionEstimate] = []
     offchip_busy_us: dict[int, float] = {}  # per section: its stages' off-chip reads, for the whole batch
     reconfigured = reconfigurations(sections, options.mode)
-    for section, reconfigures in zip(sections, reconfigured):
-        models = [_StageModel(k, section, machine, samples, micro, homes, batch) for k in section.kernels]
-        producers_of = producers(section.kernels)
+    for section, reconfigures, models, producers_of in zip(sections, reconfigured,
+                                                          pricing.models(machine, samples, micro, batch),
+                                                          pricing.producers):
         worst, worst_name, worst_limit = 0.0, "", ""
         timed = [(model, *model.time(k.pcus)) for k, model in zip(section.kernels, models)]
         token_times = [micro * t + sync_s for _, t, _ in timed]
@@ -381,7 +422,7 @@ def _estimate(sections: list[Section], machine: Machine, options: CompileOptions
     else:
         result.totals = Totals(latency_us=_latency_us(section_estimates), weights_resident=resident)
     for calls in _calls_spilling_faster(sections, machine, batch, homes.free, spill_tier):
-        in_calls = _in_calls(sections, machine, options, samples, calls, rows)
+        in_calls = _in_calls(sections, machine, options, samples, calls, rows, pricing)
         if in_calls.totals["latency_us"] < result.totals["latency_us"]:
             result = in_calls
     return result
@@ -507,7 +548,7 @@ def _halvings(batch: int) -> list[int]:
 
 
 def _in_calls(sections: list[Section], machine: Machine, options: CompileOptions, samples: int,
-              calls: int, rows: bool) -> Estimate:
+              calls: int, rows: bool, pricing: PlanPricing) -> Estimate:
     """The batch run as ``calls`` calls of (nearly) equal size: each call reconfigures, loads and
     spills as a batch of its size does; the rows are one call's, the times the sum over the calls
     (``rows``: as in ``_estimate``)."""
@@ -515,11 +556,11 @@ def _in_calls(sections: list[Section], machine: Machine, options: CompileOptions
     size = math.ceil(batch / calls)
     last = batch - (calls - 1) * size
     one = _estimate(sections, machine, dataclasses.replace(options, batch_size=size, micro_batch=min(micro, size)),
-                    samples, rows)
+                    samples, rows, pricing)
     latency = (calls - 1) * one.totals["latency_us"] + (
         one.totals["latency_us"] if last == size else
         latency_us(sections, machine, dataclasses.replace(options, batch_size=last, micro_batch=min(micro, last)),
-                   samples))
+                   samples, pricing))
     scale = latency / one.totals["latency_us"] if one.totals["latency_us"] else float(calls)
     scaled = [dataclasses.replace(s, pipeline_us=s.pipeline_us * scale, reconfig_us=s.reconfig_us * scale,
                                   spill_us=s.spill_us * scale, weight_load_us=s.weight_load_us * scale,
