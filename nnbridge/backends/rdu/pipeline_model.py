@@ -171,36 +171,23 @@ def token_scale(micro: int, samples: int) -> float:
 
 
 class _StageModel:
-    """Per-sample stage time of one kernel as a function of its PCU count."""
+    """Per-sample stage time of one kernel as a function of its PCU count (``_KernelRates.model``)."""
 
-    def __init__(self, k: Kernel, section: Section, machine: Machine, samples: int, micro: int,
-                 homes: WeightHomes, batch: int):
-        f = machine.clock_ghz * 1e9
-        reuse = weight_reuse(micro, samples, batch)
-        self.compute = k.flops / samples / (machine.flop_per_pcu_per_cycle * f)
-        moved = (k.in_bytes + k.out_bytes) / samples + k.weight_bytes / reuse
-        self.pmu = moved / (machine.pmu_bw_bytes_per_cycle * f)
-        self.pmus = k.pmus
-        self.network = k.out_bytes / samples / (machine.switch_bw_bytes_per_cycle * f)
-        host = sum(section.host_in.get(n, 0) for n in k.inputs) + sum(section.host_out.get(n, 0) for n in k.outputs)
-        # streamed weights: read from the tiers that hold them once per token (or call)
-        streamed = homes.read_s(k, 1.0 / reuse) if k.streamed_weights else 0.0
-        self.offchip = host / samples / (machine.tiers[0].bw_gbps * 1e9) + streamed
-        # tensor-parallel exchange with the other sockets (bandwidth per sample, latency per call)
-        self.link = (k.link_bytes / (machine.link_gbps * 1e9) + k.link_steps * machine.link_latency_us * 1e-6) \
-            / samples
-
-    FIELDS = ("compute", "pmu", "pmus", "network", "offchip", "link")
+    def __init__(self, compute: float, pmu: float, pmus: int, network: float, offchip: float, link: float):
+        self.compute = compute
+        self.pmu = pmu
+        self.pmus = pmus
+        self.network = network
+        self.offchip = offchip
+        self.link = link
 
     def key(self) -> tuple:
         """What the stage time depends on (identical stages, e.g. of repeated layers, share one)."""
-        return tuple(getattr(self, name) for name in self.FIELDS)
+        return self.compute, self.pmu, self.pmus, self.network, self.offchip, self.link
 
     @classmethod
     def of(cls, key: tuple) -> _StageModel:
-        model = object.__new__(cls)
-        model.__dict__.update(zip(cls.FIELDS, key))
-        return model
+        return cls(*key)
 
     def terms(self, pcus: int) -> dict[str, float]:
         # a stage streams through its own PMUs and the PMU beside each of its PCUs (1:1 checkerboard)
@@ -227,18 +214,45 @@ class _StageModel:
         return best, limit
 
 
+class _KernelRates:
+    """A kernel's stage model on one machine at one weight read per sample; only the reads a token
+    shares (``model``) depend on the micro-batch, so the rest is worked out once per machine."""
+
+    def __init__(self, k: Kernel, section: Section, machine: Machine, samples: int, homes: WeightHomes):
+        f = machine.clock_ghz * 1e9
+        self.kernel, self.homes = k, homes
+        self.compute = k.flops / samples / (machine.flop_per_pcu_per_cycle * f)
+        self.activations = (k.in_bytes + k.out_bytes) / samples
+        self.pmu_rate = machine.pmu_bw_bytes_per_cycle * f
+        self.network = k.out_bytes / samples / (machine.switch_bw_bytes_per_cycle * f)
+        host = sum(section.host_in.get(n, 0) for n in k.inputs) + sum(section.host_out.get(n, 0) for n in k.outputs)
+        self.host = host / samples / (machine.tiers[0].bw_gbps * 1e9)
+        # tensor-parallel exchange with the other sockets (bandwidth per sample, latency per call)
+        self.link = (k.link_bytes / (machine.link_gbps * 1e9) + k.link_steps * machine.link_latency_us * 1e-6) \
+            / samples
+
+    def model(self, reuse: int) -> _StageModel:
+        """The stage model with each weight read shared by ``reuse`` samples (``weight_reuse``)."""
+        k = self.kernel
+        # streamed weights: read from the tiers that hold them once per token (or call)
+        streamed = self.homes.read_s(k, 1.0 / reuse) if k.streamed_weights else 0.0
+        return _StageModel(self.compute, (self.activations + k.weight_bytes / reuse) / self.pmu_rate, k.pmus,
+                           self.network, self.host + streamed, self.link)
+
+
 class PlanPricing:
     """What pricing one partition reads of it, worked out once for every allocation and estimate
     made of it (the plan search prices a partition for several machines and micro-batches, and a
     batch's estimate per call too): each section's producers, the weights' homes per set of tiers,
-    and the stage models per machine rates, samples, micro-batch and batch — keyed by everything
-    they depend on. It stays valid while the sections keep their kernels, and the kernels their
-    edges, weights and PMUs: allocating changes only PCUs, which no model reads."""
+    and the stage models per machine rates, samples and weight reuse — keyed by everything they
+    depend on. It stays valid while the sections keep their kernels, and the kernels their edges,
+    weights and PMUs: allocating changes only PCUs, which no model reads."""
 
     def __init__(self, sections: list[Section]):
         self.sections = sections
         self.producers = [producers(s.kernels) for s in sections]
         self._homes: dict[tuple[Tier, ...], WeightHomes] = {}
+        self._rates: dict[tuple, list[list[_KernelRates]]] = {}
         self._models: dict[tuple, list[list[_StageModel]]] = {}
 
     def homes(self, machine: Machine) -> WeightHomes:
@@ -250,15 +264,20 @@ class PlanPricing:
 
     def models(self, machine: Machine, samples: int, micro: int, batch: int) -> list[list[_StageModel]]:
         """Per section, its stages' models on ``machine`` (which they read only through its rates
-        and tiers: the plan search's variants of a machine differ in PMUs, SRAM or FLOPs per PCU)."""
-        key = (machine.clock_ghz, machine.flop_per_pcu_per_cycle, machine.pmu_bw_bytes_per_cycle,
-               machine.switch_bw_bytes_per_cycle, machine.tiers, machine.link_gbps, machine.link_latency_us,
-               samples, micro, batch)
-        models = self._models.get(key)
+        and tiers: the plan search's variants of a machine differ in PMUs, SRAM or FLOPs per PCU)
+        for the weight reuse of ``micro`` and ``batch``."""
+        rated = (machine.clock_ghz, machine.flop_per_pcu_per_cycle, machine.pmu_bw_bytes_per_cycle,
+                 machine.switch_bw_bytes_per_cycle, machine.tiers, machine.link_gbps, machine.link_latency_us,
+                 samples)
+        reuse = weight_reuse(micro, samples, batch)
+        models = self._models.get((rated, reuse))
         if models is None:
-            homes = self.homes(machine)
-            models = self._models[key] = [[_StageModel(k, s, machine, samples, micro, homes, batch)
-                                           for k in s.kernels] for s in self.sections]
+            rates = self._rates.get(rated)
+            if rates is None:
+                homes = self.homes(machine)
+                rates = self._rates[rated] = [[_KernelRates(k, s, machine, samples, homes) for k in s.kernels]
+                                              for s in self.sections]
+            models = self._models[rated, reuse] = [[r.model(reuse) for r in section] for section in rates]
         return models
 
 
