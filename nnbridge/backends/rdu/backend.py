@@ -174,7 +174,8 @@ def _plan_machines(machine: Machine, kernels: list[Kernel]) -> list[Machine]:
         # where a section closes, so every count is tried at every size, down to where no two
         # kernels fit one section (one section per kernel is tried anyway)
         for size in sizes:
-            floor = 2 * min(k.pmu_count(dataclasses.replace(machine, pmu_bytes=size)) for k in kernels)
+            sized = dataclasses.replace(machine, pmu_bytes=size)
+            floor = 2 * min(k.pmu_count(sized) for k in kernels)
             n_pmu = machine.n_pmu // 2
             while n_pmu >= floor:
                 variants.append(dataclasses.replace(machine, pmu_bytes=size, n_pmu=n_pmu))
@@ -249,7 +250,8 @@ def _micro_batch_plans(sections: list[Section], machine: Machine, planned_for: M
     fastest is copied, once (``_placed``)."""
     given = options.micro_batch
     candidates = [given] if given is not None else \
-        [m for m in micro_batches(options.batch_size) if m == 1 or fits_on_chip(sections, machine, m, samples)]
+        [m for m in micro_batches(options.batch_size) if m == 1 or fits_on_chip(sections, machine, m, samples,
+                                                                                 pricing)]
     for micro in candidates:
         chosen = dataclasses.replace(options, micro_batch=micro)
         allocate_sections(sections, planned_for, chosen, samples, pricing)

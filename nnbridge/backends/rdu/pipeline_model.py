@@ -251,6 +251,18 @@ class PlanPricing:
     def __init__(self, sections: list[Section]):
         self.sections = sections
         self.producers = [producers(s.kernels) for s in sections]
+        self.ops = [sum(len(k.ops) for k in s.kernels) for s in sections]
+        self.pmus = [sum(k.pmus for k in s.kernels) for s in sections]
+        self.held = [held_weights(s) for s in sections]
+        self.staged = [staging_bytes(s, 1) for s in sections]  # × a scale: ``staging_bytes`` at that scale
+        self.moved = [sum(s.spills.values()) + sum(s.fills.values()) for s in sections]  # spilled and filled
+        # nothing spilled is freed before the call ends: the last boundary holds every spill (each
+        # value is spilled by the one section that computes it)
+        self.live = sum(sum(s.spills.values()) for s in sections)
+        self.streams = any(k.streamed_weights for s in sections for k in s.kernels)
+        self.weights = sum(k.weight_bytes for s in sections for k in s.kernels)
+        self._reconfigured: dict[str, list[bool]] = {}
+        self._loads: dict[tuple[Tier, ...], list[float]] = {}
         self._homes: dict[tuple[Tier, ...], WeightHomes] = {}
         self._rates: dict[tuple, list[list[_KernelRates]]] = {}
         self._models: dict[tuple, list[list[_StageModel]]] = {}
@@ -261,6 +273,26 @@ class PlanPricing:
         if homes is None:
             homes = self._homes[machine.tiers] = WeightHomes(self.sections, machine)
         return homes
+
+    def staging(self, scale: float = 1.0) -> list[float]:
+        """``staging_bytes`` of every section at ``scale``."""
+        return [b * scale for b in self.staged]
+
+    def reconfigurations(self, mode: str) -> list[bool]:
+        """``reconfigurations`` of the sections in ``mode``."""
+        found = self._reconfigured.get(mode)
+        if found is None:
+            found = self._reconfigured[mode] = reconfigurations(self.sections, mode)
+        return found
+
+    def load_s(self, machine: Machine) -> list[float]:
+        """Per section, seconds to load the weights it holds (not those it streams) from their tiers."""
+        found = self._loads.get(machine.tiers)
+        if found is None:
+            homes = self.homes(machine)
+            found = self._loads[machine.tiers] = [sum(homes.read_s(k) for k in s.kernels if not k.streamed_weights)
+                                                  for s in self.sections]
+        return found
 
     def models(self, machine: Machine, samples: int, micro: int, batch: int) -> list[list[_StageModel]]:
         """Per section, its stages' models on ``machine`` (which they read only through its rates
@@ -344,12 +376,15 @@ def micro_batches(batch: int) -> list[int]:
     return sorted(found)
 
 
-def fits_on_chip(sections: list[Section], machine: Machine, micro: int, samples: int) -> bool:
+def fits_on_chip(sections: list[Section], machine: Machine, micro: int, samples: int,
+                 pricing: PlanPricing | None = None) -> bool:
     """Whether every section's held weights and its stages' buffers, staging a token of ``micro``
-    samples, fit on chip (or need no more room than one sample per token does)."""
-    scale = token_scale(micro, samples)
-    return all(held_weights(s) + staging_bytes(s, scale) <= max(machine.on_chip_bytes, held_weights(s) +
-                                                                  staging_bytes(s)) for s in sections)
+    samples, fit on chip (or need no more room than one sample per token does); ``pricing``: the
+    sections', if already made."""
+    pricing = pricing or PlanPricing(sections)
+    capacity = machine.on_chip_bytes
+    return all(held + token <= max(capacity, held + one) for held, token, one in
+               zip(pricing.held, pricing.staging(token_scale(micro, samples)), pricing.staging()))
 
 
 def best_micro_batch(sections: list[Section], machine: Machine, options: CompileOptions, samples: int) -> Estimate:
@@ -360,7 +395,7 @@ def best_micro_batch(sections: list[Section], machine: Machine, options: Compile
     best: tuple[float, CompileOptions] | None = None
     pricing = PlanPricing(sections)
     for micro in micro_batches(options.batch_size):
-        if micro > 1 and not fits_on_chip(sections, machine, micro, samples):
+        if micro > 1 and not fits_on_chip(sections, machine, micro, samples, pricing):
             continue
         chosen = dataclasses.replace(options, micro_batch=micro)
         latency = latency_us(sections, machine, chosen, samples, pricing)
@@ -391,45 +426,32 @@ def _estimate(sections: list[Section], machine: Machine, options: CompileOptions
     tokens = math.ceil(batch / micro)
     sync_s = machine.stage_sync_cycles / (machine.clock_ghz * 1e9)
     scale = token_scale(micro, samples)
-    resident = _weights_resident(sections, machine, scale)
+    resident = _weights_resident(pricing, machine, scale)
     homes = pricing.homes(machine)
-    spill_tier = _spill_tier(sections, machine, batch, homes.free)
+    spill_tier = _spill_tier(pricing.live, machine, batch, homes.free)
     stages: list[StageEstimate] = []
     section_estimates: list[SectionEstimate] = []
     offchip_busy_us: dict[int, float] = {}  # per section: its stages' off-chip reads, for the whole batch
-    reconfigured = reconfigurations(sections, options.mode)
-    for section, reconfigures, models, producers_of in zip(sections, reconfigured,
-                                                          pricing.models(machine, samples, micro, batch),
-                                                          pricing.producers):
-        worst, worst_name, worst_limit = 0.0, "", ""
-        timed = [(model, *model.time(k.pcus)) for k, model in zip(section.kernels, models)]
-        token_times = [micro * t + sync_s for _, t, _ in timed]
-        starts = arrivals(producers_of, token_times)
-        for k, (model, _, limit), token_s, start in zip(section.kernels, timed, token_times, starts):
-            if rows:
-                stages.append(_stage_row(section, k, model, samples, limit, token_s, start))
-            if token_s > worst:
-                worst, worst_name, worst_limit = token_s, k.name, limit
-        fill = max((s + t for s, t in zip(starts, token_times)), default=0.0)  # one token across the section
+    reconfigured = pricing.reconfigurations(options.mode)
+    loads = [0.0] * len(sections) if resident else pricing.load_s(machine)
+    for i, (section, models) in enumerate(zip(sections, pricing.models(machine, samples, micro, batch))):
+        worst, slowest, fill = _pipeline(section, models, pricing.producers[i], micro, sync_s,
+                                         stages if rows else None, samples)
         # the stages stream concurrently through the same off-chip tiers: together no faster than
         # their bytes over the bandwidth
         busy_us = offchip_busy_us[section.index] = sum(micro * m.offchip for m in models) * tokens * 1e6
         pipelined_us = (fill + (tokens - 1) * worst) * 1e6
-        spill_bytes = (sum(section.spills.values()) + sum(section.fills.values())) * batch / samples
-        load_s = 0.0 if resident else sum(homes.read_s(k) for k in section.kernels if not k.streamed_weights)
         section_estimates.append(SectionEstimate(
-            index=section.index, kernels=len(section.kernels), ops=sum(len(k.ops) for k in section.kernels),
-            depth=section.depth, pcus=sum(k.pcus for k in section.kernels),
-            pmus=sum(k.pmus for k in section.kernels), stage_us=worst * 1e6,
-            bottleneck=f"{worst_name} ({worst_limit})" if pipelined_us >= busy_us else
-            "all stages (off-chip bandwidth shared)",
+            index=section.index, kernels=len(section.kernels), ops=pricing.ops[i], depth=section.depth,
+            pcus=sum(k.pcus for k in section.kernels), pmus=pricing.pmus[i], stage_us=worst * 1e6,
+            bottleneck=slowest if pipelined_us >= busy_us else "all stages (off-chip bandwidth shared)",
             pipeline_us=max(pipelined_us, busy_us),
-            reconfig_us=machine.reconfig_us if reconfigures else 0.0,
-            spill_us=spill_bytes / (spill_tier.bw_gbps * 1e9) * 1e6,
-            weight_load_us=load_s * 1e6, kind=section.kind,
+            reconfig_us=machine.reconfig_us if reconfigured[i] else 0.0,
+            spill_us=pricing.moved[i] * batch / samples / (spill_tier.bw_gbps * 1e9) * 1e6,
+            weight_load_us=loads[i] * 1e6, kind=section.kind,
         ))
     if not resident:
-        _prefetch(sections, section_estimates, machine, offchip_busy_us, scale)
+        _prefetch(pricing, section_estimates, machine, offchip_busy_us, scale)
     result = Estimate(machine=machine.name, mode=options.mode, batch_size=batch, micro_batch=micro,
                       sections=section_estimates, stages=stages)
     if rows:
@@ -440,11 +462,29 @@ def _estimate(sections: list[Section], machine: Machine, options: CompileOptions
                                                                 reads, samples)
     else:
         result.totals = Totals(latency_us=_latency_us(section_estimates), weights_resident=resident)
-    for calls in _calls_spilling_faster(sections, machine, batch, homes.free, spill_tier):
+    for calls in _calls_spilling_faster(pricing.live, machine, batch, homes.free, spill_tier):
         in_calls = _in_calls(sections, machine, options, samples, calls, rows, pricing)
         if in_calls.totals["latency_us"] < result.totals["latency_us"]:
             result = in_calls
     return result
+
+
+def _pipeline(section: Section, models: list[_StageModel], producers_of: tuple, micro: int, sync_s: float,
+              stages: list[StageEstimate] | None, samples: int) -> tuple[float, str, float]:
+    """A placed section as a pipeline: its slowest stage's time per token, that stage (``kernel
+    (limit)``) and one token's way across the section; each stage's row is added to ``stages``
+    (unless None)."""
+    worst, worst_name, worst_limit = 0.0, "", ""
+    timed = [model.time(k.pcus) for k, model in zip(section.kernels, models)]
+    token_times = [micro * t + sync_s for t, _ in timed]
+    starts = arrivals(producers_of, token_times)
+    for k, model, (_, limit), token_s, start in zip(section.kernels, models, timed, token_times, starts):
+        if stages is not None:
+            stages.append(_stage_row(section, k, model, samples, limit, token_s, start))
+        if token_s > worst:
+            worst, worst_name, worst_limit = token_s, k.name, limit
+    fill = max((s + t for s, t in zip(starts, token_times)), default=0.0)  # one token across the section
+    return worst, f"{worst_name} ({worst_limit})", fill
 
 
 def _stage_row(section: Section, k: Kernel, model: _StageModel, samples: int, limit: str, token_s: float,
@@ -543,15 +583,14 @@ def _allocation(stages: tuple, producers_of: tuple, n_pcu: int, tokens: int, mic
     return tuple(best[1])
 
 
-def _calls_spilling_faster(sections: list[Section], machine: Machine, batch: int, free: list[int],
-                           spill_tier: Tier) -> list[int]:
+def _calls_spilling_faster(live: int, machine: Machine, batch: int, free: list[int], spill_tier: Tier) -> list[int]:
     """For each tier faster than the one the batch spills to, the fewest calls whose share of the
     batch spills there (a runtime may run a batch as several calls of the same program)."""
     counts = []
     for tier in machine.tiers:
         if tier is spill_tier:
             break
-        per_call = next((c for c in _halvings(batch) if _spill_tier(sections, machine, c, free) is tier), None)
+        per_call = next((c for c in _halvings(batch) if _spill_tier(live, machine, c, free) is tier), None)
         if per_call:
             counts.append(math.ceil(batch / per_call))
     return counts
@@ -630,14 +669,14 @@ def staging_bytes(section: Section, scale: float = 1.0) -> float:
     return sum(k.staging_bytes for k in section.kernels) * scale
 
 
-def _prefetch(sections: list[Section], estimates: list[SectionEstimate], machine: Machine,
+def _prefetch(pricing: PlanPricing, estimates: list[SectionEstimate], machine: Machine,
               offchip_busy_us: dict[int, float], scale: float) -> None:
     """A section's weights load while the previous section runs when both sections' weights and
     the larger one's buffers fit on chip at once (double buffering): only what the previous
     pipeline does not cover stays on the critical path."""
-    for (before, after), (prev, cur) in zip(zip(sections, sections[1:]), zip(estimates, estimates[1:])):
-        buffers = max(staging_bytes(before, scale), staging_bytes(after, scale))
-        if held_weights(before) + held_weights(after) + buffers <= machine.on_chip_bytes:
+    staging, held, capacity = pricing.staging(scale), pricing.held, machine.on_chip_bytes
+    for i, (prev, cur) in enumerate(zip(estimates, estimates[1:])):
+        if held[i] + held[i + 1] + max(staging[i], staging[i + 1]) <= capacity:
             # only while the previous section is not itself reading off-chip memory
             free_us = max(0.0, prev.pipeline_us - offchip_busy_us.get(prev.index, 0.0))
             hidden = min(cur.weight_load_us, free_us)
@@ -645,22 +684,17 @@ def _prefetch(sections: list[Section], estimates: list[SectionEstimate], machine
             cur.weight_prefetch_us = hidden
 
 
-def _weights_resident(sections: list[Section], machine: Machine, scale: float) -> bool:
+def _weights_resident(pricing: PlanPricing, machine: Machine, scale: float) -> bool:
     """All sections' weights stay on chip when none is streamed and together they fit beside the
     largest section's buffers."""
-    if any(k.streamed_weights for s in sections for k in s.kernels):
+    if pricing.streams:
         return False
-    weights = sum(k.weight_bytes for s in sections for k in s.kernels)
-    buffers = max((staging_bytes(s, scale) for s in sections), default=0)
-    return weights + buffers <= machine.on_chip_bytes
+    return pricing.weights + max(pricing.staging(scale), default=0) <= machine.on_chip_bytes
 
 
-def _spill_tier(sections: list[Section], machine: Machine, batch: int, free: list[int]) -> Tier:
+def _spill_tier(live: int, machine: Machine, batch: int, free: list[int]) -> Tier:
     """The fastest tier whose capacity left beside the weights holds the largest set of tensors
-    live across a section boundary."""
-    # nothing spilled is freed before the call ends: the last boundary holds every spill (each
-    # value is spilled by the one section that computes it)
-    live = sum(sum(s.spills.values()) for s in sections)
+    live across a section boundary (``live``: ``PlanPricing.live``), for the batch."""
     for tier, left in zip(machine.tiers, free):
         if live * batch <= left:
             return tier
