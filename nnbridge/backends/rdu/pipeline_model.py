@@ -504,6 +504,18 @@ def _latency_us(sections: list[SectionEstimate]) -> float:
     return sum(s.total_us for s in sections)
 
 
+class _Memo(dict):
+    """``f(key)`` per key, worked out on first use (a dict lookup after that)."""
+
+    def __init__(self, f: Callable):
+        super().__init__()
+        self.f = f
+
+    def __missing__(self, key):
+        value = self[key] = self.f(key)
+        return value
+
+
 #: the allocations made as if off-chip memory were 2, 4, … times slower are tried up to this factor
 OFFCHIP_SCALES_TRIED = 1 << 12
 
@@ -527,39 +539,33 @@ def _allocation(stages: tuple, producers_of: tuple, n_pcu: int, tokens: int, mic
     compiler allocates a plan for every micro-batch it tries)."""
     models = [_StageModel.of(key) for key, _ in stages]
     max_pcus = [top for _, top in stages]
-    timers: dict[float, Callable[[int, int], tuple[float, str]]] = {}
+    timers: dict[float, list[_Memo]] = {}
 
-    def timer(scale: float) -> Callable[[int, int], tuple[float, str]]:
-        """Stage i's time on p PCUs, remembered: the searches ask for the same ones again and again."""
+    def times(scale: float) -> list[_Memo]:
+        """Per stage, its time and limit on p PCUs (``memo[p]``), remembered: the searches ask for
+        the same ones again and again."""
         if scale not in timers:
-            memo: dict[tuple[int, int], tuple[float, str]] = {}
-
-            def stage_time(i: int, p: int) -> tuple[float, str]:
-                found = memo.get((i, p))
-                if found is None:
-                    found = memo[i, p] = models[i].time(p, scale)
-                return found
-            timers[scale] = stage_time
+            timers[scale] = [_Memo(functools.partial(m.time, offchip_scale=scale)) for m in models]
         return timers[scale]
 
-    def latency_at(scale: float):
-        stage_time = timer(scale)
-        token_memo: dict[tuple[int, int], float] = {}
+    def timer(scale: float) -> Callable[[int, int], tuple[float, str]]:
+        """Stage i's time on p PCUs (``times``)."""
+        memos = times(scale)
+        return lambda i, p: memos[i][p]
+
+    def latency_at(scale: float) -> Callable[[list[int]], float]:
+        memos = times(scale)
+        token_memos = [_Memo(lambda p, memo=memo: micro * memo[p][0] + sync_s) for memo in memos]
 
         def latency(pcus: list[int]) -> float:
             """A token's way through the stages (``arrivals`` plus its own time, inlined: the local
             search calls this millions of times) and the slowest stage per further token."""
-            token_times = []
-            for i, p in enumerate(pcus):
-                t = token_memo.get((i, p))
-                if t is None:
-                    t = token_memo[i, p] = micro * stage_time(i, p)[0] + sync_s
-                token_times.append(t)
+            token_times = [memo[p] for memo, p in zip(token_memos, pcus)]
             reach: list[float] = []
             way = 0.0
             for before, t in zip(producers_of, token_times):
                 begin = (reach[before[0]] if len(before) == 1 else
-                         max((reach[j] for j in before), default=0.0)) + t
+                         max([reach[j] for j in before], default=0.0)) + t
                 reach.append(begin)
                 if begin > way:
                     way = begin
