@@ -28,9 +28,10 @@ def water_fill(n_stages: int, budget: int, max_pcus: list[int], stage_time: Stag
                latency: Callable[[list[int]], float] | None = None) -> list[int]:
     """PCUs per stage minimising the slowest stage, with at most ``budget`` PCUs in total, the rest
     shortening a token's way through the stages. With ``latency`` (the batch's time for an
-    allocation), a small section's allocation is then refined by moving PCUs between stages while
-    that lowers it: a small batch pays the way once and the slowest stage only per further token,
-    which neither greedy order weighs exactly.
+    allocation, from these stage times: it never falls unless a stage gets faster), a small
+    section's allocation is then refined by moving PCUs between stages while that lowers it: a
+    small batch pays the way once and the slowest stage only per further token, which neither
+    greedy order weighs exactly.
 
     The water-fill is equivalent to handing out PCUs one at a time to the slowest stage, but each
     round jumps straight to the fewest PCUs that make that stage no slower than the runner-up (or
@@ -55,13 +56,16 @@ def water_fill(n_stages: int, budget: int, max_pcus: list[int], stage_time: Stag
     # stage most per PCU — for stage times that fall less and less with more PCUs, the shortest way
     _shorten_the_way(pcus, spare, max_pcus, stage_time)
     if latency is not None and 1 < n_stages <= REFINED_STAGES:
-        _refine(pcus, budget, max_pcus, latency)
+        _refine(pcus, budget, max_pcus, latency, stage_time)
     return pcus
 
 
-def _refine(pcus: list[int], budget: int, max_pcus: list[int], latency: Callable[[list[int]], float]) -> None:
+def _refine(pcus: list[int], budget: int, max_pcus: list[int], latency: Callable[[list[int]], float],
+            stage_time: StageTime) -> None:
     """Local search: give a stage PCUs that are free or taken from another stage (power-of-two
-    amounts, largest first) while that lowers ``latency``."""
+    amounts, largest first) while that lowers ``latency``. A move that leaves the stage given PCUs
+    no faster is not priced: the latency cannot fall when no stage gets faster, and as stage time
+    never grows with more PCUs, none of the smaller amounts makes that stage faster either."""
     now = latency(pcus)
     improved = True
     while improved:
@@ -74,6 +78,8 @@ def _refine(pcus: list[int], budget: int, max_pcus: list[int], latency: Callable
                 have = budget - sum(pcus) if source is None else pcus[source] - 1
                 step = 1 << max(0, min(room, have).bit_length() - 1)
                 while room > 0 and have > 0 and step >= 1:
+                    if stage_time(to, pcus[to] + step)[0] >= stage_time(to, pcus[to])[0]:
+                        break
                     pcus[to] += step
                     if source is not None:
                         pcus[source] -= step

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import math
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -22,19 +23,21 @@ from ...kernels import get_kernel, kernel_op_names
 from ...passes.autodiff import UPDATES_KEY
 from ...reporting.report import Report
 from ..base import CLEAN, FOLD, SCALE, ChipSimulator, Executable
+from .allocate import place
 from .artifact import read_pef, write_pef
 from .config import CompileOptions, Machine, compile_settings
 from .functional import FunctionalSim
 from .partition import Kernel, Section, build_kernels, partition
 from .pipeline_model import (
     Estimate,
+    PlanPricing,
     WeightHomes,
     allocate_sections,
     best_micro_batch,
-    estimate,
     fits_on_chip,
     host_bytes,
     latency_floor_us,
+    latency_us,
     micro_batches,
     samples_per_call,
 )
@@ -171,7 +174,8 @@ def _plan_machines(machine: Machine, kernels: list[Kernel]) -> list[Machine]:
         # where a section closes, so every count is tried at every size, down to where no two
         # kernels fit one section (one section per kernel is tried anyway)
         for size in sizes:
-            floor = 2 * min(k.pmu_count(dataclasses.replace(machine, pmu_bytes=size)) for k in kernels)
+            sized = dataclasses.replace(machine, pmu_bytes=size)
+            floor = 2 * min(k.pmu_count(sized) for k in kernels)
             n_pmu = machine.n_pmu // 2
             while n_pmu >= floor:
                 variants.append(dataclasses.replace(machine, pmu_bytes=size, n_pmu=n_pmu))
@@ -183,7 +187,7 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
                samples: int) -> tuple[list[Section], Estimate]:
     """Sections and PCU placement: the fastest, on ``machine``, of the plans made for it and for
     its smaller variants (with its estimate on ``machine``)."""
-    best: tuple[float, list[Section], Estimate] | None = None
+    best: tuple[float, list[Section], list[list[int]]] | None = None  # latency, partition, its PCUs
     # a kernel's work and traffic do not depend on the variants' fields: built once, copied per plan
     built = build_kernels(graph, machine, groups if options.mode != "o0" else None)
     machines = _plan_machines(machine, built)
@@ -196,7 +200,7 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
     needed = sum(k.weight_bytes + k.staging_bytes for k in built)  # more on-chip capacity never binds
     tried: set[tuple] = set()  # partitions made for (mode, capacity, PMU counts, FLOPs)
     priced: set[tuple] = set()  # the same, by the sections they came out as
-    partitions: dict[tuple, list[Section]] = {}
+    partitions: dict[tuple, tuple[list[Section], PlanPricing]] = {}
     pmu_counts: dict[float, tuple[int, ...]] = {}  # per PMU size (the only field they depend on)
     for planned_for, mode in plans:
         # the partition sees a machine only through its on-chip capacity and the kernels' PMU
@@ -211,11 +215,10 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
         if key in tried:
             continue
         tried.add(key)
-        if made_for in partitions:
-            sections = _copy_plan(partitions[made_for])
-        else:
-            sections = partitions[made_for] = partition(graph, planned_for, mode, groups,
-                                                        kernels=[k.clone() for k in built])
+        if made_for not in partitions:  # (re-allocated in place by each plan made from it)
+            made = partition(graph, planned_for, mode, groups, kernels=[k.clone() for k in built])
+            partitions[made_for] = (made, PlanPricing(made))
+        sections, pricing = partitions[made_for]
         # the allocation sees a partition through its sections' kernels, what they stream and their
         # PMUs: a smaller SRAM often gives the same ones
         shape = (planned_for.flop_per_pcu_per_cycle,
@@ -225,32 +228,49 @@ def _best_plan(graph: Graph, machine: Machine, options: CompileOptions, groups,
         priced.add(shape)
         # not priced: a plan that cannot beat the best so far (its reconfigurations and each
         # section's slowest stage at its most PCUs already take longer)
-        if best is not None and latency_floor_us(sections, machine, options, samples) >= best[0] * (1 - 1e-12):
+        if best is not None and latency_floor_us(sections, machine, options, samples, pricing) >= best[0] * (1 - 1e-12):
             continue
-        for placed, est in _micro_batch_plans(sections, machine, planned_for, options, samples):
-            latency = est.totals["latency_us"]
+        for latency in _micro_batch_plans(sections, machine, planned_for, options, samples, pricing):
             if best is None or latency < best[0] * (1 - 1e-12):
-                best = (latency, placed, est)
+                best = (latency, sections, _pcus(sections))
+    placed = _placed(best[1], best[2])
     # the micro-batch as a loaded .pef re-chooses it on the placement (never slower: it tries this one)
-    return best[1], best_micro_batch(best[1], machine, options, samples)
+    return placed, best_micro_batch(placed, machine, options, samples)
 
 
 def _micro_batch_plans(sections: list[Section], machine: Machine, planned_for: Machine, options: CompileOptions,
-                       samples: int):
-    """The plan allocated (on ``planned_for``) and estimated (on ``machine``) for the options'
-    micro-batch or, unless they give one, for every micro-batch that fits on chip: a larger token
-    shares each weight read among more samples but takes longer to fill the pipeline, and the
-    allocation depends on it. Every candidate is priced (stopping at the first that is no faster
-    let a machine with twice the SRAM come out 9 % slower), so a machine with more on-chip memory
-    tries every (plan, micro-batch) a smaller one does."""
+                       samples: int, pricing: PlanPricing) -> Iterator[float]:
+    """The latency (on ``machine``) of the plan allocated in place (on ``planned_for``; the caller
+    reads each allocation before the next) for the options' micro-batch or, unless they give one,
+    for every micro-batch that fits on chip: a larger token shares each weight read among more
+    samples but takes longer to fill the pipeline, and the allocation depends on it. Every
+    candidate is priced (stopping at the first that is no faster let a machine with twice the SRAM
+    come out 9 % slower), so a machine with more on-chip memory tries every (plan, micro-batch) a
+    smaller one does. Allocating in place spares a copy of the plan per candidate: only the
+    fastest is copied, once (``_placed``)."""
     given = options.micro_batch
     candidates = [given] if given is not None else \
-        [m for m in micro_batches(options.batch_size) if m == 1 or fits_on_chip(sections, machine, m, samples)]
+        [m for m in micro_batches(options.batch_size) if m == 1 or fits_on_chip(sections, machine, m, samples,
+                                                                                 pricing)]
     for micro in candidates:
-        placed = _copy_plan(sections) if micro != candidates[-1] else sections
         chosen = dataclasses.replace(options, micro_batch=micro)
-        allocate_sections(placed, planned_for, chosen, samples)
-        yield placed, estimate(placed, machine, chosen, samples)
+        allocate_sections(sections, planned_for, chosen, samples, pricing)
+        yield latency_us(sections, machine, chosen, samples, pricing)
+
+
+def _pcus(sections: list[Section]) -> list[list[int]]:
+    """The PCUs of every stage: a candidate's allocation, kept while the next is made in its place."""
+    return [[k.pcus for k in s.kernels] for s in sections]
+
+
+def _placed(sections: list[Section], pcus: list[list[int]]) -> list[Section]:
+    """A copy of the plan with these PCUs per stage (``_pcus``), placed."""
+    placed = _copy_plan(sections)
+    for section, counts in zip(placed, pcus):
+        for k, p in zip(section.kernels, counts):
+            k.pcus = p
+        place(section)
+    return placed
 
 
 def _check_capacity(graph: Graph, sections: list[Section], machine: Machine) -> None:

@@ -171,36 +171,23 @@ def token_scale(micro: int, samples: int) -> float:
 
 
 class _StageModel:
-    """Per-sample stage time of one kernel as a function of its PCU count."""
+    """Per-sample stage time of one kernel as a function of its PCU count (``_KernelRates.model``)."""
 
-    def __init__(self, k: Kernel, section: Section, machine: Machine, samples: int, micro: int,
-                 homes: WeightHomes, batch: int):
-        f = machine.clock_ghz * 1e9
-        reuse = weight_reuse(micro, samples, batch)
-        self.compute = k.flops / samples / (machine.flop_per_pcu_per_cycle * f)
-        moved = (k.in_bytes + k.out_bytes) / samples + k.weight_bytes / reuse
-        self.pmu = moved / (machine.pmu_bw_bytes_per_cycle * f)
-        self.pmus = k.pmus
-        self.network = k.out_bytes / samples / (machine.switch_bw_bytes_per_cycle * f)
-        host = sum(section.host_in.get(n, 0) for n in k.inputs) + sum(section.host_out.get(n, 0) for n in k.outputs)
-        # streamed weights: read from the tiers that hold them once per token (or call)
-        streamed = homes.read_s(k, 1.0 / reuse) if k.streamed_weights else 0.0
-        self.offchip = host / samples / (machine.tiers[0].bw_gbps * 1e9) + streamed
-        # tensor-parallel exchange with the other sockets (bandwidth per sample, latency per call)
-        self.link = (k.link_bytes / (machine.link_gbps * 1e9) + k.link_steps * machine.link_latency_us * 1e-6) \
-            / samples
-
-    FIELDS = ("compute", "pmu", "pmus", "network", "offchip", "link")
+    def __init__(self, compute: float, pmu: float, pmus: int, network: float, offchip: float, link: float):
+        self.compute = compute
+        self.pmu = pmu
+        self.pmus = pmus
+        self.network = network
+        self.offchip = offchip
+        self.link = link
 
     def key(self) -> tuple:
         """What the stage time depends on (identical stages, e.g. of repeated layers, share one)."""
-        return tuple(getattr(self, name) for name in self.FIELDS)
+        return self.compute, self.pmu, self.pmus, self.network, self.offchip, self.link
 
     @classmethod
     def of(cls, key: tuple) -> _StageModel:
-        model = object.__new__(cls)
-        model.__dict__.update(zip(cls.FIELDS, key))
-        return model
+        return cls(*key)
 
     def terms(self, pcus: int) -> dict[str, float]:
         # a stage streams through its own PMUs and the PMU beside each of its PCUs (1:1 checkerboard)
@@ -227,6 +214,105 @@ class _StageModel:
         return best, limit
 
 
+class _KernelRates:
+    """A kernel's stage model on one machine at one weight read per sample; only the reads a token
+    shares (``model``) depend on the micro-batch, so the rest is worked out once per machine."""
+
+    def __init__(self, k: Kernel, section: Section, machine: Machine, samples: int, homes: WeightHomes):
+        f = machine.clock_ghz * 1e9
+        self.kernel, self.homes = k, homes
+        self.compute = k.flops / samples / (machine.flop_per_pcu_per_cycle * f)
+        self.activations = (k.in_bytes + k.out_bytes) / samples
+        self.pmu_rate = machine.pmu_bw_bytes_per_cycle * f
+        self.network = k.out_bytes / samples / (machine.switch_bw_bytes_per_cycle * f)
+        host = sum(section.host_in.get(n, 0) for n in k.inputs) + sum(section.host_out.get(n, 0) for n in k.outputs)
+        self.host = host / samples / (machine.tiers[0].bw_gbps * 1e9)
+        # tensor-parallel exchange with the other sockets (bandwidth per sample, latency per call)
+        self.link = (k.link_bytes / (machine.link_gbps * 1e9) + k.link_steps * machine.link_latency_us * 1e-6) \
+            / samples
+
+    def model(self, reuse: int) -> _StageModel:
+        """The stage model with each weight read shared by ``reuse`` samples (``weight_reuse``)."""
+        k = self.kernel
+        # streamed weights: read from the tiers that hold them once per token (or call)
+        streamed = self.homes.read_s(k, 1.0 / reuse) if k.streamed_weights else 0.0
+        return _StageModel(self.compute, (self.activations + k.weight_bytes / reuse) / self.pmu_rate, k.pmus,
+                           self.network, self.host + streamed, self.link)
+
+
+class PlanPricing:
+    """What pricing one partition reads of it, worked out once for every allocation and estimate
+    made of it (the plan search prices a partition for several machines and micro-batches, and a
+    batch's estimate per call too): each section's producers, the weights' homes per set of tiers,
+    and the stage models per machine rates, samples and weight reuse — keyed by everything they
+    depend on. It stays valid while the sections keep their kernels, and the kernels their edges,
+    weights and PMUs: allocating changes only PCUs, which no model reads."""
+
+    def __init__(self, sections: list[Section]):
+        self.sections = sections
+        self.producers = [producers(s.kernels) for s in sections]
+        self.ops = [sum(len(k.ops) for k in s.kernels) for s in sections]
+        self.pmus = [sum(k.pmus for k in s.kernels) for s in sections]
+        self.held = [held_weights(s) for s in sections]
+        self.staged = [staging_bytes(s, 1) for s in sections]  # × a scale: ``staging_bytes`` at that scale
+        self.moved = [sum(s.spills.values()) + sum(s.fills.values()) for s in sections]  # spilled and filled
+        # nothing spilled is freed before the call ends: the last boundary holds every spill (each
+        # value is spilled by the one section that computes it)
+        self.live = sum(sum(s.spills.values()) for s in sections)
+        self.streams = any(k.streamed_weights for s in sections for k in s.kernels)
+        self.weights = sum(k.weight_bytes for s in sections for k in s.kernels)
+        self._reconfigured: dict[str, list[bool]] = {}
+        self._loads: dict[tuple[Tier, ...], list[float]] = {}
+        self._homes: dict[tuple[Tier, ...], WeightHomes] = {}
+        self._rates: dict[tuple, list[list[_KernelRates]]] = {}
+        self._models: dict[tuple, list[list[_StageModel]]] = {}
+
+    def homes(self, machine: Machine) -> WeightHomes:
+        """``WeightHomes`` on ``machine`` (which reads only its tiers)."""
+        homes = self._homes.get(machine.tiers)
+        if homes is None:
+            homes = self._homes[machine.tiers] = WeightHomes(self.sections, machine)
+        return homes
+
+    def staging(self, scale: float = 1.0) -> list[float]:
+        """``staging_bytes`` of every section at ``scale``."""
+        return [b * scale for b in self.staged]
+
+    def reconfigurations(self, mode: str) -> list[bool]:
+        """``reconfigurations`` of the sections in ``mode``."""
+        found = self._reconfigured.get(mode)
+        if found is None:
+            found = self._reconfigured[mode] = reconfigurations(self.sections, mode)
+        return found
+
+    def load_s(self, machine: Machine) -> list[float]:
+        """Per section, seconds to load the weights it holds (not those it streams) from their tiers."""
+        found = self._loads.get(machine.tiers)
+        if found is None:
+            homes = self.homes(machine)
+            found = self._loads[machine.tiers] = [sum(homes.read_s(k) for k in s.kernels if not k.streamed_weights)
+                                                  for s in self.sections]
+        return found
+
+    def models(self, machine: Machine, samples: int, micro: int, batch: int) -> list[list[_StageModel]]:
+        """Per section, its stages' models on ``machine`` (which they read only through its rates
+        and tiers: the plan search's variants of a machine differ in PMUs, SRAM or FLOPs per PCU)
+        for the weight reuse of ``micro`` and ``batch``."""
+        rated = (machine.clock_ghz, machine.flop_per_pcu_per_cycle, machine.pmu_bw_bytes_per_cycle,
+                 machine.switch_bw_bytes_per_cycle, machine.tiers, machine.link_gbps, machine.link_latency_us,
+                 samples)
+        reuse = weight_reuse(micro, samples, batch)
+        models = self._models.get((rated, reuse))
+        if models is None:
+            rates = self._rates.get(rated)
+            if rates is None:
+                homes = self.homes(machine)
+                rates = self._rates[rated] = [[_KernelRates(k, s, machine, samples, homes) for k in s.kernels]
+                                              for s in self.sections]
+            models = self._models[rated, reuse] = [[r.model(reuse) for r in section] for section in rates]
+        return models
+
+
 def samples_per_call(graph) -> int:
     """Samples in one call of the graph: the leading dim of its first input (1 if unknown)."""
     for v in graph.inputs:
@@ -236,16 +322,17 @@ def samples_per_call(graph) -> int:
     return 1
 
 
-def allocate_sections(sections: list[Section], machine: Machine, options: CompileOptions, samples: int) -> None:
+def allocate_sections(sections: list[Section], machine: Machine, options: CompileOptions, samples: int,
+                      pricing: PlanPricing | None = None) -> None:
     """Give every section's stages their PCUs on ``machine`` and place them (``estimate`` prices
-    the placed plan, on this machine or another)."""
+    the placed plan, on this machine or another); ``pricing``: the sections', if already made."""
     batch, micro = options.batch_size, options.micro_batch or 1
     tokens = math.ceil(batch / micro)
     sync_s = machine.stage_sync_cycles / (machine.clock_ghz * 1e9)
-    homes = WeightHomes(sections, machine)
-    for section in sections:
-        models = [_StageModel(k, section, machine, samples, micro, homes, batch) for k in section.kernels]
-        pcus = _allocate(section, models, producers(section.kernels), machine.n_pcu, tokens, micro, sync_s)
+    pricing = pricing or PlanPricing(sections)
+    for section, models, producers_of in zip(sections, pricing.models(machine, samples, micro, batch),
+                                             pricing.producers):
+        pcus = _allocate(section, models, producers_of, machine.n_pcu, tokens, micro, sync_s)
         for k, p in zip(section.kernels, pcus):
             k.pcus = p
         place(section)
@@ -261,17 +348,17 @@ def reconfigurations(sections: list[Section], mode: str) -> list[bool]:
     return [i > 0 and programs[i] != programs[i - 1] for i in range(len(sections))]
 
 
-def latency_floor_us(sections: list[Section], machine: Machine, options: CompileOptions, samples: int) -> float:
+def latency_floor_us(sections: list[Section], machine: Machine, options: CompileOptions, samples: int,
+                     pricing: PlanPricing | None = None) -> float:
     """A lower bound on any estimate of the plan, so a plan whose floor exceeds a known latency
     need not be priced: its reconfigurations (each call of the batch makes them all), and per
     section the batch at the pace of its slowest stage — given every PCU the other stages leave it
     and the most weight reuse a token can have — or of all its stages' compute on every PCU."""
     floor = sum(reconfigurations(sections, options.mode)) * machine.reconfig_us
     batch = options.batch_size
-    homes = WeightHomes(sections, machine)
-    for section in sections:
+    pricing = pricing or PlanPricing(sections)
+    for section, models in zip(sections, pricing.models(machine, samples, batch, batch)):
         left = max(1, machine.n_pcu - len(section.kernels) + 1)
-        models = [_StageModel(k, section, machine, samples, batch, homes, batch) for k in section.kernels]
         slowest = max(m.time(min(k.max_pcus, left))[0] for m, k in zip(models, section.kernels))
         shared = sum(m.compute for m in models) / machine.n_pcu
         floor += batch * max(slowest, shared) * 1e6
@@ -289,12 +376,15 @@ def micro_batches(batch: int) -> list[int]:
     return sorted(found)
 
 
-def fits_on_chip(sections: list[Section], machine: Machine, micro: int, samples: int) -> bool:
+def fits_on_chip(sections: list[Section], machine: Machine, micro: int, samples: int,
+                 pricing: PlanPricing | None = None) -> bool:
     """Whether every section's held weights and its stages' buffers, staging a token of ``micro``
-    samples, fit on chip (or need no more room than one sample per token does)."""
-    scale = token_scale(micro, samples)
-    return all(held_weights(s) + staging_bytes(s, scale) <= max(machine.on_chip_bytes, held_weights(s) +
-                                                                  staging_bytes(s)) for s in sections)
+    samples, fit on chip (or need no more room than one sample per token does); ``pricing``: the
+    sections', if already made."""
+    pricing = pricing or PlanPricing(sections)
+    capacity = machine.on_chip_bytes
+    return all(held + token <= max(capacity, held + one) for held, token, one in
+               zip(pricing.held, pricing.staging(token_scale(micro, samples)), pricing.staging()))
 
 
 def best_micro_batch(sections: list[Section], machine: Machine, options: CompileOptions, samples: int) -> Estimate:
@@ -302,77 +392,128 @@ def best_micro_batch(sections: list[Section], machine: Machine, options: Compile
     or with the options' own micro-batch when they give one."""
     if options.micro_batch is not None:
         return estimate(sections, machine, options, samples)
-    best: Estimate | None = None
+    best: tuple[float, CompileOptions] | None = None
+    pricing = PlanPricing(sections)
     for micro in micro_batches(options.batch_size):
-        if micro > 1 and not fits_on_chip(sections, machine, micro, samples):
+        if micro > 1 and not fits_on_chip(sections, machine, micro, samples, pricing):
             continue
-        est = estimate(sections, machine, dataclasses.replace(options, micro_batch=micro), samples)
-        if best is None or est.totals["latency_us"] < best.totals["latency_us"] * (1 - 1e-12):
-            best = est
-    return best
+        chosen = dataclasses.replace(options, micro_batch=micro)
+        latency = latency_us(sections, machine, chosen, samples, pricing)
+        if best is None or latency < best[0] * (1 - 1e-12):
+            best = (latency, chosen)
+    return estimate(sections, machine, best[1], samples, pricing)
 
 
-def estimate(sections: list[Section], machine: Machine, options: CompileOptions, samples: int) -> Estimate:
-    """The time for the batch of the placed plan (``allocate_sections``) on ``machine``."""
+def estimate(sections: list[Section], machine: Machine, options: CompileOptions, samples: int,
+             pricing: PlanPricing | None = None) -> Estimate:
+    """The time for the batch of the placed plan (``allocate_sections``) on ``machine``
+    (``pricing``: the sections', if already made)."""
+    return _estimate(sections, machine, options, samples, rows=True, pricing=pricing or PlanPricing(sections))
+
+
+def latency_us(sections: list[Section], machine: Machine, options: CompileOptions, samples: int,
+               pricing: PlanPricing | None = None) -> float:
+    """``estimate(...).totals["latency_us"]``, by the same steps but without the stage rows and the
+    other totals: a search compares plans by it and estimates only the one it keeps in full."""
+    return _estimate(sections, machine, options, samples, rows=False,
+                     pricing=pricing or PlanPricing(sections)).totals["latency_us"]
+
+
+def _estimate(sections: list[Section], machine: Machine, options: CompileOptions, samples: int,
+              rows: bool, pricing: PlanPricing) -> Estimate:
+    """``estimate``; without ``rows``, its sections and latency only (no stages, no other totals)."""
     batch, micro = options.batch_size, options.micro_batch or 1
     tokens = math.ceil(batch / micro)
     sync_s = machine.stage_sync_cycles / (machine.clock_ghz * 1e9)
     scale = token_scale(micro, samples)
-    resident = _weights_resident(sections, machine, scale)
-    homes = WeightHomes(sections, machine)
-    spill_tier = _spill_tier(sections, machine, batch, homes.free)
+    resident = _weights_resident(pricing, machine, scale)
+    homes = pricing.homes(machine)
+    spill_tier = _spill_tier(pricing.live, machine, batch, homes.free)
     stages: list[StageEstimate] = []
     section_estimates: list[SectionEstimate] = []
     offchip_busy_us: dict[int, float] = {}  # per section: its stages' off-chip reads, for the whole batch
-    reconfigured = reconfigurations(sections, options.mode)
-    for section, reconfigures in zip(sections, reconfigured):
-        models = [_StageModel(k, section, machine, samples, micro, homes, batch) for k in section.kernels]
-        producers_of = producers(section.kernels)
-        worst, worst_name, worst_limit = 0.0, "", ""
-        timed = [(model, *model.time(k.pcus)) for k, model in zip(section.kernels, models)]
-        token_times = [micro * t + sync_s for _, t, _ in timed]
-        starts = arrivals(producers_of, token_times)
-        for k, (model, _, limit), token_s, start in zip(section.kernels, timed, token_times, starts):
-            terms = model.terms(k.pcus)
-            stages.append(StageEstimate(
-                section=section.index, kernel=k.name, ops=len(k.ops), anchor=k.anchor, pcus=k.pcus, pmus=k.pmus,
-                flops_per_sample=k.flops / samples, compute_us=terms["compute"] * 1e6, pmu_us=terms["pmu"] * 1e6,
-                network_us=terms["network"] * 1e6, offchip_us=terms["offchip"] * 1e6, stage_us=token_s * 1e6,
-                bottleneck=limit, start_us=start * 1e6, sockets_us=terms["sockets"] * 1e6))
-            if token_s > worst:
-                worst, worst_name, worst_limit = token_s, k.name, limit
-        fill = max((s + t for s, t in zip(starts, token_times)), default=0.0)  # one token across the section
+    reconfigured = pricing.reconfigurations(options.mode)
+    loads = [0.0] * len(sections) if resident else pricing.load_s(machine)
+    for i, (section, models) in enumerate(zip(sections, pricing.models(machine, samples, micro, batch))):
+        worst, slowest, fill = _pipeline(section, models, pricing.producers[i], micro, sync_s,
+                                         stages if rows else None, samples)
         # the stages stream concurrently through the same off-chip tiers: together no faster than
         # their bytes over the bandwidth
         busy_us = offchip_busy_us[section.index] = sum(micro * m.offchip for m in models) * tokens * 1e6
         pipelined_us = (fill + (tokens - 1) * worst) * 1e6
-        spill_bytes = (sum(section.spills.values()) + sum(section.fills.values())) * batch / samples
-        load_s = 0.0 if resident else sum(homes.read_s(k) for k in section.kernels if not k.streamed_weights)
         section_estimates.append(SectionEstimate(
-            index=section.index, kernels=len(section.kernels), ops=sum(len(k.ops) for k in section.kernels),
-            depth=section.depth, pcus=sum(k.pcus for k in section.kernels),
-            pmus=sum(k.pmus for k in section.kernels), stage_us=worst * 1e6,
-            bottleneck=f"{worst_name} ({worst_limit})" if pipelined_us >= busy_us else
-            "all stages (off-chip bandwidth shared)",
+            index=section.index, kernels=len(section.kernels), ops=pricing.ops[i], depth=section.depth,
+            pcus=sum(k.pcus for k in section.kernels), pmus=pricing.pmus[i], stage_us=worst * 1e6,
+            bottleneck=slowest if pipelined_us >= busy_us else "all stages (off-chip bandwidth shared)",
             pipeline_us=max(pipelined_us, busy_us),
-            reconfig_us=machine.reconfig_us if reconfigures else 0.0,
-            spill_us=spill_bytes / (spill_tier.bw_gbps * 1e9) * 1e6,
-            weight_load_us=load_s * 1e6, kind=section.kind,
+            reconfig_us=machine.reconfig_us if reconfigured[i] else 0.0,
+            spill_us=pricing.moved[i] * batch / samples / (spill_tier.bw_gbps * 1e9) * 1e6,
+            weight_load_us=loads[i] * 1e6, kind=section.kind,
         ))
     if not resident:
-        _prefetch(sections, section_estimates, machine, offchip_busy_us, scale)
+        _prefetch(pricing, section_estimates, machine, offchip_busy_us, scale)
     result = Estimate(machine=machine.name, mode=options.mode, batch_size=batch, micro_batch=micro,
                       sections=section_estimates, stages=stages)
-    result.totals = _totals(result, sections, machine, samples, resident)
-    result.totals["weights_by_tier"] = homes.bytes_by_tier(k for s in sections for k in s.kernels)
-    reads = tokens * micro / weight_reuse(micro, samples, batch)  # of each streamed weight
-    result.totals["offchip_bytes_by_tier"] = _offchip_bytes(result, sections, homes, spill_tier, resident, reads,
-                                                            samples)
-    for calls in _calls_spilling_faster(sections, machine, batch, homes.free, spill_tier):
-        in_calls = _in_calls(sections, machine, options, samples, calls)
+    if rows:
+        result.totals = _totals(result, sections, machine, samples, resident)
+        result.totals["weights_by_tier"] = homes.bytes_by_tier(k for s in sections for k in s.kernels)
+        reads = tokens * micro / weight_reuse(micro, samples, batch)  # of each streamed weight
+        result.totals["offchip_bytes_by_tier"] = _offchip_bytes(result, sections, homes, spill_tier, resident,
+                                                                reads, samples)
+    else:
+        result.totals = Totals(latency_us=_latency_us(section_estimates), weights_resident=resident)
+    for calls in _calls_spilling_faster(pricing.live, machine, batch, homes.free, spill_tier):
+        in_calls = _in_calls(sections, machine, options, samples, calls, rows, pricing)
         if in_calls.totals["latency_us"] < result.totals["latency_us"]:
             result = in_calls
     return result
+
+
+def _pipeline(section: Section, models: list[_StageModel], producers_of: tuple, micro: int, sync_s: float,
+              stages: list[StageEstimate] | None, samples: int) -> tuple[float, str, float]:
+    """A placed section as a pipeline: its slowest stage's time per token, that stage (``kernel
+    (limit)``) and one token's way across the section; each stage's row is added to ``stages``
+    (unless None)."""
+    worst, worst_name, worst_limit = 0.0, "", ""
+    timed = [model.time(k.pcus) for k, model in zip(section.kernels, models)]
+    token_times = [micro * t + sync_s for t, _ in timed]
+    starts = arrivals(producers_of, token_times)
+    for k, model, (_, limit), token_s, start in zip(section.kernels, models, timed, token_times, starts):
+        if stages is not None:
+            stages.append(_stage_row(section, k, model, samples, limit, token_s, start))
+        if token_s > worst:
+            worst, worst_name, worst_limit = token_s, k.name, limit
+    fill = max((s + t for s, t in zip(starts, token_times)), default=0.0)  # one token across the section
+    return worst, f"{worst_name} ({worst_limit})", fill
+
+
+def _stage_row(section: Section, k: Kernel, model: _StageModel, samples: int, limit: str, token_s: float,
+               start: float) -> StageEstimate:
+    """The estimate's row of one stage (``token_s``: its time per token; ``start``: when the first
+    token reaches it)."""
+    terms = model.terms(k.pcus)
+    return StageEstimate(
+        section=section.index, kernel=k.name, ops=len(k.ops), anchor=k.anchor, pcus=k.pcus, pmus=k.pmus,
+        flops_per_sample=k.flops / samples, compute_us=terms["compute"] * 1e6, pmu_us=terms["pmu"] * 1e6,
+        network_us=terms["network"] * 1e6, offchip_us=terms["offchip"] * 1e6, stage_us=token_s * 1e6,
+        bottleneck=limit, start_us=start * 1e6, sockets_us=terms["sockets"] * 1e6)
+
+
+def _latency_us(sections: list[SectionEstimate]) -> float:
+    """The batch's time: every section's, one after another."""
+    return sum(s.total_us for s in sections)
+
+
+class _Memo(dict):
+    """``f(key)`` per key, worked out on first use (a dict lookup after that)."""
+
+    def __init__(self, f: Callable):
+        super().__init__()
+        self.f = f
+
+    def __missing__(self, key):
+        value = self[key] = self.f(key)
+        return value
 
 
 #: the allocations made as if off-chip memory were 2, 4, … times slower are tried up to this factor
@@ -398,39 +539,33 @@ def _allocation(stages: tuple, producers_of: tuple, n_pcu: int, tokens: int, mic
     compiler allocates a plan for every micro-batch it tries)."""
     models = [_StageModel.of(key) for key, _ in stages]
     max_pcus = [top for _, top in stages]
-    timers: dict[float, Callable[[int, int], tuple[float, str]]] = {}
+    timers: dict[float, list[_Memo]] = {}
 
-    def timer(scale: float) -> Callable[[int, int], tuple[float, str]]:
-        """Stage i's time on p PCUs, remembered: the searches ask for the same ones again and again."""
+    def times(scale: float) -> list[_Memo]:
+        """Per stage, its time and limit on p PCUs (``memo[p]``), remembered: the searches ask for
+        the same ones again and again."""
         if scale not in timers:
-            memo: dict[tuple[int, int], tuple[float, str]] = {}
-
-            def stage_time(i: int, p: int) -> tuple[float, str]:
-                found = memo.get((i, p))
-                if found is None:
-                    found = memo[i, p] = models[i].time(p, scale)
-                return found
-            timers[scale] = stage_time
+            timers[scale] = [_Memo(functools.partial(m.time, offchip_scale=scale)) for m in models]
         return timers[scale]
 
-    def latency_at(scale: float):
-        stage_time = timer(scale)
-        token_memo: dict[tuple[int, int], float] = {}
+    def timer(scale: float) -> Callable[[int, int], tuple[float, str]]:
+        """Stage i's time on p PCUs (``times``)."""
+        memos = times(scale)
+        return lambda i, p: memos[i][p]
+
+    def latency_at(scale: float) -> Callable[[list[int]], float]:
+        memos = times(scale)
+        token_memos = [_Memo(lambda p, memo=memo: micro * memo[p][0] + sync_s) for memo in memos]
 
         def latency(pcus: list[int]) -> float:
             """A token's way through the stages (``arrivals`` plus its own time, inlined: the local
             search calls this millions of times) and the slowest stage per further token."""
-            token_times = []
-            for i, p in enumerate(pcus):
-                t = token_memo.get((i, p))
-                if t is None:
-                    t = token_memo[i, p] = micro * stage_time(i, p)[0] + sync_s
-                token_times.append(t)
+            token_times = [memo[p] for memo, p in zip(token_memos, pcus)]
             reach: list[float] = []
             way = 0.0
             for before, t in zip(producers_of, token_times):
                 begin = (reach[before[0]] if len(before) == 1 else
-                         max((reach[j] for j in before), default=0.0)) + t
+                         max([reach[j] for j in before], default=0.0)) + t
                 reach.append(begin)
                 if begin > way:
                     way = begin
@@ -454,15 +589,14 @@ def _allocation(stages: tuple, producers_of: tuple, n_pcu: int, tokens: int, mic
     return tuple(best[1])
 
 
-def _calls_spilling_faster(sections: list[Section], machine: Machine, batch: int, free: list[int],
-                           spill_tier: Tier) -> list[int]:
+def _calls_spilling_faster(live: int, machine: Machine, batch: int, free: list[int], spill_tier: Tier) -> list[int]:
     """For each tier faster than the one the batch spills to, the fewest calls whose share of the
     batch spills there (a runtime may run a batch as several calls of the same program)."""
     counts = []
     for tier in machine.tiers:
         if tier is spill_tier:
             break
-        per_call = next((c for c in _halvings(batch) if _spill_tier(sections, machine, c, free) is tier), None)
+        per_call = next((c for c in _halvings(batch) if _spill_tier(live, machine, c, free) is tier), None)
         if per_call:
             counts.append(math.ceil(batch / per_call))
     return counts
@@ -478,24 +612,28 @@ def _halvings(batch: int) -> list[int]:
 
 
 def _in_calls(sections: list[Section], machine: Machine, options: CompileOptions, samples: int,
-              calls: int) -> Estimate:
+              calls: int, rows: bool, pricing: PlanPricing) -> Estimate:
     """The batch run as ``calls`` calls of (nearly) equal size: each call reconfigures, loads and
-    spills as a batch of its size does; the rows are one call's, the times the sum over the calls."""
+    spills as a batch of its size does; the rows are one call's, the times the sum over the calls
+    (``rows``: as in ``_estimate``)."""
     batch, micro = options.batch_size, options.micro_batch or 1
     size = math.ceil(batch / calls)
     last = batch - (calls - 1) * size
-    one = estimate(sections, machine, dataclasses.replace(options, batch_size=size, micro_batch=min(micro, size)),
-                   samples)
+    one = _estimate(sections, machine, dataclasses.replace(options, batch_size=size, micro_batch=min(micro, size)),
+                    samples, rows, pricing)
     latency = (calls - 1) * one.totals["latency_us"] + (
         one.totals["latency_us"] if last == size else
-        estimate(sections, machine, dataclasses.replace(options, batch_size=last, micro_batch=min(micro, last)),
-                 samples).totals["latency_us"])
+        latency_us(sections, machine, dataclasses.replace(options, batch_size=last, micro_batch=min(micro, last)),
+                   samples, pricing))
     scale = latency / one.totals["latency_us"] if one.totals["latency_us"] else float(calls)
     scaled = [dataclasses.replace(s, pipeline_us=s.pipeline_us * scale, reconfig_us=s.reconfig_us * scale,
                                   spill_us=s.spill_us * scale, weight_load_us=s.weight_load_us * scale,
                                   weight_prefetch_us=s.weight_prefetch_us * scale) for s in one.sections]
     result = Estimate(machine=machine.name, mode=options.mode, batch_size=batch, micro_batch=one.micro_batch,
                       sections=scaled, stages=one.stages)
+    if not rows:
+        result.totals = Totals(latency_us=_latency_us(scaled), weights_resident=one.totals["weights_resident"])
+        return result
     result.totals = _totals(result, sections, machine, samples, one.totals["weights_resident"])
     result.totals["weights_by_tier"] = one.totals["weights_by_tier"]
     result.totals["offchip_bytes_by_tier"] = {t: b * scale for t, b in one.totals["offchip_bytes_by_tier"].items()}
@@ -537,14 +675,14 @@ def staging_bytes(section: Section, scale: float = 1.0) -> float:
     return sum(k.staging_bytes for k in section.kernels) * scale
 
 
-def _prefetch(sections: list[Section], estimates: list[SectionEstimate], machine: Machine,
+def _prefetch(pricing: PlanPricing, estimates: list[SectionEstimate], machine: Machine,
               offchip_busy_us: dict[int, float], scale: float) -> None:
     """A section's weights load while the previous section runs when both sections' weights and
     the larger one's buffers fit on chip at once (double buffering): only what the previous
     pipeline does not cover stays on the critical path."""
-    for (before, after), (prev, cur) in zip(zip(sections, sections[1:]), zip(estimates, estimates[1:])):
-        buffers = max(staging_bytes(before, scale), staging_bytes(after, scale))
-        if held_weights(before) + held_weights(after) + buffers <= machine.on_chip_bytes:
+    staging, held, capacity = pricing.staging(scale), pricing.held, machine.on_chip_bytes
+    for i, (prev, cur) in enumerate(zip(estimates, estimates[1:])):
+        if held[i] + held[i + 1] + max(staging[i], staging[i + 1]) <= capacity:
             # only while the previous section is not itself reading off-chip memory
             free_us = max(0.0, prev.pipeline_us - offchip_busy_us.get(prev.index, 0.0))
             hidden = min(cur.weight_load_us, free_us)
@@ -552,22 +690,17 @@ def _prefetch(sections: list[Section], estimates: list[SectionEstimate], machine
             cur.weight_prefetch_us = hidden
 
 
-def _weights_resident(sections: list[Section], machine: Machine, scale: float) -> bool:
+def _weights_resident(pricing: PlanPricing, machine: Machine, scale: float) -> bool:
     """All sections' weights stay on chip when none is streamed and together they fit beside the
     largest section's buffers."""
-    if any(k.streamed_weights for s in sections for k in s.kernels):
+    if pricing.streams:
         return False
-    weights = sum(k.weight_bytes for s in sections for k in s.kernels)
-    buffers = max((staging_bytes(s, scale) for s in sections), default=0)
-    return weights + buffers <= machine.on_chip_bytes
+    return pricing.weights + max(pricing.staging(scale), default=0) <= machine.on_chip_bytes
 
 
-def _spill_tier(sections: list[Section], machine: Machine, batch: int, free: list[int]) -> Tier:
+def _spill_tier(live: int, machine: Machine, batch: int, free: list[int]) -> Tier:
     """The fastest tier whose capacity left beside the weights holds the largest set of tensors
-    live across a section boundary."""
-    # nothing spilled is freed before the call ends: the last boundary holds every spill (each
-    # value is spilled by the one section that computes it)
-    live = sum(sum(s.spills.values()) for s in sections)
+    live across a section boundary (``live``: ``PlanPricing.live``), for the batch."""
     for tier, left in zip(machine.tiers, free):
         if live * batch <= left:
             return tier
@@ -576,7 +709,7 @@ def _spill_tier(sections: list[Section], machine: Machine, batch: int, free: lis
 
 def _totals(est: Estimate, sections: list[Section], machine: Machine, samples: int,
             resident: bool) -> Totals:
-    latency_us = sum(s.total_us for s in est.sections)
+    latency_us = _latency_us(est.sections)
     flops = sum(k.flops for s in sections for k in s.kernels) / samples
     per_sample_us = sum(s.stage_us / est.micro_batch + s.spill_us / est.batch_size for s in est.sections)
     steady = 1e6 / per_sample_us if per_sample_us > 0 else float("inf")
