@@ -28,11 +28,11 @@ from .artifact import read_pef, write_pef
 from .config import CompileOptions, Machine, compile_settings
 from .functional import FunctionalSim
 from .partition import Kernel, Section, build_kernels, partition
+from .pcu_allocation import allocate_sections
 from .pipeline_model import (
     Estimate,
     PlanPricing,
     WeightHomes,
-    allocate_sections,
     best_micro_batch,
     fits_on_chip,
     host_bytes,
